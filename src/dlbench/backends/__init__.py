@@ -1,0 +1,78 @@
+"""The backend registry. Light on purpose: the controller reads it without importing any framework.
+
+A third party adds a framework with an entry point in the group ``dlbench.backends`` that names a
+``BackendInfo`` object (a light module, which must not import the framework).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What the controller knows about a framework backend without importing it."""
+
+    name: str
+    title: str
+    import_name: str
+    distribution: str
+    entry: str
+    extra: str
+    unavailable: str | None = None
+
+    def installed_version(self) -> str | None:
+        """The framework's installed version in *this* interpreter, or None (never imports it)."""
+        if self.unavailable:
+            return None
+        if importlib.util.find_spec(self.import_name) is None:
+            return None
+        try:
+            return importlib.metadata.version(self.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+
+class UnknownFramework(KeyError):
+    """No backend of that name."""
+
+    def __str__(self) -> str:
+        return f"unknown framework {self.args[0]!r}; known: {', '.join(all_backends())}"
+
+
+_BUILTIN: tuple[BackendInfo, ...] = (
+    BackendInfo("torch", "PyTorch", "torch", "torch", "dlbench.backends.torch.backend:TorchBackend", "torch"),
+)
+_TEST_ONLY: tuple[BackendInfo, ...] = (
+    BackendInfo("fake", "fake (test double)", "dlbench", "dlbench", "dlbench.backends.fake:FakeBackend", ""),
+)
+
+
+def all_backends(include_test: bool = False) -> dict[str, BackendInfo]:
+    """Built-in backends, then those registered through entry points; the fake one only on request."""
+    found = {b.name: b for b in _BUILTIN}
+    for ep in importlib.metadata.entry_points(group="dlbench.backends"):
+        info = ep.load()
+        if isinstance(info, BackendInfo) and info.name not in found:
+            found[info.name] = info
+    if include_test:
+        found.update({b.name: b for b in _TEST_ONLY})
+    return found
+
+
+def get_info(name: str) -> BackendInfo:
+    """The BackendInfo registered under name (the fake backend included)."""
+    backends = all_backends(include_test=True)
+    if name not in backends:
+        raise UnknownFramework(name)
+    return backends[name]
+
+
+def load_backend(name: str) -> "Backend":  # noqa: F821 - worker side only
+    """Import and instantiate a backend. Worker side only: this imports the framework."""
+    module, _, attr = get_info(name).entry.partition(":")
+    cls = getattr(importlib.import_module(module), attr)
+    return cls()

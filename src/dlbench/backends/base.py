@@ -1,0 +1,68 @@
+"""The interface every framework backend implements. Worker side: implementations import their framework."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+from dlbench.cases import Case
+from dlbench.spec import PointSpec
+
+
+class Trainer(ABC):
+    """A model, its optimizer and one batch (or a loader), ready to take train steps."""
+
+    @abstractmethod
+    def step(self) -> None:
+        """One train step: forward, loss, backward, optimizer update. May return before the device is done."""
+
+    @abstractmethod
+    def sync(self) -> None:
+        """Block until every queued device operation has finished."""
+
+    @abstractmethod
+    def loss(self) -> float:
+        """The last step's loss as a Python float."""
+
+    def peak_memory_bytes(self) -> int | None:
+        """Peak device memory, or None on the CPU (the worker then reports its peak RSS)."""
+        return None
+
+    def input_wait_s(self) -> float:
+        """Seconds spent waiting for input since the last reset (0 for synthetic data)."""
+        return 0.0
+
+    def reset_input_wait(self) -> None:
+        """Start counting input wait afresh."""
+
+    def close(self) -> None:
+        """Release loaders and other resources."""
+
+
+class Backend(ABC):
+    """How one framework builds a case's model, its data and one train step."""
+
+    name: str = ""
+
+    @abstractmethod
+    def environment(self, spec: PointSpec) -> dict[str, str]:
+        """Identity facts only the framework knows: framework_version, device_model, cuda, cudnn, nccl ..."""
+
+    def refuse(self, spec: PointSpec) -> str | None:
+        """A one-line reason when this framework cannot run the spec as asked, else None."""
+        return None
+
+    @abstractmethod
+    def build(self, spec: PointSpec, case: Case) -> Trainer:
+        """Build model, optimizer and data for the case on the spec's device. Never timed."""
+
+    @abstractmethod
+    def count_params(self, case: Case) -> int:
+        """Trainable parameters of this backend's model for the case."""
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """Whether an exception is the framework's own out-of-memory error."""
+        return isinstance(exc, MemoryError)
+
+    def finish(self) -> dict[str, object]:
+        """Backend facts recorded after measuring, e.g. {"compiled": "xla"}."""
+        return {}

@@ -1,0 +1,70 @@
+"""A test double: a backend whose steps take a known time, and which can fail on purpose.
+
+Its behaviour comes from $DLBENCH_FAKE (set by tests): "sleep:SECONDS" (default sleep:0.001), "oom",
+"segfault", "hang", "raise", "nan", or "sleep_at_build:SECONDS". It imports no framework.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+
+from dlbench.backends.base import Backend, Trainer
+from dlbench.cases import Case
+from dlbench.spec import PointSpec
+
+
+class FakeTrainer(Trainer):
+    """Each step sleeps a fixed time and lowers a fake loss."""
+
+    def __init__(self, step_s: float, loss: float = 1.0) -> None:
+        self.step_s = step_s
+        self._loss = loss
+        self.steps = 0
+
+    def step(self) -> None:
+        time.sleep(self.step_s)
+        self.steps += 1
+        self._loss *= 0.99
+
+    def sync(self) -> None:
+        return None
+
+    def loss(self) -> float:
+        return self._loss
+
+
+class FakeBackend(Backend):
+    """Fake framework for protocol and isolation tests."""
+
+    name = "fake"
+
+    def environment(self, spec: PointSpec) -> dict[str, str]:
+        return {"framework_version": "0.0-fake"}
+
+    def refuse(self, spec: PointSpec) -> str | None:
+        if spec.compile:
+            return "the fake backend has no compiler"
+        return None
+
+    def build(self, spec: PointSpec, case: Case) -> Trainer:
+        mode = os.environ.get("DLBENCH_FAKE", "sleep:0.001")
+        kind, _, arg = mode.partition(":")
+        if kind == "oom":
+            raise MemoryError("fake out of memory")
+        if kind == "raise":
+            raise RuntimeError("fake failure in the model")
+        if kind == "segfault":
+            ctypes.string_at(0)
+        if kind == "hang":
+            time.sleep(3600)
+        if kind == "nan":
+            return FakeTrainer(0.001, loss=float("nan"))
+        if kind == "sleep_at_build":
+            time.sleep(float(arg))
+            return FakeTrainer(0.001)
+        return FakeTrainer(float(arg or 0.001))
+
+    def count_params(self, case: Case) -> int:
+        return case.params

@@ -1,0 +1,1 @@
+"""The PyTorch backend. Importing this package imports torch: worker side only."""

@@ -1,0 +1,93 @@
+"""Framework-free case definitions: *what* is trained. Registered explicitly by name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Task = Literal["image_classification", "bert_pretraining"]
+
+
+@dataclass(frozen=True)
+class ImageInput:
+    """An image batch: NCHW shape without the batch, and the number of classes."""
+
+    size: int
+    channels: int = 3
+    classes: int = 1000
+
+
+@dataclass(frozen=True)
+class TextInput:
+    """A BERT pre-training batch: token ids, segment ids, attention mask, MLM labels and NSP labels."""
+
+    seq_len: int = 128
+    vocab: int = 30522
+    mask_prob: float = 0.15
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """The seeds' optimizer and its hyper-parameters."""
+
+    name: Literal["sgd", "adam"]
+    lr: float
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Case:
+    """One model the seeds train, with its input, optimizer and reference trainable-parameter count."""
+
+    name: str
+    title: str
+    task: Task
+    input: ImageInput | TextInput
+    optimizer: Optimizer
+    params: int
+    batch_fixed: int
+    batch_cpu: int
+    aux_logits: bool = False
+    notes: str = ""
+    aliases: tuple[str, ...] = field(default_factory=tuple)
+
+
+class UnknownCase(KeyError):
+    """No case of that name."""
+
+    def __str__(self) -> str:
+        return f"unknown model {self.args[0]!r}; known: {', '.join(CASES)}"
+
+
+CASES: dict[str, Case] = {}
+
+
+def register(case: Case) -> Case:
+    """Add a case to the registry under its name and aliases."""
+    if case.name in CASES:
+        raise ValueError(f"case {case.name!r} registered twice")
+    CASES[case.name] = case
+    return case
+
+
+def get_case(name: str) -> Case:
+    """The case registered under name (or one of its aliases)."""
+    if name in CASES:
+        return CASES[name]
+    for case in CASES.values():
+        if name in case.aliases:
+            return case
+    raise UnknownCase(name)
+
+
+def all_cases() -> list[Case]:
+    """Every registered case, in registration order."""
+    return list(CASES.values())
+
+
+# Explicit registration: each module calls register() once.
+from dlbench.cases import alexnet, bert_base, inception_v3, resnet50, resnet152, vgg16  # noqa: E402,F401
+
+__all__ = ["Case", "ImageInput", "TextInput", "Optimizer", "CASES", "register", "get_case", "all_cases",
+           "UnknownCase"]

@@ -1,0 +1,9 @@
+"""Inception v3 at 299x299 with its auxiliary head (the aux loss is added with weight 0.4)."""
+
+from dlbench.cases import Case, ImageInput, Optimizer, register
+
+CASE = register(Case(
+    name="inception_v3", title="Inception v3", task="image_classification",
+    input=ImageInput(size=299), optimizer=Optimizer("sgd", lr=0.128, momentum=0.9),
+    params=27_161_264, batch_fixed=64, batch_cpu=4, aux_logits=True,
+))

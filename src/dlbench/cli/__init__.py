@@ -1,0 +1,68 @@
+"""The `dlbench` command. One sub-command per module; every user error is one line on stderr and exit 2."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from dlbench import __version__
+from dlbench.backends import UnknownFramework
+from dlbench.cases import UnknownCase
+from dlbench.launch.interpreters import NotInstalled
+from dlbench.results.store import StoreError
+from dlbench.spec import SpecError
+
+USER_ERRORS = (SpecError, StoreError, UnknownCase, UnknownFramework, NotInstalled)
+
+
+class UserError(click.ClickException):
+    """A bad input, reported as one line with exit code 2."""
+
+    exit_code = 2
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dlbench")
+def cli() -> None:
+    """Measure how fast deep-learning frameworks train the standard models, one protocol for all."""
+
+
+def _register() -> None:
+    from dlbench.cli import info, results, run
+
+    cli.add_command(run.run)
+    cli.add_command(info.list_cmd)
+    cli.add_command(info.env)
+    cli.add_command(results.results)
+
+
+_register()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point: run the CLI, turning bad input into one stderr line and exit 2."""
+    try:
+        rv = cli.main(args=argv, prog_name="dlbench", standalone_mode=False)
+    except click.exceptions.Abort:
+        print("dlbench: interrupted", file=sys.stderr)
+        return 130
+    except click.ClickException as exc:
+        print(f"dlbench: error: {_one_line(Exception(exc.format_message()))}", file=sys.stderr)
+        return 2 if exc.exit_code in (1, 2) else exc.exit_code
+    except USER_ERRORS as exc:
+        print(f"dlbench: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("dlbench: interrupted; finished points are kept in the store", file=sys.stderr)
+        return 130
+    return rv if isinstance(rv, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

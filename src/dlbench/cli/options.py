@@ -1,0 +1,89 @@
+"""Turning command-line options into validated PointSpecs (shared by run and sweep)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+
+from dlbench.backends import all_backends, get_info
+from dlbench.cases import get_case
+from dlbench.results.env import cuda_available
+from dlbench.spec import PointSpec, Protocol, SpecError, parse_scale, preset
+
+DEFAULT_MODELS = ("resnet50", "bert_base")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "K": 1000, "KB": 1000, "KIB": 2**10, "M": 10**6, "MB": 10**6, "MIB": 2**20,
+          "G": 10**9, "GB": 10**9, "GIB": 2**30, "T": 10**12, "TB": 10**12, "TIB": 2**40}
+
+
+def split(text: str | None) -> list[str]:
+    """'a,b, c' -> ['a', 'b', 'c']."""
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def parse_size(text: str) -> int:
+    """'8GiB', '512MB', '1000000' -> bytes."""
+    m = _SIZE.match(text)
+    unit = m.group(2).upper() if m else ""
+    if not m or unit not in _UNITS:
+        raise SpecError(f"memory size must look like 8GiB or 512MB; got {text!r}")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+def parse_batches(text: str | None) -> list[int] | None:
+    """'8,16' -> [8, 16]; None when not given (the case's default applies)."""
+    if not text:
+        return None
+    out = []
+    for t in split(text):
+        if not re.fullmatch(r"-?\d+", t) or int(t) < 1:
+            raise SpecError(f"batch size must be a whole number >= 1; got {t!r}")
+        out.append(int(t))
+    return out
+
+
+def frameworks(text: str | None) -> list[str]:
+    """Framework names; 'all' means every registered backend."""
+    names = split(text) or ["torch"]
+    if names == ["all"]:
+        return [b for b, info in all_backends().items() if not info.unavailable]
+    for n in names:
+        get_info(n)
+    return names
+
+
+def resolve_device(device: str) -> str:
+    """'auto' -> cuda where NVML sees a GPU, else cpu."""
+    if device == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    return device
+
+
+def build_specs(*, framework: str | None, model: str | None, batch_size: str | None, precision: str | None,
+                compile_: bool, channels_last: bool, device: str, protocol: Protocol, timeout: float,
+                input_size: int | None, threads: int | None, data: str, data_dir: str | None,
+                scale: str | None, nodes: int | None, devices_per_node: int | None, strategy: str,
+                launcher: str, memory_limit: str | None) -> list[PointSpec]:
+    """Every combination of the comma-separated axes, validated before anything runs."""
+    dev = resolve_device(device)
+    n, k = parse_scale(scale) if scale else (nodes or 1, devices_per_node or 1)
+    batches = parse_batches(batch_size)
+    limit = parse_size(memory_limit) if memory_limit else None
+    specs: list[PointSpec] = []
+    precisions: Sequence[str] = split(precision) or ["fp32"]
+    for fw, name, prec in itertools.product(frameworks(framework), split(model) or DEFAULT_MODELS, precisions):
+        case = get_case(name)
+        for bs in batches or [case.batch_cpu if dev == "cpu" else case.batch_fixed]:
+            specs.append(PointSpec(
+                framework=fw, model=case.name, batch_size=bs, protocol=protocol, precision=prec,  # type: ignore[arg-type]
+                compile=compile_, channels_last=channels_last, device=dev, data=data,  # type: ignore[arg-type]
+                data_dir=data_dir, input_size=input_size, nodes=n, devices_per_node=k, strategy=strategy,
+                launcher=launcher, timeout_s=timeout, memory_limit_bytes=limit, threads=threads))
+    return specs
+
+
+def protocol_from(preset_name: str, warmup: int | None, steps: int | None, repeats: int | None,
+                  statistic: str | None) -> Protocol:
+    """The named preset with any CLI overrides applied."""
+    return preset(preset_name).override(warmup=warmup, steps=steps, repeats=repeats, statistic=statistic)

@@ -1,0 +1,34 @@
+"""`dlbench results`: recent runs and their points as a table, JSON (with raw step times) or tidy CSV."""
+
+from __future__ import annotations
+
+import click
+from rich.console import Console
+
+from dlbench.report.export import to_csv, to_json
+from dlbench.report.table import points_table, runs_table
+from dlbench.results.store import Store
+
+
+@click.command("results")
+@click.argument("run_ids", nargs=-1)
+@click.option("--last", type=click.IntRange(min=1), default=5, show_default=True,
+              help="With no RUN_ID: how many recent runs.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@click.option("--store", "store_path", type=click.Path(), help="Result store.")
+def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | None) -> None:
+    """Show stored runs and points (RUN_ID prefixes work)."""
+    store = Store(store_path, readonly=True)
+    runs = [store.get_run(r) for r in run_ids] if run_ids else store.runs(limit=last)
+    points = store.points([r.id for r in runs])
+    if fmt == "json":
+        click.echo(to_json(points))
+    elif fmt == "csv":
+        click.echo(to_csv(points), nl=False)
+    else:
+        out = Console()
+        out.print(runs_table(runs))
+        for r in runs:
+            mine = [p.result for p in points if p.run_id == r.id]
+            if mine:
+                out.print(points_table(mine, title=f"run {r.id}"))

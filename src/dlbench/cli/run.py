@@ -1,0 +1,81 @@
+"""`dlbench run`: measure points now, store them, print the table."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+import click
+from rich.console import Console
+
+from dlbench.cli.options import build_specs, protocol_from
+from dlbench.cli.progress import RunProgress
+from dlbench.launch.interpreters import interpreter_for
+from dlbench.launch.session import run_points
+from dlbench.report.table import points_table
+from dlbench.results.store import Store
+from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
+
+
+@click.command("run")
+@click.option("--framework", "-f", help="Comma-separated frameworks, or 'all'. Default: torch.")
+@click.option("--model", "-m", help="Comma-separated cases. Default: resnet50,bert_base.")
+@click.option("--batch-size", "-b", help="Per-device batch size(s), comma-separated. Default: the case's "
+              "CPU size on the CPU, its fixed seed size on a GPU.")
+@click.option("--precision", "-p", help=f"Comma-separated, from {', '.join(PRECISIONS)}. Default: fp32.")
+@click.option("--compile/--no-compile", "compile_", default=False, help="Compile the step (torch.compile, XLA ...).")
+@click.option("--channels-last", is_flag=True, help="NHWC memory format for image models.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--preset", "preset_name", type=click.Choice(list(PRESETS)), default="quick", show_default=True,
+              help="The seeds' methodology: warm-up, measured steps, repeats, statistic.")
+@click.option("--warmup", type=click.IntRange(min=0), help="Override the preset's warm-up steps.")
+@click.option("--steps", type=click.IntRange(min=1), help="Override the preset's measured steps.")
+@click.option("--repeats", type=click.IntRange(min=1), help="Override the preset's repeats.")
+@click.option("--statistic", type=click.Choice(["mean", "median"]), help="Override the statistic over repeats.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=1800.0, show_default=True,
+              help="Seconds before a point's worker is stopped and recorded as 'timeout'.")
+@click.option("--input-size", type=click.IntRange(min=1), help="Shrink the image side / sequence length (tests).")
+@click.option("--threads", type=click.IntRange(min=1), help="CPU threads for every framework. Default: physical cores.")
+@click.option("--data", type=click.Choice(["synthetic", "real"]), default="synthetic", show_default=True)
+@click.option("--data-dir", type=click.Path(), help="Folder made by `dlbench data` for --data real.")
+@click.option("--scale", help="Nodes and devices per node the seeds' way, e.g. 1n2c or 2n8c.")
+@click.option("--nodes", type=click.IntRange(min=1), help="Number of nodes.")
+@click.option("--devices-per-node", type=click.IntRange(min=1), help="Devices (processes) per node.")
+@click.option("--strategy", type=click.Choice(list(STRATEGIES)), default="none", show_default=True,
+              help="How gradients meet across devices.")
+@click.option("--launcher", default="local", show_default=True, help="Where points run.")
+@click.option("--memory-limit", help="Emulated device memory budget on the CPU, e.g. 8GiB (over it = oom).")
+@click.option("--store", "store_path", type=click.Path(), help="Result store. Default: $DLBENCH_STORE or "
+              "./dlbench-results/results.db.")
+def run(framework: str | None, model: str | None, batch_size: str | None, precision: str | None,
+        compile_: bool, channels_last: bool, device: str, preset_name: str, warmup: int | None,
+        steps: int | None, repeats: int | None, statistic: str | None, timeout: float, input_size: int | None,
+        threads: int | None, data: str, data_dir: str | None, scale: str | None, nodes: int | None,
+        devices_per_node: int | None, strategy: str, launcher: str, memory_limit: str | None,
+        store_path: str | None) -> int:
+    """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
+    specs = build_specs(
+        framework=framework, model=model, batch_size=batch_size, precision=precision, compile_=compile_,
+        channels_last=channels_last, device=device,
+        protocol=protocol_from(preset_name, warmup, steps, repeats, statistic), timeout=timeout,
+        input_size=input_size, threads=threads, data=data, data_dir=data_dir, scale=scale, nodes=nodes,
+        devices_per_node=devices_per_node, strategy=strategy, launcher=launcher, memory_limit=memory_limit)
+    for fw in {s.framework for s in specs}:
+        interpreter_for(fw)  # refuse a missing framework before anything is written
+    store = Store(store_path)
+    command = "dlbench " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("dlbench") else "dlbench run"
+    run_id = store.create_run(command, kind="run", meta={"preset": preset_name, "points": len(specs)})
+    console = Console(stderr=True)
+    try:
+        with RunProgress(len(specs), console) as ui:
+            results = run_points(store, run_id, specs, started=ui.started, done=ui.done)
+    except KeyboardInterrupt:
+        store.finish_run(run_id, "interrupted")
+        raise
+    store.finish_run(run_id, "done")
+    out = Console()
+    out.print(points_table(results, title=f"run {run_id}"))
+    out.print(f"Throughput = global samples in the measured steps / wall time of those steps; "
+              f"{specs[0].protocol.statistic} of {specs[0].protocol.repeats} repeats, 95% CI.")
+    out.print(f"Results: {store.path} (run {run_id}). Raw step times: dlbench results {run_id} --format json")
+    return 0 if all(r.status == "ok" for r in results) else 1

@@ -1,0 +1,1 @@
+"""Launchers decide *where* a point runs. None of them imports a framework."""

@@ -1,0 +1,29 @@
+"""Run a list of points into one stored run: each point in its own worker, each committed as it ends."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from dlbench.launch.interpreters import interpreter_for
+from dlbench.launch.point import execute
+from dlbench.launch.worker_process import ProgressSink
+from dlbench.results.schema import PointResult
+from dlbench.results.store import Store
+from dlbench.spec import PointSpec
+
+PointStarted = Callable[[int, PointSpec], ProgressSink | None]
+PointDone = Callable[[int, PointResult], None]
+
+
+def run_points(store: Store, run_id: str, specs: Sequence[PointSpec],
+               started: PointStarted | None = None, done: PointDone | None = None) -> list[PointResult]:
+    """Run every spec in order; a failed point is recorded and the run goes on. Ctrl-C propagates."""
+    results = []
+    for i, spec in enumerate(specs):
+        sink = started(i, spec) if started else None
+        result = execute(spec, python=interpreter_for(spec.framework), on_progress=sink)
+        store.add_point(run_id, result)
+        results.append(result)
+        if done:
+            done(i, result)
+    return results

@@ -1,0 +1,82 @@
+"""Statistics derived from raw step times. Throughput has one definition, here:
+
+    throughput of a repeat = global samples in its measured steps / wall time of those steps,
+
+where on several ranks the wall time is the slowest rank's. A point's throughput is its preset's statistic
+(mean or median) over repeats, with a Student-t confidence interval and the coefficient of variation.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+
+from scipy import stats as sps
+
+from dlbench.results.schema import Metrics, RankRaw
+from dlbench.spec import PointSpec
+
+CI_LEVEL = 0.95
+NOISY_CV = 0.05  # a point whose repeats vary by more than 5% is flagged as noisy
+
+
+def repeat_throughputs(ranks: tuple[RankRaw, ...], global_batch: int) -> tuple[float, ...]:
+    """Throughput of each repeat: global samples / wall time of the slowest rank in that repeat."""
+    n_repeats = {len(r.repeats) for r in ranks}
+    if len(n_repeats) != 1:
+        raise ValueError(f"ranks measured different numbers of repeats: {sorted(n_repeats)}")
+    out = []
+    for i in range(n_repeats.pop()):
+        reps = [r.repeats[i] for r in ranks]
+        steps = {len(rep.step_times) for rep in reps}
+        if len(steps) != 1:
+            raise ValueError(f"ranks measured different numbers of steps in repeat {i}: {sorted(steps)}")
+        wall = max(rep.wall_s for rep in reps)
+        if wall <= 0:
+            raise ValueError(f"repeat {i} has a non-positive wall time {wall}")
+        out.append(global_batch * steps.pop() / wall)
+    return tuple(out)
+
+
+def confidence_interval(samples: tuple[float, ...], level: float = CI_LEVEL) -> tuple[float, float]:
+    """Student-t interval for the mean of the samples; (x, x) for a single sample."""
+    n = len(samples)
+    mean = statistics.fmean(samples)
+    if n < 2:
+        return mean, mean
+    half = sps.t.ppf((1 + level) / 2, n - 1) * statistics.stdev(samples) / math.sqrt(n)
+    return mean - half, mean + half
+
+
+def coefficient_of_variation(samples: tuple[float, ...]) -> float:
+    """Sample standard deviation / mean; 0 for a single sample."""
+    if len(samples) < 2:
+        return 0.0
+    return statistics.stdev(samples) / statistics.fmean(samples)
+
+
+def summarize(spec: PointSpec, ranks: tuple[RankRaw, ...]) -> Metrics:
+    """Every derived figure of a point, from its raw per-rank samples."""
+    if not ranks:
+        raise ValueError("no rank measured anything")
+    per_repeat = repeat_throughputs(ranks, spec.global_batch)
+    stat = spec.protocol.statistic
+    value = statistics.median(per_repeat) if stat == "median" else statistics.fmean(per_repeat)
+    lo, hi = confidence_interval(per_repeat)
+    cv = coefficient_of_variation(per_repeat)
+    all_steps = [t for r in ranks for rep in r.repeats for t in rep.step_times]
+    peaks = [r.peak_memory_bytes for r in ranks if r.peak_memory_bytes is not None]
+    losses = [r.final_loss for r in ranks if r.final_loss is not None]
+    measured = sum(rep.wall_s for r in ranks for rep in r.repeats)
+    waited = sum(r.input_wait_s for r in ranks)
+    return Metrics(
+        throughput=value, statistic=stat, repeat_throughputs=per_repeat,
+        ci_low=lo, ci_high=hi, ci_level=CI_LEVEL, cv=cv,
+        median_step_s=statistics.median(all_steps),
+        global_batch=spec.global_batch,
+        peak_memory_bytes=max(peaks) if peaks else None,
+        memory_kind=ranks[0].memory_kind,
+        final_loss=losses[0] if losses else None,
+        noisy=cv > NOISY_CV,
+        input_wait_share=waited / measured if measured > 0 else 0.0,
+    )

@@ -1,0 +1,61 @@
+"""Rich tables of points and runs for the terminal."""
+
+from __future__ import annotations
+
+import datetime
+
+from rich.table import Table
+
+from dlbench.results.schema import PointResult
+from dlbench.results.store import RunRecord
+
+
+def fmt_bytes(n: int | None) -> str:
+    """Bytes as MiB or GiB, '-' when unknown."""
+    if n is None:
+        return "-"
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+def fmt_throughput(r: PointResult) -> str:
+    """'123.4 ± 2.1' (half-width of the confidence interval), '-' for a failed point."""
+    m = r.metrics
+    if m is None:
+        return "-"
+    half = (m.ci_high - m.ci_low) / 2
+    return f"{m.throughput:,.1f} ± {half:,.1f}"
+
+
+def status_text(r: PointResult) -> str:
+    """The status, with 'noisy' when the repeats' CV passed the threshold, and the error's first line."""
+    if r.status == "ok":
+        return "ok (noisy)" if r.metrics and r.metrics.noisy else "ok"
+    first = (r.error or "").splitlines()[0] if r.error else ""
+    return f"{r.status}: {first[:80]}" if first else r.status
+
+
+def points_table(results: list[PointResult], title: str = "") -> Table:
+    """One row per point: framework, model, batch, precision, throughput ± CI, step time, memory, status."""
+    t = Table(title=title or None)
+    for col, justify in (("framework", "left"), ("model", "left"), ("batch", "right"), ("precision", "left"),
+                         ("scale", "left"), ("samples/s ± 95% CI", "right"), ("CV", "right"),
+                         ("median step", "right"), ("peak memory", "right"), ("status", "left")):
+        t.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for r in results:
+        s, m = r.spec, r.metrics
+        prec = s.precision + (" +compile" if s.compile else "") + (" +cl" if s.channels_last else "")
+        t.add_row(s.framework, s.model, str(s.batch_size), prec, s.scale, fmt_throughput(r),
+                  f"{m.cv:.1%}" if m else "-", f"{m.median_step_s * 1000:,.1f} ms" if m else "-",
+                  fmt_bytes(m.peak_memory_bytes) if m else "-", status_text(r))
+    return t
+
+
+def runs_table(runs: list[RunRecord]) -> Table:
+    """Recent runs: id, when, kind, points, status, command."""
+    t = Table(title="runs")
+    for col in ("run", "created", "kind", "points", "status", "command"):
+        t.add_column(col)
+    for r in runs:
+        when = datetime.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M")
+        t.add_row(r.id, when, r.kind, str(r.points), r.status, r.command)
+    return t

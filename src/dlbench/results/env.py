@@ -1,0 +1,112 @@
+"""Environment capture on the controller side, through libraries (psutil, py-cpuinfo, nvidia-ml-py).
+
+The worker adds what only the framework knows (its version, CUDA/cuDNN/NCCL). Identity keys must match
+before two results are compared; descriptive keys are only shown.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import platform
+import socket
+import subprocess
+from pathlib import Path
+
+import psutil
+
+from dlbench import __version__
+
+IDENTITY_KEYS: tuple[str, ...] = (
+    "framework", "framework_version", "device", "device_model", "device_count", "cpu_model", "cpu_cores",
+    "cuda", "cudnn", "nccl", "driver", "threads", "dlbench_version",
+)
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_model() -> str:
+    """The CPU's brand string, from py-cpuinfo (falls back to platform.processor())."""
+    try:
+        import cpuinfo
+
+        return str(cpuinfo.get_cpu_info().get("brand_raw") or platform.processor() or "unknown")
+    except Exception:  # py-cpuinfo can fail on exotic CPUs; the brand is then unknown, not fatal
+        return platform.processor() or "unknown"
+
+
+@functools.lru_cache(maxsize=1)
+def gpus() -> tuple[dict[str, str], ...]:
+    """Name, memory and driver of each NVIDIA GPU through NVML; empty where there is none."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no NVML library, or no driver: a CPU machine
+        return ()
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        out = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(h)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(h).total
+            out.append({"name": name if isinstance(name, str) else name.decode(),
+                        "memory_bytes": str(mem), "driver": str(driver if isinstance(driver, str) else driver.decode())})
+        return tuple(out)
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def cuda_available() -> bool:
+    """Whether NVML sees at least one GPU (never imports a framework)."""
+    return bool(gpus())
+
+
+def physical_cores() -> int:
+    """Physical cores (logical where psutil cannot tell)."""
+    return psutil.cpu_count(logical=False) or psutil.cpu_count() or 1
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str:
+    """The commit of the dlbench source tree, where it is a git checkout; else ''."""
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=5, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def host_identity(device: str, threads: int) -> dict[str, str]:
+    """The controller's identity keys for a point on this device."""
+    g = gpus()
+    ident = {
+        "device": device,
+        "cpu_model": cpu_model(),
+        "cpu_cores": str(physical_cores()),
+        "threads": str(threads),
+        "dlbench_version": __version__,
+    }
+    if device == "cuda" and g:
+        ident.update(device_model=g[0]["name"], device_count=str(len(g)), driver=g[0]["driver"])
+    else:
+        ident.update(device_model=cpu_model(), device_count="1")
+    return ident
+
+
+def host_descriptive() -> dict[str, str]:
+    """Keys that are shown but never block a comparison."""
+    freq = psutil.cpu_freq()
+    return {
+        "hostname": socket.gethostname(),
+        "cpu_mhz": f"{freq.current:.0f}" if freq else "",
+        "cpu_max_mhz": f"{freq.max:.0f}" if freq and freq.max else "",
+        "memory_bytes": str(psutil.virtual_memory().total),
+        "logical_cpus": str(psutil.cpu_count() or 0),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "git_commit": git_commit(),
+        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
