@@ -59,7 +59,7 @@ def run(spec_json: str, rank: int = 0) -> dict[str, object]:
     case = get_case(spec.model)
     backend = load_backend(spec.framework)
     env = backend.environment(spec)
-    reason = backend.refuse(spec)
+    reason = backend.case_support(case) or backend.refuse(spec)
     if reason:
         return {"status": "unsupported", "error": reason, "env": env}
     try:

@@ -47,6 +47,10 @@ class Backend(ABC):
     def environment(self, spec: PointSpec) -> dict[str, str]:
         """Identity facts only the framework knows: framework_version, device_model, cuda, cudnn, nccl ..."""
 
+    def case_support(self, case: Case) -> str | None:
+        """A one-line reason when this framework cannot express the case exactly, else None."""
+        return None
+
     def refuse(self, spec: PointSpec) -> str | None:
         """A one-line reason when this framework cannot run the spec as asked, else None."""
         return None

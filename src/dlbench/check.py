@@ -1,0 +1,74 @@
+"""Worker-side checks run in a framework's own interpreter: ``<python> -m dlbench.check params|converge ...``.
+
+They print one JSON object on stdout, so that tests and `dlbench list` can ask any environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from dlbench.spec import PointSpec, Protocol
+
+
+def params(framework: str) -> dict[str, object]:
+    """{case: trainable parameter count, or 'unsupported: reason'} for every case, plus the version."""
+    from dlbench.backends import load_backend
+    from dlbench.cases import all_cases
+
+    backend = load_backend(framework)
+    spec = PointSpec(framework=framework, model="resnet50", batch_size=1,
+                     protocol=Protocol(0, 1, 1, "median"))
+    out: dict[str, object] = {"version": backend.environment(spec).get("framework_version", "")}
+    for case in all_cases():
+        reason = backend.case_support(case)
+        out[case.name] = f"unsupported: {reason}" if reason else backend.count_params(case)
+    return out
+
+
+def converge(framework: str, model: str, steps: int, batch: int, input_size: int | None,
+             precision: str) -> dict[str, object]:
+    """Losses of `steps` train steps on one fixed small batch (does the backend really train?)."""
+    from dlbench.backends import load_backend
+    from dlbench.cases import get_case
+
+    backend = load_backend(framework)
+    spec = PointSpec(framework=framework, model=model, batch_size=batch, protocol=Protocol(0, steps, 1, "median"),
+                     input_size=input_size, precision=precision)  # type: ignore[arg-type]
+    case = get_case(model)
+    reason = backend.case_support(case) or backend.refuse(spec)
+    if reason:
+        return {"unsupported": reason}
+    trainer = backend.build(spec, case)
+    losses = []
+    for _ in range(steps):
+        trainer.step()
+        losses.append(trainer.loss())
+    return {"losses": losses}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments and print the JSON answer."""
+    p = argparse.ArgumentParser(prog="python -m dlbench.check")
+    sub = p.add_subparsers(dest="what", required=True)
+    sp = sub.add_parser("params")
+    sp.add_argument("framework")
+    sc = sub.add_parser("converge")
+    sc.add_argument("framework")
+    sc.add_argument("model")
+    sc.add_argument("--steps", type=int, default=20)
+    sc.add_argument("--batch", type=int, default=4)
+    sc.add_argument("--input-size", type=int, default=None)
+    sc.add_argument("--precision", default="fp32")
+    a = p.parse_args(argv)
+    if a.what == "params":
+        out = params(a.framework)
+    else:
+        out = converge(a.framework, a.model, a.steps, a.batch, a.input_size, a.precision)
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
