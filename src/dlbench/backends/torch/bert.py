@@ -1,0 +1,126 @@
+"""BERT-base for pre-training (MLM + NSP), in pure torch, laid out like HF ``BertForPreTraining``.
+
+Same trainable-parameter count as ``BertForPreTraining(BertConfig())`` (110,106,428): the MLM decoder
+shares its weight with the word embeddings and has its own bias. Query, key and value are one fused
+projection (the same parameters as three separate ones); attention uses
+``torch.nn.functional.scaled_dot_product_attention``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    """BERT hyper-parameters; the defaults are BERT-base (uncased vocabulary)."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    intermediate_size: int = 3072
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    layer_norm_eps: float = 1e-12
+    initializer_range: float = 0.02
+    pad_token_id: int = 0
+
+
+class BertEmbeddings(nn.Module):
+    """Word + position + token-type embeddings, then LayerNorm and dropout."""
+
+    def __init__(self, cfg: BertConfig) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(cfg.vocab_size, cfg.hidden_size, padding_idx=cfg.pad_token_id)
+        self.position_embeddings = nn.Embedding(cfg.max_position_embeddings, cfg.hidden_size)
+        self.token_type_embeddings = nn.Embedding(cfg.type_vocab_size, cfg.hidden_size)
+        self.layer_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor) -> Tensor:
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions)[None]
+        x = x + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.layer_norm(x))
+
+
+class BertLayer(nn.Module):
+    """One post-LayerNorm transformer encoder layer: self-attention, then the GELU feed-forward."""
+
+    def __init__(self, cfg: BertConfig) -> None:
+        super().__init__()
+        self.num_heads = cfg.num_heads
+        self.attention_dropout = cfg.attention_dropout
+        self.qkv = nn.Linear(cfg.hidden_size, 3 * cfg.hidden_size)
+        self.attn_out = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.attn_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        self.intermediate = nn.Linear(cfg.hidden_size, cfg.intermediate_size)
+        self.output = nn.Linear(cfg.intermediate_size, cfg.hidden_size)
+        self.out_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, attn_mask: Tensor) -> Tensor:
+        b, s, h = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.num_heads, h // self.num_heads).permute(2, 0, 3, 1, 4)
+        ctx = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, dropout_p=self.attention_dropout if self.training else 0.0)
+        ctx = ctx.transpose(1, 2).reshape(b, s, h)
+        x = self.attn_norm(x + self.dropout(self.attn_out(ctx)))
+        ff = self.output(F.gelu(self.intermediate(x)))
+        return self.out_norm(x + self.dropout(ff))
+
+
+class BertForPretraining(nn.Module):
+    """BERT encoder with the pooler, the tied masked-LM head and the next-sentence head."""
+
+    def __init__(self, cfg: BertConfig | None = None) -> None:
+        super().__init__()
+        cfg = cfg or BertConfig()
+        self.config = cfg
+        self.embeddings = BertEmbeddings(cfg)
+        self.layers = nn.ModuleList(BertLayer(cfg) for _ in range(cfg.num_layers))
+        self.pooler = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.mlm_transform = nn.Linear(cfg.hidden_size, cfg.hidden_size)
+        self.mlm_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
+        self.mlm_decoder = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.mlm_bias = nn.Parameter(torch.zeros(cfg.vocab_size))
+        self.nsp = nn.Linear(cfg.hidden_size, 2)
+        self.apply(self._init_weights)
+        self.mlm_decoder.weight = self.embeddings.word_embeddings.weight  # tied: counted once
+
+    def _init_weights(self, module: nn.Module) -> None:
+        """HF BERT init: normal(0, 0.02) weights, zero biases, LayerNorm 1/0, zero padding row."""
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=std)
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+        """MLM logits [B, S, vocab] and NSP logits [B, 2]; attention_mask is [B, S], 1/True = attend."""
+        attn_mask = attention_mask.to(torch.bool)[:, None, None, :]
+        x = self.embeddings(input_ids, token_type_ids)
+        for layer in self.layers:
+            x = layer(x, attn_mask)
+        pooled = torch.tanh(self.pooler(x[:, 0]))
+        h = self.mlm_norm(F.gelu(self.mlm_transform(x)))
+        mlm_logits = F.linear(h, self.mlm_decoder.weight, self.mlm_bias)
+        return mlm_logits, self.nsp(pooled)
+
+
+__all__ = ["BertConfig", "BertForPretraining"]

@@ -1,0 +1,87 @@
+"""The pure-torch models: exact trainable-parameter counts, and one small forward + backward each."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dlbench.backends.torch.models import build_model, count_trainable, train_loss  # noqa: E402
+from dlbench.cases import get_case  # noqa: E402
+
+CASES = ["resnet50", "resnet152", "vgg16", "alexnet", "inception_v3", "bert_base"]
+
+
+def _batch(name: str, batch: int = 2) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    if name == "bert_base":
+        seq, vocab = 16, get_case(name).input.vocab
+        mask = torch.ones(batch, seq, dtype=torch.long)
+        mask[1, 12:] = 0  # some padding
+        mlm = torch.full((batch, seq), -100, dtype=torch.long)
+        mlm[:, 1:4] = torch.randint(0, vocab, (batch, 3), generator=g)
+        return {
+            "input_ids": torch.randint(0, vocab, (batch, seq), generator=g),
+            "token_type_ids": (torch.arange(seq) >= seq // 2).long().expand(batch, seq).contiguous(),
+            "attention_mask": mask,
+            "mlm_labels": mlm,
+            "nsp_labels": torch.tensor([0, 1][:batch]),
+        }
+    size = 80 if name == "inception_v3" else 64
+    return {"images": torch.randn(batch, 3, size, size, generator=g),
+            "labels": torch.randint(0, 1000, (batch,), generator=g)}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_parameter_count_matches_case(name: str) -> None:
+    assert count_trainable(build_model(name)) == get_case(name).params
+
+
+def test_unknown_case_raises_key_error() -> None:
+    with pytest.raises(KeyError):
+        build_model("no_such_model")
+
+
+def test_bert_decoder_is_tied_to_word_embeddings() -> None:
+    model = build_model("bert_base")
+    assert model.mlm_decoder.weight is model.embeddings.word_embeddings.weight
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_forward_backward_small(name: str) -> None:
+    torch.manual_seed(0)
+    model = build_model(name).train()
+    loss = train_loss(name, model, _batch(name))
+    assert loss.ndim == 0 and math.isfinite(loss.item())
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert all(g is not None for g in grads)
+    assert any(g.abs().sum().item() > 0 for g in grads)
+
+
+def test_bert_output_shapes() -> None:
+    model = build_model("bert_base").eval()
+    b = _batch("bert_base")
+    with torch.no_grad():
+        mlm, nsp = model(b["input_ids"], b["token_type_ids"], b["attention_mask"].bool())
+    assert mlm.shape == (2, 16, 30522) and nsp.shape == (2, 2)
+
+
+def test_inception_eval_returns_logits_only() -> None:
+    model = build_model("inception_v3").eval()
+    with torch.no_grad():
+        out = model(torch.randn(1, 3, 80, 80))
+    assert isinstance(out, torch.Tensor) and out.shape == (1, 1000)
+
+
+@pytest.mark.parametrize("name", ["resnet50", "inception_v3"])
+def test_channels_last_and_autocast(name: str) -> None:
+    model = build_model(name).train().to(memory_format=torch.channels_last)
+    batch = _batch(name)
+    batch["images"] = batch["images"].contiguous(memory_format=torch.channels_last)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = train_loss(name, model, batch)
+    assert math.isfinite(loss.item())
+    loss.backward()
