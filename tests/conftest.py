@@ -1,0 +1,50 @@
+"""Shared fixtures: a temporary store, a CLI runner, and framework environments (skipped, named, when absent)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dlbench.cli import main
+from dlbench.launch.interpreters import NotInstalled, interpreter_for
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    """A fresh store file path."""
+    return tmp_path / "store" / "results.db"
+
+
+CliResult = tuple[int, str, str]
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Run the dlbench CLI in-process: cli("run", "-f", "fake") -> (exit code, stdout, stderr)."""
+
+    def run(*args: str) -> CliResult:
+        code = main(list(args))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
+
+
+def framework_python(name: str) -> str:
+    """The interpreter of the framework's environment, or skip naming the missing environment."""
+    try:
+        return interpreter_for(name)
+    except NotInstalled as exc:
+        pytest.skip(f"{name} environment absent: {exc}")
+
+
+def run_check(python: str, *args: str, timeout: float = 900) -> dict[str, object]:
+    """Run `python -m dlbench.check ARGS` in a framework's environment and parse its JSON answer."""
+    proc = subprocess.run([python, "-m", "dlbench.check", *args], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
