@@ -1,7 +1,8 @@
 """A test double: a backend whose steps take a known time, and which can fail on purpose.
 
 Its behaviour comes from $DLBENCH_FAKE (set by tests): "sleep:SECONDS" (default sleep:0.001), "oom",
-"segfault", "hang", "raise", "nan", or "sleep_at_build:SECONDS". It imports no framework.
+"segfault", "hang", "raise", "nan", or "sleep_at_build:SECONDS"; or per model, e.g.
+"alexnet=segfault,vgg16=hang" (models not named sleep 1 ms). It imports no framework.
 """
 
 from __future__ import annotations
@@ -13,6 +14,14 @@ import time
 from dlbench.backends.base import Backend, Trainer
 from dlbench.cases import Case
 from dlbench.spec import PointSpec
+
+
+def _mode_for(model: str, setting: str) -> str:
+    """The behaviour for this model from a $DLBENCH_FAKE setting."""
+    if "=" not in setting:
+        return setting or "sleep:0.001"
+    per_model = dict(item.split("=", 1) for item in setting.split(",") if "=" in item)
+    return per_model.get(model, "sleep:0.001")
 
 
 class FakeTrainer(Trainer):
@@ -49,7 +58,7 @@ class FakeBackend(Backend):
         return None
 
     def build(self, spec: PointSpec, case: Case) -> Trainer:
-        mode = os.environ.get("DLBENCH_FAKE", "sleep:0.001")
+        mode = _mode_for(spec.model, os.environ.get("DLBENCH_FAKE", ""))
         kind, _, arg = mode.partition(":")
         if kind == "oom":
             raise MemoryError("fake out of memory")

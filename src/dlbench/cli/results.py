@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import click
-from rich.console import Console
 
+from dlbench.cli.output import stdout_console
 from dlbench.report.export import to_csv, to_json
 from dlbench.report.table import points_table, runs_table
 from dlbench.results.store import Store
@@ -26,7 +26,7 @@ def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | Non
     elif fmt == "csv":
         click.echo(to_csv(points), nl=False)
     else:
-        out = Console()
+        out = stdout_console()
         out.print(runs_table(runs))
         for r in runs:
             mine = [p.result for p in points if p.run_id == r.id]

@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 
 from dlbench.cli.options import build_specs, protocol_from
+from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.launch.interpreters import interpreter_for
 from dlbench.launch.session import run_points
@@ -73,7 +74,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         store.finish_run(run_id, "interrupted")
         raise
     store.finish_run(run_id, "done")
-    out = Console()
+    out = stdout_console()
     out.print(points_table(results, title=f"run {run_id}"))
     out.print(f"Throughput = global samples in the measured steps / wall time of those steps; "
               f"{specs[0].protocol.statistic} of {specs[0].protocol.repeats} repeats, 95% CI.")

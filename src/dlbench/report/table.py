@@ -27,16 +27,27 @@ def fmt_throughput(r: PointResult) -> str:
 
 
 def status_text(r: PointResult) -> str:
-    """The status, with 'noisy' when the repeats' CV passed the threshold, and the error's first line."""
+    """The status, with 'noisy' when the repeats' CV passed the threshold."""
     if r.status == "ok":
         return "ok (noisy)" if r.metrics and r.metrics.noisy else "ok"
-    first = (r.error or "").splitlines()[0] if r.error else ""
-    return f"{r.status}: {first[:80]}" if first else r.status
+    return r.status
+
+
+def footnotes(results: list[PointResult]) -> list[str]:
+    """One line per failed point, as the seeds footnoted their OOMs: '[n] model bs: status: reason'."""
+    notes = []
+    for r in results:
+        if r.status != "ok":
+            first = (r.error or "").splitlines()[0] if r.error else ""
+            notes.append(f"{r.spec.framework} {r.spec.model} bs{r.spec.batch_size} {r.spec.precision}: "
+                         f"{r.status}{': ' + first[:160] if first else ''}")
+    return notes
 
 
 def points_table(results: list[PointResult], title: str = "") -> Table:
     """One row per point: framework, model, batch, precision, throughput ± CI, step time, memory, status."""
-    t = Table(title=title or None)
+    notes = footnotes(results)
+    t = Table(title=title or None, caption="\n".join(notes) or None, caption_justify="left")
     for col, justify in (("framework", "left"), ("model", "left"), ("batch", "right"), ("precision", "left"),
                          ("scale", "left"), ("samples/s ± 95% CI", "right"), ("CV", "right"),
                          ("median step", "right"), ("peak memory", "right"), ("status", "left")):
