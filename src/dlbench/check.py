@@ -12,6 +12,13 @@ import sys
 from dlbench.spec import PointSpec, Protocol
 
 
+def version(framework: str) -> dict[str, object]:
+    """{"version": the framework's installed version here, or None}; cheap, never imports the framework."""
+    from dlbench.backends import get_info
+
+    return {"version": get_info(framework).installed_version()}
+
+
 def params(framework: str) -> dict[str, object]:
     """{case: trainable parameter count, or 'unsupported: reason'} for every case, plus the version."""
     from dlbench.backends import load_backend
@@ -54,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="what", required=True)
     sp = sub.add_parser("params")
     sp.add_argument("framework")
+    sv = sub.add_parser("version")
+    sv.add_argument("framework")
     sc = sub.add_parser("converge")
     sc.add_argument("framework")
     sc.add_argument("model")
@@ -64,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.what == "params":
         out = params(a.framework)
+    elif a.what == "version":
+        out = version(a.framework)
     else:
         out = converge(a.framework, a.model, a.steps, a.batch, a.input_size, a.precision)
     print(json.dumps(out))

@@ -45,6 +45,11 @@ class UnknownFramework(KeyError):
 
 _BUILTIN: tuple[BackendInfo, ...] = (
     BackendInfo("torch", "PyTorch", "torch", "torch", "dlbench.backends.torch.backend:TorchBackend", "torch"),
+    BackendInfo("oneflow", "OneFlow", "oneflow", "oneflow", "", "oneflow",
+                unavailable="not installable on this Python: the only oneflow wheels pip offers for Python 3.11 "
+                            "(0.6.0, 0.7.0) are placeholders that refuse to import"),
+    BackendInfo("megengine", "MegEngine", "megengine", "megengine", "", "megengine",
+                unavailable="not installable on this Python: megengine publishes no wheel for Python 3.11"),
 )
 _TEST_ONLY: tuple[BackendInfo, ...] = (
     BackendInfo("fake", "fake (test double)", "dlbench", "dlbench", "dlbench.backends.fake:FakeBackend", ""),

@@ -29,9 +29,10 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from dlbench.cli import info, results, run
+    from dlbench.cli import info, results, run, setup
 
     cli.add_command(run.run)
+    cli.add_command(setup.setup)
     cli.add_command(info.list_cmd)
     cli.add_command(info.env)
     cli.add_command(results.results)

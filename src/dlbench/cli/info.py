@@ -3,22 +3,46 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from dlbench.backends import all_backends
-from dlbench.cases import all_cases
+from dlbench.cases import Case, all_cases
 from dlbench.cli.options import resolve_device
-from dlbench.launch.interpreters import framework_status
+from dlbench.cli.output import stdout_console
+from dlbench.launch.interpreters import state
 from dlbench.results.env import host_descriptive, host_identity, physical_cores
 
 
+def _support(case: Case, answer: object) -> str:
+    """One cell of the case-support table from a cached `dlbench.check params` answer."""
+    if answer is None:
+        return "?"
+    if isinstance(answer, int):
+        return "yes" if answer == case.params else f"[red]{answer:,} params (ref {case.params:,})[/red]"
+    text = str(answer)
+    return "no: " + text.removeprefix("unsupported: ") if text.startswith("unsupported") else text
+
+
+def _live_cases(python: str, framework: str) -> dict[str, object]:
+    """Ask an environment which cases it can build (slow: it builds every model)."""
+    proc = subprocess.run([python, "-m", "dlbench.check", "params", framework], capture_output=True, text=True,
+                          check=False, stdin=subprocess.DEVNULL)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        return {}
+    answer = json.loads(lines[-1])
+    return {k: v for k, v in answer.items() if k != "version"} if isinstance(answer, dict) else {}
+
+
 @click.command("list")
-def list_cmd() -> None:
-    """Cases with their parameter counts, and frameworks marked installed or not, with the reason."""
-    out = Console()
+@click.option("--check", is_flag=True, help="Ask installed frameworks without a cached answer which cases they "
+              "can build (slow).")
+def list_cmd(check: bool) -> None:
+    """Cases with their parameter counts, and frameworks: installed or not, where, which version, which cases."""
+    out = stdout_console()
     cases = Table(title="cases")
     for col in ("case", "model", "input", "optimizer", "parameters", "batch (fixed / cpu)"):
         cases.add_column(col)
@@ -31,10 +55,26 @@ def list_cmd() -> None:
     fws = Table(title="frameworks")
     for col in ("framework", "installed", "version", "environment / reason"):
         fws.add_column(col)
+    support = Table(title="case support (yes = builds the case with exactly its parameter count)")
+    support.add_column("framework")
+    for c in all_cases():
+        support.add_column(c.name)
+    unchecked = []
     for name, info in all_backends().items():
-        version, python, reason = framework_status(name)
-        fws.add_row(f"{name} ({info.title})", "yes" if version else "no", version or "-", python or reason)
+        st = state(name)
+        fws.add_row(f"{name} ({info.title})", "yes" if st.installed else "no", st.version or "-",
+                    st.where or st.reason)
+        if not st.installed:
+            continue
+        answers = st.cases or (_live_cases(st.python, name) if check else {})
+        if not answers:
+            unchecked.append(name)
+        support.add_row(name, *(_support(c, answers.get(c.name) if answers else None) for c in all_cases()))
     out.print(fws)
+    out.print(support)
+    if unchecked:
+        out.print(f"? = not checked for {', '.join(unchecked)}: `dlbench setup FW` caches it, "
+                  f"or `dlbench list --check` asks now.")
 
 
 @click.command("env")
@@ -55,4 +95,4 @@ def env(device: str, as_json: bool) -> None:
         t.add_row(k, v, "identity")
     for k, v in desc.items():
         t.add_row(k, v, "descriptive")
-    Console().print(t)
+    stdout_console().print(t)

@@ -6,8 +6,11 @@ import itertools
 import re
 from collections.abc import Sequence
 
+import click
+
 from dlbench.backends import all_backends, get_info
 from dlbench.cases import get_case
+from dlbench.launch.interpreters import state
 from dlbench.results.env import cuda_available
 from dlbench.spec import PointSpec, Protocol, SpecError, parse_scale, preset
 
@@ -44,10 +47,20 @@ def parse_batches(text: str | None) -> list[int] | None:
 
 
 def frameworks(text: str | None) -> list[str]:
-    """Framework names; 'all' means every registered backend."""
+    """Framework names; 'all' means every framework installed in some environment (absent ones noted)."""
     names = split(text) or ["torch"]
     if names == ["all"]:
-        return [b for b, info in all_backends().items() if not info.unavailable]
+        states = [state(b) for b in all_backends()]
+        missing = [s.name for s in states if not s.installed and not get_info(s.name).unavailable]
+        unusable = [s.name for s in states if get_info(s.name).unavailable]
+        notes = ([f"{', '.join(missing)} (not installed: run: dlbench setup {' '.join(missing)})"] if missing else [])
+        notes += [f"{', '.join(unusable)} (not installable on this Python)"] if unusable else []
+        if notes:
+            click.echo(f"note: --framework all skips {'; '.join(notes)}", err=True)
+        found = [s.name for s in states if s.installed]
+        if not found:
+            raise SpecError("no framework is installed in any environment: run: dlbench setup torch jax ...")
+        return found
     for n in names:
         get_info(n)
     return names

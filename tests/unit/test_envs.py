@@ -1,0 +1,187 @@
+"""Per-framework environments: the registry, interpreter resolution, `dlbench setup` refusals, `list`."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dlbench import backends
+from dlbench.backends import BackendInfo
+from dlbench.cli import options
+from dlbench.cli.setup import requirement, setup_one, source_root
+from dlbench.launch import envs
+from dlbench.launch.interpreters import NotInstalled, interpreter_for, state
+
+CliResult = tuple[int, str, str]
+GHOST = BackendInfo("ghost", "Ghost", "dlbench_no_such_module", "dlbench-no-such-dist",
+                    "dlbench_no_such_module:Backend", "ghost")
+
+
+@pytest.fixture(autouse=True)
+def temp_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own DLBENCH_HOME."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("DLBENCH_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def with_ghost(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Register a framework that no interpreter has."""
+    monkeypatch.setattr(backends, "_BUILTIN", (*backends._BUILTIN, GHOST))
+
+
+def _fake_python(folder: Path) -> str:
+    """An executable file standing in for a venv's interpreter."""
+    py = envs.venv_python(folder)
+    py.parent.mkdir(parents=True)
+    py.write_text("#!/bin/sh\nexit 0\n")
+    py.chmod(py.stat().st_mode | stat.S_IXUSR)
+    return str(py)
+
+
+def _rec(name: str, python: str, **kw: object) -> envs.EnvRecord:
+    return envs.EnvRecord(framework=name, python=python, version="1.0", created="2026-01-01T00:00:00+00:00",
+                          **kw)  # type: ignore[arg-type]
+
+
+def test_home_follows_the_variable(temp_home: Path) -> None:
+    assert envs.home() == temp_home
+    assert envs.env_dir("jax") == temp_home / "envs" / "jax"
+    assert envs.registry_path() == temp_home / "envs.json"
+
+
+def test_registry_round_trip_keeps_other_entries(temp_home: Path) -> None:
+    assert envs.load() == {}
+    envs.record(_rec("jax", "/a/bin/python", cases={"resnet50": 25_557_032}))
+    envs.record(_rec("tf", "/b/bin/python"))
+    envs.record(_rec("jax", "/c/bin/python"))
+    loaded = envs.load()
+    assert set(loaded) == {"jax", "tf"}
+    assert loaded["jax"].python == "/c/bin/python"
+    assert loaded["tf"].python == "/b/bin/python"
+    raw = json.loads((temp_home / "envs.json").read_text())
+    assert raw["_version"] == envs.REGISTRY_VERSION
+    assert set(raw["tf"]) == {"python", "version", "created", "source", "cases"}
+    assert not [p for p in temp_home.iterdir() if p.name.startswith(".envs-")]  # no temp file left
+
+
+def test_forget() -> None:
+    envs.record(_rec("jax", "/a/bin/python"))
+    assert envs.forget("jax") is True
+    assert envs.forget("jax") is False
+    assert envs.load() == {}
+
+
+@pytest.mark.parametrize("bad", ["../x", "Jax", "", "a/b", "x" * 40, "1tf"])
+def test_bad_names_are_refused(bad: str) -> None:
+    with pytest.raises(envs.EnvError, match="bad framework name"):
+        envs.env_dir(bad)
+    with pytest.raises(envs.EnvError):
+        envs.record(_rec(bad, "/a/bin/python"))
+
+
+def test_corrupt_registry_is_one_clear_line(temp_home: Path) -> None:
+    temp_home.mkdir()
+    (temp_home / "envs.json").write_text("{not json")
+    with pytest.raises(envs.EnvError, match="not valid JSON") as exc:
+        envs.load()
+    assert "\n" not in str(exc.value)
+    with pytest.raises(NotInstalled, match="not valid JSON"):
+        interpreter_for("torch")
+
+
+def test_registered_env_comes_first(temp_home: Path) -> None:
+    py = _fake_python(temp_home / "envs" / "torch")
+    envs.record(_rec("torch", py, cases={"resnet50": 1}))
+    assert interpreter_for("torch") == py
+    st = state("torch")
+    assert st.where == f"env {temp_home / 'envs' / 'torch'}"
+    assert st.version == "1.0" and st.cases == {"resnet50": 1}
+
+
+def test_missing_env_python_falls_back_to_this_interpreter() -> None:
+    if backends.get_info("torch").installed_version() is None:
+        pytest.skip("torch is not installed in this interpreter")
+    envs.record(_rec("torch", "/nowhere/bin/python"))
+    assert interpreter_for("torch") == sys.executable
+    assert state("torch").where == "this interpreter"
+
+
+@pytest.mark.usefixtures("with_ghost")
+def test_absent_framework_names_the_fix() -> None:
+    with pytest.raises(NotInstalled, match="run: dlbench setup ghost"):
+        interpreter_for("ghost")
+    envs.record(_rec("ghost", "/nowhere/bin/python"))
+    with pytest.raises(NotInstalled, match="python /nowhere/bin/python is gone: run: dlbench setup ghost"):
+        interpreter_for("ghost")
+
+
+def test_unavailable_frameworks_say_why() -> None:
+    for name in ("oneflow", "megengine"):
+        with pytest.raises(NotInstalled, match="not installable on this Python: "):
+            interpreter_for(name)
+
+
+@pytest.mark.usefixtures("with_ghost")
+def test_framework_all_skips_absent_ones_with_a_note(capsys: pytest.CaptureFixture[str]) -> None:
+    found = options.frameworks("all")
+    assert "ghost" not in found and "oneflow" not in found and "megengine" not in found
+    err = capsys.readouterr().err
+    assert "skips" in err and "ghost" in err and "dlbench setup" in err and "oneflow" in err
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("setup", "oneflow"), "oneflow: not installable on this Python: "),
+    (("setup", "megengine"), "megengine: not installable on this Python: "),
+    (("setup", "nosuch"), "unknown framework 'nosuch'"),
+    (("setup", "../evil"), "bad framework name"),
+    (("setup", "fake"), "no pip extra"),
+])
+def test_setup_refusals_are_one_line_exit_2(cli: Callable[..., CliResult], temp_home: Path,
+                                            args: tuple[str, ...], message: str) -> None:
+    code, out, err = cli(*args)
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (temp_home / "envs").exists()  # nothing half-made
+
+
+def test_list_shows_cached_case_support_and_unavailable_reasons(cli: Callable[..., CliResult],
+                                                                 temp_home: Path) -> None:
+    py = _fake_python(temp_home / "envs" / "torch")
+    envs.record(_rec("torch", py, cases={"resnet50": 25_557_032, "vgg16": 5, "bert_base": "unsupported: nope"}))
+    code, out, _ = cli("list")
+    assert code == 0
+    flat = " ".join(out.split())
+    assert "not installable on" in flat and "OneFlow" in flat and "MegEngine" in flat
+    assert "no: nope" in flat and "yes" in flat and "(ref 138,357,544)" in flat
+
+
+def test_requirement_is_editable_from_a_checkout() -> None:
+    root = source_root()
+    if root is None:
+        pytest.skip("dlbench is not running from a checkout")
+    assert requirement(backends.get_info("torch")) == ["-e", f"{root}[torch]"]
+
+
+@pytest.mark.slow
+def test_real_setup_of_a_tiny_env(temp_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real venv and pip install of dlbench alone (no framework), verified and recorded."""
+    from rich.console import Console
+
+    root = source_root()
+    if root is None:
+        pytest.skip("dlbench is not running from a checkout")
+    monkeypatch.setattr("dlbench.cli.setup.requirement", lambda info: ["-e", str(root)])
+    rec = setup_one(backends.get_info("fake"), recreate=False, base_python=sys.executable, check_cases=True,
+                    console=Console(stderr=True))
+    assert Path(rec.python) == envs.venv_python(temp_home / "envs" / "fake")
+    assert rec.version and rec.cases["resnet50"]
+    assert envs.get("fake") == rec
+    assert interpreter_for("fake") == rec.python
+    assert list((temp_home / "logs").glob("setup-fake-*.log"))
