@@ -28,12 +28,24 @@ class TextInput:
 
 @dataclass(frozen=True)
 class Optimizer:
-    """The seeds' optimizer and its hyper-parameters."""
+    """The seeds' optimizer and its hyper-parameters.
+
+    With ``lr_ref_batch`` set, the learning rate is the seeds' value at that global batch and shrinks
+    linearly below it (Goyal et al.'s rule), so that the small batches of a CPU run stay finite; at and
+    above it, the seeds' value is used unchanged.
+    """
 
     name: Literal["sgd", "adam"]
     lr: float
     momentum: float = 0.0
     weight_decay: float = 0.0
+    lr_ref_batch: int | None = None
+
+    def lr_for(self, global_batch: int) -> float:
+        """The learning rate every backend uses at this global batch."""
+        if self.lr_ref_batch is None or global_batch >= self.lr_ref_batch:
+            return self.lr
+        return self.lr * global_batch / self.lr_ref_batch
 
 
 @dataclass(frozen=True)

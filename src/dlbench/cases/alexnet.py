@@ -4,6 +4,6 @@ from dlbench.cases import Case, ImageInput, Optimizer, register
 
 CASE = register(Case(
     name="alexnet", title="AlexNet", task="image_classification",
-    input=ImageInput(size=224), optimizer=Optimizer("sgd", lr=0.128, momentum=0.9),
+    input=ImageInput(size=224), optimizer=Optimizer("sgd", lr=0.128, momentum=0.9, lr_ref_batch=256),
     params=61_100_840, batch_fixed=64, batch_cpu=16,
 ))

@@ -4,6 +4,6 @@ from dlbench.cases import Case, ImageInput, Optimizer, register
 
 CASE = register(Case(
     name="inception_v3", title="Inception v3", task="image_classification",
-    input=ImageInput(size=299), optimizer=Optimizer("sgd", lr=0.128, momentum=0.9),
+    input=ImageInput(size=299), optimizer=Optimizer("sgd", lr=0.128, momentum=0.9, lr_ref_batch=256),
     params=27_161_264, batch_fixed=64, batch_cpu=4, aux_logits=True,
 ))
