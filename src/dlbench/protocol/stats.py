@@ -18,6 +18,9 @@ from dlbench.spec import PointSpec
 
 CI_LEVEL = 0.95
 NOISY_CV = 0.05  # a point whose repeats vary by more than 5% is flagged as noisy
+# A point is input-bound when more than 10% of its measured step time was spent waiting for the next batch
+# (time in the loader's next(), summed over ranks, / wall time of the measured steps, summed over ranks).
+INPUT_BOUND_SHARE = 0.1
 
 
 def repeat_throughputs(ranks: tuple[RankRaw, ...], global_batch: int) -> tuple[float, ...]:
@@ -69,6 +72,7 @@ def summarize(spec: PointSpec, ranks: tuple[RankRaw, ...]) -> Metrics:
     losses = [r.final_loss for r in ranks if r.final_loss is not None]
     measured = sum(rep.wall_s for r in ranks for rep in r.repeats)
     waited = sum(r.input_wait_s for r in ranks)
+    share = waited / measured if measured > 0 else 0.0
     return Metrics(
         throughput=value, statistic=stat, repeat_throughputs=per_repeat,
         ci_low=lo, ci_high=hi, ci_level=CI_LEVEL, cv=cv,
@@ -78,5 +82,6 @@ def summarize(spec: PointSpec, ranks: tuple[RankRaw, ...]) -> Metrics:
         memory_kind=ranks[0].memory_kind,
         final_loss=losses[0] if losses else None,
         noisy=cv > NOISY_CV,
-        input_wait_share=waited / measured if measured > 0 else 0.0,
+        input_wait_share=share,
+        input_bound=share > INPUT_BOUND_SHARE,
     )

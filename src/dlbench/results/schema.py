@@ -65,6 +65,7 @@ class Metrics:
     final_loss: float | None
     noisy: bool
     input_wait_share: float = 0.0
+    input_bound: bool = False  # input_wait_share above protocol.stats.INPUT_BOUND_SHARE
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> Metrics:
