@@ -1,7 +1,9 @@
 """A test double: a backend whose steps take a known time, and which can fail on purpose.
 
 Its behaviour comes from $DLBENCH_FAKE (set by tests): "sleep:SECONDS" (default sleep:0.001), "oom",
-"segfault", "hang", "raise", "nan", or "sleep_at_build:SECONDS"; or per model, e.g.
+"segfault", "hang", "raise", "nan", "sleep_at_build:SECONDS", "oom_above:N" (MemoryError when the batch
+size is above N: the max-batch search's known threshold) or "slow_input:SECONDS" (each step first waits that
+long for its input, counted as input wait in measured steps); or per model, e.g.
 "alexnet=segfault,vgg16=hang" (models not named sleep 1 ms). It imports no framework.
 """
 
@@ -44,6 +46,29 @@ class FakeTrainer(Trainer):
         return self._loss
 
 
+class SlowInputTrainer(FakeTrainer):
+    """Each step waits for its input, then computes for a millisecond; measured-step waits are counted."""
+
+    def __init__(self, wait_s: float, warmup: int, steps: int) -> None:
+        super().__init__(0.001)
+        self.wait_s, self.warmup, self.cycle = wait_s, warmup, warmup + steps
+        self.waited, self.taken = 0.0, 0
+
+    def step(self) -> None:
+        start = time.perf_counter()
+        time.sleep(self.wait_s)
+        if self.taken % self.cycle >= self.warmup:
+            self.waited += time.perf_counter() - start
+        self.taken += 1
+        super().step()
+
+    def input_wait_s(self) -> float:
+        return self.waited
+
+    def reset_input_wait(self) -> None:
+        self.waited, self.taken = 0.0, 0
+
+
 class FakeBackend(Backend):
     """Fake framework for protocol and isolation tests."""
 
@@ -70,6 +95,12 @@ class FakeBackend(Backend):
             time.sleep(3600)
         if kind == "nan":
             return FakeTrainer(0.001, loss=float("nan"))
+        if kind == "oom_above" and spec.batch_size > int(arg):
+            raise MemoryError(f"fake out of memory: batch {spec.batch_size} > {arg}")
+        if kind == "oom_above":
+            return FakeTrainer(0.001)
+        if kind == "slow_input":
+            return SlowInputTrainer(float(arg), spec.protocol.warmup, spec.protocol.steps)
         if kind == "sleep_at_build":
             time.sleep(float(arg))
             return FakeTrainer(0.001)

@@ -1,0 +1,181 @@
+"""The max batch search: the largest per-device batch that trains, each probe a point in an isolated worker.
+
+Between lo (known to fit) and hi (known to fail) it probes lo, then bisects. With lo = 1 that finds the exact
+max in at most ceil(log2(hi / lo)) + 1 probes; for lo > 1 the same bound is a budget, and a search that
+spends it before the interval closes reports the largest size that fit, marked not exact. A probe fits when
+its worker finished with status ok (and, under a CPU memory limit, its peak RSS stayed under it); an OOM,
+a crash, an error or a timeout all mean it does not. Probes are stored as the points of a run of kind
+"maxbatch" whose meta holds the search key, so a later search with the same key (the configuration, the
+device model and the framework version) reuses them instead of running them again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from dlbench.launch.interpreters import state
+from dlbench.launch.point import execute
+from dlbench.launch.worker_process import ProgressSink
+from dlbench.results.env import host_identity, physical_cores
+from dlbench.results.schema import PointResult
+from dlbench.results.store import Store
+from dlbench.spec import PointSpec, Protocol
+
+MAXBATCH_KIND = "maxbatch"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probed batch size and how it ended."""
+
+    batch: int
+    fits: bool
+    status: str
+    throughput: float | None = None
+    peak_memory_bytes: int | None = None
+    error: str | None = None
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class MaxBatch:
+    """The outcome of a search: the max found (None when even lo failed), whether it is exact, the probes."""
+
+    key: str
+    lo: int
+    hi: int
+    max_batch: int | None
+    exact: bool
+    probes: tuple[Probe, ...]
+    note: str = ""
+
+    @property
+    def new_probes(self) -> int:
+        """Probes run by this search (not taken from the store)."""
+        return sum(not p.cached for p in self.probes)
+
+    @property
+    def at_max(self) -> Probe | None:
+        """The probe at the max found."""
+        return next((p for p in self.probes if p.batch == self.max_batch and p.fits), None)
+
+
+def probe_bound(lo: int, hi: int) -> int:
+    """The most probes a search may use: ceil(log2(hi / lo)) + 1."""
+    return math.ceil(math.log2(hi / lo)) + 1
+
+
+def bisect(lo: int, hi: int, probe: Callable[[int], Probe]) -> tuple[int | None, bool, list[Probe], str]:
+    """Probe lo, then bisect (lo, hi) within the probe bound: (max or None, exact, probes, note)."""
+    probes = [probe(lo)]
+    if not probes[0].fits:
+        return None, False, probes, f"even the lower bound {lo} does not fit ({probes[0].status})"
+    good, bad, budget = lo, hi, probe_bound(lo, hi)
+    while bad - good > 1 and len(probes) < budget:
+        mid = (good + bad) // 2
+        probes.append(probe(mid))
+        good, bad = (mid, bad) if probes[-1].fits else (good, mid)
+    if bad - good > 1:
+        return good, False, probes, f"probe budget spent: the max is in [{good}, {bad})"
+    if bad == hi and not any(not p.fits for p in probes):
+        return good, False, probes, f"every probe fit: {hi} was assumed to fail and was not probed; raise hi"
+    return good, True, probes, ""
+
+
+def probe_spec(base: PointSpec, batch: int, warmup: int, steps: int, memory_limit: int | None) -> PointSpec:
+    """A probe: the configuration on synthetic data, a short protocol, the device budget as memory limit."""
+    return dataclasses.replace(base, batch_size=batch, data="synthetic", data_dir=None,
+                               protocol=Protocol(warmup=warmup, steps=steps, repeats=1, statistic="mean",
+                                                 preset="maxbatch-probe"),
+                               memory_limit_bytes=memory_limit)
+
+
+def search_key(base: PointSpec, memory_limit: int | None) -> str:
+    """What makes two searches the same: the spec less batch, data and protocol; the device and framework."""
+    d = json.loads(probe_spec(base, 1, 0, 1, memory_limit).key())
+    d.pop("batch_size")
+    ident = host_identity(base.device, base.threads or physical_cores())
+    d["device_model"] = ident["device_model"]
+    d["framework_version"] = state(base.framework).version or ""
+    return json.dumps(d, sort_keys=True)
+
+
+def to_probe(result: PointResult, cached: bool = False) -> Probe:
+    """How a probe point ended: fits when ok and within its memory limit."""
+    m = result.metrics
+    peak = m.peak_memory_bytes if m else None
+    limit = result.spec.memory_limit_bytes
+    fits = result.status == "ok"
+    status, error = result.status, result.error
+    if fits and limit is not None and peak is not None and m is not None and m.memory_kind == "rss" and peak > limit:
+        fits, status, error = False, "oom", f"peak RSS {peak} passed the memory limit {limit}"
+    return Probe(batch=result.spec.batch_size, fits=fits, status=status, throughput=m.throughput if m else None,
+                 peak_memory_bytes=peak, error=error, cached=cached)
+
+
+def cached_probes(store: Store, key: str) -> dict[int, Probe]:
+    """Probes of earlier searches with this key, by batch size (the latest wins)."""
+    runs = [r.id for r in store.runs() if r.kind == MAXBATCH_KIND and r.meta.get("search_key") == key]
+    out: dict[int, Probe] = {}
+    for p in store.points(runs) if runs else []:
+        out[p.result.spec.batch_size] = to_probe(p.result, cached=True)
+    return out
+
+
+ProbeStarted = Callable[[int, PointSpec], ProgressSink | None]
+
+
+def search(store: Store, base: PointSpec, lo: int, hi: int, warmup: int = 1, steps: int = 1,
+           memory_limit: int | None = None, python: str = sys.executable,
+           started: ProbeStarted | None = None) -> MaxBatch:
+    """Search the max batch for base's configuration, reusing stored probes and storing new ones."""
+    key = search_key(base, memory_limit)
+    known = cached_probes(store, key)
+    run_id: list[str] = []
+
+    def probe(batch: int) -> Probe:
+        if batch in known:
+            return known[batch]
+        if not run_id:
+            run_id.append(store.create_run(f"max batch search {base.framework} {base.model}", kind=MAXBATCH_KIND,
+                                           meta={"search_key": key, "lo": lo, "hi": hi}))
+        spec = probe_spec(base, batch, warmup, steps, memory_limit)
+        sink = started(batch, spec) if started else None
+        result = execute(spec, python=python, on_progress=sink)
+        store.add_point(run_id[0], result)
+        return to_probe(result)
+
+    try:
+        best, exact, probes, note = bisect(lo, hi, probe)
+    except KeyboardInterrupt:
+        if run_id:
+            store.finish_run(run_id[0], "interrupted")
+        raise
+    if run_id:
+        store.finish_run(run_id[0], "done")
+    return MaxBatch(key=key, lo=lo, hi=hi, max_batch=best, exact=exact, probes=tuple(probes), note=note)
+
+
+def lookup(store: Store, base: PointSpec, lo: int, hi: int, memory_limit: int | None = None) -> MaxBatch | None:
+    """The search's outcome from stored probes alone, or None when some probe on its path is missing."""
+    key = search_key(base, memory_limit)
+    known = cached_probes(store, key)
+
+    class Missing(Exception):
+        pass
+
+    def probe(batch: int) -> Probe:
+        if batch not in known:
+            raise Missing
+        return known[batch]
+
+    try:
+        best, exact, probes, note = bisect(lo, hi, probe)
+    except Missing:
+        return None
+    return MaxBatch(key=key, lo=lo, hi=hi, max_batch=best, exact=exact, probes=tuple(probes), note=note)

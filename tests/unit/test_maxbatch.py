@@ -1,0 +1,93 @@
+"""The max batch search: exact max within ceil(log2(hi/lo)) + 1 probes, against a known OOM threshold."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from dlbench.launch.maxbatch import Probe, bisect, lookup, probe_bound, search
+from dlbench.results.store import Store
+from dlbench.spec import PointSpec, Protocol
+
+
+def threshold_probe(threshold: int, calls: list[int]) -> object:
+    def probe(batch: int) -> Probe:
+        calls.append(batch)
+        fits = batch <= threshold
+        return Probe(batch=batch, fits=fits, status="ok" if fits else "oom")
+    return probe
+
+
+def test_probe_bound() -> None:
+    assert probe_bound(1, 64) == 7
+    assert probe_bound(1, 65) == 8
+    assert probe_bound(4, 64) == 5
+
+
+@pytest.mark.parametrize("hi", [2, 3, 7, 64, 100, 1024])
+def test_exact_max_for_every_threshold_within_the_bound(hi: int) -> None:
+    for threshold in range(1, hi):
+        calls: list[int] = []
+        best, exact, probes, note = bisect(1, hi, threshold_probe(threshold, calls))  # type: ignore[arg-type]
+        assert (best, exact) == (threshold, threshold < hi - 1), (hi, threshold, note)
+        assert len(calls) == len(set(calls)) == len(probes) <= math.ceil(math.log2(hi)) + 1
+
+
+def test_everything_fitting_is_not_called_exact() -> None:
+    best, exact, _, note = bisect(1, 64, threshold_probe(10_000, []))  # type: ignore[arg-type]
+    assert best == 63 and not exact and "raise hi" in note
+
+
+def test_nothing_fitting_gives_none() -> None:
+    calls: list[int] = []
+    best, exact, probes, note = bisect(4, 64, threshold_probe(2, calls))  # type: ignore[arg-type]
+    assert best is None and calls == [4] and "does not fit" in note
+
+
+def test_a_lower_bound_above_one_stays_within_the_budget() -> None:
+    for threshold in range(16, 64):
+        calls: list[int] = []
+        best, exact, _, note = bisect(16, 64, threshold_probe(threshold, calls))  # type: ignore[arg-type]
+        assert len(calls) <= probe_bound(16, 64)
+        assert best is not None and best <= threshold  # never claims more than fits
+        assert not exact or best == threshold  # exact only when it is the threshold
+        assert exact or "budget" in note or "raise hi" in note  # otherwise it says why
+
+
+def base_spec() -> PointSpec:
+    return PointSpec(framework="fake", model="resnet50", batch_size=1, protocol=Protocol(1, 3, 2, "median"),
+                     timeout_s=30.0)
+
+
+def test_search_against_the_fake_backend_finds_the_exact_threshold(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    monkeypatch.setenv("DLBENCH_FAKE", "oom_above:37")
+    store = Store(tmp_path / "s.db")
+    found = search(store, base_spec(), 1, 64)
+    assert found.max_batch == 37 and found.exact
+    assert len(found.probes) <= probe_bound(1, 64)
+    assert {p.batch: p.fits for p in found.probes}[38] is False
+    assert all(p.status == ("ok" if p.batch <= 37 else "oom") for p in found.probes)
+    assert found.at_max is not None and found.at_max.throughput
+    runs = [r for r in store.runs() if r.kind == "maxbatch"]
+    assert len(runs) == 1 and runs[0].status == "done" and runs[0].points == len(found.probes)
+    # The store remembers: the same search again runs no probe, and lookup answers without running.
+    again = search(store, base_spec(), 1, 64)
+    assert (again.max_batch, again.new_probes) == (37, 0)
+    assert len([r for r in store.runs() if r.kind == "maxbatch"]) == 1
+    cached = lookup(store, base_spec(), 1, 64)
+    assert cached is not None and cached.max_batch == 37
+    # A different configuration is a different search.
+    assert lookup(store, base_spec(), 1, 64, memory_limit=2**30) is None
+
+
+def test_search_probes_on_synthetic_data_with_a_short_protocol(monkeypatch: pytest.MonkeyPatch,
+                                                               tmp_path: Path) -> None:
+    monkeypatch.setenv("DLBENCH_FAKE", "oom_above:3")
+    store = Store(tmp_path / "s.db")
+    search(store, base_spec(), 1, 8, warmup=0, steps=1)
+    specs = [p.result.spec for p in store.points()]
+    assert {(s.data, s.protocol.warmup, s.protocol.steps, s.protocol.repeats) for s in specs} == {
+        ("synthetic", 0, 1, 1)}
