@@ -36,6 +36,11 @@ def _register() -> None:
     cli.add_command(info.list_cmd)
     cli.add_command(info.env)
     cli.add_command(results.results)
+    from dlbench.cli import compare, reference, report
+
+    cli.add_command(report.report)
+    cli.add_command(compare.compare)
+    cli.add_command(reference.reference_cmd)
 
 
 _register()

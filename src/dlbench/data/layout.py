@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from dlbench.spec import SpecError
+
 LAYOUT_VERSION = 1
 MANIFEST = "dlbench-data.json"
 TRAIN_LIST = "train_list.txt"
@@ -27,7 +29,7 @@ SPECIAL_TOKENS: tuple[str, ...] = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 SAMPLE_ARRAYS: tuple[str, ...] = ("input_ids", "token_type_ids", "attention_mask", "mlm_labels", "nsp_labels")
 
 
-class DataLayoutError(Exception):
+class DataLayoutError(SpecError):
     """A data folder is missing or is not in the layout; the message is one line with the fix."""
 
 

@@ -1,0 +1,143 @@
+"""Everything a report shows, assembled once from the store's points; html.py and markdown.py only render it."""
+
+from __future__ import annotations
+
+import datetime
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from dlbench import __version__
+from dlbench.report.charts import (ChartSet, colours, data_chart, max_batch_chart, memory_chart, spread_chart,
+                                   throughput_charts)
+from dlbench.report.groups import Column, Section, build_sections, framework_title
+from dlbench.report.published import Beside, beside
+from dlbench.results.store import RunRecord, StoredPoint
+from dlbench.spec import Protocol
+
+THROUGHPUT_DEFINITION = ("Throughput = global samples in the measured steps / wall time of those steps (the slowest "
+                         "rank's), taken per repeat; a point's figure is the preset's statistic over repeats, with a "
+                         "95% Student-t confidence interval. Speedup = throughput / 1-device throughput of the same "
+                         "configuration; efficiency = speedup / devices.")
+_FRAMEWORK_KEYS = ("framework", "framework_version")
+_SHOWN_DESCRIPTIVE = ("hostname", "os", "python", "cpu_mhz", "memory_bytes", "logical_cpus", "git_commit")
+
+
+@dataclass(frozen=True)
+class KeyValue:
+    """An environment key with its value(s); varies when the points disagree."""
+
+    key: str
+    value: str
+    varies: bool = False
+
+
+@dataclass
+class SectionView:
+    """A section with the published figures beside it and its charts."""
+
+    section: Section
+    beside: list[Beside]
+    charts: ChartSet
+
+
+@dataclass
+class Report:
+    """The whole report, ready for a template."""
+
+    title: str
+    generated: str
+    dlbench_version: str
+    runs: list[RunRecord]
+    identity: list[KeyValue]
+    frameworks: list[KeyValue]
+    descriptive: list[KeyValue]
+    protocols: list[str]
+    warnings: list[str]
+    sections: list[SectionView]
+    overall: ChartSet
+    status_counts: dict[str, int]
+    colours: dict[Column, str] = field(default_factory=dict)
+    definition: str = THROUGHPUT_DEFINITION
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def points(self) -> int:
+        """How many points the report covers."""
+        return sum(self.status_counts.values())
+
+
+def _identity(points: list[StoredPoint]) -> tuple[list[KeyValue], list[KeyValue], list[str]]:
+    values: dict[str, set[str]] = defaultdict(set)
+    versions: dict[str, set[str]] = defaultdict(set)
+    for p in points:
+        ident = p.result.env.identity
+        versions[p.result.spec.framework].add(ident.get("framework_version", "?"))
+        for k, v in ident.items():
+            if k not in _FRAMEWORK_KEYS:
+                values[k].add(v)
+    keys = sorted(values, key=lambda k: (k not in ("device", "device_model", "device_count"), k))
+    identity = [KeyValue(k, ", ".join(sorted(values[k])), len(values[k]) > 1) for k in keys]
+    fws = [KeyValue(f"{framework_title(f)} version", ", ".join(sorted(v)), len(v) > 1) for f, v in sorted(versions.items())]
+    warnings = [f"identity key {kv.key} differs between points ({kv.value}): these figures come from more than "
+                f"one environment" for kv in identity if kv.varies]
+    warnings += [f"{kv.key} ran at more than one version ({kv.value})" for kv in fws if kv.varies]
+    return identity, fws, warnings
+
+
+def _descriptive(points: list[StoredPoint]) -> list[KeyValue]:
+    values: dict[str, set[str]] = defaultdict(set)
+    for p in points:
+        for k in _SHOWN_DESCRIPTIVE:
+            v = p.result.env.descriptive.get(k)
+            if v:
+                values[k].add(f"{int(v) / 2**30:.1f} GiB" if k == "memory_bytes" and v.isdigit() else
+                              v[:12] if k == "git_commit" else f"{v} MHz" if k == "cpu_mhz" else v)
+    out = [KeyValue(k, ", ".join(sorted(values[k])[:4]) + (" ..." if len(values[k]) > 4 else ""))
+           for k in _SHOWN_DESCRIPTIVE if values.get(k)]
+    times = [p.result.started for p in points if p.result.started]
+    if times:
+        fmt = "%Y-%m-%d %H:%M"
+        first, last = (datetime.datetime.fromtimestamp(t).strftime(fmt) for t in (min(times), max(times)))
+        out.append(KeyValue("measured", first if first == last else f"{first} to {last}"))
+    return out
+
+
+def describe_protocol(proto: Protocol) -> str:
+    """'quick: 2 warm-up + 5 measured steps, 3 repeats, median'."""
+    return (f"{proto.preset}: {proto.warmup} warm-up + {proto.steps} measured steps, {proto.repeats} repeat"
+            f"{'s' if proto.repeats != 1 else ''}, {proto.statistic} over repeats")
+
+
+def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = "",
+                 pool: list[StoredPoint] | None = None) -> Report:
+    """Sections, published figures, charts, environment and protocol of the given runs' points; 1-device
+    points for speedups may come from pool (the whole store)."""
+    sections = build_sections(points, pool)
+    cc = colours(sorted({c for s in sections for c in s.columns},
+                        key=lambda c: (c.framework, c.compile, c.channels_last)))
+    views = []
+    for sec in sections:
+        charts = throughput_charts(sec, cc)
+        charts.extend(memory_chart(sec, cc))
+        charts.extend(spread_chart(sec, cc))
+        views.append(SectionView(sec, beside(sec), charts))
+    overall = data_chart(sections, cc)
+    overall.extend(max_batch_chart(points, cc))
+    identity, fws, warnings = _identity(points)
+    protos = Counter(describe_protocol(p.result.spec.protocol) for p in points)
+    if len(protos) > 1:
+        warnings.append("points were measured under different protocols; compare figures within one protocol")
+    shown = {c.point.id for v in views for c in v.section.cells.values()}
+    hidden = len(points) - len(shown)
+    notes = [f"{hidden} earlier point(s) of a configuration measured again in a later run are not shown "
+             f"(the newest is)."] if hidden else []
+    return Report(
+        title=title or "dlbench report", generated=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        dlbench_version=__version__, runs=runs, identity=identity, frameworks=fws,
+        descriptive=_descriptive(points), protocols=[f"{k} ({n} point{'s' if n != 1 else ''})"
+                                                      for k, n in protos.most_common()],
+        warnings=warnings, sections=views, overall=overall,
+        status_counts=dict(Counter(p.result.status for p in points)), colours=cc, notes=notes)
+
+
+__all__ = ["Report", "SectionView", "KeyValue", "Column", "build_report", "describe_protocol"]

@@ -1,0 +1,219 @@
+"""Is run B faster or slower than run A, or only noisier? A verdict per matching point, from the raw samples.
+
+Points match on `PointSpec.key()` (the configuration without protocol and timeout). For each pair:
+
+* samples: the time of every measured step, per repeat, taking the slowest rank at each step (the same
+  wall time that defines throughput in protocol/stats.py);
+* ratio: throughput B / throughput A = (global batch / mean step time of B) / (same for A);
+* confidence interval of the ratio: a hierarchical bootstrap in numpy. Each resample draws repeats with
+  replacement, then steps with replacement within each drawn repeat, so that a difference between repeats
+  (a machine that was busy during one of them) widens the interval instead of hiding in many steps;
+* test: Mann-Whitney U (scipy) on the step times, two-sided.
+
+A change is called only when all three agree: p < ALPHA, the interval excludes 1, and the ratio moves by at
+least MIN_EFFECT. Anything less is "no significant change". Identity keys that differ between the runs are
+reported as warnings naming each key; they never block the comparison silently or pass unnoticed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from scipy import stats as sps
+
+from dlbench.results.schema import PointResult
+from dlbench.results.store import StoredPoint
+
+ALPHA = 0.01
+MIN_EFFECT = 0.02
+CI_LEVEL = 0.95
+RESAMPLES = 2000
+MIN_SAMPLES = 3
+SEED = 0  # the bootstrap is seeded, so that the same two runs always get the same verdict
+
+FASTER, SLOWER, SAME = "faster", "slower", "no significant change"
+
+
+@dataclass(frozen=True)
+class PointComparison:
+    """One configuration measured in both runs, and what changed."""
+
+    key: str
+    label: str
+    status_a: str
+    status_b: str
+    throughput_a: float | None = None
+    throughput_b: float | None = None
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    p_value: float | None = None
+    samples_a: int = 0
+    samples_b: int = 0
+    verdict: str = SAME
+    note: str = ""
+
+    @property
+    def change(self) -> float | None:
+        """Relative change of throughput, B vs A (-0.2 is 20% slower)."""
+        return None if self.ratio is None else self.ratio - 1.0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every matching point of two runs, the points found in one run only, and the warnings."""
+
+    run_a: str
+    run_b: str
+    points: tuple[PointComparison, ...]
+    only_a: tuple[str, ...] = ()
+    only_b: tuple[str, ...] = ()
+    identity_diffs: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    method: str = ""
+
+    def regressions(self, threshold: float) -> list[PointComparison]:
+        """Points significantly slower in B by more than threshold (0.05 = 5%)."""
+        return [p for p in self.points if p.verdict == SLOWER and p.change is not None and -p.change > threshold]
+
+    def to_json(self) -> str:
+        """The comparison as JSON, every figure included."""
+        d = asdict(self)
+        d["identity_diffs"] = {k: {"a": a, "b": b} for k, (a, b) in self.identity_diffs.items()}
+        for p, pc in zip(d["points"], self.points):
+            p["change"] = pc.change
+        return json.dumps(d, indent=2)
+
+
+def label(r: PointResult) -> str:
+    """A short human name for a configuration: 'torch resnet50 bs32 fp32 1n1c'."""
+    s = r.spec
+    parts = [s.framework, s.model, f"bs{s.batch_size}", s.precision, s.scale]
+    if s.compile:
+        parts.append("compile")
+    if s.channels_last:
+        parts.append("channels-last")
+    if s.data != "synthetic":
+        parts.append(s.data)
+    if s.strategy != "none":
+        parts.append(s.strategy)
+    if s.device != "cpu":
+        parts.append(s.device)
+    return " ".join(parts)
+
+
+def step_matrix(r: PointResult) -> np.ndarray:
+    """Step times as a (repeats, steps) array, the slowest rank at each step; empty when not comparable."""
+    if not r.ranks or not all(rank.repeats for rank in r.ranks):
+        return np.empty((0, 0))
+    try:
+        per_rank = np.array([[rep.step_times for rep in rank.repeats] for rank in r.ranks], dtype=float)
+    except ValueError:  # ragged: ranks or repeats measured different numbers of steps
+        return np.empty((0, 0))
+    if per_rank.ndim != 3 or per_rank.size == 0:
+        return np.empty((0, 0))
+    return np.asarray(per_rank.max(axis=0))
+
+
+def _boot_means(m: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
+    """Mean step time of n hierarchical resamples: repeats with replacement, then steps within each."""
+    reps, steps = m.shape
+    out = np.empty(n)
+    chunk = max(1, 2_000_000 // max(1, reps * steps))
+    for start in range(0, n, chunk):
+        k = min(chunk, n - start)
+        ri = rng.integers(0, reps, size=(k, reps))
+        si = rng.integers(0, steps, size=(k, reps, steps))
+        out[start:start + k] = m[ri[..., None], si].mean(axis=(1, 2))
+    return out
+
+
+def ratio_ci(a: np.ndarray, b: np.ndarray, level: float = CI_LEVEL, resamples: int = RESAMPLES,
+             seed: int = SEED) -> tuple[float, float]:
+    """Percentile interval of mean step time A / mean step time B (= throughput B / A), hierarchical bootstrap."""
+    rng = np.random.default_rng(seed)
+    ratios = _boot_means(a, rng, resamples) / _boot_means(b, rng, resamples)
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def verdict(ratio: float, ci: tuple[float, float], p_value: float, alpha: float = ALPHA,
+            min_effect: float = MIN_EFFECT) -> str:
+    """faster / slower only when p < alpha, the interval excludes 1 and the change is at least min_effect."""
+    significant = p_value < alpha and not (ci[0] <= 1.0 <= ci[1]) and abs(ratio - 1.0) >= min_effect
+    if not significant:
+        return SAME
+    return FASTER if ratio > 1.0 else SLOWER
+
+
+def compare_points(a: PointResult, b: PointResult, min_effect: float = MIN_EFFECT) -> PointComparison:
+    """The ratio B/A of one configuration, its interval, the Mann-Whitney p-value and the verdict."""
+    base = dict(key=a.spec.key(), label=label(a), status_a=a.status, status_b=b.status,
+                throughput_a=a.metrics.throughput if a.metrics else None,
+                throughput_b=b.metrics.throughput if b.metrics else None)
+    if a.status != "ok" or b.status != "ok":
+        return PointComparison(**base, verdict="not comparable",  # type: ignore[arg-type]
+                               note=f"status {a.status} -> {b.status}")
+    ma, mb = step_matrix(a), step_matrix(b)
+    if ma.size < MIN_SAMPLES or mb.size < MIN_SAMPLES:
+        return PointComparison(**base, samples_a=int(ma.size), samples_b=int(mb.size),  # type: ignore[arg-type]
+                               verdict="too few samples", note=f"needs at least {MIN_SAMPLES} steps per run")
+    ratio = (b.spec.global_batch / mb.mean()) / (a.spec.global_batch / ma.mean())
+    lo, hi = ratio_ci(ma, mb)
+    if np.array_equal(np.sort(ma, axis=None), np.sort(mb, axis=None)):
+        p = 1.0  # identical samples: Mann-Whitney's normal approximation would still return a number
+    else:
+        p = float(sps.mannwhitneyu(ma.ravel(), mb.ravel(), alternative="two-sided").pvalue)
+    return PointComparison(**base, ratio=float(ratio), ci_low=lo, ci_high=hi, p_value=p,  # type: ignore[arg-type]
+                           samples_a=int(ma.size), samples_b=int(mb.size),
+                           verdict=verdict(float(ratio), (lo, hi), p, min_effect=min_effect))
+
+
+def identity_differences(pairs: list[tuple[PointResult, PointResult]]) -> dict[str, tuple[list[str], list[str]]]:
+    """Identity keys that differ within matched pairs: key -> (values in A, values in B) of those pairs."""
+    out: dict[str, tuple[set[str], set[str]]] = {}
+    for a, b in pairs:
+        for k in sorted(set(a.env.identity) | set(b.env.identity)):
+            va, vb = a.env.identity.get(k, "(absent)"), b.env.identity.get(k, "(absent)")
+            if va != vb:
+                sa, sb = out.setdefault(k, (set(), set()))
+                sa.add(va)
+                sb.add(vb)
+    return {k: (sorted(sa), sorted(sb)) for k, (sa, sb) in sorted(out.items())}
+
+
+def _protocol_warnings(pairs: list[tuple[PointResult, PointResult]]) -> list[str]:
+    diff = sorted({label(a) for a, b in pairs if a.spec.protocol != b.spec.protocol})
+    if not diff:
+        return []
+    return [f"the protocol (warm-up, steps, repeats or statistic) differs for {len(diff)} point(s), "
+            f"e.g. {diff[0]}"]
+
+
+def compare_runs(run_a: str, points_a: list[StoredPoint], run_b: str, points_b: list[StoredPoint],
+                 min_effect: float = MIN_EFFECT) -> Comparison:
+    """Compare every point of run B with the point of run A that has the same configuration key."""
+    by_a = {p.result.spec.key(): p.result for p in points_a}  # a later point of a key wins (a re-run)
+    by_b = {p.result.spec.key(): p.result for p in points_b}
+    pairs = [(by_a[k], by_b[k]) for k in by_a if k in by_b]
+    matched = [compare_points(a, b, min_effect) for a, b in pairs]
+    matched.sort(key=lambda pc: pc.label)
+    diffs = identity_differences(pairs)
+    warnings = []
+    if diffs:
+        named = "; ".join(f"{k}: {', '.join(a)} -> {', '.join(b)}" for k, (a, b) in diffs.items())
+        warnings.append(f"identity keys differ, so these runs were not measured in the same environment: {named}")
+    warnings += _protocol_warnings(pairs)
+    if not pairs:
+        warnings.append("the runs have no configuration in common")
+    method = (f"ratio = throughput B / A from mean step times; {CI_LEVEL:.0%} CI by hierarchical bootstrap "
+              f"({RESAMPLES} resamples of repeats, then steps); Mann-Whitney U on step times; a change is "
+              f"called when p < {ALPHA}, the CI excludes 1 and |ratio - 1| >= {min_effect:.0%}")
+    return Comparison(
+        run_a=run_a, run_b=run_b, points=tuple(matched),
+        only_a=tuple(sorted(label(by_a[k]) for k in by_a if k not in by_b)),
+        only_b=tuple(sorted(label(by_b[k]) for k in by_b if k not in by_a)),
+        identity_diffs=diffs, warnings=tuple(warnings), method=method)

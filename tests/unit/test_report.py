@@ -1,0 +1,228 @@
+"""`dlbench report` from a fixture store built here (no training): tables, charts, failures, published figures."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dlbench.cli import main
+from dlbench.protocol.stats import summarize
+from dlbench.report.export import CSV_COLUMNS, to_csv
+from dlbench.report.groups import build_sections, framework_title
+from dlbench.report.published import beside, same_hardware
+from dlbench.results.scaling import scaling
+from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.results.store import Store, StoredPoint
+from dlbench.spec import PointSpec, Protocol
+
+CliResult = tuple[int, str, str]
+PROTO = Protocol(warmup=1, steps=6, repeats=3, statistic="median", preset="quick")
+CPU = {"device": "cpu", "device_model": "AMD EPYC", "device_count": "1", "cpu_model": "AMD EPYC", "threads": "2"}
+P100 = {"device": "cuda", "device_model": "Tesla P100-SXM2-16GB", "device_count": "8", "cpu_model": "Xeon"}
+
+
+def make_point(framework: str, model: str = "resnet50", batch: int = 8, nodes: int = 1, per_node: int = 1,
+               step_s: float = 0.01, status: str = "ok", data: str = "synthetic", device: str = "cpu",
+               identity: dict[str, str] | None = None, extra: dict[str, object] | None = None,
+               error: str | None = None, seed: int = 0) -> PointResult:
+    """A PointResult with synthetic raw step times (2% noise) and metrics derived by the real statistics."""
+    spec = PointSpec(framework=framework, model=model, batch_size=batch, protocol=PROTO, data=data,  # type: ignore[arg-type]
+                     data_dir="/data" if data == "real" else None, nodes=nodes, devices_per_node=per_node,
+                     device=device, strategy="ddp" if nodes * per_node > 1 else "none")  # type: ignore[arg-type]
+    ident = {**(identity or CPU), "framework": framework, "framework_version": f"{framework}-1.0"}
+    env = Environment(identity=ident, descriptive={"hostname": "fixture"})
+    if status != "ok":
+        return PointResult(spec, status, env=env, error=error or f"{status} on purpose",  # type: ignore[arg-type]
+                           extra=extra or {})
+    rng = np.random.default_rng(seed)
+    ranks = []
+    for rank in range(spec.world_size):
+        reps = []
+        for _ in range(PROTO.repeats):
+            t = step_s * (1 + 0.02 * rng.standard_normal(PROTO.steps))
+            reps.append(RepeatRaw(tuple(float(x) for x in t), float(t.sum())))
+        ranks.append(RankRaw(rank, tuple(reps), peak_memory_bytes=(300 + 40 * batch) * 2**20))
+    rt = tuple(ranks)
+    return PointResult(spec, "ok", rt, summarize(spec, rt), env, extra=extra or {})
+
+
+def fixture_points() -> list[PointResult]:
+    """Two frameworks at 1, 2 and 4 devices, failures, real data, a max batch point and a P100 point."""
+    pts = []
+    for fw, base in (("torch", 0.010), ("tf", 0.012)):
+        for devices, slow in ((1, 1.0), (2, 1.1), (4, 1.3)):
+            pts.append(make_point(fw, per_node=devices, step_s=base * slow, seed=devices))
+    pts.append(make_point("torch", batch=64, step_s=0.07))
+    pts.append(make_point("tf", batch=64, status="oom", error="Traceback (most recent call last):\n  ...\n"
+                          "ResourceExhaustedError: OOM when allocating tensor"))
+    pts.append(make_point("mxnet", status="unsupported", error="mxnet has no bf16 kernels here"))
+    pts.append(make_point("tf", batch=32, step_s=0.04))
+    pts.append(make_point("torch", data="real", step_s=0.02))
+    pts.append(make_point("torch", model="alexnet", batch=96, step_s=0.05, extra={"max_batch": 96}))
+    pts.append(make_point("tf", batch=64, device="cuda", identity=P100, step_s=0.3))
+    return pts
+
+
+def fill_store(path: Path, points: list[PointResult]) -> str:
+    """A store holding one run with these points; returns the run id."""
+    store = Store(path)
+    run_id = store.create_run("dlbench run (fixture)")
+    for p in points:
+        store.add_point(run_id, p)
+    store.finish_run(run_id, "done")
+    store.close()
+    return run_id
+
+
+@pytest.fixture(scope="module")
+def fixture_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("store") / "results.db"
+    fill_store(path, fixture_points())
+    return path
+
+
+@pytest.fixture(scope="module")
+def html_page(fixture_store: Path) -> str:
+    """The HTML report of the fixture store, made once for this module (charts take a few seconds)."""
+    out = fixture_store.parent / "report.html"
+    assert main(["report", "--store", str(fixture_store), "-o", str(out)]) == 0
+    return out.read_text()
+
+
+def _throughput(points: list[PointResult], fw: str, devices: int, batch: int = 8) -> float:
+    hit = [p for p in points if p.spec.framework == fw and p.spec.world_size == devices and p.spec.batch_size == batch
+           and p.status == "ok" and p.spec.data == "synthetic" and p.spec.device == "cpu" and p.metrics]
+    assert len(hit) == 1 and hit[0].metrics
+    return hit[0].metrics.throughput
+
+
+def test_html_report(html_page: str) -> None:
+    page = html_page
+    assert "13 points from 1 run" in page
+    # one table per section, frameworks as columns, configurations as rows
+    assert page.count("<table class=\"results\">") == 4
+    for title in (*map(framework_title, ("torch", "tf", "mxnet")), "batch 8", "1n4c", "real data", "AlexNet"):
+        assert title in page
+    # charts: throughput and speedup vs scale, memory, spread, synthetic vs real, max batch
+    for slug in ("scale-bs8", "speedup-bs8", "memory", "spread"):
+        assert f'id="resnet50-fp32-synthetic-cpu-{slug}"' in page, slug
+    assert 'id="data-synthetic-vs-real"' in page and 'id="max-batch"' in page
+    assert page.count("<svg") >= 8
+    assert "ideal (linear)" in page
+    # failures as footnotes, the exception line rather than the traceback header
+    oom = re.search(r'badge oom">OOM</span><sup>\[(\d)\]', page)
+    assert oom
+    assert (f'<li value="{oom.group(1)}">{framework_title("tf")}, batch 64, 1n1c: OOM: '
+            "ResourceExhaustedError: OOM when allocating tensor</li>") in page
+    assert "mxnet has no bf16 kernels here" in page and "unsupported" in page
+    # speedup and efficiency, computed from the stored throughputs
+    pts = fixture_points()
+    s = scaling(_throughput(pts, "torch", 4), _throughput(pts, "torch", 1), 4)
+    assert f"speedup {s.speedup:.2f}× · efficiency {s.efficiency * 100:.0f}% · vs #" in page
+    # header: identity keys and protocol
+    assert "device_model" in page and "AMD EPYC" in page
+    assert "1 warm-up + 6 measured steps, 3 repeats, median" in page
+    # self-contained: no script, no stylesheet link, no external load
+    assert "<script" not in page and "<link" not in page
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page)
+
+
+def test_published_figures_beside(html_page: str) -> None:
+    page = html_page
+    assert "Published figures beside the measured points" in page
+    assert "NVIDIA Tesla P100" in page  # the reference hardware is named
+    assert "different hardware (AMD EPYC)" in page  # CPU points get no ratio
+
+
+def test_ratio_only_on_matching_hardware() -> None:
+    pts = fixture_points()
+    sections = build_sections([StoredPoint(i, "r", p) for i, p in enumerate(pts)])
+    gpu = next(s for s in sections if s.device == "cuda")
+    rows = beside(gpu)
+    with_ratio = [b for b in rows if b.ratio is not None]
+    assert with_ratio, "a P100 point at batch 64 on 1 device should meet the tf_cnn P100 figures"
+    for b in with_ratio:
+        assert same_hardware(b.ref.hardware, "Tesla P100-SXM2-16GB") and b.ref.devices == 1
+        assert b.ratio == pytest.approx(b.measured_throughput / b.ref.throughput)
+    assert all(b.ratio is None for b in rows if b.ref.devices != 1 or b.ref.framework != "tf")
+    cpu = next(s for s in sections if s.device == "cpu" and s.model == "resnet50" and s.data == "synthetic")
+    assert all(b.ratio is None for b in beside(cpu))
+
+
+def test_same_hardware() -> None:
+    assert same_hardware("NVIDIA Tesla V100-SXM2-16GB", "Tesla V100-SXM2-16GB")
+    assert same_hardware("NVIDIA Tesla P100", "Tesla P100-SXM2-16GB")
+    assert not same_hardware("NVIDIA Tesla V100-SXM2-16GB", "NVIDIA A100-SXM4-40GB")
+    assert not same_hardware("NVIDIA Tesla K80", "AMD EPYC")
+
+
+def test_markdown_report(fixture_store: Path, tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    out = tmp_path / "report.md"
+    code, stdout, stderr = cli("report", "--store", str(fixture_store), "--format", "md", "-o", str(out))
+    assert code == 0, stderr
+    assert "13 points from 1 run" in stdout
+    text = out.read_text()
+    images = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert len(images) >= 8
+    for rel in images:
+        png = out.parent / rel
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", rel
+    header = " | ".join(framework_title(f) for f in ("mxnet", "tf", "torch"))
+    assert f"| configuration | {header} |" in text
+    oom = re.search(r"OOM \[(\d)\]", text)
+    assert oom and f"[{oom.group(1)}] {framework_title('tf')}, batch 64, 1n1c: OOM: ResourceExhaustedError" in text
+    assert not list(tmp_path.glob("*.part")) and not list(tmp_path.glob(".*part"))
+
+
+def test_max_batch_note_when_absent(store_path: Path, tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    fill_store(store_path, [make_point("torch")])
+    out = tmp_path / "r.html"
+    assert cli("report", "--store", str(store_path), "-o", str(out))[0] == 0
+    page = out.read_text()
+    assert "no point in these runs came from a max batch search" in page
+    assert "speedup needs more than one scale" in page
+
+
+def test_identity_mismatch_warns_in_report(store_path: Path, tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    fill_store(store_path, [make_point("torch"), make_point("torch", batch=16, identity={**CPU, "device_model": "Xeon"})])
+    out = tmp_path / "r.html"
+    assert cli("report", "--store", str(store_path), "-o", str(out))[0] == 0
+    assert "identity key device_model differs between points (AMD EPYC, Xeon)" in out.read_text()
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("nope-run",), "no run 'nope-run'"),
+    (("--format", "pdf"), "pdf"),
+])
+def test_bad_input(fixture_store: Path, tmp_path: Path, cli: Callable[..., CliResult], args: tuple[str, ...],
+                   needle: str) -> None:
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", "--store", str(fixture_store), "-o", str(out), *args)
+    assert code == 2
+    assert needle in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_no_store(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    code, _, err = cli("report", "--store", str(tmp_path / "none.db"), "-o", str(tmp_path / "r.html"))
+    assert code == 2 and "no store" in err
+
+
+def test_csv_reads_straight_into_pandas(fixture_store: Path) -> None:
+    pd = pytest.importorskip("pandas", reason="pandas is not installed (pip install pandas)")
+    store = Store(fixture_store, readonly=True)
+    points = store.points()
+    df = pd.read_csv(io.StringIO(to_csv(points)))
+    assert list(df.columns) == list(CSV_COLUMNS)
+    assert len(df) == len(points)
+    assert df["throughput"].dtype.kind == "f" and df["batch_size"].dtype.kind == "i"
+    assert df["world_size"].dtype.kind == "i"
+    ok = df[df["status"] == "ok"]
+    assert ok["throughput"].notna().all() and (ok["ci_low"] <= ok["throughput"]).all()
+    assert df.loc[df["status"] == "oom", "throughput"].isna().all()
+    assert set(df["status"]) == {"ok", "oom", "unsupported"}
