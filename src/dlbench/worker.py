@@ -52,23 +52,29 @@ def run(spec_json: str, rank: int = 0) -> dict[str, object]:
     """Build, measure and describe one point in this process; returns the result payload."""
     from dlbench.backends import load_backend
     from dlbench.cases import get_case
+    from dlbench.launch.ranks import ChecksumTrainer
     from dlbench.protocol.runner import measure
+    from dlbench.results.env import node_topology
     from dlbench.spec import PointSpec
 
     spec = PointSpec.from_json(spec_json)
     case = get_case(spec.model)
     backend = load_backend(spec.framework)
     env = backend.environment(spec)
+    if spec.world_size > 1:
+        env.update(node_topology(spec.device))
     reason = backend.case_support(case) or backend.refuse(spec)
     if reason:
         return {"status": "unsupported", "error": reason, "env": env}
     try:
         trainer = backend.build(spec, case)
         trainer.reset_input_wait()
-        repeats = measure(trainer, spec.protocol, progress=_Progress())
+        repeats = measure(trainer, spec.protocol, progress=_Progress() if rank == 0 else (lambda *a: None))
         wait = trainer.input_wait_s()
         loss = trainer.loss()
         peak = trainer.peak_memory_bytes()
+        # Ranks must hold identical parameters after the timed steps: the launcher compares these.
+        checksum = trainer.param_checksum() if spec.world_size > 1 and isinstance(trainer, ChecksumTrainer) else None
         trainer.close()
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a recorded status
         if isinstance(exc, KeyboardInterrupt):
@@ -85,6 +91,8 @@ def run(spec_json: str, rank: int = 0) -> dict[str, object]:
         "final_loss": loss,
         "input_wait_s": wait,
     }
+    if checksum is not None:
+        rank_raw["param_checksum"] = checksum
     if not math.isfinite(loss):
         return {"status": "failed_check", "error": f"final loss is not finite: {loss}", "ranks": [rank_raw],
                 "env": env}
@@ -97,10 +105,15 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2:
         print("usage: python -m dlbench.worker SPEC.json RESULT.json", file=sys.stderr)
         return 2
+    from dlbench.launch.ranks import configure_rank, rank_result_path
+    from dlbench.spec import PointSpec
+
     spec_path, out_path = Path(args[0]), Path(args[1])
-    rank = int(os.environ.get("RANK", "0"))
-    payload = run(spec_path.read_text(), rank=rank)
-    _write(out_path, payload)
+    spec_json = spec_path.read_text()
+    spec = PointSpec.from_json(spec_json)
+    rank = configure_rank(spec, os.environ)  # torchrun, Slurm and MPI name ranks differently; before any import
+    payload = run(spec_json, rank=rank)
+    _write(rank_result_path(out_path, rank) if spec.world_size > 1 else out_path, payload)
     return 0
 
 

@@ -110,3 +110,56 @@ def host_descriptive() -> dict[str, str]:
         "git_commit": git_commit(),
         "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+_PCI_PATHS: dict[int, str] = {0: "same board", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
+
+
+def interconnect() -> dict[str, str]:
+    """How this node's GPUs are linked, through NVML: NVLink links per GPU, PCIe link, GPU 0-1 path; {} on CPU."""
+    try:
+        import pynvml
+    except ImportError:
+        return {}
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:  # no NVML library, or no driver: nothing to read
+        return {}
+    out: dict[str, str] = {}
+    try:
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        if not handles:
+            return {}
+        links = 0
+        for link in range(getattr(pynvml, "NVML_NVLINK_MAX_LINKS", 18)):
+            try:
+                links += int(pynvml.nvmlDeviceGetNvLinkState(handles[0], link) == pynvml.NVML_FEATURE_ENABLED)
+            except pynvml.NVMLError:  # link absent or NVLink unsupported on this GPU
+                continue
+        out["gpu_interconnect"] = "nvlink" if links else "pcie"
+        out["nvlink_links_per_gpu"] = str(links)
+        try:
+            gen = pynvml.nvmlDeviceGetCurrPcieLinkGeneration(handles[0])
+            width = pynvml.nvmlDeviceGetCurrPcieLinkWidth(handles[0])
+            out["pcie_link"] = f"gen{gen} x{width}"
+        except pynvml.NVMLError:
+            pass
+        if len(handles) > 1:
+            try:
+                level = pynvml.nvmlDeviceGetTopologyCommonAncestor(handles[0], handles[1])
+                out["gpu_pair_path"] = _PCI_PATHS.get(int(level), str(level))
+            except pynvml.NVMLError:
+                pass
+    except pynvml.NVMLError as exc:  # a partial NVML (containers, MIG) must not fail a point: say what failed
+        out["interconnect_error"] = f"{type(exc).__name__}: {exc}"[:200]
+    finally:
+        pynvml.nvmlShutdown()
+    return out
+
+
+def node_topology(device: str) -> dict[str, str]:
+    """What one rank records about its node: hostname, and the GPU interconnect where it runs on GPUs."""
+    out = {"node_hostname": socket.gethostname()}
+    if device == "cuda":
+        out.update(interconnect())
+    return out

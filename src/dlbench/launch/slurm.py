@@ -1,0 +1,193 @@
+"""The slurm launcher: a point becomes a batch job (sbatch, with srun inside) across N nodes.
+
+It submits with ``sbatch --parsable``, polls ``squeue`` (``sbatch --wait`` backs off up to 32 s), stops the job
+with ``scancel`` when it queues or runs too long, reads the final state with ``scontrol``, and collects every
+rank's result from a folder the nodes share ($DLBENCH_JOB_DIR, default ./dlbench-results/jobs). The batch
+script is a constant: the worker command reaches srun as the script's arguments ("$@"), so no shell ever
+parses dlbench's or the user's input. Partition, account and the like come from sbatch's own SBATCH_*
+variables or $DLBENCH_SBATCH_ARGS (split with shlex into argv). Imports no framework.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from dlbench.launch.hosts import HostsConfig, rank_env
+from dlbench.launch.ranks import collect, job_folder
+from dlbench.launch.worker_process import TAIL_LINES, ChildOutcome, ProgressSink
+from dlbench.spec import PointSpec, SpecError
+from dlbench.worker import PROGRESS_PREFIX
+
+BATCH_SCRIPT = """#!/bin/sh
+# dlbench: one benchmark point as a Slurm job. The worker command arrives as this script's arguments and goes
+# to srun untouched. The rendezvous is the first node of the allocation, on a port derived from the job id.
+MASTER_ADDR=${DLBENCH_SLURM_MASTER_ADDR:-$(hostname)}
+MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))
+export MASTER_ADDR MASTER_PORT
+exec srun --kill-on-bad-exit=1 "$@"
+"""
+QUEUE_TIMEOUT_VAR = "DLBENCH_SLURM_QUEUE_TIMEOUT"
+EXTRA_ARGS_VAR = "DLBENCH_SBATCH_ARGS"
+CALL_TIMEOUT_S = 60.0  # any single sbatch / squeue / scontrol / scancel call
+POLL_S = 1.0
+DONE_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+               "BOOT_FAIL", "DEADLINE"}
+
+
+def _call(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """One Slurm client call with a bounded wait; a hung controller becomes a non-zero return code."""
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=CALL_TIMEOUT_S, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(argv, 124, "", f"{argv[0]} did not answer within {CALL_TIMEOUT_S:g} s")
+
+
+def sbatch_argv(spec: PointSpec, script: Path, folder: Path, worker: list[str], extra: list[str]) -> list[str]:
+    """The sbatch command: N nodes, K tasks per node, a time limit from the point's timeout."""
+    minutes = max(1, math.ceil(spec.timeout_s / 60))
+    argv = ["sbatch", "--parsable", f"--job-name=dlbench-{spec.model}", f"--nodes={spec.nodes}",
+            f"--ntasks-per-node={spec.devices_per_node}", f"--time={minutes}", f"--output={folder / 'job.out'}",
+            f"--chdir={folder}", "--export=ALL"]
+    if spec.device == "cuda":
+        argv.append(f"--gpus-per-node={spec.devices_per_node}")
+    return [*argv, *extra, str(script), *worker]
+
+
+def job_state(job: str) -> tuple[str, str, dict[str, str]]:
+    """(state, exit code, other fields) from `scontrol show job`; ('UNKNOWN', '', {}) once Slurm forgot it."""
+    out = _call(["scontrol", "show", "job", "-o", job])
+    if out.returncode != 0:
+        return "UNKNOWN", "", {}
+    fields = {m.group(1): m.group(2) for m in re.finditer(r"(\w+)=(\S*)", out.stdout)}
+    return fields.get("JobState", "UNKNOWN"), fields.get("ExitCode", ""), fields
+
+
+def _squeue_state(job: str) -> str | None:
+    """The job's state while Slurm lists it, '' once it left the queue, None when squeue did not answer."""
+    out = _call(["squeue", "-h", "-j", job, "-o", "%T"])
+    if out.returncode != 0:
+        return "" if "Invalid job id" in out.stderr else None
+    return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+
+
+class _OutputFollower:
+    """Reads the job's output file as it grows: progress lines to the sink, the rest kept as a tail."""
+
+    def __init__(self, path: Path, sink: ProgressSink | None) -> None:
+        self.path, self.sink = path, sink
+        self.offset = 0
+        self.partial = ""
+        self.tail: list[str] = []
+
+    def poll(self) -> None:
+        """Consume what was appended since the last call."""
+        import json
+
+        try:
+            with self.path.open() as f:
+                f.seek(self.offset)
+                text = f.read()
+                self.offset = f.tell()
+        except OSError:
+            return
+        lines = (self.partial + text).split("\n")
+        self.partial = lines.pop()
+        for line in lines:
+            if line.startswith(PROGRESS_PREFIX):
+                if self.sink:
+                    try:
+                        self.sink(json.loads(line[len(PROGRESS_PREFIX):]))
+                    except json.JSONDecodeError:
+                        pass
+            elif line.strip():
+                self.tail = [*self.tail, line.rstrip()][-TAIL_LINES:]
+
+
+def wait_for(job: str, spec: PointSpec, queue_timeout_s: float, follow: Callable[[], None]) -> str | None:
+    """Poll until the job leaves the queue; returns 'timeout' or 'queue_timeout' after a scancel, else None."""
+    submitted = time.monotonic()
+    started: float | None = None
+    unanswered = 0
+    while True:
+        follow()
+        state = _squeue_state(job)
+        now = time.monotonic()
+        if state is None:
+            unanswered += 1
+            if unanswered * POLL_S > CALL_TIMEOUT_S * 3:
+                _call(["scancel", job])
+                return "lost"
+        elif state == "" or state in DONE_STATES:
+            return None
+        else:
+            unanswered = 0
+            if state in ("RUNNING", "COMPLETING") and started is None:
+                started = now
+            if started is None and now - submitted > queue_timeout_s:
+                _call(["scancel", job])
+                return "queue_timeout"
+            if started is not None and now - started > spec.timeout_s:
+                _call(["scancel", job])
+                return "timeout"
+        time.sleep(POLL_S)
+
+
+def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, config: HostsConfig) -> ChildOutcome:
+    """Submit the point as a job, wait for it with bounded polls, and merge every rank's result."""
+    if shutil.which("sbatch") is None:
+        return ChildOutcome("error", error="sbatch is not on PATH: run where Slurm's client commands are "
+                                           "installed (see README, Scaling)")
+    try:
+        extra = shlex.split(os.environ.get(EXTRA_ARGS_VAR, ""))
+        queue_timeout_s = float(os.environ.get(QUEUE_TIMEOUT_VAR) or 3600)
+    except ValueError as exc:
+        raise SpecError(f"{EXTRA_ARGS_VAR} / {QUEUE_TIMEOUT_VAR}: {exc}") from None
+    start = time.monotonic()
+    with job_folder(shared=True) as folder:
+        spec_path, result, script = folder / "spec.json", folder / "result.json", folder / "job.sh"
+        spec_path.write_text(spec.to_json())
+        script.write_text(BATCH_SCRIPT)
+        script.chmod(0o755)
+        worker = [python, "-m", "dlbench.worker", str(spec_path), str(result)]
+        env = rank_env(spec, config, 0)
+        for name in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE"):
+            env.pop(name)  # the batch script and srun set them on the allocation
+        if spec.threads is None:
+            for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+                env.pop(name, None)  # the worker splits the compute node's cores, not this machine's
+        sub = _call(sbatch_argv(spec, script, folder, worker, extra), env=env)
+        if sub.returncode != 0:
+            why = (sub.stderr.strip() or sub.stdout.strip() or f"exit code {sub.returncode}").splitlines()[-1]
+            return ChildOutcome("error", error=f"sbatch refused the job: {why}")
+        job = sub.stdout.strip().split(";")[0]
+        follower = _OutputFollower(folder / "job.out", on_progress)
+        stopped = wait_for(job, spec, queue_timeout_s, follower.poll)
+        follower.poll()
+        state, exit_code, fields = job_state(job)
+        facts = {"slurm_job": job, "slurm_state": state, "slurm_nodes": fields.get("NodeList", "")}
+        wall = time.monotonic() - start
+        failure: ChildOutcome | None = None
+        if stopped == "timeout":
+            failure = ChildOutcome("timeout", error=f"Slurm job {job} exceeded the {spec.timeout_s:g} s timeout "
+                                                    "and was cancelled", tail=follower.tail, wall_s=wall)
+        elif stopped == "queue_timeout":
+            failure = ChildOutcome("timeout", error=f"Slurm job {job} waited in the queue over "
+                                                    f"{queue_timeout_s:g} s and was cancelled", wall_s=wall)
+        elif stopped == "lost":
+            failure = ChildOutcome("error", error=f"squeue stopped answering about job {job}; it was cancelled",
+                                   tail=follower.tail, wall_s=wall)
+        elif state not in ("COMPLETED", "UNKNOWN") or exit_code not in ("0:0", ""):
+            last = follower.tail[-1] if follower.tail else "no output"
+            failure = ChildOutcome("error", error=f"Slurm job {job} ended {state} (exit {exit_code}): {last}",
+                                   tail=follower.tail, wall_s=wall)
+        out = collect(spec, result, failure, env=facts)
+        out.tail = out.tail or follower.tail
+        return out
