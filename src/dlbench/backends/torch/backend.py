@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from dlbench.backends.base import Backend, Trainer
+from dlbench.backends.torch import distributed
 from dlbench.backends.torch.data import synthetic_batch
 from dlbench.backends.torch.models import build_model, count_trainable
 from dlbench.backends.torch.step import TorchTrainer
@@ -25,6 +26,7 @@ class TorchBackend(Backend):
             env["cudnn"] = str(torch.backends.cudnn.version())
             nccl = torch.cuda.nccl.version() if hasattr(torch.cuda, "nccl") else None
             env["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl or "")
+        env.update(distributed.environment(spec))
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
@@ -34,19 +36,21 @@ class TorchBackend(Backend):
             return "channels-last applies to image models only"
         if spec.data == "real":
             return "the torch backend has no real-data input pipeline yet; use --data synthetic"
-        return None
+        return distributed.refuse(spec)
 
     def build(self, spec: PointSpec, case: Case) -> Trainer:
         torch.manual_seed(spec.seed)
         if spec.threads:
             torch.set_num_threads(spec.threads)
-        device = torch.device(spec.device)
+        device = distributed.device_for(spec)
         num_classes = case.input.classes if isinstance(case.input, ImageInput) else 1000
         model = build_model(case.name, num_classes=num_classes).to(device)
         if spec.channels_last:
             model = model.to(memory_format=torch.channels_last)
-        batch = synthetic_batch(case, spec.batch_size, device, spec.input_size, spec.seed, spec.channels_last)
-        return TorchTrainer(case, model, batch, device, spec.precision, spec.compile)
+        model, sync = distributed.setup(spec, model, device)  # several devices: process group, strategy
+        seed = spec.seed + distributed.rank()  # each rank its own samples; rank 0 is the 1-device batch
+        batch = synthetic_batch(case, spec.batch_size, device, spec.input_size, seed, spec.channels_last)
+        return TorchTrainer(case, model, batch, device, spec.precision, spec.compile, sync=sync)
 
     def count_params(self, case: Case) -> int:
         return count_trainable(build_model(case.name))

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import torch
 
 from dlbench.backends.base import Trainer
+from dlbench.backends.torch.distributed import GradSync, param_checksum
 from dlbench.backends.torch.models import train_loss
 from dlbench.cases import Case
 
@@ -25,8 +26,9 @@ class TorchTrainer(Trainer):
     """Model, optimizer and one batch on one device."""
 
     def __init__(self, case: Case, model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device,
-                 precision: str, compile_model: bool) -> None:
+                 precision: str, compile_model: bool, sync: GradSync | None = None) -> None:
         self.case, self.model, self.batch, self.device = case, model, batch, device
+        self.sync_grads = sync or GradSync()  # the gradient strategy on several devices
         self.optimizer = make_optimizer(case, model)
         self.amp_dtype = {"fp32": None, "bf16": torch.bfloat16,
                           "amp": torch.float16 if device.type == "cuda" else torch.bfloat16}[precision]
@@ -48,12 +50,20 @@ class TorchTrainer(Trainer):
             loss = self.forward(self.model, self.batch)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
+            self.sync_grads.update(self._scaled_step)
         else:
             loss.backward()
-            self.optimizer.step()
+            self.sync_grads.update(self.optimizer.step)
         self._last = loss.detach()
+
+    def _scaled_step(self) -> None:
+        assert self.scaler is not None
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+    def param_checksum(self) -> float:
+        """Compared across ranks after the timed steps (dlbench.launch.ranks.ChecksumTrainer)."""
+        return param_checksum(self.model)
 
     def sync(self) -> None:
         if self.device.type == "cuda":

@@ -1,0 +1,144 @@
+"""torch.distributed for dlbench: the process group (gloo on the CPU, NCCL on GPUs) and the gradient strategies.
+
+The launcher (torchrun, srun, mpirun or the hosts launcher) sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
+MASTER_PORT (see dlbench.launch.ranks); this module initialises from them when the spec has several devices.
+
+- ``ddp``: DistributedDataParallel, bucketed all-reduce overlapped with the backward pass;
+- ``allreduce``: after the backward pass, one all-reduce per gradient tensor, no overlap;
+- ``ps``: gradients reduced to rank 0 (the parameter server), updated there, parameters broadcast back.
+
+``none`` with several devices means torch's usual data parallelism, ``ddp``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import os
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from dlbench.spec import PointSpec
+
+STRATEGIES: tuple[str, ...] = ("ddp", "allreduce", "ps")
+RDZV_TIMEOUT_VAR = "DLBENCH_RDZV_TIMEOUT"  # dlbench.launch.ranks.RDZV_TIMEOUT_VAR (not imported: worker side)
+
+
+def strategy(spec: PointSpec) -> str:
+    """The strategy this point runs: 'none' alone, else the spec's, with 'none' meaning 'ddp'."""
+    if spec.world_size == 1:
+        return "none"
+    return "ddp" if spec.strategy == "none" else spec.strategy
+
+
+def refuse(spec: PointSpec) -> str | None:
+    """A one-line reason when torch cannot run the spec's strategy, else None."""
+    if spec.world_size == 1 and spec.strategy != "none":
+        return f"strategy {spec.strategy} needs several devices: use --scale 1n2c or more, or --strategy none"
+    if spec.world_size > 1 and strategy(spec) not in STRATEGIES:
+        return f"torch has no {spec.strategy} strategy; use one of {', '.join(STRATEGIES)}"
+    if strategy(spec) == "ps" and spec.precision == "amp" and spec.device == "cuda":
+        return "ps with fp16 loss scaling would reduce gradients scaled differently per rank: use bf16 or fp32"
+    return None
+
+
+def rank() -> int:
+    """This process's rank (0 without a process group)."""
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def device_for(spec: PointSpec) -> torch.device:
+    """The device of this rank: its local GPU when several ranks share a node's GPUs, else the spec's."""
+    if spec.device == "cuda" and spec.world_size > 1:
+        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    return torch.device(spec.device)
+
+
+def environment(spec: PointSpec) -> dict[str, str]:
+    """Facts of a multi-device point known before it starts: communication backend and strategy."""
+    if spec.world_size == 1:
+        return {}
+    return {"dist_backend": "nccl" if spec.device == "cuda" else "gloo", "strategy_run": strategy(spec)}
+
+
+def init(spec: PointSpec, device: torch.device) -> None:
+    """Join the process group from the launcher's variables; checks the world size the launcher started."""
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    timeout = datetime.timedelta(seconds=float(os.environ.get(RDZV_TIMEOUT_VAR) or spec.timeout_s))
+    dist.init_process_group(backend, init_method="env://", timeout=timeout)
+    atexit.register(dist.destroy_process_group)
+    if dist.get_world_size() != spec.world_size:
+        raise RuntimeError(f"the launcher started {dist.get_world_size()} ranks; the spec asks for {spec.world_size}")
+
+
+class GradSync:
+    """How gradients meet between backward and the optimizer step; this one does nothing (1 device, DDP)."""
+
+    def update(self, optimizer_step: Callable[[], object]) -> None:
+        """Exchange gradients as the strategy says, then apply the optimizer step."""
+        optimizer_step()
+
+
+class AllReduceSync(GradSync):
+    """One blocking all-reduce per gradient tensor after the backward pass, averaged; no overlap."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.params = [p for p in model.parameters() if p.requires_grad]
+
+    def update(self, optimizer_step: Callable[[], object]) -> None:
+        world = dist.get_world_size()
+        for p in self.params:
+            if p.grad is not None:
+                dist.all_reduce(p.grad)
+                p.grad.div_(world)
+        optimizer_step()
+
+
+class ParameterServerSync(GradSync):
+    """Gradients summed on rank 0, which alone updates; then every parameter is broadcast from it."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.params = [p for p in model.parameters() if p.requires_grad]
+
+    def update(self, optimizer_step: Callable[[], object]) -> None:
+        world = dist.get_world_size()
+        for p in self.params:
+            if p.grad is not None:
+                dist.reduce(p.grad, dst=0)
+        if dist.get_rank() == 0:
+            for p in self.params:
+                if p.grad is not None:
+                    p.grad.div_(world)
+            optimizer_step()
+        with torch.no_grad():
+            for p in self.params:
+                dist.broadcast(p.data, src=0)
+
+
+def setup(spec: PointSpec, model: torch.nn.Module, device: torch.device) -> tuple[torch.nn.Module, GradSync]:
+    """Join the process group and wrap or hook the model for the strategy (nothing on one device)."""
+    chosen = strategy(spec)
+    if chosen == "none":
+        return model, GradSync()
+    init(spec, device)
+    if chosen == "ddp":  # DDP broadcasts rank 0's parameters and buffers on construction
+        ids = [device.index] if device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=ids), GradSync()
+    with torch.no_grad():  # every rank starts from rank 0's parameters, as DDP would
+        for t in [*model.parameters(), *model.buffers()]:
+            dist.broadcast(t.data, src=0)
+    return model, AllReduceSync(model) if chosen == "allreduce" else ParameterServerSync(model)
+
+
+def param_checksum(model: torch.nn.Module) -> float:
+    """A position-weighted float64 sum of every parameter: equal on ranks that hold the same parameters."""
+    with torch.no_grad():
+        total = torch.zeros((), dtype=torch.float64)
+        for i, p in enumerate(model.parameters()):
+            total += (i + 1) * p.detach().to(torch.float64).sum().cpu()
+    return float(total)
