@@ -6,7 +6,8 @@ import click
 
 from dlbench.cli.output import stdout_console
 from dlbench.report.export import to_csv, to_json
-from dlbench.report.table import points_table, runs_table
+from dlbench.report.table import points_table, runs_table, scaling_notes
+from dlbench.results.scaling import scaled
 from dlbench.results.store import Store
 
 
@@ -28,7 +29,12 @@ def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | Non
     else:
         out = stdout_console()
         out.print(runs_table(runs))
+        every = store.points()  # a speedup's 1-device point may come from any run
         for r in runs:
             mine = [p.result for p in points if p.run_id == r.id]
-            if mine:
-                out.print(points_table(mine, title=f"run {r.id}"))
+            if not mine:
+                continue
+            scales = [scaled(every, p) for p in mine] if any(p.spec.world_size > 1 for p in mine) else None
+            out.print(points_table(mine, title=f"run {r.id}", scaled=scales))
+            for line in scaling_notes(mine, scales or []):
+                out.print(line)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 
@@ -11,11 +12,15 @@ from rich.console import Console
 from dlbench.cli.options import build_specs, protocol_from
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
+from dlbench.launch.hosts import HostsConfig, default_launcher, register_launchers
 from dlbench.launch.interpreters import interpreter_for
+from dlbench.launch.point import LAUNCHERS
 from dlbench.launch.session import run_points
-from dlbench.report.table import points_table
+from dlbench.report.table import points_table, scaling_notes
+from dlbench.results.env import host_identity, physical_cores
+from dlbench.results.scaling import missing_baselines, scaled
 from dlbench.results.store import Store
-from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
+from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, SpecError
 
 
 @click.command("run")
@@ -44,7 +49,16 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
 @click.option("--devices-per-node", type=click.IntRange(min=1), help="Devices (processes) per node.")
 @click.option("--strategy", type=click.Choice(list(STRATEGIES)), default="none", show_default=True,
               help="How gradients meet across devices.")
-@click.option("--launcher", default="local", show_default=True, help="Where points run.")
+@click.option("--launcher", help="Where points run: local, torchrun, slurm, mpirun or hosts. Default: local on "
+              "1 device; on several, the framework's engine (torchrun for torch), else local.")
+@click.option("--hosts", envvar="DLBENCH_HOSTS", help="Comma-separated hosts for several nodes (torchrun, hosts, "
+              "mpirun), node 0 first. [env: DLBENCH_HOSTS]")
+@click.option("--reach", envvar="DLBENCH_REACH", help="Command that runs a command on {host}. Default: "
+              "'ssh -o BatchMode=yes -o ConnectTimeout=10 {host}'. [env: DLBENCH_REACH]")
+@click.option("--master-addr", envvar="DLBENCH_MASTER_ADDR", help="Rendezvous address. Default: the first "
+              "host. [env: DLBENCH_MASTER_ADDR]")
+@click.option("--rendezvous-timeout", envvar="DLBENCH_RDZV_TIMEOUT", type=click.FloatRange(min=0, min_open=True),
+              default=300.0, show_default=True, help="Seconds ranks wait for each other. [env: DLBENCH_RDZV_TIMEOUT]")
 @click.option("--memory-limit", help="Emulated device memory budget on the CPU, e.g. 8GiB (over it = oom).")
 @click.option("--store", "store_path", type=click.Path(), help="Result store. Default: $DLBENCH_STORE or "
               "./dlbench-results/results.db.")
@@ -52,7 +66,8 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         compile_: bool, channels_last: bool, device: str, preset_name: str, warmup: int | None,
         steps: int | None, repeats: int | None, statistic: str | None, timeout: float, input_size: int | None,
         threads: int | None, data: str, data_dir: str | None, scale: str | None, nodes: int | None,
-        devices_per_node: int | None, strategy: str, launcher: str, memory_limit: str | None,
+        devices_per_node: int | None, strategy: str, launcher: str | None, hosts: str | None, reach: str | None,
+        master_addr: str | None, rendezvous_timeout: float, memory_limit: str | None,
         store_path: str | None) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
     specs = build_specs(
@@ -60,10 +75,24 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         channels_last=channels_last, device=device,
         protocol=protocol_from(preset_name, warmup, steps, repeats, statistic), timeout=timeout,
         input_size=input_size, threads=threads, data=data, data_dir=data_dir, scale=scale, nodes=nodes,
-        devices_per_node=devices_per_node, strategy=strategy, launcher=launcher, memory_limit=memory_limit)
+        devices_per_node=devices_per_node, strategy=strategy, launcher=launcher or "local", memory_limit=memory_limit)
+    places = HostsConfig.from_options(hosts, reach, master_addr, rendezvous_timeout)
+    register_launchers(places)
+    if launcher is None:
+        specs = [dataclasses.replace(s, launcher=default_launcher(s)) for s in specs]
+    for s in specs:
+        if s.launcher not in LAUNCHERS:
+            raise SpecError(f"unknown launcher {s.launcher!r}; known: {', '.join(sorted(LAUNCHERS))}")
+        if s.launcher == "local" and s.nodes > 1:
+            raise SpecError(f"the local launcher runs on this machine only; for {s.nodes} nodes use --launcher "
+                            "torchrun, hosts or mpirun with --hosts, or --launcher slurm")
+        if s.launcher != "slurm" and places.problem(s):
+            raise SpecError(str(places.problem(s)))
     for fw in {s.framework for s in specs}:
         interpreter_for(fw)  # refuse a missing framework before anything is written
     store = Store(store_path)
+    # Speedup needs the 1-device throughput of the same configuration: measure it first where the store has none.
+    specs = [*missing_baselines(store.points(), specs, host_identity(specs[0].device, physical_cores())), *specs]
     command = "dlbench " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("dlbench") else "dlbench run"
     run_id = store.create_run(command, kind="run", meta={"preset": preset_name, "points": len(specs)})
     console = Console(stderr=True)
@@ -75,7 +104,11 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         raise
     store.finish_run(run_id, "done")
     out = stdout_console()
-    out.print(points_table(results, title=f"run {run_id}"))
+    stored = store.points()
+    scales = [scaled(stored, r) for r in results]
+    out.print(points_table(results, title=f"run {run_id}", scaled=scales))
+    for line in scaling_notes(results, scales):
+        out.print(line)
     out.print(f"Throughput = global samples in the measured steps / wall time of those steps; "
               f"{specs[0].protocol.statistic} of {specs[0].protocol.repeats} repeats, 95% CI.")
     out.print(f"Results: {store.path} (run {run_id}). Raw step times: dlbench results {run_id} --format json")

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 
 from rich.table import Table
 
+from dlbench.results.scaling import Scaled
 from dlbench.results.schema import PointResult
 from dlbench.results.store import RunRecord
 
@@ -44,21 +46,48 @@ def footnotes(results: list[PointResult]) -> list[str]:
     return notes
 
 
-def points_table(results: list[PointResult], title: str = "") -> Table:
-    """One row per point: framework, model, batch, precision, throughput ± CI, step time, memory, status."""
+def points_table(results: list[PointResult], title: str = "",
+                 scaled: Sequence[Scaled | None] | None = None) -> Table:
+    """One row per point: framework, model, batch, precision, throughput ± CI, step time, memory, status;
+    given `scaled` (one entry per result), also speedup and efficiency against the 1-device point."""
     notes = footnotes(results)
     t = Table(title=title or None, caption="\n".join(notes) or None, caption_justify="left")
+    scaling_cols = (("speedup", "right"), ("efficiency", "right")) if scaled is not None else ()
     for col, justify in (("framework", "left"), ("model", "left"), ("batch", "right"), ("precision", "left"),
-                         ("scale", "left"), ("samples/s ± 95% CI", "right"), ("CV", "right"),
+                         ("scale", "left"), ("samples/s ± 95% CI", "right"), *scaling_cols, ("CV", "right"),
                          ("median step", "right"), ("peak memory", "right"), ("status", "left")):
         t.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for r in results:
+    for i, r in enumerate(results):
         s, m = r.spec, r.metrics
         prec = s.precision + (" +compile" if s.compile else "") + (" +cl" if s.channels_last else "")
-        t.add_row(s.framework, s.model, str(s.batch_size), prec, s.scale, fmt_throughput(r),
+        sc = scaled[i] if scaled is not None else None
+        scaling = (fmt_speedup(r, sc), f"{sc.scaling.efficiency:.0%}" if sc else "-") if scaled is not None else ()
+        t.add_row(s.framework, s.model, str(s.batch_size), prec, s.scale, fmt_throughput(r), *scaling,
                   f"{m.cv:.1%}" if m else "-", f"{m.median_step_s * 1000:,.1f} ms" if m else "-",
                   fmt_bytes(m.peak_memory_bytes) if m else "-", status_text(r))
     return t
+
+
+def fmt_speedup(r: PointResult, sc: Scaled | None) -> str:
+    """'1.62x (vs #12)' against the named 1-device point; '1x' for an ok 1-device point; '-' when unknown."""
+    if sc is not None:
+        return f"{sc.scaling.speedup:.2f}x (vs #{sc.baseline.id})"
+    return "1x" if r.status == "ok" and r.spec.world_size == 1 else "-"
+
+
+def scaling_notes(results: list[PointResult], scaled: Sequence[Scaled | None]) -> list[str]:
+    """One line per multi-device point naming the 1-device point its speedup divides by (or saying none)."""
+    out = []
+    for r, sc in zip(results, scaled):
+        label = f"{r.spec.framework} {r.spec.model} bs{r.spec.batch_size} {r.spec.scale}"
+        base = sc.baseline.result.metrics if sc is not None else None
+        if sc is not None and base is not None:
+            out.append(f"{label}: speedup {sc.scaling.speedup:.2f}, efficiency {sc.scaling.efficiency:.0%} "
+                       f"over {r.spec.world_size} devices, against 1-device point #{sc.baseline.id} "
+                       f"(run {sc.baseline.run_id}, {base.throughput:,.1f} samples/s)")
+        elif r.status == "ok" and r.spec.world_size > 1:
+            out.append(f"{label}: no ok 1-device point of the same configuration and environment, so no speedup")
+    return out
 
 
 def runs_table(runs: list[RunRecord]) -> Table:
