@@ -23,7 +23,7 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed: apt-get install -y "
                        "--no-install-recommends chromium"),
 ]
-CONSOLE = re.compile(r"CONSOLE\(\d+\)\]|:CONSOLE:|Uncaught|Failed to load resource", re.I)
+CONSOLE = re.compile(r"CONSOLE\(\d+\)\]|:CONSOLE:|Uncaught|Failed to load resource", re.IGNORECASE)
 
 
 def chromium(page: Path, tmp: Path, *action: str) -> subprocess.CompletedProcess[str]:

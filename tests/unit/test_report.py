@@ -148,6 +148,7 @@ def test_ratio_only_on_matching_hardware() -> None:
     assert with_ratio, "a P100 point at batch 64 on 1 device should meet the tf_cnn P100 figures"
     for b in with_ratio:
         assert same_hardware(b.ref.hardware, "Tesla P100-SXM2-16GB") and b.ref.devices == 1
+        assert b.measured_throughput is not None
         assert b.ratio == pytest.approx(b.measured_throughput / b.ref.throughput)
     assert all(b.ratio is None for b in rows if b.ref.devices != 1 or b.ref.framework != "tf")
     cpu = next(s for s in sections if s.device == "cpu" and s.model == "resnet50" and s.data == "synthetic")

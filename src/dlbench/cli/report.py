@@ -33,7 +33,9 @@ def report(run_ids: tuple[str, ...], fmt: str, output: Path | None, last: int, a
     out = output or Path(f"dlbench-report.{fmt}")
     if out.parent and not out.parent.exists():
         raise click.UsageError(f"the folder {out.parent} does not exist")
-    from dlbench.report.document import build_report  # matplotlib is imported only when a report is made
+    from dlbench.report.document import (
+        build_report,  # matplotlib is imported only when a report is made
+    )
 
     doc = build_report(runs, points, title=title, pool=store.points())
     if fmt == "html":

@@ -17,7 +17,13 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from dlbench.report.groups import Column, RowKey, Section, framework_title, max_batch_of, model_title
+from dlbench.report.groups import (
+    Column,
+    RowKey,
+    Section,
+    max_batch_of,
+    model_title,
+)
 from dlbench.results.compare import step_matrix
 from dlbench.results.store import StoredPoint
 
@@ -87,7 +93,7 @@ def _figure(width: float = 6.4, height: float = 3.6) -> tuple[Figure, Axes]:
 def render_svg(chart: Chart) -> str:
     """The chart as an SVG element for inline use (no XML prolog), with ids unique to this chart."""
     buf = io.StringIO()
-    with matplotlib.rc_context({**STYLE, "svg.hashsalt": chart.slug}):  # type: ignore[arg-type]
+    with matplotlib.rc_context({**STYLE, "svg.hashsalt": chart.slug}):  # type: ignore[arg-type,dict-item]
         chart.figure.savefig(buf, format="svg")
     text = buf.getvalue()
     return text[text.index("<svg"):]
@@ -317,16 +323,17 @@ def data_chart(sections: list[Section], cc: dict[Column, str]) -> ChartSet:
                 pairs.append((f"{model_title(model)} {prec}\n{col.title} · {row.label}", ms.throughput,
                               mr.throughput, col))
     if not pairs:
-        return ChartSet(notes=["Synthetic vs real data: no configuration was measured with both "
-                               "(run the same points with --data real to see the input pipeline's cost)."])
-    fig, ax = _figure(max(6.4, 1.6 * len(pairs)), 3.4)
+        return ChartSet(notes=[("Synthetic vs real data: no configuration was measured with both "
+                                "(run the same points with --data real to see the input pipeline's cost).")])
+    fig, ax = _figure(6.4, 3.6)
     x = np.arange(len(pairs))
     ax.bar(x - 0.2, [p[1] for p in pairs], 0.38, color="#3b6fb6", label="synthetic")
     ax.bar(x + 0.2, [p[2] for p in pairs], 0.38, color="#e07b39", label="real")
     for i, (_, s, r, _) in enumerate(pairs):
         ax.annotate(f"{r / s:.0%} of synthetic", (i + 0.2, r), textcoords="offset points", xytext=(0, 3),
                     ha="center", fontsize=7.5)
-    ax.set_xticks(x, [p[0] for p in pairs], fontsize=7.5)
+    ax.set_xticks(x, [p[0] for p in pairs], fontsize=7.5, rotation=20 if len(pairs) > 3 else 0,
+                  ha="right" if len(pairs) > 3 else "center")
     ax.set_ylabel("samples/s")
     ax.grid(axis="x", visible=False)
     ax.legend(loc="upper right")
@@ -365,5 +372,15 @@ def max_batch_chart(points: list[StoredPoint], cc: dict[Column, str]) -> ChartSe
                            fig)])
 
 
-__all__ = ["Chart", "ChartSet", "colours", "render_svg", "render_png", "throughput_charts", "spread_chart",
-           "memory_chart", "data_chart", "max_batch_chart"]
+__all__ = [
+    "Chart",
+    "ChartSet",
+    "colours",
+    "data_chart",
+    "max_batch_chart",
+    "memory_chart",
+    "render_png",
+    "render_svg",
+    "spread_chart",
+    "throughput_charts",
+]

@@ -7,8 +7,15 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from dlbench import __version__
-from dlbench.report.charts import (ChartSet, colours, data_chart, max_batch_chart, memory_chart, spread_chart,
-                                   throughput_charts)
+from dlbench.report.charts import (
+    ChartSet,
+    colours,
+    data_chart,
+    max_batch_chart,
+    memory_chart,
+    spread_chart,
+    throughput_charts,
+)
 from dlbench.report.groups import Column, Section, build_sections, framework_title
 from dlbench.report.published import Beside, beside
 from dlbench.results.store import RunRecord, StoredPoint
@@ -129,8 +136,8 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         warnings.append("points were measured under different protocols; compare figures within one protocol")
     shown = {c.point.id for v in views for c in v.section.cells.values()}
     hidden = len(points) - len(shown)
-    notes = [f"{hidden} earlier point(s) of a configuration measured again in a later run are not shown "
-             f"(the newest is)."] if hidden else []
+    notes = [(f"{hidden} earlier point(s) of a configuration measured again in a later run are not shown "
+              "(the newest is).")] if hidden else []
     return Report(
         title=title or "dlbench report", generated=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
         dlbench_version=__version__, runs=runs, identity=identity, frameworks=fws,
@@ -140,4 +147,4 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         status_counts=dict(Counter(p.result.status for p in points)), colours=cc, notes=notes)
 
 
-__all__ = ["Report", "SectionView", "KeyValue", "Column", "build_report", "describe_protocol"]
+__all__ = ["Column", "KeyValue", "Report", "SectionView", "build_report", "describe_protocol"]

@@ -12,7 +12,7 @@ from dlbench.report.document import Report
 from dlbench.report.groups import Cell
 from dlbench.results.schema import Metrics
 
-_EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//|url\(\s*["']?(?:https?:)?//|@import""", re.I)
+_EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//|url\(\s*["']?(?:https?:)?//|@import""", re.IGNORECASE)
 
 
 def fmt_number(v: float | None) -> str:

@@ -18,7 +18,7 @@ reported as warnings naming each key; they never block the comparison silently o
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 from scipy import stats as sps
@@ -151,25 +151,23 @@ def verdict(ratio: float, ci: tuple[float, float], p_value: float, alpha: float 
 
 def compare_points(a: PointResult, b: PointResult, min_effect: float = MIN_EFFECT) -> PointComparison:
     """The ratio B/A of one configuration, its interval, the Mann-Whitney p-value and the verdict."""
-    base = dict(key=a.spec.key(), label=label(a), status_a=a.status, status_b=b.status,
-                throughput_a=a.metrics.throughput if a.metrics else None,
-                throughput_b=b.metrics.throughput if b.metrics else None)
+    head = PointComparison(key=a.spec.key(), label=label(a), status_a=a.status, status_b=b.status,
+                           throughput_a=a.metrics.throughput if a.metrics else None,
+                           throughput_b=b.metrics.throughput if b.metrics else None)
     if a.status != "ok" or b.status != "ok":
-        return PointComparison(**base, verdict="not comparable",  # type: ignore[arg-type]
-                               note=f"status {a.status} -> {b.status}")
+        return replace(head, verdict="not comparable", note=f"status {a.status} -> {b.status}")
     ma, mb = step_matrix(a), step_matrix(b)
+    head = replace(head, samples_a=int(ma.size), samples_b=int(mb.size))
     if ma.size < MIN_SAMPLES or mb.size < MIN_SAMPLES:
-        return PointComparison(**base, samples_a=int(ma.size), samples_b=int(mb.size),  # type: ignore[arg-type]
-                               verdict="too few samples", note=f"needs at least {MIN_SAMPLES} steps per run")
-    ratio = (b.spec.global_batch / mb.mean()) / (a.spec.global_batch / ma.mean())
+        return replace(head, verdict="too few samples", note=f"needs at least {MIN_SAMPLES} steps per run")
+    ratio = float((b.spec.global_batch / mb.mean()) / (a.spec.global_batch / ma.mean()))
     lo, hi = ratio_ci(ma, mb)
     if np.array_equal(np.sort(ma, axis=None), np.sort(mb, axis=None)):
         p = 1.0  # identical samples: Mann-Whitney's normal approximation would still return a number
     else:
         p = float(sps.mannwhitneyu(ma.ravel(), mb.ravel(), alternative="two-sided").pvalue)
-    return PointComparison(**base, ratio=float(ratio), ci_low=lo, ci_high=hi, p_value=p,  # type: ignore[arg-type]
-                           samples_a=int(ma.size), samples_b=int(mb.size),
-                           verdict=verdict(float(ratio), (lo, hi), p, min_effect=min_effect))
+    return replace(head, ratio=ratio, ci_low=lo, ci_high=hi, p_value=p,
+                   verdict=verdict(ratio, (lo, hi), p, min_effect=min_effect))
 
 
 def identity_differences(pairs: list[tuple[PointResult, PointResult]]) -> dict[str, tuple[list[str], list[str]]]:
@@ -189,8 +187,8 @@ def _protocol_warnings(pairs: list[tuple[PointResult, PointResult]]) -> list[str
     diff = sorted({label(a) for a, b in pairs if a.spec.protocol != b.spec.protocol})
     if not diff:
         return []
-    return [f"the protocol (warm-up, steps, repeats or statistic) differs for {len(diff)} point(s), "
-            f"e.g. {diff[0]}"]
+    return [(f"the protocol (warm-up, steps, repeats or statistic) differs for {len(diff)} point(s), "
+             f"e.g. {diff[0]}")]
 
 
 def compare_runs(run_a: str, points_a: list[StoredPoint], run_b: str, points_b: list[StoredPoint],
