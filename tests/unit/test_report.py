@@ -176,7 +176,7 @@ def test_markdown_report(fixture_store: Path, tmp_path: Path, cli: Callable[...,
     header = " | ".join(framework_title(f) for f in ("mxnet", "tf", "torch"))
     assert f"| configuration | {header} |" in text
     oom = re.search(r"OOM \[(\d)\]", text)
-    assert oom and f"[{oom.group(1)}] {framework_title('tf')}, batch 64, 1n1c: OOM: ResourceExhaustedError" in text
+    assert oom and f"- [{oom.group(1)}] {framework_title('tf')}, batch 64, 1n1c: OOM: ResourceExhaustedError" in text
     assert not list(tmp_path.glob("*.part")) and not list(tmp_path.glob(".*part"))
 
 

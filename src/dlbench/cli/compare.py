@@ -6,6 +6,7 @@ import re
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from dlbench.results.compare import FASTER, MIN_EFFECT, SLOWER, Comparison, compare_runs
@@ -38,8 +39,8 @@ def comparison_table(c: Comparison) -> Table:
         pv = f"{p.p_value:.2g}" if p.p_value is not None else "-"
         style = _STYLE.get(p.verdict, "")
         text = p.verdict + (f" ({p.change:+.1%})" if p.verdict in _STYLE and p.change is not None else "")
-        text += f" [{p.note}]" if p.note else ""
-        t.add_row(p.label, ta, tb, ratio, ci, pv, f"[{style}]{text}[/]" if style else text)
+        text = escape(text + (f" ({p.note})" if p.note else ""))
+        t.add_row(escape(p.label), ta, tb, ratio, ci, pv, f"[{style}]{text}[/]" if style else text)
     return t
 
 
@@ -61,7 +62,7 @@ def compare(run_a: str, run_b: str, fail_above: str | None, min_effect: str, fmt
     c = compare_runs(a.id, store.points([a.id]), b.id, store.points([b.id]), min_effect=effect)
     err = Console(stderr=True)
     for w in c.warnings:
-        err.print(f"[bold yellow]warning:[/] {w}", highlight=False)
+        err.print(f"[bold yellow]warning:[/] {escape(w)}", highlight=False)
     if fmt == "json":
         click.echo(c.to_json())
     else:

@@ -191,14 +191,19 @@ def _protocol_warnings(pairs: list[tuple[PointResult, PointResult]]) -> list[str
              f"e.g. {diff[0]}")]
 
 
+def _order(r: PointResult) -> tuple[object, ...]:
+    s = r.spec
+    return (s.framework, s.model, s.precision, s.data, s.world_size, s.batch_size, label(r))
+
+
 def compare_runs(run_a: str, points_a: list[StoredPoint], run_b: str, points_b: list[StoredPoint],
                  min_effect: float = MIN_EFFECT) -> Comparison:
     """Compare every point of run B with the point of run A that has the same configuration key."""
     by_a = {p.result.spec.key(): p.result for p in points_a}  # a later point of a key wins (a re-run)
     by_b = {p.result.spec.key(): p.result for p in points_b}
     pairs = [(by_a[k], by_b[k]) for k in by_a if k in by_b]
+    pairs.sort(key=lambda ab: _order(ab[0]))
     matched = [compare_points(a, b, min_effect) for a, b in pairs]
-    matched.sort(key=lambda pc: pc.label)
     diffs = identity_differences(pairs)
     warnings = []
     if diffs:
@@ -212,6 +217,6 @@ def compare_runs(run_a: str, points_a: list[StoredPoint], run_b: str, points_b: 
               f"called when p < {ALPHA}, the CI excludes 1 and |ratio - 1| >= {min_effect:.0%}")
     return Comparison(
         run_a=run_a, run_b=run_b, points=tuple(matched),
-        only_a=tuple(sorted(label(by_a[k]) for k in by_a if k not in by_b)),
-        only_b=tuple(sorted(label(by_b[k]) for k in by_b if k not in by_a)),
+        only_a=tuple(label(r) for r in sorted((by_a[k] for k in by_a if k not in by_b), key=_order)),
+        only_b=tuple(label(r) for r in sorted((by_b[k] for k in by_b if k not in by_a), key=_order)),
         identity_diffs=diffs, warnings=tuple(warnings), method=method)
