@@ -33,7 +33,14 @@ class BackendInfo:
         try:
             return importlib.metadata.version(self.distribution)
         except importlib.metadata.PackageNotFoundError:
-            return None
+            pass
+        # The same import may come from another distribution (tensorflow-cpu here, tensorflow on GPU machines).
+        for dist in importlib.metadata.packages_distributions().get(self.import_name, []):
+            try:
+                return importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return None
 
 
 class UnknownFramework(KeyError):
@@ -45,6 +52,8 @@ class UnknownFramework(KeyError):
 
 _BUILTIN: tuple[BackendInfo, ...] = (
     BackendInfo("torch", "PyTorch", "torch", "torch", "dlbench.backends.torch.backend:TorchBackend", "torch"),
+    BackendInfo("tf", "TensorFlow/Keras", "tensorflow", "tensorflow-cpu", "dlbench.backends.tf.backend:TfBackend",
+                "tf"),
     BackendInfo("oneflow", "OneFlow", "oneflow", "oneflow", "", "oneflow",
                 unavailable="not installable on this Python: the only oneflow wheels pip offers for Python 3.11 "
                             "(0.6.0, 0.7.0) are placeholders that refuse to import"),

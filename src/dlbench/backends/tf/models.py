@@ -1,0 +1,235 @@
+"""Keras 3 definitions of the benchmark's CNNs (NHWC), each with exactly the case's trainable-parameter count.
+
+They follow torchvision's layouts, as the torch backend does, so both frameworks train the same network:
+
+- ResNet-50/152 are v1.5 (stride in the 3x3 conv) with bias-free convs: ``keras.applications.ResNet50`` is
+  v1 with biased convs (25,583,592 trainable parameters), so it is not used.
+- VGG-16 uses ``keras.applications.VGG16``'s convolutional body (the zoo's own definition) with torchvision's
+  head: adaptive 7x7 average pool, then 4096-4096-classes with dropout. At 224x224 the pool is the identity
+  and the count equals the zoo's full VGG16 (138,357,544); at smaller test sizes the count stays the same.
+- Inception v3 is written here: ``keras.applications.InceptionV3`` has no auxiliary head and its batch norms
+  have no scale (``scale=False``), so its count (23,817,352 trainable) cannot match torchvision's 27,161,264.
+
+Padding mirrors torch's explicit ``padding=`` (``ZeroPadding2D`` then a valid conv or pool) wherever TF's
+"same" would pad differently (strided layers, average pools that count the padding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import keras
+import numpy as np
+from keras import layers, ops
+
+Tensor = keras.KerasTensor
+
+_HE_FAN_OUT = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")  # torch kaiming_normal_
+
+
+def _conv(x: Tensor, filters: int, kernel: int | tuple[int, int], stride: int = 1,
+          pad: int | tuple[int, int] = 0, bias: bool = False, activation: str | None = None) -> Tensor:
+    """A conv with torch's padding semantics: symmetric zero padding, then a valid convolution."""
+    if pad:
+        x = layers.ZeroPadding2D(pad)(x)
+    return layers.Conv2D(filters, kernel, strides=stride, padding="valid", use_bias=bias, activation=activation,
+                         kernel_initializer=_HE_FAN_OUT)(x)
+
+
+def _bn(x: Tensor, eps: float) -> Tensor:
+    """Batch norm with torch's defaults (momentum 0.1 in torch's sense, i.e. 0.9 here), trainable scale and shift."""
+    return layers.BatchNormalization(momentum=0.9, epsilon=eps)(x)
+
+
+def _dense(x: Tensor, units: int, activation: str | None = None, std: float | None = None) -> Tensor:
+    """A dense layer; normal(0, std) weights and zero bias when std is given (VGG, AlexNet), else Keras' default."""
+    init = keras.initializers.RandomNormal(0.0, std) if std is not None else "glorot_uniform"
+    return layers.Dense(units, activation=activation, kernel_initializer=init)(x)
+
+
+def _pool_matrix(size: int, out: int) -> np.ndarray:
+    """[out, size] averaging weights of torch's adaptive pooling: bin i spans floor(i*size/out) to ceil((i+1)*size/out)."""
+    m = np.zeros((out, size), dtype="float32")
+    for i in range(out):
+        lo, hi = (i * size) // out, -((-(i + 1) * size) // out)
+        m[i, lo:hi] = 1.0 / (hi - lo)
+    return m
+
+
+class AdaptiveAvgPool2D(layers.Layer):
+    """torch's ``adaptive_avg_pool2d`` for static NHWC shapes, smaller inputs included (Keras' own layer fails
+    in graph mode when the input is smaller than the output); the identity when the sizes already match."""
+
+    def __init__(self, out: int, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.out = out
+
+    def call(self, x: Tensor) -> Tensor:
+        """[B, H, W, C] -> [B, out, out, C]."""
+        h, w = int(x.shape[1]), int(x.shape[2])
+        if h == w == self.out:
+            return x
+        ph = ops.cast(_pool_matrix(h, self.out), x.dtype)
+        pw = ops.cast(_pool_matrix(w, self.out), x.dtype)
+        return ops.einsum("oh,bhwc,pw->bopc", ph, x, pw)
+
+    def compute_output_shape(self, input_shape: tuple[int | None, ...]) -> tuple[int | None, ...]:
+        """The output shape for an input shape."""
+        return (input_shape[0], self.out, self.out, input_shape[3])
+
+
+# ---------------------------------------------------------------------------------------------- ResNet
+
+
+def _bottleneck(x: Tensor, width: int, stride: int) -> Tensor:
+    """ResNet v1.5 bottleneck: 1x1 reduce, 3x3 carrying the stride, 1x1 expand (x4), projection when needed."""
+    out_ch = 4 * width
+    shortcut = x
+    if stride != 1 or x.shape[-1] != out_ch:
+        shortcut = _bn(_conv(x, out_ch, 1, stride), 1e-5)
+    y = layers.ReLU()(_bn(_conv(x, width, 1), 1e-5))
+    y = layers.ReLU()(_bn(_conv(y, width, 3, stride, pad=1), 1e-5))
+    y = _bn(_conv(y, out_ch, 1), 1e-5)
+    return layers.ReLU()(layers.Add()([y, shortcut]))
+
+
+def resnet(blocks: tuple[int, int, int, int], size: int, classes: int, name: str) -> keras.Model:
+    """Bottleneck ResNet v1.5 (torchvision layout): 7x7 stem, max-pool, four stages, global pool, fc."""
+    inputs = keras.Input((size, size, 3))
+    x = layers.ReLU()(_bn(_conv(inputs, 64, 7, 2, pad=3), 1e-5))
+    x = layers.MaxPooling2D(3, 2)(layers.ZeroPadding2D(1)(x))  # zero padding is safe after ReLU
+    for i, n in enumerate(blocks):
+        for j in range(n):
+            x = _bottleneck(x, 64 * 2**i, 2 if (i > 0 and j == 0) else 1)
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, _dense(x, classes), name=name)
+
+
+# ------------------------------------------------------------------------------------- VGG and AlexNet
+
+
+def _classifier(x: Tensor, classes: int, dropout_first: bool) -> Tensor:
+    """The 4096-4096-classes head: dropout after each ReLU (VGG) or before each hidden Linear (AlexNet)."""
+    x = layers.Flatten()(x)
+    for _ in range(2):
+        if dropout_first:
+            x = layers.Dropout(0.5)(x)
+        x = _dense(x, 4096, "relu", std=0.01)
+        if not dropout_first:
+            x = layers.Dropout(0.5)(x)
+    return _dense(x, classes, std=0.01)
+
+
+def vgg16(size: int, classes: int) -> keras.Model:
+    """keras.applications' VGG16 convolutional body with torchvision's adaptive-pool and dropout head."""
+    body = keras.applications.VGG16(include_top=False, weights=None, input_shape=(size, size, 3))
+    x = AdaptiveAvgPool2D(7)(body.output)
+    return keras.Model(body.input, _classifier(x, classes, dropout_first=False), name="vgg16")
+
+
+def alexnet(size: int, classes: int) -> keras.Model:
+    """AlexNet in torchvision's single-tower layout (64-192-384-256-256), adaptive 6x6 average pool."""
+    inputs = keras.Input((size, size, 3))
+    x = _conv(inputs, 64, 11, 4, pad=2, bias=True, activation="relu")
+    x = layers.MaxPooling2D(3, 2)(x)
+    x = layers.MaxPooling2D(3, 2)(_conv(x, 192, 5, pad=2, bias=True, activation="relu"))
+    x = _conv(x, 384, 3, pad=1, bias=True, activation="relu")
+    x = _conv(x, 256, 3, pad=1, bias=True, activation="relu")
+    x = layers.MaxPooling2D(3, 2)(_conv(x, 256, 3, pad=1, bias=True, activation="relu"))
+    x = AdaptiveAvgPool2D(6)(x)
+    return keras.Model(inputs, _classifier(x, classes, dropout_first=True), name="alexnet")
+
+
+# ------------------------------------------------------------------------------------------ Inception v3
+
+
+def _basic(x: Tensor, filters: int, kernel: int | tuple[int, int], stride: int = 1,
+           pad: int | tuple[int, int] = 0) -> Tensor:
+    """torchvision's BasicConv2d: bias-free conv, batch norm (eps 1e-3, with scale), ReLU."""
+    return layers.ReLU()(_bn(_conv(x, filters, kernel, stride, pad), 1e-3))
+
+
+def _avg3(x: Tensor) -> Tensor:
+    """3x3/1 average pool with padding 1 counted in the mean (torch's count_include_pad=True)."""
+    return layers.AveragePooling2D(3, 1)(layers.ZeroPadding2D(1)(x))
+
+
+def _cat(branches: list[Tensor]) -> Tensor:
+    return layers.Concatenate()(branches)
+
+
+def _inception_a(x: Tensor, pool_features: int) -> Tensor:
+    b5 = _basic(_basic(x, 48, 1), 64, 5, pad=2)
+    b3 = _basic(_basic(_basic(x, 64, 1), 96, 3, pad=1), 96, 3, pad=1)
+    return _cat([_basic(x, 64, 1), b5, b3, _basic(_avg3(x), pool_features, 1)])
+
+
+def _inception_b(x: Tensor) -> Tensor:
+    b3 = _basic(_basic(_basic(x, 64, 1), 96, 3, pad=1), 96, 3, stride=2)
+    return _cat([_basic(x, 384, 3, stride=2), b3, layers.MaxPooling2D(3, 2)(x)])
+
+
+def _c7(x: Tensor, filters: int, horizontal: bool) -> Tensor:
+    """A 1x7 (horizontal) or 7x1 factorised conv with 'same' padding."""
+    return _basic(x, filters, (1, 7) if horizontal else (7, 1), pad=(0, 3) if horizontal else (3, 0))
+
+
+def _inception_c(x: Tensor, c7: int) -> Tensor:
+    b7 = _c7(_c7(_basic(x, c7, 1), c7, True), 192, False)
+    d = _basic(x, c7, 1)
+    for filters, horizontal in ((c7, False), (c7, True), (c7, False), (192, True)):
+        d = _c7(d, filters, horizontal)
+    return _cat([_basic(x, 192, 1), b7, d, _basic(_avg3(x), 192, 1)])
+
+
+def _inception_d(x: Tensor) -> Tensor:
+    b3 = _basic(_basic(x, 192, 1), 320, 3, stride=2)
+    b7 = _c7(_c7(_basic(x, 192, 1), 192, True), 192, False)
+    return _cat([b3, _basic(b7, 192, 3, stride=2), layers.MaxPooling2D(3, 2)(x)])
+
+
+def _inception_e(x: Tensor) -> Tensor:
+    a = _basic(x, 384, 1)
+    d = _basic(_basic(x, 448, 1), 384, 3, pad=1)
+    return _cat([_basic(x, 320, 1),
+                 _basic(a, 384, (1, 3), pad=(0, 1)), _basic(a, 384, (3, 1), pad=(1, 0)),
+                 _basic(d, 384, (1, 3), pad=(0, 1)), _basic(d, 384, (3, 1), pad=(1, 0)),
+                 _basic(_avg3(x), 192, 1)])
+
+
+def _inception_aux(x: Tensor, classes: int) -> Tensor:
+    """Auxiliary classifier on the 17x17 grid: 5x5/3 average pool, 1x1 (128), 5x5 (768), fc."""
+    # As in the torch backend: torchvision's 5x5/3 pool needs a >= 17x17 grid; smaller inputs pool to 5x5.
+    pool = layers.AveragePooling2D(5, 3) if min(x.shape[1:3]) >= 17 else AdaptiveAvgPool2D(5)
+    x = _basic(_basic(pool(x), 128, 1), 768, 5)
+    return _dense(layers.GlobalAveragePooling2D()(x), classes)
+
+
+def inception_v3(size: int, classes: int) -> keras.Model:
+    """Inception v3 in torchvision's ``Inception3`` layout, outputs [logits, aux_logits] (always training)."""
+    inputs = keras.Input((size, size, 3))
+    x = _basic(_basic(_basic(inputs, 32, 3, stride=2), 32, 3), 64, 3, pad=1)
+    x = layers.MaxPooling2D(3, 2)(x)
+    x = layers.MaxPooling2D(3, 2)(_basic(_basic(x, 80, 1), 192, 3))
+    for pool_features in (32, 64, 64):
+        x = _inception_a(x, pool_features)
+    x = _inception_b(x)
+    for c7 in (128, 160, 160, 192):
+        x = _inception_c(x, c7)
+    aux = _inception_aux(x, classes)
+    x = _inception_e(_inception_e(_inception_d(x)))
+    x = layers.Dropout(0.5)(layers.GlobalAveragePooling2D()(x))
+    return keras.Model(inputs, [_dense(x, classes), aux], name="inception_v3")
+
+
+# -------------------------------------------------------------------------------------------- registry
+
+CNN_BUILDERS: dict[str, Callable[[int, int], keras.Model]] = {
+    "resnet50": lambda size, classes: resnet((3, 4, 6, 3), size, classes, "resnet50"),
+    "resnet152": lambda size, classes: resnet((3, 8, 36, 3), size, classes, "resnet152"),
+    "vgg16": vgg16,
+    "alexnet": alexnet,
+    "inception_v3": inception_v3,
+}
+
+__all__ = ["CNN_BUILDERS", "alexnet", "inception_v3", "resnet", "vgg16"]

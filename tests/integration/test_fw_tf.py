@@ -1,0 +1,83 @@
+"""The TensorFlow/Keras backend in its own environment: exact parameter counts, convergence, one CLI point, refusals.
+
+Every test runs TF in the tf environment (`dlbench setup tf`) and skips, naming it, where that is absent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dlbench.cases import all_cases
+from dlbench.results.store import Store
+from conftest import framework_python, run_check
+
+pytestmark = [pytest.mark.framework("tf"), pytest.mark.slow]
+
+CliResult = tuple[int, str, str]
+TINY = ("-b", "2", "--warmup", "1", "--steps", "2", "--repeats", "1")
+
+# Near the smallest input each architecture accepts (sequence length for BERT); a new case must add its own.
+SIZES = {"resnet50": 32, "resnet152": 32, "vgg16": 32, "alexnet": 64, "inception_v3": 80, "bert_base": 16}
+
+
+def test_parameter_counts_match_every_case() -> None:
+    answer = run_check(framework_python("tf"), "params", "tf")
+    assert str(answer["version"]).startswith("2.")
+    assert {c.name: answer[c.name] for c in all_cases()} == {c.name: c.params for c in all_cases()}
+
+
+@pytest.mark.parametrize("model", [c.name for c in all_cases()])
+def test_loss_falls_on_a_fixed_batch(model: str) -> None:
+    answer = run_check(framework_python("tf"), "converge", "tf", model, "--steps", "20", "--batch", "2",
+                       "--input-size", str(SIZES[model]))
+    losses = answer["losses"]
+    assert isinstance(losses, list) and len(losses) == 20
+    assert all(math.isfinite(x) for x in losses), losses
+    assert losses[-1] < losses[0], losses
+
+
+def test_resnet50_point_through_the_cli(cli: Callable[..., CliResult], store_path: Path) -> None:
+    framework_python("tf")
+    code, out, err = cli("run", "-f", "tf", "-m", "resnet50", "--input-size", "32", *TINY, "--store", str(store_path))
+    assert code == 0, err
+    assert "resnet50" in out
+    [p] = Store(store_path).points()
+    r = p.result
+    assert r.status == "ok" and r.metrics is not None, r.error
+    assert r.metrics.throughput > 0 and r.metrics.final_loss is not None and math.isfinite(r.metrics.final_loss)
+    assert [len(rep.step_times) for rep in r.ranks[0].repeats] == [2]
+    assert r.env.identity["framework"] == "tf" and r.env.identity["framework_version"].startswith("2.")
+    assert r.extra["layout"] == "NHWC" and r.extra["compiled"] == "none"
+    assert r.extra["precision_policy"] == "float32"
+
+
+def test_amp_on_cpu_is_bf16_and_compile_is_xla(cli: Callable[..., CliResult], store_path: Path) -> None:
+    framework_python("tf")
+    code, _, err = cli("run", "-f", "tf", "-m", "alexnet", "--input-size", "64", "-p", "amp", "--compile", *TINY,
+                       "--store", str(store_path))
+    assert code == 0, err
+    [p] = Store(store_path).points()
+    assert p.result.status == "ok", p.result.error
+    assert p.result.extra["compiled"] == "xla"
+    assert p.result.extra["precision_policy"] == "mixed_bfloat16" and p.result.extra["loss_scale"] == "none"
+
+
+def test_channels_last_is_refused_for_bert(cli: Callable[..., CliResult], store_path: Path) -> None:
+    framework_python("tf")
+    code, _, _ = cli("run", "-f", "tf", "-m", "bert_base", "--channels-last", *TINY, "--store", str(store_path))
+    [p] = Store(store_path).points()
+    assert code == 1 and p.result.status == "unsupported" and "image models only" in (p.result.error or "")
+
+
+def test_cuda_is_refused_without_a_gpu(cli: Callable[..., CliResult], store_path: Path) -> None:
+    framework_python("tf")
+    code, _, _ = cli("run", "-f", "tf", "-m", "alexnet", "--input-size", "64", "--device", "cuda", *TINY,
+                     "--store", str(store_path))
+    [p] = Store(store_path).points()
+    if p.result.status == "ok":
+        pytest.skip("TensorFlow here sees a GPU: the refusal applies only without one")
+    assert code == 1 and p.result.status == "unsupported" and "--device cpu" in (p.result.error or "")
