@@ -52,6 +52,8 @@ class UnknownFramework(KeyError):
 
 _BUILTIN: tuple[BackendInfo, ...] = (
     BackendInfo("torch", "PyTorch", "torch", "torch", "dlbench.backends.torch.backend:TorchBackend", "torch"),
+    BackendInfo("paddle", "PaddlePaddle", "paddle", "paddlepaddle", "dlbench.backends.paddle.backend:PaddleBackend",
+                "paddle"),
     BackendInfo("tf", "TensorFlow/Keras", "tensorflow", "tensorflow-cpu", "dlbench.backends.tf.backend:TfBackend",
                 "tf"),
     BackendInfo("oneflow", "OneFlow", "oneflow", "oneflow", "", "oneflow",
