@@ -188,12 +188,13 @@ def _fake_run(store: Path, sleep: str) -> str:
 
 
 def test_fake_backend_twenty_percent_slower(store_path: Path, cli: Callable[..., CliResult]) -> None:
-    """Real workers: the fake backend's steps sleep 10 ms, then 12 ms (20% longer steps, 1/1.2 throughput)."""
-    a = _fake_run(store_path, "0.01")
-    b = _fake_run(store_path, "0.012")
+    """Real workers: the fake backend's steps sleep 50 ms, then 60 ms (20% longer steps, 1/1.2 throughput).
+    Steps this long keep a busy machine's wake-up latency from diluting the difference."""
+    a = _fake_run(store_path, "0.05")
+    b = _fake_run(store_path, "0.06")
     code, out, _ = cli("compare", a, b, "--store", str(store_path), "--format", "json", "--fail-above", "5%")
     doc = json.loads(out)
     point = doc["points"][0]
     assert point["verdict"] == SLOWER, point
-    assert point["ratio"] == pytest.approx(1 / 1.2, abs=0.06)
+    assert point["ratio"] == pytest.approx(1 / 1.2, abs=0.08)
     assert code == 1 and doc["warnings"] == []
