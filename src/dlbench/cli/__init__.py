@@ -36,6 +36,10 @@ def _register() -> None:
     cli.add_command(info.list_cmd)
     cli.add_command(info.env)
     cli.add_command(results.results)
+    from dlbench.cli import data, sweep
+
+    cli.add_command(sweep.sweep)
+    cli.add_command(data.data)
     from dlbench.cli import compare, reference, report
 
     cli.add_command(report.report)

@@ -50,6 +50,10 @@ class RunProgress:
 
         return sink
 
+    def note(self, text: str) -> None:
+        """Show what happens before the points (e.g. a max-batch search) on the points bar."""
+        self.progress.update(self.points, description=text)
+
     def done(self, index: int, result: PointResult) -> None:
         """Advance the points bar, counting failures."""
         if result.status != "ok":

@@ -96,18 +96,23 @@ def run_command(argv: Sequence[str], spec: PointSpec, result_path: Path, env: di
     proc = psutil.Process(popen.pid)
     killed: str | None = None
     peak_tree = 0
-    while popen.poll() is None:
-        if time.monotonic() - start > spec.timeout_s:
-            killed = "timeout"
-        elif spec.memory_limit_bytes is not None:
-            peak_tree = max(peak_tree, _tree_rss(proc))
-            if peak_tree > spec.memory_limit_bytes:
-                killed = "oom"
-        if killed:
-            _kill_group(popen)
-            popen.wait()
-            break
-        time.sleep(poll_s)
+    try:
+        while popen.poll() is None:
+            if time.monotonic() - start > spec.timeout_s:
+                killed = "timeout"
+            elif spec.memory_limit_bytes is not None:
+                peak_tree = max(peak_tree, _tree_rss(proc))
+                if peak_tree > spec.memory_limit_bytes:
+                    killed = "oom"
+            if killed:
+                _kill_group(popen)
+                popen.wait()
+                break
+            time.sleep(poll_s)
+    except BaseException:  # Ctrl-C in the controller: the worker is in its own session, so stop it here
+        _kill_group(popen)
+        popen.wait()
+        raise
     _kill_group(popen)  # leftovers such as loader workers
     reader.join(timeout=5)
     wall = time.monotonic() - start

@@ -1,0 +1,116 @@
+"""A suite's points: the product of its axes, less its exclusions, as PointSpecs (a `max` batch found later)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from dataclasses import dataclass
+
+from dlbench.backends import all_backends
+from dlbench.cases import get_case
+from dlbench.launch.interpreters import installed
+from dlbench.spec import PointSpec, Protocol, parse_scale, preset
+from dlbench.suite.schema import AXES, Suite, SuiteError
+
+
+@dataclass(frozen=True)
+class PlannedPoint:
+    """One point of a suite: its spec and its batch group (min, fixed, max or the number as written).
+
+    For the max group the spec's batch size is the search's lower bound until the search has run.
+    """
+
+    spec: PointSpec
+    batch_group: str
+
+    @property
+    def needs_search(self) -> bool:
+        """Whether the batch size is still to be found by the max-batch search."""
+        return self.batch_group == "max"
+
+    def with_batch(self, batch: int) -> PlannedPoint:
+        """The same point at a found batch size."""
+        return dataclasses.replace(self, spec=dataclasses.replace(self.spec, batch_size=batch))
+
+
+def suite_protocol(suite: Suite) -> Protocol:
+    """The suite's preset with its overrides."""
+    p = suite.protocol
+    return preset(p.preset).override(warmup=p.warmup, steps=p.steps, repeats=p.repeats, statistic=p.statistic)
+
+
+def frameworks(names: list[str]) -> list[str]:
+    """Expand 'installed' (every registered backend installed here) and 'all' (every registered backend)."""
+    out: list[str] = []
+    for name in names:
+        if name == "installed":
+            expanded = [b for b, info in all_backends().items() if not info.unavailable and installed(b)]
+        elif name == "all":
+            expanded = list(all_backends())
+        else:
+            expanded = [name]
+        out += [f for f in expanded if f not in out]
+    return out
+
+
+def expand(suite: Suite, device: str, data_dir: str | None = None,
+           only: dict[str, list[str]] | None = None) -> list[PlannedPoint]:
+    """Every point of the suite on this device, in axis order, batch innermost; excluded points are left out.
+
+    only restricts axes to the given values (as written in a suite, compared as text), e.g. {"scale": ["1n1c"]}.
+    """
+    axes = suite.axes
+    values: dict[str, list[object]] = {a: list(getattr(axes, a)) for a in AXES}
+    values["framework"] = list(frameworks(axes.framework))
+    for axis, wanted in (only or {}).items():
+        if axis not in AXES:
+            raise SuiteError(f"--only names an unknown axis {axis!r}; axes: {', '.join(AXES)}")
+        values[axis] = [v for v in values[axis] if _text(v) in wanted]
+    protocol = suite_protocol(suite)
+    points: list[PlannedPoint] = []
+    order = ("framework", "model", "precision", "compile", "data", "scale", "strategy", "batch")
+    for combo in itertools.product(*(values[a] for a in order)):
+        point = dict(zip(order, combo))
+        if any(rule.matches(point) for rule in suite.exclude):
+            continue
+        points.append(_planned(suite, point, device, protocol, data_dir))
+    return points
+
+
+def _text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _planned(suite: Suite, point: dict[str, object], device: str, protocol: Protocol,
+             data_dir: str | None) -> PlannedPoint:
+    case = get_case(str(point["model"]))
+    batch = point["batch"]
+    group = str(batch)
+    if batch == "min":
+        size = 1
+    elif batch == "fixed":
+        size = case.batch_cpu if device == "cpu" else case.batch_fixed
+    elif batch == "max":
+        size = suite.max_batch.lo
+    else:
+        size = int(batch)  # type: ignore[call-overload]
+    nodes, per_node = parse_scale(str(point["scale"]))
+    real = point["data"] == "real"
+    spec = PointSpec(
+        framework=str(point["framework"]), model=case.name, batch_size=size, protocol=protocol,
+        precision=point["precision"], compile=bool(point["compile"]),  # type: ignore[arg-type]
+        channels_last=suite.channels_last, device=device, data=point["data"],  # type: ignore[arg-type]
+        data_dir=data_dir if real else None, loader_workers=suite.loader_workers, input_size=suite.input_size,
+        nodes=nodes, devices_per_node=per_node, strategy=str(point["strategy"]), launcher=suite.launcher,
+        timeout_s=suite.timeout, threads=suite.threads)
+    return PlannedPoint(spec, group)
+
+
+def memory_limit_bytes(suite: Suite, model: str, override: str | None = None) -> int | None:
+    """The emulated device budget of max-batch probes on the CPU: --memory-limit, else the suite's (per model)."""
+    from dlbench.cli.options import parse_size  # lazily: importing dlbench.cli registers every sub-command
+
+    text = override or suite.memory_limit
+    if isinstance(text, dict):
+        text = text.get(get_case(model).name)
+    return parse_size(text) if text else None

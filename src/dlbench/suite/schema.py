@@ -1,0 +1,268 @@
+"""The suite file: validated with pydantic; every error names the file, the line and the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, Union
+
+import yaml
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PositiveFloat, PositiveInt,
+                      ValidationError, field_validator, model_validator)
+
+from dlbench.backends import UnknownFramework, get_info
+from dlbench.cases import UnknownCase, get_case
+from dlbench.spec import PRESETS, STRATEGIES, SpecError, parse_scale
+
+AXES: tuple[str, ...] = ("framework", "model", "batch", "precision", "compile", "data", "scale", "strategy")
+BATCH_WORDS: tuple[str, ...] = ("min", "fixed", "max")
+FRAMEWORK_WORDS: tuple[str, ...] = ("installed", "all")
+
+
+class SuiteError(SpecError):
+    """A suite that cannot be read or is invalid: one line, `file:line: key: problem`."""
+
+
+def _framework(name: str) -> str:
+    if name in FRAMEWORK_WORDS:
+        return name
+    try:
+        get_info(name)
+    except UnknownFramework as exc:
+        raise ValueError(str(exc)) from None
+    return name
+
+
+def _model(name: str) -> str:
+    try:
+        return get_case(name).name
+    except UnknownCase as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _batch(value: object) -> object:
+    if isinstance(value, bool) or not (isinstance(value, int) and value >= 1 or value in BATCH_WORDS):
+        raise ValueError(f"a batch is a whole number >= 1, or one of {', '.join(BATCH_WORDS)}; got {value!r}")
+    return value
+
+
+def _scale(text: str) -> str:
+    try:
+        n, k = parse_scale(text)
+    except SpecError as exc:
+        raise ValueError(str(exc)) from None
+    return f"{n}n{k}c"
+
+
+def _strategy(name: str) -> str:
+    if name not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {name!r}")
+    return name
+
+
+def _size(text: str) -> str:
+    from dlbench.cli.options import parse_size  # lazily: importing dlbench.cli registers every sub-command
+
+    try:
+        parse_size(text)
+    except SpecError as exc:
+        raise ValueError(str(exc)) from None
+    return text
+
+
+def _memory_limit(value: object) -> object:
+    """One size for every model, or a size per model (keys are case names)."""
+    if value is None or isinstance(value, str):
+        return None if value is None else _size(value)
+    if not isinstance(value, dict):
+        raise ValueError(f"a memory limit is a size such as 8GiB, or a mapping model -> size; got {value!r}")
+    return {_model(str(k)): _size(str(v)) for k, v in value.items()}
+
+
+Framework = Annotated[str, AfterValidator(_framework)]
+Model = Annotated[str, AfterValidator(_model)]
+BatchValue = Annotated[Union[int, str], BeforeValidator(_batch)]
+Scale = Annotated[str, AfterValidator(_scale)]
+Strategy = Annotated[str, AfterValidator(_strategy)]
+Precision = Literal["fp32", "amp", "bf16"]
+Data = Literal["synthetic", "real"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _listify(value: object) -> object:
+    return value if isinstance(value, list) else [value]
+
+
+class Selector(_Strict):
+    """Axis values that an exclusion matches (a point is excluded when it matches every key given)."""
+
+    framework: list[Framework] | None = None
+    model: list[Model] | None = None
+    batch: list[BatchValue] | None = None
+    precision: list[Precision] | None = None
+    compile: list[bool] | None = None
+    data: list[Data] | None = None
+    scale: list[Scale] | None = None
+    strategy: list[Strategy] | None = None
+
+    _lists = field_validator(*AXES, mode="before")(classmethod(lambda cls, v: None if v is None else _listify(v)))
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> Selector:
+        if all(getattr(self, a) is None for a in AXES):
+            raise ValueError(f"an exclusion names at least one axis of {', '.join(AXES)}")
+        return self
+
+    def matches(self, point: dict[str, object]) -> bool:
+        """Whether a point (axis -> value) has one of the listed values on every axis named here."""
+        return all(point[a] in values for a in AXES if (values := getattr(self, a)) is not None)
+
+
+class Axes(_Strict):
+    """The suite's axes; the points are their product, less the exclusions."""
+
+    framework: list[Framework] = Field(default_factory=lambda: ["installed"], min_length=1)
+    model: list[Model] = Field(min_length=1)
+    batch: list[BatchValue] = Field(default_factory=lambda: ["fixed"], min_length=1)
+    precision: list[Precision] = Field(default_factory=lambda: ["fp32"], min_length=1)
+    compile: list[bool] = Field(default_factory=lambda: [False], min_length=1)
+    data: list[Data] = Field(default_factory=lambda: ["synthetic"], min_length=1)
+    scale: list[Scale] = Field(default_factory=lambda: ["1n1c"], min_length=1)
+    strategy: list[Strategy] = Field(default_factory=lambda: ["none"], min_length=1)
+
+    _lists = field_validator(*AXES, mode="before")(classmethod(lambda cls, v: _listify(v)))
+
+    @model_validator(mode="after")
+    def _unique(self) -> Axes:
+        for a in AXES:
+            values = getattr(self, a)
+            if len(set(map(str, values))) != len(values):
+                raise ValueError(f"axis {a} lists a value twice: {values}")
+        return self
+
+
+class ProtocolConfig(_Strict):
+    """A preset, with optional overrides."""
+
+    preset: str = "quick"
+    warmup: int | None = Field(default=None, ge=0)
+    steps: PositiveInt | None = None
+    repeats: PositiveInt | None = None
+    statistic: Literal["mean", "median"] | None = None
+
+    @field_validator("preset")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in PRESETS:
+            raise ValueError(f"unknown preset {v!r}; known: {', '.join(PRESETS)}")
+        return v
+
+
+class MaxBatchConfig(_Strict):
+    """The max-batch search: a batch known to fit (lo), one known to fail (hi), and the probe protocol."""
+
+    lo: PositiveInt = 1
+    hi: PositiveInt = 1024
+    warmup: int = Field(default=1, ge=0)
+    steps: PositiveInt = 1
+
+    @model_validator(mode="after")
+    def _order(self) -> MaxBatchConfig:
+        if self.hi <= self.lo:
+            raise ValueError(f"hi ({self.hi}) must be greater than lo ({self.lo})")
+        return self
+
+
+class RealDataConfig(_Strict):
+    """What `dlbench sweep` generates when the suite has real-data points and no --data-dir is given."""
+
+    images: PositiveInt = 256
+    classes: PositiveInt = 10
+    text_samples: PositiveInt = 256
+    seed: int = 0
+
+
+class Suite(_Strict):
+    """A benchmark matrix: axes, exclusions, and how every point is measured."""
+
+    name: str = Field(min_length=1)
+    title: str = ""
+    description: str = ""
+    source: str = ""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    protocol: ProtocolConfig = ProtocolConfig()
+    timeout: PositiveFloat = 1800.0
+    memory_limit: Annotated[Union[str, dict[str, str], None], BeforeValidator(_memory_limit)] = None
+    input_size: PositiveInt | None = None
+    threads: PositiveInt | None = None
+    loader_workers: int = Field(default=2, ge=0)
+    channels_last: bool = False
+    launcher: str = "local"
+    axes: Axes
+    exclude: list[Selector] = Field(default_factory=list)
+    max_batch: MaxBatchConfig = MaxBatchConfig()
+    real_data: RealDataConfig = RealDataConfig()
+
+
+Path_ = tuple[Union[str, int], ...]
+
+
+def _marks(node: yaml.Node, path: Path_, out: dict[Path_, int]) -> None:
+    """Record the 1-based line of every key and item, by its path from the document root."""
+    out.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            sub = (*path, key.value if isinstance(key, yaml.ScalarNode) else str(key.value))
+            out[sub] = key.start_mark.line + 1
+            _marks(value, sub, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _marks(item, (*path, i), out)
+
+
+def _dotted(path: Path_) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def parse_suite(text: str, source: str) -> Suite:
+    """Validate suite YAML text; SuiteError `source:line: key: problem` on the first problem."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else 0
+        raise SuiteError(f"{source}:{line}: not valid YAML: {exc.problem}") from None
+    if not isinstance(data, dict) or node is None:
+        raise SuiteError(f"{source}:1: a suite is a mapping with at least name and axes")
+    marks: dict[Path_, int] = {}
+    _marks(node, (), marks)
+    try:
+        return Suite.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(p for p in err["loc"] if isinstance(p, (str, int)))
+        known = loc
+        while known and known not in marks:
+            known = known[:-1]
+        # keep the path up to the deepest part that is in the file (pydantic adds union branch names)
+        shown = known if loc[len(known):] and not err["type"] == "missing" else loc
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        raise SuiteError(f"{source}:{marks.get(known, 1)}: {_dotted(shown)}: {msg}") from None
+
+
+def load_suite_file(path: Path) -> Suite:
+    """Read and validate a suite file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SuiteError(f"cannot read suite {path}: {exc.strerror}") from None
+    return parse_suite(text, str(path))
