@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from dlbench.cli import main
-from dlbench.report.charts import PALETTE
+from dlbench.report.chart_base import PALETTE
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [

@@ -1,110 +1,24 @@
-"""The report's charts, drawn with matplotlib's object API (Agg / SVG canvases, never pyplot's global state).
-
-Each function returns `Chart`s (a titled figure) or, where the store holds nothing to draw, a note saying
-why the chart is absent. Colours follow the framework across every chart of a report.
+"""The report's charts: throughput and speedup vs scale, peak memory, step-time spread, synthetic vs real data,
+max batch size. Each function returns `Chart`s or, where the store holds nothing to draw, a note saying why
+the chart is absent. Colours follow the framework across every chart of a report.
 """
 
 from __future__ import annotations
 
-import functools
-import io
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import ParamSpec, TypeVar
-
-import matplotlib
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 
-from dlbench.report.groups import (
-    Column,
-    RowKey,
-    Section,
-    max_batch_of,
-    model_title,
+from dlbench.report.chart_base import (
+    FAIL_COLOR,
+    PALETTE,
+    Chart,
+    ChartSet,
+    figure,
+    styled,
 )
+from dlbench.report.groups import Column, RowKey, Section, max_batch_of, model_title
 from dlbench.results.compare import step_matrix
 from dlbench.results.store import StoredPoint
-
-matplotlib.use("Agg")
-
-PALETTE = ("#3b6fb6", "#e07b39", "#3f9e5a", "#c8453c", "#8a6bbf", "#8c6d57", "#d67fbd", "#7f7f7f",
-           "#b5a642", "#3fb0c8")
-STYLE: dict[str, object] = {
-    "font.size": 9, "axes.titlesize": 10, "axes.titleweight": "bold", "axes.labelsize": 9,
-    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.color": "#e3e6ea",
-    "grid.linewidth": 0.8, "axes.axisbelow": True, "axes.edgecolor": "#9aa3ad", "legend.frameon": False,
-    "legend.fontsize": 8, "svg.fonttype": "none", "font.family": ["DejaVu Sans", "sans-serif"],
-    "figure.dpi": 100, "xtick.color": "#444c56", "ytick.color": "#444c56",
-}
-FAIL_COLOR = "#c8453c"
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def styled(fn: Callable[P, R]) -> Callable[P, R]:
-    """Draw under the report's matplotlib style without touching the global rcParams."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]
-            return fn(*args, **kwargs)
-
-    return wrapper
-
-
-@dataclass
-class Chart:
-    """A figure with the title and caption the report shows around it."""
-
-    slug: str
-    title: str
-    caption: str
-    figure: Figure
-
-
-@dataclass
-class ChartSet:
-    """Charts, and notes for the charts that had nothing to draw."""
-
-    charts: list[Chart] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-
-    def extend(self, other: ChartSet) -> None:
-        """Add another set's charts and notes."""
-        self.charts += other.charts
-        self.notes += other.notes
-
-
-def colours(columns: Sequence[Column]) -> dict[Column, str]:
-    """A fixed colour per series, in order of first appearance."""
-    out: dict[Column, str] = {}
-    for c in columns:
-        out.setdefault(c, PALETTE[len(out) % len(PALETTE)])
-    return out
-
-
-def _figure(width: float = 6.4, height: float = 3.6) -> tuple[Figure, Axes]:
-    fig = Figure(figsize=(width, height), layout="constrained")
-    return fig, fig.add_subplot()
-
-
-def render_svg(chart: Chart) -> str:
-    """The chart as an SVG element for inline use (no XML prolog), with ids unique to this chart."""
-    buf = io.StringIO()
-    with matplotlib.rc_context({**STYLE, "svg.hashsalt": chart.slug}):  # type: ignore[arg-type,dict-item]
-        chart.figure.savefig(buf, format="svg")
-    text = buf.getvalue()
-    return text[text.index("<svg"):]
-
-
-def render_png(chart: Chart, dpi: int = 120) -> bytes:
-    """The chart as PNG bytes (Agg)."""
-    buf = io.BytesIO()
-    with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]
-        chart.figure.savefig(buf, format="png", dpi=dpi, facecolor="white")
-    return buf.getvalue()
 
 
 def _si(v: float) -> str:
@@ -121,7 +35,7 @@ def _scale_axis(ax: Axes, devices: list[int], labels: dict[int, str]) -> None:
 
 def _bars(sec: Section, cc: dict[Column, str]) -> Chart:
     """Throughput at one scale: batch groups on x, one bar per framework, CI whiskers, failures named."""
-    fig, ax = _figure(6.4, 3.6)
+    fig, ax = figure(6.4, 3.6)
     n = len(sec.columns)
     w = min(0.8 / max(n, 1), 0.3)
     top = 0.0
@@ -160,46 +74,59 @@ def _group(sec: Section, bs: int) -> str:
     return "+".join(sorted({sec.group_label(r) for r in sec.rows if r.batch_size == bs and sec.group_label(r)}))
 
 
+def _series(sec: Section, rows: list[RowKey], col: Column, speedup: bool) -> tuple[list[int], list[float],
+                                                                                   list[list[float]]]:
+    """x (devices), y (throughput or speedup) and CI whiskers of one framework's ok points."""
+    xs: list[int] = []
+    ys: list[float] = []
+    err: list[list[float]] = [[], []]
+    for r in sorted(rows, key=lambda r: r.devices):
+        cell = sec.cell(r, col)
+        m = cell.point.result.metrics if cell and cell.ok else None
+        if cell is None or m is None:
+            continue
+        if speedup:
+            value = 1.0 if r.devices == 1 else cell.scaling.speedup if cell.scaling else None
+            if value is None:
+                continue
+            ys.append(value)
+            err[0].append(0.0)
+            err[1].append(0.0)
+        else:
+            ys.append(m.throughput)
+            err[0].append(max(m.throughput - m.ci_low, 0.0))
+            err[1].append(max(m.ci_high - m.throughput, 0.0))
+        xs.append(r.devices)
+    return xs, ys, err
+
+
 def _scale_lines(sec: Section, cc: dict[Column, str], bs: int, speedup: bool) -> Chart | None:
+    """Throughput (or speedup, with the ideal line) against the device count, one line per framework."""
     rows = [r for r in sec.rows if r.batch_size == bs]
     devices = sorted({r.devices for r in rows})
     if len(devices) < 2:
         return None
-    labels = {r.devices: r.scale for r in rows}
-    fig, ax = _figure()
-    drawn = False
+    fig, ax = figure()
+    top = float(devices[-1])
     for col in sec.columns:
-        xs, ys, lo, hi = [], [], [], []
-        for r in sorted(rows, key=lambda r: r.devices):
-            cell = sec.cell(r, col)
-            m = cell.point.result.metrics if cell and cell.ok else None
-            if m is None or (speedup and cell is not None and cell.scaling is None):
-                continue
-            xs.append(r.devices)
-            if speedup and cell is not None and cell.scaling is not None:
-                ys.append(cell.scaling.speedup)
-                lo.append(0.0)
-                hi.append(0.0)
-            else:
-                ys.append(m.throughput)
-                lo.append(max(m.throughput - m.ci_low, 0))
-                hi.append(max(m.ci_high - m.throughput, 0))
+        xs, ys, err = _series(sec, rows, col, speedup)
         if xs:
-            drawn = True
-            ax.errorbar(xs, ys, yerr=None if speedup else [lo, hi], color=cc[col], marker="o", ms=5, lw=2,
+            top = max(top, *ys) if speedup else top
+            ax.errorbar(xs, ys, yerr=None if speedup else err, color=cc[col], marker="o", ms=5, lw=2,
                         capsize=3, label=col.title)
+    if not ax.lines:
+        return None
     if speedup:
         ax.plot(devices, devices, ls="--", color="#8a929b", lw=1.2, label="ideal (linear)")
         ax.set_ylabel("speedup over 1 device")
         ax.set_yscale("log", base=2)
-        ax.set_yticks(devices, [str(d) for d in devices])
+        ticks = [2**e for e in range(int(np.ceil(np.log2(top))) + 1)]
+        ax.set_yticks(ticks, [str(t) for t in ticks])
         ax.minorticks_off()
     else:
         ax.set_ylabel("samples/s (higher is better)")
         ax.set_ylim(bottom=0)
-    if not drawn:
-        return None
-    _scale_axis(ax, devices, labels)
+    _scale_axis(ax, devices, {r.devices: r.scale for r in rows})
     what = "Speedup" if speedup else "Throughput"
     ax.set_title(f"{what} vs scale, batch {bs} per device")
     ax.legend(loc="upper left")
@@ -244,7 +171,7 @@ def spread_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
                 items.append((_config_label(row, col, len(sec.rows) > 1), m.ravel() * 1000, cc[col]))
     if not items:
         return ChartSet(notes=[f"{sec.title}: no raw step times to show."])
-    fig, ax = _figure(6.4, max(2.2, 0.9 + 0.42 * len(items)))
+    fig, ax = figure(6.4, max(2.2, 0.9 + 0.42 * len(items)))
     data = [v for _, v, _ in items]
     box = ax.boxplot(data, orientation="horizontal", widths=0.55, showfliers=False, patch_artist=True,
                      medianprops={"color": "#222", "lw": 1.5})
@@ -276,7 +203,7 @@ def memory_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
              if cell and cell.ok and cell.point.result.metrics and cell.point.result.metrics.peak_memory_bytes}
     if not kinds:
         return ChartSet(notes=[f"{sec.title}: no peak memory was recorded."])
-    fig, ax = _figure(6.4, 3.2)
+    fig, ax = figure(6.4, 3.2)
     batches = sorted({r.batch_size for r in rows})
     n = len(sec.columns)
     w = min(0.8 / max(n, 1), 0.3)
@@ -325,7 +252,7 @@ def data_chart(sections: list[Section], cc: dict[Column, str]) -> ChartSet:
     if not pairs:
         return ChartSet(notes=[("Synthetic vs real data: no configuration was measured with both "
                                 "(run the same points with --data real to see the input pipeline's cost).")])
-    fig, ax = _figure(6.4, 3.6)
+    fig, ax = figure(6.4, 3.6)
     x = np.arange(len(pairs))
     ax.bar(x - 0.2, [p[1] for p in pairs], 0.38, color="#3b6fb6", label="synthetic")
     ax.bar(x + 0.2, [p[2] for p in pairs], 0.38, color="#e07b39", label="real")
@@ -356,7 +283,7 @@ def max_batch_chart(points: list[StoredPoint], cc: dict[Column, str]) -> ChartSe
     if not best:
         return ChartSet(notes=["Max batch size: no point in these runs came from a max batch search."])
     items = sorted(best.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][3].framework))
-    fig, ax = _figure(6.4, max(2.0, 0.8 + 0.4 * len(items)))
+    fig, ax = figure(6.4, max(2.0, 0.8 + 0.4 * len(items)))
     y = np.arange(len(items))
     ax.barh(y, [v for _, v in items], color=[cc.get(k[3], PALETTE[0]) for k, _ in items], height=0.6)
     for i, (_, v) in enumerate(items):
@@ -370,17 +297,3 @@ def max_batch_chart(points: list[StoredPoint], cc: dict[Column, str]) -> ChartSe
     return ChartSet([Chart("max-batch", "Max batch size per framework",
                            "From the max batch search: the largest per-device batch that did not run out of memory.",
                            fig)])
-
-
-__all__ = [
-    "Chart",
-    "ChartSet",
-    "colours",
-    "data_chart",
-    "max_batch_chart",
-    "memory_chart",
-    "render_png",
-    "render_svg",
-    "spread_chart",
-    "throughput_charts",
-]

@@ -7,9 +7,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from dlbench import __version__
+from dlbench.report.chart_base import ChartSet, colours
 from dlbench.report.charts import (
-    ChartSet,
-    colours,
     data_chart,
     max_batch_chart,
     memory_chart,

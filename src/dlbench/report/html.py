@@ -7,7 +7,7 @@ import re
 import jinja2
 import markupsafe
 
-from dlbench.report.charts import Chart, render_svg
+from dlbench.report.chart_base import Chart, render_svg
 from dlbench.report.document import Report
 from dlbench.report.groups import Cell
 from dlbench.results.schema import Metrics

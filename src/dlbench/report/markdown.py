@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from dlbench.report.charts import Chart, render_png
+from dlbench.report.chart_base import Chart, render_png
 from dlbench.report.document import Report
 from dlbench.report.html import environment
 
