@@ -159,19 +159,19 @@ def _config_label(row: RowKey, col: Column, many_rows: bool) -> str:
 
 @styled
 def spread_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
-    """Every measured step time per point: a box for the quartiles, dots for each step, so noise shows."""
+    """Every measured step time relative to its point's median: a box for the quartiles, a dot per step."""
     items: list[tuple[str, np.ndarray, str]] = []
     for row in sec.rows:
         for col in sec.columns:
             cell = sec.cell(row, col)
-            if cell is None or not cell.ok:
-                continue
-            m = step_matrix(cell.point.result)
-            if m.size:
-                items.append((_config_label(row, col, len(sec.rows) > 1), m.ravel() * 1000, cc[col]))
+            steps = step_matrix(cell.point.result).ravel() if cell is not None and cell.ok else np.empty(0)
+            if steps.size:
+                median = float(np.median(steps))
+                label = f"{_config_label(row, col, len(sec.rows) > 1)}\nmedian {median * 1000:,.1f} ms"
+                items.append((label, (steps / median - 1) * 100, cc[col]))
     if not items:
         return ChartSet(notes=[f"{sec.title}: no raw step times to show."])
-    fig, ax = figure(6.4, max(2.2, 0.9 + 0.42 * len(items)))
+    fig, ax = figure(6.4, max(2.4, 0.9 + 0.5 * len(items)))
     data = [v for _, v, _ in items]
     box = ax.boxplot(data, orientation="horizontal", widths=0.55, showfliers=False, patch_artist=True,
                      medianprops={"color": "#222", "lw": 1.5})
@@ -179,18 +179,17 @@ def spread_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
         patch.set(facecolor=colour, alpha=0.25, edgecolor=colour)
     rng = np.random.default_rng(0)
     for i, (_, v, colour) in enumerate(items, start=1):
-        ax.scatter(v, i + rng.uniform(-0.18, 0.18, v.size), s=9, color=colour, alpha=0.75, lw=0, zorder=3)
-    ax.set_yticks(range(1, len(items) + 1), [lab for lab, _, _ in items])
+        ax.scatter(v, i + rng.uniform(-0.18, 0.18, v.size), s=10, color=colour, alpha=0.75, lw=0, zorder=3)
+    ax.set_yticks(range(1, len(items) + 1), [lab for lab, _, _ in items], fontsize=7.5)
     ax.invert_yaxis()
-    lo, hi = min(float(v.min()) for v in data), max(float(v.max()) for v in data)
-    if lo > 0 and hi / lo > 20:
-        ax.set_xscale("log")
-    ax.set_xlabel("step time, ms (each dot is one measured step, every repeat and rank)")
+    ax.axvline(0, color="#8a929b", lw=0.8)
+    ax.xaxis.set_major_formatter(lambda x, _: f"{x:+.0f}%")
+    ax.set_xlabel("step time vs the point's median (a dot per measured step, every repeat and rank)")
     ax.set_title("Spread of the raw step times")
     ax.grid(axis="y", visible=False)
     return ChartSet([Chart(f"{sec.slug}-spread", "Spread of the raw step times",
-                           "Boxes: quartiles and median; dots: each measured step. A wide box is a noisy point.",
-                           fig)])
+                           "Each point's step times relative to its median: boxes give the quartiles, dots every "
+                           "step. A wide box or far dots mean a noisy measurement.", fig)])
 
 
 @styled

@@ -67,7 +67,7 @@ def beside(sec: Section) -> list[Beside]:
             device = cell.point.result.env.identity.get("device_model", "")
             m = cell.point.result.metrics
             if not same_hardware(ref.hardware, device):
-                why = f"different hardware ({device or 'unknown'})"
+                why = f"other hardware ({device or 'unknown'})"
             elif ref.data is not None and ref.data != sec.data:
                 why = f"published with {ref.data} data"
             else:

@@ -34,8 +34,6 @@ class TorchBackend(Backend):
             return "torch here has no CUDA device (a CPU build, or no GPU): use --device cpu"
         if spec.channels_last and not isinstance(get_case(spec.model).input, ImageInput):
             return "channels-last applies to image models only"
-        if spec.data == "real":
-            return "the torch backend has no real-data input pipeline yet; use --data synthetic"
         return distributed.refuse(spec)
 
     def build(self, spec: PointSpec, case: Case) -> Trainer:
@@ -49,6 +47,10 @@ class TorchBackend(Backend):
             model = model.to(memory_format=torch.channels_last)
         model, sync = distributed.setup(spec, model, device)  # several devices: process group, strategy
         seed = spec.seed + distributed.rank()  # each rank its own samples; rank 0 is the 1-device batch
+        if spec.data == "real":  # files made by `dlbench data` (docs/data-layout.md), through a DataLoader
+            from dlbench.backends.torch import real_data
+
+            return real_data.build_trainer(spec, case, model, device, seed, sync=sync)
         batch = synthetic_batch(case, spec.batch_size, device, spec.input_size, seed, spec.channels_last)
         return TorchTrainer(case, model, batch, device, spec.precision, spec.compile, sync=sync)
 
