@@ -29,9 +29,11 @@ def fmt_throughput(r: PointResult) -> str:
 
 
 def status_text(r: PointResult) -> str:
-    """The status, with 'noisy' when the repeats' CV passed the threshold."""
+    """The status, with 'noisy' when the repeats' CV passed the threshold and 'input-bound' (see stats)."""
     if r.status == "ok":
-        return "ok (noisy)" if r.metrics and r.metrics.noisy else "ok"
+        m = r.metrics
+        flags = [name for name, on in (("noisy", m and m.noisy), ("input-bound", m and m.input_bound)) if on]
+        return f"ok ({', '.join(flags)})" if flags else "ok"
     return r.status
 
 
