@@ -13,6 +13,7 @@ from rich.table import Table
 
 from dlbench.cli.options import resolve_device
 from dlbench.cli.progress import RunProgress, describe
+from dlbench.launch.hosts import register_launchers
 from dlbench.launch.maxbatch import MaxBatch, lookup, probe_bound
 from dlbench.launch.sweep import MaxBatchSettings, pending, resolve, run_jobs, run_searches, search_base
 from dlbench.report.table import points_table
@@ -178,6 +179,7 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
         return 0
     if not planned:
         raise SuiteError(f"suite {suite.name} has no point left after its exclusions and --only")
+    register_launchers()  # torchrun, slurm, mpirun, hosts, configured from $DLBENCH_HOSTS and friends
     store = store or Store(store_path)
     if any(p.spec.data == "real" for p in planned) and folder and not data_dir and not resume_id:
         ensure_data(suite, planned, Path(folder), console)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from dlbench.backends import all_backends
 from dlbench.cases import get_case
+from dlbench.launch.hosts import default_launcher
 from dlbench.launch.interpreters import installed
 from dlbench.spec import PointSpec, Protocol, parse_scale, preset
 from dlbench.suite.schema import AXES, Suite, SuiteError
@@ -101,8 +102,11 @@ def _planned(suite: Suite, point: dict[str, object], device: str, protocol: Prot
         precision=point["precision"], compile=bool(point["compile"]),  # type: ignore[arg-type]
         channels_last=suite.channels_last, device=device, data=point["data"],  # type: ignore[arg-type]
         data_dir=data_dir if real else None, loader_workers=suite.loader_workers, input_size=suite.input_size,
-        nodes=nodes, devices_per_node=per_node, strategy=str(point["strategy"]), launcher=suite.launcher,
-        timeout_s=suite.timeout, threads=suite.threads)
+        nodes=nodes, devices_per_node=per_node, strategy=str(point["strategy"]),
+        launcher="local" if suite.launcher == "auto" else suite.launcher, timeout_s=suite.timeout,
+        threads=suite.threads)
+    if suite.launcher == "auto":
+        spec = dataclasses.replace(spec, launcher=default_launcher(spec))
     return PlannedPoint(spec, group)
 
 

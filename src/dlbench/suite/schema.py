@@ -199,7 +199,7 @@ class Suite(_Strict):
     threads: PositiveInt | None = None
     loader_workers: int = Field(default=2, ge=0)
     channels_last: bool = False
-    launcher: str = "local"
+    launcher: str = "auto"  # auto: local on one device, the framework's engine (torchrun ...) on several
     axes: Axes
     exclude: list[Selector] = Field(default_factory=list)
     max_batch: MaxBatchConfig = MaxBatchConfig()
