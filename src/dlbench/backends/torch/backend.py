@@ -50,9 +50,11 @@ class TorchBackend(Backend):
         if spec.data == "real":  # files made by `dlbench data` (docs/data-layout.md), through a DataLoader
             from dlbench.backends.torch import real_data
 
-            return real_data.build_trainer(spec, case, model, device, seed, sync=sync)
+            return real_data.build_trainer(spec, case, model, device, seed, sync=sync,
+                                           global_batch=spec.global_batch)
         batch = synthetic_batch(case, spec.batch_size, device, spec.input_size, seed, spec.channels_last)
-        return TorchTrainer(case, model, batch, device, spec.precision, spec.compile, sync=sync)
+        return TorchTrainer(case, model, batch, device, spec.precision, spec.compile, sync=sync,
+                            global_batch=spec.global_batch)
 
     def count_params(self, case: Case) -> int:
         return count_trainable(build_model(case.name))

@@ -13,23 +13,25 @@ from dlbench.backends.torch.models import train_loss
 from dlbench.cases import Case
 
 
-def make_optimizer(case: Case, model: torch.nn.Module) -> torch.optim.Optimizer:
-    """The case's optimizer with the seeds' hyper-parameters."""
+def make_optimizer(case: Case, model: torch.nn.Module, global_batch: int) -> torch.optim.Optimizer:
+    """The case's optimizer with the seeds' hyper-parameters (lr scaled by Optimizer.lr_for)."""
     o = case.optimizer
     params = [p for p in model.parameters() if p.requires_grad]
+    lr = o.lr_for(global_batch)
     if o.name == "sgd":
-        return torch.optim.SGD(params, lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
-    return torch.optim.Adam(params, lr=o.lr, weight_decay=o.weight_decay)
+        return torch.optim.SGD(params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay)
+    return torch.optim.Adam(params, lr=lr, weight_decay=o.weight_decay)
 
 
 class TorchTrainer(Trainer):
     """Model, optimizer and one batch on one device."""
 
     def __init__(self, case: Case, model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device,
-                 precision: str, compile_model: bool, sync: GradSync | None = None) -> None:
+                 precision: str, compile_model: bool, sync: GradSync | None = None,
+                 global_batch: int | None = None) -> None:
         self.case, self.model, self.batch, self.device = case, model, batch, device
         self.sync_grads = sync or GradSync()  # the gradient strategy on several devices
-        self.optimizer = make_optimizer(case, model)
+        self.optimizer = make_optimizer(case, model, global_batch or next(iter(batch.values())).shape[0])
         self.amp_dtype = {"fp32": None, "bf16": torch.bfloat16,
                           "amp": torch.float16 if device.type == "cuda" else torch.bfloat16}[precision]
         self.scaler = torch.amp.GradScaler("cuda") if (precision == "amp" and device.type == "cuda") else None
