@@ -4,7 +4,8 @@ Mapping of dlbench's options: precision fp32 -> Keras policy "float32"; amp -> "
 LossScaleOptimizer on a GPU, "mixed_bfloat16" on the CPU; bf16 -> "mixed_bfloat16". --compile -> XLA
 (``tf.function(jit_compile=True)``). Layout is always NHWC, TF's native one, so --channels-last changes
 nothing and every result records ``layout: NHWC``. Threads come from --threads (the worker also exports it as
-OMP_NUM_THREADS) and set both TF thread pools.
+OMP_NUM_THREADS) and set both TF thread pools. --data real reads `dlbench data` folders through tf.data
+(``real_data.py``).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def policy_name(precision: str, on_gpu: bool) -> str:
 
 
 def _gpus() -> list[tf.config.PhysicalDevice]:
-    return tf.config.list_physical_devices("GPU")
+    return list(tf.config.list_physical_devices("GPU"))
 
 
 class TfBackend(Backend):
@@ -72,8 +73,9 @@ class TfBackend(Backend):
                 tf.config.threading.set_inter_op_parallelism_threads(threads)
             if spec.device == "cpu":
                 tf.config.set_visible_devices([], "GPU")
-            for gpu in _gpus():
-                tf.config.experimental.set_memory_growth(gpu, True)
+            else:  # grow on demand, so that the peak we report is what the step needed
+                for gpu in _gpus():
+                    tf.config.experimental.set_memory_growth(gpu, True)
         except RuntimeError:  # the runtime had already started (several builds in one process, e.g. checks)
             pass
 
@@ -103,8 +105,6 @@ class TfBackend(Backend):
             return "channels-last applies to image models only"
         if spec.world_size > 1 or spec.strategy != "none":
             return "the tf backend trains on one device; tf.distribute strategies are not wired in yet"
-        if spec.data == "real":
-            return "the tf backend has no real-data input pipeline yet; use --data synthetic"
         return None
 
     def build(self, spec: PointSpec, case: Case) -> Trainer:
@@ -116,11 +116,16 @@ class TfBackend(Backend):
         keras.mixed_precision.set_global_policy(policy)
         with tf.device(device):
             model = build_model(case, spec.input_size)
-        batch = synthetic_batch(case, spec.batch_size, device, spec.input_size, spec.seed)
         loss_scale = policy == "mixed_float16"
         self._facts = {"compiled": "xla" if spec.compile else "none", "layout": "NHWC",
                        "precision_policy": policy, "loss_scale": "dynamic" if loss_scale else "none",
                        "keras_version": keras.__version__}
+        if spec.data == "real":  # files made by `dlbench data` (docs/data-layout.md), through tf.data
+            from dlbench.backends.tf import real_data
+
+            self._facts["loader"] = f"tf.data, {spec.loader_workers or 1} parallel decode calls, prefetch"
+            return real_data.build_trainer(spec, case, model, device, loss_scale)
+        batch = synthetic_batch(case, spec.batch_size, device, spec.input_size, spec.seed)
         return TfTrainer(case, model, batch, device, jit_compile=spec.compile, loss_scale=loss_scale,
                          global_batch=spec.global_batch)
 

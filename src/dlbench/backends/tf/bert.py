@@ -8,11 +8,13 @@ embedding matrix (tied, counted once) and has its own bias. Query, key and value
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import keras
+import tensorflow as tf
 from keras import layers, ops
 
-Tensor = object  # a backend tensor (tf.Tensor here); Keras does not export one type for it
+Tensor: TypeAlias = tf.Tensor  # what Keras layers receive and return on the TensorFlow backend
 
 
 @dataclass(frozen=True)

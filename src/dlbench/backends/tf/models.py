@@ -17,12 +17,14 @@ Padding mirrors torch's explicit ``padding=`` (``ZeroPadding2D`` then a valid co
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeAlias
 
 import keras
 import numpy as np
+import tensorflow as tf
 from keras import layers, ops
 
-Tensor = keras.KerasTensor
+Tensor: TypeAlias = keras.KerasTensor
 
 _HE_FAN_OUT = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")  # torch kaiming_normal_
 
@@ -48,7 +50,7 @@ def _dense(x: Tensor, units: int, activation: str | None = None, std: float | No
 
 
 def _pool_matrix(size: int, out: int) -> np.ndarray:
-    """[out, size] averaging weights of torch's adaptive pooling: bin i spans floor(i*size/out) to ceil((i+1)*size/out)."""
+    """[out, size] weights of torch's adaptive average pool: bin i spans floor(i*size/out) to ceil((i+1)*size/out)."""
     m = np.zeros((out, size), dtype="float32")
     for i in range(out):
         lo, hi = (i * size) // out, -((-(i + 1) * size) // out)
@@ -64,7 +66,7 @@ class AdaptiveAvgPool2D(layers.Layer):
         super().__init__(**kwargs)
         self.out = out
 
-    def call(self, x: Tensor) -> Tensor:
+    def call(self, x: tf.Tensor) -> tf.Tensor:
         """[B, H, W, C] -> [B, out, out, C]."""
         h, w = int(x.shape[1]), int(x.shape[2])
         if h == w == self.out:

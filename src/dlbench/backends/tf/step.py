@@ -54,7 +54,7 @@ class TfTrainer(Trainer):
         self.optimizer = make_optimizer(case, global_batch, loss_scale)
         with tf.device(device):
             self.optimizer.build(model.trainable_variables)  # slots exist before tracing
-        self._step = tf.function(self._train_step, jit_compile=jit_compile)
+        self._step = tf.function(self._train_step, jit_compile=jit_compile, autograph=False)  # no Python branches
         self._last: tf.Tensor | None = None
         self._host: float | None = None
 
