@@ -106,7 +106,8 @@ def test_text_samples_are_bert_pretraining_samples(tmp_path: Path) -> None:
         n = real[row].sum()
         seps = np.flatnonzero(a["input_ids"][row, :n] == SEP)
         assert seps[-1] == n - 1
-        assert (a["token_type_ids"][row, seps[0] + 1:n] == 1).all() and (a["token_type_ids"][row, :seps[0] + 1] == 0).all()
+        types = a["token_type_ids"][row]
+        assert (types[seps[0] + 1:n] == 1).all() and (types[:seps[0] + 1] == 0).all()
 
 
 def test_samples_need_two_sentence_documents() -> None:
@@ -123,7 +124,8 @@ def test_data_cli(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
     assert code == 2 and "pass --force" in err and len(err.strip().splitlines()) == 1
     src = tmp_path / "c.txt"
     src.write_text(CORPUS)
-    code, out, err = cli("data", "text", str(src), "--samples", "8", "--vocab-size", "300", "--out", str(tmp_path / "t"))
+    code, out, err = cli("data", "text", str(src), "--samples", "8", "--vocab-size", "300",
+                         "--out", str(tmp_path / "t"))
     assert code == 0, err
     assert "8 samples" in out
     code, _, err = cli("data", "imagenet", "--images", "2", "--classes", "3", "--out", str(tmp_path / "x"))

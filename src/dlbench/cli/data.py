@@ -54,5 +54,7 @@ def text(files: tuple[str, ...], out: str, samples: int, vocab_size: int, max_se
 
     manifest = make_text(Path(out), samples, [Path(f) for f in files], vocab_size=vocab_size, seed=seed,
                          max_sentences=max_sentences, force=force)
+    sources = manifest["sources"]
+    named = ", ".join(map(str, sources)) if isinstance(sources, list) else str(sources)
     click.echo(f"{out}: {manifest['samples']} samples, vocabulary {manifest['vocab_size']}, corpus of "
-               f"{manifest['sentences']} sentences from {', '.join(map(str, manifest['sources']))}")  # type: ignore[call-overload]
+               f"{manifest['sentences']} sentences from {named}")

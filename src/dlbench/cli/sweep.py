@@ -102,9 +102,9 @@ def list_points(suite: Suite, planned: list[PlannedPoint], settings: MaxBatchSet
     out.print(t)
     searches = len({search_base(p).key() for p in planned if p.needs_search})
     if planned:
-        p = planned[0].spec.protocol
-        out.print(f"{suite.title or suite.name}. Protocol: {p.warmup} warm-up and {p.steps} measured steps, "
-                  f"{p.statistic} of {p.repeats} repeats; timeout {planned[0].spec.timeout_s:g} s per point.")
+        proto = planned[0].spec.protocol
+        out.print(f"{suite.title or suite.name}. Protocol: {proto.warmup} warm-up and {proto.steps} measured steps, "
+                  f"{proto.statistic} of {proto.repeats} repeats; timeout {planned[0].spec.timeout_s:g} s per point.")
     if searches:
         out.print(f"{searches} max-batch searches (at most {probe_bound(settings.lo, settings.hi)} probes each, "
                   "fewer where the store has them).")
@@ -159,9 +159,12 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
             raise StoreError(f"run {run.id} is a {run.kind}, not a sweep: only sweeps resume")
         meta = run.meta
         suite = Suite.model_validate(meta["suite"])
-        dev, folder = str(meta["device"]), meta.get("data_dir")
-        only_axes: dict[str, list[str]] = dict(meta.get("only") or {})  # type: ignore[arg-type]
-        memory_limit = memory_limit or meta.get("memory_limit")  # type: ignore[assignment]
+        dev = str(meta["device"])
+        folder = str(meta["data_dir"]) if meta.get("data_dir") else None
+        stored_only = meta.get("only") or {}
+        only_axes = {str(k): [str(v) for v in vs] for k, vs in stored_only.items()} if isinstance(
+            stored_only, dict) else {}
+        memory_limit = memory_limit or (str(meta["memory_limit"]) if meta.get("memory_limit") else None)
         run_id = run.id
     else:
         if not suite_name:
@@ -184,7 +187,8 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
     if any(p.spec.data == "real" for p in planned) and folder and not data_dir and not resume_id:
         ensure_data(suite, planned, Path(folder), console)
     if not resume_id:
-        command = "dlbench " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("dlbench") else f"dlbench sweep {suite.name}"
+        command = ("dlbench " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("dlbench")
+                   else f"dlbench sweep {suite.name}")
         run_id = store.create_run(command, kind=SWEEP_KIND, meta={
             "suite_name": suite.name, "suite": suite.model_dump(mode="json"), "device": dev,
             "data_dir": str(Path(folder).resolve()) if folder else None, "only": only_axes,

@@ -7,6 +7,7 @@ import re
 import sysconfig
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +20,9 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'`])")
 _BLANK = re.compile(r"\n\s*\n")
 
 Document = list[str]
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 
 def split_sentences(text: str) -> list[str]:
@@ -66,7 +70,7 @@ def file_documents(files: Sequence[Path]) -> Iterator[Document]:
                 yield doc
 
 
-def train_wordpiece(documents: Sequence[Document], vocab_size: int) -> "Tokenizer":  # noqa: F821
+def train_wordpiece(documents: Sequence[Document], vocab_size: int) -> Tokenizer:
     """A BERT-style WordPiece tokenizer trained on the documents (special tokens get ids 0..4)."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
@@ -108,9 +112,10 @@ def make_samples(docs: list[list[list[int]]], n: int, vocab: int, seed: int,
     multi = [d for d in docs if len(d) >= 2]
     if not multi:
         raise DataLayoutError("the corpus needs documents of at least two sentences for next-sentence pairs")
-    arrays = {"input_ids": np.zeros((n, seq_len), np.int32), "token_type_ids": np.zeros((n, seq_len), np.int8),
-              "attention_mask": np.zeros((n, seq_len), np.int8), "mlm_labels": np.full((n, seq_len), -100, np.int32),
-              "nsp_labels": np.zeros(n, np.int8)}
+    arrays: dict[str, np.ndarray] = {
+        "input_ids": np.zeros((n, seq_len), np.int32), "token_type_ids": np.zeros((n, seq_len), np.int8),
+        "attention_mask": np.zeros((n, seq_len), np.int8), "mlm_labels": np.full((n, seq_len), -100, np.int32),
+        "nsp_labels": np.zeros(n, np.int8)}
     target = seq_len - 3
     for k in range(n):
         doc = multi[int(rng.integers(len(multi)))]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal, Union
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PositiveFloat, PositiveInt,
                       ValidationError, field_validator, model_validator)
 
@@ -120,15 +120,20 @@ class Selector(_Strict):
         return all(point[a] in values for a in AXES if (values := getattr(self, a)) is not None)
 
 
+_FIXED: tuple[int | str, ...] = ("fixed",)
+_FP32: tuple[Precision, ...] = ("fp32",)
+_SYNTHETIC: tuple[Data, ...] = ("synthetic",)
+
+
 class Axes(_Strict):
     """The suite's axes; the points are their product, less the exclusions."""
 
     framework: list[Framework] = Field(default_factory=lambda: ["installed"], min_length=1)
     model: list[Model] = Field(min_length=1)
-    batch: list[BatchValue] = Field(default_factory=lambda: ["fixed"], min_length=1)
-    precision: list[Precision] = Field(default_factory=lambda: ["fp32"], min_length=1)
+    batch: list[BatchValue] = Field(default_factory=lambda: list(_FIXED), min_length=1)
+    precision: list[Precision] = Field(default_factory=lambda: list(_FP32), min_length=1)
     compile: list[bool] = Field(default_factory=lambda: [False], min_length=1)
-    data: list[Data] = Field(default_factory=lambda: ["synthetic"], min_length=1)
+    data: list[Data] = Field(default_factory=lambda: list(_SYNTHETIC), min_length=1)
     scale: list[Scale] = Field(default_factory=lambda: ["1n1c"], min_length=1)
     strategy: list[Strategy] = Field(default_factory=lambda: ["none"], min_length=1)
 
