@@ -1,0 +1,65 @@
+"""The CLI end to end on real PyTorch models at a small input size."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dlbench.results.store import Store
+
+pytest.importorskip("torch", reason="torch is not installed in this environment: pip install -e '.[torch]'")
+
+CliResult = tuple[int, str, str]
+SMALL = ("--input-size", "64", "-b", "2", "--warmup", "1", "--steps", "2", "--repeats", "2")
+
+
+def test_resnet50_and_bert_end_to_end(cli: Callable[..., CliResult], store_path: Path) -> None:
+    code, out, err = cli("run", "-f", "torch", "-m", "resnet50,bert_base", *SMALL, "--store", str(store_path))
+    assert code == 0, err
+    assert "resnet50" in out and "bert_base" in out and "±" in out
+    [p50, pbert] = [p.result for p in Store(store_path).points()]
+    for r in (p50, pbert):
+        assert r.status == "ok" and r.metrics is not None
+        assert r.metrics.throughput > 0 and r.metrics.ci_low <= r.metrics.throughput * 1.5
+        assert r.metrics.final_loss is not None and r.metrics.final_loss == r.metrics.final_loss
+        assert r.metrics.peak_memory_bytes and r.metrics.memory_kind == "rss"
+        assert [len(rep.step_times) for rep in r.ranks[0].repeats] == [2, 2]
+        assert r.env.identity["framework_version"].startswith("2.")
+        assert r.env.identity["device"] == "cpu"
+    code, out, _ = cli("results", "--format", "json", "--store", str(store_path))
+    assert len(json.loads(out)[0]["ranks"][0]["repeats"][0]["step_times"]) == 2
+
+
+def test_amp_on_cpu_is_bf16_autocast_and_channels_last(cli: Callable[..., CliResult], store_path: Path) -> None:
+    code, _, err = cli("run", "-f", "torch", "-m", "alexnet", "-p", "amp", "--channels-last", *SMALL,
+                       "--store", str(store_path))
+    assert code == 0, err
+    [p] = Store(store_path).points()
+    assert p.result.status == "ok" and p.result.spec.precision == "amp" and p.result.spec.channels_last
+
+
+def test_channels_last_is_refused_for_bert(cli: Callable[..., CliResult], store_path: Path) -> None:
+    code, _, _ = cli("run", "-f", "torch", "-m", "bert_base", "--channels-last", *SMALL, "--store", str(store_path))
+    [p] = Store(store_path).points()
+    assert code == 1 and p.result.status == "unsupported" and "image models only" in (p.result.error or "")
+
+
+def test_cuda_is_refused_without_a_gpu(cli: Callable[..., CliResult], store_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the refusal only applies without one")
+    code, _, _ = cli("run", "-f", "torch", "-m", "alexnet", "--device", "cuda", *SMALL, "--store", str(store_path))
+    [p] = Store(store_path).points()
+    assert code == 1 and p.result.status == "unsupported" and "--device cpu" in (p.result.error or "")
+
+
+@pytest.mark.slow
+def test_compile(cli: Callable[..., CliResult], store_path: Path) -> None:
+    code, _, err = cli("run", "-f", "torch", "-m", "alexnet", "--compile", *SMALL, "--store", str(store_path))
+    assert code == 0, err
+    [p] = Store(store_path).points()
+    assert p.result.status == "ok" and p.result.spec.compile
