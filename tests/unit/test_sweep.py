@@ -111,8 +111,11 @@ def start_sweep(suite: Path, db: Path) -> subprocess.Popen[bytes]:
 def wait_for_points(db: Path, n: int, proc: subprocess.Popen[bytes], timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if db.exists() and len(sweep_rows(db)) >= n:
-            return
+        try:
+            if db.exists() and len(sweep_rows(db)) >= n:
+                return
+        except sqlite3.OperationalError:  # the sweep has created the file but not yet its tables
+            pass
         assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
         time.sleep(0.2)
     raise AssertionError(f"fewer than {n} points after {timeout} s")
