@@ -12,6 +12,7 @@ import pytest
 
 from dlbench.cli import main
 from dlbench.protocol.stats import summarize
+from dlbench.report.document import build_report
 from dlbench.report.export import CSV_COLUMNS, to_csv
 from dlbench.report.groups import build_sections, framework_title
 from dlbench.report.published import beside, same_hardware
@@ -227,3 +228,12 @@ def test_csv_reads_straight_into_pandas(fixture_store: Path) -> None:
     assert ok["throughput"].notna().all() and (ok["ci_low"] <= ok["throughput"]).all()
     assert df.loc[df["status"] == "oom", "throughput"].isna().all()
     assert set(df["status"]) == {"ok", "oom", "unsupported"}
+
+
+def test_failed_point_without_version_is_not_a_second_version() -> None:
+    ok = make_point("torch")
+    died = make_point("torch", batch=512, status="oom")
+    died = PointResult(died.spec, "oom", env=Environment(identity=dict(CPU)), error="passed the memory limit")
+    doc = build_report([], [StoredPoint(1, "r", ok), StoredPoint(2, "r", died)])
+    assert [kv.value for kv in doc.frameworks] == ["torch-1.0"]
+    assert not [w for w in doc.warnings if "version" in w]

@@ -107,11 +107,11 @@ def _scale_lines(sec: Section, cc: dict[Column, str], bs: int, speedup: bool) ->
     if len(devices) < 2:
         return None
     fig, ax = figure()
-    top = float(devices[-1])
+    low, top = 1.0, float(devices[-1])
     for col in sec.columns:
         xs, ys, err = _series(sec, rows, col, speedup)
         if xs:
-            top = max(top, *ys) if speedup else top
+            low, top = min(low, *ys), max(top, *ys)
             ax.errorbar(xs, ys, yerr=None if speedup else err, color=cc[col], marker="o", ms=5, lw=2,
                         capsize=3, label=col.title)
     if not ax.lines:
@@ -120,8 +120,8 @@ def _scale_lines(sec: Section, cc: dict[Column, str], bs: int, speedup: bool) ->
         ax.plot(devices, devices, ls="--", color="#8a929b", lw=1.2, label="ideal (linear)")
         ax.set_ylabel("speedup over 1 device")
         ax.set_yscale("log", base=2)
-        ticks = [2**e for e in range(int(np.ceil(np.log2(top))) + 1)]
-        ax.set_yticks(ticks, [str(t) for t in ticks])
+        ticks = [2.0**e for e in range(int(np.floor(np.log2(low))), int(np.ceil(np.log2(top))) + 1)]
+        ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
         ax.minorticks_off()
     else:
         ax.set_ylabel("samples/s (higher is better)")
@@ -184,7 +184,7 @@ def spread_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
     ax.invert_yaxis()
     ax.axvline(0, color="#8a929b", lw=0.8)
     ax.xaxis.set_major_formatter(lambda x, _: f"{x:+.0f}%")
-    ax.set_xlabel("step time vs the point's median (a dot per measured step, every repeat and rank)")
+    ax.set_xlabel("step time vs the point's median (one dot per measured step)")
     ax.set_title("Spread of the raw step times")
     ax.grid(axis="y", visible=False)
     return ChartSet([Chart(f"{sec.slug}-spread", "Spread of the raw step times",
@@ -210,9 +210,12 @@ def memory_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
         for bi, bs in enumerate(batches):
             cell = vals.get((bs, col))
             m = cell.point.result.metrics if cell and cell.ok else None
+            x = bi - w * n / 2 + w * (ci + 0.5)
+            if cell is not None and not cell.ok:
+                ax.annotate(cell.status_text, (x, 0), textcoords="offset points", xytext=(0, 4), ha="center",
+                            rotation=90, fontsize=8, color=FAIL_COLOR, fontweight="bold")
             if m is None or m.peak_memory_bytes is None:
                 continue
-            x = bi - w * n / 2 + w * (ci + 0.5)
             gib = m.peak_memory_bytes / 2**30
             ax.bar(x, gib, w * 0.92, color=cc[col], label=col.title)
             ax.annotate(f"{gib:.2f}" if gib < 10 else f"{gib:.1f}", (x, gib), textcoords="offset points",

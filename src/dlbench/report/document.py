@@ -77,7 +77,8 @@ def _identity(points: list[StoredPoint]) -> tuple[list[KeyValue], list[KeyValue]
     versions: dict[str, set[str]] = defaultdict(set)
     for p in points:
         ident = p.result.env.identity
-        versions[p.result.spec.framework].add(ident.get("framework_version", "?"))
+        if ident.get("framework_version"):  # a worker that died early never reported it
+            versions[p.result.spec.framework].add(ident["framework_version"])
         for k, v in ident.items():
             if k not in _FRAMEWORK_KEYS:
                 values[k].add(v)

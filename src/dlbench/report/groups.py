@@ -216,7 +216,7 @@ def build_sections(points: list[StoredPoint], pool: Sequence[StoredPoint] | None
     for p in sorted(points, key=lambda p: p.id):
         grouped[_section_key(p)].append(p)
     sections = []
-    for key in sorted(grouped, key=lambda k: (_order(k[0]), k[0], k[1], k[2], k[3], k[4] or 0)):
+    for key in sorted(grouped, key=lambda k: (_order(k[0]), k[0], k[1], k[2] != "synthetic", k[3], k[4] or 0)):
         sec = Section(*key)
         seen: dict[tuple[RowKey, Column], int] = defaultdict(int)
         for p in grouped[key]:
