@@ -145,7 +145,7 @@ def test_framework_all_skips_absent_ones_with_a_note(capsys: pytest.CaptureFixtu
 ])
 def test_setup_refusals_are_one_line_exit_2(cli: Callable[..., CliResult], temp_home: Path,
                                             args: tuple[str, ...], message: str) -> None:
-    code, out, err = cli(*args)
+    code, _, err = cli(*args)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1
     assert not (temp_home / "envs").exists()  # nothing half-made

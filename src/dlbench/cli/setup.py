@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +19,8 @@ import dlbench
 from dlbench import __version__
 from dlbench.backends import BackendInfo, all_backends, get_info
 from dlbench.launch import envs
+
+_PROJECT_NAME = re.compile(r'^name\s*=\s*"dlbench"\s*$', re.MULTILINE)  # tomllib is 3.11+
 
 
 class SetupFailed(Exception):
@@ -31,10 +33,10 @@ def source_root() -> Path | None:
         meta = folder / "pyproject.toml"
         if meta.is_file():
             try:
-                name = tomllib.loads(meta.read_text(encoding="utf-8")).get("project", {}).get("name")
-            except (OSError, tomllib.TOMLDecodeError):
+                text = meta.read_text(encoding="utf-8")
+            except OSError:
                 return None
-            return folder if name == "dlbench" else None
+            return folder if _PROJECT_NAME.search(text) else None
     return None
 
 
