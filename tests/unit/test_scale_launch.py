@@ -180,8 +180,11 @@ def test_torchrun_argv_and_its_failure_summary() -> None:
     assert {"--nnodes=2", "--node-rank=1", "--nproc-per-node=4", "--master-addr=10.0.0.1", "--master-port=29500",
             "--rdzv-conf=timeout=30", "--max-restarts=0"} <= set(argv)
     assert argv[-4:] == ["-m", "dlbench.worker", "s.json", "r.json"]
-    tail = ["[0]:", "  time      : 2026", "  rank      : 1 (local_rank: 1)", "  exitcode  : -9 (pid: 12)"]
+    tail = ["Failures:", "[1]:", "  rank      : 0 (local_rank: 0)", "  exitcode  : -15 (pid: 11)",
+            "Root Cause (first observed failure):", "[0]:", "  time      : 2026", "  rank      : 1 (local_rank: 1)",
+            "  exitcode  : -9 (pid: 12)"]
     assert failed_rank(tail) == (1, -9)
+    assert failed_rank(tail[:4]) == (0, -15)
 
 
 def test_sbatch_and_mpirun_argv() -> None:
@@ -227,3 +230,11 @@ def test_missing_baselines_are_measured_once_and_slurm_keeps_its_own() -> None:
     on_slurm = spec(nodes=2, launcher="slurm")
     [base] = missing_baselines([stored(1, spec(), 1.0)], [on_slurm], host)
     assert (base.launcher, base.world_size, base.strategy) == ("slurm", 1, "none")
+
+
+def test_a_command_that_cannot_start_is_a_failure_not_an_exception() -> None:
+    cmds = [[sys.executable, "-c", "import time; time.sleep(60)"], ["/nonexistent/reach", "h2", "true"]]
+    group = run_group(cmds, spec(timeout_s=60), {})
+    failure = group_failure(spec(), group, ["node 0", "node 1 (h2)"])
+    assert failure is not None
+    assert failure.error == "node 1 (h2) exited with code 127: cannot start /nonexistent/reach: No such file or directory"

@@ -152,9 +152,20 @@ def run_group(commands: Sequence[Sequence[str]], spec: PointSpec, env: dict[str,
     envs = [env] * len(commands) if isinstance(env, dict) else list(env)
     start = time.monotonic()
     tails: list[deque[str]] = [deque(maxlen=TAIL_LINES) for _ in commands]
-    popens = [subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, env=e, start_new_session=True)
-              for argv, e in zip(commands, envs)]
+    popens: list[subprocess.Popen[str]] = []
+    for argv, e in zip(commands, envs):
+        try:
+            popens.append(subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                           stderr=subprocess.STDOUT, text=True, env=e, start_new_session=True))
+        except OSError as exc:  # e.g. the reach command or the engine is not installed
+            for p in popens:
+                _kill(p)
+                p.wait()
+            why: list[list[str]] = [[] for _ in commands]
+            why[len(popens)] = [f"cannot start {argv[0]}: {exc.strerror or exc}"]
+            failed: list[int | None] = [None] * len(commands)
+            failed[len(popens)] = 127
+            return GroupOutcome(failed, None, why, time.monotonic() - start)
 
     def pump(i: int) -> None:
         stream = popens[i].stdout

@@ -40,6 +40,10 @@ CALL_TIMEOUT_S = 60.0  # any single sbatch / squeue / scontrol / scancel call
 POLL_S = 1.0
 DONE_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
                "BOOT_FAIL", "DEADLINE"}
+# Pending reasons under which a job will not start as submitted (sbatch accepts it and it would wait forever).
+HOPELESS = {"PartitionNodeLimit", "PartitionTimeLimit", "PartitionConfig", "PartitionDown", "BadConstraints",
+            "AccountNotAllowed", "InvalidAccount", "InvalidQOS", "QOSMaxNodePerJobLimit",
+            "QOSMaxWallDurationPerJobLimit", "QOSMaxCpuPerJobLimit", "QOSMaxGRESPerJob"}
 
 
 def _call(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -48,6 +52,8 @@ def _call(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Comp
         return subprocess.run(argv, capture_output=True, text=True, timeout=CALL_TIMEOUT_S, env=env, check=False)
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(argv, 124, "", f"{argv[0]} did not answer within {CALL_TIMEOUT_S:g} s")
+    except OSError as exc:
+        return subprocess.CompletedProcess(argv, 127, "", f"cannot run {argv[0]}: {exc.strerror or exc}")
 
 
 def sbatch_argv(spec: PointSpec, script: Path, folder: Path, worker: list[str], extra: list[str]) -> list[str]:
@@ -70,12 +76,15 @@ def job_state(job: str) -> tuple[str, str, dict[str, str]]:
     return fields.get("JobState", "UNKNOWN"), fields.get("ExitCode", ""), fields
 
 
-def _squeue_state(job: str) -> str | None:
-    """The job's state while Slurm lists it, '' once it left the queue, None when squeue did not answer."""
-    out = _call(["squeue", "-h", "-j", job, "-o", "%T"])
+def _squeue_state(job: str) -> tuple[str, str] | None:
+    """(state, pending reason) while Slurm lists the job, ('', '') once it left, None when squeue did not answer."""
+    out = _call(["squeue", "-h", "-j", job, "-o", "%T %r"])
     if out.returncode != 0:
-        return "" if "Invalid job id" in out.stderr else None
-    return out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+        return ("", "") if "Invalid job id" in out.stderr else None
+    if not out.stdout.strip():
+        return "", ""
+    state, _, reason = out.stdout.strip().splitlines()[-1].partition(" ")
+    return state, reason.strip()
 
 
 class _OutputFollower:
@@ -112,31 +121,37 @@ class _OutputFollower:
 
 
 def wait_for(job: str, spec: PointSpec, queue_timeout_s: float, follow: Callable[[], None]) -> str | None:
-    """Poll until the job leaves the queue; returns 'timeout' or 'queue_timeout' after a scancel, else None."""
+    """Poll until the job leaves the queue; after a scancel returns why: 'timeout', 'queue_timeout', 'lost' or
+    'hopeless:REASON' (a pending reason under which the job cannot start); None when it ended by itself."""
     submitted = time.monotonic()
     started: float | None = None
     unanswered = 0
     while True:
         follow()
-        state = _squeue_state(job)
+        answer = _squeue_state(job)
         now = time.monotonic()
-        if state is None:
+        if answer is None:
             unanswered += 1
             if unanswered * POLL_S > CALL_TIMEOUT_S * 3:
                 _call(["scancel", job])
                 return "lost"
-        elif state == "" or state in DONE_STATES:
+            time.sleep(POLL_S)
+            continue
+        state, reason = answer
+        if state == "" or state in DONE_STATES:
             return None
-        else:
-            unanswered = 0
-            if state in ("RUNNING", "COMPLETING") and started is None:
-                started = now
-            if started is None and now - submitted > queue_timeout_s:
-                _call(["scancel", job])
-                return "queue_timeout"
-            if started is not None and now - started > spec.timeout_s:
-                _call(["scancel", job])
-                return "timeout"
+        if state == "PENDING" and reason in HOPELESS:
+            _call(["scancel", job])
+            return f"hopeless:{reason}"
+        unanswered = 0
+        if state in ("RUNNING", "COMPLETING") and started is None:
+            started = now
+        if started is None and now - submitted > queue_timeout_s:
+            _call(["scancel", job])
+            return "queue_timeout"
+        if started is not None and now - started > spec.timeout_s:
+            _call(["scancel", job])
+            return "timeout"
         time.sleep(POLL_S)
 
 
@@ -172,7 +187,8 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
         stopped = wait_for(job, spec, queue_timeout_s, follower.poll)
         follower.poll()
         state, exit_code, fields = job_state(job)
-        facts = {"slurm_job": job, "slurm_state": state, "slurm_nodes": fields.get("NodeList", "")}
+        facts = {"slurm_job": job, "slurm_state": state, "slurm_nodes": fields.get("NodeList", ""),
+                 "world_size": str(spec.world_size)}
         wall = time.monotonic() - start
         failure: ChildOutcome | None = None
         if stopped == "timeout":
@@ -181,6 +197,10 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
         elif stopped == "queue_timeout":
             failure = ChildOutcome("timeout", error=f"Slurm job {job} waited in the queue over "
                                                     f"{queue_timeout_s:g} s and was cancelled", wall_s=wall)
+        elif stopped and stopped.startswith("hopeless:"):
+            failure = ChildOutcome("error", error=f"Slurm job {job} cannot start as submitted "
+                                                  f"({stopped.partition(':')[2]}: {spec.nodes} nodes x "
+                                                  f"{spec.devices_per_node} tasks) and was cancelled", wall_s=wall)
         elif stopped == "lost":
             failure = ChildOutcome("error", error=f"squeue stopped answering about job {job}; it was cancelled",
                                    tail=follower.tail, wall_s=wall)

@@ -36,8 +36,13 @@ _SUMMARY = re.compile(r"^\s*rank\s*:\s*(\d+).*?^\s*exitcode\s*:\s*(-?\d+)", re.M
 
 
 def failed_rank(tail: Sequence[str]) -> tuple[int, int] | None:
-    """(rank, exit code) from torchrun's failure summary ('rank : 1 (local_rank: 1)', 'exitcode : -9'), if any."""
-    m = _SUMMARY.search("\n".join(tail))
+    """(rank, exit code) of the root cause in torchrun's failure summary ('rank : 1', 'exitcode : -9'), if any.
+
+    The summary lists every failed rank (those torchrun stopped with SIGTERM too) and then, last, the
+    "Root Cause (first observed failure)".
+    """
+    text = "\n".join(tail)
+    m = _SUMMARY.search(text[text.rfind("Root Cause"):] if "Root Cause" in text else text)
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 

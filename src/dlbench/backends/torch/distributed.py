@@ -40,6 +40,9 @@ def refuse(spec: PointSpec) -> str | None:
         return f"strategy {spec.strategy} needs several devices: use --scale 1n2c or more, or --strategy none"
     if spec.world_size > 1 and strategy(spec) not in STRATEGIES:
         return f"torch has no {spec.strategy} strategy; use one of {', '.join(STRATEGIES)}"
+    if spec.device == "cuda" and spec.world_size > 1 and torch.cuda.device_count() < spec.devices_per_node:
+        return (f"{spec.scale} needs {spec.devices_per_node} GPUs per node; this node has "
+                f"{torch.cuda.device_count()}")
     if strategy(spec) == "ps" and spec.precision == "amp" and spec.device == "cuda":
         return "ps with fp16 loss scaling would reduce gradients scaled differently per rank: use bf16 or fp32"
     return None
