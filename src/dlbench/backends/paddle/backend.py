@@ -20,7 +20,7 @@ def _has_gpu() -> bool:
     return bool(paddle.is_compiled_with_cuda()) and paddle.device.cuda.device_count() > 0
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _autocast_takes_effect(dtype: str) -> bool:
     """Whether paddle's O1 autocast really computes a Linear in dtype on the current device.
 
@@ -69,8 +69,6 @@ class PaddleBackend(Backend):
             return "the paddle backend trains on one device; multi-device (fleet) is not implemented"
         if spec.channels_last:
             return "the paddle backend builds NCHW models only; channels-last is not implemented"
-        if spec.data == "real":
-            return "the paddle backend has no real-data input pipeline yet; use --data synthetic"
         if spec.precision != "fp32" and spec.device == "cpu":
             self._configure(spec)
             if not _autocast_takes_effect("bfloat16"):
@@ -84,12 +82,16 @@ class PaddleBackend(Backend):
         on_gpu = spec.device == "cuda"
         num_classes = case.input.classes if isinstance(case.input, ImageInput) else 1000
         model = build_model(case.name, num_classes=num_classes)
-        batch = synthetic_batch(case, spec.batch_size, spec.input_size, spec.seed)
         # amp: float16 with loss scaling on the GPU, bfloat16 on the CPU (as the torch backend does).
         amp_dtype = {"fp32": None, "bf16": "bfloat16", "amp": "float16" if on_gpu else "bfloat16"}[spec.precision]
         self._facts["autocast"] = f"O1 {amp_dtype}" if amp_dtype else "off"
         self._facts["compiled"] = "paddle.jit.to_static(full_graph=True)" if spec.compile else "eager"
-        return PaddleTrainer(case, model, batch, on_gpu, amp_dtype, spec.compile)
+        if spec.data == "real":  # files made by `dlbench data` (docs/data-layout.md), through paddle.io.DataLoader
+            from dlbench.backends.paddle import real_data
+
+            return real_data.build_trainer(spec, case, model, on_gpu, amp_dtype, spec.seed)
+        batch = synthetic_batch(case, spec.batch_size, spec.input_size, spec.seed)
+        return PaddleTrainer(case, model, batch, on_gpu, amp_dtype, spec.compile, global_batch=spec.global_batch)
 
     def count_params(self, case: Case) -> int:
         return count_trainable(build_model(case.name))

@@ -29,10 +29,10 @@ class PaddleTrainer(Trainer):
     """
 
     def __init__(self, case: Case, model: paddle.nn.Layer, batch: dict[str, paddle.Tensor], on_gpu: bool,
-                 amp_dtype: str | None, compile_model: bool) -> None:
+                 amp_dtype: str | None, compile_model: bool, global_batch: int | None = None) -> None:
         self.case, self.model, self.on_gpu, self.amp_dtype = case, model, on_gpu, amp_dtype
         self.inputs = list(batch.values())
-        self.optimizer = make_optimizer(case, model, int(self.inputs[0].shape[0]))
+        self.optimizer = make_optimizer(case, model, global_batch or int(self.inputs[0].shape[0]))
         self.scaler = paddle.amp.GradScaler(init_loss_scaling=2.0**16) if amp_dtype == "float16" else None
         forward = loss_layer(case.name, model)
         # full_graph=True: the AST translator, which fails loudly rather than falling back to eager pieces.
