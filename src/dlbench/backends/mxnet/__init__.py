@@ -1,0 +1,1 @@
+"""The MXNet (Gluon) backend. Importing its modules imports mxnet: worker side only."""
