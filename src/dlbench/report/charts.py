@@ -65,9 +65,15 @@ def _bars(sec: Section, cc: dict[Column, str]) -> Chart:
     ax.set_ylabel("samples/s (higher is better)")
     ax.set_title(f"Throughput, {sec.rows[0].scale}")
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper left", ncols=min(n, 4))
+        _legend_below(ax, n)
     return Chart(f"{sec.slug}-throughput", f"Throughput by framework, {sec.rows[0].scale}",
                  "Bars: throughput; whiskers: 95% CI over repeats. Failed points are named at the base.", fig)
+
+
+def _legend_below(ax: Axes, n: int, handles: dict[str, object] | None = None) -> None:
+    """A legend under the axes, so that it never hides a bar or its label."""
+    args = (list(handles.values()), list(handles.keys())) if handles else ()
+    ax.legend(*args, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=max(1, min(n, 4)))
 
 
 def _group(sec: Section, bs: int) -> str:
@@ -222,7 +228,7 @@ def memory_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
                         xytext=(0, 2), ha="center", fontsize=7.5, color="#333")
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))
-    ax.legend(uniq.values(), uniq.keys(), loc="upper left")
+    _legend_below(ax, len(uniq), uniq)
     ax.set_xticks(range(len(batches)), [f"batch {b}" for b in batches])
     ax.set_xlim(-0.6, len(batches) - 0.4)
     ax.set_ylabel("GiB")
