@@ -57,6 +57,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
     BackendInfo("tf", "TensorFlow/Keras", "tensorflow", "tensorflow-cpu", "dlbench.backends.tf.backend:TfBackend",
                 "tf"),
     BackendInfo("mxnet", "MXNet", "mxnet", "mxnet", "dlbench.backends.mxnet.backend:MxnetBackend", "mxnet"),
+    BackendInfo("jax", "JAX/Flax", "jax", "jax", "dlbench.backends.jax.backend:JaxBackend", "jax"),
     BackendInfo("oneflow", "OneFlow", "oneflow", "oneflow", "", "oneflow",
                 unavailable="not installable on this Python: the only oneflow wheels pip offers for Python 3.11 "
                             "(0.6.0, 0.7.0) are placeholders that refuse to import"),

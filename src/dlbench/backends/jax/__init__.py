@@ -1,0 +1,1 @@
+"""The JAX/Flax backend. Importing its modules imports jax: worker side only."""

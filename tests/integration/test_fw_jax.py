@@ -1,0 +1,101 @@
+"""JAX/Flax in its own environment: exact parameter counts, convergence, one real point, refusals.
+
+Each check runs `python -m dlbench.check ...` (or a worker) with the jax environment's interpreter, so
+this file never imports jax. Without that environment every test skips, naming it (`dlbench setup jax`).
+Inputs are tiny: compilation, not the steps, is what these tests pay for.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from conftest import framework_python, run_check
+
+from dlbench.cases import all_cases, get_case
+from dlbench.results.store import Store
+
+pytestmark = [pytest.mark.framework("jax"), pytest.mark.slow]
+CliResult = tuple[int, str, str]
+POINT = ("-f", "jax", "--input-size", "32", "-b", "2", "--steps", "2", "--warmup", "1", "--repeats", "1")
+
+# The smallest inputs each architecture accepts: AlexNet's three 3/2 max-pools need 64, Inception v3
+# needs 75 (torchvision's minimum); BERT runs a 16-token sequence.
+TINY = {"resnet50": 32, "resnet152": 32, "vgg16": 32, "alexnet": 64, "inception_v3": 75, "bert_base": 16}
+
+
+@pytest.fixture(scope="module")
+def jax_python() -> str:
+    """The jax environment's interpreter, or a skip naming it."""
+    return framework_python("jax")
+
+
+def test_parameter_counts_of_all_cases(jax_python: str) -> None:
+    answer = run_check(jax_python, "params", "jax")
+    assert str(answer["version"]).startswith("0.")
+    for case in all_cases():
+        assert answer[case.name] == case.params, case.name
+
+
+@pytest.mark.parametrize("model", list(TINY))
+def test_loss_falls_in_20_steps(jax_python: str, model: str) -> None:
+    answer = run_check(jax_python, "converge", "jax", model, "--steps", "20", "--batch", "2",
+                       "--input-size", str(TINY[model]))
+    losses = answer["losses"]
+    assert isinstance(losses, list) and len(losses) == 20
+    assert all(math.isfinite(loss) for loss in losses), losses
+    assert losses[-1] < losses[0], losses
+
+
+def test_bf16_trains(jax_python: str) -> None:
+    answer = run_check(jax_python, "converge", "jax", "alexnet", "--steps", "3", "--batch", "2",
+                       "--input-size", "64", "--precision", "bf16")
+    losses = answer["losses"]
+    assert isinstance(losses, list) and all(math.isfinite(loss) for loss in losses), losses
+
+
+def test_one_real_point_through_the_cli(jax_python: str, cli: Callable[..., CliResult], store_path: Path) -> None:
+    code, _, err = cli("run", *POINT, "-m", "resnet50", "--compile", "--store", str(store_path))
+    assert code == 0, err
+    [p] = [s.result for s in Store(store_path).points()]
+    assert p.status == "ok" and p.metrics is not None and p.metrics.throughput > 0
+    assert p.env.identity["framework_version"].startswith("0.")
+    assert p.env.identity["framework"] == "jax"
+    assert p.extra.get("compiled") == "jit (always)"
+    assert [len(r.step_times) for r in p.ranks[0].repeats] == [2]
+    assert get_case(p.spec.model).params == 25_557_032
+
+
+def test_channels_last_is_refused_with_a_reason(jax_python: str, cli: Callable[..., CliResult],
+                                                store_path: Path) -> None:
+    code, _, _ = cli("run", *POINT, "-m", "resnet50", "--channels-last", "--store", str(store_path))
+    [p] = [s.result for s in Store(store_path).points()]
+    assert code == 1 and p.status == "unsupported"
+    assert "JAX/XLA chooses layouts itself" in (p.error or "")
+
+
+FP16_STEPS = """
+import json, jax, jax.numpy as jnp
+from dlbench.backends.jax.backend import make_trainer
+from dlbench.cases import get_case
+t = make_trainer(get_case("alexnet"), jnp.float16, 2, 64, 0, jax.devices("cpu")[0])
+losses = []
+for _ in range(3):
+    t.step()
+    losses.append(t.loss())
+t.sync()
+print(json.dumps({"losses": losses, "scale": float(t.state.dynamic_scale.scale)}))
+"""
+
+
+def test_fp16_dynamic_loss_scaling_path(jax_python: str) -> None:
+    """GPU amp is fp16 with flax's DynamicScale; XLA runs fp16 on the CPU too, so the path is checked here."""
+    proc = subprocess.run([jax_python, "-c", FP16_STEPS], capture_output=True, text=True, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert all(math.isfinite(loss) for loss in answer["losses"]), answer
+    assert 0 < answer["scale"] <= 65536.0
