@@ -16,7 +16,7 @@ from dlbench.cli.progress import RunProgress, describe
 from dlbench.launch.hosts import register_launchers
 from dlbench.launch.maxbatch import MaxBatch, lookup, probe_bound
 from dlbench.launch.sweep import MaxBatchSettings, pending, resolve, run_jobs, run_searches, search_base
-from dlbench.report.table import points_table
+from dlbench.report.table import fmt_bytes, fmt_throughput, footnotes, status_text
 from dlbench.results.schema import PointResult
 from dlbench.results.store import Store, StoreError, resolve_path
 from dlbench.spec import PointSpec
@@ -108,6 +108,22 @@ def list_points(suite: Suite, planned: list[PlannedPoint], settings: MaxBatchSet
     if searches:
         out.print(f"{searches} max-batch searches (at most {probe_bound(settings.lo, settings.hi)} probes each, "
                   "fewer where the store has them).")
+
+
+def sweep_table(results: list[PointResult], title: str) -> Table:
+    """One row per point with the sweep's axes: batch group, data source, input wait, status."""
+    t = Table(title=title, caption="\n".join(footnotes(results)) or None, caption_justify="left")
+    for col, justify in (("framework", "left"), ("model", "left"), ("group", "left"), ("batch", "right"),
+                         ("precision", "left"), ("data", "left"), ("scale", "left"), ("samples/s ± 95% CI", "right"),
+                         ("input wait", "right"), ("peak memory", "right"), ("status", "left")):
+        t.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for r in results:
+        s, m = r.spec, r.metrics
+        prec = s.precision + (" +compile" if s.compile else "")
+        wait = f"{m.input_wait_share:.0%}" if m and s.data == "real" else "-"
+        t.add_row(s.framework, s.model, str(r.extra.get("batch_group", "-")), str(s.batch_size), prec, s.data,
+                  s.scale, fmt_throughput(r), wait, fmt_bytes(m.peak_memory_bytes) if m else "-", status_text(r))
+    return t
 
 
 def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], bases: dict[str, PointSpec]) -> Table:
@@ -221,7 +237,7 @@ def _run(store: Store, run_id: str, suite: Suite, planned: list[PlannedPoint], s
     store.finish_run(run_id, "done")
     results = [p.result for p in store.points([run_id])]
     out = Console()
-    out.print(points_table(results, title=f"sweep {suite.name}: run {run_id}"))
+    out.print(sweep_table(results, title=f"sweep {suite.name}: run {run_id}"))
     if searches:
         out.print(maxbatch_table(searches, results, bases))
     failed = sum(r.status != "ok" for r in results)
