@@ -80,7 +80,8 @@ class MxnetBackend(Backend):
         if spec.compile:
             net.hybridize(static_alloc=True, static_shape=True)
         self._compiled = spec.compile
-        return MxnetTrainer(case, net, synthetic_batch(case, spec.batch_size, ctx, spec.input_size, spec.seed))
+        return MxnetTrainer(case, net, synthetic_batch(case, spec.batch_size, ctx, spec.input_size, spec.seed),
+                            spec.global_batch)
 
     def count_params(self, case: Case) -> int:
         model = build_model(case)

@@ -31,21 +31,22 @@ def synthetic_batch(case: Case, batch: int, ctx: mx.Context, input_size: int | N
     return [mx.nd.array(a, ctx=ctx, dtype="float32") for a in arrays]
 
 
-def make_trainer(case: Case, net: gluon.Block) -> gluon.Trainer:
-    """A Gluon Trainer with the case's optimizer and the seeds' hyper-parameters, updating locally."""
+def make_trainer(case: Case, net: gluon.Block, global_batch: int) -> gluon.Trainer:
+    """A Gluon Trainer with the case's optimizer (lr from Optimizer.lr_for), updating locally."""
     o = case.optimizer
+    lr = o.lr_for(global_batch)
     if o.name == "sgd":
         return gluon.Trainer(net.collect_params(), "sgd",
-                             {"learning_rate": o.lr, "momentum": o.momentum, "wd": o.weight_decay}, kvstore=None)
-    return gluon.Trainer(net.collect_params(), "adam", {"learning_rate": o.lr, "wd": o.weight_decay}, kvstore=None)
+                             {"learning_rate": lr, "momentum": o.momentum, "wd": o.weight_decay}, kvstore=None)
+    return gluon.Trainer(net.collect_params(), "adam", {"learning_rate": lr, "wd": o.weight_decay}, kvstore=None)
 
 
 class MxnetTrainer(Trainer):
     """A loss-computing Gluon block, its Trainer and one batch on one context."""
 
-    def __init__(self, case: Case, net: gluon.HybridBlock, batch: list[mx.nd.NDArray]) -> None:
+    def __init__(self, case: Case, net: gluon.HybridBlock, batch: list[mx.nd.NDArray], global_batch: int) -> None:
         self.net, self.batch = net, batch
-        self.trainer = make_trainer(case, net)
+        self.trainer = make_trainer(case, net, global_batch)
         self._last: mx.nd.NDArray | None = None
 
     def step(self) -> None:
