@@ -17,7 +17,7 @@ from dlbench.launch.ranks import (
     collect,
     free_port,
     group_failure,
-    job_folder,
+    job_files,
     run_group,
 )
 from dlbench.launch.worker_process import ChildOutcome, ProgressSink
@@ -59,12 +59,11 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
     problem = config.problem(spec)
     if problem:
         return ChildOutcome("error", error=problem)
-    with job_folder(shared=bool(config.hosts)) as folder:
-        spec_path, result = folder / "spec.json", folder / "result.json"
-        spec_path.write_text(spec.to_json())
+    with job_files(spec, shared=bool(config.hosts)) as job:
+        spec_path, result = job.spec, job.result
         hostfile = None
         if config.hosts:
-            hostfile = folder / "hostfile"
+            hostfile = job.folder / "hostfile"
             hostfile.write_text("".join(f"{h} slots={spec.devices_per_node}\n" for h in config.hosts[:spec.nodes]))
         env = rank_env(spec, config, free_port())
         argv = mpirun_argv(spec, python, env, hostfile, str(spec_path), str(result))

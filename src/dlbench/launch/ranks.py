@@ -21,6 +21,7 @@ import json
 import math
 import os
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -66,7 +67,7 @@ def rank_result_path(result: Path, rank: int) -> Path:
 
 def configure_rank(spec: PointSpec, environ: MutableMapping[str, str]) -> int:
     """Worker side: fill RANK/WORLD_SIZE/LOCAL_RANK from the engine's variables, split cores; returns the rank."""
-    if "RANK" not in environ:
+    if spec.world_size > 1 and "RANK" not in environ:
         for rank_var, size_var, local_var in ENGINE_VARS:
             if rank_var in environ:
                 environ["RANK"] = environ[rank_var]
@@ -85,16 +86,23 @@ def configure_rank(spec: PointSpec, environ: MutableMapping[str, str]) -> int:
 
 def free_port() -> int:
     """A TCP port free on this machine right now (for a rendezvous hosted here)."""
-    import socket
-
     with socket.socket() as s:
         s.bind(("", 0))
         return int(s.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class JobFiles:
+    """A point's folder, its spec file (written) and the result path its ranks write next to."""
+
+    folder: Path
+    spec: Path
+    result: Path
+
+
 @contextmanager
-def job_folder(shared: bool) -> Iterator[Path]:
-    """A fresh folder for a point's spec and rank results, removed afterwards.
+def job_files(spec: PointSpec, shared: bool) -> Iterator[JobFiles]:
+    """A fresh folder holding the spec, removed afterwards.
 
     It lies under $DLBENCH_JOB_DIR where set. Otherwise ranks on other machines (shared=True) need a folder
     they see too: ./dlbench-results/jobs, on clusters usually a shared file system; else the system temp folder.
@@ -105,7 +113,9 @@ def job_folder(shared: bool) -> Iterator[Path]:
         root.mkdir(parents=True, exist_ok=True)
         base = str(root)
     with tempfile.TemporaryDirectory(prefix="dlbench-", dir=base) as tmp:
-        yield Path(tmp)
+        files = JobFiles(Path(tmp), Path(tmp) / "spec.json", Path(tmp) / "result.json")
+        files.spec.write_text(spec.to_json())
+        yield files
 
 
 @dataclass

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dlbench.launch.hosts import HostsConfig, rank_env
-from dlbench.launch.ranks import collect, job_folder
+from dlbench.launch.ranks import collect, job_files
 from dlbench.launch.worker_process import TAIL_LINES, ChildOutcome, ProgressSink
 from dlbench.spec import PointSpec, SpecError
 from dlbench.worker import PROGRESS_PREFIX
@@ -166,9 +166,8 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
     except ValueError as exc:
         raise SpecError(f"{EXTRA_ARGS_VAR} / {QUEUE_TIMEOUT_VAR}: {exc}") from None
     start = time.monotonic()
-    with job_folder(shared=True) as folder:
-        spec_path, result, script = folder / "spec.json", folder / "result.json", folder / "job.sh"
-        spec_path.write_text(spec.to_json())
+    with job_files(spec, shared=True) as files:
+        folder, spec_path, result, script = files.folder, files.spec, files.result, files.folder / "job.sh"
         script.write_text(BATCH_SCRIPT)
         script.chmod(0o755)
         worker = [python, "-m", "dlbench.worker", str(spec_path), str(result)]

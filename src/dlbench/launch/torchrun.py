@@ -16,7 +16,7 @@ from dlbench.launch.ranks import (
     collect,
     free_port,
     group_failure,
-    job_folder,
+    job_files,
     run_group,
 )
 from dlbench.launch.worker_process import ChildOutcome, ProgressSink
@@ -68,9 +68,8 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
     problem = config.problem(spec)
     if problem:
         return ChildOutcome("error", error=problem)
-    with job_folder(shared=bool(config.hosts)) as folder:
-        spec_path, result = folder / "spec.json", folder / "result.json"
-        spec_path.write_text(spec.to_json())
+    with job_files(spec, shared=bool(config.hosts)) as job:
+        spec_path, result = job.spec, job.result
         port = free_port()
         env = rank_env(spec, config, port)
         commands = [config.command(node, torchrun_argv(spec, python, node, config.master(), port,
