@@ -23,7 +23,7 @@ from pathlib import Path
 from dlbench.launch.hosts import HostsConfig, rank_env
 from dlbench.launch.ranks import collect, job_files
 from dlbench.launch.worker_process import TAIL_LINES, ChildOutcome, ProgressSink
-from dlbench.spec import PointSpec, SpecError
+from dlbench.spec import PointSpec
 from dlbench.worker import PROGRESS_PREFIX
 
 BATCH_SCRIPT = """#!/bin/sh
@@ -164,7 +164,7 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
         extra = shlex.split(os.environ.get(EXTRA_ARGS_VAR, ""))
         queue_timeout_s = float(os.environ.get(QUEUE_TIMEOUT_VAR) or 3600)
     except ValueError as exc:
-        raise SpecError(f"{EXTRA_ARGS_VAR} / {QUEUE_TIMEOUT_VAR}: {exc}") from None
+        return ChildOutcome("error", error=f"cannot read ${EXTRA_ARGS_VAR} or ${QUEUE_TIMEOUT_VAR}: {exc}")
     start = time.monotonic()
     with job_files(spec, shared=True) as files:
         folder, spec_path, result, script = files.folder, files.spec, files.result, files.folder / "job.sh"
