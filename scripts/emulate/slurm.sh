@@ -76,14 +76,15 @@ pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 pid_alive /run/slurmctld.pid || slurmctld -c
 for n in n1 n2; do pid_alive "/run/slurmd-$n.pid" || slurmd -N "$n"; done
 
-# Wait (bounded) until both nodes are idle; resume them if an earlier run left them down or drained.
+# Wait (bounded) until both nodes are up (idle, or busy with an earlier job: new jobs queue behind it);
+# resume them if an earlier run left them down or drained.
 for _ in $(seq 60); do
   states=$(timeout 10 sinfo -h -N -o '%N %t' 2>/dev/null || true)
-  if grep -q '^n1 idle' <<<"$states" && grep -q '^n2 idle' <<<"$states"; then
-    echo "slurm.sh: nodes n1 n2 idle (partition debug)"; exit 0
+  if grep -Eq '^n1 (idle|mix|alloc)' <<<"$states" && grep -Eq '^n2 (idle|mix|alloc)' <<<"$states"; then
+    echo "slurm.sh: nodes up: $(tr '\n' ' ' <<<"$states")(partition debug)"; exit 0
   fi
   if grep -Eq 'down|drain' <<<"$states"; then timeout 10 scontrol update nodename=n1,n2 state=resume 2>/dev/null || true; fi
   sleep 1
 done
-echo "slurm.sh: nodes did not become idle within 60 s: $(timeout 10 sinfo -h -N -o '%N %t' 2>&1 | tr '\n' ' ')" >&2
+echo "slurm.sh: nodes did not come up within 60 s: $(timeout 10 sinfo -h -N -o '%N %t' 2>&1 | tr '\n' ' ')" >&2
 exit 1
