@@ -48,3 +48,13 @@ def run_check(python: str, *args: str, timeout: float = 900) -> dict[str, object
                           timeout=timeout, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# The convergence matrix's heaviest cases run with `pytest -m matrix` (about 5 minutes per framework on
+# 2 cores); CI's tier (`pytest -m "not matrix"`) keeps resnet50, alexnet and bert_base for every framework.
+MATRIX_ONLY = frozenset({"vgg16", "resnet152", "inception_v3"})
+
+
+def convergence_cases(names: list[str]) -> list[object]:
+    """Case names as pytest params, the heaviest marked `matrix`."""
+    return [pytest.param(n, marks=pytest.mark.matrix) if n in MATRIX_ONLY else n for n in names]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import framework_python, run_check
+from conftest import convergence_cases, framework_python, run_check
 
 from dlbench.cases import all_cases, get_case
 from dlbench.results.store import Store
@@ -41,7 +41,7 @@ def test_parameter_counts_of_all_cases(jax_python: str) -> None:
         assert answer[case.name] == case.params, case.name
 
 
-@pytest.mark.parametrize("model", list(TINY))
+@pytest.mark.parametrize("model", convergence_cases(list(TINY)))
 def test_loss_falls_in_20_steps(jax_python: str, model: str) -> None:
     answer = run_check(jax_python, "converge", "jax", model, "--steps", "20", "--batch", "2",
                        "--input-size", str(TINY[model]))
