@@ -1,0 +1,1 @@
+"""The MindSpore backend. Importing its modules imports mindspore: worker side only."""
