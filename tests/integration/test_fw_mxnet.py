@@ -52,7 +52,7 @@ def test_loss_falls_in_20_steps(mxnet_python: str, model: str) -> None:
 
 def test_one_hybridized_point_through_the_cli(mxnet_python: str, cli: Callable[..., CliResult],
                                               store_path: Path) -> None:
-    code, out, err = cli("run", *POINT, "-m", "resnet50", "--input-size", "32", "--compile",
+    code, _, err = cli("run", *POINT, "-m", "resnet50", "--input-size", "32", "--compile",
                          "--store", str(store_path))
     assert code == 0, err
     [p] = [s.result for s in Store(store_path).points()]

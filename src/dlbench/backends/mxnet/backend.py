@@ -11,7 +11,12 @@ import functools
 import mxnet as mx
 
 from dlbench.backends.base import Backend, Trainer
-from dlbench.backends.mxnet.models import TrainLoss, build_model, count_trainable, initialize
+from dlbench.backends.mxnet.models import (
+    TrainLoss,
+    build_model,
+    count_trainable,
+    initialize,
+)
 from dlbench.backends.mxnet.step import MxnetTrainer, synthetic_batch
 from dlbench.cases import Case, ImageInput, TextInput
 from dlbench.spec import PointSpec

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import mxnet as mx
 import numpy as np
-from mxnet.gluon import HybridBlock, loss as gloss, nn
+from mxnet.gluon import HybridBlock, nn
+from mxnet.gluon import loss as gloss
 from mxnet.gluon.model_zoo import vision
 from mxnet.gluon.model_zoo.vision.inception import _make_basic_conv
 
@@ -40,7 +41,7 @@ class Bottleneck(HybridBlock):
             self.downsample.add(nn.Conv2D(out_ch, 1, strides=stride, use_bias=False, in_channels=in_ch),
                                 nn.BatchNorm(in_channels=out_ch))
 
-    def hybrid_forward(self, F, x):  # type: ignore[no-untyped-def]  # noqa: N803 - Gluon's signature
+    def hybrid_forward(self, F, x):  # type: ignore[no-untyped-def]
         identity = x if self.downsample is None else self.downsample(x)
         return F.relu(self.body(x) + identity)
 
@@ -63,7 +64,7 @@ class ResNet(HybridBlock):
         self.output = nn.Dense(classes, in_units=in_ch, weight_initializer=mx.init.Uniform(1 / math.sqrt(in_ch)),
                                bias_initializer=mx.init.Uniform(1 / math.sqrt(in_ch)))
 
-    def hybrid_forward(self, F, x):  # type: ignore[no-untyped-def]  # noqa: N803
+    def hybrid_forward(self, F, x):  # type: ignore[no-untyped-def]
         return self.output(self.features(x))
 
 
@@ -77,7 +78,7 @@ class AdaptiveAvgPool(HybridBlock):
         super().__init__()
         self.size = size
 
-    def hybrid_forward(self, F, x):  # type: ignore[no-untyped-def]  # noqa: N803
+    def hybrid_forward(self, F, x):  # type: ignore[no-untyped-def]
         return F.contrib.AdaptiveAvgPooling2D(x, output_size=self.size)
 
 
@@ -113,7 +114,7 @@ class InceptionV3(HybridBlock):
         self.tail.add(*blocks[15:18], nn.GlobalAvgPool2D(), nn.Dropout(0.5))  # the zoo's 8x8 pool, any input size
         self.output = zoo.output
 
-    def hybrid_forward(self, F, x):  # type: ignore[no-untyped-def]  # noqa: N803
+    def hybrid_forward(self, F, x):  # type: ignore[no-untyped-def]
         x = self.stem(x)
         return self.output(self.tail(x)), self.aux(x)
 
@@ -159,7 +160,7 @@ class BertLayer(HybridBlock):
         self.dropout = nn.Dropout(cfg.dropout)
         self.attn_dropout = nn.Dropout(cfg.dropout)
 
-    def hybrid_forward(self, F, x, mask_bias):  # type: ignore[no-untyped-def]  # noqa: N803
+    def hybrid_forward(self, F, x, mask_bias):  # type: ignore[no-untyped-def]
         qkv = F.transpose(F.reshape(self.qkv(x), shape=(0, 0, 3 * self.heads, -1)), axes=(0, 2, 1, 3))
         q, k, v = (F.reshape(t, shape=(-3, -2)) for t in F.split(qkv, num_outputs=3, axis=1))  # [B*heads, S, d]
         scores = F.batch_dot(q, k, transpose_b=True) / math.sqrt(self.head_dim)
@@ -196,7 +197,7 @@ class BertForPretraining(HybridBlock):
         self.mlm_norm = nn.LayerNorm(epsilon=cfg.layer_norm_eps, in_channels=h)
         self.nsp = _dense(2, h, cfg)
 
-    def hybrid_forward(self, F, input_ids, token_type_ids, attention_mask,  # type: ignore[no-untyped-def]  # noqa: N803
+    def hybrid_forward(self, F, input_ids, token_type_ids, attention_mask,  # type: ignore[no-untyped-def]
                        word_weight, mlm_bias):
         """MLM logits [B, S, vocab] and NSP logits [B, 2]; attention_mask is [B, S], 1 = attend."""
         cfg = self.cfg
@@ -225,7 +226,7 @@ class TrainLoss(HybridBlock):
         self.model = model
         self.ce = gloss.SoftmaxCrossEntropyLoss()
 
-    def hybrid_forward(self, F, x, *rest):  # type: ignore[no-untyped-def]  # noqa: N803
+    def hybrid_forward(self, F, x, *rest):  # type: ignore[no-untyped-def]
         if self.case_name == "bert_base":
             token_types, attention_mask, mlm_labels, nsp_labels = rest
             mlm_logits, nsp_logits = self.model(x, token_types, attention_mask)
