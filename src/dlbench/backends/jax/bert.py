@@ -7,7 +7,6 @@ parameters as three separate ones).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -15,23 +14,11 @@ import jax.numpy as jnp
 import optax
 from flax import linen as nn
 
+from dlbench.cases.bert_base import BertConfig
+
 Array = Any
 
 
-@dataclass(frozen=True)
-class BertConfig:
-    """BERT hyper-parameters; the defaults are BERT-base (uncased vocabulary)."""
-
-    vocab_size: int = 30522
-    hidden_size: int = 768
-    num_layers: int = 12
-    num_heads: int = 12
-    intermediate_size: int = 3072
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    dropout: float = 0.1
-    layer_norm_eps: float = 1e-12
-    initializer_range: float = 0.02
 
 
 def _gelu(x: Array) -> Array:

@@ -9,7 +9,6 @@ laid out like HF ``BertForPreTraining`` with the MLM decoder tied to the word em
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import mxnet as mx
 import numpy as np
@@ -19,6 +18,7 @@ from mxnet.gluon.model_zoo import vision
 from mxnet.gluon.model_zoo.vision.inception import _make_basic_conv
 
 from dlbench.cases import Case, ImageInput
+from dlbench.cases.bert_base import BertConfig
 
 # ---------------------------------------------------------------------------------------------- ResNet
 
@@ -122,20 +122,6 @@ class InceptionV3(HybridBlock):
 # ------------------------------------------------------------------------------------------------- BERT
 
 
-@dataclass(frozen=True)
-class BertConfig:
-    """BERT hyper-parameters; the defaults are BERT-base (uncased vocabulary)."""
-
-    vocab_size: int = 30522
-    hidden_size: int = 768
-    num_layers: int = 12
-    num_heads: int = 12
-    intermediate_size: int = 3072
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    dropout: float = 0.1
-    layer_norm_eps: float = 1e-12
-    initializer_range: float = 0.02
 
 
 def _dense(units: int, in_units: int, cfg: BertConfig) -> nn.Dense:

@@ -9,29 +9,12 @@ softmax, so that it runs on the CPU and under ``paddle.jit.to_static`` alike.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import paddle
 import paddle.nn.functional as F
 from paddle import Tensor, nn
 
-
-@dataclass(frozen=True)
-class BertConfig:
-    """BERT hyper-parameters; the defaults are BERT-base (uncased vocabulary)."""
-
-    vocab_size: int = 30522
-    hidden_size: int = 768
-    num_layers: int = 12
-    num_heads: int = 12
-    intermediate_size: int = 3072
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    dropout: float = 0.1
-    attention_dropout: float = 0.1
-    layer_norm_eps: float = 1e-12
-    initializer_range: float = 0.02
-    pad_token_id: int = 0
+from dlbench.cases.bert_base import BertConfig
 
 
 class BertEmbeddings(nn.Layer):

@@ -7,31 +7,17 @@ embedding matrix (tied, counted once) and has its own bias. Query, key and value
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TypeAlias
 
 import keras
 import tensorflow as tf
 from keras import layers, ops
 
+from dlbench.cases.bert_base import BertConfig
+
 Tensor: TypeAlias = tf.Tensor  # what Keras layers receive and return on the TensorFlow backend
 
 
-@dataclass(frozen=True)
-class BertConfig:
-    """BERT hyper-parameters; the defaults are BERT-base (uncased vocabulary)."""
-
-    vocab_size: int = 30522
-    hidden_size: int = 768
-    num_layers: int = 12
-    num_heads: int = 12
-    intermediate_size: int = 3072
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    dropout: float = 0.1
-    attention_dropout: float = 0.1
-    layer_norm_eps: float = 1e-12
-    initializer_range: float = 0.02
 
 
 def _init(cfg: BertConfig) -> keras.initializers.Initializer:
