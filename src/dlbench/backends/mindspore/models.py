@@ -8,13 +8,13 @@ with the MLM decoder tied to the word embeddings.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import mindspore as ms
 from mindspore import Tensor, nn, ops
 from mindspore.common.initializer import HeNormal, Normal
 
 from dlbench.cases import Case, ImageInput
+from dlbench.cases.bert_base import BertConfig
 
 
 def _conv(cin: int, cout: int, k: int | tuple[int, int], stride: int = 1, pad: int | tuple[int, int] = 0,
@@ -208,22 +208,6 @@ class InceptionV3(nn.Cell):
 
 
 # ------------------------------------------------------------------------------------------------- BERT
-
-
-@dataclass(frozen=True)
-class BertConfig:
-    """BERT hyper-parameters; the defaults are BERT-base (uncased vocabulary)."""
-
-    vocab_size: int = 30522
-    hidden_size: int = 768
-    num_layers: int = 12
-    num_heads: int = 12
-    intermediate_size: int = 3072
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    dropout: float = 0.1
-    layer_norm_eps: float = 1e-12
-    initializer_range: float = 0.02
 
 
 class BertLayer(nn.Cell):
