@@ -35,7 +35,7 @@ from typing import Protocol, runtime_checkable
 
 import psutil
 
-from dlbench.launch.worker_process import TAIL_LINES, ChildOutcome, ProgressSink
+from dlbench.launch.worker_process import TAIL_LINES, ChildOutcome, ProgressSink, kill_group, tree_rss
 from dlbench.spec import PointSpec
 from dlbench.worker import PROGRESS_PREFIX
 
@@ -130,25 +130,8 @@ class GroupOutcome:
 
 
 def _tree_rss(procs: Sequence[psutil.Process]) -> int:
-    total = 0
-    for proc in procs:
-        try:
-            members = [proc, *proc.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            continue
-        for p in members:
-            try:
-                total += p.memory_info().rss
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-    return total
-
-
-def _kill(popen: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(popen.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    """Resident memory of every rank's process tree."""
+    return sum(tree_rss(p) for p in procs)
 
 
 def run_group(commands: Sequence[Sequence[str]], spec: PointSpec, env: dict[str, str] | Sequence[dict[str, str]],
@@ -169,7 +152,7 @@ def run_group(commands: Sequence[Sequence[str]], spec: PointSpec, env: dict[str,
                                            stderr=subprocess.STDOUT, text=True, env=e, start_new_session=True))
         except OSError as exc:  # e.g. the reach command or the engine is not installed
             for p in popens:
-                _kill(p)
+                kill_group(p)
                 p.wait()
             why: list[list[str]] = [[] for _ in commands]
             why[len(popens)] = [f"cannot start {argv[0]}: {exc.strerror or exc}"]
@@ -215,7 +198,7 @@ def run_group(commands: Sequence[Sequence[str]], spec: PointSpec, env: dict[str,
     codes: list[int | None] = []
     for p in popens:
         running = p.poll() is None
-        _kill(p)  # the whole session: leftovers such as loader workers or torchrun's children
+        kill_group(p)  # the whole session: leftovers such as loader workers or torchrun's children
         p.wait()
         codes.append(None if running else p.returncode)
     for r in readers:

@@ -35,10 +35,14 @@ class ChildOutcome:
     wall_s: float = 0.0
 
 
-def _tree_rss(proc: psutil.Process) -> int:
-    """Resident memory of a process and all its children."""
+def tree_rss(proc: psutil.Process) -> int:
+    """Resident memory of a process and all its children (0 once it has gone)."""
+    try:
+        members = [proc, *proc.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
     total = 0
-    for p in [proc, *proc.children(recursive=True)]:
+    for p in members:
         try:
             total += p.memory_info().rss
         except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -46,7 +50,8 @@ def _tree_rss(proc: psutil.Process) -> int:
     return total
 
 
-def _kill_group(popen: subprocess.Popen[str]) -> None:
+def kill_group(popen: subprocess.Popen[str]) -> None:
+    """SIGKILL the child's whole session (it was started with start_new_session)."""
     try:
         os.killpg(popen.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -101,19 +106,19 @@ def run_command(argv: Sequence[str], spec: PointSpec, result_path: Path, env: di
             if time.monotonic() - start > spec.timeout_s:
                 killed = "timeout"
             elif spec.memory_limit_bytes is not None:
-                peak_tree = max(peak_tree, _tree_rss(proc))
+                peak_tree = max(peak_tree, tree_rss(proc))
                 if peak_tree > spec.memory_limit_bytes:
                     killed = "oom"
             if killed:
-                _kill_group(popen)
+                kill_group(popen)
                 popen.wait()
                 break
             time.sleep(poll_s)
     except BaseException:  # Ctrl-C in the controller: the worker is in its own session, so stop it here
-        _kill_group(popen)
+        kill_group(popen)
         popen.wait()
         raise
-    _kill_group(popen)  # leftovers such as loader workers
+    kill_group(popen)  # leftovers such as loader workers
     reader.join(timeout=5)
     wall = time.monotonic() - start
     lines = list(tail)
