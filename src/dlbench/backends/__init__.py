@@ -60,6 +60,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
     BackendInfo("jax", "JAX/Flax", "jax", "jax", "dlbench.backends.jax.backend:JaxBackend", "jax"),
     BackendInfo("mindspore", "MindSpore", "mindspore", "mindspore",
                 "dlbench.backends.mindspore.backend:MindsporeBackend", "mindspore"),
+    BackendInfo("jittor", "Jittor", "jittor", "jittor", "dlbench.backends.jittor.backend:JittorBackend", "jittor"),
     BackendInfo("oneflow", "OneFlow", "oneflow", "oneflow", "", "oneflow",
                 unavailable="not installable on this Python: the only oneflow wheels pip offers for Python 3.11 "
                             "(0.6.0, 0.7.0) are placeholders that refuse to import"),
