@@ -228,6 +228,32 @@ def test_csv_reads_straight_into_pandas(fixture_store: Path) -> None:
     assert ok["throughput"].notna().all() and (ok["ci_low"] <= ok["throughput"]).all()
     assert df.loc[df["status"] == "oom", "throughput"].isna().all()
     assert set(df["status"]) == {"ok", "oom", "unsupported"}
+    # scaling: each multi-device point against the 1-device point of its framework, from the same store
+    multi = df[(df["world_size"] > 1) & (df["status"] == "ok")].set_index(["framework", "world_size"])
+    one = df[(df["world_size"] == 1) & (df["status"] == "ok") & (df["batch_size"] == 8) & (df["data"] == "synthetic")
+             & (df["model"] == "resnet50") & (df["device"] == "cpu")].set_index("framework")
+    for (fw, n), row in multi.iterrows():
+        assert row["baseline_point_id"] == one.loc[fw, "point_id"]
+        assert row["speedup"] == pytest.approx(row["throughput"] / one.loc[fw, "throughput"])
+        assert row["scaling_efficiency"] == pytest.approx(row["speedup"] / n)
+    assert df.loc[df["world_size"] == 1, "speedup"].isna().all()
+
+
+def test_json_export_carries_raw_samples_and_scaling(fixture_store: Path) -> None:
+    import json
+
+    from dlbench.report.export import to_json
+
+    points = Store(fixture_store, readonly=True).points()
+    rows = json.loads(to_json(points))
+    by_id = {r["point_id"]: r for r in rows}
+    multi = [r for r in rows if r["status"] == "ok" and r["spec"]["devices_per_node"] > 1]
+    assert len(multi) == 4
+    for r in multi:
+        base = by_id[r["scaling"]["baseline_point_id"]]
+        assert base["spec"]["framework"] == r["spec"]["framework"] and base["spec"]["devices_per_node"] == 1
+        assert r["scaling"]["speedup"] == pytest.approx(r["metrics"]["throughput"] / base["metrics"]["throughput"])
+        assert len(r["ranks"]) == r["spec"]["devices_per_node"]
 
 
 def test_failed_point_without_version_is_not_a_second_version() -> None:

@@ -22,14 +22,14 @@ def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | Non
     store = Store(store_path, readonly=True)
     runs = [store.get_run(r) for r in run_ids] if run_ids else store.runs(limit=last)
     points = store.points([r.id for r in runs])
+    every = store.points()  # a speedup's 1-device point may come from any run
     if fmt == "json":
-        click.echo(to_json(points))
+        click.echo(to_json(points, every))
     elif fmt == "csv":
-        click.echo(to_csv(points), nl=False)
+        click.echo(to_csv(points, every), nl=False)
     else:
         out = stdout_console()
         out.print(runs_table(runs))
-        every = store.points()  # a speedup's 1-device point may come from any run
         for r in runs:
             mine = [p.result for p in points if p.run_id == r.id]
             if not mine:

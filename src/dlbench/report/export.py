@@ -1,4 +1,9 @@
-"""Machine-readable exports: JSON with every raw sample, and a tidy one-row-per-point CSV."""
+"""Machine-readable exports: JSON with every raw sample, and a tidy one-row-per-point CSV.
+
+Both give a multi-device point's speedup, scaling efficiency and the id of the 1-device point they were
+measured against (results/scaling.py picks it, from `pool`: every stored point, since it may come from
+another run); empty / null where there is none.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,9 @@ import csv
 import io
 import json
 
+from collections.abc import Sequence
+
+from dlbench.results.scaling import Scaled, scaled
 from dlbench.results.store import StoredPoint
 
 CSV_COLUMNS: tuple[str, ...] = (
@@ -13,18 +21,30 @@ CSV_COLUMNS: tuple[str, ...] = (
     "compile", "channels_last", "device", "device_model", "data", "nodes", "devices_per_node", "world_size",
     "strategy", "launcher", "preset", "warmup", "steps", "repeats", "statistic", "status", "throughput",
     "ci_low", "ci_high", "cv", "noisy", "median_step_s", "peak_memory_bytes", "memory_kind", "final_loss",
-    "input_wait_share", "error",
+    "input_wait_share", "speedup", "scaling_efficiency", "baseline_point_id", "error",
 )
 
 
-def to_json(points: list[StoredPoint]) -> str:
-    """Every point in full: spec, status, raw step times of every rank and repeat, metrics, environment."""
-    return json.dumps([{"run_id": p.run_id, "point_id": p.id, **p.result.to_dict()} for p in points], indent=2)
+def _scaling(p: StoredPoint, pool: Sequence[StoredPoint]) -> dict[str, float | int | None]:
+    sc: Scaled | None = scaled(pool, p.result)
+    if sc is None:
+        return {"speedup": None, "scaling_efficiency": None, "baseline_point_id": None}
+    return {"speedup": sc.scaling.speedup, "scaling_efficiency": sc.scaling.efficiency,
+            "baseline_point_id": sc.baseline.id}
 
 
-def csv_row(p: StoredPoint) -> dict[str, object]:
+def to_json(points: list[StoredPoint], pool: Sequence[StoredPoint] = ()) -> str:
+    """Every point in full: spec, status, raw step times of every rank and repeat, metrics, environment,
+    and its scaling against a 1-device point of `pool` (or of `points`)."""
+    every = pool or points
+    return json.dumps([{"run_id": p.run_id, "point_id": p.id, **p.result.to_dict(), "scaling": _scaling(p, every)}
+                       for p in points], indent=2)
+
+
+def csv_row(p: StoredPoint, pool: Sequence[StoredPoint] = ()) -> dict[str, object]:
     """One tidy row: one column per field, numbers as numbers, empty where not applicable."""
     r, s, m = p.result, p.result.spec, p.result.metrics
+    sc = {k: "" if v is None else v for k, v in _scaling(p, pool or [p]).items()}
     return {
         "run_id": p.run_id, "point_id": p.id, "framework": s.framework,
         "framework_version": r.env.identity.get("framework_version", ""), "model": s.model,
@@ -39,15 +59,16 @@ def csv_row(p: StoredPoint) -> dict[str, object]:
         "median_step_s": m.median_step_s if m else "",
         "peak_memory_bytes": m.peak_memory_bytes if m and m.peak_memory_bytes is not None else "",
         "memory_kind": m.memory_kind if m else "", "final_loss": m.final_loss if m else "",
-        "input_wait_share": m.input_wait_share if m else "", "error": (r.error or "").splitlines()[0] if r.error else "",
+        "input_wait_share": m.input_wait_share if m else "", **sc,
+        "error": (r.error or "").splitlines()[0] if r.error else "",
     }
 
 
-def to_csv(points: list[StoredPoint]) -> str:
+def to_csv(points: list[StoredPoint], pool: Sequence[StoredPoint] = ()) -> str:
     """A tidy CSV, one row per point, that pandas.read_csv reads straight."""
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
     w.writeheader()
     for p in points:
-        w.writerow(csv_row(p))
+        w.writerow(csv_row(p, pool or points))
     return buf.getvalue()
