@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+from typing import Any
 
 import click
 
@@ -55,8 +58,24 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM / SIGHUP end a run like Ctrl-C: workers stopped, finished points kept, the run marked."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: run the CLI, turning bad input into one stderr line and exit 2."""
+    previous: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        return _main(argv)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         rv = cli.main(args=argv, prog_name="dlbench", standalone_mode=False)
     except click.exceptions.Abort:

@@ -8,6 +8,8 @@ The contract a multi-rank backend plugs into (torch now; JAX, TF and others late
   Slurm's SLURM_PROCID ... and Open MPI's OMPI_COMM_WORLD_RANK ... into them, and splits the node's CPU
   cores between its ranks (OMP_NUM_THREADS ...) unless the spec fixes the thread count;
 - DLBENCH_RDZV_TIMEOUT bounds the backend's own rendezvous (seconds);
+- DLBENCH_NODE_HOSTS lists the node hosts (node 0 first) for frameworks that name every worker (TF_CONFIG);
+  rank r runs on node r // devices_per_node; under Slurm the worker fills it from SLURM_JOB_NODELIST;
 - the backend initialises its distributed runtime from those variables in ``build()`` when the spec's world
   size is above 1 (torch: ``init_process_group``; JAX: ``jax.distributed.initialize``; TF: ``TF_CONFIG``);
 - its trainer offers ``param_checksum()`` (``ChecksumTrainer``); the controller compares the ranks' values and
@@ -41,6 +43,7 @@ from dlbench.worker import PROGRESS_PREFIX
 
 RDZV_TIMEOUT_VAR = "DLBENCH_RDZV_TIMEOUT"
 JOB_DIR_VAR = "DLBENCH_JOB_DIR"
+NODE_HOSTS_VAR = "DLBENCH_NODE_HOSTS"  # comma-separated node hosts, node 0 first (on Slurm: from its node list)
 THREAD_VARS: tuple[str, ...] = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # The engines' names for (RANK, WORLD_SIZE, LOCAL_RANK), in the order they are tried.
 ENGINE_VARS: tuple[tuple[str, str, str], ...] = (
@@ -180,21 +183,27 @@ def run_group(commands: Sequence[Sequence[str]], spec: PointSpec, env: dict[str,
     killed: str | None = None
     first_failure: float | None = None
     peak = 0
-    while any(p.poll() is None for p in popens):
-        now = time.monotonic()
-        if now - start > spec.timeout_s:
-            killed = "timeout"
-        elif spec.memory_limit_bytes is not None:
-            peak = max(peak, _tree_rss(procs))
-            if peak > spec.memory_limit_bytes:
-                killed = "oom"
-        if first_failure is None and any(p.poll() not in (None, 0) for p in popens):
-            first_failure = now
-        if first_failure is not None and now - first_failure > grace_s:
-            killed = killed or "peer_failed"
-        if killed:
-            break
-        time.sleep(poll_s)
+    try:
+        while any(p.poll() is None for p in popens):
+            now = time.monotonic()
+            if now - start > spec.timeout_s:
+                killed = "timeout"
+            elif spec.memory_limit_bytes is not None:
+                peak = max(peak, _tree_rss(procs))
+                if peak > spec.memory_limit_bytes:
+                    killed = "oom"
+            if first_failure is None and any(p.poll() not in (None, 0) for p in popens):
+                first_failure = now
+            if first_failure is not None and now - first_failure > grace_s:
+                killed = killed or "peer_failed"
+            if killed:
+                break
+            time.sleep(poll_s)
+    except BaseException:  # Ctrl-C or SIGTERM in the controller: every rank is in its own session, stop them
+        for p in popens:
+            kill_group(p)
+            p.wait()
+        raise
     codes: list[int | None] = []
     for p in popens:
         running = p.poll() is None

@@ -1,0 +1,48 @@
+"""SIGTERM (a scheduler's or a user's `kill`) stops a run like Ctrl-C: every worker, one per rank included,
+is stopped, the run is marked interrupted, and the controller exits 130."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dlbench.results.store import Store
+
+
+def _workers(proc: subprocess.Popen[bytes], n: int, timeout: float = 60) -> list[psutil.Process]:
+    """The controller's worker processes, once n of them run."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [c for c in psutil.Process(proc.pid).children(recursive=True)
+                 if "dlbench.worker" in " ".join(c.cmdline())]
+        if len(found) >= n:
+            return found
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError(f"fewer than {n} workers after {timeout} s")
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_sigterm_stops_every_worker_and_marks_the_run(tmp_path: Path, devices: int) -> None:
+    db = tmp_path / "s.db"
+    argv = [sys.executable, "-m", "dlbench", "run", "-f", "fake", "-m", "resnet50", "-b", "2", "--store", str(db)]
+    # the 1-device point a speedup needs, stored first, so that the run goes straight to its ranks
+    subprocess.run(argv, env={**os.environ, "DLBENCH_FAKE": "sleep:0.001"}, capture_output=True, check=True)
+    env = {**os.environ, "DLBENCH_FAKE": "hang"}  # workers that would wait an hour
+    proc = subprocess.Popen([*argv, "--devices-per-node", str(devices), "--launcher", "local"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    workers = _workers(proc, devices)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()
+    gone, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, [p.pid for p in alive]
+    run = Store(db, readonly=True).runs()[0]  # the newest
+    assert run.status == "interrupted"
