@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dlbench.launch.ranks import (
+    NODE_HOSTS_VAR,
     RDZV_TIMEOUT_VAR,
     collect,
     free_port,
@@ -118,9 +119,12 @@ class HostsConfig:
 
 
 def rank_env(spec: PointSpec, config: HostsConfig, port: int) -> dict[str, str]:
-    """The environment every rank shares: the worker's, the rendezvous address and its timeout."""
+    """The environment every rank shares: the worker's, the rendezvous address and its timeout, and the
+    node hosts in node order (NODE_HOSTS_VAR; for frameworks that list every worker, such as TF_CONFIG)."""
+    hosts = ",".join(config.hosts[:spec.nodes]) if config.hosts else config.master()
     return worker_env(spec, {"MASTER_ADDR": config.master(), "MASTER_PORT": str(port),
-                             "WORLD_SIZE": str(spec.world_size), RDZV_TIMEOUT_VAR: f"{config.rendezvous_timeout_s:g}"})
+                             "WORLD_SIZE": str(spec.world_size), RDZV_TIMEOUT_VAR: f"{config.rendezvous_timeout_s:g}",
+                             NODE_HOSTS_VAR: hosts})
 
 
 def topology(spec: PointSpec, config: HostsConfig) -> dict[str, str]:

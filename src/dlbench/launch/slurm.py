@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dlbench.launch.hosts import HostsConfig, rank_env
-from dlbench.launch.ranks import collect, job_files
+from dlbench.launch.ranks import NODE_HOSTS_VAR, collect, job_files
 from dlbench.launch.worker_process import TAIL_LINES, ChildOutcome, ProgressSink
 from dlbench.spec import PointSpec
 from dlbench.worker import PROGRESS_PREFIX
@@ -31,7 +31,8 @@ BATCH_SCRIPT = """#!/bin/sh
 # to srun untouched. The rendezvous is the first node of the allocation, on a port derived from the job id.
 MASTER_ADDR=${DLBENCH_SLURM_MASTER_ADDR:-$(hostname)}
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))
-export MASTER_ADDR MASTER_PORT
+DLBENCH_NODE_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
+export MASTER_ADDR MASTER_PORT DLBENCH_NODE_HOSTS
 exec srun --kill-on-bad-exit=1 "$@"
 """
 QUEUE_TIMEOUT_VAR = "DLBENCH_SLURM_QUEUE_TIMEOUT"
@@ -172,7 +173,7 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
         script.chmod(0o755)
         worker = [python, "-m", "dlbench.worker", str(spec_path), str(result)]
         env = rank_env(spec, config, 0)
-        for name in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE"):
+        for name in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", NODE_HOSTS_VAR):
             env.pop(name)  # the batch script and srun set them on the allocation
         if spec.threads is None:
             for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
