@@ -1,4 +1,5 @@
-"""MXNet (Gluon) backend: the case's model, a synthetic batch made once on the device, and an MxnetTrainer.
+"""MXNet (Gluon) backend: the case's model, a synthetic batch made once on the device (or, for ``--data real``,
+a gluon DataLoader: real_data.py), and an MxnetTrainer.
 
 ``--compile`` hybridizes the loss-computing block (static_alloc, static_shape); without it Gluon runs
 imperatively. The worker's thread count reaches MXNet through OMP_NUM_THREADS, read when mxnet loads.
@@ -51,6 +52,7 @@ class MxnetBackend(Backend):
 
     def __init__(self) -> None:
         self._compiled: bool | None = None
+        self._loader: str | None = None
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
         features = mx.runtime.Features()
@@ -65,8 +67,6 @@ class MxnetBackend(Backend):
                 return "dlbench's mxnet backend runs fp32 only on GPUs (MXNet 1.9 AMP: fp16 not wired, no bf16 on GPU)"
         if spec.channels_last:
             return "MXNet Gluon's CPU convolutions take NCHW only; channels-last is not offered"
-        if spec.data == "real":
-            return "the mxnet backend has no real-data input pipeline yet; use --data synthetic"
         if spec.precision != "fp32" and spec.device == "cpu":
             failure = _bf16_failure()
             if failure:
@@ -79,12 +79,21 @@ class MxnetBackend(Backend):
             from mxnet.contrib import amp
             amp.init(target_dtype="bfloat16")
         ctx = mx.gpu(0) if spec.device == "cuda" else mx.cpu()
+        source = None
+        if spec.data == "real":  # the loader's workers fork now, before the model exists
+            from dlbench.backends.mxnet import real_data
+
+            source = real_data.batches(spec, case, ctx)
+            self._loader = real_data.describe(spec)
         side = spec.input_size if isinstance(case.input, ImageInput) else None
         net = TrainLoss(case.name, build_model(case, side))
         initialize(net, ctx)
         if spec.compile:
             net.hybridize(static_alloc=True, static_shape=True)
         self._compiled = spec.compile
+        if source is not None:
+            p = spec.protocol
+            return real_data.LoaderTrainer(source, p.warmup, p.steps, case, net, spec.global_batch)
         return MxnetTrainer(case, net, synthetic_batch(case, spec.batch_size, ctx, spec.input_size, spec.seed),
                             spec.global_batch)
 
@@ -103,4 +112,8 @@ class MxnetBackend(Backend):
     def finish(self) -> dict[str, object]:
         if self._compiled is None:
             return {}
-        return {"compiled": "hybridize(static_alloc, static_shape)" if self._compiled else "imperative"}
+        facts: dict[str, object] = {
+            "compiled": "hybridize(static_alloc, static_shape)" if self._compiled else "imperative"}
+        if self._loader:
+            facts["loader"] = self._loader
+        return facts

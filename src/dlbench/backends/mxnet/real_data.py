@@ -1,0 +1,157 @@
+"""MXNet real-data input (docs/data-layout.md): a ``mx.gluon.data.DataLoader`` with worker processes and prefetch.
+
+Images: Pillow decode, random-resized-crop and flip (``dlbench.data.augment.decode_crop_flip``, the crop every
+backend shares) in the loader's worker processes; gluon's own ``transforms.RandomResizedCrop`` is not used: it
+decodes with OpenCV and, when its ten tries fail, falls back differently, so its crops would not match the
+other backends'. uint8 NCHW batches are normalised to float32 on the device.
+
+Gluon's worker pool is a plain ``multiprocessing.Pool`` that does not reseed numpy per worker, so the
+augmentation does not draw from numpy's global RNG (every forked worker would draw the same crops). Instead
+the sampler, in the training process, yields (image index, draw number) pairs: a fresh permutation from the
+spec seed every epoch, and a running draw number that seeds each sample's own Generator. Crops and shuffling
+are thus fixed by the seed, whatever the worker count.
+
+BERT: the rows of bert_samples.npz as float32, as the Gluon trainer takes its synthetic batch (token ids below
+2**24 are exact). Labels stay float32 too, as ``SoftmaxCrossEntropyLoss`` and ``pick`` take them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import mxnet as mx
+import numpy as np
+from mxnet import gluon
+
+from dlbench.backends.base import InputFed
+from dlbench.backends.mxnet.step import MxnetTrainer
+from dlbench.cases import Case, ImageInput
+from dlbench.data.augment import (
+    bert_arrays,
+    decode_crop_flip,
+    enough_samples,
+    numpy_rng,
+)
+from dlbench.data.layout import (
+    FLIP_PROB,
+    MEAN,
+    SAMPLE_ARRAYS,
+    STD,
+    TrainItem,
+    image_root,
+    read_train_list,
+)
+from dlbench.spec import PointSpec
+
+PREFETCH_PER_WORKER = 2  # batches each loader worker prepares ahead (gluon's own default)
+Batch = list[mx.nd.NDArray]
+Draw = tuple[int, int]  # (sample index, draw number)
+
+
+class SeededDraws(gluon.data.Sampler):  # type: ignore[misc]
+    """One epoch per iteration: (index, draw) pairs in a permutation drawn from (seed, epoch)."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self.seed, self.epoch = n, seed, 0
+
+    def __iter__(self) -> Iterator[Draw]:
+        epoch, self.epoch = self.epoch, self.epoch + 1
+        order = np.random.default_rng((self.seed, epoch)).permutation(self.n)
+        return ((int(i), epoch * self.n + pos) for pos, i in enumerate(order))
+
+    def __len__(self) -> int:
+        return self.n
+
+
+class ImageList(gluon.data.Dataset):  # type: ignore[misc]
+    """train_list.txt items, decoded and augmented to (side x side uint8 CHW array, float32 label)."""
+
+    def __init__(self, items: list[TrainItem], side: int, seed: int) -> None:
+        self.items, self.side, self.seed = items, side, seed
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, draw: Draw) -> tuple[np.ndarray, np.float32]:
+        index, k = draw
+        item = self.items[index]
+        rng = numpy_rng(np.random.default_rng((self.seed, k)))
+        pixels = decode_crop_flip(item.path, self.side, *rng, FLIP_PROB)
+        return np.ascontiguousarray(pixels.transpose(2, 0, 1)), np.float32(item.label)
+
+
+class BertSamples(gluon.data.Dataset):  # type: ignore[misc]
+    """Rows of bert_samples.npz (float32), in SAMPLE_ARRAYS order: the trainer's five inputs."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
+        self.arrays = [arrays[k] for k in SAMPLE_ARRAYS]
+
+    def __len__(self) -> int:
+        return len(self.arrays[-1])
+
+    def __getitem__(self, draw: Draw) -> tuple[np.ndarray, ...]:
+        return tuple(a[draw[0]] for a in self.arrays)
+
+
+def _loader(dataset: gluon.data.Dataset, spec: PointSpec) -> gluon.data.DataLoader:
+    enough_samples(len(dataset), spec.batch_size, spec.data_dir)
+    sampler = gluon.data.BatchSampler(SeededDraws(len(dataset), spec.seed), spec.batch_size, "discard")
+    workers = spec.loader_workers
+    return gluon.data.DataLoader(dataset, batch_sampler=sampler, num_workers=workers,
+                                 prefetch=PREFETCH_PER_WORKER * workers, thread_pool=False)
+
+
+def _endless(loader: gluon.data.DataLoader) -> Iterator[Batch]:
+    """The loader's batches, epoch after epoch (each iteration of the loader is one reshuffled epoch)."""
+    while True:
+        yield from loader
+
+
+def _normalised(loader: gluon.data.DataLoader, ctx: mx.Context) -> Iterator[Batch]:
+    mean = mx.nd.array(MEAN, ctx=ctx).reshape((1, 3, 1, 1)) * 255
+    std = mx.nd.array(STD, ctx=ctx).reshape((1, 3, 1, 1)) * 255
+    for images, labels in _endless(loader):
+        x = mx.nd.broadcast_div(mx.nd.broadcast_sub(images.as_in_context(ctx).astype("float32"), mean), std)
+        yield [x, labels.as_in_context(ctx)]
+
+
+def _on_device(loader: gluon.data.DataLoader, ctx: mx.Context) -> Iterator[Batch]:
+    for batch in _endless(loader):
+        yield [t.as_in_context(ctx) for t in batch]
+
+
+def batches(spec: PointSpec, case: Case, ctx: mx.Context) -> Iterator[Batch]:
+    """Endless batches on ctx: images as [float32 NCHW normalised, labels], BERT as the loss block's five inputs.
+
+    The loader (and its worker pool) is made now: call this before building the model, so that the forked
+    workers do not inherit the model's memory (the worker's peak memory sums the whole process tree).
+    """
+    if isinstance(case.input, ImageInput):
+        side = spec.input_size or case.input.size
+        items = read_train_list(image_root(spec.data_dir or ""))
+        return _normalised(_loader(ImageList(items, side, spec.seed), spec), ctx)
+    return _on_device(_loader(BertSamples(bert_arrays(spec.data_dir or "", spec.input_size, "float32")), spec), ctx)
+
+
+class LoaderTrainer(InputFed, MxnetTrainer):
+    """An MxnetTrainer whose batch comes from a DataLoader at every step (wait counted by InputFed)."""
+
+    def __init__(self, source: Iterator[Batch], warmup: int, steps: int, case: Case, net: gluon.HybridBlock,
+                 global_batch: int) -> None:
+        first = self.feed(source, warmup, steps)
+        super().__init__(case, net, first, global_batch)
+
+    def step(self) -> None:
+        self.batch = self.next_input()
+        super().step()
+
+
+def describe(spec: PointSpec) -> str:
+    """The loader as recorded in a result's extra facts."""
+    workers = spec.loader_workers
+    if not workers:
+        return "gluon DataLoader, in the training process"
+    return f"gluon DataLoader, {workers} worker processes, prefetch {PREFETCH_PER_WORKER * workers} batches"
+
+
+__all__ = ["LoaderTrainer", "batches", "describe"]
