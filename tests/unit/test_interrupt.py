@@ -20,8 +20,13 @@ def _workers(proc: subprocess.Popen[bytes], n: int, timeout: float = 60) -> list
     """The controller's worker processes, once n of them run."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        found = [c for c in psutil.Process(proc.pid).children(recursive=True)
-                 if "dlbench.worker" in " ".join(c.cmdline())]
+        found = []
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            try:
+                if "dlbench.worker" in " ".join(child.cmdline()):
+                    found.append(child)
+            except psutil.NoSuchProcess:  # a short-lived helper process ended meanwhile
+                pass
         if len(found) >= n:
             return found
         time.sleep(0.2)
