@@ -1,0 +1,148 @@
+"""Jittor real-data input (docs/data-layout.md): a ``jittor.dataset.Dataset`` with worker processes.
+
+Images: Pillow decode, random-resized-crop and flip (``dlbench.data.augment.decode_crop_flip``, the crop every
+backend shares) in Jittor's loader workers, drawing from numpy's global RNG, which ``jt.set_global_seed``
+seeds in the training process and Jittor reseeds in each worker (seed ^ worker id). uint8 NCHW batches are
+normalised to float32 on the device; labels are int32, as the synthetic batch has them. BERT: the rows of
+bert_samples.npz as int32.
+
+Shuffling: Jittor shuffles each epoch with a Generator of its own that it seeds with 1 whatever the global
+seed; it is replaced here by one seeded with the spec seed. Each worker prefetches into a ring buffer of
+shared memory (512 MiB by default); it is sized here to PREFETCH_PER_WORKER batches, because the pages a
+worker fills count in the process tree's peak memory that the result records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import jittor as jt
+import numpy as np
+from jittor.dataset import Dataset
+
+from dlbench.backends.base import InputFed
+from dlbench.backends.jittor.step import JittorTrainer
+from dlbench.cases import Case, ImageInput
+from dlbench.data.augment import (
+    bert_arrays,
+    decode_crop_flip,
+    enough_samples,
+    numpy_rng,
+)
+from dlbench.data.layout import (
+    FLIP_PROB,
+    MEAN,
+    SAMPLE_ARRAYS,
+    STD,
+    TrainItem,
+    image_root,
+    read_train_list,
+)
+from dlbench.spec import PointSpec
+
+PREFETCH_PER_WORKER = 2  # batches each worker's ring buffer holds ahead
+RING_SLACK = 1 << 20  # bytes of pickling overhead a ring buffer holds besides the arrays
+Batch = list[jt.Var]
+
+
+class ImageList(Dataset):  # type: ignore[misc]
+    """train_list.txt items, decoded and augmented to (side x side uint8 CHW array, int32 label)."""
+
+    def __init__(self, items: list[TrainItem], side: int) -> None:
+        super().__init__()
+        self.items, self.side = items, side
+        self.sample_bytes = 3 * side * side + 4
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.int32]:
+        item = self.items[int(index)]
+        pixels = decode_crop_flip(item.path, self.side, *numpy_rng(), FLIP_PROB)  # numpy's global RNG
+        return np.ascontiguousarray(pixels.transpose(2, 0, 1)), np.int32(item.label)
+
+
+class BertSamples(Dataset):  # type: ignore[misc]
+    """Rows of bert_samples.npz as int32 arrays, in SAMPLE_ARRAYS order: train_loss's five inputs."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
+        super().__init__()
+        self.arrays = [arrays[k] for k in SAMPLE_ARRAYS]
+        self.sample_bytes = sum(a[0].nbytes for a in self.arrays)
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, ...]:
+        return tuple(a[int(index)] for a in self.arrays)
+
+
+def _configure(dataset: ImageList | BertSamples, n: int, spec: PointSpec) -> Dataset:
+    """Batch, shuffle with the spec seed, drop each epoch's partial batch, and set the workers."""
+    enough_samples(n, spec.batch_size, spec.data_dir)
+    ring = PREFETCH_PER_WORKER * spec.batch_size * dataset.sample_bytes + RING_SLACK
+    dataset.set_attrs(total_len=n, batch_size=spec.batch_size, shuffle=True, drop_last=True,
+                      num_workers=spec.loader_workers, buffer_size=ring)
+    dataset._shuffle_rng = np.random.default_rng(spec.seed)  # Jittor's own is seeded with 1, always
+    return dataset
+
+
+def _endless(dataset: Dataset) -> Iterator[Batch]:
+    """The dataset's batches, epoch after epoch (each iteration is one reshuffled epoch); closing it stops
+    the workers."""
+    try:
+        while True:
+            yield from dataset
+    finally:
+        dataset.terminate()
+
+
+def _primed(source: Iterator[Batch]) -> Iterator[Batch]:
+    """source with its first batch taken now (closing the result closes source)."""
+    first = next(source)
+
+    def again() -> Iterator[Batch]:
+        yield first
+        yield from source
+
+    return again()
+
+
+def _normalised(dataset: Dataset) -> Iterator[Batch]:
+    mean = jt.array(np.array(MEAN, dtype=np.float32).reshape(1, 3, 1, 1) * 255)
+    std = jt.array(np.array(STD, dtype=np.float32).reshape(1, 3, 1, 1) * 255)
+    for images, labels in _endless(dataset):
+        yield [(images.float32() - mean) / std, labels]
+
+
+def batches(spec: PointSpec, case: Case) -> Iterator[Batch]:
+    """Endless batches: images as [float32 NCHW normalised, int32 labels], BERT as train_loss's five inputs.
+
+    The first batch is taken now, which starts the loader's workers: call this before building the model,
+    so that the forked workers do not inherit its memory (the worker's peak memory sums the process tree).
+    """
+    if isinstance(case.input, ImageInput):
+        items = read_train_list(image_root(spec.data_dir or ""))
+        source = _normalised(_configure(ImageList(items, spec.input_size or case.input.size), len(items), spec))
+    else:
+        arrays = bert_arrays(spec.data_dir or "", spec.input_size, "int32")
+        source = _endless(_configure(BertSamples(arrays), len(arrays["nsp_labels"]), spec))
+    return _primed(source)
+
+
+class LoaderTrainer(InputFed, JittorTrainer):
+    """A JittorTrainer whose batch comes from a jittor Dataset at every step (wait counted by InputFed)."""
+
+    def __init__(self, source: Iterator[Batch], warmup: int, steps: int, case: Case, model: jt.nn.Module,
+                 global_batch: int) -> None:
+        first = self.feed(source, warmup, steps)
+        super().__init__(case, model, first, global_batch)
+
+    def step(self) -> None:
+        self.batch = self.next_input()
+        super().step()
+
+
+def describe(spec: PointSpec) -> str:
+    """The loader as recorded in a result's extra facts."""
+    workers = spec.loader_workers
+    if not workers:
+        return "jittor.dataset, in the training process"
+    return f"jittor.dataset, {workers} worker processes, prefetch {PREFETCH_PER_WORKER} batches each"
+
+
+__all__ = ["LoaderTrainer", "batches", "describe"]
