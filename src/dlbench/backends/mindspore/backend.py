@@ -1,7 +1,8 @@
 """MindSpore backend: the case's model, a synthetic batch made once, and a MindsporeTrainer.
 
 Without ``--compile`` the step runs in PyNative mode (MindSpore's default, op by op); with it the whole
-step (forward, grads, optimizer) is one ms.jit graph, MindSpore's graph mode.
+step (forward, grads, optimizer) is one ms.jit graph, MindSpore's graph mode. --data real reads `dlbench data`
+folders through mindspore.dataset (``real_data.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class MindsporeBackend(Backend):
 
     def __init__(self) -> None:
         self._compiled: bool | None = None
+        self._loader: str | None = None
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
         return {"framework_version": ms.__version__, "mindspore_target": str(ms.get_context("device_target"))}
@@ -34,8 +36,6 @@ class MindsporeBackend(Backend):
             return f"MindSpore here has only its {ms.get_context('device_target')} target; use --device cpu"
         if spec.channels_last:
             return "MindSpore's convolutions take NCHW only; channels-last is not offered"
-        if spec.data == "real":
-            return "the mindspore backend has no real-data input pipeline yet; use --data synthetic"
         if spec.precision != "fp32" and spec.device == "cpu":
             return _NO_BF16
         return None
@@ -45,6 +45,11 @@ class MindsporeBackend(Backend):
         side = spec.input_size if isinstance(case.input, ImageInput) else None
         net = TrainLoss(case.name, build_model(case, side))
         self._compiled = spec.compile
+        if spec.data == "real":  # files made by `dlbench data` (docs/data-layout.md), through mindspore.dataset
+            from dlbench.backends.mindspore import real_data
+
+            self._loader = f"mindspore.dataset, {spec.loader_workers or 1} parallel workers, prefetch"
+            return real_data.build_trainer(spec, case, net)
         return MindsporeTrainer(case, net, synthetic_batch(case, spec.batch_size, spec.input_size, spec.seed),
                                 spec.global_batch, compiled=spec.compile)
 
@@ -60,4 +65,7 @@ class MindsporeBackend(Backend):
     def finish(self) -> dict[str, object]:
         if self._compiled is None:
             return {}
-        return {"compiled": "ms.jit (graph mode)" if self._compiled else "pynative"}
+        facts: dict[str, object] = {"compiled": "ms.jit (graph mode)" if self._compiled else "pynative"}
+        if self._loader is not None:
+            facts["loader"] = self._loader
+        return facts
