@@ -1,4 +1,5 @@
-"""MindSpore in its own environment: exact parameter counts, convergence, one real point, refusals.
+"""MindSpore in its own environment: exact parameter counts, convergence, one real point, real data,
+refusals.
 
 Each check runs `python -m dlbench.check ...` (or a worker) with the mindspore environment's interpreter,
 so this file never imports mindspore. Without that environment every test skips, naming it
@@ -15,6 +16,8 @@ import pytest
 from conftest import framework_python, run_check
 
 from dlbench.cases import all_cases
+from dlbench.data.imagenet import make_imagenet
+from dlbench.data.text import make_text
 from dlbench.results.store import Store
 
 pytestmark = [pytest.mark.framework("mindspore"), pytest.mark.slow]
@@ -62,6 +65,41 @@ def test_one_graph_mode_point_through_the_cli(ms_python: str, cli: Callable[...,
     assert p.env.identity["framework"] == "mindspore" and p.env.identity["framework_version"].startswith("2.")
     assert p.extra.get("compiled") == "ms.jit (graph mode)"
     assert [len(r.step_times) for r in p.ranks[0].repeats] == [2]
+
+
+CORPUS = "\n\n".join(f"Sentence one about item {i} is here. Sentence two follows item {i} closely. A third one "
+                     f"ends the story of item {i}." for i in range(200))
+
+
+def test_real_data_through_mindspore_dataset(ms_python: str, cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    # ResNet-50 in graph mode (a new batch every step into one compiled graph), BERT in PyNative.
+    make_imagenet(tmp_path / "imagenet", images=12, classes=3, min_side=48, max_side=96)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(CORPUS)
+    make_text(tmp_path / "text", samples=8, files=[corpus], vocab_size=300)
+    db = tmp_path / "s.db"
+    for model, size, mode in (("resnet50", "32", ("--compile",)), ("bert_base", "16", ())):
+        code, _, err = cli("run", *POINT, "-m", model, "--input-size", size, *mode, "--data", "real",
+                           "--data-dir", str(tmp_path), "--store", str(db))
+        assert code == 0, err
+    points = Store(db).points()
+    assert len(points) == 2
+    for p in points:
+        r = p.result
+        assert r.status == "ok" and r.spec.data == "real" and r.metrics is not None, r.error
+        assert math.isfinite(r.metrics.final_loss or math.nan) and 0 <= r.metrics.input_wait_share < 1
+        assert str(r.extra["loader"]).startswith("mindspore.dataset")
+
+
+def test_real_data_with_fewer_samples_than_a_batch_is_an_error(ms_python: str, cli: Callable[..., CliResult],
+                                                               tmp_path: Path) -> None:
+    make_imagenet(tmp_path / "imagenet", images=1, classes=1, min_side=48, max_side=64)
+    db = tmp_path / "s.db"
+    code, _, _ = cli("run", *POINT, "-m", "resnet50", "--input-size", "32", "--data", "real",
+                     "--data-dir", str(tmp_path), "--store", str(db))
+    [p] = [s.result for s in Store(db).points()]
+    assert code == 1 and p.status == "error"
+    assert "fewer than the batch size 2" in (p.error or "")
 
 
 def test_amp_is_refused_on_the_cpu(ms_python: str) -> None:
