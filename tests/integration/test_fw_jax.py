@@ -1,4 +1,5 @@
-"""JAX/Flax in its own environment: exact parameter counts, convergence, one real point, refusals.
+"""JAX/Flax in its own environment: exact parameter counts, convergence, one real point, refusals, two
+processes (jax.distributed, a sharded batch).
 
 Each check runs `python -m dlbench.check ...` (or a worker) with the jax environment's interpreter, so
 this file never imports jax. Without that environment every test skips, naming it (`dlbench setup jax`).
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import convergence_cases, framework_python, run_check
+from scale_helpers import assert_ranks_in_sync, stored
 
 from dlbench.cases import all_cases, get_case
 from dlbench.results.store import Store
@@ -76,6 +78,41 @@ def test_channels_last_is_refused_with_a_reason(jax_python: str, cli: Callable[.
     [p] = [s.result for s in Store(store_path).points()]
     assert code == 1 and p.status == "unsupported"
     assert "JAX/XLA chooses layouts itself" in (p.error or "")
+
+
+TWO_RANKS = ("--devices-per-node", "2", "--threads", "1", "--timeout", "600")
+
+
+@pytest.fixture(scope="module")
+def scale_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store for the multi-process tests, so the 1-device baseline is measured once."""
+    return tmp_path_factory.mktemp("jax-scale") / "results.db"
+
+
+def test_two_processes_shard_one_global_batch(jax_python: str, cli: Callable[..., CliResult],
+                                              scale_store: Path) -> None:
+    """jax.distributed over two local workers (gloo collectives): one replicated state, the batch sharded."""
+    code, out, err = cli("run", *POINT, "-m", "resnet50", *TWO_RANKS, "--strategy", "sharding",
+                         "--store", str(scale_store))
+    assert code == 0, err
+    base, r = stored(scale_store)[-2:]
+    assert base.status == "ok" and base.spec.world_size == 1
+    assert (r.spec.strategy, r.spec.launcher, r.spec.world_size) == ("sharding", "local", 2)
+    assert_ranks_in_sync(r, 2)  # status ok: the controller found the two checksums equal
+    assert r.metrics is not None and r.metrics.global_batch == 4
+    assert r.env.descriptive["strategy_run"] == "sharding" and r.env.descriptive["jax_processes"] == "2"
+    assert r.extra.get("cpu_collectives") == "gloo" and r.extra.get("jax_processes") == 2
+    assert "speedup" in out
+
+
+@pytest.mark.parametrize("strategy", ["ps", "ddp"])
+def test_torch_strategies_are_refused_on_two_processes(jax_python: str, cli: Callable[..., CliResult],
+                                                       scale_store: Path, strategy: str) -> None:
+    code, _, _ = cli("run", *POINT, "-m", "resnet50", *TWO_RANKS, "--strategy", strategy,
+                     "--store", str(scale_store))
+    r = stored(scale_store)[-1]
+    assert code == 1 and r.spec.strategy == strategy and r.status == "unsupported"
+    assert f"jax has no {strategy} strategy" in (r.error or "") and "\n" not in (r.error or "")
 
 
 FP16_STEPS = """

@@ -1,4 +1,5 @@
-"""JAX/Flax backend: flax.linen models, synthetic data made on the device, one jitted train step."""
+"""JAX/Flax backend: flax.linen models, synthetic data made on the device, one jitted train step; on several
+processes, data parallel over a global mesh (distributed.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from flax import linen as nn
 from flax.training.dynamic_scale import DynamicScale
 
 from dlbench.backends.base import Backend, Trainer
+from dlbench.backends.jax import distributed
 from dlbench.backends.jax.bert import BertForPretraining
+from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.models import BUILDERS
 from dlbench.backends.jax.step import JaxTrainer, State, make_optimizer, make_train_step
 from dlbench.cases import Case, ImageInput, TextInput
@@ -20,11 +23,14 @@ from dlbench.spec import PointSpec
 
 
 def _limit_threads(threads: int | None) -> int:
-    """Pin this process to `threads` CPUs before XLA starts (its CPU thread pool follows the affinity)."""
+    """Pin this process to `threads` CPUs before XLA starts (its CPU thread pool follows the affinity); ranks
+    sharing a node (LOCAL_RANK) take consecutive, disjoint CPUs while there are enough."""
     cpus = sorted(os.sched_getaffinity(0))
     want = threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
     if want and want < len(cpus):
-        os.sched_setaffinity(0, cpus[:want])
+        first = int(os.environ.get("LOCAL_RANK", "0")) * want
+        first = first if first + want <= len(cpus) else 0
+        os.sched_setaffinity(0, cpus[first:first + want])
         return want
     return len(cpus)
 
@@ -83,19 +89,30 @@ def count_leaves(tree: Any) -> int:
     return sum(int(x.size) for x in jax.tree_util.tree_leaves(tree))
 
 
-def make_trainer(case: Case, dtype: Any, batch_size: int, input_size: int | None, seed: int,
-                 device: jax.Device, global_batch: int | None = None) -> JaxTrainer:
-    """Parameters (float32), optimizer state and one synthetic batch on the device; fp16 adds loss scaling."""
+def make_state(case: Case, dtype: Any, input_size: int | None, seed: int, device: jax.Device,
+               global_batch: int) -> State:
+    """Parameters (float32) and optimizer state on this process's device, the same on every process for a
+    seed; fp16 adds dynamic loss scaling."""
     module = build_module(case, dtype)
     with jax.default_device(device):
         k_params, k_dropout, k_state = jax.random.split(jax.random.PRNGKey(seed), 3)
         variables = module.lazy_init({"params": k_params, "dropout": k_dropout}, *_example(case, 1, input_size),
                                      train=True)
         scale = DynamicScale() if dtype == jnp.float16 else None
-        state = State.create(apply_fn=module.apply, params=variables["params"], tx=make_optimizer(case, global_batch or batch_size),
-                             batch_stats=variables.get("batch_stats", {}), key=k_state, dynamic_scale=scale)
-        batch = synthetic_batch(case, batch_size, input_size, seed)
-    return JaxTrainer(state, batch, make_train_step(case), device)
+        return State.create(apply_fn=module.apply, params=variables["params"], tx=make_optimizer(case, global_batch),
+                            batch_stats=variables.get("batch_stats", {}), key=k_state, dynamic_scale=scale)
+
+
+def make_trainer(case: Case, dtype: Any, batch_size: int, input_size: int | None, seed: int,
+                 device: jax.Device, global_batch: int | None = None, placement: Placement | None = None,
+                 rank: int = 0) -> JaxTrainer:
+    """A trainer on one fixed synthetic batch: this process's rows (seeded by seed + rank) of the global batch,
+    the state replicated on the placement's mesh (default: the device alone)."""
+    where = placement or Placement.over([device])
+    state = where.replicate(make_state(case, dtype, input_size, seed, device, global_batch or batch_size))
+    with jax.default_device(device):
+        batch = where.shard(synthetic_batch(case, batch_size, input_size, seed + rank))
+    return JaxTrainer(state, batch, make_train_step(case, where), device)
 
 
 class JaxBackend(Backend):
@@ -103,13 +120,19 @@ class JaxBackend(Backend):
 
     name = "jax"
 
+    def __init__(self) -> None:
+        self.facts: dict[str, object] = {}  # what build() chose, recorded by finish()
+
     def environment(self, spec: PointSpec) -> dict[str, str]:
         threads = _limit_threads(spec.threads)
+        if distributed.refuse(spec) is None:  # the worker asks this first: join before any backend starts
+            distributed.join(spec)
         env = {"framework_version": jax.__version__, "jaxlib": importlib.metadata.version("jaxlib"),
                "flax": importlib.metadata.version("flax"), "optax": importlib.metadata.version("optax"),
                "jax_platform": jax.default_backend(), "xla_cpu_threads": str(threads)}
         if spec.device == "cuda" and jax.default_backend() == "gpu":
             env["device_model"] = jax.devices("gpu")[0].device_kind
+        env.update(distributed.facts(spec))
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
@@ -117,17 +140,24 @@ class JaxBackend(Backend):
             return "JAX/XLA chooses layouts itself: --channels-last has no JAX equivalent"
         if spec.data == "real":
             return "the jax backend has no real-data input pipeline yet; use --data synthetic"
-        if spec.world_size > 1 or spec.strategy != "none":
-            return "the jax backend runs on one device; multi-device training is not implemented"
+        reason = distributed.refuse(spec)
+        if reason:
+            return reason
         if spec.device == "cuda" and not any(d.platform == "gpu" for d in jax.devices()):
             return "jax here has no GPU backend (a CPU jaxlib, or no GPU): use --device cpu"
         return None
 
     def build(self, spec: PointSpec, case: Case) -> Trainer:
         _limit_threads(spec.threads)
-        device = jax.devices(_platform(spec))[0]
-        return make_trainer(case, _dtype(spec, device.platform), spec.batch_size, spec.input_size, spec.seed,
-                            device, spec.global_batch)
+        distributed.join(spec)  # already done by environment() in the worker
+        device = jax.local_devices(backend=_platform(spec))[0]
+        if distributed.strategy(spec) != "none":
+            self.facts = {"strategy": distributed.strategy(spec), "jax_processes": jax.process_count()}
+            if device.platform == "cpu":
+                self.facts["cpu_collectives"] = distributed.CPU_COLLECTIVES
+        where, dtype = distributed.placement(spec, device), _dtype(spec, device.platform)
+        return make_trainer(case, dtype, spec.batch_size, spec.input_size, spec.seed, device, spec.global_batch,
+                            where, jax.process_index())
 
     def count_params(self, case: Case) -> int:
         module = build_module(case)
@@ -139,4 +169,4 @@ class JaxBackend(Backend):
         return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in str(exc)
 
     def finish(self) -> dict[str, object]:
-        return {"compiled": "jit (always)"}
+        return {"compiled": "jit (always)", **self.facts}

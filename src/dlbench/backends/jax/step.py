@@ -8,12 +8,14 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax.training import train_state
 from flax.training.dynamic_scale import DynamicScale
 
 from dlbench.backends.base import Trainer
 from dlbench.backends.jax.bert import mlm_nsp_loss
+from dlbench.backends.jax.distributed import Placement
 from dlbench.cases import Case
 
 Batch = dict[str, jax.Array]
@@ -55,8 +57,12 @@ def _loss_fn(case: Case, state: State, params: Any, batch: Batch, key: jax.Array
     return loss, updates.get("batch_stats", state.batch_stats)
 
 
-def make_train_step(case: Case) -> Callable[[State, Batch], tuple[State, jax.Array]]:
-    """The jitted step (the state's buffers are donated, so the old state is not kept alive)."""
+TrainStep = Callable[[State, Batch], tuple[State, jax.Array]]
+
+
+def make_train_step(case: Case, placement: Placement) -> TrainStep:
+    """The jitted step: state replicated and batch sharded on the placement's mesh, so that on several devices
+    XLA all-reduces the gradients; the state's buffers are donated, so the old state is not kept alive."""
 
     def train_step(state: State, batch: Batch) -> tuple[State, jax.Array]:
         key = jax.random.fold_in(state.key, state.step)
@@ -72,14 +78,15 @@ def make_train_step(case: Case) -> Callable[[State, Batch], tuple[State, jax.Arr
                           batch_stats=keep(new.batch_stats, state.batch_stats))
         return new, loss
 
-    return jax.jit(train_step, donate_argnums=0)
+    rep = placement.replicated
+    return jax.jit(train_step, in_shardings=(rep, placement.sharded), out_shardings=(rep, rep), donate_argnums=0)
 
 
 class JaxTrainer(Trainer):
-    """A train state and one batch on one device, stepped by the jitted train_step."""
+    """A train state and one batch on the placement's mesh (one device, or every process's), stepped by the
+    jitted train_step; `device` is this process's own."""
 
-    def __init__(self, state: State, batch: Batch, train_step: Callable[[State, Batch], tuple[State, jax.Array]],
-                 device: jax.Device) -> None:
+    def __init__(self, state: State, batch: Batch, train_step: TrainStep, device: jax.Device) -> None:
         self.state, self.batch, self.train_step, self.device = state, batch, train_step, device
         self._last: jax.Array | None = None
 
@@ -91,6 +98,12 @@ class JaxTrainer(Trainer):
 
     def loss(self) -> float:
         return float(self._last) if self._last is not None else float("nan")
+
+    def param_checksum(self) -> float:
+        """A position-weighted float64 sum of every parameter, from this process's replica (ChecksumTrainer)."""
+        leaves = jax.tree_util.tree_leaves(self.state.params)
+        return float(sum((i + 1) * np.asarray(leaf.addressable_data(0), dtype=np.float64).sum()
+                         for i, leaf in enumerate(leaves)))
 
     def peak_memory_bytes(self) -> int | None:
         if self.device.platform == "cpu":

@@ -1,0 +1,118 @@
+"""Several JAX processes as one data-parallel job: ``jax.distributed`` from the launcher's variables, one mesh
+over every process's devices, and where the train state and the batches live on it.
+
+The launcher (the local or hosts launcher, mpirun, srun) sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
+MASTER_PORT (see dlbench.launch.ranks). The one strategy is ``sharding``: parameters and optimizer state are
+replicated, the batch is split along its first axis (each process contributes its own per-device batch), and
+XLA's partitioner inserts the all-reduce of the gradients into the jitted step. On the CPU the cross-process
+collectives are gloo's. ``none`` with several devices means ``sharding``.
+
+The mean over the batch axis is a mean over the global batch, so BatchNorm statistics are synchronised across
+processes (torch's DDP keeps them per rank).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from dlbench.spec import PointSpec
+
+STRATEGIES: tuple[str, ...] = ("sharding",)
+AXIS = "batch"
+CPU_COLLECTIVES = "gloo"
+RDZV_TIMEOUT_VAR = "DLBENCH_RDZV_TIMEOUT"  # dlbench.launch.ranks.RDZV_TIMEOUT_VAR (not imported: worker side)
+
+
+def strategy(spec: PointSpec) -> str:
+    """The strategy this point runs: 'none' alone, else the spec's, with 'none' meaning 'sharding'."""
+    if spec.world_size == 1:
+        return "none"
+    return "sharding" if spec.strategy == "none" else spec.strategy
+
+
+def refuse(spec: PointSpec) -> str | None:
+    """A one-line reason when JAX cannot run the spec's strategy, else None (touches no JAX runtime)."""
+    if spec.world_size == 1 and spec.strategy != "none":
+        return f"strategy {spec.strategy} needs several devices: use --scale 1n2c or more, or --strategy none"
+    if spec.world_size > 1 and strategy(spec) not in STRATEGIES:
+        return (f"jax has no {spec.strategy} strategy; use --strategy sharding (XLA all-reduces the gradients "
+                "of a batch sharded over the processes)")
+    return None
+
+
+def join(spec: PointSpec) -> None:
+    """Join the job from the launcher's variables (several devices only; once); before any JAX backend starts."""
+    if strategy(spec) == "none" or jax.distributed.is_initialized():
+        return
+    jax.config.update("jax_cpu_collectives_implementation", CPU_COLLECTIVES)
+    timeout = int(float(os.environ.get(RDZV_TIMEOUT_VAR) or spec.timeout_s))
+    local = [int(os.environ.get("LOCAL_RANK", "0"))] if spec.device == "cuda" else None
+    jax.distributed.initialize(coordinator_address=f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
+                               num_processes=int(os.environ.get("WORLD_SIZE", spec.world_size)),
+                               process_id=int(os.environ["RANK"]), local_device_ids=local,
+                               cluster_detection_method="deactivate", initialization_timeout=timeout)
+    atexit.register(jax.distributed.shutdown)  # a barrier: rank 0 hosts the coordinator, it must not leave first
+    if jax.process_count() != spec.world_size:
+        raise RuntimeError(f"the launcher started {jax.process_count()} processes; the spec asks for "
+                           f"{spec.world_size}")
+
+
+def facts(spec: PointSpec) -> dict[str, str]:
+    """What the job runs on (several devices only): strategy, processes, collectives."""
+    if strategy(spec) == "none":
+        return {}
+    comm = CPU_COLLECTIVES if spec.device == "cpu" else "nccl (XLA)"
+    return {"strategy_run": strategy(spec), "jax_processes": str(jax.process_count()), "dist_backend": comm}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A one-axis mesh over the job's devices: the state replicated on it, batches split along it."""
+
+    mesh: Mesh
+
+    @classmethod
+    def over(cls, devices: list[jax.Device]) -> Placement:
+        """The mesh over these devices (every process's, in process order)."""
+        return cls(Mesh(np.array(devices), (AXIS,)))
+
+    @property
+    def replicated(self) -> NamedSharding:
+        """Every device holds the whole value."""
+        return NamedSharding(self.mesh, PartitionSpec())
+
+    @property
+    def sharded(self) -> NamedSharding:
+        """Split along the first (batch) axis."""
+        return NamedSharding(self.mesh, PartitionSpec(AXIS))
+
+    def replicate(self, tree: Any) -> Any:
+        """A pytree that every process computed identically, replicated on the mesh (no cross-process check:
+        the ranks' parameter checksums are compared after the run)."""
+        if self.replicated.is_fully_addressable:
+            return jax.device_put(tree, self.replicated)
+
+        def put(x: Any) -> jax.Array:
+            host = np.asarray(x)
+            host = host.astype(jax.dtypes.canonicalize_dtype(host.dtype), copy=False)
+            return jax.make_array_from_callback(host.shape, self.replicated, lambda index: host[index])
+
+        return jax.tree_util.tree_map(put, jax.device_get(tree))
+
+    def shard(self, local: dict[str, Any]) -> dict[str, jax.Array]:
+        """One global batch from this process's rows (its per-device batch), split along the batch axis."""
+        return {k: jax.make_array_from_process_local_data(self.sharded, np.asarray(v)) for k, v in local.items()}
+
+
+def placement(spec: PointSpec, device: jax.Device) -> Placement:
+    """The whole job's mesh for several devices, else a mesh of this one device."""
+    if strategy(spec) == "none":
+        return Placement.over([device])
+    return Placement.over(jax.devices(device.platform))
