@@ -1,21 +1,28 @@
-"""The TensorFlow/Keras backend in its own environment: exact parameter counts, convergence, one CLI point, refusals.
+"""The TensorFlow/Keras backend in its own environment: exact parameter counts, convergence, one CLI point, refusals,
+two worker processes through tf.distribute.
 
 Every test runs TF in the tf environment (`dlbench setup tf`) and skips, naming it, where that is absent.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import convergence_cases, framework_python, run_check
+from scale_helpers import assert_ranks_in_sync
 
 from dlbench.cases import all_cases
 from dlbench.data.imagenet import make_imagenet
 from dlbench.data.text import make_text
 from dlbench.results.store import Store
+from dlbench.spec import PointSpec, preset
 
 pytestmark = [pytest.mark.framework("tf"), pytest.mark.slow]
 
@@ -105,3 +112,50 @@ def test_real_data_through_tf_data(cli: Callable[..., CliResult], tmp_path: Path
         assert r.status == "ok" and r.spec.data == "real" and r.metrics is not None, r.error
         assert math.isfinite(r.metrics.final_loss or math.nan) and 0 <= r.metrics.input_wait_share < 1
         assert str(r.extra["loader"]).startswith("tf.data")
+
+
+def test_two_workers_stay_in_sync_through_multiworker(cli: Callable[..., CliResult], store_path: Path) -> None:
+    framework_python("tf")
+    code, _, err = cli("run", "-f", "tf", "-m", "resnet50", "--input-size", "32", "-b", "2", "--devices-per-node", "2",
+                       "--strategy", "multiworker", "--warmup", "1", "--steps", "2", "--repeats", "1", "--threads", "1",
+                       "--timeout", "600", "--store", str(store_path))
+    assert code == 0, err
+    r = Store(store_path).points()[-1].result  # after the 1-device point measured for the speedup
+    assert (r.spec.strategy, r.spec.launcher, r.spec.world_size) == ("multiworker", "local", 2)
+    assert_ranks_in_sync(r, 2)  # status ok: the controller found both ranks' checksums equal
+    assert r.metrics is not None and r.metrics.global_batch == 4
+    assert r.extra["tf_strategy"] == "MultiWorkerMirroredStrategy" and r.extra["communication"] == "ring"
+    assert r.extra["workers"] == 2 and r.extra["replicas"] == 2 and r.extra["per_replica_batch"] == 2
+    assert r.env.descriptive["strategy_run"] == "multiworker"
+
+
+@pytest.mark.parametrize(("strategy", "reason"), [("ddp", "not a tf.distribute strategy"),
+                                                  ("ps", "ParameterServerStrategy"),
+                                                  ("mirrored", "at least 2 local GPUs")])
+def test_strategy_tf_cannot_run_is_refused(cli: Callable[..., CliResult], store_path: Path, strategy: str,
+                                           reason: str) -> None:
+    framework_python("tf")
+    code, _, _ = cli("run", "-f", "tf", "-m", "resnet50", "--input-size", "32", *TINY, "--strategy", strategy,
+                     "--store", str(store_path))
+    [p] = Store(store_path).points()
+    assert code == 1 and p.result.status == "unsupported", p.result.error
+    assert reason in (p.result.error or "") and "\n" not in (p.result.error or "")
+
+
+def test_a_worker_whose_peer_never_comes_gives_up_after_the_rendezvous_timeout(tmp_path: Path) -> None:
+    python = framework_python("tf")
+    spec = PointSpec(framework="tf", model="resnet50", batch_size=2, protocol=preset("quick"), input_size=32,
+                     devices_per_node=2, strategy="multiworker", threads=1)
+    (tmp_path / "spec.json").write_text(spec.to_json())
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": "29731", "DLBENCH_NODE_HOSTS": "127.0.0.1", "DLBENCH_RDZV_TIMEOUT": "5"}
+    started = time.monotonic()
+    proc = subprocess.run([python, "-m", "dlbench.worker", str(tmp_path / "spec.json"), str(tmp_path / "r.json")],
+                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    waited = time.monotonic() - started
+    result = tmp_path / "r.rank0.json"
+    if result.exists():  # the error became a recorded status
+        assert json.loads(result.read_text())["status"] == "error"
+    else:  # TF ended the process itself (it aborts on some coordination errors)
+        assert proc.returncode != 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert waited < 120, f"waited {waited:.0f} s for a peer with a 5 s rendezvous timeout"

@@ -5,7 +5,8 @@ LossScaleOptimizer on a GPU, "mixed_bfloat16" on the CPU; bf16 -> "mixed_bfloat1
 (``tf.function(jit_compile=True)``). Layout is always NHWC, TF's native one, so --channels-last changes
 nothing and every result records ``layout: NHWC``. Threads come from --threads (the worker also exports it as
 OMP_NUM_THREADS) and set both TF thread pools. --data real reads `dlbench data` folders through tf.data
-(``real_data.py``).
+(``real_data.py``). Several devices go through tf.distribute (``distributed.py``: MultiWorkerMirroredStrategy, one
+worker process per device; or MirroredStrategy over one process's GPUs).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from dlbench.backends.base import Backend, Trainer
+from dlbench.backends.tf import distributed
 from dlbench.backends.tf.bert import build_bert
 from dlbench.backends.tf.data import synthetic_batch
 from dlbench.backends.tf.models import CNN_BUILDERS
@@ -70,10 +72,13 @@ class TfBackend(Backend):
         try:
             if threads:
                 tf.config.threading.set_intra_op_parallelism_threads(threads)
-                tf.config.threading.set_inter_op_parallelism_threads(threads)
+                tf.config.threading.set_inter_op_parallelism_threads(distributed.inter_op_threads(spec, threads))
             if spec.device == "cpu":
                 tf.config.set_visible_devices([], "GPU")
             else:  # grow on demand, so that the peak we report is what the step needed
+                if distributed.strategy_name(spec) == "multiworker" and _gpus():  # one GPU per worker process
+                    tf.config.set_visible_devices(_gpus()[int(os.environ.get("LOCAL_RANK", "0")) % len(_gpus())],
+                                                  "GPU")
                 for gpu in _gpus():
                     tf.config.experimental.set_memory_growth(gpu, True)
         except RuntimeError:  # the runtime had already started (several builds in one process, e.g. checks)
@@ -91,6 +96,8 @@ class TfBackend(Backend):
             build = tf.sysconfig.get_build_info()
             env["cuda"] = str(build.get("cuda_version", ""))
             env["cudnn"] = str(build.get("cudnn_version", ""))
+        if distributed.strategy_name(spec) != "none":
+            env["strategy_run"] = distributed.strategy_name(spec)
         return env
 
     def case_support(self, case: Case) -> str | None:
@@ -103,23 +110,25 @@ class TfBackend(Backend):
             return "TensorFlow here sees no GPU (tensorflow-cpu, or no CUDA device): use --device cpu"
         if spec.channels_last and not isinstance(get_case(spec.model).input, ImageInput):
             return "channels-last applies to image models only"
-        if spec.world_size > 1 or spec.strategy != "none":
-            return "the tf backend trains on one device; tf.distribute strategies are not wired in yet"
-        return None
+        return distributed.refuse(spec, len(_gpus()))
 
     def build(self, spec: PointSpec, case: Case) -> Trainer:
         self._configure(spec)
+        strategy = distributed.make_strategy(spec, len(_gpus()))  # first: before anything starts TF's context
         on_gpu = spec.device == "cuda"
         device = "/GPU:0" if on_gpu else "/CPU:0"
         policy = policy_name(spec.precision, on_gpu)
         keras.utils.set_random_seed(spec.seed)
         keras.mixed_precision.set_global_policy(policy)
-        with tf.device(device):
+        with strategy.scope() if strategy else tf.device(device):  # variables mirrored on every replica
             model = build_model(case, spec.input_size)
         loss_scale = policy == "mixed_float16"
         self._facts = {"compiled": "xla" if spec.compile else "none", "layout": "NHWC",
                        "precision_policy": policy, "loss_scale": "dynamic" if loss_scale else "none",
                        "keras_version": keras.__version__}
+        if strategy is not None:
+            self._facts.update(distributed.facts(spec, strategy))
+            return distributed.TfDistTrainer(spec, case, strategy, model, loss_scale)
         if spec.data == "real":  # files made by `dlbench data` (docs/data-layout.md), through tf.data
             from dlbench.backends.tf import real_data
 

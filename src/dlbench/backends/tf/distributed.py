@@ -1,0 +1,204 @@
+"""tf.distribute for dlbench: which strategy a point runs, TF_CONFIG from the rank contract, and the trainer.
+
+The launcher (local with several devices, hosts, mpirun, Slurm) sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
+MASTER_PORT, DLBENCH_RDZV_TIMEOUT and DLBENCH_NODE_HOSTS (see dlbench.launch.ranks). From them each worker writes
+TF_CONFIG, worker i listening on ``{host of i}:{MASTER_PORT + 1 + i}``, before TF's context starts.
+
+- ``multiworker`` (and ``none`` with several devices, as torch's ``none`` means its usual data parallelism):
+  ``MultiWorkerMirroredStrategy``, one replica per process, gradients all-reduced (RING on the CPU, NCCL on GPUs);
+- ``mirrored``: ``MirroredStrategy`` over one process's local GPUs (at least 2); the spec's batch is then split
+  over them, because dlbench's global batch for one process is its batch size.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import MutableMapping
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from dlbench.backends.base import Trainer
+from dlbench.backends.tf.data import synthetic_batch
+from dlbench.backends.tf.step import make_optimizer, train_loss
+from dlbench.cases import Case
+from dlbench.spec import PointSpec
+
+STRATEGIES: tuple[str, ...] = ("multiworker", "mirrored")
+RDZV_TIMEOUT_VAR = "DLBENCH_RDZV_TIMEOUT"  # dlbench.launch.ranks.RDZV_TIMEOUT_VAR (not imported: worker side)
+NODE_HOSTS_VAR = "DLBENCH_NODE_HOSTS"  # dlbench.launch.ranks.NODE_HOSTS_VAR
+TORCH_ONLY: tuple[str, ...] = ("ddp", "allreduce", "sharding", "fleet")
+# Gradients all-reduced in packs of up to 32 MiB rather than one collective per tensor (TF's default, 0): on
+# the 2-core test machine ResNet-50 steps took 1.9-2.3 s with packs and 3.2-3.7 s without.
+BYTES_PER_PACK = 32 * 1024 * 1024
+# Ring collectives block inter-op threads while they wait for peers; with one such thread (--threads 1) the
+# same steps took 8-9 s instead of ~2 s with 4.
+MIN_INTER_OP_THREADS = 4
+STRATEGY_CLASS = {"multiworker": "MultiWorkerMirroredStrategy", "mirrored": "MirroredStrategy"}
+
+
+def strategy_name(spec: PointSpec) -> str:
+    """The strategy this point runs: 'none' alone, 'multiworker' for 'none' with several devices, else the spec's."""
+    if spec.strategy == "none":
+        return "multiworker" if spec.world_size > 1 else "none"
+    return spec.strategy
+
+
+def inter_op_threads(spec: PointSpec, threads: int) -> int:
+    """TF's inter-op pool size: the thread count, raised to MIN_INTER_OP_THREADS when collectives run."""
+    return max(threads, MIN_INTER_OP_THREADS) if strategy_name(spec) != "none" else threads
+
+
+def refuse(spec: PointSpec, local_gpus: int) -> str | None:
+    """A one-line reason when TF cannot run the spec's strategy here, else None."""
+    chosen = strategy_name(spec)
+    if chosen in TORCH_ONLY:
+        return f"{chosen} is not a tf.distribute strategy; use --strategy multiworker (or mirrored on one multi-GPU node)"
+    if chosen == "ps":
+        return ("tf's ParameterServerStrategy needs coordinator and ps tasks and a ClusterCoordinator loop, which "
+                "dlbench does not drive yet; use --strategy multiworker")
+    if chosen == "mirrored":
+        if spec.world_size > 1:
+            return ("mirrored runs one process over its local GPUs; with several processes use --strategy multiworker")
+        if spec.device != "cuda" or local_gpus < 2:
+            return f"mirrored needs at least 2 local GPUs and --device cuda; this process sees {local_gpus} GPU(s)"
+        if spec.batch_size % local_gpus:
+            return f"mirrored splits the batch over {local_gpus} GPUs: use a batch size divisible by {local_gpus}"
+    if chosen == "multiworker":
+        if spec.world_size == 1:
+            return "multiworker needs several devices: use --scale 1n2c or more, or --strategy none"
+        if spec.device == "cuda" and local_gpus < spec.devices_per_node:
+            return f"{spec.scale} needs {spec.devices_per_node} GPUs per node; this node has {local_gpus}"
+    if chosen != "none" and spec.data == "real":
+        return "real data is not sharded across tf.distribute replicas yet: use --data synthetic with several devices"
+    if chosen != "none" and spec.compile:
+        return ("--compile with tf.distribute is not supported: XLA cannot compile the cross-replica all-reduce "
+                "of the train step on this backend; drop --compile")
+    return None
+
+
+def tf_config(spec: PointSpec, environ: MutableMapping[str, str]) -> dict[str, object]:
+    """TF_CONFIG for this rank from the launcher's variables: every worker named by host and port, this one's index."""
+    rank = int(environ.get("RANK", "0"))
+    port = int(environ.get("MASTER_PORT", "0") or 0)
+    if not port:
+        raise RuntimeError("MASTER_PORT is not set: start several-device points through a dlbench launcher")
+    hosts = [h for h in environ.get(NODE_HOSTS_VAR, "").split(",") if h]
+    if not hosts and spec.nodes == 1:
+        hosts = [environ.get("MASTER_ADDR") or "127.0.0.1"]
+    if len(hosts) < spec.nodes:
+        raise RuntimeError(f"{NODE_HOSTS_VAR} names {len(hosts)} node host(s); the spec has {spec.nodes} nodes")
+    workers = [f"{hosts[i // spec.devices_per_node]}:{port + 1 + i}" for i in range(spec.world_size)]
+    return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": rank}}
+
+
+def _bound_rendezvous(spec: PointSpec, seconds: float) -> None:
+    """Make the coordination service give up after `seconds` when a worker never registers (TF's default is
+    an hour). MultiWorkerMirroredStrategy configures the service itself only when none is configured, and no
+    public API takes this timeout, so this configures it the way the strategy would, with the timeout added."""
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.eager import context
+
+    context.context().configure_coordination_service(
+        service_type="standalone", service_leader="/job:worker/replica:0/task:0",
+        cluster_register_timeout_in_ms=int(seconds * 1000),
+        coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name="worker", num_tasks=spec.world_size)])
+
+
+def make_strategy(spec: PointSpec, gpus: int) -> tf.distribute.Strategy | None:
+    """The point's tf.distribute strategy (None alone); for multiworker, writes TF_CONFIG first. Call this
+    before anything starts TF's context: collective ops can only be configured at program start."""
+    chosen = strategy_name(spec)
+    if chosen == "mirrored":
+        return tf.distribute.MirroredStrategy([f"/GPU:{i}" for i in range(gpus)])
+    if chosen != "multiworker":
+        return None
+    os.environ["TF_CONFIG"] = json.dumps(tf_config(spec, os.environ))
+    timeout = float(os.environ.get(RDZV_TIMEOUT_VAR) or spec.timeout_s)
+    _bound_rendezvous(spec, timeout)
+    impl = (tf.distribute.experimental.CommunicationImplementation.NCCL if spec.device == "cuda"
+            else tf.distribute.experimental.CommunicationImplementation.RING)
+    options = tf.distribute.experimental.CommunicationOptions(implementation=impl, bytes_per_pack=BYTES_PER_PACK)
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+def facts(spec: PointSpec, strategy: tf.distribute.Strategy) -> dict[str, object]:
+    """What the point ran on: strategy class, communication, workers and replicas (for the result's extra)."""
+    chosen = strategy_name(spec)
+    if chosen == "multiworker":
+        communication = "nccl" if spec.device == "cuda" else "ring"
+    else:
+        communication = "nccl (MirroredStrategy's default all-reduce)"
+    out: dict[str, object] = {"tf_strategy": STRATEGY_CLASS[chosen], "communication": communication,
+                              "workers": spec.world_size if chosen == "multiworker" else 1,
+                              "replicas": int(strategy.num_replicas_in_sync),
+                              "per_replica_batch": spec.global_batch // int(strategy.num_replicas_in_sync)}
+    if chosen == "multiworker":
+        out["bytes_per_pack"] = BYTES_PER_PACK
+    return out
+
+
+class TfDistTrainer(Trainer):
+    """One replica's batch per local device; ``step`` runs the replica step under ``strategy.run`` (gradients
+    all-reduced as a sum of losses each divided by the replica count) and reduces the loss to its mean."""
+
+    def __init__(self, spec: PointSpec, case: Case, strategy: tf.distribute.Strategy, model: keras.Model,
+                 loss_scale: bool) -> None:
+        self.case, self.model, self.strategy = case, model, strategy
+        self.replicas = int(strategy.num_replicas_in_sync)
+        devices = list(strategy.extended.worker_devices)
+        per_replica = spec.global_batch // self.replicas
+        first = int(os.environ.get("RANK", "0")) * len(devices) if strategy_name(spec) == "multiworker" else 0
+        batches = [synthetic_batch(case, per_replica, d, spec.input_size, spec.seed + first + i)
+                   for i, d in enumerate(devices)]  # each replica its own samples; replica 0: the 1-device batch
+        self.batch = strategy.experimental_distribute_values_from_function(
+            lambda ctx: batches[ctx.replica_id_in_sync_group - first])
+        with strategy.scope():
+            self.optimizer = make_optimizer(case, spec.global_batch, loss_scale)
+            self.optimizer.build(model.trainable_variables)  # slots exist, mirrored, before tracing
+        self._step = tf.function(self._train_step, autograph=False)
+        self._device = devices[0]
+        self._last: tf.Tensor | None = None
+        self._host: float | None = None
+
+    def _replica_step(self, batch: dict[str, tf.Tensor]) -> tf.Tensor:
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            loss = train_loss(self.case, self.model, batch)
+            scaled = self.optimizer.scale_loss(loss / self.replicas)  # the optimizer sums replicas' gradients
+        grads = tape.gradient(scaled, variables)
+        self.optimizer.apply(grads, variables)
+        return loss
+
+    def _train_step(self, batch: dict[str, tf.Tensor]) -> tf.Tensor:
+        per_replica = self.strategy.run(self._replica_step, args=(batch,))
+        return self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
+
+    def step(self) -> None:
+        self._last = self._step(self.batch)
+        self._host = None
+
+    def sync(self) -> None:
+        """Fetch the reduced loss, then one parameter, to the host: on a GPU the variable updates are queued
+        after the loss on the same stream, so reading a parameter waits for the whole step. (Not
+        tf.test.experimental.sync_devices: it would also run on every other worker's devices.)"""
+        if self._last is not None:
+            self._host = float(self._last.numpy())
+        keras.ops.convert_to_numpy(self.model.trainable_variables[-1])
+
+    def loss(self) -> float:
+        if self._host is None:
+            self.sync()
+        return self._host if self._host is not None else float("nan")
+
+    def param_checksum(self) -> float:
+        """A position-weighted float64 sum of every trainable weight: equal on workers holding the same weights."""
+        return float(sum((i + 1) * np.sum(keras.ops.convert_to_numpy(v), dtype=np.float64)
+                         for i, v in enumerate(self.model.trainable_variables)))
+
+    def peak_memory_bytes(self) -> int | None:
+        if "GPU" in self._device.upper():
+            return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
+        return None
