@@ -12,11 +12,10 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed in this environment: pip install -e '.[torch]'")
 
-from dlbench.backends.torch.real_data import (ImageList, LoaderTrainer, build_trainer,  # noqa: E402
-                                              crop_box)
+from dlbench.backends.torch.real_data import ImageList, LoaderTrainer, build_trainer  # noqa: E402
 from dlbench.cases import get_case  # noqa: E402
 from dlbench.data.imagenet import make_imagenet  # noqa: E402
-from dlbench.data.layout import CROP_RATIO, read_train_list  # noqa: E402
+from dlbench.data.layout import read_train_list  # noqa: E402
 from dlbench.data.text import make_text  # noqa: E402
 from dlbench.launch.maxbatch import probe_bound, search  # noqa: E402
 from dlbench.protocol.runner import measure  # noqa: E402
@@ -36,17 +35,6 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("data") / "imagenet"
     make_imagenet(out, images=12, classes=3, min_side=48, max_side=96)
     return out
-
-
-def test_crop_box_follows_random_resized_crop() -> None:
-    torch.manual_seed(0)
-    for _ in range(300):
-        left, top, right, bottom = crop_box(200, 120)
-        w, h = right - left, bottom - top
-        assert 0 <= left < right <= 200 and 0 <= top < bottom <= 120
-        assert 0.08 * 200 * 120 * 0.8 <= w * h  # area fraction >= 0.08 (up to rounding)
-        assert CROP_RATIO[0] * 0.9 <= w / h <= CROP_RATIO[1] * 1.1
-    assert crop_box(1000, 10) == (493, 0, 506, 10)  # no try fits: centre crop, width round(10 * 4/3)
 
 
 def test_image_items_are_decoded_and_cropped(images: Path) -> None:

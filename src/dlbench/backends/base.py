@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from typing import Any
 
 from dlbench.cases import Case
 from dlbench.spec import PointSpec
@@ -36,6 +39,43 @@ class Trainer(ABC):
 
     def close(self) -> None:
         """Release loaders and other resources."""
+
+
+class InputFed:
+    """Mixin for a Trainer fed from an iterator at every step (real data): ``next_input()`` takes the next
+    batch and counts the time spent waiting for it, in measured steps only.
+
+    The protocol runs, per repeat, `warmup` untimed steps then `steps` timed ones, so the k-th batch taken
+    after reset_input_wait() belongs to a timed step when k mod (warmup + steps) >= warmup. The first batch
+    is taken at build time (``first_input()``), never timed.
+    """
+
+    def feed(self, source: Iterator[Any], warmup: int, steps: int) -> Any:
+        """Attach the source; returns its first batch (taken now, untimed)."""
+        self.source = source
+        self.cycle, self.warmup = warmup + steps, warmup
+        self.waited, self.taken = 0.0, 0
+        return next(source)
+
+    def next_input(self) -> Any:
+        """The next batch; its wait counts when this step is a measured one."""
+        start = time.perf_counter()
+        batch = next(self.source)
+        if self.taken % self.cycle >= self.warmup:
+            self.waited += time.perf_counter() - start
+        self.taken += 1
+        return batch
+
+    def input_wait_s(self) -> float:
+        return self.waited
+
+    def reset_input_wait(self) -> None:
+        self.waited, self.taken = 0.0, 0
+
+    def close(self) -> None:
+        close = getattr(self.source, "close", None)
+        if close is not None:
+            close()
 
 
 class Backend(ABC):

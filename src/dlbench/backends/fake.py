@@ -12,8 +12,9 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from collections.abc import Iterator
 
-from dlbench.backends.base import Backend, Trainer
+from dlbench.backends.base import Backend, InputFed, Trainer
 from dlbench.cases import Case
 from dlbench.spec import PointSpec
 
@@ -46,27 +47,23 @@ class FakeTrainer(Trainer):
         return self._loss
 
 
-class SlowInputTrainer(FakeTrainer):
+def _slow(wait_s: float) -> Iterator[None]:
+    """An input source whose every item takes wait_s to arrive."""
+    while True:
+        time.sleep(wait_s)
+        yield None
+
+
+class SlowInputTrainer(InputFed, FakeTrainer):
     """Each step waits for its input, then computes for a millisecond; measured-step waits are counted."""
 
     def __init__(self, wait_s: float, warmup: int, steps: int) -> None:
         super().__init__(0.001)
-        self.wait_s, self.warmup, self.cycle = wait_s, warmup, warmup + steps
-        self.waited, self.taken = 0.0, 0
+        self.feed(_slow(wait_s), warmup, steps)
 
     def step(self) -> None:
-        start = time.perf_counter()
-        time.sleep(self.wait_s)
-        if self.taken % self.cycle >= self.warmup:
-            self.waited += time.perf_counter() - start
-        self.taken += 1
+        self.next_input()
         super().step()
-
-    def input_wait_s(self) -> float:
-        return self.waited
-
-    def reset_input_wait(self) -> None:
-        self.waited, self.taken = 0.0, 0
 
 
 class FakeBackend(Backend):

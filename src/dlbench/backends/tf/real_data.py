@@ -9,26 +9,22 @@ trainer takes the next batch at each step and counts the time spent waiting for 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 
 import keras
-import numpy as np
 import tensorflow as tf
 
+from dlbench.backends.base import InputFed
 from dlbench.backends.tf.step import TfTrainer
 from dlbench.cases import Case, ImageInput
+from dlbench.data.augment import bert_arrays, enough_samples
 from dlbench.data.layout import (
     CROP_RATIO,
     CROP_SCALE,
     MEAN,
-    SAMPLE_ARRAYS,
-    SAMPLES,
     STD,
-    DataLayoutError,
     image_root,
     read_train_list,
-    text_root,
 )
 from dlbench.spec import PointSpec
 
@@ -37,9 +33,7 @@ Batch = dict[str, tf.Tensor]
 
 def _finish(ds: tf.data.Dataset, n: int, spec: PointSpec, device: str) -> Iterator[Batch]:
     """Batch (dropping each epoch's partial batch), repeat, prefetch (onto the GPU there) and iterate."""
-    if n < spec.batch_size:
-        raise DataLayoutError(f"{spec.data_dir} holds {n} samples, fewer than the batch size {spec.batch_size}: "
-                              "make more with `dlbench data`")
+    enough_samples(n, spec.batch_size, spec.data_dir)
     ds = ds.batch(spec.batch_size, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE)
     if device.startswith("/GPU"):
         ds = ds.apply(tf.data.experimental.prefetch_to_device(device))
@@ -83,47 +77,23 @@ def image_batches(spec: PointSpec, case: Case, device: str, seed: int) -> Iterat
 
 def text_batches(spec: PointSpec, device: str, seed: int) -> Iterator[Batch]:
     """Endless BERT batches (MLM + NSP) as int32, cut to the first input_size columns, epoch after epoch."""
-    root = text_root(spec.data_dir or "")
-    with np.load(root / SAMPLES) as npz:
-        missing = set(SAMPLE_ARRAYS) - set(npz.files)
-        if missing:
-            raise DataLayoutError(f"{root / SAMPLES} lacks {', '.join(sorted(missing))}")
-        arrays = {k: npz[k] for k in SAMPLE_ARRAYS}
-    seq = min(spec.input_size or arrays["input_ids"].shape[1], arrays["input_ids"].shape[1])
-    arrays = {k: (v[:, :seq] if v.ndim == 2 else v).astype(np.int32) for k, v in arrays.items()}
+    arrays = bert_arrays(spec.data_dir or "", spec.input_size, "int32")
     n = len(arrays["nsp_labels"])
     ds = tf.data.Dataset.from_tensor_slices(arrays).shuffle(n, seed=seed, reshuffle_each_iteration=True)
     return _finish(ds, n, spec, device)
 
 
-class LoaderTrainer(TfTrainer):
-    """A TfTrainer whose batch comes from a tf.data iterator at every step.
-
-    It counts the time spent waiting in next() during measured steps only: the protocol runs, per repeat,
-    `warmup` untimed steps then `steps` timed ones, so step k after reset_input_wait() is timed when
-    k mod (warmup + steps) >= warmup. The first batch is taken at build time, never timed.
-    """
+class LoaderTrainer(InputFed, TfTrainer):
+    """A TfTrainer whose batch comes from a tf.data iterator at every step (wait counted by InputFed)."""
 
     def __init__(self, source: Iterator[Batch], warmup: int, steps: int, case: Case, model: keras.Model,
                  device: str, jit_compile: bool, loss_scale: bool, global_batch: int) -> None:
-        self.source = source
-        self.cycle, self.warmup = warmup + steps, warmup
-        self.waited, self.taken = 0.0, 0
-        super().__init__(case, model, next(source), device, jit_compile, loss_scale, global_batch)
+        first = self.feed(source, warmup, steps)
+        super().__init__(case, model, first, device, jit_compile, loss_scale, global_batch)
 
     def step(self) -> None:
-        start = time.perf_counter()
-        self.batch = next(self.source)
-        if self.taken % self.cycle >= self.warmup:
-            self.waited += time.perf_counter() - start
-        self.taken += 1
+        self.batch = self.next_input()
         super().step()
-
-    def input_wait_s(self) -> float:
-        return self.waited
-
-    def reset_input_wait(self) -> None:
-        self.waited, self.taken = 0.0, 0
 
 
 def build_trainer(spec: PointSpec, case: Case, model: keras.Model, device: str, loss_scale: bool) -> LoaderTrainer:

@@ -7,48 +7,38 @@ takes a batch from the iterator at each step and counts the time spent waiting i
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
-from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
+from dlbench.backends.base import InputFed
 from dlbench.backends.torch.step import TorchTrainer
 from dlbench.cases import Case, ImageInput
-from dlbench.data.layout import (CROP_RATIO, CROP_SCALE, FLIP_PROB, MEAN, SAMPLE_ARRAYS, SAMPLES, STD,
-                                 DataLayoutError, TrainItem, image_root, read_train_list, text_root)
+from dlbench.data.augment import bert_arrays, decode_crop_flip, enough_samples
+from dlbench.data.layout import (
+    FLIP_PROB,
+    MEAN,
+    STD,
+    TrainItem,
+    image_root,
+    read_train_list,
+)
 from dlbench.spec import PointSpec
 
 PREFETCH_FACTOR = 2  # batches each loader worker prepares ahead
 Batch = dict[str, torch.Tensor]
 
 
-def crop_box(width: int, height: int) -> tuple[int, int, int, int]:
-    """Random-resized-crop box (left, top, right, bottom): torchvision's algorithm, drawn with torch's RNG."""
-    area = width * height
-    log_lo, log_hi = math.log(CROP_RATIO[0]), math.log(CROP_RATIO[1])
-    for _ in range(10):
-        target = area * float(torch.empty(1).uniform_(*CROP_SCALE))
-        aspect = math.exp(float(torch.empty(1).uniform_(log_lo, log_hi)))
-        w = int(round(math.sqrt(target * aspect)))
-        h = int(round(math.sqrt(target / aspect)))
-        if 0 < w <= width and 0 < h <= height:
-            top = int(torch.randint(0, height - h + 1, (1,)))
-            left = int(torch.randint(0, width - w + 1, (1,)))
-            return left, top, left + w, top + h
-    ratio = width / height
-    if ratio < CROP_RATIO[0]:
-        w, h = width, int(round(width / CROP_RATIO[0]))
-    elif ratio > CROP_RATIO[1]:
-        w, h = int(round(height * CROP_RATIO[1])), height
-    else:
-        w, h = width, height
-    left, top = (width - w) // 2, (height - h) // 2
-    return left, top, left + w, top + h
+def _uniform(lo: float, hi: float) -> float:
+    """torch's RNG, which DataLoader seeds per worker (numpy's it does not)."""
+    return float(torch.empty(1).uniform_(lo, hi))
+
+
+def _randint(lo: int, hi: int) -> int:
+    return int(torch.randint(lo, hi, (1,)))
 
 
 class ImageList(Dataset[tuple[torch.Tensor, int]]):
@@ -62,20 +52,15 @@ class ImageList(Dataset[tuple[torch.Tensor, int]]):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         item = self.items[index]
-        with Image.open(item.path) as src:
-            img = src.convert("RGB")
-        img = img.resize((self.side, self.side), Image.Resampling.BILINEAR, box=crop_box(*img.size))
-        if float(torch.rand(1)) < FLIP_PROB:
-            img = img.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-        pixels = torch.frombuffer(bytearray(img.tobytes()), dtype=torch.uint8)
-        return pixels.view(self.side, self.side, 3).permute(2, 0, 1), item.label
+        pixels = decode_crop_flip(item.path, self.side, _uniform, _randint, FLIP_PROB)
+        return torch.from_numpy(pixels.copy()).permute(2, 0, 1), item.label
 
 
 class BertSamples(Dataset[Batch]):
-    """Rows of bert_samples.npz as int64 tensors, cut to the first seq_len columns."""
+    """Rows of bert_samples.npz as int64 tensors."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], seq_len: int) -> None:
-        self.arrays = {k: torch.from_numpy(v[:, :seq_len] if v.ndim == 2 else v).long() for k, v in arrays.items()}
+    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
+        self.arrays = {k: torch.from_numpy(v) for k, v in arrays.items()}
         self.n = len(self.arrays["nsp_labels"])
 
     def __len__(self) -> int:
@@ -86,10 +71,7 @@ class BertSamples(Dataset[Batch]):
 
 
 def _loader(dataset: Dataset[Any], spec: PointSpec, device: torch.device, seed: int) -> DataLoader[Any]:
-    n = len(dataset)  # type: ignore[arg-type]
-    if n < spec.batch_size:
-        raise DataLayoutError(f"{spec.data_dir} holds {n} samples, fewer than the batch size {spec.batch_size}: "
-                              "make more with `dlbench data`")
+    enough_samples(len(dataset), spec.batch_size, spec.data_dir)  # type: ignore[arg-type]
     workers = spec.loader_workers
     return DataLoader(dataset, batch_size=spec.batch_size, shuffle=True, drop_last=True, num_workers=workers,
                       prefetch_factor=PREFETCH_FACTOR if workers else None, persistent_workers=workers > 0,
@@ -113,14 +95,7 @@ def image_batches(spec: PointSpec, case: Case, device: torch.device, seed: int) 
 
 def text_batches(spec: PointSpec, case: Case, device: torch.device, seed: int) -> Iterator[Batch]:
     """Endless BERT batches (MLM + NSP) on the device, epoch after epoch."""
-    root = text_root(spec.data_dir or "")
-    with np.load(root / SAMPLES) as npz:
-        missing = set(SAMPLE_ARRAYS) - set(npz.files)
-        if missing:
-            raise DataLayoutError(f"{root / SAMPLES} lacks {', '.join(sorted(missing))}")
-        arrays = {k: npz[k] for k in SAMPLE_ARRAYS}
-    seq = min(spec.input_size or arrays["input_ids"].shape[1], arrays["input_ids"].shape[1])
-    loader = _loader(BertSamples(arrays, seq), spec, device, seed)
+    loader = _loader(BertSamples(bert_arrays(spec.data_dir or "", spec.input_size)), spec, device, seed)
     while True:
         for batch in loader:
             yield {k: v.to(device, non_blocking=True) for k, v in batch.items()}
@@ -133,39 +108,17 @@ def batches(spec: PointSpec, case: Case, device: torch.device, seed: int) -> Ite
     return text_batches(spec, case, device, seed)
 
 
-class LoaderTrainer(TorchTrainer):
-    """A TorchTrainer whose batch comes from an iterator at every step.
-
-    It counts the time spent waiting in next() during measured steps only: the protocol runs, per repeat,
-    `warmup` untimed steps then `steps` timed ones, so step k after reset_input_wait() is timed when
-    k mod (warmup + steps) >= warmup. The first batch is taken at build time, never timed.
-    """
+class LoaderTrainer(InputFed, TorchTrainer):
+    """A TorchTrainer whose batch comes from an iterator at every step (wait counted by InputFed)."""
 
     def __init__(self, source: Iterator[Batch], warmup: int, steps: int, case: Case, model: torch.nn.Module,
                  device: torch.device, precision: str, compile_model: bool, **kwargs: Any) -> None:
-        self.source = source
-        self.cycle, self.warmup = warmup + steps, warmup
-        self.waited, self.taken = 0.0, 0
-        super().__init__(case, model, next(source), device, precision, compile_model, **kwargs)
+        first = self.feed(source, warmup, steps)
+        super().__init__(case, model, first, device, precision, compile_model, **kwargs)
 
     def step(self) -> None:
-        start = time.perf_counter()
-        self.batch = next(self.source)
-        if self.taken % self.cycle >= self.warmup:
-            self.waited += time.perf_counter() - start
-        self.taken += 1
+        self.batch = self.next_input()
         super().step()
-
-    def input_wait_s(self) -> float:
-        return self.waited
-
-    def reset_input_wait(self) -> None:
-        self.waited, self.taken = 0.0, 0
-
-    def close(self) -> None:
-        close = getattr(self.source, "close", None)
-        if close is not None:
-            close()
 
 
 def build_trainer(spec: PointSpec, case: Case, model: torch.nn.Module, device: torch.device, seed: int,

@@ -1,0 +1,72 @@
+"""The framework-free parts of every real-data pipeline: the crop box, PIL decoding, BERT arrays, and the
+input-wait accounting of trainers fed from an iterator."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dlbench.backends.base import InputFed
+from dlbench.data.augment import bert_arrays, crop_box, decode_crop_flip, enough_samples, numpy_rng
+from dlbench.data.imagenet import make_imagenet
+from dlbench.data.layout import CROP_RATIO, SAMPLE_ARRAYS, DataLayoutError, read_train_list
+from dlbench.data.text import make_text
+
+
+def test_crop_box_follows_random_resized_crop() -> None:
+    uniform, randint = numpy_rng(np.random.default_rng(0))
+    for _ in range(300):
+        left, top, right, bottom = crop_box(200, 120, uniform, randint)
+        w, h = right - left, bottom - top
+        assert 0 <= left < right <= 200 and 0 <= top < bottom <= 120
+        assert 0.08 * 200 * 120 * 0.8 <= w * h  # area fraction >= 0.08 (up to rounding)
+        assert CROP_RATIO[0] * 0.9 <= w / h <= CROP_RATIO[1] * 1.1
+    # no try fits a 1000 x 10 image: centre crop, width round(10 * 4/3)
+    assert crop_box(1000, 10, uniform, randint) == (493, 0, 506, 10)
+
+
+def test_decode_crop_flip_gives_the_side_and_flips(tmp_path: Path) -> None:
+    make_imagenet(tmp_path / "img", images=2, classes=1, min_side=40, max_side=60)
+    path = read_train_list(tmp_path / "img")[0].path
+    whole = (lambda lo, hi: hi if lo == 0.08 else 0.0), (lambda lo, hi: lo)  # full area, aspect 1, no flip
+    a = decode_crop_flip(path, 32, whole[0], whole[1], flip_prob=0.0)
+    b = decode_crop_flip(path, 32, whole[0], whole[1], flip_prob=1.0)
+    assert a.shape == (32, 32, 3) and a.dtype == np.uint8
+    assert np.array_equal(a[:, ::-1], b)
+
+
+def test_bert_arrays_are_cut_and_typed(tmp_path: Path) -> None:
+    make_text(tmp_path / "text", samples=16, vocab_size=200)
+    arrays = bert_arrays(tmp_path / "text", 32, "int32")
+    assert set(arrays) == set(SAMPLE_ARRAYS)
+    assert arrays["input_ids"].shape == (16, 32) and arrays["input_ids"].dtype == np.int32
+    assert arrays["nsp_labels"].shape == (16,)
+    with pytest.raises(DataLayoutError, match="fewer than the batch size 17"):
+        enough_samples(16, 17, str(tmp_path))
+
+
+class _Fed(InputFed):
+    def __init__(self, source: Iterator[int]) -> None:
+        self.first = self.feed(source, warmup=1, steps=2)
+
+
+def test_input_wait_counts_measured_steps_only() -> None:
+    def slow() -> Iterator[int]:
+        n = 0
+        while True:
+            time.sleep(0.02 if n else 0.0)
+            n += 1
+            yield n
+
+    fed = _Fed(slow())
+    assert fed.first == 1 and fed.input_wait_s() == 0.0  # the build-time batch is never counted
+    fed.reset_input_wait()
+    for _ in range(6):  # two repeats of 1 warm-up + 2 measured steps
+        fed.next_input()
+    assert 4 * 0.02 <= fed.input_wait_s() < 5.5 * 0.02
+    fed.reset_input_wait()
+    assert fed.input_wait_s() == 0.0
