@@ -8,15 +8,21 @@ paddle`). Paddle is slow on this CPU (ResNet-50 at batch 8, 224x224: 7-13 s a st
 from __future__ import annotations
 
 import math
-
+import os
+import signal
+import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import convergence_cases, framework_python, run_check
+from scale_helpers import assert_ranks_in_sync, stored
 
 from dlbench.cases import all_cases, get_case
+from dlbench.launch.ranks import free_port
 from dlbench.results.store import Store
+from dlbench.spec import PointSpec, Protocol
 
 pytestmark = [pytest.mark.framework("paddle"), pytest.mark.slow]
 CliResult = tuple[int, str, str]
@@ -104,3 +110,52 @@ def test_channels_last_is_refused_with_a_reason(paddle_python: str, cli: Callabl
     [p] = [s.result for s in Store(store_path).points()]
     assert code == 1 and p.status == "unsupported"
     assert "NCHW models only" in (p.error or "")
+
+
+@pytest.fixture(scope="module")
+def scale_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store for the multi-rank tests, so the 1-device point they divide by is measured once."""
+    return tmp_path_factory.mktemp("paddle-scale") / "results.db"
+
+
+# none on several devices means fleet; to_static programs run inside fleet's DataParallel too.
+@pytest.mark.parametrize("options", [("--strategy", "fleet"), ("--strategy", "none"),
+                                     ("--strategy", "fleet", "--compile")], ids=["fleet", "none", "fleet-to-static"])
+def test_two_ranks_with_fleet_stay_in_sync(paddle_python: str, cli: Callable[..., CliResult], scale_store: Path,
+                                           options: tuple[str, ...]) -> None:
+    code, out, err = cli("run", *POINT, "-m", "resnet50", "--devices-per-node", "2", *options, "--threads", "1",
+                         "--store", str(scale_store))
+    assert code == 0, err
+    r = stored(scale_store)[-1]
+    assert r.spec.world_size == 2 and r.spec.launcher == "local"
+    assert_ranks_in_sync(r, 2)  # status ok, both ranks' samples, one checksum, global batch 2 x 2
+    assert r.metrics is not None and r.metrics.global_batch == 4
+    assert r.env.descriptive["dist_backend"] == "gloo" and r.env.descriptive["strategy_run"] == "fleet"
+    assert r.extra.get("paddle_parallel") == "fleet.distributed_model -> DataParallel"
+    assert r.extra.get("paddle_world_size") == "2"
+    assert "speedup" in out
+
+
+def test_other_frameworks_strategies_are_refused(paddle_python: str, cli: Callable[..., CliResult],
+                                                 store_path: Path) -> None:
+    code, _, _ = cli("run", *POINT, "-m", "resnet50", "--devices-per-node", "2", "--strategy", "ddp",
+                     "--threads", "1", "--store", str(store_path))
+    r = stored(store_path)[-1]
+    assert code == 1 and r.spec.world_size == 2 and r.status == "unsupported"
+    assert "paddle has no ddp strategy; use --strategy fleet" in str(r.error)
+
+
+def test_a_missing_peer_ends_the_wait_at_the_rendezvous_timeout(paddle_python: str, tmp_path: Path) -> None:
+    spec = PointSpec(framework="paddle", model="resnet50", batch_size=2, input_size=32, devices_per_node=2,
+                     strategy="fleet", threads=1, protocol=Protocol(warmup=1, steps=2, repeats=1, statistic="median"))
+    (tmp_path / "spec.json").write_text(spec.to_json())
+    env = {**os.environ, "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(free_port()), "DLBENCH_RDZV_TIMEOUT": "5", "OMP_NUM_THREADS": "1"}
+    started = time.monotonic()
+    proc = subprocess.run([paddle_python, "-m", "dlbench.worker", str(tmp_path / "spec.json"),
+                           str(tmp_path / "result.json")], env=env, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]  # rank 0 never came: rank 1 gave up after 5 s
+    last = proc.stderr.strip().splitlines()[-1]  # the line the launcher reports for the rank
+    assert last.startswith("paddle rendezvous: rank 1 did not meet its 1 peer(s) at 127.0.0.1:"), last
+    assert time.monotonic() - started < 120  # paddle's own wait takes no timeout

@@ -1,4 +1,5 @@
-"""PaddlePaddle backend: builds the case's model, a synthetic batch and a PaddleTrainer."""
+"""PaddlePaddle backend: builds the case's model, a synthetic batch and a PaddleTrainer; joins a fleet job on
+several devices (distributed.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import paddle
 
 from dlbench.backends.base import Backend, Trainer
+from dlbench.backends.paddle import distributed
 from dlbench.backends.paddle.data import synthetic_batch
 from dlbench.backends.paddle.models import build_model, count_trainable
 from dlbench.backends.paddle.step import PaddleTrainer
@@ -43,7 +45,8 @@ class PaddleBackend(Backend):
 
     def _configure(self, spec: PointSpec) -> int:
         """Select the device and the CPU thread count (the worker's OMP_NUM_THREADS, which paddle honours)."""
-        paddle.set_device("gpu:0" if spec.device == "cuda" and _has_gpu() else "cpu")
+        gpu = distributed.local_rank() if spec.world_size > 1 else 0  # a node's ranks share its GPUs
+        paddle.set_device(f"gpu:{gpu}" if spec.device == "cuda" and _has_gpu() else "cpu")
         # paddle sets OMP_NUM_THREADS=1 at import when it is unset: one thread unless told.
         threads = spec.threads or int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
         paddle.base.core.set_num_threads(threads)
@@ -60,13 +63,17 @@ class PaddleBackend(Backend):
             env["cuda"] = str(paddle.version.cuda())
             env["cudnn"] = str(paddle.version.cudnn())
             env["nccl"] = str(paddle.version.nccl()) if hasattr(paddle.version, "nccl") else ""
+        if spec.world_size > 1:
+            env.update({"dist_backend": distributed.comm_backend(spec), "strategy_run": distributed.strategy(spec)})
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
         if spec.device == "cuda" and not _has_gpu():
             return "paddle here is a CPU build or sees no GPU: use --device cpu"
-        if spec.world_size > 1 or spec.strategy != "none":
-            return "the paddle backend trains on one device; multi-device (fleet) is not implemented"
+        gpus = paddle.device.cuda.device_count() if _has_gpu() else 0
+        reason = distributed.refuse(spec, gpus)
+        if reason:
+            return reason
         if spec.channels_last:
             return "the paddle backend builds NCHW models only; channels-last is not implemented"
         if spec.precision != "fp32" and spec.device == "cpu":
@@ -78,7 +85,9 @@ class PaddleBackend(Backend):
 
     def build(self, spec: PointSpec, case: Case) -> Trainer:
         self._configure(spec)
-        paddle.seed(spec.seed)
+        distributed.join(spec)  # several devices: fleet.init from the launcher's variables, bounded in time
+        paddle.seed(spec.seed)  # the same initial parameters on every rank (DataParallel also broadcasts rank 0's)
+        seed = spec.seed + distributed.rank()  # each rank its own samples; rank 0 is the 1-device batch
         on_gpu = spec.device == "cuda"
         num_classes = case.input.classes if isinstance(case.input, ImageInput) else 1000
         model = build_model(case.name, num_classes=num_classes)
@@ -89,9 +98,13 @@ class PaddleBackend(Backend):
         if spec.data == "real":  # files made by `dlbench data` (docs/data-layout.md), through paddle.io.DataLoader
             from dlbench.backends.paddle import real_data
 
-            return real_data.build_trainer(spec, case, model, on_gpu, amp_dtype, spec.seed)
-        batch = synthetic_batch(case, spec.batch_size, spec.input_size, spec.seed)
-        return PaddleTrainer(case, model, batch, on_gpu, amp_dtype, spec.compile, global_batch=spec.global_batch)
+            trainer: PaddleTrainer = real_data.build_trainer(spec, case, model, on_gpu, amp_dtype, seed)
+        else:
+            batch = synthetic_batch(case, spec.batch_size, spec.input_size, seed)
+            trainer = PaddleTrainer(case, model, batch, on_gpu, amp_dtype, spec.compile,
+                                    global_batch=spec.global_batch)
+        self._facts.update(distributed.facts(spec, trainer.forward))
+        return trainer
 
     def count_params(self, case: Case) -> int:
         return count_trainable(build_model(case.name))

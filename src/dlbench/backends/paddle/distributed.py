@@ -1,0 +1,177 @@
+"""paddle.distributed for dlbench: the launcher's rank variables in PaddlePaddle's names, fleet's collective
+data parallelism, and a bound on the rendezvous.
+
+The launcher (local, hosts, mpirun, srun) sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT,
+DLBENCH_RDZV_TIMEOUT and DLBENCH_NODE_HOSTS (see dlbench.launch.ranks). Paddle 3.3.1 reads other names:
+
+- PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM: rank and world size (init_parallel_env, fleet's role maker);
+- PADDLE_MASTER: where rank 0 hosts the TCPStore every process group meets through (read by the C++ core,
+  which falls back to the first of PADDLE_TRAINER_ENDPOINTS);
+- PADDLE_TRAINER_ENDPOINTS, PADDLE_CURRENT_ENDPOINT: one host:port per rank; init_parallel_env insists on
+  them, but its process-group path binds none of those ports (gloo exchanges addresses through the store);
+- PADDLE_DISTRI_BACKEND: ``gloo`` on the CPU (a CPU build refuses to start without it), ``nccl`` on GPUs,
+  which also read FLAGS_selected_gpus (this rank's GPU). Paddle's core reads GLOO_SOCKET_IFNAME (the interface
+  gloo uses across hosts; not tried across hosts here).
+
+The one strategy is ``fleet``: ``fleet.init(is_collective=True)`` joins the job and builds its data-parallel
+topology; ``fleet.distributed_model`` wraps the loss layer in ``paddle.DataParallel`` (rank 0's parameters
+broadcast at construction, gradients averaged by all-reduce during the backward pass); the optimizer is
+``fleet.distributed_optimizer``'s. ``none`` with several devices means ``fleet``. BatchNorm running statistics
+stay per rank (DataParallel does not broadcast them), so the checksum covers trainable parameters only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
+
+import numpy as np
+import paddle
+from paddle.distributed import fleet
+
+from dlbench.spec import PointSpec
+
+STRATEGIES: tuple[str, ...] = ("fleet",)
+RDZV_TIMEOUT_VAR = "DLBENCH_RDZV_TIMEOUT"  # dlbench.launch.ranks.RDZV_TIMEOUT_VAR (not imported: worker side)
+NODE_HOSTS_VAR = "DLBENCH_NODE_HOSTS"  # dlbench.launch.ranks.NODE_HOSTS_VAR
+
+
+def strategy(spec: PointSpec) -> str:
+    """The strategy this point runs: 'none' alone, else the spec's, with 'none' meaning 'fleet'."""
+    if spec.world_size == 1:
+        return "none"
+    return "fleet" if spec.strategy == "none" else spec.strategy
+
+
+def comm_backend(spec: PointSpec) -> str:
+    """The collective library: gloo on the CPU, NCCL on GPUs."""
+    return "nccl" if spec.device == "cuda" else "gloo"
+
+
+def refuse(spec: PointSpec, gpus: int) -> str | None:
+    """A one-line reason when paddle cannot run the spec's strategy, else None (gpus: GPUs on this node)."""
+    if spec.world_size == 1 and spec.strategy != "none":
+        return f"strategy {spec.strategy} needs several devices: use --scale 1n2c or more, or --strategy none"
+    if spec.world_size > 1 and strategy(spec) not in STRATEGIES:
+        return (f"paddle has no {spec.strategy} strategy; use --strategy fleet (fleet.distributed_model: "
+                "DataParallel all-reduces the gradients)")
+    if spec.device == "cuda" and spec.world_size > 1 and gpus < spec.devices_per_node:
+        return f"{spec.scale} needs {spec.devices_per_node} GPUs per node; this node has {gpus}"
+    return None
+
+
+def paddle_env(spec: PointSpec, environ: Mapping[str, str]) -> dict[str, str]:
+    """Paddle's variables for this rank, from the rank contract's (rank r runs on node r // devices_per_node)."""
+    rank, world = int(environ["RANK"]), int(environ.get("WORLD_SIZE") or spec.world_size)
+    master, port = environ["MASTER_ADDR"], int(environ["MASTER_PORT"])
+    hosts = [h for h in environ.get(NODE_HOSTS_VAR, "").split(",") if h] or [master]
+    # Distinct placeholders per rank; the process-group path never binds them (see the module docstring).
+    endpoints = [f"{hosts[min(r // spec.devices_per_node, len(hosts) - 1)]}:{port + 1 + r}" for r in range(world)]
+    out = {"PADDLE_TRAINER_ID": str(rank), "PADDLE_TRAINERS_NUM": str(world), "PADDLE_MASTER": f"{master}:{port}",
+           "PADDLE_TRAINER_ENDPOINTS": ",".join(endpoints), "PADDLE_CURRENT_ENDPOINT": endpoints[rank],
+           "PADDLE_RANK_IN_NODE": environ.get("LOCAL_RANK", "0"), "PADDLE_DISTRI_BACKEND": comm_backend(spec)}
+    if spec.device == "cuda":
+        out["FLAGS_selected_gpus"] = environ.get("LOCAL_RANK", "0")
+    return out
+
+
+def local_rank() -> int:
+    """This process's rank on its node (0 without a launcher)."""
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+# The watchdog: a separate interpreter, because paddle's C++ rendezvous holds the GIL while it waits (a Python
+# thread or signal handler in this process never runs then). It exits quietly once this process is gone.
+_WATCHDOG = """
+import os, signal, sys, time
+pid, seconds, message = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    time.sleep(0.2)
+    if os.getppid() != pid:
+        sys.exit(0)
+print(message, file=sys.stderr, flush=True)
+os.kill(pid, signal.SIGKILL)
+"""
+
+
+@contextmanager
+def deadline(seconds: float, what: str) -> Iterator[None]:
+    """SIGKILL this process, after one line on stderr, if the block has not finished within `seconds`.
+
+    Paddle's global TCPStore is created by its C++ core with a fixed wait that no variable or argument reaches
+    (it retries the connection every 3 s meanwhile), and nothing in this process can interrupt that wait. The launcher kills the group at the point's
+    timeout too, but DLBENCH_RDZV_TIMEOUT should end a missing peer's wait sooner.
+    """
+    message = f"paddle rendezvous: {what} within {seconds:g} s ({RDZV_TIMEOUT_VAR})"
+    watchdog = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHDOG, str(os.getpid()), str(seconds),
+                                 message], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        watchdog.kill()
+        watchdog.wait()
+
+
+def join(spec: PointSpec, environ: MutableMapping[str, str] = os.environ) -> None:
+    """Join the job from the launcher's variables (several devices only): fleet.init, bounded in time."""
+    if strategy(spec) == "none" or joined():
+        return
+    environ.update(paddle_env(spec, environ))
+    timeout = float(environ.get(RDZV_TIMEOUT_VAR) or spec.timeout_s)
+    what = (f"rank {environ['RANK']} did not meet its {spec.world_size - 1} peer(s) at "
+            f"{environ['PADDLE_MASTER']}")
+    with deadline(timeout, what):
+        fleet.init(is_collective=True)
+        paddle.distributed.barrier()  # every rank's process group is up before the first timed collective
+    if paddle.distributed.get_world_size() != spec.world_size:
+        raise RuntimeError(f"the launcher started {paddle.distributed.get_world_size()} ranks; the spec asks for "
+                           f"{spec.world_size}")
+
+
+def joined() -> bool:
+    """Whether this process is part of a job of several ranks."""
+    return bool(paddle.distributed.is_initialized()) and paddle.distributed.get_world_size() > 1
+
+
+def rank() -> int:
+    """This process's rank (0 outside a job)."""
+    return paddle.distributed.get_rank() if joined() else 0
+
+
+def data_parallel(layer: paddle.nn.Layer) -> paddle.nn.Layer:
+    """The loss layer as fleet's data-parallel model in a job (paddle.DataParallel), else unchanged."""
+    return fleet.distributed_model(layer) if joined() else layer
+
+
+def distributed_optimizer(optimizer: paddle.optimizer.Optimizer) -> paddle.optimizer.Optimizer:
+    """fleet's optimizer for the job (HybridParallelOptimizer), else the optimizer unchanged."""
+    return fleet.distributed_optimizer(optimizer) if joined() else optimizer
+
+
+def distributed_scaler(scaler: paddle.amp.GradScaler) -> paddle.amp.GradScaler:
+    """fleet's loss scaler for the job (infinite gradients agreed on by every rank), else unchanged."""
+    return fleet.distributed_scaler(scaler) if joined() else scaler
+
+
+def facts(spec: PointSpec, wrapped: paddle.nn.Layer | None = None) -> dict[str, str]:
+    """What the job ran with (several devices only): strategy, collectives, world size, the wrapper used."""
+    if strategy(spec) == "none":
+        return {}
+    out = {"strategy_run": strategy(spec), "dist_backend": comm_backend(spec),
+           "paddle_world_size": str(paddle.distributed.get_world_size() if joined() else spec.world_size)}
+    if wrapped is not None:
+        out["paddle_parallel"] = f"fleet.distributed_model -> {type(wrapped).__name__}"
+    return out
+
+
+def param_checksum(model: paddle.nn.Layer) -> float:
+    """A position-weighted float64 sum of every trainable parameter: equal on ranks holding the same ones."""
+    total = 0.0
+    trainable = [p for p in model.parameters() if not p.stop_gradient]
+    for i, p in enumerate(trainable):
+        total += (i + 1) * float(np.asarray(p.numpy(), dtype=np.float64).sum())
+    return total
