@@ -1,5 +1,5 @@
 """JAX/Flax in its own environment: exact parameter counts, convergence, one real point, refusals, two
-processes (jax.distributed, a sharded batch).
+processes (jax.distributed, a sharded batch) and real data through Grain.
 
 Each check runs `python -m dlbench.check ...` (or a worker) with the jax environment's interpreter, so
 this file never imports jax. Without that environment every test skips, naming it (`dlbench setup jax`).
@@ -113,6 +113,73 @@ def test_torch_strategies_are_refused_on_two_processes(jax_python: str, cli: Cal
     r = stored(scale_store)[-1]
     assert code == 1 and r.spec.strategy == strategy and r.status == "unsupported"
     assert f"jax has no {strategy} strategy" in (r.error or "") and "\n" not in (r.error or "")
+
+
+def test_real_images_through_grain(jax_python: str, cli: Callable[..., CliResult], tmp_path: Path,
+                                   store_path: Path) -> None:
+    """JPEGs decoded, cropped and flipped in two Grain worker processes, normalised on the device."""
+    code, _, err = cli("data", "imagenet", "--out", str(tmp_path / "imagenet"), "--images", "8", "--classes", "2")
+    assert code == 0, err
+    code, _, err = cli("run", *POINT, "-m", "resnet50", "--threads", "1", "--data", "real",
+                       "--data-dir", str(tmp_path / "imagenet"), "--store", str(store_path))
+    assert code == 0, err
+    [p] = [s.result for s in Store(store_path).points()]
+    assert p.status == "ok" and p.spec.data == "real" and p.spec.loader_workers == 2 and p.metrics is not None
+    assert math.isfinite(p.metrics.final_loss or math.nan) and 0 <= p.metrics.input_wait_share < 1
+
+
+def test_real_bert_samples_through_grain(jax_python: str, cli: Callable[..., CliResult], tmp_path: Path,
+                                         store_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(f"Item {i} starts here. Item {i} goes on. Item {i} ends." for i in range(50)))
+    code, _, err = cli("data", "text", "--out", str(tmp_path / "text"), "--samples", "8", "--vocab-size", "300",
+                       str(corpus))
+    assert code == 0, err
+    code, _, err = cli("run", "-f", "jax", "-m", "bert_base", "--input-size", "16", "-b", "2", "--warmup", "1",
+                       "--steps", "2", "--repeats", "1", "--threads", "1", "--data", "real",
+                       "--data-dir", str(tmp_path / "text"), "--store", str(store_path))
+    assert code == 0, err
+    [p] = [s.result for s in Store(store_path).points()]
+    assert p.status == "ok" and p.spec.data == "real" and p.metrics is not None
+    assert math.isfinite(p.metrics.final_loss or math.nan)
+
+
+SHARDS = """
+import json
+from dlbench.backends.jax.real_data import loader
+from dlbench.spec import PointSpec, Protocol
+spec = PointSpec(framework="jax", model="resnet50", batch_size=2, protocol=Protocol(0, 1, 1, "mean"),
+                 data="real", data_dir="unused", loader_workers=0)
+epochs = {}
+for rank in (0, 1):
+    it = iter(loader(list(range(8)), [], spec, seed=0, rank=rank, world=2))
+    epochs[rank] = [[int(x) for x in next(it)] for _ in range(4)]  # two epochs of this rank's 4 rows
+print(json.dumps(epochs))
+"""
+
+
+def test_each_process_reads_its_own_shard(jax_python: str) -> None:
+    """Grain's ShardOptions(rank, world): in every epoch the two ranks' rows are disjoint and cover the data."""
+    proc = subprocess.run([jax_python, "-c", SHARDS], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    epochs = json.loads(proc.stdout.strip().splitlines()[-1])
+    for epoch in (slice(0, 2), slice(2, 4)):
+        rows = [sorted(x for b in epochs[r][epoch] for x in b) for r in ("0", "1")]
+        assert not set(rows[0]) & set(rows[1]) and sorted(rows[0] + rows[1]) == list(range(8)), epochs
+    assert epochs["0"][:2] != epochs["0"][2:], "the second epoch was not reshuffled"
+
+
+def test_real_images_on_two_processes(jax_python: str, cli: Callable[..., CliResult], tmp_path: Path,
+                                      scale_store: Path) -> None:
+    code, _, err = cli("data", "imagenet", "--out", str(tmp_path / "imagenet"), "--images", "8", "--classes", "2")
+    assert code == 0, err
+    code, _, err = cli("run", *POINT, "-m", "resnet50", *TWO_RANKS, "--data", "real",
+                       "--data-dir", str(tmp_path / "imagenet"), "--store", str(scale_store))
+    assert code == 0, err
+    r = stored(scale_store)[-1]
+    assert r.spec.data == "real" and r.spec.strategy == "none"  # none on several devices means sharding
+    assert_ranks_in_sync(r, 2)
+    assert r.env.descriptive["strategy_run"] == "sharding"
 
 
 FP16_STEPS = """

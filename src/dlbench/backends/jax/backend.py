@@ -1,5 +1,5 @@
-"""JAX/Flax backend: flax.linen models, synthetic data made on the device, one jitted train step; on several
-processes, data parallel over a global mesh (distributed.py)."""
+"""JAX/Flax backend: flax.linen models, synthetic data made on the device or real data through Grain, one
+jitted train step; on several processes, data parallel over a global mesh (distributed.py)."""
 
 from __future__ import annotations
 
@@ -138,8 +138,6 @@ class JaxBackend(Backend):
     def refuse(self, spec: PointSpec) -> str | None:
         if spec.channels_last:
             return "JAX/XLA chooses layouts itself: --channels-last has no JAX equivalent"
-        if spec.data == "real":
-            return "the jax backend has no real-data input pipeline yet; use --data synthetic"
         reason = distributed.refuse(spec)
         if reason:
             return reason
@@ -156,6 +154,11 @@ class JaxBackend(Backend):
             if device.platform == "cpu":
                 self.facts["cpu_collectives"] = distributed.CPU_COLLECTIVES
         where, dtype = distributed.placement(spec, device), _dtype(spec, device.platform)
+        if spec.data == "real":  # files made by `dlbench data` (docs/data-layout.md), through Grain
+            from dlbench.backends.jax import real_data
+
+            state = where.replicate(make_state(case, dtype, spec.input_size, spec.seed, device, spec.global_batch))
+            return real_data.build_trainer(spec, case, state, make_train_step(case, where), where, device)
         return make_trainer(case, dtype, spec.batch_size, spec.input_size, spec.seed, device, spec.global_batch,
                             where, jax.process_index())
 
