@@ -13,7 +13,8 @@ import pytest
 from dlbench import backends
 from dlbench.backends import BackendInfo
 from dlbench.cli import options
-from dlbench.cli.setup import requirement, setup_one, source_root
+from dlbench.cli.setup import requirement, setup_one
+from dlbench.launch.envs import source_root
 from dlbench.launch import envs
 from dlbench.launch.interpreters import NotInstalled, interpreter_for, state
 
@@ -103,6 +104,16 @@ def test_registered_env_comes_first(temp_home: Path) -> None:
     st = state("torch")
     assert st.where == f"env {temp_home / 'envs' / 'torch'}"
     assert st.version == "1.0" and st.cases == {"resnet50": 1}
+
+
+def test_env_set_up_from_another_checkout_is_refused_with_the_fix(temp_home: Path) -> None:
+    py = _fake_python(temp_home / "envs" / "torch")
+    envs.record(_rec("torch", py, source="-e /elsewhere/old-clone[torch]"))
+    with pytest.raises(NotInstalled, match=r"runs dlbench from '-e /elsewhere/old-clone\[torch\]'.*"
+                                           r"run: dlbench setup torch"):
+        interpreter_for("torch")
+    envs.record(_rec("torch", py, source=" ".join(envs.install_source("torch"))))  # what setup records
+    assert interpreter_for("torch") == py
 
 
 def test_missing_env_python_falls_back_to_this_interpreter() -> None:

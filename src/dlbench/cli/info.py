@@ -6,6 +6,7 @@ import json
 import subprocess
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from dlbench.backends import all_backends
@@ -63,7 +64,7 @@ def list_cmd(check: bool) -> None:
     for name, info in all_backends().items():
         st = state(name)
         fws.add_row(f"{name} ({info.title})", "yes" if st.installed else "no", st.version or "-",
-                    st.where or st.reason)
+                    escape(st.where or st.reason))
         if not st.installed:
             continue
         answers = st.cases or (_live_cases(st.python, name) if check else {})

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -15,37 +14,17 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-import dlbench
-from dlbench import __version__
 from dlbench.backends import BackendInfo, all_backends, get_info
 from dlbench.launch import envs
-
-_PROJECT_NAME = re.compile(r'^name\s*=\s*"dlbench"\s*$', re.MULTILINE)  # tomllib is 3.11+
 
 
 class SetupFailed(Exception):
     """One framework's setup failed; the message is one line."""
 
 
-def source_root() -> Path | None:
-    """The checkout dlbench runs from (the folder with dlbench's pyproject.toml above the package), or None."""
-    for folder in Path(dlbench.__file__).resolve().parents[1:4]:
-        meta = folder / "pyproject.toml"
-        if meta.is_file():
-            try:
-                text = meta.read_text(encoding="utf-8")
-            except OSError:
-                return None
-            return folder if _PROJECT_NAME.search(text) else None
-    return None
-
-
 def requirement(info: BackendInfo) -> list[str]:
-    """pip arguments installing dlbench with the framework's extra: editable from a checkout, else pinned."""
-    root = source_root()
-    if root is not None:
-        return ["-e", f"{root}[{info.extra}]"]
-    return [f"dlbench[{info.extra}]=={__version__}"]
+    """pip arguments installing dlbench with the framework's extra (envs.install_source)."""
+    return envs.install_source(info.extra)
 
 
 def _run_logged(argv: Sequence[str], log: Path, label: str, console: Console) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 REGISTRY_VERSION = 1
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+_PROJECT_NAME = re.compile(r'^name\s*=\s*"dlbench"\s*$', re.MULTILINE)  # tomllib is 3.11+
 
 
 class EnvError(Exception):
@@ -46,6 +47,40 @@ class EnvRecord:
         d = asdict(self)
         d.pop("framework")
         return d
+
+
+def source_root() -> Path | None:
+    """The checkout dlbench runs from (the folder with dlbench's pyproject.toml above the package), or None."""
+    import dlbench
+
+    for folder in Path(dlbench.__file__).resolve().parents[1:4]:
+        meta = folder / "pyproject.toml"
+        if meta.is_file():
+            try:
+                text = meta.read_text(encoding="utf-8")
+            except OSError:
+                return None
+            return folder if _PROJECT_NAME.search(text) else None
+    return None
+
+
+def install_source(extra: str) -> list[str]:
+    """pip arguments installing this dlbench with an extra: editable from this checkout, else pinned."""
+    from dlbench import __version__
+
+    root, extras = source_root(), f"[{extra}]" if extra else ""
+    if root is not None:
+        return ["-e", f"{root}{extras}"]
+    return [f"dlbench{extras}=={__version__}"]
+
+
+def stale_source(rec: EnvRecord, extra: str) -> str | None:
+    """Why an environment would run another dlbench than this one (set up from another checkout or
+    version), or None. Records without a source (older registries) are trusted."""
+    want = " ".join(install_source(extra))
+    if not rec.source or rec.source == want:
+        return None
+    return f"its environment runs dlbench from {rec.source!r}, not from this one ({want!r})"
 
 
 def home() -> Path:

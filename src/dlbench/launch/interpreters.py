@@ -44,6 +44,9 @@ def state(framework: str) -> FrameworkState:
         rec = envs.get(framework)
     except envs.EnvError as exc:
         return FrameworkState(framework, None, "", "", reason=str(exc))
+    stale = envs.stale_source(rec, info.extra) if rec is not None and rec.python_exists() else None
+    if stale:
+        return FrameworkState(framework, None, "", "", reason=f"{stale}: run: dlbench setup {framework}")
     if rec is not None and rec.python_exists():
         return FrameworkState(framework, rec.version or None, rec.python, f"env {Path(rec.python).parents[1]}",
                               cases=rec.cases)
