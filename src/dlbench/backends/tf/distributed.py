@@ -94,17 +94,20 @@ def tf_config(spec: PointSpec, environ: MutableMapping[str, str]) -> dict[str, o
     return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": rank}}
 
 
-def _bound_rendezvous(spec: PointSpec, seconds: float) -> None:
-    """Make the coordination service give up after `seconds` when a worker never registers (TF's default is
-    an hour). MultiWorkerMirroredStrategy configures the service itself only when none is configured, and no
-    public API takes this timeout, so this configures it the way the strategy would, with the timeout added."""
+def _bound_registration(spec: PointSpec, seconds: float) -> None:
+    """Make the start-up wait for every worker give up after `seconds` (TF's default: an hour), with a
+    DeadlineExceededError. MultiWorkerMirroredStrategy configures the coordination service itself only where
+    none is configured, and no public API takes this timeout: so configure it as the strategy would, plus the
+    timeout (measured: a worker alone raised after 6 s with 5 s; without the barrier flag it waited on)."""
     from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
     from tensorflow.python.eager import context
 
-    context.context().configure_coordination_service(
+    ctx = context.context()
+    ctx.configure_coordination_service(
         service_type="standalone", service_leader="/job:worker/replica:0/task:0",
         cluster_register_timeout_in_ms=int(seconds * 1000),
         coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name="worker", num_tasks=spec.world_size)])
+    ctx.coordination_service.cluster_register_with_barrier = True
 
 
 def make_strategy(spec: PointSpec, gpus: int) -> tf.distribute.Strategy | None:
@@ -116,11 +119,15 @@ def make_strategy(spec: PointSpec, gpus: int) -> tf.distribute.Strategy | None:
     if chosen != "multiworker":
         return None
     os.environ["TF_CONFIG"] = json.dumps(tf_config(spec, os.environ))
+    # Neither the start-up wait for every worker nor a collective waits for a missing peer longer than the
+    # rendezvous timeout. TF runs a watchdog thread per collective for the latter; with gradients packed there
+    # are only a few collectives per step.
     timeout = float(os.environ.get(RDZV_TIMEOUT_VAR) or spec.timeout_s)
-    _bound_rendezvous(spec, timeout)
+    _bound_registration(spec, timeout)
     impl = (tf.distribute.experimental.CommunicationImplementation.NCCL if spec.device == "cuda"
             else tf.distribute.experimental.CommunicationImplementation.RING)
-    options = tf.distribute.experimental.CommunicationOptions(implementation=impl, bytes_per_pack=BYTES_PER_PACK)
+    options = tf.distribute.experimental.CommunicationOptions(implementation=impl, bytes_per_pack=BYTES_PER_PACK,
+                                                              timeout_seconds=timeout)
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
