@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 from conftest import framework_python, run_check
+from real_helpers import check_real_points, check_too_few_samples, make_real_data
 
 from dlbench.cases import all_cases
-from dlbench.data.imagenet import make_imagenet
-from dlbench.data.text import make_text
 from dlbench.results.store import Store
 
 pytestmark = [pytest.mark.framework("jittor"), pytest.mark.slow]
@@ -82,35 +81,10 @@ def test_amp_is_refused_on_the_cpu(jt_python: str) -> None:
     assert "CUDA only" in str(answer.get("unsupported")), answer
 
 
-CORPUS = "\n\n".join(f"Sentence one about item {i} is here. Sentence two follows item {i} closely. A third one "
-                     f"ends the story of item {i}." for i in range(200))
-
-
 def test_real_data_through_jittor_dataset(jt_python: str, cli: Callable[..., CliResult], tmp_path: Path) -> None:
-    make_imagenet(tmp_path / "imagenet", images=12, classes=3, min_side=48, max_side=96)
-    corpus = tmp_path / "c.txt"
-    corpus.write_text(CORPUS)
-    make_text(tmp_path / "text", samples=8, files=[corpus], vocab_size=300)
-    db = tmp_path / "s.db"
-    for model, size in (("resnet50", "32"), ("bert_base", "16")):
-        code, _, err = cli("run", *POINT, "-m", model, "--input-size", size, "--data", "real",
-                           "--data-dir", str(tmp_path), "--store", str(db))
-        assert code == 0, err
-    points = Store(db).points()
-    assert len(points) == 2
-    for p in points:
-        r = p.result
-        assert r.status == "ok" and r.spec.data == "real" and r.metrics is not None, r.error
-        assert math.isfinite(r.metrics.final_loss or math.nan) and 0 <= r.metrics.input_wait_share < 1
-        assert str(r.extra["loader"]).startswith("jittor.dataset, 2 worker processes")
+    check_real_points(cli, POINT, make_real_data(tmp_path), "jittor.dataset, 2 worker processes")
 
 
 def test_real_data_with_fewer_samples_than_a_batch_is_an_error(jt_python: str, cli: Callable[..., CliResult],
                                                                tmp_path: Path) -> None:
-    make_imagenet(tmp_path / "imagenet", images=1, classes=1, min_side=48, max_side=64)
-    db = tmp_path / "s.db"
-    code, _, _ = cli("run", *POINT, "-m", "resnet50", "--input-size", "32", "--data", "real",
-                     "--data-dir", str(tmp_path), "--store", str(db))
-    [p] = [s.result for s in Store(db).points()]
-    assert code == 1 and p.status == "error"
-    assert "fewer than the batch size 2" in (p.error or "")
+    check_too_few_samples(cli, POINT, tmp_path)

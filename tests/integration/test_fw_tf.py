@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 from conftest import convergence_cases, framework_python, run_check
+from real_helpers import check_real_points, make_real_data
 from scale_helpers import assert_ranks_in_sync
 
 from dlbench.cases import all_cases
-from dlbench.data.imagenet import make_imagenet
-from dlbench.data.text import make_text
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec, preset
 
@@ -29,8 +28,6 @@ pytestmark = [pytest.mark.framework("tf"), pytest.mark.slow]
 CliResult = tuple[int, str, str]
 TINY = ("-b", "2", "--warmup", "1", "--steps", "2", "--repeats", "1")
 
-CORPUS = "\n\n".join(f"Sentence one about item {i} is here. Sentence two follows item {i} closely. A third one "
-                     f"ends the story of item {i}." for i in range(200))
 # Near the smallest input each architecture accepts (sequence length for BERT); a new case must add its own.
 SIZES = {"resnet50": 32, "resnet152": 32, "vgg16": 32, "alexnet": 64, "inception_v3": 80, "bert_base": 16}
 
@@ -96,22 +93,7 @@ def test_cuda_is_refused_without_a_gpu(cli: Callable[..., CliResult], store_path
 
 def test_real_data_through_tf_data(cli: Callable[..., CliResult], tmp_path: Path) -> None:
     framework_python("tf")
-    make_imagenet(tmp_path / "imagenet", images=12, classes=3, min_side=48, max_side=96)
-    corpus = tmp_path / "c.txt"
-    corpus.write_text(CORPUS)
-    make_text(tmp_path / "text", samples=8, files=[corpus], vocab_size=300)
-    db = tmp_path / "s.db"
-    for model, size in (("resnet50", "32"), ("bert_base", "16")):
-        code, _, err = cli("run", "-f", "tf", "-m", model, "--input-size", size, "--data", "real", "--data-dir",
-                           str(tmp_path), *TINY, "--store", str(db))
-        assert code == 0, err
-    points = Store(db).points()
-    assert len(points) == 2
-    for p in points:
-        r = p.result
-        assert r.status == "ok" and r.spec.data == "real" and r.metrics is not None, r.error
-        assert math.isfinite(r.metrics.final_loss or math.nan) and 0 <= r.metrics.input_wait_share < 1
-        assert str(r.extra["loader"]).startswith("tf.data")
+    check_real_points(cli, ("-f", "tf", *TINY), make_real_data(tmp_path), "tf.data")
 
 
 def test_two_workers_stay_in_sync_through_multiworker(cli: Callable[..., CliResult], store_path: Path) -> None:
