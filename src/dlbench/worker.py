@@ -41,6 +41,23 @@ class _Progress:
         sys.stdout.flush()
 
 
+def _die_with_parent() -> None:
+    """Linux: ask the kernel to SIGKILL this worker when the process that started it dies, so that a
+    `kill -9` of the controller (or of torchrun) leaves no worker training on. Elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
 def _write(path: Path, payload: dict[str, object]) -> None:
     payload["result_version"] = RESULT_VERSION
     tmp = path.with_suffix(".tmp")
@@ -108,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     from dlbench.launch.ranks import configure_rank, rank_result_path
     from dlbench.spec import PointSpec
 
+    _die_with_parent()
     spec_path, out_path = Path(args[0]), Path(args[1])
     spec_json = spec_path.read_text()
     spec = PointSpec.from_json(spec_json)

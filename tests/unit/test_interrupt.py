@@ -51,3 +51,18 @@ def test_sigterm_stops_every_worker_and_marks_the_run(tmp_path: Path, devices: i
     assert not alive, [p.pid for p in alive]
     run = Store(db, readonly=True).runs()[0]  # the newest
     assert run.status == "interrupted"
+
+
+def test_kill_9_of_the_controller_takes_its_worker_down(tmp_path: Path) -> None:
+    """No handler runs on SIGKILL: the worker asked the kernel to kill it when its parent dies."""
+    env = {**os.environ, "DLBENCH_FAKE": "hang"}
+    proc = subprocess.Popen([sys.executable, "-m", "dlbench", "run", "-f", "fake", "-m", "resnet50", "-b", "2",
+                             "--store", str(tmp_path / "s.db")], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    workers = _workers(proc, 1)
+    time.sleep(1.0)  # past the worker's start-up, where it makes the request
+    proc.kill()
+    proc.wait()
+    gone, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive, [p.pid for p in alive]
+    Store(tmp_path / "s.db", readonly=True).runs()  # the store opens
