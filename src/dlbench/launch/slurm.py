@@ -31,7 +31,9 @@ BATCH_SCRIPT = """#!/bin/sh
 # to srun untouched. The rendezvous is the first node of the allocation, on a port derived from the job id.
 MASTER_ADDR=${DLBENCH_SLURM_MASTER_ADDR:-$(hostname)}
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))
-DLBENCH_NODE_HOSTS=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
+# Each node's address as Slurm reaches it (NodeAddr; the node name where it has none), node 0 first.
+DLBENCH_NODE_HOSTS=$(for n in $(scontrol show hostnames "$SLURM_JOB_NODELIST"); do
+  a=$(scontrol show node -o "$n" | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p'); echo "${a:-$n}"; done | paste -sd, -)
 export MASTER_ADDR MASTER_PORT DLBENCH_NODE_HOSTS
 exec srun --kill-on-bad-exit=1 "$@"
 """
