@@ -33,7 +33,8 @@ MASTER_ADDR=${DLBENCH_SLURM_MASTER_ADDR:-$(hostname)}
 MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))
 # Each node's address as Slurm reaches it (NodeAddr; the node name where it has none), node 0 first.
 DLBENCH_NODE_HOSTS=$(for n in $(scontrol show hostnames "$SLURM_JOB_NODELIST"); do
-  a=$(scontrol show node -o "$n" | sed -n 's/.*NodeAddr=\([^ ]*\).*/\1/p'); echo "${a:-$n}"; done | paste -sd, -)
+  a=$(scontrol show node -o "$n" | awk '{for (i = 1; i <= NF; i++) if (index($i, "NodeAddr=") == 1) print substr($i, 10)}')
+  echo "${a:-$n}"; done | paste -sd, -)
 export MASTER_ADDR MASTER_PORT DLBENCH_NODE_HOSTS
 exec srun --kill-on-bad-exit=1 "$@"
 """
