@@ -41,6 +41,24 @@ class Trainer(ABC):
         """Release loaders and other resources."""
 
 
+def strategy_run(spec: PointSpec, default: str) -> str:
+    """The gradient strategy a point runs: 'none' on one device; on several the spec's, 'none' meaning the
+    framework's default (torch ddp, jax sharding, paddle fleet ...)."""
+    if spec.world_size == 1:
+        return "none"
+    return default if spec.strategy == "none" else spec.strategy
+
+
+def strategy_refusal(spec: PointSpec, default: str, supported: tuple[str, ...], advice: str) -> str | None:
+    """The strategy checks every multi-device backend shares: a strategy on one device, or one the framework
+    lacks (then `advice` says what to use); None when the strategy can run."""
+    if spec.world_size == 1 and spec.strategy != "none":
+        return f"strategy {spec.strategy} needs several devices: use --scale 1n2c or more, or --strategy none"
+    if spec.world_size > 1 and strategy_run(spec, default) not in supported:
+        return f"{spec.framework} has no {spec.strategy} strategy; {advice}"
+    return None
+
+
 class InputFed:
     """Mixin for a Trainer fed from an iterator at every step (real data): ``next_input()`` takes the next
     batch and counts the time spent waiting for it, in measured steps only.

@@ -22,6 +22,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from dlbench.backends.base import strategy_refusal, strategy_run
 from dlbench.spec import PointSpec
 
 STRATEGIES: tuple[str, ...] = ("sharding",)
@@ -32,19 +33,13 @@ RDZV_TIMEOUT_VAR = "DLBENCH_RDZV_TIMEOUT"  # dlbench.launch.ranks.RDZV_TIMEOUT_V
 
 def strategy(spec: PointSpec) -> str:
     """The strategy this point runs: 'none' alone, else the spec's, with 'none' meaning 'sharding'."""
-    if spec.world_size == 1:
-        return "none"
-    return "sharding" if spec.strategy == "none" else spec.strategy
+    return strategy_run(spec, "sharding")
 
 
 def refuse(spec: PointSpec) -> str | None:
     """A one-line reason when JAX cannot run the spec's strategy, else None (touches no JAX runtime)."""
-    if spec.world_size == 1 and spec.strategy != "none":
-        return f"strategy {spec.strategy} needs several devices: use --scale 1n2c or more, or --strategy none"
-    if spec.world_size > 1 and strategy(spec) not in STRATEGIES:
-        return (f"jax has no {spec.strategy} strategy; use --strategy sharding (XLA all-reduces the gradients "
-                "of a batch sharded over the processes)")
-    return None
+    return strategy_refusal(spec, "sharding", STRATEGIES, "use --strategy sharding (XLA all-reduces the "
+                            "gradients of a batch sharded over the processes)")
 
 
 def join(spec: PointSpec) -> None:

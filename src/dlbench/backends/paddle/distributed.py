@@ -32,6 +32,7 @@ import numpy as np
 import paddle
 from paddle.distributed import fleet
 
+from dlbench.backends.base import strategy_refusal, strategy_run
 from dlbench.spec import PointSpec
 
 STRATEGIES: tuple[str, ...] = ("fleet",)
@@ -41,9 +42,7 @@ NODE_HOSTS_VAR = "DLBENCH_NODE_HOSTS"  # dlbench.launch.ranks.NODE_HOSTS_VAR
 
 def strategy(spec: PointSpec) -> str:
     """The strategy this point runs: 'none' alone, else the spec's, with 'none' meaning 'fleet'."""
-    if spec.world_size == 1:
-        return "none"
-    return "fleet" if spec.strategy == "none" else spec.strategy
+    return strategy_run(spec, "fleet")
 
 
 def comm_backend(spec: PointSpec) -> str:
@@ -53,11 +52,10 @@ def comm_backend(spec: PointSpec) -> str:
 
 def refuse(spec: PointSpec, gpus: int) -> str | None:
     """A one-line reason when paddle cannot run the spec's strategy, else None (gpus: GPUs on this node)."""
-    if spec.world_size == 1 and spec.strategy != "none":
-        return f"strategy {spec.strategy} needs several devices: use --scale 1n2c or more, or --strategy none"
-    if spec.world_size > 1 and strategy(spec) not in STRATEGIES:
-        return (f"paddle has no {spec.strategy} strategy; use --strategy fleet (fleet.distributed_model: "
-                "DataParallel all-reduces the gradients)")
+    reason = strategy_refusal(spec, "fleet", STRATEGIES, "use --strategy fleet (fleet.distributed_model: "
+                              "DataParallel all-reduces the gradients)")
+    if reason:
+        return reason
     if spec.device == "cuda" and spec.world_size > 1 and gpus < spec.devices_per_node:
         return f"{spec.scale} needs {spec.devices_per_node} GPUs per node; this node has {gpus}"
     return None

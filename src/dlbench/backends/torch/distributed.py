@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from dlbench.backends.base import strategy_refusal, strategy_run
 from dlbench.spec import PointSpec
 
 STRATEGIES: tuple[str, ...] = ("ddp", "allreduce", "ps")
@@ -29,17 +30,14 @@ RDZV_TIMEOUT_VAR = "DLBENCH_RDZV_TIMEOUT"  # dlbench.launch.ranks.RDZV_TIMEOUT_V
 
 def strategy(spec: PointSpec) -> str:
     """The strategy this point runs: 'none' alone, else the spec's, with 'none' meaning 'ddp'."""
-    if spec.world_size == 1:
-        return "none"
-    return "ddp" if spec.strategy == "none" else spec.strategy
+    return strategy_run(spec, "ddp")
 
 
 def refuse(spec: PointSpec) -> str | None:
     """A one-line reason when torch cannot run the spec's strategy, else None."""
-    if spec.world_size == 1 and spec.strategy != "none":
-        return f"strategy {spec.strategy} needs several devices: use --scale 1n2c or more, or --strategy none"
-    if spec.world_size > 1 and strategy(spec) not in STRATEGIES:
-        return f"torch has no {spec.strategy} strategy; use one of {', '.join(STRATEGIES)}"
+    reason = strategy_refusal(spec, "ddp", STRATEGIES, f"use one of {', '.join(STRATEGIES)}")
+    if reason:
+        return reason
     if spec.device == "cuda" and spec.world_size > 1 and torch.cuda.device_count() < spec.devices_per_node:
         return (f"{spec.scale} needs {spec.devices_per_node} GPUs per node; this node has "
                 f"{torch.cuda.device_count()}")
