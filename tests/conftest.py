@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -48,6 +49,18 @@ def run_check(python: str, *args: str, timeout: float = 900) -> dict[str, object
                           timeout=timeout, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def check_loss_falls(python: str, framework: str, model: str, size: int, batch: int,
+                     timeout: float = 900) -> None:
+    """Convergence sanity in a framework's environment: 20 steps on one fixed batch, every loss finite and
+    the last below the first."""
+    answer = run_check(python, "converge", framework, model, "--steps", "20", "--batch", str(batch),
+                       "--input-size", str(size), timeout=timeout)
+    losses = answer["losses"]
+    assert isinstance(losses, list) and len(losses) == 20
+    assert all(math.isfinite(x) for x in losses), losses
+    assert losses[-1] < losses[0], losses
 
 
 # The convergence matrix's heaviest cases run with `pytest -m matrix` (about 5 minutes per framework on

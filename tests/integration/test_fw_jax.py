@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import convergence_cases, framework_python, run_check
+from conftest import check_loss_falls, convergence_cases, framework_python, run_check
 from scale_helpers import assert_ranks_in_sync, stored
 
 from dlbench.cases import all_cases, get_case
@@ -45,12 +45,7 @@ def test_parameter_counts_of_all_cases(jax_python: str) -> None:
 
 @pytest.mark.parametrize("model", convergence_cases(list(TINY)))
 def test_loss_falls_in_20_steps(jax_python: str, model: str) -> None:
-    answer = run_check(jax_python, "converge", "jax", model, "--steps", "20", "--batch", "2",
-                       "--input-size", str(TINY[model]))
-    losses = answer["losses"]
-    assert isinstance(losses, list) and len(losses) == 20
-    assert all(math.isfinite(loss) for loss in losses), losses
-    assert losses[-1] < losses[0], losses
+    check_loss_falls(jax_python, "jax", model, TINY[model], 2)
 
 
 def test_bf16_trains(jax_python: str) -> None:

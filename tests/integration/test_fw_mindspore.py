@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import framework_python, run_check
+from conftest import check_loss_falls, framework_python, run_check
 from real_helpers import check_real_points, check_too_few_samples, make_real_data
 
 from dlbench.cases import all_cases
@@ -45,13 +45,7 @@ def test_parameter_counts_of_all_cases(ms_python: str) -> None:
 
 @pytest.mark.parametrize("model", list(TINY))
 def test_loss_falls_in_20_steps(ms_python: str, model: str) -> None:
-    size, batch = TINY[model]
-    answer = run_check(ms_python, "converge", "mindspore", model, "--steps", "20", "--batch", str(batch),
-                       "--input-size", str(size))
-    losses = answer["losses"]
-    assert isinstance(losses, list) and len(losses) == 20
-    assert all(math.isfinite(x) for x in losses), losses
-    assert losses[-1] < losses[0], losses
+    check_loss_falls(ms_python, "mindspore", model, *TINY[model])
 
 
 def test_one_graph_mode_point_through_the_cli(ms_python: str, cli: Callable[..., CliResult],

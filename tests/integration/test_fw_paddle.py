@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import convergence_cases, framework_python, run_check
+from conftest import check_loss_falls, convergence_cases, framework_python, run_check
 from scale_helpers import assert_ranks_in_sync, stored
 
 from dlbench.cases import all_cases, get_case
@@ -51,12 +51,7 @@ def test_parameter_counts_of_all_cases(paddle_python: str) -> None:
 
 @pytest.mark.parametrize("model", convergence_cases(list(TINY)))
 def test_loss_falls_in_20_steps(paddle_python: str, model: str) -> None:
-    answer = run_check(paddle_python, "converge", "paddle", model, "--steps", "20",
-                       "--batch", str(BATCH.get(model, 2)), "--input-size", str(TINY[model]))
-    losses = answer["losses"]
-    assert isinstance(losses, list) and len(losses) == 20
-    assert not any(math.isnan(loss) for loss in losses), losses
-    assert losses[-1] < losses[0], losses
+    check_loss_falls(paddle_python, "paddle", model, TINY[model], BATCH.get(model, 2))
 
 
 def test_one_real_point_through_the_cli(paddle_python: str, cli: Callable[..., CliResult], store_path: Path) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import convergence_cases, framework_python, run_check
+from conftest import check_loss_falls, convergence_cases, framework_python, run_check
 from real_helpers import check_real_points, make_real_data
 from scale_helpers import assert_ranks_in_sync
 
@@ -40,12 +40,7 @@ def test_parameter_counts_match_every_case() -> None:
 
 @pytest.mark.parametrize("model", convergence_cases([c.name for c in all_cases()]))
 def test_loss_falls_on_a_fixed_batch(model: str) -> None:
-    answer = run_check(framework_python("tf"), "converge", "tf", model, "--steps", "20", "--batch", "2",
-                       "--input-size", str(SIZES[model]))
-    losses = answer["losses"]
-    assert isinstance(losses, list) and len(losses) == 20
-    assert all(math.isfinite(x) for x in losses), losses
-    assert losses[-1] < losses[0], losses
+    check_loss_falls(framework_python("tf"), "tf", model, SIZES[model], 2)
 
 
 def test_resnet50_point_through_the_cli(cli: Callable[..., CliResult], store_path: Path) -> None:

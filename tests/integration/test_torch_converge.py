@@ -3,11 +3,10 @@ steps is below the loss at step 1, and finite throughout (`python -m dlbench.che
 
 from __future__ import annotations
 
-import math
 import sys
 
 import pytest
-from conftest import convergence_cases, run_check
+from conftest import check_loss_falls, convergence_cases
 
 pytest.importorskip("torch", reason="torch is not installed in this environment: pip install -e '.[torch]'")
 pytestmark = [pytest.mark.framework("torch"), pytest.mark.slow]
@@ -20,10 +19,4 @@ TINY = {"resnet50": (32, 2), "resnet152": (32, 2), "vgg16": (32, 2), "alexnet": 
 
 @pytest.mark.parametrize("model", convergence_cases(list(TINY)))
 def test_loss_falls_in_20_steps(model: str) -> None:
-    size, batch = TINY[model]
-    answer = run_check(sys.executable, "converge", "torch", model, "--steps", "20", "--batch", str(batch),
-                       "--input-size", str(size))
-    losses = answer["losses"]
-    assert isinstance(losses, list) and len(losses) == 20
-    assert all(math.isfinite(x) for x in losses), losses
-    assert losses[-1] < losses[0], losses
+    check_loss_falls(sys.executable, "torch", model, *TINY[model])
