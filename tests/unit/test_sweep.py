@@ -132,7 +132,7 @@ def test_resume_after_kill_9_runs_only_what_is_missing(tmp_path: Path, cli: Call
     assert 2 <= len(before) < 12
     store = Store(db)  # the store opens after the kill
     run_id = sweep_run_id(db)
-    assert store.get_run(run_id).status == "running"
+    assert store.get_run(run_id).status == "interrupted"  # stored "running", but its controller is dead
     ids_before = [p.id for p in store.points([run_id])]
     monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.05")
     code, _, err = cli("sweep", "--resume", run_id, "--store", str(db))

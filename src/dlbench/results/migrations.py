@@ -1,48 +1,79 @@
-"""Forward migrations of the SQLite store, one function per version step (as asv's update_to_N)."""
+"""Schema versions of the store and forward migrations, through Alembic, for SQLite and PostgreSQL alike.
+
+The revisions live in results/alembic/versions (v1, v2, v3 ...). A store's version is its Alembic revision;
+stores made before Alembic kept it in a `schema_meta` table only: they are stamped at that revision first,
+then upgraded. Each revision also writes `schema_meta`, so that an older dlbench refuses a newer store.
+"""
 
 from __future__ import annotations
 
-import json
-import sqlite3
-from collections.abc import Callable
+import re
+from pathlib import Path
 
-from dlbench.results.env import IDENTITY_KEYS
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.engine import Connection
 
-V1_SCHEMA = """
-CREATE TABLE runs (id TEXT PRIMARY KEY, created REAL NOT NULL, command TEXT NOT NULL, status TEXT NOT NULL);
-CREATE TABLE points (
-  id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL REFERENCES runs(id), spec_key TEXT NOT NULL,
-  framework TEXT NOT NULL, model TEXT NOT NULL, batch_size INTEGER NOT NULL, precision TEXT NOT NULL,
-  status TEXT NOT NULL, error TEXT, spec_json TEXT NOT NULL, ranks_json TEXT NOT NULL, metrics_json TEXT,
-  env_json TEXT NOT NULL, started REAL NOT NULL, finished REAL NOT NULL);
-CREATE INDEX points_run ON points(run_id);
-"""
+STORE_SCHEMA_VERSION = 3  # the newest revision, v3; see results/alembic/versions
+SCRIPTS = Path(__file__).with_name("alembic")
+_REVISION = re.compile(r"^v(\d+)$")
+# PostgreSQL: one migrating process at a time, whatever the database (pg_advisory_xact_lock's key).
+_MIGRATION_LOCK = 0x646C62656E6368  # "dlbench"
 
 
-def _v1_to_v2(db: sqlite3.Connection) -> None:
-    """v2 splits the environment into identity and descriptive keys, and gives runs a kind and metadata."""
-    db.execute("ALTER TABLE runs ADD COLUMN kind TEXT NOT NULL DEFAULT 'run'")
-    db.execute("ALTER TABLE runs ADD COLUMN meta_json TEXT NOT NULL DEFAULT '{}'")
-    db.execute("ALTER TABLE points ADD COLUMN identity_json TEXT NOT NULL DEFAULT '{}'")
-    db.execute("ALTER TABLE points ADD COLUMN descriptive_json TEXT NOT NULL DEFAULT '{}'")
-    db.execute("ALTER TABLE points ADD COLUMN extra_json TEXT NOT NULL DEFAULT '{}'")
-    rows = db.execute("SELECT id, env_json FROM points").fetchall()
-    for pid, env_json in rows:
-        env = json.loads(env_json or "{}")
-        ident = {k: str(v) for k, v in env.items() if k in IDENTITY_KEYS}
-        desc = {k: str(v) for k, v in env.items() if k not in IDENTITY_KEYS}
-        db.execute("UPDATE points SET identity_json=?, descriptive_json=? WHERE id=?",
-                   (json.dumps(ident), json.dumps(desc), pid))
+class SchemaError(Exception):
+    """The database is not a dlbench store, or its version cannot be read; the message is one line."""
 
 
-# MIGRATIONS[n] upgrades a store at version n to n + 1.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _v1_to_v2}
+def _config(conn: Connection) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(SCRIPTS))
+    cfg.attributes["connection"] = conn
+    return cfg
 
 
-def create_v1(db: sqlite3.Connection) -> None:
-    """Create an empty version-1 store (new stores start here and migrate forward)."""
-    for statement in V1_SCHEMA.split(";"):
-        if statement.strip():
-            db.execute(statement)  # not executescript(): that would commit the caller's transaction
-    db.execute("CREATE TABLE schema_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-    db.execute("INSERT INTO schema_meta VALUES ('schema_version', '1')")
+def stored_version(conn: Connection) -> int:
+    """The version a store is at: 0 for an empty database; SchemaError for a database that is not a store or
+    whose version is unreadable."""
+    tables = set(sa.inspect(conn).get_table_names())
+    if "alembic_version" in tables:
+        rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").all()
+        revs = [str(r[0]) for r in rows]
+        m = _REVISION.match(revs[0]) if len(revs) == 1 else None
+        if m is None:
+            raise SchemaError(f"unreadable schema version {revs!r} (alembic_version)")
+        return int(m.group(1))
+    if "schema_meta" in tables:
+        row = conn.exec_driver_sql("SELECT value FROM schema_meta WHERE key='schema_version'").first()
+        try:
+            return int(str(row[0])) if row is not None else -1
+        except ValueError:
+            raise SchemaError(f"unreadable schema version {row[0]!r} (schema_meta)") from None
+    if not tables:
+        return 0
+    raise SchemaError("not a dlbench store (it has tables, but neither runs nor a schema version)")
+
+
+def check_version(version: int) -> None:
+    """Refuse a version this dlbench cannot read."""
+    if version > STORE_SCHEMA_VERSION:
+        raise SchemaError(f"schema {version}, newer than this dlbench ({STORE_SCHEMA_VERSION}): upgrade dlbench")
+    if version < 0:
+        raise SchemaError("unreadable schema version (schema_meta has none)")
+
+
+def upgrade(conn: Connection, to: int = STORE_SCHEMA_VERSION) -> int:
+    """Bring the store on conn (inside the caller's transaction) to version `to`; returns the version before."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _MIGRATION_LOCK})
+    before = stored_version(conn)
+    check_version(before)
+    if before >= to:
+        return before
+    cfg = _config(conn)
+    tables = set(sa.inspect(conn).get_table_names())
+    if before > 0 and "alembic_version" not in tables:
+        command.stamp(cfg, f"v{before}")  # a store from before Alembic: its schema_meta says where it is
+    command.upgrade(cfg, f"v{to}")
+    return before

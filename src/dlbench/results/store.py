@@ -1,4 +1,7 @@
-"""The result store: SQLite in WAL mode, versioned, migrated forward on open. Every point commits at once."""
+"""The result store: a SQLite file (the default) or a PostgreSQL server, one SQLAlchemy Core layer for both,
+versioned and migrated forward by Alembic. Every point commits at once; a point the store cannot take goes to
+a recovery file instead of being lost. Read-only opens never write, create or migrate anything.
+"""
 
 from __future__ import annotations
 
@@ -7,175 +10,378 @@ import json
 import os
 import secrets
 import sqlite3
-from collections.abc import Iterator
+import time
+import uuid
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
-from dlbench.results.migrations import MIGRATIONS, create_v1
-from dlbench.results.schema import SCHEMA_VERSION, Environment, Metrics, PointResult, RankRaw
-from dlbench.spec import PointSpec
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
 
-DEFAULT_STORE = Path("dlbench-results") / "results.db"
+from dlbench.results import recovery
+from dlbench.results.claims import ClaimTaken, advisory_claim, controller, controller_gone, file_claim, lock_file
+from dlbench.results.migrations import STORE_SCHEMA_VERSION, SchemaError, check_version, stored_version, upgrade
+from dlbench.results.rows import CorruptRow, RunRecord, StoredPoint, point_row, run_record, stored_point
+from dlbench.results.schema import PointResult
+from dlbench.results.store_sql import (
+    DEFAULT_STORE,
+    Target,
+    mask,
+    one_line,
+    parse_target,
+    points,
+    postgres_engine,
+    resolve_path,
+    runs,
+    sqlite_connect,
+    sqlite_engine,
+)
+
+DB_ERRORS = (sa.exc.SQLAlchemyError, sqlite3.Error, OverflowError, OSError)
+FINAL_STATUSES = ("done", "interrupted", "failed")
 
 
 class StoreError(Exception):
     """The store cannot be opened, written or understood; the message is one line for the user."""
 
 
-def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
-    """--store, else $DLBENCH_STORE, else ./dlbench-results/results.db; a folder gets results.db inside."""
-    raw = path if path is not None else os.environ.get("DLBENCH_STORE")
-    p = Path(raw) if raw else DEFAULT_STORE
-    return p / "results.db" if p.is_dir() else p
-
-
 @dataclass(frozen=True)
-class RunRecord:
-    """A run: a group of points made by one command."""
+class Recovered:
+    """What reading recovery files back did: points added, points already there, lines that still fail."""
 
-    id: str
-    created: float
-    kind: str
-    command: str
-    status: str
-    meta: dict[str, object]
-    points: int = 0
-
-
-@dataclass(frozen=True)
-class StoredPoint:
-    """A point as kept: its row id, its run and its full result."""
-
-    id: int
-    run_id: str
-    result: PointResult
+    added: int
+    present: int
+    failed: int
+    files: tuple[Path, ...]
+    errors: tuple[str, ...] = ()
 
 
 class Store:
-    """Open (creating and migrating as needed) the SQLite store at path."""
+    """Open the store at a path or URL (creating and migrating it as needed, unless readonly)."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, readonly: bool = False) -> None:
-        self.path = resolve_path(path)
-        if readonly and not self.path.exists():
-            raise StoreError(f"no store at {self.path}: run `dlbench run` first, or pass --store")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA foreign_keys=ON")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self._migrate()
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"cannot open the store at {self.path}: {exc}") from None
+            self.target: Target = parse_target(path)
+        except ValueError as exc:
+            raise StoreError(str(exc)) from None
+        self.readonly = readonly
+        self.path: Path | str = self.target.file if self.target.file is not None else self.target.display
+        self.recovery_paths = recovery.recovery_paths(self.target.file, self.target.display)
+        self.engine: Engine
+        self.db: Connection
+        if self.target.file is not None:
+            self._open_sqlite(self.target.file)
+        else:
+            self._open_postgres()
+        if not readonly:
+            try:
+                self.recover()
+            except StoreError:  # the file stays; `dlbench results --recover` says what fails
+                pass
 
-    # -- schema ---------------------------------------------------------------------------------------
+    # -- opening --------------------------------------------------------------------------------------
+    def _fail_open(self, exc: BaseException) -> StoreError:
+        return StoreError(f"cannot open the store at {self.path}: {one_line(exc)}")
+
+    def _open_sqlite(self, file: Path) -> None:
+        if self.readonly:
+            if not file.exists():
+                raise StoreError(f"no store at {file}: run `dlbench run` first, or pass --store")
+            raw = self._sqlite_readable(file)
+        else:
+            try:
+                file.parent.mkdir(parents=True, exist_ok=True)
+                raw = sqlite_connect(file, "rwc")
+            except (OSError, sqlite3.Error) as exc:
+                raise self._fail_open(exc) from None
+        self.engine = sqlite_engine(raw)
+        self.db = self.engine.connect()
+        self._check_and_migrate()
+
+    def _sqlite_readable(self, file: Path) -> sqlite3.Connection:
+        """mode=ro; on a read-only file system (WAL needs its -shm file) immutable=1. An old store is copied
+        into memory and migrated there, never in place."""
+        last: BaseException | None = None
+        for mode in ("ro", "immutable"):
+            try:
+                raw = sqlite_connect(file, mode)
+                raw.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            except sqlite3.DatabaseError as exc:
+                last = exc
+                if "not a database" in str(exc):
+                    raise StoreError(f"{file} is not a dlbench store (not a SQLite database)") from None
+                continue
+            version = self._probe_version(raw)
+            if version == STORE_SCHEMA_VERSION:
+                return raw
+            mem = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            raw.backup(mem)
+            raw.close()
+            return mem
+        raise self._fail_open(last or OSError("unreadable"))
+
+    def _probe_version(self, raw: sqlite3.Connection) -> int:
+        engine = sqlite_engine(raw)
+        with engine.connect() as conn:
+            version = self._version_of(conn)
+        if version == 0:
+            raise StoreError(f"{self.path} is not a dlbench store (an empty database)")
+        return version
+
+    def _version_of(self, conn: Connection) -> int:
+        try:
+            with conn.begin():
+                version = stored_version(conn)
+            check_version(version)
+            return version
+        except SchemaError as exc:
+            kind = "is not a dlbench store" if str(exc).startswith("not a") else "cannot be read"
+            raise StoreError(f"the store at {self.path} {kind}: {exc}") from None
+        except DB_ERRORS as exc:
+            raise self._fail_open(exc) from None
+
+    def _open_postgres(self) -> None:
+        assert self.target.url is not None
+        try:
+            self.engine = postgres_engine(self.target.url)
+            self.db = self.engine.connect()
+            if self.readonly:
+                self.db.exec_driver_sql("SET default_transaction_read_only = on")
+                self.db.commit()
+        except DB_ERRORS as exc:
+            raise self._fail_open(exc) from None
+        self._check_and_migrate()
+
+    def _check_and_migrate(self) -> None:
+        version = self._version_of(self.db)
+        if self.readonly and version == 0:
+            raise StoreError(f"no store at {self.path}: run `dlbench run` (or `dlbench store push`) first")
+        if self.readonly and version < STORE_SCHEMA_VERSION and self.target.file is None:
+            raise StoreError(f"the store at {self.path} has schema {version}, older than this dlbench's "
+                             f"{STORE_SCHEMA_VERSION}: run any write command to migrate it")
+        if version < STORE_SCHEMA_VERSION:  # read-only SQLite: the in-memory copy
+            try:
+                self.db.info["write"] = True
+                with self.db.begin():
+                    upgrade(self.db)
+            except SchemaError as exc:
+                raise StoreError(f"the store at {self.path}: {exc}") from None
+            except DB_ERRORS as exc:
+                raise StoreError(f"cannot migrate the store at {self.path}: {one_line(exc)}") from None
+
+    # -- plumbing -------------------------------------------------------------------------------------
+    @contextmanager
+    def _tx(self, write: bool = False) -> Iterator[Connection]:
+        """A transaction (BEGIN IMMEDIATE for SQLite writers); any database error becomes a one-line StoreError."""
+        if write and self.readonly:
+            raise StoreError(f"the store at {self.path} was opened read-only")
+        try:
+            self.db.info["write"] = write
+            with self.db.begin():
+                yield self.db
+        except DB_ERRORS as exc:
+            raise StoreError(f"{'cannot write to' if write else 'cannot read'} the store at {self.path}: "
+                             f"{one_line(exc)}") from None
+
     def schema_version(self) -> int:
         """The version this store is at."""
-        tables = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        if "schema_meta" not in tables:
-            return 0
-        row = self.db.execute("SELECT value FROM schema_meta WHERE key='schema_version'").fetchone()
-        return int(row[0])
-
-    def _migrate(self) -> None:
         with self._tx():
-            version = self.schema_version()
-            if version > SCHEMA_VERSION:
-                raise StoreError(f"the store at {self.path} has schema {version}, newer than this dlbench "
-                                 f"({SCHEMA_VERSION}): upgrade dlbench")
-            if version == 0:
-                create_v1(self.db)
-                version = 1
-            while version < SCHEMA_VERSION:
-                MIGRATIONS[version](self.db)
-                version += 1
-                self.db.execute("UPDATE schema_meta SET value=? WHERE key='schema_version'", (str(version),))
-
-    @contextmanager
-    def _tx(self) -> Iterator[None]:
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
-        self.db.execute("COMMIT")
+            try:
+                return stored_version(self.db)
+            except SchemaError as exc:
+                raise StoreError(f"the store at {self.path}: {exc}") from None
 
     def close(self) -> None:
         """Close the connection."""
         self.db.close()
+        self.engine.dispose()
 
     # -- writing --------------------------------------------------------------------------------------
     def create_run(self, command: str, kind: str = "run", meta: dict[str, object] | None = None) -> str:
-        """A new run; returns its id (time-ordered and readable, e.g. 20261123-141503-3fa2)."""
+        """A new run; returns its id (time-ordered, readable and globally unique, e.g. 20261123-141503-3fa29c01)."""
         now = datetime.datetime.now()
-        run_id = f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
-        try:
-            with self._tx():
-                self.db.execute("INSERT INTO runs (id, created, command, status, kind, meta_json) "
-                                "VALUES (?,?,?,?,?,?)", (run_id, now.timestamp(), command, "running", kind,
-                                                         json.dumps(meta or {})))
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot write to the store at {self.path}: {exc}") from None
+        run_id = f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(4)}"
+        host, pid, started = controller()
+        with self._tx(write=True) as c:
+            c.execute(runs.insert().values(id=run_id, created=now.timestamp(), command=mask(command),
+                                           status="running", kind=kind, meta_json=mask(json.dumps(meta or {})),
+                                           host=host, pid=pid, pid_started=started))
         return run_id
 
-    def finish_run(self, run_id: str, status: str) -> None:
-        """Mark a run done (or interrupted)."""
-        with self._tx():
-            self.db.execute("UPDATE runs SET status=? WHERE id=?", (status, run_id))
+    def finish_run(self, run_id: str, status: str, reason: str | None = None) -> None:
+        """Set a run's status (done, interrupted, failed with a one-line reason, or running again: this process
+        then becomes its controller)."""
+        values: dict[str, object] = {"status": status, "reason": mask(reason.splitlines()[0]) if reason else None}
+        if status == "running":
+            values.update(zip(("host", "pid", "pid_started"), controller()))
+        with self._tx(write=True) as c:
+            c.execute(runs.update().where(runs.c.id == run_id).values(**values))
 
     def add_point(self, run_id: str, result: PointResult) -> int:
-        """Commit one point at once; returns its id."""
-        s = result.spec
-        row = (run_id, s.key(), s.framework, s.model, s.batch_size, s.precision, result.status, result.error,
-               s.to_json(), json.dumps([asdict(r) for r in result.ranks]),
-               json.dumps(asdict(result.metrics)) if result.metrics else None,
-               json.dumps({**result.env.identity, **result.env.descriptive}),
-               json.dumps(result.env.identity), json.dumps(result.env.descriptive), json.dumps(result.extra),
-               result.started, result.finished)
-        with self._tx():
-            cur = self.db.execute(
-                "INSERT INTO points (run_id, spec_key, framework, model, batch_size, precision, status, error, "
-                "spec_json, ranks_json, metrics_json, env_json, identity_json, descriptive_json, extra_json, "
-                "started, finished) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", row)
-        return int(cur.lastrowid or 0)
+        """Commit one point at once; returns its row id. The one place a result becomes a row: when the store
+        fails, the point goes to the recovery file, the run is marked failed, and StoreError says where."""
+        uid = str(uuid.uuid4())
+        row = point_row(run_id, uid, result)
+        try:
+            with self._tx(write=True) as c:
+                return int(c.execute(points.insert().values(**row)).inserted_primary_key[0])  # type: ignore[index]
+        except StoreError as exc:
+            failure = str(exc)
+        what = f"{result.spec.framework} {result.spec.model} batch {result.spec.batch_size}"
+        try:
+            where = recovery.append(self.recovery_paths, {"run": self._run_row(run_id), "row": row,
+                                                           "store": self.target.display, "error": failure,
+                                                           "time": time.time()})
+        except OSError as exc:
+            raise StoreError(f"{failure}; the point ({what}) could not be kept in a recovery file either "
+                             f"({exc}): it is lost") from None
+        try:
+            self.finish_run(run_id, "failed", f"store write failed: {failure}")
+        except StoreError:
+            pass  # the store refuses even that; the recovery file has the point
+        raise StoreError(f"{failure}; the point ({what}) was kept in {where}: after fixing the store, run "
+                         f"`dlbench results --recover --store {self.target.display}`")
+
+    def _run_row(self, run_id: str) -> dict[str, object] | None:
+        try:
+            with self._tx() as c:
+                row = c.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
+            return dict(row) if row else None
+        except StoreError:
+            return None
+
+    def recover(self) -> Recovered:
+        """Read the recovery files back into the store (idempotent: keyed on each point's unique id)."""
+        added = present = failed = 0
+        files, errors = [], []
+        for path in self.recovery_paths:
+            if not path.exists():
+                continue
+            files.append(path)
+            try:
+                records, bad = recovery.read(path)
+            except OSError as exc:
+                raise StoreError(f"cannot read the recovery file {path}: {exc}") from None
+            failed += bad
+            for rec in records:
+                row = dict(rec["row"])  # type: ignore[call-overload]
+                try:
+                    with self._tx(write=True) as c:
+                        if c.execute(sa.select(points.c.id).where(points.c.uid == row["uid"])).first():
+                            present += 1
+                            continue
+                        if not c.execute(sa.select(runs.c.id).where(runs.c.id == row["run_id"])).first():
+                            c.execute(runs.insert().values(**self._lost_run(rec, str(row["run_id"]))))
+                        c.execute(points.insert().values(**{k: row.get(k) for k in points.c.keys() if k != "id"}))
+                        added += 1
+                except StoreError as exc:
+                    failed += 1
+                    errors.append(str(exc))
+        return Recovered(added, present, failed, tuple(files), tuple(errors))
+
+    @staticmethod
+    def _lost_run(rec: dict[str, object], run_id: str) -> dict[str, object]:
+        run = rec.get("run")
+        if isinstance(run, dict):
+            return {k: run.get(k) for k in runs.c.keys()}
+        return {"id": run_id, "created": float(rec.get("time") or time.time()),  # type: ignore[arg-type]
+                "command": "(recovered)", "status": "failed", "kind": "run", "meta_json": "{}",
+                "reason": "recovered from a recovery file"}
+
+    @contextmanager
+    def claim_run(self, run_id: str) -> Iterator[None]:
+        """Be the run's only controller while the block runs: a second claimant gets StoreError naming us."""
+        if self.readonly:
+            raise StoreError(f"the store at {self.path} was opened read-only")
+        if self.target.file is not None:
+            claim = file_claim(lock_file(self.target.file, run_id))
+        else:
+            claim = advisory_claim(self.engine, run_id)
+        try:
+            with claim:
+                with self._tx(write=True) as c:
+                    c.execute(runs.update().where(runs.c.id == run_id).values(
+                        **dict(zip(("host", "pid", "pid_started"), controller()))))
+                yield
+        except ClaimTaken as taken:
+            holder = taken.holder or self._holder(run_id)
+            raise StoreError(f"run {run_id} is being resumed by another dlbench ({holder})") from None
+        except OSError as exc:
+            raise StoreError(f"cannot claim run {run_id} in {self.path}: {exc}") from None
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"cannot claim run {run_id} in {self.path}: {one_line(exc)}") from None
+
+    def _holder(self, run_id: str) -> str:
+        row = self._run_row(run_id)
+        return f"pid {row['pid']} on {row['host']}" if row and row.get("pid") else "pid unknown"
 
     # -- reading --------------------------------------------------------------------------------------
+    def _record(self, row: sa.RowMapping, count: int) -> RunRecord:
+        status = row["status"]
+        if status == "running" and controller_gone(row["host"], row["pid"], row["pid_started"]):
+            status = "interrupted"  # its controller died without a word (kill -9, a crash, a power cut)
+        try:
+            return run_record(row, status, count)
+        except CorruptRow as exc:
+            raise StoreError(f"run {row['id']} in {self.path}: {exc}") from None
+
     def runs(self, limit: int | None = None) -> list[RunRecord]:
         """Runs, newest first, with their point counts."""
-        sql = ("SELECT r.id, r.created, r.kind, r.command, r.status, r.meta_json, COUNT(p.id) FROM runs r "
-               "LEFT JOIN points p ON p.run_id = r.id GROUP BY r.id ORDER BY r.created DESC, r.id DESC")
+        n = sa.select(points.c.run_id, sa.func.count().label("n")).group_by(points.c.run_id).subquery()
+        q = (sa.select(runs, sa.func.coalesce(n.c.n, 0).label("n")).outerjoin(n, n.c.run_id == runs.c.id)
+             .order_by(runs.c.created.desc(), runs.c.id.desc()))
         if limit:
-            sql += f" LIMIT {int(limit)}"
-        return [RunRecord(r[0], r[1], r[2], r[3], r[4], json.loads(r[5]), r[6]) for r in self.db.execute(sql)]
+            q = q.limit(int(limit))
+        with self._tx() as c:
+            rows = c.execute(q).mappings().all()
+        return [self._record(r, int(r["n"])) for r in rows]
 
     def get_run(self, run_id: str) -> RunRecord:
         """One run by id (a unique prefix will do)."""
-        rows = [r for r in self.runs() if r.id == run_id] or [r for r in self.runs() if r.id.startswith(run_id)]
-        if len(rows) != 1:
-            raise StoreError(f"no run {run_id!r} in {self.path}" if not rows else f"run id {run_id!r} is ambiguous")
-        return rows[0]
+        with self._tx() as c:
+            ids = [str(r[0]) for r in c.execute(sa.select(runs.c.id))]
+        found = [i for i in ids if i == run_id] or [i for i in ids if i.startswith(run_id)]
+        if len(found) != 1:
+            raise StoreError(f"no run {run_id!r} in {self.path}" if not found else f"run id {run_id!r} is ambiguous")
+        with self._tx() as c:
+            row = c.execute(sa.select(runs).where(runs.c.id == found[0])).mappings().one()
+            count = c.execute(sa.select(sa.func.count()).where(points.c.run_id == found[0])).scalar_one()
+        return self._record(row, int(count))
 
-    def points(self, run_ids: list[str] | None = None) -> list[StoredPoint]:
-        """Points of the given runs (all runs when None), oldest first."""
-        sql = ("SELECT id, run_id, spec_json, status, error, ranks_json, metrics_json, identity_json, "
-               "descriptive_json, extra_json, started, finished FROM points")
-        args: list[str] = []
+    def points(self, run_ids: Sequence[str] | None = None, *, models: Sequence[str] | None = None,
+               frameworks: Sequence[str] | None = None, since: float | None = None) -> list[StoredPoint]:
+        """Points of the given runs (all runs when None), oldest first; optionally only these models and
+        frameworks, finished at or after `since` (a POSIX time)."""
+        q = sa.select(points).order_by(points.c.id)
         if run_ids is not None:
-            sql += f" WHERE run_id IN ({','.join('?' * len(run_ids))})"
-            args = list(run_ids)
+            q = q.where(points.c.run_id.in_(list(run_ids)))
+        if models:
+            q = q.where(points.c.model.in_(list(models)))
+        if frameworks:
+            q = q.where(points.c.framework.in_(list(frameworks)))
+        if since is not None:
+            q = q.where(points.c.finished >= since)
+        with self._tx() as c:
+            rows = c.execute(q).mappings().all()
         out = []
-        for r in self.db.execute(sql + " ORDER BY id", args):
-            result = PointResult(
-                spec=PointSpec.from_json(r[2]), status=r[3], error=r[4],
-                ranks=tuple(RankRaw.from_dict(x) for x in json.loads(r[5])),
-                metrics=Metrics.from_dict(json.loads(r[6])) if r[6] else None,
-                env=Environment(identity=json.loads(r[7]), descriptive=json.loads(r[8])),
-                extra=json.loads(r[9]), started=r[10], finished=r[11])
-            out.append(StoredPoint(r[0], r[1], result))
+        for r in rows:
+            try:
+                out.append(stored_point(r))
+            except CorruptRow as exc:
+                raise StoreError(f"point {r['uid'] or r['id']} of run {r['run_id']} in {self.path}: {exc}") from None
         return out
 
     def done_keys(self, run_id: str) -> set[str]:
         """Spec keys of the points already stored in a run (to resume it)."""
-        return {r[0] for r in self.db.execute("SELECT spec_key FROM points WHERE run_id=?", (run_id,))}
+        with self._tx() as c:
+            return {str(r[0]) for r in c.execute(sa.select(points.c.spec_key).where(points.c.run_id == run_id))}
+
+    def point_uids(self, run_ids: Sequence[str]) -> set[str]:
+        """The unique ids of the points of these runs."""
+        with self._tx() as c:
+            return {str(r[0]) for r in c.execute(sa.select(points.c.uid).where(points.c.run_id.in_(list(run_ids))))}
+
+
+__all__ = ["DEFAULT_STORE", "Recovered", "RunRecord", "Store", "StoreError", "StoredPoint", "resolve_path"]

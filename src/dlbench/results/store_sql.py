@@ -1,0 +1,170 @@
+"""Where a store lives and how it is reached: a SQLite file or a PostgreSQL URL, through SQLAlchemy Core.
+
+The tables below are the current schema (the Alembic revisions in results/alembic/versions build it); every
+read and write of the store goes through them, for both dialects. Passwords are never shown: every message
+and every display string passes through `mask`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.pool import NullPool, StaticPool
+
+DEFAULT_STORE = Path("dlbench-results") / "results.db"
+SCHEMES = {"postgresql": "postgresql", "postgres": "postgresql", "postgresql+psycopg": "postgresql",
+           "sqlite": "sqlite"}
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+_SECRET = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^@\s]*@")
+_PASSWORD_KW = re.compile(r"(password\s*=\s*)\S+", re.IGNORECASE)
+CONNECT_TIMEOUT_S = 10
+BUSY_TIMEOUT_S = 30.0
+
+metadata = sa.MetaData()
+runs = sa.Table(
+    "runs", metadata,
+    sa.Column("id", sa.Text, primary_key=True),
+    sa.Column("created", sa.Float, nullable=False),
+    sa.Column("command", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("kind", sa.Text, nullable=False, server_default="run"),
+    sa.Column("meta_json", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("host", sa.Text),  # the controller: host, pid and the pid's start time (to survive pid reuse)
+    sa.Column("pid", sa.BigInteger),
+    sa.Column("pid_started", sa.Float),
+    sa.Column("reason", sa.Text),  # one line, for a run that failed
+)
+points = sa.Table(
+    "points", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("uid", sa.Text, unique=True),  # globally unique: copies between stores are keyed on it
+    sa.Column("run_id", sa.Text, sa.ForeignKey("runs.id"), nullable=False),
+    sa.Column("spec_key", sa.Text, nullable=False),
+    sa.Column("framework", sa.Text, nullable=False),
+    sa.Column("model", sa.Text, nullable=False),
+    sa.Column("batch_size", sa.BigInteger, nullable=False),
+    sa.Column("precision", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("error", sa.Text),
+    sa.Column("spec_json", sa.Text, nullable=False),
+    sa.Column("ranks_json", sa.Text, nullable=False),
+    sa.Column("metrics_json", sa.Text),
+    sa.Column("env_json", sa.Text, nullable=False),
+    sa.Column("identity_json", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("descriptive_json", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("extra_json", sa.Text, nullable=False, server_default="{}"),
+    sa.Column("started", sa.Float, nullable=False),
+    sa.Column("finished", sa.Float, nullable=False),
+    sqlite_autoincrement=True,
+)
+
+
+def mask(text: str) -> str:
+    """Hide every password in text: postgresql://user:secret@host/db -> postgresql://user:***@host/db."""
+    return _PASSWORD_KW.sub(r"\1***", _SECRET.sub(r"\1***@", text))
+
+
+def one_line(exc: BaseException) -> str:
+    """The first line of an error (the driver's own, where SQLAlchemy wrapped it), passwords masked."""
+    orig = getattr(exc, "orig", None) or exc
+    lines = [ln.strip() for ln in str(orig).strip().splitlines() if ln.strip()]
+    return mask(lines[0] if lines else type(orig).__name__)
+
+
+def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """--store, else $DLBENCH_STORE, else ./dlbench-results/results.db; a folder gets results.db inside.
+
+    For a PostgreSQL store this is the local default file: its folder is where local files go (sweep data).
+    """
+    raw = os.fspath(path) if path is not None else os.environ.get("DLBENCH_STORE")
+    if raw and _URL.match(raw):
+        target = parse_target(raw)
+        return target.file if target.file is not None else DEFAULT_STORE
+    p = Path(raw) if raw else DEFAULT_STORE
+    return p / "results.db" if p.is_dir() else p
+
+
+@dataclass(frozen=True)
+class Target:
+    """A store's location: its dialect, its SQLAlchemy URL, what to show the user, and the file for SQLite."""
+
+    dialect: str
+    url: URL | None
+    display: str
+    file: Path | None = None
+
+
+def parse_target(path_or_url: str | os.PathLike[str] | None) -> Target:
+    """A file path (SQLite) or a store URL (postgresql://user@host/db, sqlite:///path); an unknown scheme is
+    refused in one line."""
+    raw = os.fspath(path_or_url) if path_or_url is not None else os.environ.get("DLBENCH_STORE")
+    m = _URL.match(raw or "")
+    if raw is None or m is None:
+        file = resolve_path(raw)
+        return Target("sqlite", None, str(file), file)
+    scheme = m.group(1).lower()
+    if scheme not in SCHEMES:
+        raise ValueError(f"unknown store URL scheme {scheme!r} in {mask(raw)}: use a file path (SQLite) or "
+                         "postgresql://user@host/db")
+    if SCHEMES[scheme] == "sqlite":
+        rest = urllib.parse.unquote(raw[len(m.group(0)):])  # sqlite:///relative or sqlite:////absolute
+        file = Path(rest[1:] if rest.startswith("/") else rest)
+        return Target("sqlite", None, str(file), file)
+    try:
+        url = sa.make_url("postgresql+psycopg://" + raw[len(m.group(0)):])
+    except sa.exc.ArgumentError as exc:
+        raise ValueError(f"cannot read the store URL {mask(raw)}: {one_line(exc)}") from None
+    if not url.database:
+        raise ValueError(f"the store URL {mask(raw)} names no database: postgresql://user@host/DB")
+    shown = url.set(drivername="postgresql").render_as_string(hide_password=True)
+    return Target("postgresql", url, shown)
+
+
+def _sqlite_uri(file: Path, mode: str) -> str:
+    quoted = urllib.parse.quote(str(file.absolute()))
+    return f"file:{quoted}?mode=ro" if mode == "ro" else (
+        f"file:{quoted}?immutable=1" if mode == "immutable" else f"file:{quoted}?mode=rwc")
+
+
+def sqlite_connect(file: Path, mode: str) -> sqlite3.Connection:
+    """A raw sqlite3 connection: mode 'rwc' (writers), 'ro' or 'immutable' (a read-only file system)."""
+    db = sqlite3.connect(_sqlite_uri(file, mode), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                         check_same_thread=False)
+    if mode == "rwc":
+        # WAL: readers never block the writer. FULL: a committed point survives a power loss (NORMAL in WAL
+        # mode may lose the last transactions).
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA foreign_keys=ON")
+    else:
+        db.execute("PRAGMA query_only=ON")
+    return db
+
+
+def sqlite_engine(raw: sqlite3.Connection) -> Engine:
+    """An engine over one open sqlite3 connection; writers' transactions start with BEGIN IMMEDIATE."""
+    engine = sa.create_engine("sqlite://", creator=lambda: raw, poolclass=StaticPool)
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.info.get("write") else "BEGIN")
+
+    return engine
+
+
+def postgres_engine(url: URL) -> Engine:
+    """An engine for a PostgreSQL server (psycopg 3). Passwords come from the URL, PGPASSWORD or ~/.pgpass."""
+    return sa.create_engine(url, poolclass=NullPool, connect_args={"connect_timeout": CONNECT_TIMEOUT_S,
+                                                                   "application_name": "dlbench"})
+
+
+def table_names(conn: Connection) -> set[str]:
+    """The tables in the connected database (the public schema on PostgreSQL)."""
+    return set(sa.inspect(conn).get_table_names())
