@@ -48,6 +48,10 @@ def _register() -> None:
     cli.add_command(report.report)
     cli.add_command(compare.compare)
     cli.add_command(reference.reference_cmd)
+    from dlbench.cli import history, store
+
+    cli.add_command(store.store_cmd)
+    cli.add_command(history.history)
 
 
 _register()

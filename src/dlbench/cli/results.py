@@ -9,6 +9,7 @@ from dlbench.report.export import to_csv, to_json
 from dlbench.report.table import points_table, runs_table, scaling_notes
 from dlbench.results.scaling import scaled
 from dlbench.results.store import Store
+from dlbench.results.verify import verify as verify_points
 
 
 @click.command("results")
@@ -17,10 +18,19 @@ from dlbench.results.store import Store
               help="With no RUN_ID: how many recent runs.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
 @click.option("--store", "store_path", type=click.Path(), help="Result store.")
-def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | None) -> None:
+@click.option("--verify", is_flag=True, help="Re-derive every point's metrics from its raw samples and report "
+              "any that differ from the stored ones (exit 1).")
+@click.option("--recover", is_flag=True, help="Read the store's recovery files (points it could not take when "
+              "written) back into it; reading twice adds nothing.")
+def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | None, verify: bool,
+            recover: bool) -> int:
     """Show stored runs and points (RUN_ID prefixes work)."""
+    if recover:
+        return recover_points(store_path)
     store = Store(store_path, readonly=True)
     runs = [store.get_run(r) for r in run_ids] if run_ids else store.runs(limit=last)
+    if verify:
+        return verify_runs(store, [r.id for r in runs])
     points = store.points([r.id for r in runs])
     every = store.points()  # a speedup's 1-device point may come from any run
     if fmt == "json":
@@ -38,3 +48,31 @@ def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | Non
             out.print(points_table(mine, title=f"run {r.id}", scaled=scales))
             for line in scaling_notes(mine, scales or []):
                 out.print(line)
+    return 0
+
+
+def verify_runs(store: Store, run_ids: list[str]) -> int:
+    """Check each point's stored metrics against its raw samples; 1 when any differs."""
+    points = store.points(run_ids)
+    bad = verify_points(points, store.stored_metrics(run_ids))
+    for m in bad:
+        click.echo(f"MISMATCH run {m.run_id} point {m.uid} ({m.label}): " + "; ".join(m.problems), err=True)
+    click.echo(f"verified {len(points)} point(s) of {len(run_ids)} run(s) against their raw samples: "
+               f"{len(bad)} mismatch(es)")
+    return 1 if bad else 0
+
+
+def recover_points(store_path: str | None) -> int:
+    """Read recovery files back into the store (opening it for writing does that) and say what happened."""
+    store = Store(store_path)
+    r = store.recovered
+    if not r.files:
+        click.echo(f"no recovery file for {store.path} (looked at {', '.join(map(str, store.recovery_paths))})")
+        return 0
+    click.echo(f"recovered {r.added} point(s) into {store.path} from {', '.join(map(str, r.files))}; "
+               f"{r.present} were already there; {r.failed} could not be read back")
+    for e in r.errors[:3]:
+        click.echo(f"  {e}", err=True)
+    if not r.failed:
+        click.echo("every recovered point is in the store: the recovery file(s) can be deleted")
+    return 1 if r.failed else 0

@@ -16,6 +16,7 @@ from dlbench.report.charts import (
     throughput_charts,
 )
 from dlbench.report.groups import Column, Section, build_sections, framework_title
+from dlbench.report.history import history_charts
 from dlbench.report.published import Beside, beside
 from dlbench.results.store import RunRecord, StoredPoint
 from dlbench.spec import Protocol
@@ -130,6 +131,7 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         views.append(SectionView(sec, beside(sec), charts))
     overall = data_chart(sections, cc)
     overall.extend(max_batch_chart(points, cc))
+    overall.extend(history_charts(points, pool if pool is not None else points))
     identity, fws, warnings = _identity(points)
     protos = Counter(describe_protocol(p.result.spec.protocol) for p in points)
     if len(protos) > 1:

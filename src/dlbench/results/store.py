@@ -75,11 +75,12 @@ class Store:
             self._open_sqlite(self.target.file)
         else:
             self._open_postgres()
-        if not readonly:
+        self.recovered = Recovered(0, 0, 0, ())
+        if not readonly:  # a writer first takes back what an earlier writer could not store
             try:
-                self.recover()
-            except StoreError:  # the file stays; `dlbench results --recover` says what fails
-                pass
+                self.recovered = self.recover()
+            except StoreError as exc:  # the file stays; `dlbench results --recover` says what fails
+                self.recovered = Recovered(0, 0, 1, (), (str(exc),))
 
     # -- opening --------------------------------------------------------------------------------------
     def _fail_open(self, exc: BaseException) -> StoreError:
@@ -173,7 +174,7 @@ class Store:
 
     # -- plumbing -------------------------------------------------------------------------------------
     @contextmanager
-    def _tx(self, write: bool = False) -> Iterator[Connection]:
+    def transaction(self, write: bool = False) -> Iterator[Connection]:
         """A transaction (BEGIN IMMEDIATE for SQLite writers); any database error becomes a one-line StoreError."""
         if write and self.readonly:
             raise StoreError(f"the store at {self.path} was opened read-only")
@@ -187,7 +188,7 @@ class Store:
 
     def schema_version(self) -> int:
         """The version this store is at."""
-        with self._tx():
+        with self.transaction():
             try:
                 return stored_version(self.db)
             except SchemaError as exc:
@@ -204,7 +205,7 @@ class Store:
         now = datetime.datetime.now()
         run_id = f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(4)}"
         host, pid, started = controller()
-        with self._tx(write=True) as c:
+        with self.transaction(write=True) as c:
             c.execute(runs.insert().values(id=run_id, created=now.timestamp(), command=mask(command),
                                            status="running", kind=kind, meta_json=mask(json.dumps(meta or {})),
                                            host=host, pid=pid, pid_started=started))
@@ -216,7 +217,7 @@ class Store:
         values: dict[str, object] = {"status": status, "reason": mask(reason.splitlines()[0]) if reason else None}
         if status == "running":
             values.update(zip(("host", "pid", "pid_started"), controller()))
-        with self._tx(write=True) as c:
+        with self.transaction(write=True) as c:
             c.execute(runs.update().where(runs.c.id == run_id).values(**values))
 
     def add_point(self, run_id: str, result: PointResult) -> int:
@@ -225,7 +226,7 @@ class Store:
         uid = str(uuid.uuid4())
         row = point_row(run_id, uid, result)
         try:
-            with self._tx(write=True) as c:
+            with self.transaction(write=True) as c:
                 return int(c.execute(points.insert().values(**row)).inserted_primary_key[0])  # type: ignore[index]
         except StoreError as exc:
             failure = str(exc)
@@ -246,7 +247,7 @@ class Store:
 
     def _run_row(self, run_id: str) -> dict[str, object] | None:
         try:
-            with self._tx() as c:
+            with self.transaction() as c:
                 row = c.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
             return dict(row) if row else None
         except StoreError:
@@ -268,7 +269,7 @@ class Store:
             for rec in records:
                 row = dict(rec["row"])  # type: ignore[call-overload]
                 try:
-                    with self._tx(write=True) as c:
+                    with self.transaction(write=True) as c:
                         if c.execute(sa.select(points.c.id).where(points.c.uid == row["uid"])).first():
                             present += 1
                             continue
@@ -301,7 +302,7 @@ class Store:
             claim = advisory_claim(self.engine, run_id)
         try:
             with claim:
-                with self._tx(write=True) as c:
+                with self.transaction(write=True) as c:
                     c.execute(runs.update().where(runs.c.id == run_id).values(
                         **dict(zip(("host", "pid", "pid_started"), controller()))))
                 yield
@@ -334,18 +335,18 @@ class Store:
              .order_by(runs.c.created.desc(), runs.c.id.desc()))
         if limit:
             q = q.limit(int(limit))
-        with self._tx() as c:
+        with self.transaction() as c:
             rows = c.execute(q).mappings().all()
         return [self._record(r, int(r["n"])) for r in rows]
 
     def get_run(self, run_id: str) -> RunRecord:
         """One run by id (a unique prefix will do)."""
-        with self._tx() as c:
+        with self.transaction() as c:
             ids = [str(r[0]) for r in c.execute(sa.select(runs.c.id))]
         found = [i for i in ids if i == run_id] or [i for i in ids if i.startswith(run_id)]
         if len(found) != 1:
             raise StoreError(f"no run {run_id!r} in {self.path}" if not found else f"run id {run_id!r} is ambiguous")
-        with self._tx() as c:
+        with self.transaction() as c:
             row = c.execute(sa.select(runs).where(runs.c.id == found[0])).mappings().one()
             count = c.execute(sa.select(sa.func.count()).where(points.c.run_id == found[0])).scalar_one()
         return self._record(row, int(count))
@@ -363,7 +364,7 @@ class Store:
             q = q.where(points.c.framework.in_(list(frameworks)))
         if since is not None:
             q = q.where(points.c.finished >= since)
-        with self._tx() as c:
+        with self.transaction() as c:
             rows = c.execute(q).mappings().all()
         out = []
         for r in rows:
@@ -375,12 +376,25 @@ class Store:
 
     def done_keys(self, run_id: str) -> set[str]:
         """Spec keys of the points already stored in a run (to resume it)."""
-        with self._tx() as c:
+        with self.transaction() as c:
             return {str(r[0]) for r in c.execute(sa.select(points.c.spec_key).where(points.c.run_id == run_id))}
+
+    def stored_metrics(self, run_ids: Sequence[str]) -> dict[str, dict[str, object]]:
+        """The metrics of these runs' points exactly as stored (parsed JSON), by point uid, for verification."""
+        with self.transaction() as c:
+            rows = c.execute(sa.select(points.c.uid, points.c.run_id, points.c.metrics_json)
+                             .where(points.c.run_id.in_(list(run_ids))).where(points.c.metrics_json.is_not(None)))
+            out: dict[str, dict[str, object]] = {}
+            for uid, run_id, text in rows:
+                try:
+                    out[str(uid)] = dict(json.loads(text))
+                except (TypeError, ValueError) as exc:
+                    raise StoreError(f"point {uid} of run {run_id} in {self.path}: corrupt metrics_json ({exc})") from None
+        return out
 
     def point_uids(self, run_ids: Sequence[str]) -> set[str]:
         """The unique ids of the points of these runs."""
-        with self._tx() as c:
+        with self.transaction() as c:
             return {str(r[0]) for r in c.execute(sa.select(points.c.uid).where(points.c.run_id.in_(list(run_ids))))}
 
 

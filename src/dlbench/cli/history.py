@@ -1,0 +1,101 @@
+"""`dlbench history`: each configuration's throughput over time and framework versions, change points flagged."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from dlbench.cli.compare import parse_percent
+from dlbench.cli.output import stdout_console
+from dlbench.results.compare import ALPHA, MIN_EFFECT
+from dlbench.results.history import REGRESSION, Series, build_series, parse_since
+from dlbench.results.store import Store
+
+_STYLE = {REGRESSION: "red", "improvement": "green"}
+
+
+def _split(text: str | None) -> list[str]:
+    return [t.strip() for t in (text or "").split(",") if t.strip()]
+
+
+def series_table(s: Series) -> Table:
+    """One row per point: when, run, versions, throughput with its CI, and the change found there."""
+    hw = ", ".join(f"{k}={v}" for k, v in sorted(s.hardware.items()) if k in ("device_model", "cpu_model",
+                                                                            "device_count", "threads"))
+    t = Table(title=escape(f"{s.label}  [{hw}]"), title_justify="left")
+    for col, justify in (("finished", "left"), ("run", "left"), ("framework version", "left"),
+                         ("samples/s ± 95% CI", "right"), ("vs segment start", "right"), ("p", "right")):
+        t.add_column(col, justify=justify)  # type: ignore[arg-type]
+    t.add_column("change", no_wrap=True)
+    for hp in s.points:
+        r = hp.point.result
+        when = datetime.datetime.fromtimestamp(r.finished).strftime("%Y-%m-%d %H:%M")
+        m = r.metrics
+        tp = f"{m.throughput:,.1f} ± {(m.ci_high - m.ci_low) / 2:,.1f}" if m and r.status == "ok" else r.status
+        c = hp.comparison
+        ratio = f"{c.ratio:.3f} ({c.ci_low:.3f}-{c.ci_high:.3f})" if c and c.ratio is not None and \
+            c.ci_low is not None and c.ci_high is not None else "-"
+        pv = f"{c.p_value:.2g}" if c and c.p_value is not None else "-"
+        change = hp.change
+        text = f"[{_STYLE[change]}]{change} ({c.change:+.1%})[/]" if change and c and c.change is not None else ""
+        t.add_row(when, hp.point.run_id, escape(hp.versions.get("framework_version", "?")), tp, ratio, pv, text)
+    return t
+
+
+def _as_json(series: list[Series]) -> str:
+    return json.dumps([{
+        "label": s.label, "framework": s.framework, "model": s.model, "hardware": s.hardware,
+        "points": [{"run_id": hp.point.run_id, "uid": hp.point.uid, "finished": hp.point.result.finished,
+                    "status": hp.point.result.status, "versions": hp.versions,
+                    "throughput": hp.point.result.metrics.throughput if hp.point.result.metrics else None,
+                    "ratio_vs_segment_start": hp.comparison.ratio if hp.comparison else None,
+                    "p_value": hp.comparison.p_value if hp.comparison else None, "change": hp.change}
+                   for hp in s.points]} for s in series], indent=2)
+
+
+@click.command("history")
+@click.option("--model", "-m", help="Comma-separated cases. Default: all.")
+@click.option("--framework", "-f", help="Comma-separated frameworks. Default: all.")
+@click.option("--since", help="Only points from this long ago on, e.g. 30d, 12h, 2w.")
+@click.option("--min-effect", default=f"{MIN_EFFECT:.0%}", show_default=True,
+              help="Smallest change that can be called a regression or an improvement.")
+@click.option("--fail-on-regression", is_flag=True, help="Exit 1 when the newest point of a configuration is a "
+              "significant regression.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--store", "store_path", help="Result store (a file or postgresql://user@host/db).")
+def history(model: str | None, framework: str | None, since: str | None, min_effect: str,
+            fail_on_regression: bool, fmt: str, store_path: str | None) -> int:
+    """Throughput of each configuration over time and framework versions; regressions and improvements are
+    called with the test `dlbench compare` uses."""
+    try:
+        start = parse_since(since) if since else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from None
+    effect = parse_percent(min_effect)
+    store = Store(store_path, readonly=True)
+    points = store.points(models=_split(model), frameworks=_split(framework), since=start)
+    if not points:
+        raise click.UsageError(f"no points in {store.path} for these models, frameworks and --since")
+    series = build_series(points, effect)
+    if fmt == "json":
+        click.echo(_as_json(series))
+    else:
+        out = stdout_console()
+        for s in series:
+            out.print(series_table(s))
+        found = [(s, hp) for s in series for hp in s.changes]
+        out.print(f"{len(series)} configuration(s), {len(points)} point(s); {len(found)} change point(s). "
+                  f"Each point is compared with its segment's first point (the series' first, or the last "
+                  f"change): p < {ALPHA}, the 95% CI excludes 1 and the change is at least {effect:.0%}.",
+                  highlight=False)
+    regressed = [s for s in series if s.latest_regressed]
+    if regressed:
+        click.echo(f"{len(regressed)} configuration(s) regressed in their newest point: "
+                   + ", ".join(s.label for s in regressed), err=True)
+        if fail_on_regression:
+            return 1
+    return 0

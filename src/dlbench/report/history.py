@@ -1,0 +1,74 @@
+"""The report's history chart: each configuration of the report's runs over every stored run, throughput with
+its 95% CI against time, framework versions named where they change, regressions and improvements marked
+(found by results/history.py with the test `dlbench compare` uses)."""
+
+from __future__ import annotations
+
+import datetime
+from collections import defaultdict
+from collections.abc import Sequence
+
+import matplotlib.dates as mdates
+
+from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled
+from dlbench.results.history import IMPROVEMENT, REGRESSION, Series, build_series, series_key
+from dlbench.results.rows import StoredPoint
+
+GOOD_COLOR = "#2f855a"
+
+
+def _ok(s: Series) -> int:
+    return sum(hp.point.result.status == "ok" and hp.point.result.metrics is not None for hp in s.points)
+
+
+@styled
+def _model_chart(model: str, series: list[Series]) -> Chart:
+    fig, ax = figure(7.2, 3.8)
+    notes = []
+    for i, s in enumerate(series):
+        ok = [hp for hp in s.points if hp.point.result.status == "ok" and hp.point.result.metrics is not None]
+        xs = [datetime.datetime.fromtimestamp(hp.point.result.finished) for hp in ok]
+        ms = [hp.point.result.metrics for hp in ok]
+        ys = [m.throughput for m in ms if m is not None]
+        err = [[max(m.throughput - m.ci_low, 0) for m in ms if m], [max(m.ci_high - m.throughput, 0) for m in ms if m]]
+        colour = PALETTE[i % len(PALETTE)]
+        ax.errorbar(xs, ys, yerr=err, color=colour, marker="o", markersize=3.5, linewidth=1.4, capsize=2.5,
+                    label=s.label)
+        previous = None
+        for x, y, hp in zip(xs, ys, ok):
+            version = hp.versions.get("framework_version", "")
+            if version and version != previous:
+                ax.annotate(version, (x, y), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7,
+                            color="#555")
+            previous = version
+            if hp.change and hp.comparison is not None and hp.comparison.change is not None:
+                bad = hp.change == REGRESSION
+                ax.plot([x], [y], marker="v" if bad else "^", markersize=10, color=FAIL_COLOR if bad else GOOD_COLOR,
+                        linestyle="none", zorder=5)
+                ax.annotate(f"{hp.comparison.change:+.1%}", (x, y), textcoords="offset points", xytext=(8, -12),
+                            fontsize=7.5, fontweight="bold", color=FAIL_COLOR if bad else GOOD_COLOR)
+                notes.append(f"{hp.change} of {hp.comparison.change:+.1%} in {s.label} at run {hp.point.run_id} "
+                             f"(p = {hp.comparison.p_value:.2g})")
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator()))
+    ax.set_ylabel("samples/s (95% CI)")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="lower left", fontsize=7)
+    caption = ("Throughput of each configuration over every stored run; labels give the framework version "
+               "where it changes. Each point is compared with its segment's first point by the test of "
+               "`dlbench compare` (p < 0.01, CI excluding 1, at least 2%). ")
+    caption += ("Change points: " + "; ".join(notes) + ".") if notes else "No significant change point."
+    return Chart(f"history-{model}", f"{model}: throughput over time and versions", caption, fig)
+
+
+def history_charts(points: Sequence[StoredPoint], pool: Sequence[StoredPoint]) -> ChartSet:
+    """A history chart per model for the configurations of `points`, drawn from the whole `pool`; a note
+    where no configuration was measured in two runs or more."""
+    wanted = {series_key(p) for p in points}
+    series = [s for s in build_series([p for p in pool if series_key(p) in wanted]) if _ok(s) >= 2]
+    if not series:
+        return ChartSet(notes=["No history chart: no configuration of these runs has two or more ok points in "
+                               "the store (run it again, or pull the team's runs with `dlbench store pull`)."])
+    by_model: dict[str, list[Series]] = defaultdict(list)
+    for s in series:
+        by_model[s.model].append(s)
+    return ChartSet(charts=[_model_chart(m, ss[:len(PALETTE)]) for m, ss in sorted(by_model.items())])
