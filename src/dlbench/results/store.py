@@ -37,6 +37,7 @@ from dlbench.results.store_sql import (
     runs,
     sqlite_connect,
     sqlite_engine,
+    writer_pragmas,
 )
 
 DB_ERRORS = (sa.exc.SQLAlchemyError, sqlite3.Error, OverflowError, OSError)
@@ -95,7 +96,13 @@ class Store:
             try:
                 file.parent.mkdir(parents=True, exist_ok=True)
                 raw = sqlite_connect(file, "rwc")
-            except (OSError, sqlite3.Error) as exc:
+                self._probe_version(raw, empty_ok=True)  # a foreign file is refused before any change to it
+                writer_pragmas(raw)
+            except sqlite3.DatabaseError as exc:
+                if "not a database" in str(exc):
+                    raise StoreError(f"{file} is not a dlbench store (not a SQLite database)") from None
+                raise self._fail_open(exc) from None
+            except OSError as exc:
                 raise self._fail_open(exc) from None
         self.engine = sqlite_engine(raw)
         self.db = self.engine.connect()
@@ -123,11 +130,11 @@ class Store:
             return mem
         raise self._fail_open(last or OSError("unreadable"))
 
-    def _probe_version(self, raw: sqlite3.Connection) -> int:
+    def _probe_version(self, raw: sqlite3.Connection, empty_ok: bool = False) -> int:
         engine = sqlite_engine(raw)
         with engine.connect() as conn:
             version = self._version_of(conn)
-        if version == 0:
+        if version == 0 and not empty_ok:
             raise StoreError(f"{self.path} is not a dlbench store (an empty database)")
         return version
 

@@ -134,18 +134,21 @@ def _sqlite_uri(file: Path, mode: str) -> str:
 
 
 def sqlite_connect(file: Path, mode: str) -> sqlite3.Connection:
-    """A raw sqlite3 connection: mode 'rwc' (writers), 'ro' or 'immutable' (a read-only file system)."""
+    """A raw sqlite3 connection: mode 'rwc' (writers: then writer_pragmas), 'ro' or 'immutable' (a read-only
+    file system)."""
     db = sqlite3.connect(_sqlite_uri(file, mode), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                          check_same_thread=False)
-    if mode == "rwc":
-        # WAL: readers never block the writer. FULL: a committed point survives a power loss (NORMAL in WAL
-        # mode may lose the last transactions).
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=FULL")
-        db.execute("PRAGMA foreign_keys=ON")
-    else:
+    if mode != "rwc":
         db.execute("PRAGMA query_only=ON")
     return db
+
+
+def writer_pragmas(db: sqlite3.Connection) -> None:
+    """Set once the file is known to be a dlbench store (or empty). WAL: readers never block the writer.
+    FULL: a committed point survives a power loss (NORMAL, in WAL mode, may lose the last transactions)."""
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute("PRAGMA foreign_keys=ON")
 
 
 def sqlite_engine(raw: sqlite3.Connection) -> Engine:
