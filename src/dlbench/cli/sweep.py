@@ -209,9 +209,10 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
             "suite_name": suite.name, "suite": suite.model_dump(mode="json"), "device": dev,
             "data_dir": str(Path(folder).resolve()) if folder else None, "only": only_axes,
             "memory_limit": memory_limit, "points": len(planned)})
-    else:
-        store.finish_run(run_id, "running")
-    return _run(store, run_id, suite, planned, settings, console)
+    with store.claim_run(run_id):  # one controller per run: a second `sweep --resume` of it is refused
+        if resume_id:
+            store.finish_run(run_id, "running")
+        return _run(store, run_id, suite, planned, settings, console)
 
 
 def _run(store: Store, run_id: str, suite: Suite, planned: list[PlannedPoint], settings: MaxBatchSettings,
