@@ -27,7 +27,7 @@ def _model_chart(model: str, series: list[Series]) -> Chart:
     notes = []
     for i, s in enumerate(series):
         ok = [hp for hp in s.points if hp.point.result.status == "ok" and hp.point.result.metrics is not None]
-        xs = [datetime.datetime.fromtimestamp(hp.point.result.finished) for hp in ok]
+        xs = [float(mdates.date2num(datetime.datetime.fromtimestamp(hp.point.result.finished))) for hp in ok]
         ms = [hp.point.result.metrics for hp in ok]
         ys = [m.throughput for m in ms if m is not None]
         err = [[max(m.throughput - m.ci_low, 0) for m in ms if m], [max(m.ci_high - m.throughput, 0) for m in ms if m]]

@@ -45,11 +45,11 @@ def stored_version(conn: Connection) -> int:
             raise SchemaError(f"unreadable schema version {revs!r} (alembic_version)")
         return int(m.group(1))
     if "schema_meta" in tables:
-        row = conn.exec_driver_sql("SELECT value FROM schema_meta WHERE key='schema_version'").first()
+        value = conn.exec_driver_sql("SELECT value FROM schema_meta WHERE key='schema_version'").scalar()
         try:
-            return int(str(row[0])) if row is not None else -1
+            return int(str(value)) if value is not None else -1
         except ValueError:
-            raise SchemaError(f"unreadable schema version {row[0]!r} (schema_meta)") from None
+            raise SchemaError(f"unreadable schema version {value!r} (schema_meta)") from None
     if not tables:
         return 0
     raise SchemaError("not a dlbench store (it has tables, but neither runs nor a schema version)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from dlbench.results.schema import Environment, Metrics, PointResult, RankRaw
 from dlbench.spec import PointSpec
@@ -63,14 +64,14 @@ def point_row(run_id: str, uid: str, result: PointResult) -> dict[str, object]:
     }
 
 
-def _load(row: Mapping[str, object], column: str) -> object:
+def _load(row: Mapping[Any, Any], column: str) -> object:
     try:
         return json.loads(str(row[column]))
     except (TypeError, ValueError) as exc:
         raise CorruptRow(f"corrupt {column} ({exc})") from None
 
 
-def stored_point(row: Mapping[str, object]) -> StoredPoint:
+def stored_point(row: Mapping[Any, Any]) -> StoredPoint:
     """Rebuild a point from its row; CorruptRow names the column that cannot be read."""
     try:
         spec = PointSpec.from_json(str(row["spec_json"]))
@@ -88,18 +89,18 @@ def stored_point(row: Mapping[str, object]) -> StoredPoint:
             ranks=tuple(RankRaw.from_dict(x) for x in ranks),
             metrics=Metrics.from_dict(metrics) if metrics is not None else None,
             env=Environment(identity=ident, descriptive=desc), extra=extra,
-            started=float(row["started"]), finished=float(row["finished"]))  # type: ignore[arg-type]
+            started=float(row["started"]), finished=float(row["finished"]))
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise CorruptRow(f"corrupt ranks_json or metrics_json ({exc})") from None
-    return StoredPoint(int(row["id"]), str(row["run_id"]), result, str(row.get("uid") or ""))  # type: ignore[call-overload]
+    return StoredPoint(int(row["id"]), str(row["run_id"]), result, str(row.get("uid") or ""))
 
 
-def run_record(row: Mapping[str, object], status: str, count: int) -> RunRecord:
+def run_record(row: Mapping[Any, Any], status: str, count: int) -> RunRecord:
     """Rebuild a run from its row, with the status a reader should see; CorruptRow for bad metadata."""
     meta = _load(row, "meta_json")
     if not isinstance(meta, dict):
         raise CorruptRow("corrupt meta_json (not an object)")
     pid = row.get("pid")
-    return RunRecord(str(row["id"]), float(row["created"]), str(row["kind"]), str(row["command"]), status,  # type: ignore[arg-type]
-                     meta, count, row.get("host"), int(pid) if pid is not None else None,  # type: ignore[arg-type,call-overload]
-                     row.get("reason"))  # type: ignore[arg-type]
+    return RunRecord(str(row["id"]), float(row["created"]), str(row["kind"]), str(row["command"]), status,
+                     meta, count, row.get("host"), int(pid) if pid is not None else None,
+                     row.get("reason"))
