@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from store_fixtures import PgServer, pg_server, pg_url, store_url  # noqa: F401
+from store_fixtures import PgServer
 
 from dlbench.protocol.stats import summarize
 from dlbench.results.migrations import STORE_SCHEMA_VERSION, upgrade

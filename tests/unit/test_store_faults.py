@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from store_fixtures import pg_server, pg_url, store_url  # noqa: F401
 from test_store import load_v1_sqlite, result
 
 from dlbench.results.store import Store, StoreError

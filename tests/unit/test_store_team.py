@@ -10,9 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
-from store_fixtures import pg_server, pg_url, store_url  # noqa: F401
 from test_store import result
 
 from dlbench.results.gather import copy_runs

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import matplotlib.dates as mdates
 
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled
-from dlbench.results.history import IMPROVEMENT, REGRESSION, Series, build_series, series_key
+from dlbench.results.history import REGRESSION, Series, build_series, series_key
 from dlbench.results.rows import StoredPoint
 
 GOOD_COLOR = "#2f855a"

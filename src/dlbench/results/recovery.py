@@ -11,9 +11,30 @@ import hashlib
 import json
 import os
 import re
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import sqlalchemy as sa
+
+from dlbench.results.store_sql import points, runs
+
+if TYPE_CHECKING:
+    from dlbench.results.store import Store
 
 FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """What reading recovery files back did: points added, points already there, lines that still fail."""
+
+    added: int
+    present: int
+    failed: int
+    files: tuple[Path, ...]
+    errors: tuple[str, ...] = ()
 
 
 def dlbench_home() -> Path:
@@ -70,3 +91,45 @@ def read(path: Path) -> tuple[list[dict[str, object]], int]:
         else:
             bad += 1
     return records, bad
+
+
+def _lost_run(rec: dict[str, object], run_id: str) -> dict[str, object]:
+    """The run row a recovered point belongs to, as recorded beside it (or a stand-in that says so)."""
+    run = rec.get("run")
+    if isinstance(run, dict):
+        return {k: run.get(k) for k in runs.c.keys()}
+    return {"id": run_id, "created": float(rec.get("time") or time.time()),  # type: ignore[arg-type]
+            "command": "(recovered)", "status": "failed", "kind": "run", "meta_json": "{}",
+            "reason": "recovered from a recovery file"}
+
+
+def read_back(store: Store) -> Recovered:
+    """Insert every recovery-file point the store lacks (keyed on its UUID), one transaction per point."""
+    from dlbench.results.store import StoreError  # the store imports this module
+
+    added = present = failed = 0
+    files, errors = [], []
+    for path in store.recovery_paths:
+        if not path.exists():
+            continue
+        files.append(path)
+        try:
+            records, bad = read(path)
+        except OSError as exc:
+            raise StoreError(f"cannot read the recovery file {path}: {exc}") from None
+        failed += bad
+        for rec in records:
+            row = dict(rec["row"])  # type: ignore[call-overload]
+            try:
+                with store.transaction(write=True) as c:
+                    if c.execute(sa.select(points.c.id).where(points.c.uid == row["uid"])).first():
+                        present += 1
+                        continue
+                    if not c.execute(sa.select(runs.c.id).where(runs.c.id == row["run_id"])).first():
+                        c.execute(runs.insert().values(**_lost_run(rec, str(row["run_id"]))))
+                    c.execute(points.insert().values(**{k: row.get(k) for k in points.c.keys() if k != "id"}))
+                    added += 1
+            except StoreError as exc:
+                failed += 1
+                errors.append(str(exc))
+    return Recovered(added, present, failed, tuple(files), tuple(errors))

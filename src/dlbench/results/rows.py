@@ -76,7 +76,8 @@ def stored_point(row: Mapping[Any, Any]) -> StoredPoint:
     try:
         spec = PointSpec.from_json(str(row["spec_json"]))
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        raise CorruptRow(f"corrupt spec_json ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CorruptRow(f"corrupt spec_json ({why})") from None
     ranks, ident, desc, extra = (_load(row, c) for c in ("ranks_json", "identity_json", "descriptive_json",
                                                           "extra_json"))
     metrics = _load(row, "metrics_json") if row["metrics_json"] is not None else None

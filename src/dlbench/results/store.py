@@ -14,7 +14,6 @@ import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -23,6 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 from dlbench.results import recovery
 from dlbench.results.claims import ClaimTaken, advisory_claim, controller, controller_gone, file_claim, lock_file
 from dlbench.results.migrations import STORE_SCHEMA_VERSION, SchemaError, check_version, stored_version, upgrade
+from dlbench.results.recovery import Recovered
 from dlbench.results.rows import CorruptRow, RunRecord, StoredPoint, point_row, run_record, stored_point
 from dlbench.results.schema import PointResult
 from dlbench.results.store_sql import (
@@ -46,17 +46,6 @@ FINAL_STATUSES = ("done", "interrupted", "failed")
 
 class StoreError(Exception):
     """The store cannot be opened, written or understood; the message is one line for the user."""
-
-
-@dataclass(frozen=True)
-class Recovered:
-    """What reading recovery files back did: points added, points already there, lines that still fail."""
-
-    added: int
-    present: int
-    failed: int
-    files: tuple[Path, ...]
-    errors: tuple[str, ...] = ()
 
 
 class Store:
@@ -262,41 +251,7 @@ class Store:
 
     def recover(self) -> Recovered:
         """Read the recovery files back into the store (idempotent: keyed on each point's unique id)."""
-        added = present = failed = 0
-        files, errors = [], []
-        for path in self.recovery_paths:
-            if not path.exists():
-                continue
-            files.append(path)
-            try:
-                records, bad = recovery.read(path)
-            except OSError as exc:
-                raise StoreError(f"cannot read the recovery file {path}: {exc}") from None
-            failed += bad
-            for rec in records:
-                row = dict(rec["row"])  # type: ignore[call-overload]
-                try:
-                    with self.transaction(write=True) as c:
-                        if c.execute(sa.select(points.c.id).where(points.c.uid == row["uid"])).first():
-                            present += 1
-                            continue
-                        if not c.execute(sa.select(runs.c.id).where(runs.c.id == row["run_id"])).first():
-                            c.execute(runs.insert().values(**self._lost_run(rec, str(row["run_id"]))))
-                        c.execute(points.insert().values(**{k: row.get(k) for k in points.c.keys() if k != "id"}))
-                        added += 1
-                except StoreError as exc:
-                    failed += 1
-                    errors.append(str(exc))
-        return Recovered(added, present, failed, tuple(files), tuple(errors))
-
-    @staticmethod
-    def _lost_run(rec: dict[str, object], run_id: str) -> dict[str, object]:
-        run = rec.get("run")
-        if isinstance(run, dict):
-            return {k: run.get(k) for k in runs.c.keys()}
-        return {"id": run_id, "created": float(rec.get("time") or time.time()),  # type: ignore[arg-type]
-                "command": "(recovered)", "status": "failed", "kind": "run", "meta_json": "{}",
-                "reason": "recovered from a recovery file"}
+        return recovery.read_back(self)
 
     @contextmanager
     def claim_run(self, run_id: str) -> Iterator[None]:
@@ -396,7 +351,8 @@ class Store:
                 try:
                     out[str(uid)] = dict(json.loads(text))
                 except (TypeError, ValueError) as exc:
-                    raise StoreError(f"point {uid} of run {run_id} in {self.path}: corrupt metrics_json ({exc})") from None
+                    raise StoreError(f"point {uid} of run {run_id} in {self.path}: corrupt metrics_json "
+                                     f"({exc})") from None
         return out
 
     def point_uids(self, run_ids: Sequence[str]) -> set[str]:
