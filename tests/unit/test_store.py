@@ -133,6 +133,8 @@ def test_path_and_url_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert resolve_path() == Path("dlbench-results") / "results.db"
     assert parse_target(f"sqlite:///{tmp_path}/a.db").file == tmp_path / "a.db"
     assert mask("push --to postgresql://u:p4ss@h:5432/d ok") == "push --to postgresql://u:***@h:5432/d ok"
+    assert parse_target("postgresql://u@h/d?password=p4ss&sslmode=require").display == \
+        "postgresql://u@h/d?password=***&sslmode=require"
 
 
 def test_unknown_scheme_is_refused_in_one_line() -> None:

@@ -23,7 +23,7 @@ SCHEMES = {"postgresql": "postgresql", "postgres": "postgresql", "postgresql+psy
            "sqlite": "sqlite"}
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _SECRET = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^@\s]*@")
-_PASSWORD_KW = re.compile(r"(password\s*=\s*)\S+", re.IGNORECASE)
+_PASSWORD_KW = re.compile(r"(password\s*=\s*)[^\s&]+", re.IGNORECASE)
 CONNECT_TIMEOUT_S = 10
 BUSY_TIMEOUT_S = 30.0
 
@@ -123,7 +123,7 @@ def parse_target(path_or_url: str | os.PathLike[str] | None) -> Target:
         raise ValueError(f"cannot read the store URL {mask(raw)}: {one_line(exc)}") from None
     if not url.database:
         raise ValueError(f"the store URL {mask(raw)} names no database: postgresql://user@host/DB")
-    shown = url.set(drivername="postgresql").render_as_string(hide_password=True)
+    shown = mask(url.set(drivername="postgresql").render_as_string(hide_password=True))  # ?password=... too
     return Target("postgresql", url, shown)
 
 
