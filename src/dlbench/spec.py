@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-Precision = Literal["fp32", "amp", "bf16"]
+Precision = Literal["fp32", "tf32", "amp", "bf16"]
 Statistic = Literal["mean", "median"]
 DataSource = Literal["synthetic", "real"]
 Device = Literal["cpu", "cuda"]
 
-PRECISIONS: tuple[str, ...] = ("fp32", "amp", "bf16")
+PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "amp", "bf16")
 STATISTICS: tuple[str, ...] = ("mean", "median")
 DATA_SOURCES: tuple[str, ...] = ("synthetic", "real")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
 STRATEGIES: tuple[str, ...] = ("none", "ddp", "allreduce", "ps", "mirrored", "multiworker", "sharding", "fleet")
 
-SPEC_VERSION = 1
+SPEC_VERSION = 2  # 2: tf32, sync_every_step, case_params
+# Whole numbers a store can hold (a signed 64-bit SQL integer) and a worker can allocate; larger is a typo.
+MAX_COUNT = 2**31 - 1
 
 
 class SpecError(ValueError):
@@ -31,6 +34,16 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
         raise SpecError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
 
 
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _count(name: str, value: object, low: int) -> None:
+    """A whole number in [low, MAX_COUNT], or a SpecError naming the field."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
+        raise SpecError(f"{name} must be a whole number from {low} to {MAX_COUNT:,}; got {value!r}")
+
+
 @dataclass(frozen=True)
 class Protocol:
     """How a point is measured: warm-up steps, measured steps, repeats and the statistic over repeats."""
@@ -40,25 +53,35 @@ class Protocol:
     repeats: int
     statistic: Statistic
     preset: str = "custom"
+    windows: int = 5
+    min_time_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.warmup < 0:
-            raise SpecError(f"warmup must be >= 0; got {self.warmup}")
-        if self.steps < 1:
-            raise SpecError(f"steps must be >= 1; got {self.steps}")
-        if self.repeats < 1:
-            raise SpecError(f"repeats must be >= 1; got {self.repeats}")
+        _count("warmup", self.warmup, 0)
+        _count("steps", self.steps, 1)
+        _count("repeats", self.repeats, 1)
+        _count("windows", self.windows, 1)
         _choice("statistic", self.statistic, STATISTICS)
+        if not _finite(self.min_time_s) or self.min_time_s < 0:
+            raise SpecError(f"the minimum measured time must be a finite number of seconds >= 0; got {self.min_time_s}")
 
     def override(self, warmup: int | None = None, steps: int | None = None,
-                 repeats: int | None = None, statistic: str | None = None) -> Protocol:
+                 repeats: int | None = None, statistic: str | None = None,
+                 min_time_s: float | None = None) -> Protocol:
         """This protocol with the given fields replaced (None keeps a field)."""
         changes = {k: v for k, v in dict(warmup=warmup, steps=steps, repeats=repeats,
-                                          statistic=statistic).items() if v is not None}
+                                          statistic=statistic, min_time_s=min_time_s).items() if v is not None}
         return dataclasses.replace(self, **changes)
 
+    def on(self, device: str) -> Protocol:
+        """The protocol as run on a device: on a GPU a preset may ask for a minimum measured time per repeat."""
+        if device == "cuda" and self.min_time_s == 0.0 and self.preset in GPU_MIN_TIME_S:
+            return dataclasses.replace(self, min_time_s=GPU_MIN_TIME_S[self.preset])
+        return self
 
-# The seeds' methodologies (see README "Presets").
+
+# The seeds' methodologies (see README "Presets"). Warm-up and measured steps are per repeat; the measured steps
+# are timed in `windows` windows, synchronised with the device only at each window's two ends.
 PRESETS: dict[str, Protocol] = {
     "quick": Protocol(warmup=2, steps=5, repeats=3, statistic="median", preset="quick"),
     "caict": Protocol(warmup=20, steps=100, repeats=3, statistic="mean", preset="caict"),
@@ -67,12 +90,31 @@ PRESETS: dict[str, Protocol] = {
 }
 
 
+# On a GPU a quick point is fast (5 steps of ResNet-50 on an H100 take about half a second): `quick` then raises
+# its measured steps until a repeat lasts at least this long. The seeds' presets measure 100 steps as they did.
+GPU_MIN_TIME_S: dict[str, float] = {"quick": 2.0}
+
+
 def preset(name: str) -> Protocol:
     """The named preset, or a SpecError listing the known ones."""
     try:
         return PRESETS[name]
     except KeyError:
         raise SpecError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "B": 1, "K": 1000, "KB": 1000, "KIB": 2**10, "M": 10**6, "MB": 10**6, "MIB": 2**20,
+          "G": 10**9, "GB": 10**9, "GIB": 2**30, "T": 10**12, "TB": 10**12, "TIB": 2**40}
+
+
+def parse_size(text: str) -> int:
+    """'8GiB', '512MB', '1000000' -> bytes."""
+    m = _SIZE.match(text)
+    unit = m.group(2).upper() if m else ""
+    if not m or unit not in _UNITS:
+        raise SpecError(f"memory size must look like 8GiB or 512MB; got {text!r}")
+    return int(float(m.group(1)) * _UNITS[unit])
 
 
 _SCALE = re.compile(r"^(\d+)n(\d+)[cgd]$")
@@ -110,6 +152,8 @@ class PointSpec:
     memory_limit_bytes: int | None = None
     threads: int | None = None
     seed: int = 0
+    sync_every_step: bool = False
+    case_params: tuple[tuple[str, int], ...] = ()
     version: int = field(default=SPEC_VERSION)
 
     def __post_init__(self) -> None:
@@ -117,24 +161,29 @@ class PointSpec:
             raise SpecError("framework must be named")
         if not self.model:
             raise SpecError("model must be named")
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise SpecError(f"batch size must be a whole number >= 1; got {self.batch_size!r}")
+        _count("batch size", self.batch_size, 1)
         _choice("precision", self.precision, PRECISIONS)
         _choice("device", self.device, DEVICES)
         _choice("data", self.data, DATA_SOURCES)
         _choice("strategy", self.strategy, STRATEGIES)
         if self.data == "real" and not self.data_dir:
             raise SpecError("real data needs a data folder: make one with `dlbench data imagenet` and pass --data-dir")
-        if self.input_size is not None and self.input_size < 1:
-            raise SpecError(f"input size must be >= 1; got {self.input_size}")
-        if self.nodes < 1 or self.devices_per_node < 1:
-            raise SpecError("nodes and devices per node must be >= 1")
-        if self.timeout_s <= 0:
-            raise SpecError(f"timeout must be > 0 seconds; got {self.timeout_s}")
-        if self.memory_limit_bytes is not None and self.memory_limit_bytes <= 0:
-            raise SpecError("memory limit must be > 0")
-        if self.loader_workers < 0:
-            raise SpecError("loader workers must be >= 0")
+        if self.input_size is not None:
+            _count("input size", self.input_size, 1)
+        _count("nodes", self.nodes, 1)
+        _count("devices per node", self.devices_per_node, 1)
+        if not _finite(self.timeout_s) or self.timeout_s <= 0:
+            raise SpecError(f"timeout must be a finite number of seconds > 0; got {self.timeout_s}")
+        if self.memory_limit_bytes is not None and (not isinstance(self.memory_limit_bytes, int)
+                                                    or self.memory_limit_bytes <= 0):
+            raise SpecError(f"memory limit must be a whole number of bytes > 0; got {self.memory_limit_bytes!r}")
+        _count("loader workers", self.loader_workers, 0)
+        if self.threads is not None:
+            _count("threads", self.threads, 1)
+        for name, value in self.case_params:
+            _count(f"case parameter {name}", value, 1)
+        if list(self.case_params) != sorted(dict(self.case_params).items()):
+            raise SpecError("case parameters must be unique and sorted by name")
 
     @property
     def world_size(self) -> int:
@@ -151,6 +200,11 @@ class PointSpec:
         """The seeds' notation, e.g. 1n1c."""
         return f"{self.nodes}n{self.devices_per_node}c"
 
+    @property
+    def params(self) -> dict[str, int]:
+        """The case parameters this point sets (vocabulary size, classes ...), by name."""
+        return dict(self.case_params)
+
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-able dict."""
         return dataclasses.asdict(self)
@@ -160,10 +214,17 @@ class PointSpec:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     def key(self) -> str:
-        """Identity of the configuration (timeout and protocol excluded), used to resume and to match points."""
+        """Identity of the configuration (timeout and protocol excluded), used to resume and to match points.
+
+        Fields added after version 1 are left out while they hold their default, so that a point stored before
+        they existed keeps its key.
+        """
         d = self.to_dict()
         for k in ("timeout_s", "version", "protocol"):
             d.pop(k)
+        for k, default in _LATER_FIELDS.items():
+            if d.get(k) == default:
+                d.pop(k)
         return json.dumps(d, sort_keys=True)
 
     @classmethod
@@ -177,9 +238,18 @@ class PointSpec:
         unknown = set(d) - names
         if unknown:
             raise SpecError(f"unknown spec fields: {', '.join(sorted(unknown))}")
-        return cls(protocol=Protocol(**proto), **d)  # type: ignore[arg-type]
+        if "case_params" in d:
+            d["case_params"] = tuple((str(k), v) for k, v in d["case_params"])  # type: ignore[attr-defined]
+        try:
+            return cls(protocol=Protocol(**proto), **d)  # type: ignore[arg-type]
+        except TypeError as exc:
+            raise SpecError(f"malformed spec: {exc}") from None
 
     @classmethod
     def from_json(cls, text: str) -> PointSpec:
         """Rebuild from to_json() output."""
         return cls.from_dict(json.loads(text))
+
+
+# Spec fields added after version 1, with the default that leaves them out of a point's key.
+_LATER_FIELDS: dict[str, object] = {"sync_every_step": False, "case_params": ()}

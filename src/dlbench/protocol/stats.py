@@ -3,7 +3,8 @@
     throughput of a repeat = global samples in its measured steps / wall time of those steps,
 
 where on several ranks the wall time is the slowest rank's. A point's throughput is its preset's statistic
-(mean or median) over repeats, with a Student-t confidence interval and the coefficient of variation.
+(mean or median) over repeats, with a Student-t confidence interval and the coefficient of variation. The
+wall time is the same whether the steps were timed in windows or one by one: the clock reads are contiguous.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def repeat_throughputs(ranks: tuple[RankRaw, ...], global_batch: int) -> tuple[f
     out = []
     for i in range(n_repeats.pop()):
         reps = [r.repeats[i] for r in ranks]
-        steps = {len(rep.step_times) for rep in reps}
+        steps = {rep.steps for rep in reps}
         if len(steps) != 1:
             raise ValueError(f"ranks measured different numbers of steps in repeat {i}: {sorted(steps)}")
         wall = max(rep.wall_s for rep in reps)
@@ -67,8 +68,10 @@ def summarize(spec: PointSpec, ranks: tuple[RankRaw, ...]) -> Metrics:
     value = statistics.median(per_repeat) if stat == "median" else statistics.fmean(per_repeat)
     lo, hi = confidence_interval(per_repeat)
     cv = coefficient_of_variation(per_repeat)
-    all_steps = [t for r in ranks for rep in r.repeats for t in rep.step_times]
+    all_steps = [t for r in ranks for rep in r.repeats for t in rep.step_samples]
+    device_steps = [t for r in ranks for rep in r.repeats for t in rep.device_step_s]
     peaks = [r.peak_memory_bytes for r in ranks if r.peak_memory_bytes is not None]
+    allocator = [r.allocator_peak_bytes for r in ranks if r.allocator_peak_bytes is not None]
     losses = [r.final_loss for r in ranks if r.final_loss is not None]
     measured = sum(rep.wall_s for r in ranks for rep in r.repeats)
     waited = sum(r.input_wait_s for r in ranks)
@@ -84,4 +87,9 @@ def summarize(spec: PointSpec, ranks: tuple[RankRaw, ...]) -> Metrics:
         noisy=cv > NOISY_CV,
         input_wait_share=share,
         input_bound=share > INPUT_BOUND_SHARE,
+        measured_steps=ranks[0].repeats[0].steps if ranks[0].repeats else 0,
+        timing="per_step" if any(rep.step_times for r in ranks for rep in r.repeats) else "window",
+        device_median_step_s=statistics.median(device_steps) if device_steps else None,
+        allocator_peak_bytes=max(allocator) if allocator else None,
+        allocator_kind=ranks[0].allocator_kind,
     )

@@ -2,9 +2,11 @@
 
 Points match on `PointSpec.key()` (the configuration without protocol and timeout). For each pair:
 
-* samples: the time of every measured step, per repeat, taking the slowest rank at each step (the same
-  wall time that defines throughput in protocol/stats.py);
-* ratio: throughput B / throughput A = (global batch / mean step time of B) / (same for A);
+* samples: the mean step time of every timed window (of every step, where steps were timed one by one), per
+  repeat, taking the slowest rank at each window (the same wall time that defines throughput in
+  protocol/stats.py);
+* ratio: throughput B / throughput A = (global batch / mean step time of B) / (same for A), the mean step time
+  being the measured wall time over the measured steps;
 * confidence interval of the ratio: a hierarchical bootstrap in numpy. Each resample draws repeats with
   replacement, then steps with replacement within each drawn repeat, so that a difference between repeats
   (a machine that was busy during one of them) widens the interval instead of hiding in many steps;
@@ -105,16 +107,23 @@ def label(r: PointResult) -> str:
 
 
 def step_matrix(r: PointResult) -> np.ndarray:
-    """Step times as a (repeats, steps) array, the slowest rank at each step; empty when not comparable."""
+    """Per-step time samples as a (repeats, windows) array, the slowest rank at each window; empty when not
+    comparable."""
     if not r.ranks or not all(rank.repeats for rank in r.ranks):
         return np.empty((0, 0))
     try:
-        per_rank = np.array([[rep.step_times for rep in rank.repeats] for rank in r.ranks], dtype=float)
+        per_rank = np.array([[rep.step_samples for rep in rank.repeats] for rank in r.ranks], dtype=float)
     except ValueError:  # ragged: ranks or repeats measured different numbers of steps
         return np.empty((0, 0))
     if per_rank.ndim != 3 or per_rank.size == 0:
         return np.empty((0, 0))
     return np.asarray(per_rank.max(axis=0))
+
+
+def mean_step_time(r: PointResult) -> float:
+    """Measured wall time over measured steps, the slowest rank in each repeat (the throughput definition)."""
+    walls = [max(rank.repeats[i].wall_s for rank in r.ranks) for i in range(len(r.ranks[0].repeats))]
+    return sum(walls) / sum(rep.steps for rep in r.ranks[0].repeats)
 
 
 def _boot_means(m: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -160,7 +169,7 @@ def compare_points(a: PointResult, b: PointResult, min_effect: float = MIN_EFFEC
     head = replace(head, samples_a=int(ma.size), samples_b=int(mb.size))
     if ma.size < MIN_SAMPLES or mb.size < MIN_SAMPLES:
         return replace(head, verdict="too few samples", note=f"needs at least {MIN_SAMPLES} steps per run")
-    ratio = float((b.spec.global_batch / mb.mean()) / (a.spec.global_batch / ma.mean()))
+    ratio = float((b.spec.global_batch / mean_step_time(b)) / (a.spec.global_batch / mean_step_time(a)))
     lo, hi = ratio_ci(ma, mb)
     if np.array_equal(np.sort(ma, axis=None), np.sort(mb, axis=None)):
         p = 1.0  # identical samples: Mann-Whitney's normal approximation would still return a number

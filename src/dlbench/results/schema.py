@@ -8,7 +8,7 @@ from typing import Literal
 
 from dlbench.spec import PointSpec
 
-SCHEMA_VERSION = 2  # store schema; see results/migrations.py
+SCHEMA_VERSION = 2  # store schema; see results/migrations.py. Rank records read older JSON (from_dict).
 
 Status = Literal["ok", "oom", "crashed", "timeout", "error", "unsupported", "failed_check"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "crashed", "timeout", "error", "unsupported", "failed_check")
@@ -16,35 +16,81 @@ STATUSES: tuple[str, ...] = ("ok", "oom", "crashed", "timeout", "error", "unsupp
 
 @dataclass(frozen=True)
 class RepeatRaw:
-    """One repeat on one rank: every measured step's time (s), measured between device-synchronised clock reads."""
+    """One repeat on one rank: its measured steps, timed in windows synchronised with the device only at their
+    two ends (window timing), or step by step (``step_times``, under --sync-every-step and in stores written
+    before window timing, where each step is its own window).
+
+    ``wall_s`` is the time from the clock read before the first measured step to the one after the last: the sum
+    of the windows. ``device_step_s`` are per-step device times from the framework's device events (CUDA events
+    in torch), where it has them: the device's own view, free of host overhead, kept beside the wall times.
+    """
 
     step_times: tuple[float, ...]
     wall_s: float
+    window_s: tuple[float, ...] = ()
+    window_steps: tuple[int, ...] = ()
+    device_step_s: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if len(self.window_s) != len(self.window_steps):
+            raise ValueError("window_s and window_steps must have one entry per window")
+
+    @property
+    def windows(self) -> tuple[tuple[int, float], ...]:
+        """(steps, seconds) of each window; one window per step when steps were timed one by one."""
+        if self.window_s:
+            return tuple(zip(self.window_steps, self.window_s))
+        return tuple((1, t) for t in self.step_times)
+
+    @property
+    def steps(self) -> int:
+        """Measured steps in this repeat."""
+        return sum(n for n, _ in self.windows)
+
+    @property
+    def step_samples(self) -> tuple[float, ...]:
+        """Per-step time samples: each window's mean step time (each step's own time when timed one by one)."""
+        return tuple(s / n for n, s in self.windows)
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> RepeatRaw:
-        """Rebuild from JSON."""
-        return cls(step_times=tuple(float(x) for x in d["step_times"]), wall_s=float(d["wall_s"]))  # type: ignore[union-attr,arg-type]
+        """Rebuild from JSON (stores written before window timing have step_times and wall_s only)."""
+        return cls(step_times=tuple(float(x) for x in d.get("step_times", ())),  # type: ignore[union-attr]
+                   wall_s=float(d["wall_s"]),  # type: ignore[arg-type]
+                   window_s=tuple(float(x) for x in d.get("window_s", ())),  # type: ignore[union-attr]
+                   window_steps=tuple(int(x) for x in d.get("window_steps", ())),  # type: ignore[union-attr]
+                   device_step_s=tuple(float(x) for x in d.get("device_step_s", ())))  # type: ignore[union-attr]
 
 
 @dataclass(frozen=True)
 class RankRaw:
-    """Everything one rank (one worker process) measured."""
+    """Everything one rank (one worker process) measured.
+
+    ``peak_memory_bytes`` / ``memory_kind`` is the figure that compares across frameworks: on a GPU the device
+    memory the process used, from NVML (``nvml_process``, or ``nvml_device_delta`` where NVML cannot attribute
+    memory to processes); on the CPU the worker's peak resident set (``rss``). The framework's own allocator
+    peak, where it has one, is kept beside it (``allocator_peak_bytes`` / ``allocator_kind``, e.g.
+    ``torch_max_allocated``): allocators count differently, so it is shown, never compared across frameworks.
+    """
 
     rank: int
     repeats: tuple[RepeatRaw, ...]
     peak_memory_bytes: int | None = None
-    memory_kind: str = "rss"  # "cuda_max_allocated" on GPU, "rss" (worker peak RSS) on CPU
+    memory_kind: str = "rss"
     final_loss: float | None = None
     input_wait_s: float = 0.0
     param_checksum: float | None = None
+    allocator_peak_bytes: int | None = None
+    allocator_kind: str = ""
+    device_timer: str = ""
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> RankRaw:
-        """Rebuild from JSON."""
+        """Rebuild from JSON (older records lack the later fields, which take their defaults)."""
         d = dict(d)
         d["repeats"] = tuple(RepeatRaw.from_dict(r) for r in d["repeats"])  # type: ignore[union-attr]
-        return cls(**d)  # type: ignore[arg-type]
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -66,6 +112,11 @@ class Metrics:
     noisy: bool
     input_wait_share: float = 0.0
     input_bound: bool = False  # input_wait_share above protocol.stats.INPUT_BOUND_SHARE
+    measured_steps: int = 0  # per repeat and rank
+    timing: str = "per_step"  # "window" (synchronised at window ends) or "per_step" (--sync-every-step)
+    device_median_step_s: float | None = None  # from device events, where the framework has them
+    allocator_peak_bytes: int | None = None
+    allocator_kind: str = ""
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> Metrics:
