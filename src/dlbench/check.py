@@ -21,13 +21,11 @@ def version(framework: str) -> dict[str, object]:
 
 def params(framework: str) -> dict[str, object]:
     """{case: trainable parameter count, or 'unsupported: reason'} for every case, plus the version."""
-    from dlbench.backends import load_backend
+    from dlbench.backends import get_info, load_backend
     from dlbench.cases import all_cases
 
     backend = load_backend(framework)
-    spec = PointSpec(framework=framework, model="resnet50", batch_size=1,
-                     protocol=Protocol(0, 1, 1, "median"))
-    out: dict[str, object] = {"version": backend.environment(spec).get("framework_version", "")}
+    out: dict[str, object] = {"version": get_info(framework).installed_version() or ""}
     for case in all_cases():
         reason = backend.case_support(case)
         out[case.name] = f"unsupported: {reason}" if reason else backend.count_params(case)
@@ -39,6 +37,7 @@ def converge(framework: str, model: str, steps: int, batch: int, input_size: int
     """Losses of `steps` train steps on one fixed small batch (does the backend really train?)."""
     from dlbench.backends import load_backend
     from dlbench.cases import get_case
+    from dlbench.wire import RankContext
 
     backend = load_backend(framework)
     spec = PointSpec(framework=framework, model=model, batch_size=batch, protocol=Protocol(0, steps, 1, "median"),
@@ -47,11 +46,12 @@ def converge(framework: str, model: str, steps: int, batch: int, input_size: int
     reason = backend.case_support(case) or backend.refuse(spec)
     if reason:
         return {"unsupported": reason}
-    trainer = backend.build(spec, case)
+    trainer = backend.build(spec, case, RankContext())
     losses = []
     for _ in range(steps):
-        trainer.step()
+        trainer.train_step(trainer.next_batch())
         losses.append(trainer.loss())
+    trainer.close()
     return {"losses": losses}
 
 

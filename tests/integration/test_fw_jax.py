@@ -40,7 +40,7 @@ def test_parameter_counts_of_all_cases(jax_python: str) -> None:
     answer = run_check(jax_python, "params", "jax")
     assert str(answer["version"]).startswith("0.")
     for case in all_cases():
-        assert answer[case.name] == case.params, case.name
+        assert answer[case.name] == case.param_count, case.name
 
 
 @pytest.mark.parametrize("model", convergence_cases(list(TINY)))
@@ -64,7 +64,7 @@ def test_one_real_point_through_the_cli(jax_python: str, cli: Callable[..., CliR
     assert p.env.identity["framework"] == "jax"
     assert p.extra.get("compiled") == "jit (always)"
     assert [len(r.step_times) for r in p.ranks[0].repeats] == [2]
-    assert get_case(p.spec.model).params == 25_557_032
+    assert get_case(p.spec.model).param_count == 25_557_032
 
 
 def test_channels_last_is_refused_with_a_reason(jax_python: str, cli: Callable[..., CliResult],

@@ -42,7 +42,7 @@ def jt_python() -> str:
 def test_parameter_counts_of_all_cases(jt_python: str) -> None:
     answer = run_check(jt_python, "params", "jittor")
     assert str(answer["version"]).startswith("1.3")
-    assert {c.name: answer[c.name] for c in all_cases()} == {c.name: c.params for c in all_cases()}
+    assert {c.name: answer[c.name] for c in all_cases()} == {c.name: c.param_count for c in all_cases()}
 
 
 @pytest.mark.parametrize("model", list(TINY))

@@ -40,7 +40,7 @@ def ms_python() -> str:
 def test_parameter_counts_of_all_cases(ms_python: str) -> None:
     answer = run_check(ms_python, "params", "mindspore")
     assert str(answer["version"]).startswith("2.")
-    assert {c.name: answer[c.name] for c in all_cases()} == {c.name: c.params for c in all_cases()}
+    assert {c.name: answer[c.name] for c in all_cases()} == {c.name: c.param_count for c in all_cases()}
 
 
 @pytest.mark.parametrize("model", list(TINY))

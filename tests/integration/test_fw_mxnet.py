@@ -37,7 +37,7 @@ def mxnet_python() -> str:
 def test_parameter_counts_of_all_cases(mxnet_python: str) -> None:
     answer = run_check(mxnet_python, "params", "mxnet")
     assert answer["version"] == "1.9.1"
-    assert {c.name: answer[c.name] for c in all_cases()} == {c.name: c.params for c in all_cases()}
+    assert {c.name: answer[c.name] for c in all_cases()} == {c.name: c.param_count for c in all_cases()}
 
 
 @pytest.mark.parametrize("model", list(TINY))

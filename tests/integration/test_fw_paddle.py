@@ -46,7 +46,7 @@ def test_parameter_counts_of_all_cases(paddle_python: str) -> None:
     answer = run_check(paddle_python, "params", "paddle")
     assert str(answer["version"]).startswith("3.")
     for case in all_cases():
-        assert answer[case.name] == case.params, case.name
+        assert answer[case.name] == case.param_count, case.name
 
 
 @pytest.mark.parametrize("model", convergence_cases(list(TINY)))
@@ -64,7 +64,7 @@ def test_one_real_point_through_the_cli(paddle_python: str, cli: Callable[..., C
     assert p.env.descriptive["paddle_threads"] == p.env.identity["threads"]  # paddle runs the threads asked for
     assert p.extra.get("compiled") == "eager"
     assert [len(r.step_times) for r in p.ranks[0].repeats] == [2]
-    assert get_case(p.spec.model).params == 25_557_032
+    assert get_case(p.spec.model).param_count == 25_557_032
 
 
 def test_to_static_point(paddle_python: str, cli: Callable[..., CliResult], store_path: Path) -> None:

@@ -35,7 +35,7 @@ SIZES = {"resnet50": 32, "resnet152": 32, "vgg16": 32, "alexnet": 64, "inception
 def test_parameter_counts_match_every_case() -> None:
     answer = run_check(framework_python("tf"), "params", "tf")
     assert str(answer["version"]).startswith("2.")
-    assert {c.name: answer[c.name] for c in all_cases()} == {c.name: c.params for c in all_cases()}
+    assert {c.name: answer[c.name] for c in all_cases()} == {c.name: c.param_count for c in all_cases()}
 
 
 @pytest.mark.parametrize("model", convergence_cases([c.name for c in all_cases()]))

@@ -17,7 +17,7 @@ from dlbench.cases import get_case  # noqa: E402
 from dlbench.data.imagenet import make_imagenet  # noqa: E402
 from dlbench.data.layout import read_train_list  # noqa: E402
 from dlbench.data.text import make_text  # noqa: E402
-from dlbench.launch.maxbatch import probe_bound, search  # noqa: E402
+from dlbench.suite.maxbatch import probe_bound, search  # noqa: E402
 from dlbench.protocol.runner import measure  # noqa: E402
 from dlbench.protocol.stats import INPUT_BOUND_SHARE, summarize  # noqa: E402
 from dlbench.results.schema import RankRaw  # noqa: E402

@@ -3,14 +3,11 @@ input-wait accounting of trainers fed from an iterator."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from dlbench.backends.base import InputFed
 from dlbench.data.augment import bert_arrays, crop_box, decode_crop_flip, enough_samples, numpy_rng
 from dlbench.data.imagenet import make_imagenet
 from dlbench.data.layout import CROP_RATIO, SAMPLE_ARRAYS, DataLayoutError, read_train_list
@@ -47,26 +44,3 @@ def test_bert_arrays_are_cut_and_typed(tmp_path: Path) -> None:
     assert arrays["nsp_labels"].shape == (16,)
     with pytest.raises(DataLayoutError, match="fewer than the batch size 17"):
         enough_samples(16, 17, str(tmp_path))
-
-
-class _Fed(InputFed):
-    def __init__(self, source: Iterator[int]) -> None:
-        self.first = self.feed(source, warmup=1, steps=2)
-
-
-def test_input_wait_counts_measured_steps_only() -> None:
-    def slow() -> Iterator[int]:
-        n = 0
-        while True:
-            time.sleep(0.02 if n else 0.0)
-            n += 1
-            yield n
-
-    fed = _Fed(slow())
-    assert fed.first == 1 and fed.input_wait_s() == 0.0  # the build-time batch is never counted
-    fed.reset_input_wait()
-    for _ in range(6):  # two repeats of 1 warm-up + 2 measured steps
-        fed.next_input()
-    assert 4 * 0.02 <= fed.input_wait_s() < 5.5 * 0.02
-    fed.reset_input_wait()
-    assert fed.input_wait_s() == 0.0

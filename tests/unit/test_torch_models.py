@@ -36,24 +36,37 @@ def _batch(name: str, batch: int = 2) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("name", CASES)
 def test_parameter_count_matches_case(name: str) -> None:
-    assert count_trainable(build_model(name)) == get_case(name).params
+    assert count_trainable(build_model(get_case(name))) == get_case(name).param_count
 
 
-def test_unknown_case_raises_key_error() -> None:
-    with pytest.raises(KeyError):
-        build_model("no_such_model")
+def test_a_case_the_backend_lacks_is_unsupported_with_a_reason() -> None:
+    import dataclasses
+
+    from dlbench.backends.torch.backend import TorchBackend
+
+    other = dataclasses.replace(get_case("resnet50"), name="resnet18")
+    assert TorchBackend().case_support(other) == "the PyTorch backend does not build resnet18 yet"
+    assert TorchBackend().case_support(get_case("resnet50")) is None
+
+
+def test_models_follow_the_case_s_architecture_table() -> None:
+    import dataclasses
+
+    base = get_case("resnet50")
+    deeper = dataclasses.replace(base, arch=dataclasses.replace(base.arch, stages=(3, 4, 23, 3)))
+    assert count_trainable(build_model(deeper)) == 44_549_160  # ResNet-101's published count
 
 
 def test_bert_decoder_is_tied_to_word_embeddings() -> None:
-    model = build_model("bert_base")
+    model = build_model(get_case("bert_base"))
     assert model.mlm_decoder.weight is model.embeddings.word_embeddings.weight
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_forward_backward_small(name: str) -> None:
     torch.manual_seed(0)
-    model = build_model(name).train()
-    loss = train_loss(name, model, _batch(name))
+    model = build_model(get_case(name)).train()
+    loss = train_loss(get_case(name), model, _batch(name))
     assert loss.ndim == 0 and math.isfinite(loss.item())
     loss.backward()
     grads = [p.grad for p in model.parameters() if p.requires_grad]
@@ -62,7 +75,7 @@ def test_forward_backward_small(name: str) -> None:
 
 
 def test_bert_output_shapes() -> None:
-    model = build_model("bert_base").eval()
+    model = build_model(get_case("bert_base")).eval()
     b = _batch("bert_base")
     with torch.no_grad():
         mlm, nsp = model(b["input_ids"], b["token_type_ids"], b["attention_mask"].bool())
@@ -70,7 +83,7 @@ def test_bert_output_shapes() -> None:
 
 
 def test_inception_eval_returns_logits_only() -> None:
-    model = build_model("inception_v3").eval()
+    model = build_model(get_case("inception_v3")).eval()
     with torch.no_grad():
         out = model(torch.randn(1, 3, 80, 80))
     assert isinstance(out, torch.Tensor) and out.shape == (1, 1000)
@@ -78,10 +91,10 @@ def test_inception_eval_returns_logits_only() -> None:
 
 @pytest.mark.parametrize("name", ["resnet50", "inception_v3"])
 def test_channels_last_and_autocast(name: str) -> None:
-    model = build_model(name).train().to(memory_format=torch.channels_last)
+    model = build_model(get_case(name)).train().to(memory_format=torch.channels_last)
     batch = _batch(name)
     batch["images"] = batch["images"].contiguous(memory_format=torch.channels_last)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        loss = train_loss(name, model, batch)
+        loss = train_loss(get_case(name), model, batch)
     assert math.isfinite(loss.item())
     loss.backward()

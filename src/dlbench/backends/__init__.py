@@ -23,6 +23,7 @@ class BackendInfo:
     entry: str
     extra: str
     unavailable: str | None = None
+    engine: str = "local"  # the launcher a multi-device point of this framework uses by default
 
     def installed_version(self) -> str | None:
         """The framework's installed version in *this* interpreter, or None (never imports it)."""
@@ -51,7 +52,8 @@ class UnknownFramework(KeyError):
 
 
 _BUILTIN: tuple[BackendInfo, ...] = (
-    BackendInfo("torch", "PyTorch", "torch", "torch", "dlbench.backends.torch.backend:TorchBackend", "torch"),
+    BackendInfo("torch", "PyTorch", "torch", "torch", "dlbench.backends.torch.backend:TorchBackend", "torch",
+                engine="torchrun"),
     BackendInfo("paddle", "PaddlePaddle", "paddle", "paddlepaddle", "dlbench.backends.paddle.backend:PaddleBackend",
                 "paddle"),
     BackendInfo("tf", "TensorFlow/Keras", "tensorflow", "tensorflow-cpu", "dlbench.backends.tf.backend:TfBackend",

@@ -1,22 +1,58 @@
-"""The interface every framework backend implements. Worker side: implementations import their framework."""
+"""The interface every framework backend implements. Worker side: implementations import their framework.
+
+A backend builds a `Trainer` for a case. The protocol drives it: ``batch = trainer.next_batch()`` (timed as
+input wait), ``trainer.train_step(batch)`` (may return before the device is done), and ``trainer.sync()`` at the
+ends of each timed window. Synthetic data is one fixed batch repeated (`fixed`); real data is the framework's
+own loader, as an iterator.
+"""
 
 from __future__ import annotations
 
-import time
+import itertools
+import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from dlbench.cases import Case
+from dlbench.protocol.runner import StepTimer
 from dlbench.spec import PointSpec
+from dlbench.wire import RankContext
+
+
+class Unsupported(Exception):
+    """Raised by `Backend.build` when a check that needs the framework's runtime finds the point cannot run as
+    asked; recorded as `unsupported` with the message, never as an error."""
+
+
+@dataclass(frozen=True)
+class AllocatorPeak:
+    """The framework's own allocator peak and its kind (``torch_max_allocated``, ``jax_peak_bytes_in_use`` ...)."""
+
+    bytes: int
+    kind: str
+
+
+def fixed(batch: Any) -> Iterator[Any]:
+    """Synthetic input: the same batch, made once on the device, at every step (as tf_cnn_benchmarks does)."""
+    return itertools.repeat(batch)
 
 
 class Trainer(ABC):
-    """A model, its optimizer and one batch (or a loader), ready to take train steps."""
+    """A model, its optimizer and its input, ready to take train steps."""
+
+    def __init__(self, batches: Iterator[Any]) -> None:
+        self.batches = batches
+
+    def next_batch(self) -> Any:
+        """The next input batch (the protocol times this call as input wait)."""
+        return next(self.batches)
 
     @abstractmethod
-    def step(self) -> None:
-        """One train step: forward, loss, backward, optimizer update. May return before the device is done."""
+    def train_step(self, batch: Any) -> None:
+        """One train step on a batch: forward, loss, backward, optimizer update. May return before the device
+        has finished."""
 
     @abstractmethod
     def sync(self) -> None:
@@ -26,19 +62,24 @@ class Trainer(ABC):
     def loss(self) -> float:
         """The last step's loss as a Python float."""
 
-    def peak_memory_bytes(self) -> int | None:
-        """Peak device memory, or None on the CPU (the worker then reports its peak RSS)."""
+    def allocator_peak(self) -> AllocatorPeak | None:
+        """The framework allocator's peak on the device, where it keeps one (None on the CPU)."""
         return None
 
-    def input_wait_s(self) -> float:
-        """Seconds spent waiting for input since the last reset (0 for synthetic data)."""
-        return 0.0
+    def step_timer(self) -> StepTimer | None:
+        """Device events timing each step, where the framework has them (None: not offered)."""
+        return None
 
-    def reset_input_wait(self) -> None:
-        """Start counting input wait afresh."""
+    def param_checksum(self) -> float | None:
+        """A number that differs when the parameters differ, compared across ranks after the timed steps;
+        None when this trainer cannot tell (a multi-rank point then fails its check)."""
+        return None
 
     def close(self) -> None:
-        """Release loaders and other resources."""
+        """Release the input (loader workers) and other resources."""
+        close = getattr(self.batches, "close", None)
+        if close is not None:
+            close()
 
 
 def strategy_run(spec: PointSpec, default: str) -> str:
@@ -59,72 +100,80 @@ def strategy_refusal(spec: PointSpec, default: str, supported: tuple[str, ...], 
     return None
 
 
-class InputFed:
-    """Mixin for a Trainer fed from an iterator at every step (real data): ``next_input()`` takes the next
-    batch and counts the time spent waiting for it, in measured steps only.
+def single_device_only(spec: PointSpec, title: str) -> str | None:
+    """The refusal of a backend without real multi-device support (one line), or None on one device."""
+    if spec.world_size > 1:
+        return (f"dlbench's {title} backend trains on one device only (no multi-device data parallelism wired "
+                f"yet): use --scale 1n1c")
+    return None
 
-    The protocol runs, per repeat, `warmup` untimed steps then `steps` timed ones, so the k-th batch taken
-    after reset_input_wait() belongs to a timed step when k mod (warmup + steps) >= warmup. The first batch
-    is taken at build time (``first_input()``), never timed.
+
+def gpu_binding_problem(ctx: RankContext, visible: int) -> str | None:
+    """Why this rank's node cannot give each of its ranks a GPU of its own, or None.
+
+    Enough GPUs visible: rank i takes GPU i. One visible GPU per rank, bound by Slurm or CUDA_VISIBLE_DEVICES
+    set per rank: each takes its own. One GPU visible to several ranks with no binding: they would share it.
     """
+    if ctx.local_world_size <= 1 or visible >= ctx.local_world_size:
+        return None
+    if visible == 1 and (os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("SLURM_STEP_GPUS")):
+        return None  # bound: each rank was given its own GPU
+    return (f"{ctx.local_world_size} ranks on this node but it has {visible} visible GPU(s): use fewer devices per "
+            "node, or bind one GPU per rank (Slurm --gpus-per-task=1)")
 
-    def feed(self, source: Iterator[Any], warmup: int, steps: int) -> Any:
-        """Attach the source; returns its first batch (taken now, untimed)."""
-        self.source = source
-        self.cycle, self.warmup = warmup + steps, warmup
-        self.waited, self.taken = 0.0, 0
-        return next(source)
 
-    def next_input(self) -> Any:
-        """The next batch; its wait counts when this step is a measured one."""
-        start = time.perf_counter()
-        batch = next(self.source)
-        if self.taken % self.cycle >= self.warmup:
-            self.waited += time.perf_counter() - start
-        self.taken += 1
-        return batch
-
-    def input_wait_s(self) -> float:
-        return self.waited
-
-    def reset_input_wait(self) -> None:
-        self.waited, self.taken = 0.0, 0
-
-    def close(self) -> None:
-        close = getattr(self.source, "close", None)
-        if close is not None:
-            close()
+def exception_chain(exc: BaseException) -> Iterator[BaseException]:
+    """The exception, then its causes and contexts (an OOM inside compilation is often wrapped)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
 
 
 class Backend(ABC):
     """How one framework builds a case's model, its data and one train step."""
 
     name: str = ""
+    title: str = ""
+
+    @abstractmethod
+    def cases(self) -> Collection[str]:
+        """The case names this backend builds (its model table's keys)."""
 
     @abstractmethod
     def environment(self, spec: PointSpec) -> dict[str, str]:
-        """Identity facts only the framework knows: framework_version, device_model, cuda, cudnn, nccl ..."""
+        """Facts only the framework knows: framework_version, device_model, cuda, cudnn, nccl, math_mode ...
+        Reads only (no side effect): the worker calls it after build, so it reports what build configured."""
 
     def case_support(self, case: Case) -> str | None:
-        """A one-line reason when this framework cannot express the case exactly, else None."""
+        """A one-line reason when this framework cannot build the case exactly, else None."""
+        if case.name not in self.cases():
+            return f"the {self.title or self.name} backend does not build {case.name} yet"
         return None
 
     def refuse(self, spec: PointSpec) -> str | None:
-        """A one-line reason when this framework cannot run the spec as asked, else None."""
+        """A one-line reason when this framework cannot run the spec as asked, else None. Must not start a
+        distributed runtime (build does that); checks that need one raise `Unsupported` from build."""
         return None
 
     @abstractmethod
-    def build(self, spec: PointSpec, case: Case) -> Trainer:
-        """Build model, optimizer and data for the case on the spec's device. Never timed."""
+    def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
+        """Join the ranks (several devices), build model, optimizer and data on this rank's device. Never timed."""
 
     @abstractmethod
     def count_params(self, case: Case) -> int:
         """Trainable parameters of this backend's model for the case."""
 
-    def is_oom(self, exc: BaseException) -> bool:
-        """Whether an exception is the framework's own out-of-memory error."""
+    def oom_error(self, exc: BaseException) -> bool:
+        """Whether this one exception (not its causes) is the framework's out-of-memory error."""
         return isinstance(exc, MemoryError)
 
-    def finish(self) -> dict[str, object]:
-        """Backend facts recorded after measuring, e.g. {"compiled": "xla"}."""
+    def is_oom(self, exc: BaseException) -> bool:
+        """Whether an exception, or any cause or context of it, is the framework's out-of-memory error."""
+        return any(self.oom_error(e) for e in exception_chain(exc))
+
+    def facts(self) -> dict[str, object]:
+        """What build chose, recorded beside the point, e.g. {"compiled": "xla", "cudnn_benchmark": True}."""
         return {}

@@ -2,7 +2,8 @@
 
 Its behaviour comes from $DLBENCH_FAKE (set by tests): "sleep:SECONDS" (default sleep:0.001), "oom",
 "segfault", "hang", "raise", "nan", "sleep_at_build:SECONDS", "oom_above:N" (MemoryError when the batch
-size is above N: the max-batch search's known threshold) or "slow_input:SECONDS" (each step first waits that
+size is above N: the max-batch search's known threshold), "oom_above:N:error_at:M" (the same, and a RuntimeError,
+not an out-of-memory one, at batch size M) or "slow_input:SECONDS" (each step first waits that
 long for its input, counted as input wait in measured steps); or per model, e.g.
 "alexnet=segfault,vgg16=hang" (models not named sleep 1 ms). It imports no framework.
 """
@@ -14,9 +15,10 @@ import os
 import time
 from collections.abc import Iterator
 
-from dlbench.backends.base import Backend, InputFed, Trainer
-from dlbench.cases import Case
+from dlbench.backends.base import Backend, Trainer, fixed
+from dlbench.cases import CASES, Case
 from dlbench.spec import PointSpec
+from dlbench.wire import RankContext
 
 
 def _mode_for(model: str, setting: str) -> str:
@@ -28,14 +30,15 @@ def _mode_for(model: str, setting: str) -> str:
 
 
 class FakeTrainer(Trainer):
-    """Each step sleeps a fixed time and lowers a fake loss."""
+    """Each step sleeps a fixed time and lowers a fake loss; its input is a fixed batch unless given a source."""
 
-    def __init__(self, step_s: float, loss: float = 1.0) -> None:
+    def __init__(self, step_s: float, loss: float = 1.0, batches: Iterator[object] | None = None) -> None:
+        super().__init__(batches if batches is not None else fixed(None))
         self.step_s = step_s
         self._loss = loss
         self.steps = 0
 
-    def step(self) -> None:
+    def train_step(self, batch: object) -> None:
         time.sleep(self.step_s)
         self.steps += 1
         self._loss *= 0.99
@@ -54,22 +57,14 @@ def _slow(wait_s: float) -> Iterator[None]:
         yield None
 
 
-class SlowInputTrainer(InputFed, FakeTrainer):
-    """Each step waits for its input, then computes for a millisecond; measured-step waits are counted."""
-
-    def __init__(self, wait_s: float, warmup: int, steps: int) -> None:
-        super().__init__(0.001)
-        self.feed(_slow(wait_s), warmup, steps)
-
-    def step(self) -> None:
-        self.next_input()
-        super().step()
-
-
 class FakeBackend(Backend):
     """Fake framework for protocol and isolation tests."""
 
     name = "fake"
+    title = "fake"
+
+    def cases(self) -> frozenset[str]:
+        return frozenset(CASES)
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
         return {"framework_version": "0.0-fake"}
@@ -79,7 +74,7 @@ class FakeBackend(Backend):
             return "the fake backend has no compiler"
         return None
 
-    def build(self, spec: PointSpec, case: Case) -> Trainer:
+    def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
         mode = _mode_for(spec.model, os.environ.get("DLBENCH_FAKE", ""))
         kind, _, arg = mode.partition(":")
         if kind == "oom":
@@ -92,16 +87,20 @@ class FakeBackend(Backend):
             time.sleep(3600)
         if kind == "nan":
             return FakeTrainer(0.001, loss=float("nan"))
-        if kind == "oom_above" and spec.batch_size > int(arg):
-            raise MemoryError(f"fake out of memory: batch {spec.batch_size} > {arg}")
+        if kind == "oom_above":
+            limit, _, failing = arg.partition(":error_at:")
+            if failing and spec.batch_size == int(failing):
+                raise RuntimeError(f"fake cuDNN failure at batch {failing} (not a memory error)")
+            if spec.batch_size > int(limit):
+                raise MemoryError(f"fake out of memory: batch {spec.batch_size} > {limit}")
         if kind == "oom_above":
             return FakeTrainer(0.001)
         if kind == "slow_input":
-            return SlowInputTrainer(float(arg), spec.protocol.warmup, spec.protocol.steps)
+            return FakeTrainer(0.001, batches=_slow(float(arg)))
         if kind == "sleep_at_build":
             time.sleep(float(arg))
             return FakeTrainer(0.001)
         return FakeTrainer(float(arg or 0.001))
 
     def count_params(self, case: Case) -> int:
-        return case.params
+        return case.param_count

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Literal
+
+from dlbench.cases.arch import Arch, Loss
+from dlbench.spec import SpecError
 
 Task = Literal["image_classification", "bert_pretraining"]
 
@@ -49,20 +53,51 @@ class Optimizer:
 
 
 @dataclass(frozen=True)
+class CaseParam:
+    """An integer parameter a case declares (vocabulary size, number of classes ...), with its default."""
+
+    name: str
+    default: int
+    help: str = ""
+
+
+@dataclass(frozen=True)
 class Case:
-    """One model the seeds train, with its input, optimizer and reference trainable-parameter count."""
+    """One model the seeds train: its input, architecture table, loss, optimizer and reference trainable-parameter
+    count, and the integer parameters it declares (set per point with --param NAME=VALUE)."""
 
     name: str
     title: str
     task: Task
     input: ImageInput | TextInput
     optimizer: Optimizer
-    params: int
+    param_count: int
     batch_fixed: int
     batch_cpu: int
-    aux_logits: bool = False
+    arch: Arch
+    loss: Loss = field(default_factory=Loss)
     notes: str = ""
     aliases: tuple[str, ...] = field(default_factory=tuple)
+    params: tuple[CaseParam, ...] = ()
+    values: tuple[tuple[str, int], ...] = ()
+
+    def param(self, name: str) -> int:
+        """The value of a declared parameter: the point's, else its default."""
+        declared = {p.name: p.default for p in self.params}
+        if name not in declared:
+            raise KeyError(name)
+        return dict(self.values).get(name, declared[name])
+
+    def configured(self, values: dict[str, int]) -> Case:
+        """This case with the point's parameter values; a name it does not declare is a SpecError."""
+        if not values:
+            return self
+        known = {p.name for p in self.params}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            have = f"it declares {', '.join(sorted(known))}" if known else "it declares none"
+            raise SpecError(f"case {self.name} has no parameter {', '.join(unknown)}: {have}")
+        return dataclasses.replace(self, values=tuple(sorted(values.items())))
 
 
 class UnknownCase(KeyError):
@@ -101,5 +136,5 @@ def all_cases() -> list[Case]:
 # Explicit registration: each module calls register() once.
 from dlbench.cases import alexnet, bert_base, inception_v3, resnet50, resnet152, vgg16  # noqa: E402,F401
 
-__all__ = ["Case", "ImageInput", "TextInput", "Optimizer", "CASES", "register", "get_case", "all_cases",
-           "UnknownCase"]
+__all__ = ["Case", "CaseParam", "ImageInput", "TextInput", "Optimizer", "CASES", "register", "get_case",
+           "all_cases", "UnknownCase"]

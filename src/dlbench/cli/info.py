@@ -22,7 +22,7 @@ def _support(case: Case, answer: object) -> str:
     if answer is None:
         return "?"
     if isinstance(answer, int):
-        return "yes" if answer == case.params else f"[red]{answer:,} params (ref {case.params:,})[/red]"
+        return "yes" if answer == case.param_count else f"[red]{answer:,} params (ref {case.param_count:,})[/red]"
     text = str(answer)
     return "no: " + text.removeprefix("unsupported: ") if text.startswith("unsupported") else text
 
@@ -51,7 +51,7 @@ def list_cmd(check: bool) -> None:
         inp = c.input
         shape = f"{inp.channels}x{inp.size}x{inp.size}" if hasattr(inp, "size") else f"seq {inp.seq_len}"  # type: ignore[union-attr]
         opt = f"{c.optimizer.name} lr {c.optimizer.lr:g}" + (f" m {c.optimizer.momentum:g}" if c.optimizer.momentum else "")
-        cases.add_row(c.name, c.title, shape, opt, f"{c.params:,}", f"{c.batch_fixed} / {c.batch_cpu}")
+        cases.add_row(c.name, c.title, shape, opt, f"{c.param_count:,}", f"{c.batch_fixed} / {c.batch_cpu}")
     out.print(cases)
     fws = Table(title="frameworks")
     for col in ("framework", "installed", "version", "environment / reason"):

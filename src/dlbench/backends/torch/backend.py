@@ -1,64 +1,121 @@
-"""PyTorch backend: builds the case's model (no torchvision), a synthetic batch and a TorchTrainer."""
+"""PyTorch backend: builds the case's model (no torchvision), its input and a TorchTrainer.
+
+On a GPU it applies the numerics policy (dlbench.numerics: TF32 turned off for fp32, on for tf32, read back
+and recorded), cudnn.benchmark (as NVIDIA's and torchvision's reference scripts do) and fused optimizers.
+"""
 
 from __future__ import annotations
 
 import torch
 
-from dlbench.backends.base import Backend, Trainer
-from dlbench.backends.torch import distributed
-from dlbench.backends.torch.data import synthetic_batch
-from dlbench.backends.torch.models import build_model, count_trainable
+from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.torch import data, distributed
+from dlbench.backends.torch.models import MODELS, build_model, count_trainable
 from dlbench.backends.torch.step import TorchTrainer
 from dlbench.cases import Case, ImageInput, get_case
+from dlbench.numerics import describe, resolve_precision
 from dlbench.spec import PointSpec
+from dlbench.wire import RankContext
+
+# Out-of-memory errors torch raises as plain RuntimeErrors (cuBLAS handle or workspace allocation).
+_OOM_TEXT: tuple[str, ...] = ("CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDA error: out of memory")
+
+
+def set_tf32(allow: bool) -> None:
+    """TF32 for matmuls and cuDNN convolutions on or off, through torch's fp32_precision API where it has one
+    (torch >= 2.9 refuses a mix of it and the legacy allow_tf32 flags)."""
+    mode = "tf32" if allow else "ieee"
+    if hasattr(torch.backends, "fp32_precision"):
+        torch.backends.cuda.matmul.fp32_precision = mode
+        torch.backends.cudnn.conv.fp32_precision = mode
+        torch.backends.cudnn.rnn.fp32_precision = mode
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = allow
+        torch.backends.cudnn.allow_tf32 = allow
+
+
+def tf32_state() -> dict[str, str]:
+    """Whether matmuls and convolutions may use TF32, read back from torch."""
+    if hasattr(torch.backends, "fp32_precision"):
+        return {"tf32_matmul": str(torch.backends.cuda.matmul.fp32_precision == "tf32"),
+                "tf32_conv": str(torch.backends.cudnn.conv.fp32_precision == "tf32")}
+    return {"tf32_matmul": str(torch.backends.cuda.matmul.allow_tf32),
+            "tf32_conv": str(torch.backends.cudnn.allow_tf32)}
 
 
 class TorchBackend(Backend):
     """How PyTorch trains a case."""
 
     name = "torch"
+    title = "PyTorch"
+
+    def __init__(self) -> None:
+        self._facts: dict[str, object] = {}
+
+    def cases(self) -> frozenset[str]:
+        return frozenset(MODELS)
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
         env = {"framework_version": torch.__version__, "torch_threads": str(torch.get_num_threads())}
+        numerics = resolve_precision(spec.precision, spec.device)
         if spec.device == "cuda" and torch.cuda.is_available():
-            env["device_model"] = torch.cuda.get_device_name(0)
+            index = torch.cuda.current_device()
+            env["device_model"] = torch.cuda.get_device_name(index)
             env["cuda"] = str(torch.version.cuda)
             env["cudnn"] = str(torch.backends.cudnn.version())
             nccl = torch.cuda.nccl.version() if hasattr(torch.cuda, "nccl") else None
             env["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl or "")
+            state = tf32_state()
+            env.update(state)
+            env["cudnn_benchmark"] = str(torch.backends.cudnn.benchmark)
+            env["math_mode"] = describe(numerics, tf32_in_use="True" in state.values())
+        else:
+            env["math_mode"] = numerics.math_mode
         env.update(distributed.environment(spec))
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
+        numerics = resolve_precision(spec.precision, spec.device)
+        if numerics.refusal:
+            return numerics.refusal
         if spec.device == "cuda" and not torch.cuda.is_available():
             return "torch here has no CUDA device (a CPU build, or no GPU): use --device cpu"
         if spec.channels_last and not isinstance(get_case(spec.model).input, ImageInput):
             return "channels-last applies to image models only"
         return distributed.refuse(spec)
 
-    def build(self, spec: PointSpec, case: Case) -> Trainer:
+    def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
+        numerics = resolve_precision(spec.precision, spec.device)
         torch.manual_seed(spec.seed)
         if spec.threads:
             torch.set_num_threads(spec.threads)
-        device = distributed.device_for(spec)
-        num_classes = case.input.classes if isinstance(case.input, ImageInput) else 1000
-        model = build_model(case.name, num_classes=num_classes).to(device)
+        device = distributed.device_for(spec, ctx)
+        if device.type == "cuda":
+            problem = gpu_binding_problem(ctx, torch.cuda.device_count())
+            if problem:
+                raise Unsupported(problem)
+            torch.cuda.set_device(device)
+            set_tf32(numerics.allow_tf32)
+            torch.backends.cudnn.benchmark = True  # pick the fastest conv algorithms during warm-up
+        model = build_model(case).to(device)
         if spec.channels_last:
             model = model.to(memory_format=torch.channels_last)
-        model, sync = distributed.setup(spec, model, device)  # several devices: process group, strategy
-        seed = spec.seed + distributed.rank()  # each rank its own samples; rank 0 is the 1-device batch
-        if spec.data == "real":  # files made by `dlbench data` (docs/data-layout.md), through a DataLoader
-            from dlbench.backends.torch import real_data
-
-            return real_data.build_trainer(spec, case, model, device, seed, sync=sync,
-                                           global_batch=spec.global_batch)
-        batch = synthetic_batch(case, spec.batch_size, device, spec.input_size, seed, spec.channels_last)
-        return TorchTrainer(case, model, batch, device, spec.precision, spec.compile, sync=sync,
-                            global_batch=spec.global_batch)
+        model, sync = distributed.setup(spec, model, device, ctx)  # several devices: process group, strategy
+        seed = spec.seed + ctx.rank  # each rank its own samples; rank 0 is the 1-device batch
+        self._facts = {"compiled": "torch.compile" if spec.compile else "eager", "input": data.describe(spec),
+                       "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
+                       "channels_last": spec.channels_last,
+                       "loss_scaling": "GradScaler (dynamic)" if numerics.loss_scaling else "none"}
+        return TorchTrainer(case, model, data.batches(spec, case, device, seed), device, numerics, spec.compile,
+                            spec.global_batch, sync=sync)
 
     def count_params(self, case: Case) -> int:
-        return count_trainable(build_model(case.name))
+        return count_trainable(build_model(case))
 
-    def is_oom(self, exc: BaseException) -> bool:
-        return isinstance(exc, (MemoryError, torch.OutOfMemoryError))
+    def oom_error(self, exc: BaseException) -> bool:
+        if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+            return True
+        return isinstance(exc, RuntimeError) and any(text in str(exc) for text in _OOM_TEXT)
 
+    def facts(self) -> dict[str, object]:
+        return dict(self._facts)

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dlbench.cases.bert_base import BertConfig
+from dlbench.cases.arch import BertConfig
 
 
 class BertEmbeddings(nn.Module):

@@ -1,11 +1,24 @@
-"""Synthetic batches, made once on the device (as tf_cnn_benchmarks does). Never timed."""
+"""PyTorch input: synthetic batches made once on the device (as tf_cnn_benchmarks does), and real data
+(docs/data-layout.md) through a DataLoader with workers and prefetch.
+
+Images: PIL decode, random-resized-crop and flip in the loader workers (torchvision is not used: it does not
+import here), uint8 batches normalised on the device. BERT: the samples of bert_samples.npz.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
 import torch
+from torch.utils.data import DataLoader, Dataset
 
+from dlbench.backends.base import fixed
 from dlbench.cases import Case, ImageInput, TextInput
-
+from dlbench.data.augment import bert_arrays, decode_crop_flip, enough_samples
+from dlbench.data.layout import FLIP_PROB, MEAN, STD, TrainItem, image_root, read_train_list
+from dlbench.spec import PointSpec
 
 def synthetic_batch(case: Case, batch: int, device: torch.device, input_size: int | None = None,
                     seed: int = 0, channels_last: bool = False) -> dict[str, torch.Tensor]:
@@ -30,3 +43,92 @@ def synthetic_batch(case: Case, batch: int, device: torch.device, input_size: in
     nsp = torch.randint(0, 2, (batch,), generator=g)
     return {k: v.to(device) for k, v in dict(input_ids=ids, token_type_ids=types, attention_mask=mask,
                                              mlm_labels=mlm, nsp_labels=nsp).items()}
+
+
+PREFETCH_FACTOR = 2  # batches each loader worker prepares ahead
+Batch = dict[str, torch.Tensor]
+
+
+def _uniform(lo: float, hi: float) -> float:
+    """torch's RNG, which DataLoader seeds per worker (numpy's it does not)."""
+    return float(torch.empty(1).uniform_(lo, hi))
+
+
+def _randint(lo: int, hi: int) -> int:
+    return int(torch.randint(lo, hi, (1,)))
+
+
+class ImageList(Dataset[tuple[torch.Tensor, int]]):
+    """train_list.txt items, decoded and augmented to side x side uint8 CHW tensors."""
+
+    def __init__(self, items: list[TrainItem], side: int) -> None:
+        self.items, self.side = items, side
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        item = self.items[index]
+        pixels = decode_crop_flip(item.path, self.side, _uniform, _randint, FLIP_PROB)
+        return torch.from_numpy(pixels.copy()).permute(2, 0, 1), item.label
+
+
+class BertSamples(Dataset[Batch]):
+    """Rows of bert_samples.npz as int64 tensors."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
+        self.arrays = {k: torch.from_numpy(v) for k, v in arrays.items()}
+        self.n = len(self.arrays["nsp_labels"])
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> Batch:
+        return {k: v[index] for k, v in self.arrays.items()}
+
+
+def _loader(dataset: Dataset[Any], spec: PointSpec, device: torch.device, seed: int) -> DataLoader[Any]:
+    enough_samples(len(dataset), spec.batch_size, spec.data_dir)  # type: ignore[arg-type]
+    workers = spec.loader_workers
+    return DataLoader(dataset, batch_size=spec.batch_size, shuffle=True, drop_last=True, num_workers=workers,
+                      prefetch_factor=PREFETCH_FACTOR if workers else None, persistent_workers=workers > 0,
+                      pin_memory=device.type == "cuda", generator=torch.Generator().manual_seed(seed))
+
+
+def image_batches(spec: PointSpec, case: Case, device: torch.device, seed: int) -> Iterator[Batch]:
+    """Endless normalised image batches on the device, epoch after epoch."""
+    assert isinstance(case.input, ImageInput)
+    side = spec.input_size or case.input.size
+    loader = _loader(ImageList(read_train_list(image_root(spec.data_dir or "")), side), spec, device, seed)
+    mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1) * 255
+    std = torch.tensor(STD, device=device).view(1, 3, 1, 1) * 255
+    while True:
+        for images, labels in loader:
+            x = images.to(device, non_blocking=True).float().sub_(mean).div_(std)
+            if spec.channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            yield {"images": x, "labels": labels.to(device, non_blocking=True)}
+
+
+def text_batches(spec: PointSpec, case: Case, device: torch.device, seed: int) -> Iterator[Batch]:
+    """Endless BERT batches (MLM + NSP) on the device, epoch after epoch."""
+    loader = _loader(BertSamples(bert_arrays(spec.data_dir or "", spec.input_size)), spec, device, seed)
+    while True:
+        for batch in loader:
+            yield {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def batches(spec: PointSpec, case: Case, device: torch.device, seed: int) -> Iterator[Batch]:
+    """The point's input: the fixed synthetic batch, or the real-data loader's batches (seed: this rank's)."""
+    if spec.data != "real":
+        return fixed(synthetic_batch(case, spec.batch_size, device, spec.input_size, seed, spec.channels_last))
+    if isinstance(case.input, ImageInput):
+        return image_batches(spec, case, device, seed)
+    return text_batches(spec, case, device, seed)
+
+
+def describe(spec: PointSpec) -> str:
+    """How the input is fed, for the point's facts."""
+    if spec.data != "real":
+        return "synthetic: one batch made on the device"
+    return f"DataLoader, {spec.loader_workers} workers, prefetch {PREFETCH_FACTOR}"

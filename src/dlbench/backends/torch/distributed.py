@@ -1,7 +1,9 @@
 """torch.distributed for dlbench: the process group (gloo on the CPU, NCCL on GPUs) and the gradient strategies.
 
 The launcher (torchrun, srun, mpirun or the hosts launcher) sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
-MASTER_PORT (see dlbench.launch.ranks); this module initialises from them when the spec has several devices.
+MASTER_PORT (the rank contract, dlbench.wire); this module initialises from them when the spec has several
+devices. A rank's GPU is its local rank modulo the GPUs it sees (RankContext.device_index), so that Slurm's
+per-task binding and CUDA_VISIBLE_DEVICES are honoured.
 
 - ``ddp``: DistributedDataParallel, bucketed all-reduce overlapped with the backward pass;
 - ``allreduce``: after the backward pass, one all-reduce per gradient tensor, no overlap;
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import atexit
 import datetime
-import os
 from collections.abc import Callable
 
 import torch
@@ -23,9 +24,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 from dlbench.backends.base import strategy_refusal, strategy_run
 from dlbench.spec import PointSpec
+from dlbench.wire import RankContext
 
 STRATEGIES: tuple[str, ...] = ("ddp", "allreduce", "ps")
-RDZV_TIMEOUT_VAR = "DLBENCH_RDZV_TIMEOUT"  # dlbench.launch.ranks.RDZV_TIMEOUT_VAR (not imported: worker side)
 
 
 def strategy(spec: PointSpec) -> str:
@@ -38,24 +39,16 @@ def refuse(spec: PointSpec) -> str | None:
     reason = strategy_refusal(spec, "ddp", STRATEGIES, f"use one of {', '.join(STRATEGIES)}")
     if reason:
         return reason
-    if spec.device == "cuda" and spec.world_size > 1 and torch.cuda.device_count() < spec.devices_per_node:
-        return (f"{spec.scale} needs {spec.devices_per_node} GPUs per node; this node has "
-                f"{torch.cuda.device_count()}")
     if strategy(spec) == "ps" and spec.precision == "amp" and spec.device == "cuda":
         return "ps with fp16 loss scaling would reduce gradients scaled differently per rank: use bf16 or fp32"
     return None
 
 
-def rank() -> int:
-    """This process's rank (0 without a process group)."""
-    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
-
-
-def device_for(spec: PointSpec) -> torch.device:
-    """The device of this rank: its local GPU when several ranks share a node's GPUs, else the spec's."""
-    if spec.device == "cuda" and spec.world_size > 1:
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
-    return torch.device(spec.device)
+def device_for(spec: PointSpec, ctx: RankContext) -> torch.device:
+    """The device of this rank: on a GPU, its local rank modulo the GPUs this process sees."""
+    if spec.device == "cuda":
+        return torch.device("cuda", ctx.device_index(torch.cuda.device_count()))
+    return torch.device("cpu")
 
 
 def environment(spec: PointSpec) -> dict[str, str]:
@@ -65,12 +58,10 @@ def environment(spec: PointSpec) -> dict[str, str]:
     return {"dist_backend": "nccl" if spec.device == "cuda" else "gloo", "strategy_run": strategy(spec)}
 
 
-def init(spec: PointSpec, device: torch.device) -> None:
+def init(spec: PointSpec, device: torch.device, ctx: RankContext) -> None:
     """Join the process group from the launcher's variables; checks the world size the launcher started."""
     backend = "nccl" if device.type == "cuda" else "gloo"
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    timeout = datetime.timedelta(seconds=float(os.environ.get(RDZV_TIMEOUT_VAR) or spec.timeout_s))
+    timeout = datetime.timedelta(seconds=ctx.rdzv_timeout_s)
     dist.init_process_group(backend, init_method="env://", timeout=timeout)
     atexit.register(dist.destroy_process_group)
     if dist.get_world_size() != spec.world_size:
@@ -121,15 +112,17 @@ class ParameterServerSync(GradSync):
                 dist.broadcast(p.data, src=0)
 
 
-def setup(spec: PointSpec, model: torch.nn.Module, device: torch.device) -> tuple[torch.nn.Module, GradSync]:
+def setup(spec: PointSpec, model: torch.nn.Module, device: torch.device,
+          ctx: RankContext) -> tuple[torch.nn.Module, GradSync]:
     """Join the process group and wrap or hook the model for the strategy (nothing on one device)."""
     chosen = strategy(spec)
     if chosen == "none":
         return model, GradSync()
-    init(spec, device)
+    init(spec, device, ctx)
     if chosen == "ddp":  # DDP broadcasts rank 0's parameters and buffers on construction
         ids = [device.index] if device.type == "cuda" else None
-        return DistributedDataParallel(model, device_ids=ids), GradSync()
+        # Gradients as views into DDP's buckets: no copy between them and the all-reduce buffers.
+        return DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True), GradSync()
     with torch.no_grad():  # every rank starts from rank 0's parameters, as DDP would
         for t in [*model.parameters(), *model.buffers()]:
             dist.broadcast(t.data, src=0)

@@ -1,4 +1,5 @@
-"""Pure-torch definitions of the benchmark's models (no torchvision, no transformers) and their losses.
+"""Pure-torch definitions of the benchmark's models (no torchvision, no transformers), built from the cases'
+architecture tables, and their losses.
 
 Each model has exactly the case's reference trainable-parameter count (``dlbench.cases``): the CNNs
 follow torchvision's layouts (ResNet in its v1.5 form), BERT follows HF ``BertForPreTraining``.
@@ -12,8 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dlbench.backends.torch.bert import BertConfig, BertForPretraining
-from dlbench.cases import get_case
+from dlbench.backends.torch.bert import BertForPretraining
+from dlbench.cases import Case, ImageInput
+from dlbench.cases.arch import POOL, AlexNetArch, InceptionArch, ResNetArch, VggArch
 
 # ---------------------------------------------------------------------------------------------- ResNet
 
@@ -21,11 +23,9 @@ from dlbench.cases import get_case
 class Bottleneck(nn.Module):
     """ResNet v1.5 bottleneck: 1x1 reduce, 3x3 (carrying the stride), 1x1 expand (x4), residual."""
 
-    expansion = 4
-
-    def __init__(self, in_ch: int, width: int, stride: int = 1) -> None:
+    def __init__(self, in_ch: int, width: int, stride: int = 1, expansion: int = 4) -> None:
         super().__init__()
-        out_ch = width * self.expansion
+        out_ch = width * expansion
         self.conv1 = nn.Conv2d(in_ch, width, 1, bias=False)
         self.bn1 = nn.BatchNorm2d(width)
         self.conv2 = nn.Conv2d(width, width, 3, stride=stride, padding=1, bias=False)
@@ -49,19 +49,20 @@ class Bottleneck(nn.Module):
 class ResNet(nn.Module):
     """Bottleneck ResNet (torchvision layout): 7x7 stem, max-pool, four stages, global pool, fc."""
 
-    def __init__(self, layers: tuple[int, int, int, int], num_classes: int = 1000) -> None:
+    def __init__(self, arch: ResNetArch, num_classes: int = 1000) -> None:
         super().__init__()
+        w = arch.width
         self.stem = nn.Sequential(
-            nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True),
+            nn.Conv2d(3, w, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(w), nn.ReLU(inplace=True),
             nn.MaxPool2d(3, stride=2, padding=1))
         stages: list[nn.Module] = []
-        in_ch = 64
-        for i, blocks in enumerate(layers):
-            width = 64 * 2**i
+        in_ch = w
+        for i, blocks in enumerate(arch.stages):
+            width = w * 2**i
             stage: list[nn.Module] = []
             for j in range(blocks):
-                stage.append(Bottleneck(in_ch, width, stride=2 if (i > 0 and j == 0) else 1))
-                in_ch = width * Bottleneck.expansion
+                stage.append(Bottleneck(in_ch, width, 2 if (i > 0 and j == 0) else 1, arch.expansion))
+                in_ch = width * arch.expansion
             stages.append(nn.Sequential(*stage))
         self.stages = nn.Sequential(*stages)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
@@ -75,37 +76,37 @@ class ResNet(nn.Module):
 
 # ------------------------------------------------------------------------------------- VGG and AlexNet
 
-_VGG16 = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
+def _classifier(in_features: int, fc: tuple[int, ...], num_classes: int, dropout: float,
+                dropout_last: bool = False) -> nn.Sequential:
+    """The FC head shared by VGG (dropout after each ReLU) and AlexNet (dropout before each hidden Linear)."""
+    layers: list[nn.Module] = []
+    for width in fc:
+        if not dropout_last:
+            layers.append(nn.Dropout(dropout))
+        layers += [nn.Linear(in_features, width), nn.ReLU(inplace=True)]
+        if dropout_last:
+            layers.append(nn.Dropout(dropout))
+        in_features = width
+    return nn.Sequential(*layers, nn.Linear(in_features, num_classes))
 
 
-def _classifier(in_features: int, num_classes: int, dropout_last: bool = False) -> nn.Sequential:
-    """The 4096-4096-classes head shared by VGG (dropout after each ReLU) and AlexNet (before each Linear)."""
-    if dropout_last:  # VGG
-        return nn.Sequential(
-            nn.Linear(in_features, 4096), nn.ReLU(inplace=True), nn.Dropout(0.5),
-            nn.Linear(4096, 4096), nn.ReLU(inplace=True), nn.Dropout(0.5), nn.Linear(4096, num_classes))
-    return nn.Sequential(  # AlexNet
-        nn.Dropout(0.5), nn.Linear(in_features, 4096), nn.ReLU(inplace=True),
-        nn.Dropout(0.5), nn.Linear(4096, 4096), nn.ReLU(inplace=True), nn.Linear(4096, num_classes))
+class VGG(nn.Module):
+    """VGG from its layer table (3x3 convs, 2x2 max-pools), adaptive average pool, FC head."""
 
-
-class VGG16(nn.Module):
-    """VGG-16 (configuration D) without batch norm; adaptive 7x7 average pool; 4096-4096 classifier."""
-
-    def __init__(self, num_classes: int = 1000) -> None:
+    def __init__(self, arch: VggArch, num_classes: int = 1000) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         in_ch = 3
-        for v in _VGG16:
-            if v == "M":
+        for v in arch.layers:
+            if v == POOL:
                 layers.append(nn.MaxPool2d(2, stride=2))
             else:
                 assert isinstance(v, int)
                 layers += [nn.Conv2d(in_ch, v, 3, padding=1), nn.ReLU(inplace=True)]
                 in_ch = v
         self.features = nn.Sequential(*layers)
-        self.avgpool = nn.AdaptiveAvgPool2d(7)
-        self.classifier = _classifier(512 * 7 * 7, num_classes, dropout_last=True)
+        self.avgpool = nn.AdaptiveAvgPool2d(arch.pool)
+        self.classifier = _classifier(in_ch * arch.pool**2, arch.fc, num_classes, arch.dropout, dropout_last=True)
         _init_cnn(self, linear_std=0.01)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -113,19 +114,20 @@ class VGG16(nn.Module):
 
 
 class AlexNet(nn.Module):
-    """AlexNet in torchvision's single-tower layout (64-192-384-256-256), adaptive 6x6 average pool."""
+    """AlexNet from its conv table (torchvision's single-tower layout), adaptive average pool, FC head."""
 
-    def __init__(self, num_classes: int = 1000) -> None:
+    def __init__(self, arch: AlexNetArch, num_classes: int = 1000) -> None:
         super().__init__()
-        relu = lambda: nn.ReLU(inplace=True)  # noqa: E731
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 64, 11, stride=4, padding=2), relu(), nn.MaxPool2d(3, stride=2),
-            nn.Conv2d(64, 192, 5, padding=2), relu(), nn.MaxPool2d(3, stride=2),
-            nn.Conv2d(192, 384, 3, padding=1), relu(),
-            nn.Conv2d(384, 256, 3, padding=1), relu(),
-            nn.Conv2d(256, 256, 3, padding=1), relu(), nn.MaxPool2d(3, stride=2))
-        self.avgpool = nn.AdaptiveAvgPool2d(6)
-        self.classifier = _classifier(256 * 6 * 6, num_classes)
+        layers: list[nn.Module] = []
+        in_ch = 3
+        for c in arch.convs:
+            layers += [nn.Conv2d(in_ch, c.out, c.kernel, stride=c.stride, padding=c.padding), nn.ReLU(inplace=True)]
+            if c.pool_after:
+                layers.append(nn.MaxPool2d(3, stride=2))
+            in_ch = c.out
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d(arch.pool)
+        self.classifier = _classifier(in_ch * arch.pool**2, arch.fc, num_classes, arch.dropout)
         _init_cnn(self, linear_std=0.01)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -256,17 +258,17 @@ class InceptionV3(nn.Module):
     In training mode (with the aux head) forward returns ``(logits, aux_logits)``, else ``logits``.
     """
 
-    def __init__(self, num_classes: int = 1000, aux_logits: bool = True) -> None:
+    def __init__(self, arch: InceptionArch, num_classes: int = 1000) -> None:
         super().__init__()
         self.stem = nn.Sequential(
             BasicConv2d(3, 32, 3, stride=2), BasicConv2d(32, 32, 3), BasicConv2d(32, 64, 3, padding=1),
             nn.MaxPool2d(3, stride=2), BasicConv2d(64, 80, 1), BasicConv2d(80, 192, 3), nn.MaxPool2d(3, stride=2),
             InceptionA(192, 32), InceptionA(256, 64), InceptionA(288, 64), InceptionB(288),
             InceptionC(768, 128), InceptionC(768, 160), InceptionC(768, 160), InceptionC(768, 192))
-        self.aux = InceptionAux(768, num_classes) if aux_logits else None
+        self.aux = InceptionAux(768, num_classes) if arch.aux_logits else None
         self.tail = nn.Sequential(InceptionD(768), InceptionE(1280), InceptionE(2048))
         self.avgpool = nn.AdaptiveAvgPool2d(1)
-        self.dropout = nn.Dropout(0.5)
+        self.dropout = nn.Dropout(arch.dropout)
         self.fc = nn.Linear(2048, num_classes)
         _init_cnn(self)
 
@@ -296,27 +298,24 @@ def _init_cnn(model: nn.Module, linear_std: float | None = None) -> None:
             nn.init.zeros_(m.bias)
 
 
-_BUILDERS: dict[str, Callable[[int], nn.Module]] = {
-    "resnet50": lambda n: ResNet((3, 4, 6, 3), n),
-    "resnet152": lambda n: ResNet((3, 8, 36, 3), n),
-    "vgg16": VGG16,
-    "alexnet": AlexNet,
-    "inception_v3": lambda n: InceptionV3(n, aux_logits=True),
-    "bert_base": lambda n: BertForPretraining(BertConfig()),
+def _classes(case: Case) -> int:
+    return case.input.classes if isinstance(case.input, ImageInput) else 1000
+
+
+# The model table: case name -> builder reading the case's architecture. The only place a case is named.
+MODELS: dict[str, Callable[[Case], nn.Module]] = {
+    "resnet50": lambda c: ResNet(c.arch, _classes(c)),  # type: ignore[arg-type]
+    "resnet152": lambda c: ResNet(c.arch, _classes(c)),  # type: ignore[arg-type]
+    "vgg16": lambda c: VGG(c.arch, _classes(c)),  # type: ignore[arg-type]
+    "alexnet": lambda c: AlexNet(c.arch, _classes(c)),  # type: ignore[arg-type]
+    "inception_v3": lambda c: InceptionV3(c.arch, _classes(c)),  # type: ignore[arg-type]
+    "bert_base": lambda c: BertForPretraining(c.arch),  # type: ignore[arg-type]
 }
 
 
-def _resolve(case_name: str) -> str:
-    """The canonical case name for a name or alias; KeyError (``UnknownCase``) if there is none."""
-    return case_name if case_name in _BUILDERS else get_case(case_name).name
-
-
-def build_model(case_name: str, num_classes: int = 1000) -> torch.nn.Module:
-    """Build a freshly initialised model for a case (num_classes is ignored for BERT); KeyError if unknown."""
-    name = _resolve(case_name)
-    if name not in _BUILDERS:
-        raise KeyError(case_name)
-    return _BUILDERS[name](num_classes)
+def build_model(case: Case) -> torch.nn.Module:
+    """A freshly initialised model for a case."""
+    return MODELS[case.name](case)
 
 
 def count_trainable(model: torch.nn.Module) -> int:
@@ -324,20 +323,23 @@ def count_trainable(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def train_loss(case_name: str, model: torch.nn.Module, batch: Mapping[str, Tensor]) -> Tensor:
-    """The training loss of a model on one batch (cross-entropy; + 0.4 aux for Inception, MLM + NSP for BERT)."""
-    if _resolve(case_name) == "bert_base":
+def _xent(logits: Tensor, labels: Tensor) -> Tensor:
+    """Mean softmax cross-entropy, computed in float32; label -100 is ignored."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100)
+
+
+def train_loss(case: Case, model: torch.nn.Module, batch: Mapping[str, Tensor]) -> Tensor:
+    """The case's training loss on one batch: cross-entropy (+ aux_weight x the auxiliary head's), or MLM + NSP."""
+    if case.loss.kind == "mlm_nsp":
         mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-        mlm = F.cross_entropy(mlm_logits.reshape(-1, mlm_logits.shape[-1]).float(),
-                              batch["mlm_labels"].reshape(-1), ignore_index=-100)
-        return mlm + F.cross_entropy(nsp_logits.float(), batch["nsp_labels"])
+        return _xent(mlm_logits, batch["mlm_labels"]) + _xent(nsp_logits, batch["nsp_labels"])
     out = model(batch["images"])
     labels = batch["labels"]
-    if isinstance(out, tuple):  # Inception v3 in training mode: (logits, aux_logits)
+    if isinstance(out, tuple):  # a model with an auxiliary head, in training mode: (logits, aux_logits)
         logits, aux = out
-        return F.cross_entropy(logits.float(), labels) + 0.4 * F.cross_entropy(aux.float(), labels)
-    return F.cross_entropy(out.float(), labels)
+        return _xent(logits, labels) + case.loss.aux_weight * _xent(aux, labels)
+    return _xent(out, labels)
 
 
-__all__ = ["AlexNet", "BertConfig", "BertForPretraining", "InceptionV3", "ResNet", "VGG16",
-           "build_model", "count_trainable", "train_loss"]
+__all__ = ["AlexNet", "BertForPretraining", "InceptionV3", "MODELS", "ResNet", "VGG", "build_model",
+           "count_trainable", "train_loss"]

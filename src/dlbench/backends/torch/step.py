@@ -1,55 +1,82 @@
-"""One native PyTorch train step (forward, loss, backward, optimizer step), with AMP and torch.compile."""
+"""One native PyTorch train step (forward, loss, backward, optimizer step), with autocast, loss scaling and
+torch.compile; and the CUDA-event timer of each step."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
-from dlbench.backends.base import Trainer
+from dlbench.backends.base import AllocatorPeak, Trainer
 from dlbench.backends.torch.distributed import GradSync, param_checksum
 from dlbench.backends.torch.models import train_loss
 from dlbench.cases import Case
+from dlbench.numerics import Numerics
+
+Batch = dict[str, torch.Tensor]
+_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-def make_optimizer(case: Case, model: torch.nn.Module, global_batch: int) -> torch.optim.Optimizer:
-    """The case's optimizer with the seeds' hyper-parameters (lr scaled by Optimizer.lr_for)."""
+def make_optimizer(case: Case, model: torch.nn.Module, global_batch: int, fused: bool) -> torch.optim.Optimizer:
+    """The case's optimizer with the seeds' hyper-parameters (lr scaled by Optimizer.lr_for); on a GPU the fused
+    implementation (one kernel for every parameter, and a GradScaler step without a host read)."""
     o = case.optimizer
     params = [p for p in model.parameters() if p.requires_grad]
     lr = o.lr_for(global_batch)
+    extra = {"fused": True} if fused else {}
     if o.name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay)
-    return torch.optim.Adam(params, lr=lr, weight_decay=o.weight_decay)
+        return torch.optim.SGD(params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay, **extra)
+    return torch.optim.Adam(params, lr=lr, weight_decay=o.weight_decay, **extra)
+
+
+class CudaStepTimer:
+    """CUDA events around each step, on the current stream: the device's own time per step."""
+
+    kind = "cuda_events"
+
+    def __init__(self) -> None:
+        self.pairs: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
+
+    def start(self) -> None:
+        self.pairs.append((torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
+        self.pairs[-1][0].record()
+
+    def stop(self) -> None:
+        self.pairs[-1][1].record()
+
+    def read(self) -> tuple[float, ...]:
+        out = tuple(a.elapsed_time(b) / 1000.0 for a, b in self.pairs)
+        self.pairs = []
+        return out
 
 
 class TorchTrainer(Trainer):
-    """Model, optimizer and one batch on one device."""
+    """Model, optimizer and input on one device."""
 
-    def __init__(self, case: Case, model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device,
-                 precision: str, compile_model: bool, sync: GradSync | None = None,
-                 global_batch: int | None = None) -> None:
-        self.case, self.model, self.batch, self.device = case, model, batch, device
+    def __init__(self, case: Case, model: torch.nn.Module, batches: Iterator[Batch], device: torch.device,
+                 numerics: Numerics, compile_model: bool, global_batch: int, sync: GradSync | None = None) -> None:
+        super().__init__(batches)
+        self.case, self.model, self.device = case, model, device
         self.sync_grads = sync or GradSync()  # the gradient strategy on several devices
-        self.optimizer = make_optimizer(case, model, global_batch or next(iter(batch.values())).shape[0])
-        self.amp_dtype = {"fp32": None, "bf16": torch.bfloat16,
-                          "amp": torch.float16 if device.type == "cuda" else torch.bfloat16}[precision]
-        self.scaler = torch.amp.GradScaler("cuda") if (precision == "amp" and device.type == "cuda") else None
+        self.optimizer = make_optimizer(case, model, global_batch, fused=device.type == "cuda")
+        self.amp_dtype = _DTYPES.get(numerics.compute_dtype)
+        self.scaler = torch.amp.GradScaler("cuda") if numerics.loss_scaling else None
         self._last: torch.Tensor | None = None
-        forward: Callable[[torch.nn.Module, dict[str, torch.Tensor]], torch.Tensor] = (
-            lambda m, b: train_loss(case.name, m, b))
+        forward: Callable[[torch.nn.Module, Batch], torch.Tensor] = lambda m, b: train_loss(case, m, b)
         self.forward = torch.compile(forward) if compile_model else forward
         model.train()
 
-    def _autocast(self) -> contextlib.AbstractContextManager[None]:
+    def _autocast(self) -> contextlib.AbstractContextManager[Any]:
         if self.amp_dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
 
-    def step(self) -> None:
+    def train_step(self, batch: Batch) -> None:
         self.optimizer.zero_grad(set_to_none=True)
         with self._autocast():
-            loss = self.forward(self.model, self.batch)
+            loss = self.forward(self.model, batch)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.sync_grads.update(self._scaled_step)
@@ -64,7 +91,6 @@ class TorchTrainer(Trainer):
         self.scaler.update()
 
     def param_checksum(self) -> float:
-        """Compared across ranks after the timed steps (dlbench.launch.ranks.ChecksumTrainer)."""
         return param_checksum(self.model)
 
     def sync(self) -> None:
@@ -74,7 +100,10 @@ class TorchTrainer(Trainer):
     def loss(self) -> float:
         return float(self._last.float().item()) if self._last is not None else float("nan")
 
-    def peak_memory_bytes(self) -> int | None:
+    def allocator_peak(self) -> AllocatorPeak | None:
         if self.device.type == "cuda":
-            return int(torch.cuda.max_memory_allocated(self.device))
+            return AllocatorPeak(int(torch.cuda.max_memory_allocated(self.device)), "torch_max_allocated")
         return None
+
+    def step_timer(self) -> CudaStepTimer | None:
+        return CudaStepTimer() if self.device.type == "cuda" else None

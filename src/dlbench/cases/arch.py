@@ -1,0 +1,98 @@
+"""Architecture tables and losses: the "what" of each case, declared once and read by every backend.
+
+A backend's model table maps a case name to a builder that reads these fields; it never repeats a depth, a
+width or a loss weight. Framework-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+POOL = "M"  # a 2x2 max-pool in a VGG layer table
+
+
+@dataclass(frozen=True)
+class ResNetArch:
+    """A bottleneck ResNet: blocks per stage; v1.5 puts the down-sampling stride on the 3x3 conv."""
+
+    stages: tuple[int, ...]
+    width: int = 64
+    expansion: int = 4
+    stride_on_3x3: bool = True
+
+
+@dataclass(frozen=True)
+class VggArch:
+    """A VGG: 3x3 conv widths with POOL marks, an adaptive average pool to pool x pool, then the FC head."""
+
+    layers: tuple[int | str, ...]
+    pool: int = 7
+    fc: tuple[int, ...] = (4096, 4096)
+    dropout: float = 0.5
+    batch_norm: bool = False
+
+
+@dataclass(frozen=True)
+class ConvLayer:
+    """One convolution (square kernel), optionally followed by a 3x3/2 max-pool."""
+
+    out: int
+    kernel: int
+    stride: int = 1
+    padding: int = 0
+    pool_after: bool = False
+
+
+@dataclass(frozen=True)
+class AlexNetArch:
+    """AlexNet: its convolutions (ReLU after each), an adaptive average pool, then the FC head with dropout."""
+
+    convs: tuple[ConvLayer, ...]
+    pool: int = 6
+    fc: tuple[int, ...] = (4096, 4096)
+    dropout: float = 0.5
+
+
+@dataclass(frozen=True)
+class InceptionArch:
+    """Inception v3 (torchvision's Inception3 layout); with `aux_logits` its auxiliary head trains too."""
+
+    aux_logits: bool = True
+    dropout: float = 0.5
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    """BERT-base's architecture, shared by every backend's model (uncased vocabulary)."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    intermediate_size: int = 3072
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    layer_norm_eps: float = 1e-12
+    initializer_range: float = 0.02
+    pad_token_id: int = 0
+
+
+Arch = ResNetArch | VggArch | AlexNetArch | InceptionArch | BertConfig
+
+LossKind = Literal["softmax_ce", "mlm_nsp"]
+
+
+@dataclass(frozen=True)
+class Loss:
+    """The training loss: softmax cross-entropy (plus `aux_weight` x the auxiliary head's, where there is one),
+    or BERT's masked-LM + next-sentence loss."""
+
+    kind: LossKind = "softmax_ce"
+    aux_weight: float = 0.0
+
+
+__all__ = ["POOL", "AlexNetArch", "Arch", "BertConfig", "ConvLayer", "InceptionArch", "Loss", "LossKind",
+           "ResNetArch", "VggArch"]
