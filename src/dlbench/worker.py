@@ -1,12 +1,11 @@
 """The child process that runs one point: ``<python> -m dlbench.worker SPEC.json RESULT.json``.
 
-It imports the framework (the controller never does), measures with the protocol, and writes a result
-JSON. Progress goes to stdout as lines starting with PROGRESS_PREFIX.
+It imports the framework (the controller never does), measures with the protocol, and writes a `WorkerResult`
+(dlbench.wire). Progress goes to stdout as progress lines. It imports nothing from dlbench.launch.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import resource
@@ -15,8 +14,8 @@ import time
 import traceback
 from pathlib import Path
 
-PROGRESS_PREFIX = "@@dlbench "
-RESULT_VERSION = 1
+from dlbench.spec import PointSpec
+from dlbench.wire import RankContext, WorkerResult, configure_rank, progress_line, rank_result_path
 
 
 def _peak_rss_bytes() -> int:
@@ -36,9 +35,12 @@ class _Progress:
         if step != total and now - self.last < self.min_interval:
             return
         self.last = now
-        sys.stdout.write(PROGRESS_PREFIX + json.dumps({"phase": phase, "repeat": repeat, "step": step,
-                                                       "total": total}) + "\n")
+        sys.stdout.write(progress_line({"phase": phase, "repeat": repeat, "step": step, "total": total}) + "\n")
         sys.stdout.flush()
+
+
+def _silent(phase: str, repeat: int, step: int, total: int) -> None:
+    return None
 
 
 def _die_with_parent() -> None:
@@ -58,62 +60,70 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def _write(path: Path, payload: dict[str, object]) -> None:
-    payload["result_version"] = RESULT_VERSION
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload))
-    os.replace(tmp, path)
-
-
-def run(spec_json: str, rank: int = 0) -> dict[str, object]:
-    """Build, measure and describe one point in this process; returns the result payload."""
-    from dlbench.backends import load_backend
-    from dlbench.cases import get_case
-    from dlbench.launch.ranks import ChecksumTrainer
-    from dlbench.protocol.runner import measure
+def _environment(backend: object, spec: PointSpec) -> dict[str, str]:
+    """The backend's facts about the framework, plus this node's topology on several ranks; never raises."""
     from dlbench.results.env import node_topology
-    from dlbench.spec import PointSpec
 
-    spec = PointSpec.from_json(spec_json)
-    case = get_case(spec.model)
-    backend = load_backend(spec.framework)
-    env = backend.environment(spec)
+    try:
+        env = dict(backend.environment(spec))  # type: ignore[attr-defined]
+    except Exception as exc:  # noqa: BLE001 - a failed version query must not lose the point
+        env = {"environment_error": f"{type(exc).__name__}: {exc}"[:300]}
     if spec.world_size > 1:
         env.update(node_topology(spec.device))
+    return env
+
+
+def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
+    """Build, measure and describe one point in this process."""
+    from dlbench.backends import load_backend
+    from dlbench.backends.base import Unsupported
+    from dlbench.cases import get_case
+    from dlbench.protocol.runner import measure
+    from dlbench.results.nvml import ProcessMemory
+    from dlbench.results.schema import RankRaw
+
+    case = get_case(spec.model).configured(spec.params)
+    backend = load_backend(spec.framework)
     reason = backend.case_support(case) or backend.refuse(spec)
     if reason:
-        return {"status": "unsupported", "error": reason, "env": env}
+        return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec))
+    sampler = ProcessMemory().start() if spec.device == "cuda" else None
     try:
-        trainer = backend.build(spec, case)
-        trainer.reset_input_wait()
-        repeats = measure(trainer, spec.protocol, progress=_Progress() if rank == 0 else (lambda *a: None))
-        wait = trainer.input_wait_s()
+        trainer = backend.build(spec, case, ctx)
+        progress = _Progress() if ctx.rank == 0 else _silent
+        measured = measure(trainer, spec.protocol.on(spec.device), progress=progress,
+                           sync_every_step=spec.sync_every_step, calibrate=spec.world_size == 1)
         loss = trainer.loss()
-        peak = trainer.peak_memory_bytes()
-        # Ranks must hold identical parameters after the timed steps: the launcher compares these.
-        checksum = trainer.param_checksum() if spec.world_size > 1 and isinstance(trainer, ChecksumTrainer) else None
+        allocator = trainer.allocator_peak()
+        checksum = trainer.param_checksum() if spec.world_size > 1 else None
         trainer.close()
+    except Unsupported as exc:
+        return WorkerResult(status="unsupported", error=str(exc), env=_environment(backend, spec))
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a recorded status
         if isinstance(exc, KeyboardInterrupt):
             raise
         status = "oom" if backend.is_oom(exc) else "error"
         tail = traceback.format_exc().strip().splitlines()[-12:]
-        return {"status": status, "error": f"{type(exc).__name__}: {exc}".strip()[:2000],
-                "traceback": tail, "env": env}
-    rank_raw = {
-        "rank": rank,
-        "repeats": [{"step_times": list(r.step_times), "wall_s": r.wall_s} for r in repeats],
-        "peak_memory_bytes": peak if peak is not None else _peak_rss_bytes(),
-        "memory_kind": "cuda_max_allocated" if peak is not None else "rss",
-        "final_loss": loss,
-        "input_wait_s": wait,
-    }
-    if checksum is not None:
-        rank_raw["param_checksum"] = checksum
+        return WorkerResult(status=status, error=f"{type(exc).__name__}: {exc}".strip()[:2000], traceback=tail,
+                            env=_environment(backend, spec))
+    finally:
+        device_peak = sampler.stop() if sampler is not None else None
+    peak, kind = device_peak if device_peak is not None else (_peak_rss_bytes(), "rss")
+    raw = RankRaw(rank=ctx.rank, repeats=measured.repeats, peak_memory_bytes=peak, memory_kind=kind,
+                  final_loss=loss, input_wait_s=measured.input_wait_s, param_checksum=checksum,
+                  allocator_peak_bytes=allocator.bytes if allocator else None,
+                  allocator_kind=allocator.kind if allocator else "", device_timer=measured.device_timer)
+    facts = dict(backend.facts())
+    if measured.calibrated:
+        facts["steps_raised"] = (f"{measured.steps_asked} -> {measured.steps} measured steps per repeat, so that a "
+                                 f"repeat lasts at least {spec.protocol.on(spec.device).min_time_s:g} s")
+    if sampler is not None and sampler.error:
+        facts["nvml_memory_error"] = sampler.error
+    env = _environment(backend, spec)
     if not math.isfinite(loss):
-        return {"status": "failed_check", "error": f"final loss is not finite: {loss}", "ranks": [rank_raw],
-                "env": env}
-    return {"status": "ok", "ranks": [rank_raw], "env": env, "extra": backend.finish()}
+        return WorkerResult(status="failed_check", error=f"final loss is not finite: {loss}", ranks=[raw], env=env,
+                            facts=facts)
+    return WorkerResult(status="ok", ranks=[raw], env=env, facts=facts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,16 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2:
         print("usage: python -m dlbench.worker SPEC.json RESULT.json", file=sys.stderr)
         return 2
-    from dlbench.launch.ranks import configure_rank, rank_result_path
-    from dlbench.spec import PointSpec
-
     _die_with_parent()
     spec_path, out_path = Path(args[0]), Path(args[1])
-    spec_json = spec_path.read_text()
-    spec = PointSpec.from_json(spec_json)
-    rank = configure_rank(spec, os.environ)  # torchrun, Slurm and MPI name ranks differently; before any import
-    payload = run(spec_json, rank=rank)
-    _write(rank_result_path(out_path, rank) if spec.world_size > 1 else out_path, payload)
+    spec = PointSpec.from_json(spec_path.read_text())
+    ctx = configure_rank(spec, os.environ)  # torchrun, Slurm and MPI name ranks differently; before any import
+    result = run(spec, ctx)
+    result.write(rank_result_path(out_path, ctx.rank) if spec.world_size > 1 else out_path)
     return 0
 
 

@@ -14,8 +14,8 @@ from dlbench import backends
 from dlbench.backends import BackendInfo
 from dlbench.cli import options
 from dlbench.cli.setup import requirement, setup_one
-from dlbench.launch.envs import source_root
-from dlbench.launch import envs
+from dlbench.launch.venvs import source_root
+from dlbench.launch import venvs as envs
 from dlbench.launch.interpreters import NotInstalled, interpreter_for, state
 
 CliResult = tuple[int, str, str]

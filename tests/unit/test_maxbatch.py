@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.launch.maxbatch import Probe, bisect, lookup, probe_bound, search
+from dlbench.suite.maxbatch import Probe, bisect, lookup, probe_bound, search
+from dlbench.launch.registry import Launchers
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec, Protocol
 
@@ -65,7 +66,7 @@ def test_search_against_the_fake_backend_finds_the_exact_threshold(monkeypatch: 
                                                                   tmp_path: Path) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", "oom_above:37")
     store = Store(tmp_path / "s.db")
-    found = search(store, base_spec(), 1, 64)
+    found = search(store, base_spec(), 1, 64, launchers=Launchers())
     assert found.max_batch == 37 and found.exact
     assert len(found.probes) <= probe_bound(1, 64)
     assert {p.batch: p.fits for p in found.probes}[38] is False
@@ -74,7 +75,7 @@ def test_search_against_the_fake_backend_finds_the_exact_threshold(monkeypatch: 
     runs = [r for r in store.runs() if r.kind == "maxbatch"]
     assert len(runs) == 1 and runs[0].status == "done" and runs[0].points == len(found.probes)
     # The store remembers: the same search again runs no probe, and lookup answers without running.
-    again = search(store, base_spec(), 1, 64)
+    again = search(store, base_spec(), 1, 64, launchers=Launchers())
     assert (again.max_batch, again.new_probes) == (37, 0)
     assert len([r for r in store.runs() if r.kind == "maxbatch"]) == 1
     cached = lookup(store, base_spec(), 1, 64)
@@ -87,7 +88,32 @@ def test_search_probes_on_synthetic_data_with_a_short_protocol(monkeypatch: pyte
                                                                tmp_path: Path) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", "oom_above:3")
     store = Store(tmp_path / "s.db")
-    search(store, base_spec(), 1, 8, warmup=0, steps=1)
+    search(store, base_spec(), 1, 8, warmup=0, steps=1, launchers=Launchers())
     specs = [p.result.spec for p in store.points()]
     assert {(s.data, s.protocol.warmup, s.protocol.steps, s.protocol.repeats) for s in specs} == {
         ("synthetic", 0, 1, 1)}
+
+
+def test_only_an_oom_means_too_big_and_another_failure_stops_the_search() -> None:
+    def probe(batch: int) -> Probe:
+        if batch == 32:
+            return Probe(batch=batch, fits=False, status="error", error="cuDNN error")
+        return Probe(batch=batch, fits=batch <= 40, status="ok" if batch <= 40 else "oom")
+
+    best, exact, probes, note = bisect(1, 64, probe)  # type: ignore[arg-type]
+    assert best is None and not exact and probes[-1].batch == 32
+    assert "other than memory (error): cuDNN error" in note
+    timeout = bisect(1, 64, lambda b: Probe(batch=b, fits=False, status="timeout"))  # type: ignore[arg-type]
+    assert timeout[0] is None and "other than memory (timeout)" in timeout[3]
+
+
+def test_a_failed_probe_is_not_reused_by_later_searches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.db")
+    monkeypatch.setenv("DLBENCH_FAKE", "oom_above:37:error_at:32")
+    stopped = search(store, base_spec(), 1, 64, launchers=Launchers())
+    assert stopped.max_batch is None and stopped.probes[-1].status == "error" and "other than memory" in stopped.note
+    monkeypatch.setenv("DLBENCH_FAKE", "oom_above:37")  # the passing fault is gone
+    found = search(store, base_spec(), 1, 64, launchers=Launchers())
+    assert found.max_batch == 37 and found.exact
+    reran = [p.batch for p in found.probes if not p.cached]
+    assert reran == [32, 48, 40, 36, 38, 37]  # 1, 64's path before 32 was reused; 32 was probed again

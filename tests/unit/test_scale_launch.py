@@ -10,19 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.launch.hosts import HostsConfig, default_launcher, forwarded
+from dlbench.launch.folder import point_folder
+from dlbench.launch.hosts import HostsConfig, env_file, forwarded
+from dlbench.launch.merge import collect, merge
 from dlbench.launch.mpirun import mpirun_argv
-from dlbench.launch.ranks import (
-    collect,
-    configure_rank,
-    group_failure,
-    merge,
-    rank_result_path,
-    run_group,
-)
+from dlbench.launch.process import ChildOutcome, group_failure, run_group
+from dlbench.launch.registry import Launchers
 from dlbench.launch.slurm import BATCH_SCRIPT, sbatch_argv
 from dlbench.launch.torchrun import failed_rank, torchrun_argv
-from dlbench.launch.worker_process import ChildOutcome
 from dlbench.protocol.stats import summarize
 from dlbench.results.scaling import (
     baseline_spec,
@@ -33,6 +28,7 @@ from dlbench.results.scaling import (
 from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.results.store import StoredPoint
 from dlbench.spec import PointSpec, Protocol, SpecError
+from dlbench.wire import RankContext, WorkerResult, configure_rank, rank_result_path
 
 PROTO = Protocol(warmup=0, steps=2, repeats=1, statistic="median")
 
@@ -43,35 +39,53 @@ def spec(**kw: object) -> PointSpec:
     return PointSpec(**base)  # type: ignore[arg-type]
 
 
-def rank_payload(rank: int, checksum: float | None = 1.5, wall: float = 1.0) -> dict[str, object]:
-    raw: dict[str, object] = {"rank": rank, "repeats": [{"step_times": [wall / 2, wall / 2], "wall_s": wall}],
-                              "peak_memory_bytes": 1, "memory_kind": "rss", "final_loss": 1.0, "input_wait_s": 0.0}
-    if checksum is not None:
-        raw["param_checksum"] = checksum
-    return {"status": "ok", "ranks": [raw], "env": {"node_hostname": f"h{rank}"}, "extra": {}}
+def rank_payload(rank: int, checksum: float | None = 1.5, wall: float = 1.0) -> WorkerResult:
+    raw = RankRaw(rank, (RepeatRaw((), wall, window_s=(wall,), window_steps=(2,)),), peak_memory_bytes=1,
+                  final_loss=1.0, param_checksum=checksum)
+    return WorkerResult(status="ok", ranks=[raw], env={"node_hostname": f"h{rank}"})
 
 
 # -- the rank contract ----------------------------------------------------------------------------------
 
 def test_configure_rank_translates_slurm_and_splits_cores() -> None:
-    env = {"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1"}
-    assert configure_rank(spec(nodes=2, devices_per_node=2), env) == 3
+    env = {"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1", "DLBENCH_NODE_HOSTS": "a,b"}
+    ctx = configure_rank(spec(nodes=2, devices_per_node=2), env)
+    assert (ctx.rank, ctx.world_size, ctx.local_rank, ctx.node_rank, ctx.node_hosts) == (3, 4, 1, 1, ("a", "b"))
     assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == ("3", "4", "1")
     assert int(env["OMP_NUM_THREADS"]) >= 1
 
 
 def test_configure_rank_translates_open_mpi_and_keeps_torchrun_s_own() -> None:
     env = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_RANK": "1"}
-    assert configure_rank(spec(devices_per_node=2, threads=3), env) == 1
+    assert configure_rank(spec(devices_per_node=2, threads=3), env).rank == 1
     assert env["OMP_NUM_THREADS"] == "3"
     torchrun = {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "SLURM_PROCID": "5"}
-    assert configure_rank(spec(devices_per_node=2), torchrun) == 0
+    assert configure_rank(spec(devices_per_node=2), torchrun).rank == 0
 
 
 def test_single_process_environment_is_left_alone() -> None:
-    env: dict[str, str] = {"OMP_NUM_THREADS": "7"}
-    assert configure_rank(spec(), env) == 0
-    assert env == {"OMP_NUM_THREADS": "7"}
+    env: dict[str, str] = {"OMP_NUM_THREADS": "7", "DLBENCH_RDZV_TIMEOUT": "42"}
+    assert configure_rank(spec(), env) == RankContext(rdzv_timeout_s=42.0)
+    assert env == {"OMP_NUM_THREADS": "7", "DLBENCH_RDZV_TIMEOUT": "42"}
+
+
+@pytest.mark.parametrize(("local_rank", "visible", "ordinal"), [(0, 4, 0), (3, 4, 3), (3, 1, 0), (5, 4, 1), (2, 0, 0)])
+def test_a_rank_s_gpu_is_its_local_rank_modulo_the_visible_gpus(local_rank: int, visible: int, ordinal: int) -> None:
+    # 4 visible: rank i takes GPU i; 1 visible (Slurm --gpus-per-task=1, or CUDA_VISIBLE_DEVICES per rank): GPU 0
+    assert RankContext(local_rank=local_rank, local_world_size=4).device_index(visible) == ordinal
+
+
+def test_gpu_binding_is_honoured_and_sharing_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dlbench.backends.base import gpu_binding_problem
+
+    four = RankContext(local_rank=1, local_world_size=4)
+    assert gpu_binding_problem(four, 4) is None and gpu_binding_problem(four, 8) is None
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("SLURM_STEP_GPUS", raising=False)
+    assert "4 ranks on this node but it has 1 visible GPU" in str(gpu_binding_problem(four, 1))
+    assert "2 visible GPU" in str(gpu_binding_problem(four, 2))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")  # bound by Slurm or by hand: each rank its own GPU
+    assert gpu_binding_problem(four, 1) is None
 
 
 def test_each_rank_has_its_own_result_file() -> None:
@@ -81,29 +95,30 @@ def test_each_rank_has_its_own_result_file() -> None:
 # -- merging ranks ----------------------------------------------------------------------------------------
 
 def test_merge_keeps_every_rank_and_the_hosts() -> None:
-    out = merge(spec(devices_per_node=2), {0: rank_payload(0), 1: rank_payload(1, wall=2.0)})
+    out = merge(spec(devices_per_node=2), {0: rank_payload(0), 1: rank_payload(1, wall=2.0)}, {})
     assert out.status == "ok"
-    ranks = tuple(RankRaw.from_dict(r) for r in out.payload["ranks"])  # type: ignore[union-attr]
+    assert out.result is not None
+    ranks = tuple(out.result.ranks)
     assert [r.rank for r in ranks] == [0, 1]
-    assert out.payload["env"]["rank_hosts"] == "h0,h1"  # type: ignore[index]
+    assert out.result.env["rank_hosts"] == "h0,h1"
     m = summarize(spec(devices_per_node=2), ranks)
     assert m.global_batch == 4 and m.throughput == pytest.approx(4 * 2 / 2.0)  # slowest rank's wall time
 
 
 def test_merge_fails_the_point_when_parameters_differ() -> None:
-    out = merge(spec(devices_per_node=2), {0: rank_payload(0, 1.5), 1: rank_payload(1, 1.75)})
+    out = merge(spec(devices_per_node=2), {0: rank_payload(0, 1.5), 1: rank_payload(1, 1.75)}, {})
     assert out.status == "failed_check" and "parameters differ across ranks" in str(out.error)
-    assert len(out.payload["ranks"]) == 2  # type: ignore[arg-type]  # the raw samples are still kept
+    assert out.result is not None and len(out.result.ranks) == 2  # the raw samples are still kept
 
 
 def test_merge_fails_a_backend_that_reports_no_checksum() -> None:
-    out = merge(spec(framework="fake", devices_per_node=2), {0: rank_payload(0, None), 1: rank_payload(1, None)})
+    out = merge(spec(framework="fake", devices_per_node=2), {0: rank_payload(0, None), 1: rank_payload(1, None)}, {})
     assert out.status == "failed_check" and "no parameter checksum" in str(out.error)
 
 
 def test_merge_names_missing_and_failed_ranks() -> None:
-    bad = {"status": "error", "error": "RuntimeError: Connection closed by peer\nmore", "env": {}}
-    out = merge(spec(nodes=1, devices_per_node=3), {0: bad, 2: rank_payload(2)})
+    bad = WorkerResult(status="error", error="RuntimeError: Connection closed by peer\nmore")
+    out = merge(spec(nodes=1, devices_per_node=3), {0: bad, 2: rank_payload(2)}, {})
     assert out.status == "error"
     assert out.error == "rank(s) 1 of 3 wrote no result; rank 0: RuntimeError: Connection closed by peer"
 
@@ -111,14 +126,15 @@ def test_merge_names_missing_and_failed_ranks() -> None:
 def test_collect_gives_the_engine_s_reason_when_no_rank_wrote(tmp_path: Path) -> None:
     failure = ChildOutcome("crashed", error="rank 1 died from SIGKILL")
     out = collect(spec(devices_per_node=2), tmp_path / "result.json", failure)
-    assert (out.status, out.error) == ("crashed", "rank 1 died from SIGKILL; no rank wrote a result")
+    assert (out.status, out.error) == ("crashed", "rank 1 died from SIGKILL; no result was written")
 
 
 def test_collect_reads_rank_files_and_a_timeout_wins(tmp_path: Path) -> None:
     s = spec(devices_per_node=2)
     for r in (0, 1):
-        rank_result_path(tmp_path / "result.json", r).write_text(json.dumps(rank_payload(r)))
-    assert collect(s, tmp_path / "result.json", None, env={"launcher_fact": "x"}).status == "ok"
+        rank_payload(r).write(rank_result_path(tmp_path / "result.json", r))
+    ok = collect(s, tmp_path / "result.json", None, env={"launcher_fact": "x"})
+    assert ok.status == "ok" and ok.result is not None and ok.result.env["launcher_fact"] == "x"
     timeout = ChildOutcome("timeout", error="exceeded the 5 s timeout")
     assert collect(s, tmp_path / "result.json", timeout).status == "timeout"
 
@@ -145,18 +161,37 @@ def test_group_times_out_and_reports_progress() -> None:
 
 # -- engines' argv --------------------------------------------------------------------------------------
 
-def test_reach_command_passes_argv_and_quotes_only_for_ssh() -> None:
+def test_reach_command_passes_argv_and_the_environment_in_a_file(tmp_path: Path) -> None:
     argv = ["/usr/bin/python3", "-m", "dlbench.worker", "/j/spec one.json", "/j/r.json"]
-    env = {"RANK": "1", "GLOO_SOCKET_IFNAME": "dl0", "HOME": "/root"}
+    env = {"RANK": "1", "GLOO_SOCKET_IFNAME": "dl0; touch /tmp/x", "HOME": "/root", "TF_TOKEN_app": "secret"}
+    path = Path("/j/env-rank1.json")
     ns = HostsConfig.from_options("h1,h2", "nsenter --net=/run/netns/{host}")
-    assert ns.command(1, argv, env) == ["nsenter", "--net=/run/netns/h2", "env", "GLOO_SOCKET_IFNAME=dl0",
-                                        "RANK=1", *argv]
+    trampoline = ["/usr/bin/python3", "-m", "dlbench.envfile", str(path)]
+    assert ns.command(1, argv, path) == ["nsenter", "--net=/run/netns/h2", *trampoline, *argv]
     ssh = HostsConfig.from_options("h1,h2")
-    cmd = ssh.command(0, argv, env)
+    cmd = ssh.command(0, argv, path)
     assert cmd[:-1] == ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "h1"]
-    assert shlex.split(cmd[-1]) == ["env", "GLOO_SOCKET_IFNAME=dl0", "RANK=1", *argv]  # what the remote runs
-    assert HostsConfig().command(0, argv, env) == argv
-    assert forwarded(env) == {"RANK": "1", "GLOO_SOCKET_IFNAME": "dl0"}
+    assert shlex.split(cmd[-1]) == [*trampoline, *argv]  # what the remote shell runs, quoted
+    wrapped = HostsConfig.from_options("h1", "timeout 60 ssh {host}").command(0, argv, path)
+    assert shlex.split(wrapped[-1]) == [*trampoline, *argv]  # ssh behind another command is quoted too
+    assert HostsConfig().command(0, argv, path) == argv
+    # only the frameworks' own variables travel; no value is on any command line
+    assert forwarded(env) == {"RANK": "1", "GLOO_SOCKET_IFNAME": "dl0; touch /tmp/x"}
+    assert not any("dl0" in part or "secret" in part for part in [*cmd, *wrapped])
+    with point_folder(spec(), shared=False) as folder:
+        written = env_file(folder, "rank1", env)
+        assert json.loads(written.read_text()) == forwarded(env) and written.stat().st_mode & 0o777 == 0o600
+
+
+def test_the_env_file_trampoline_sets_the_variables_and_runs_argv(tmp_path: Path) -> None:
+    import subprocess
+
+    path = tmp_path / "env.json"
+    path.write_text(json.dumps({"GLOO_SOCKET_IFNAME": "dl0; touch x"}))
+    out = subprocess.run([sys.executable, "-m", "dlbench.envfile", str(path), sys.executable, "-c",
+                          "import os; print(os.environ['GLOO_SOCKET_IFNAME'])"], capture_output=True, text=True,
+                         cwd=tmp_path, check=True)
+    assert out.stdout.strip() == "dl0; touch x" and not (tmp_path / "x").exists()
 
 
 @pytest.mark.parametrize("kw", [{"hosts": "h1,-oProxyCommand=x"}, {"hosts": "h1", "reach": "ssh"},
@@ -169,9 +204,13 @@ def test_bad_host_configuration_is_refused(kw: dict[str, str]) -> None:
 def test_nodes_need_hosts_and_defaults_pick_the_engine() -> None:
     assert "2 nodes need 2 hosts" in str(HostsConfig().problem(spec(nodes=2)))
     assert HostsConfig.from_options("a,b").problem(spec(nodes=2)) is None
-    assert default_launcher(spec(devices_per_node=2)) == "torchrun"
-    assert default_launcher(spec(framework="jax", devices_per_node=2)) == "local"
-    assert default_launcher(spec()) == "local"
+    assert Launchers.default_for(spec(devices_per_node=2)) == "torchrun"
+    assert Launchers.default_for(spec(framework="jax", devices_per_node=2)) == "local"
+    assert Launchers.default_for(spec()) == "local"
+    with pytest.raises(SpecError, match="unknown launcher 'nosuch'"):
+        Launchers.build(HostsConfig()).check(spec(launcher="nosuch"))
+    with pytest.raises(SpecError, match="the local launcher runs on this machine only"):
+        Launchers.build(HostsConfig()).check(spec(nodes=2, launcher="local"))
 
 
 def test_torchrun_argv_and_its_failure_summary() -> None:

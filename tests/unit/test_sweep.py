@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.launch import sweep as sweep_mod
 from dlbench.launch.interpreters import NotInstalled
 from dlbench.launch.point import execute
+from dlbench.launch.registry import Launchers
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec, Protocol
+from dlbench.suite import sweep as sweep_mod
 
 CliResult = tuple[int, str, str]
 
@@ -171,9 +172,10 @@ def fake_spec(**kw: object) -> PointSpec:
 
 def test_slow_loader_is_flagged_input_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", "slow_input:0.02")
-    r = execute(fake_spec())
+    r = execute(fake_spec(), Launchers())
     assert r.metrics is not None and r.metrics.input_bound
     assert 0.8 < r.metrics.input_wait_share < 1.0  # 20 ms of waiting per ~21 ms step, warm-up excluded
     monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.02")
-    r = execute(fake_spec())
-    assert r.metrics is not None and not r.metrics.input_bound and r.metrics.input_wait_share == 0.0
+    r = execute(fake_spec(), Launchers())
+    # synthetic input: the protocol still times next_batch(), which costs microseconds against 20 ms steps
+    assert r.metrics is not None and not r.metrics.input_bound and r.metrics.input_wait_share < 0.01

@@ -11,27 +11,15 @@ import click
 from dlbench.backends import all_backends, get_info
 from dlbench.cases import get_case
 from dlbench.launch.interpreters import state
-from dlbench.results.env import cuda_available
-from dlbench.spec import PointSpec, Protocol, SpecError, parse_scale, preset
+from dlbench.results.env import choose_device
+from dlbench.spec import PointSpec, Protocol, SpecError, parse_scale, parse_size, preset
 
 DEFAULT_MODELS = ("resnet50", "bert_base")
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "B": 1, "K": 1000, "KB": 1000, "KIB": 2**10, "M": 10**6, "MB": 10**6, "MIB": 2**20,
-          "G": 10**9, "GB": 10**9, "GIB": 2**30, "T": 10**12, "TB": 10**12, "TIB": 2**40}
 
 
 def split(text: str | None) -> list[str]:
     """'a,b, c' -> ['a', 'b', 'c']."""
     return [t.strip() for t in (text or "").split(",") if t.strip()]
-
-
-def parse_size(text: str) -> int:
-    """'8GiB', '512MB', '1000000' -> bytes."""
-    m = _SIZE.match(text)
-    unit = m.group(2).upper() if m else ""
-    if not m or unit not in _UNITS:
-        raise SpecError(f"memory size must look like 8GiB or 512MB; got {text!r}")
-    return int(float(m.group(1)) * _UNITS[unit])
 
 
 def parse_batches(text: str | None) -> list[int] | None:
@@ -67,10 +55,15 @@ def frameworks(text: str | None) -> list[str]:
 
 
 def resolve_device(device: str) -> str:
-    """'auto' -> cuda where NVML sees a GPU, else cpu."""
+    """'auto' -> cuda where NVML sees a visible GPU, else cpu."""
+    return choose_device(device)[0]
+
+
+def say_device(device: str) -> None:
+    """For --device auto, one stderr line saying which device was chosen and why (after input was validated)."""
     if device == "auto":
-        return "cuda" if cuda_available() else "cpu"
-    return device
+        chosen, why = choose_device(device)
+        click.echo(f"device: {chosen} ({why})", err=True)
 
 
 def build_specs(*, framework: str | None, model: str | None, batch_size: str | None, precision: str | None,

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
                            TimeElapsedColumn, TimeRemainingColumn)
 
-from dlbench.launch.worker_process import ProgressSink
+from dlbench.launch.process import ProgressSink
 from dlbench.results.schema import PointResult
 from dlbench.spec import PointSpec
 

@@ -9,18 +9,19 @@ import sys
 import click
 from rich.console import Console
 
-from dlbench.cli.options import build_specs, protocol_from
+from dlbench.cli.options import build_specs, protocol_from, say_device
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
-from dlbench.launch.hosts import HostsConfig, default_launcher, register_launchers
+from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.interpreters import interpreter_for
-from dlbench.launch.point import LAUNCHERS
+from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
+from dlbench.launch.registry import Launchers
 from dlbench.launch.session import run_points
 from dlbench.report.table import points_table, scaling_notes
 from dlbench.results.env import host_identity, physical_cores
 from dlbench.results.scaling import missing_baselines, scaled
 from dlbench.results.store import Store
-from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, SpecError
+from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
 
 
 @click.command("run")
@@ -49,7 +50,7 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, SpecError
 @click.option("--devices-per-node", type=click.IntRange(min=1), help="Devices (processes) per node.")
 @click.option("--strategy", type=click.Choice(list(STRATEGIES)), default="none", show_default=True,
               help="How gradients meet across devices.")
-@click.option("--launcher", help="Where points run: local, torchrun, slurm, mpirun or hosts. Default: local on "
+@click.option("--launcher", help=f"Where points run: {', '.join(LAUNCHER_NAMES)}. Default: local on "
               "1 device; on several, the framework's engine (torchrun for torch), else local.")
 @click.option("--hosts", envvar="DLBENCH_HOSTS", help="Comma-separated hosts for several nodes (torchrun, hosts, "
               "mpirun), node 0 first. [env: DLBENCH_HOSTS]")
@@ -76,21 +77,15 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         protocol=protocol_from(preset_name, warmup, steps, repeats, statistic), timeout=timeout,
         input_size=input_size, threads=threads, data=data, data_dir=data_dir, scale=scale, nodes=nodes,
         devices_per_node=devices_per_node, strategy=strategy, launcher=launcher or "local", memory_limit=memory_limit)
-    places = HostsConfig.from_options(hosts, reach, master_addr, rendezvous_timeout)
-    register_launchers(places)
+    launchers = Launchers.build(HostsConfig.from_options(hosts, reach, master_addr, rendezvous_timeout))
     if launcher is None:
-        specs = [dataclasses.replace(s, launcher=default_launcher(s)) for s in specs]
+        specs = [dataclasses.replace(s, launcher=Launchers.default_for(s)) for s in specs]
     for s in specs:
-        if s.launcher not in LAUNCHERS:
-            raise SpecError(f"unknown launcher {s.launcher!r}; known: {', '.join(sorted(LAUNCHERS))}")
-        if s.launcher == "local" and s.nodes > 1:
-            raise SpecError(f"the local launcher runs on this machine only; for {s.nodes} nodes use --launcher "
-                            "torchrun, hosts or mpirun with --hosts, or --launcher slurm")
-        if s.launcher != "slurm" and places.problem(s):
-            raise SpecError(str(places.problem(s)))
+        launchers.check(s)
     for fw in {s.framework for s in specs}:
         interpreter_for(fw)  # refuse a missing framework before anything is written
     store = Store(store_path)
+    say_device(device)
     # Speedup needs the 1-device throughput of the same configuration: measure it first where the store has none.
     specs = [*missing_baselines(store.points(), specs, host_identity(specs[0].device, physical_cores())), *specs]
     command = "dlbench " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("dlbench") else "dlbench run"
@@ -98,7 +93,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
     console = Console(stderr=True)
     try:
         with RunProgress(len(specs), console) as ui:
-            results = run_points(store, run_id, specs, started=ui.started, done=ui.done)
+            results = run_points(store, run_id, specs, launchers, started=ui.started, done=ui.done)
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
         raise

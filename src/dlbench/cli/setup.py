@@ -15,7 +15,7 @@ import click
 from rich.console import Console
 
 from dlbench.backends import BackendInfo, all_backends, get_info
-from dlbench.launch import envs
+from dlbench.launch import venvs as envs
 
 
 class SetupFailed(Exception):

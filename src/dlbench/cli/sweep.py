@@ -11,17 +11,17 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from dlbench.cli.options import resolve_device
+from dlbench.cli.options import resolve_device, say_device
 from dlbench.cli.progress import RunProgress, describe
-from dlbench.launch.hosts import register_launchers
-from dlbench.launch.maxbatch import MaxBatch, lookup, probe_bound
-from dlbench.launch.sweep import MaxBatchSettings, pending, resolve, run_jobs, run_searches, search_base
+from dlbench.launch.registry import Launchers
 from dlbench.report.table import fmt_bytes, fmt_throughput, footnotes, status_text
 from dlbench.results.schema import PointResult
 from dlbench.results.store import Store, StoreError, resolve_path
 from dlbench.spec import PointSpec
 from dlbench.suite import Suite, SuiteError, builtin_names, load
 from dlbench.suite.expand import PlannedPoint, expand, memory_limit_bytes
+from dlbench.suite.maxbatch import MaxBatch, lookup, probe_bound
+from dlbench.suite.sweep import MaxBatchSettings, pending, resolve, run_searches, run_sweep_points, search_base
 from dlbench.suite.schema import AXES
 
 SWEEP_KIND = "sweep"
@@ -198,7 +198,11 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
         return 0
     if not planned:
         raise SuiteError(f"suite {suite.name} has no point left after its exclusions and --only")
-    register_launchers()  # torchrun, slurm, mpirun, hosts, configured from $DLBENCH_HOSTS and friends
+    launchers = Launchers.build()  # torchrun, slurm, mpirun, hosts, configured from $DLBENCH_HOSTS and friends
+    for p in planned:
+        launchers.check(p.spec)
+    if not resume_id:
+        say_device(suite.device if device == "suite" else device)
     store = store or Store(store_path)
     if any(p.spec.data == "real" for p in planned) and folder and not data_dir and not resume_id:
         ensure_data(suite, planned, Path(folder), console)
@@ -212,11 +216,11 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
     with store.claim_run(run_id):  # one controller per run: a second `sweep --resume` of it is refused
         if resume_id:
             store.finish_run(run_id, "running")
-        return _run(store, run_id, suite, planned, settings, console)
+        return _run(store, run_id, suite, planned, settings, launchers, console)
 
 
 def _run(store: Store, run_id: str, suite: Suite, planned: list[PlannedPoint], settings: MaxBatchSettings,
-         console: Console) -> int:
+         launchers: Launchers, console: Console) -> int:
     start = time.monotonic()
     bases = {search_base(p).key(): search_base(p) for p in planned if p.needs_search}
     try:
@@ -224,13 +228,13 @@ def _run(store: Store, run_id: str, suite: Suite, planned: list[PlannedPoint], s
             def search_started(base: PointSpec, n: int) -> None:
                 ui.note(f"max batch {n + 1}/{len(bases)}: {base.framework} {base.model} {base.precision}")
 
-            searches = run_searches(store, planned, settings, started=search_started,
+            searches = run_searches(store, planned, settings, launchers, started=search_started,
                                     probe_started=lambda batch, spec: ui.started(0, spec))
             jobs = resolve(planned, searches)
             todo = pending(store, run_id, jobs)
             ui.progress.update(ui.points, total=len(todo), completed=0, description="points")
-            run_jobs(store, run_id, todo, started=lambda spec: ui.started(0, spec),
-                     done=lambda result: ui.done(0, result))
+            run_sweep_points(store, run_id, todo, launchers, started=lambda spec: ui.started(0, spec),
+                             done=lambda result: ui.done(0, result))
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
         console.print(f"interrupted: finished points are stored; resume with: dlbench sweep --resume {run_id}")

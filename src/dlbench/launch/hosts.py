@@ -1,51 +1,56 @@
 """Where ranks run: a list of hosts reached by a command you configure (ssh by default), as tf_cnn_benchmarks'
 ``--worker_hosts`` did; the ``hosts`` launcher (one plain worker per rank, started with the rank contract's
-variables and no framework engine in between); and the registration of every multi-rank launcher.
+variables and no framework engine in between); and ``local``.
 
 Commands are argv lists. The reach command is the user's own template, split once with shlex and never given
-to a shell here; only ssh, which joins its arguments for the remote shell, gets the remote argv quoted back
-with ``shlex.join`` so that the remote side sees exactly that argv.
+to a shell here. What a remote rank must know from this machine's environment travels in a file (mode 0600) in
+the point's folder, which every host sees, never on a command line: nothing the user or the environment holds
+can reach a remote shell unquoted, and no secret shows in /proc/PID/cmdline. Only an allowlist of the
+frameworks' own variables is forwarded. Where the reach command goes through ssh or rsh, which join their
+arguments for the remote shell, the remote argv is quoted back with ``shlex.join``.
 """
 
 from __future__ import annotations
 
-import functools
+import json
 import os
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from dlbench.launch.ranks import (
-    NODE_HOSTS_VAR,
-    RDZV_TIMEOUT_VAR,
-    collect,
-    free_port,
-    group_failure,
-    job_files,
-    run_group,
-)
-from dlbench.launch.worker_process import (
-    ChildOutcome,
-    ProgressSink,
-    run_local,
-    worker_env,
-)
+from dlbench.launch.folder import PointFolder, free_port, point_folder
+from dlbench.launch.merge import collect
+from dlbench.launch.process import ChildOutcome, ProgressSink, group_failure, run_group, worker_env
 from dlbench.spec import PointSpec, SpecError
+from dlbench.wire import DEFAULT_RDZV_TIMEOUT_S, NODE_HOSTS_VAR, RANK_VARS, RDZV_TIMEOUT_VAR, THREAD_VARS
 
 DEFAULT_REACH: tuple[str, ...] = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "{host}")
-DEFAULT_RDZV_TIMEOUT_S = 300.0
-# Variables a remote rank needs, passed explicitly where the reach command does not carry the environment.
-FORWARD_PREFIXES: tuple[str, ...] = ("DLBENCH_", "GLOO_", "NCCL_", "TORCH_", "CUDA_", "OMP_", "MKL_",
-                                     "OPENBLAS_", "MASTER_", "PYTHONUNBUFFERED", "TF_", "XLA_", "JAX_")
-FORWARD_NAMES: tuple[str, ...] = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK")
+# The frameworks' own variables a remote rank receives: exact names, and prefixes each framework owns.
+FORWARD_NAMES: tuple[str, ...] = (*RANK_VARS, *THREAD_VARS, "MASTER_ADDR", "MASTER_PORT", "PYTHONUNBUFFERED",
+                                  "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TF_CPP_MIN_LOG_LEVEL",
+                                  "TF_ENABLE_ONEDNN_OPTS", "TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR",
+                                  "TF_XLA_FLAGS", "XLA_FLAGS", "XLA_PYTHON_CLIENT_PREALLOCATE",
+                                  "XLA_PYTHON_CLIENT_MEM_FRACTION", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
+                                  "LD_LIBRARY_PATH", "PYTHONPATH")
+FORWARD_PREFIXES: tuple[str, ...] = ("DLBENCH_", "GLOO_", "NCCL_", "TORCH_", "PYTORCH_", "JAX_", "FLAGS_",
+                                     "PADDLE_", "MXNET_", "KMP_")
 REMOTE_SHELLS: tuple[str, ...] = ("ssh", "rsh")
-# Multi-process on one machine through the framework's own engine; frameworks not named use `local`.
-ENGINE_FOR: dict[str, str] = {"torch": "torchrun"}
+ENV_FILE_ARG = "--env-file"
 
 
 def forwarded(env: Mapping[str, str]) -> dict[str, str]:
-    """The part of an environment that ranks on another host must receive."""
+    """The part of an environment that ranks on another host receive: the frameworks' own variables only."""
     return {k: v for k, v in env.items() if k in FORWARD_NAMES or k.startswith(FORWARD_PREFIXES)}
+
+
+def env_file(folder: PointFolder, label: str, env: Mapping[str, str]) -> Path:
+    """Write the forwarded part of env to a 0600 file in the point's folder, for one remote command."""
+    path = folder.path / f"env-{label}.json"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(forwarded(env), fh)
+    return path
 
 
 @dataclass(frozen=True)
@@ -64,8 +69,9 @@ class HostsConfig:
         if self.hosts and not any("{host}" in part for part in self.reach):
             raise SpecError("the reach command must contain {host}, e.g. 'ssh {host}' or "
                             "'nsenter --net=/run/netns/{host}'")
-        if self.rendezvous_timeout_s <= 0:
-            raise SpecError(f"the rendezvous timeout must be > 0 seconds; got {self.rendezvous_timeout_s}")
+        if not (0 < self.rendezvous_timeout_s < float("inf")):
+            raise SpecError(f"the rendezvous timeout must be a finite number of seconds > 0; got "
+                            f"{self.rendezvous_timeout_s}")
 
     @classmethod
     def from_options(cls, hosts: str | None = None, reach: str | None = None, master_addr: str | None = None,
@@ -79,7 +85,7 @@ class HostsConfig:
             raise SpecError("the reach command is empty; give e.g. 'ssh {host}'")
         return cls(hosts=tuple(h.strip() for h in (hosts or "").split(",") if h.strip()), reach=reach_argv,
                    master_addr=master_addr or None,
-                   rendezvous_timeout_s=rendezvous_timeout_s or DEFAULT_RDZV_TIMEOUT_S)
+                   rendezvous_timeout_s=DEFAULT_RDZV_TIMEOUT_S if rendezvous_timeout_s is None else rendezvous_timeout_s)
 
     @classmethod
     def from_env(cls) -> HostsConfig:
@@ -93,7 +99,7 @@ class HostsConfig:
                                 os.environ.get("DLBENCH_MASTER_ADDR"), seconds)
 
     def master(self) -> str:
-        """The rendezvous address: as configured, else the first host, else this machine."""
+        """The rendezvous address: as configured, else the first host, else this machine's loopback."""
         return self.master_addr or (self.hosts[0] if self.hosts else "127.0.0.1")
 
     def problem(self, spec: PointSpec) -> str | None:
@@ -107,13 +113,16 @@ class HostsConfig:
         """'node 1 (h2)' for messages."""
         return f"node {node} ({self.hosts[node]})" if self.hosts else f"node {node} (this machine)"
 
-    def command(self, node: int, argv: Sequence[str], env: Mapping[str, str]) -> list[str]:
-        """argv run on the node's host: as is on this machine, else behind the reach command with env set."""
+    def command(self, node: int, argv: Sequence[str], env_path: Path | None = None) -> list[str]:
+        """argv run on the node's host: as is on this machine, else behind the reach command. A dlbench command
+        run remotely reads its environment from env_path (``--env-file``), placed before its own arguments."""
         if not self.hosts:
             return list(argv)
         prefix = [part.replace("{host}", self.hosts[node]) for part in self.reach]
-        remote = ["env", *(f"{k}={v}" for k, v in sorted(forwarded(env).items())), *argv]
-        if os.path.basename(prefix[0]) in REMOTE_SHELLS:
+        remote = list(argv)
+        if env_path is not None:
+            remote = [remote[0], "-m", "dlbench.envfile", str(env_path), *remote]
+        if any(os.path.basename(part) in REMOTE_SHELLS for part in prefix):
             return [*prefix, shlex.join(remote)]
         return [*prefix, *remote]
 
@@ -135,49 +144,42 @@ def topology(spec: PointSpec, config: HostsConfig) -> dict[str, str]:
     return out
 
 
+def worker_argv(python: str, folder: PointFolder) -> list[str]:
+    """The worker command for a point's folder."""
+    return [python, "-m", "dlbench.worker", str(folder.spec), str(folder.result)]
+
+
 def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, config: HostsConfig) -> ChildOutcome:
     """Start every rank as a plain worker on its host, with RANK, WORLD_SIZE, MASTER_ADDR ... set."""
     problem = config.problem(spec)
     if problem:
         return ChildOutcome("error", error=problem)
-    with job_files(spec, shared=bool(config.hosts)) as job:
-        spec_path, result = job.spec, job.result
-        base = rank_env(spec, config, free_port())
+    with point_folder(spec, shared=bool(config.hosts)) as folder:
+        base = rank_env(spec, config, free_port("" if config.hosts else "127.0.0.1"))
         commands, envs, labels = [], [], []
         for node in range(spec.nodes):
             for local in range(spec.devices_per_node):
                 rank = node * spec.devices_per_node + local
                 env = {**base, "RANK": str(rank), "LOCAL_RANK": str(local), "NODE_RANK": str(node),
                        "LOCAL_WORLD_SIZE": str(spec.devices_per_node)}
-                commands.append(config.command(node, [python, "-m", "dlbench.worker", str(spec_path), str(result)],
-                                               env))
+                path = env_file(folder, f"rank{rank}", env) if config.hosts else None
+                commands.append(config.command(node, worker_argv(python, folder), path))
                 envs.append(env)
                 labels.append(f"rank {rank} on {config.label(node)}")
         group = run_group(commands, spec, envs, on_progress)
-        return collect(spec, result, group_failure(spec, group, labels), env=topology(spec, config))
+        return collect(spec, folder.result, group_failure(spec, group, labels), env=topology(spec, config))
+
+
+def run_single(spec: PointSpec, python: str, on_progress: ProgressSink | None,
+               env_extra: dict[str, str] | None = None) -> ChildOutcome:
+    """One worker process on this machine: a group of one."""
+    with point_folder(spec, shared=False) as folder:
+        group = run_group([worker_argv(python, folder)], spec, worker_env(spec, env_extra), on_progress)
+        return collect(spec, folder.result, group_failure(spec, group, ["worker"]))
 
 
 def local(spec: PointSpec, python: str, on_progress: ProgressSink | None) -> ChildOutcome:
     """This machine: the single worker for one device, one plain worker per rank for several."""
     if spec.world_size == 1:
-        return run_local(spec, python, on_progress)
+        return run_single(spec, python, on_progress)
     return launch(spec, python, on_progress, HostsConfig())
-
-
-def default_launcher(spec: PointSpec) -> str:
-    """`local` for one device; for several, the framework's own engine where dlbench drives one."""
-    return ENGINE_FOR.get(spec.framework, "local") if spec.world_size > 1 else "local"
-
-
-def register_launchers(config: HostsConfig | None = None) -> None:
-    """Register local (multi-rank aware), hosts, torchrun, mpirun and slurm with this host configuration."""
-    from dlbench.launch import mpirun, slurm, torchrun
-    from dlbench.launch.point import register_launcher
-
-    cfg = config if config is not None else HostsConfig.from_env()
-    register_launcher("local", local)
-    register_launcher("hosts", functools.partial(launch, config=cfg))
-    register_launcher("torchrun", functools.partial(torchrun.launch, config=cfg))
-    register_launcher("mpirun", functools.partial(mpirun.launch, config=cfg))
-    register_launcher("slurm", functools.partial(slurm.launch, config=cfg))
-

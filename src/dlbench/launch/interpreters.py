@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlbench.backends import BackendInfo, get_info
-from dlbench.launch import envs
+from dlbench.launch import venvs as envs
 
 
 class NotInstalled(Exception):

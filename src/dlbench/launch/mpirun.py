@@ -12,15 +12,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from dlbench.launch.folder import free_port, point_folder
 from dlbench.launch.hosts import HostsConfig, forwarded, rank_env, topology
-from dlbench.launch.ranks import (
-    collect,
-    free_port,
-    group_failure,
-    job_files,
-    run_group,
-)
-from dlbench.launch.worker_process import ChildOutcome, ProgressSink
+from dlbench.launch.merge import collect
+from dlbench.launch.process import ChildOutcome, ProgressSink, group_failure, run_group
 from dlbench.spec import PointSpec
 
 
@@ -59,13 +54,13 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
     problem = config.problem(spec)
     if problem:
         return ChildOutcome("error", error=problem)
-    with job_files(spec, shared=bool(config.hosts)) as job:
-        spec_path, result = job.spec, job.result
+    with point_folder(spec, shared=bool(config.hosts)) as folder:
+        spec_path, result = folder.spec, folder.result
         hostfile = None
         if config.hosts:
-            hostfile = job.folder / "hostfile"
+            hostfile = folder.path / "hostfile"
             hostfile.write_text("".join(f"{h} slots={spec.devices_per_node}\n" for h in config.hosts[:spec.nodes]))
-        env = rank_env(spec, config, free_port())
+        env = rank_env(spec, config, free_port("" if config.hosts else "127.0.0.1"))
         argv = mpirun_argv(spec, python, env, hostfile, str(spec_path), str(result))
         group = run_group([argv], spec, env, on_progress)
         return collect(spec, result, group_failure(spec, group, ["mpirun"]), env=topology(spec, config))

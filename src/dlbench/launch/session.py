@@ -6,7 +6,8 @@ from collections.abc import Callable, Sequence
 
 from dlbench.launch.interpreters import interpreter_for
 from dlbench.launch.point import execute
-from dlbench.launch.worker_process import ProgressSink
+from dlbench.launch.process import ProgressSink
+from dlbench.launch.registry import Launchers
 from dlbench.results.schema import PointResult
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec
@@ -15,13 +16,13 @@ PointStarted = Callable[[int, PointSpec], ProgressSink | None]
 PointDone = Callable[[int, PointResult], None]
 
 
-def run_points(store: Store, run_id: str, specs: Sequence[PointSpec],
+def run_points(store: Store, run_id: str, specs: Sequence[PointSpec], launchers: Launchers,
                started: PointStarted | None = None, done: PointDone | None = None) -> list[PointResult]:
     """Run every spec in order; a failed point is recorded and the run goes on. Ctrl-C propagates."""
     results = []
     for i, spec in enumerate(specs):
         sink = started(i, spec) if started else None
-        result = execute(spec, python=interpreter_for(spec.framework), on_progress=sink)
+        result = execute(spec, launchers, python=interpreter_for(spec.framework), on_progress=sink)
         store.add_point(run_id, result)
         results.append(result)
         if done:

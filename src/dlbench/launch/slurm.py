@@ -20,11 +20,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from dlbench.launch.hosts import HostsConfig, rank_env
-from dlbench.launch.ranks import NODE_HOSTS_VAR, collect, job_files
-from dlbench.launch.worker_process import TAIL_LINES, ChildOutcome, ProgressSink
+from dlbench.launch.folder import point_folder
+from dlbench.launch.hosts import HostsConfig, rank_env, worker_argv
+from dlbench.launch.merge import collect
+from dlbench.launch.process import ChildOutcome, OutputReader, ProgressSink
 from dlbench.spec import PointSpec
-from dlbench.worker import PROGRESS_PREFIX
+from dlbench.wire import NODE_HOSTS_VAR, THREAD_VARS
 
 BATCH_SCRIPT = """#!/bin/sh
 # dlbench: one benchmark point as a Slurm job. The worker command arrives as this script's arguments and goes
@@ -92,18 +93,20 @@ def _squeue_state(job: str) -> tuple[str, str] | None:
 
 
 class _OutputFollower:
-    """Reads the job's output file as it grows: progress lines to the sink, the rest kept as a tail."""
+    """Reads the job's output file as it grows, through the same reader as a child's pipe."""
 
     def __init__(self, path: Path, sink: ProgressSink | None) -> None:
-        self.path, self.sink = path, sink
+        self.path = path
         self.offset = 0
-        self.partial = ""
-        self.tail: list[str] = []
+        self.reader = OutputReader(sink)
+
+    @property
+    def tail(self) -> list[str]:
+        """The last non-progress lines."""
+        return list(self.reader.tail)
 
     def poll(self) -> None:
         """Consume what was appended since the last call."""
-        import json
-
         try:
             with self.path.open() as f:
                 f.seek(self.offset)
@@ -111,17 +114,7 @@ class _OutputFollower:
                 self.offset = f.tell()
         except OSError:
             return
-        lines = (self.partial + text).split("\n")
-        self.partial = lines.pop()
-        for line in lines:
-            if line.startswith(PROGRESS_PREFIX):
-                if self.sink:
-                    try:
-                        self.sink(json.loads(line[len(PROGRESS_PREFIX):]))
-                    except json.JSONDecodeError:
-                        pass
-            elif line.strip():
-                self.tail = [*self.tail, line.rstrip()][-TAIL_LINES:]
+        self.reader.feed(text)
 
 
 def wait_for(job: str, spec: PointSpec, queue_timeout_s: float, follow: Callable[[], None]) -> str | None:
@@ -159,6 +152,17 @@ def wait_for(job: str, spec: PointSpec, queue_timeout_s: float, follow: Callable
         time.sleep(POLL_S)
 
 
+def cancel_and_wait(job: str, limit_s: float = CALL_TIMEOUT_S) -> None:
+    """scancel the job, then wait (bounded) until Slurm no longer lists it, so its folder outlives its tasks."""
+    _call(["scancel", job])
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        answer = _squeue_state(job)
+        if answer is not None and answer[0] in ("", *DONE_STATES):
+            return
+        time.sleep(POLL_S)
+
+
 def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, config: HostsConfig) -> ChildOutcome:
     """Submit the point as a job, wait for it with bounded polls, and merge every rank's result."""
     if shutil.which("sbatch") is None:
@@ -170,24 +174,27 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
     except ValueError as exc:
         return ChildOutcome("error", error=f"cannot read ${EXTRA_ARGS_VAR} or ${QUEUE_TIMEOUT_VAR}: {exc}")
     start = time.monotonic()
-    with job_files(spec, shared=True) as files:
-        folder, spec_path, result, script = files.folder, files.spec, files.result, files.folder / "job.sh"
+    with point_folder(spec, shared=True) as files:
+        folder, result, script = files.path, files.result, files.path / "job.sh"
         script.write_text(BATCH_SCRIPT)
         script.chmod(0o755)
-        worker = [python, "-m", "dlbench.worker", str(spec_path), str(result)]
         env = rank_env(spec, config, 0)
         for name in ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", NODE_HOSTS_VAR):
             env.pop(name)  # the batch script and srun set them on the allocation
         if spec.threads is None:
-            for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            for name in THREAD_VARS:
                 env.pop(name, None)  # the worker splits the compute node's cores, not this machine's
-        sub = _call(sbatch_argv(spec, script, folder, worker, extra), env=env)
+        sub = _call(sbatch_argv(spec, script, folder, worker_argv(python, files), extra), env=env)
         if sub.returncode != 0:
             why = (sub.stderr.strip() or sub.stdout.strip() or f"exit code {sub.returncode}").splitlines()[-1]
             return ChildOutcome("error", error=f"sbatch refused the job: {why}")
         job = sub.stdout.strip().split(";")[0]
         follower = _OutputFollower(folder / "job.out", on_progress)
-        stopped = wait_for(job, spec, queue_timeout_s, follower.poll)
+        try:
+            stopped = wait_for(job, spec, queue_timeout_s, follower.poll)
+        except BaseException:  # Ctrl-C or SIGTERM: cancel the job, and keep its folder until Slurm let it go
+            cancel_and_wait(job)
+            raise
         follower.poll()
         state, exit_code, fields = job_state(job)
         facts = {"slurm_job": job, "slurm_state": state, "slurm_nodes": fields.get("NodeList", ""),

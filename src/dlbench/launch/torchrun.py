@@ -11,15 +11,10 @@ import re
 import signal
 from collections.abc import Sequence
 
-from dlbench.launch.hosts import HostsConfig, rank_env, topology
-from dlbench.launch.ranks import (
-    collect,
-    free_port,
-    group_failure,
-    job_files,
-    run_group,
-)
-from dlbench.launch.worker_process import ChildOutcome, ProgressSink
+from dlbench.launch.folder import free_port, point_folder
+from dlbench.launch.hosts import HostsConfig, env_file, rank_env, topology
+from dlbench.launch.merge import collect
+from dlbench.launch.process import ChildOutcome, ProgressSink, group_failure, run_group
 from dlbench.spec import PointSpec
 
 
@@ -68,13 +63,13 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
     problem = config.problem(spec)
     if problem:
         return ChildOutcome("error", error=problem)
-    with job_files(spec, shared=bool(config.hosts)) as job:
-        spec_path, result = job.spec, job.result
-        port = free_port()
+    with point_folder(spec, shared=bool(config.hosts)) as folder:
+        spec_path, result = folder.spec, folder.result
+        port = free_port("" if config.hosts else "127.0.0.1")
         env = rank_env(spec, config, port)
         commands = [config.command(node, torchrun_argv(spec, python, node, config.master(), port,
                                                        config.rendezvous_timeout_s, str(spec_path), str(result)),
-                                   env)
+                                   env_file(folder, f"node{node}", env) if config.hosts else None)
                     for node in range(spec.nodes)]
         labels = [f"torchrun on {config.label(node)}" for node in range(spec.nodes)]
         group = run_group(commands, spec, env, on_progress)

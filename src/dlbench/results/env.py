@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import datetime
 import functools
+import os
 import platform
 import socket
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from dlbench import __version__
+from dlbench.results.nvml import GpuInfo, gpu_info, session, visible_handles
 
 IDENTITY_KEYS: tuple[str, ...] = (
     "framework", "framework_version", "device", "device_model", "device_count", "cpu_model", "cpu_cores",
-    "cuda", "cudnn", "nccl", "driver", "threads", "dlbench_version",
+    "cuda", "cudnn", "nccl", "driver", "threads", "dlbench_version", "math_mode",
 )
+# GPU settings recorded for the first visible GPU (descriptive: a clock drifts, a comparison still holds).
+GPU_DESCRIPTIVE: tuple[str, ...] = ("uuid", "memory_bytes", "compute_capability", "sm_clock_mhz", "sm_clock_max_mhz",
+                                    "mem_clock_mhz", "mem_clock_max_mhz", "power_limit_w", "ecc", "mig")
 
 
 @functools.lru_cache(maxsize=1)
@@ -35,31 +41,27 @@ def cpu_model() -> str:
 
 
 @functools.lru_cache(maxsize=1)
-def gpus() -> tuple[dict[str, str], ...]:
-    """Name, memory and driver of each NVIDIA GPU through NVML; empty where there is none."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-    except Exception:  # no NVML library, or no driver: a CPU machine
-        return ()
-    try:
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        out = []
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(h)
-            mem = pynvml.nvmlDeviceGetMemoryInfo(h).total
-            out.append({"name": name if isinstance(name, str) else name.decode(),
-                        "memory_bytes": str(mem), "driver": str(driver if isinstance(driver, str) else driver.decode())})
-        return tuple(out)
-    finally:
-        pynvml.nvmlShutdown()
+def gpus() -> GpuInfo:
+    """The GPUs this process may use (CUDA_VISIBLE_DEVICES honoured), through NVML; empty where there is none."""
+    return gpu_info()
 
 
 def cuda_available() -> bool:
-    """Whether NVML sees at least one GPU (never imports a framework)."""
-    return bool(gpus())
+    """Whether NVML sees at least one visible GPU (never imports a framework)."""
+    return bool(gpus().devices)
+
+
+def choose_device(device: str) -> tuple[str, str]:
+    """(device, why) for --device: 'auto' takes the first visible NVIDIA GPU NVML reports, else the CPU."""
+    if device != "auto":
+        return device, f"--device {device}"
+    info = gpus()
+    if info.devices:
+        first = info.devices[0]
+        return "cuda", f"--device auto: NVML sees {len(info.devices)} visible GPU(s), the first a {first['name']}"
+    why = ("CUDA_VISIBLE_DEVICES hides every GPU" if os.environ.get("CUDA_VISIBLE_DEVICES") == ""
+           else "NVML reports no NVIDIA GPU")
+    return "cpu", f"--device auto: {why}, so the CPU"
 
 
 def physical_cores() -> int:
@@ -81,7 +83,7 @@ def git_commit() -> str:
 
 def host_identity(device: str, threads: int) -> dict[str, str]:
     """The controller's identity keys for a point on this device."""
-    g = gpus()
+    g = gpus().devices
     ident = {
         "device": device,
         "cpu_model": cpu_model(),
@@ -90,16 +92,24 @@ def host_identity(device: str, threads: int) -> dict[str, str]:
         "dlbench_version": __version__,
     }
     if device == "cuda" and g:
-        ident.update(device_model=g[0]["name"], device_count=str(len(g)), driver=g[0]["driver"])
+        ident.update(device_model=g[0]["name"], device_count=str(len(g)), driver=gpus().driver)
     else:
         ident.update(device_model=cpu_model(), device_count="1")
     return ident
 
 
-def host_descriptive() -> dict[str, str]:
-    """Keys that are shown but never block a comparison."""
+def host_descriptive(device: str = "cpu") -> dict[str, str]:
+    """Keys that are shown but never block a comparison; on a GPU, the first visible GPU's settings too."""
     freq = psutil.cpu_freq()
-    return {
+    gpu: dict[str, str] = {}
+    visible = gpus().devices if device == "cuda" else ()
+    if visible:
+        gpu = {f"gpu_{k}": visible[0][k] for k in GPU_DESCRIPTIVE}
+        gpu["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES", "(unset: all)")
+        differ = [k for k in GPU_DESCRIPTIVE if k != "uuid" and len({d[k] for d in visible}) > 1]
+        if differ:
+            gpu["gpu_settings_differ"] = ", ".join(differ)
+    return {**gpu, 
         "hostname": socket.gethostname(),
         "cpu_mhz": f"{freq.current:.0f}" if freq else "",
         "cpu_max_mhz": f"{freq.max:.0f}" if freq and freq.max else "",
@@ -116,18 +126,15 @@ _PCI_PATHS: dict[int, str] = {0: "same board", 10: "PIX", 20: "PXB", 30: "PHB", 
 
 
 def interconnect() -> dict[str, str]:
-    """How this node's GPUs are linked, through NVML: NVLink links per GPU, PCIe link, GPU 0-1 path; {} on CPU."""
-    try:
-        import pynvml
-    except ImportError:
-        return {}
-    try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:  # no NVML library, or no driver: nothing to read
-        return {}
+    """How this node's visible GPUs are linked, through NVML: NVLink links per GPU, PCIe link, GPU 0-1 path."""
+    with session() as pynvml:
+        return {} if pynvml is None else _links(pynvml)
+
+
+def _links(pynvml: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     try:
-        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        handles = visible_handles(pynvml)
         if not handles:
             return {}
         links = 0
@@ -152,8 +159,6 @@ def interconnect() -> dict[str, str]:
                 pass
     except pynvml.NVMLError as exc:  # a partial NVML (containers, MIG) must not fail a point: say what failed
         out["interconnect_error"] = f"{type(exc).__name__}: {exc}"[:200]
-    finally:
-        pynvml.nvmlShutdown()
     return out
 
 

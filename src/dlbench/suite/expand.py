@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 from dlbench.backends import all_backends
 from dlbench.cases import get_case
-from dlbench.launch.hosts import default_launcher
+from dlbench.launch.registry import Launchers
 from dlbench.launch.interpreters import installed
-from dlbench.spec import PointSpec, Protocol, parse_scale, preset
+from dlbench.spec import PointSpec, Protocol, parse_scale, parse_size, preset
 from dlbench.suite.schema import AXES, Suite, SuiteError
 
 
@@ -106,14 +106,12 @@ def _planned(suite: Suite, point: dict[str, object], device: str, protocol: Prot
         launcher="local" if suite.launcher == "auto" else suite.launcher, timeout_s=suite.timeout,
         threads=suite.threads)
     if suite.launcher == "auto":
-        spec = dataclasses.replace(spec, launcher=default_launcher(spec))
+        spec = dataclasses.replace(spec, launcher=Launchers.default_for(spec))
     return PlannedPoint(spec, group)
 
 
 def memory_limit_bytes(suite: Suite, model: str, override: str | None = None) -> int | None:
     """The emulated device budget of max-batch probes on the CPU: --memory-limit, else the suite's (per model)."""
-    from dlbench.cli.options import parse_size  # lazily: importing dlbench.cli registers every sub-command
-
     text = override or suite.memory_limit
     if isinstance(text, dict):
         text = text.get(get_case(model).name)

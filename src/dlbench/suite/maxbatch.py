@@ -2,11 +2,17 @@
 
 Between lo (known to fit) and hi (known to fail) it probes lo, then bisects. With lo = 1 that finds the exact
 max in at most ceil(log2(hi / lo)) + 1 probes; for lo > 1 the same bound is a budget, and a search that
-spends it before the interval closes reports the largest size that fit, marked not exact. A probe fits when
-its worker finished with status ok (and, under a CPU memory limit, its peak RSS stayed under it); an OOM,
-a crash, an error or a timeout all mean it does not. Probes are stored as the points of a run of kind
-"maxbatch" whose meta holds the search key, so a later search with the same key (the configuration, the
-device model and the framework version) reuses them instead of running them again.
+spends it before the interval closes reports the largest size that fit, marked not exact.
+
+A probe *fits* when its worker finished ok (and, under a CPU memory limit, its peak RSS stayed under it). It
+is *too big* only when it ran out of memory: `oom` (the framework's out-of-memory error, compile-time ones
+included, or the emulated budget passed). Any other failure (a cuDNN error, a compile failure, a crash, a
+timeout) says nothing about memory: it stops the search, which reports it with its reason.
+
+Probes are stored as the points of a run of kind "maxbatch" whose meta holds the search key, so a later search
+with the same key (the configuration, the device model and the framework version) reuses those that fit or ran
+out of memory; a probe that failed for another reason is never reused, so a passing fault cannot poison later
+searches.
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ from dataclasses import dataclass
 
 from dlbench.launch.interpreters import state
 from dlbench.launch.point import execute
-from dlbench.launch.worker_process import ProgressSink
+from dlbench.launch.process import ProgressSink
+from dlbench.launch.registry import Launchers
 from dlbench.results.env import host_identity, physical_cores
 from dlbench.results.schema import PointResult
 from dlbench.results.store import Store
@@ -35,11 +42,16 @@ class Probe:
 
     batch: int
     fits: bool
-    status: str
+    status: str  # ok, oom, or the failure that stopped the search
     throughput: float | None = None
     peak_memory_bytes: int | None = None
     error: str | None = None
     cached: bool = False
+
+    @property
+    def too_big(self) -> bool:
+        """Whether the probe ran out of memory (the only failure that bounds the search)."""
+        return not self.fits and self.status == "oom"
 
 
 @dataclass(frozen=True)
@@ -70,19 +82,28 @@ def probe_bound(lo: int, hi: int) -> int:
     return math.ceil(math.log2(hi / lo)) + 1
 
 
+def _stopped(p: Probe) -> str:
+    return f"the probe at batch {p.batch} failed for a reason other than memory ({p.status}): {p.error or ''}".strip()
+
+
 def bisect(lo: int, hi: int, probe: Callable[[int], Probe]) -> tuple[int | None, bool, list[Probe], str]:
-    """Probe lo, then bisect (lo, hi) within the probe bound: (max or None, exact, probes, note)."""
+    """Probe lo, then bisect (lo, hi) within the probe bound: (max or None, exact, probes, note). Only an
+    out-of-memory probe lowers the upper end; any other failure stops the search (max None, the reason noted)."""
     probes = [probe(lo)]
     if not probes[0].fits:
-        return None, False, probes, f"even the lower bound {lo} does not fit ({probes[0].status})"
+        if probes[0].too_big:
+            return None, False, probes, f"even the lower bound {lo} does not fit (oom)"
+        return None, False, probes, _stopped(probes[0])
     good, bad, budget = lo, hi, probe_bound(lo, hi)
     while bad - good > 1 and len(probes) < budget:
         mid = (good + bad) // 2
         probes.append(probe(mid))
+        if not probes[-1].fits and not probes[-1].too_big:
+            return None, False, probes, _stopped(probes[-1])
         good, bad = (mid, bad) if probes[-1].fits else (good, mid)
     if bad - good > 1:
         return good, False, probes, f"probe budget spent: the max is in [{good}, {bad})"
-    if bad == hi and not any(not p.fits for p in probes):
+    if bad == hi and not any(p.too_big for p in probes):
         return good, False, probes, f"every probe fit: {hi} was assumed to fail and was not probed; raise hi"
     return good, True, probes, ""
 
@@ -119,11 +140,14 @@ def to_probe(result: PointResult, cached: bool = False) -> Probe:
 
 
 def cached_probes(store: Store, key: str) -> dict[int, Probe]:
-    """Probes of earlier searches with this key, by batch size (the latest wins)."""
+    """Probes of earlier searches with this key that fit or ran out of memory, by batch size (the latest wins);
+    a probe that failed for another reason is not reused."""
     runs = [r.id for r in store.runs() if r.kind == MAXBATCH_KIND and r.meta.get("search_key") == key]
     out: dict[int, Probe] = {}
     for p in store.points(runs) if runs else []:
-        out[p.result.spec.batch_size] = to_probe(p.result, cached=True)
+        probe = to_probe(p.result, cached=True)
+        if probe.fits or probe.too_big:
+            out[p.result.spec.batch_size] = probe
     return out
 
 
@@ -132,7 +156,7 @@ ProbeStarted = Callable[[int, PointSpec], ProgressSink | None]
 
 def search(store: Store, base: PointSpec, lo: int, hi: int, warmup: int = 1, steps: int = 1,
            memory_limit: int | None = None, python: str = sys.executable,
-           started: ProbeStarted | None = None) -> MaxBatch:
+           started: ProbeStarted | None = None, *, launchers: Launchers) -> MaxBatch:
     """Search the max batch for base's configuration, reusing stored probes and storing new ones."""
     key = search_key(base, memory_limit)
     known = cached_probes(store, key)
@@ -146,7 +170,7 @@ def search(store: Store, base: PointSpec, lo: int, hi: int, warmup: int = 1, ste
                                            meta={"search_key": key, "lo": lo, "hi": hi}))
         spec = probe_spec(base, batch, warmup, steps, memory_limit)
         sink = started(batch, spec) if started else None
-        result = execute(spec, python=python, on_progress=sink)
+        result = execute(spec, launchers, python=python, on_progress=sink)
         store.add_point(run_id[0], result)
         return to_probe(result)
 

@@ -11,7 +11,8 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 
 from dlbench.backends import UnknownFramework, get_info
 from dlbench.cases import UnknownCase, get_case
-from dlbench.spec import PRESETS, STRATEGIES, SpecError, parse_scale
+from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
+from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, SpecError, parse_scale, parse_size
 
 AXES: tuple[str, ...] = ("framework", "model", "batch", "precision", "compile", "data", "scale", "strategy")
 BATCH_WORDS: tuple[str, ...] = ("min", "fixed", "max")
@@ -60,8 +61,6 @@ def _strategy(name: str) -> str:
 
 
 def _size(text: str) -> str:
-    from dlbench.cli.options import parse_size  # lazily: importing dlbench.cli registers every sub-command
-
     try:
         parse_size(text)
     except SpecError as exc:
@@ -83,7 +82,7 @@ Model = Annotated[str, AfterValidator(_model)]
 BatchValue = Annotated[Union[int, str], BeforeValidator(_batch)]
 Scale = Annotated[str, AfterValidator(_scale)]
 Strategy = Annotated[str, AfterValidator(_strategy)]
-Precision = Literal["fp32", "amp", "bf16"]
+Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
 Data = Literal["synthetic", "real"]
 
 
@@ -205,6 +204,13 @@ class Suite(_Strict):
     loader_workers: int = Field(default=2, ge=0)
     channels_last: bool = False
     launcher: str = "auto"  # auto: local on one device, the framework's engine (torchrun ...) on several
+
+    @field_validator("launcher")
+    @classmethod
+    def _launcher(cls, v: str) -> str:
+        if v != "auto" and v not in LAUNCHER_NAMES:
+            raise ValueError(f"unknown launcher {v!r}; known: auto, {', '.join(LAUNCHER_NAMES)}")
+        return v
     axes: Axes
     exclude: list[Selector] = Field(default_factory=list)
     max_batch: MaxBatchConfig = MaxBatchConfig()

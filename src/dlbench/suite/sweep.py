@@ -13,13 +13,15 @@ from dataclasses import dataclass
 
 from dlbench.data.layout import DataLayoutError, image_root, read_manifest, text_root
 from dlbench.launch.interpreters import NotInstalled, interpreter_for
-from dlbench.launch.maxbatch import MaxBatch, ProbeStarted, search
-from dlbench.launch.point import execute, outcome_to_result
-from dlbench.launch.worker_process import ChildOutcome, ProgressSink
+from dlbench.launch.point import execute
+from dlbench.launch.process import ProgressSink
+from dlbench.launch.registry import Launchers
+from dlbench.results.record import point_result
 from dlbench.results.schema import PointResult
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec
 from dlbench.suite.expand import PlannedPoint
+from dlbench.suite.maxbatch import MaxBatch, ProbeStarted, search
 
 PointStarted = Callable[[PointSpec], ProgressSink | None]
 PointDone = Callable[[PointResult], None]
@@ -38,7 +40,7 @@ class MaxBatchSettings:
 
 
 @dataclass(frozen=True)
-class Job:
+class SweepPoint:
     """A resolved point to run (or to record without running, when result is set), with its batch groups."""
 
     spec: PointSpec
@@ -52,7 +54,7 @@ def search_base(point: PlannedPoint) -> PointSpec:
     return dataclasses.replace(point.spec, data="synthetic", data_dir=None)
 
 
-def run_searches(store: Store, planned: Sequence[PlannedPoint], settings: MaxBatchSettings,
+def run_searches(store: Store, planned: Sequence[PlannedPoint], settings: MaxBatchSettings, launchers: Launchers,
                  started: SearchStarted | None = None, probe_started: ProbeStarted | None = None
                  ) -> dict[str, MaxBatch]:
     """One search per distinct configuration among the max points of installed frameworks, keyed by spec key."""
@@ -68,37 +70,37 @@ def run_searches(store: Store, planned: Sequence[PlannedPoint], settings: MaxBat
         if started:
             started(base, len(out))
         out[base.key()] = search(store, base, settings.lo, settings.hi, settings.warmup, settings.steps,
-                                 settings.memory_limits.get(base.model), python=python, started=probe_started)
+                                 settings.memory_limits.get(base.model), python=python, started=probe_started,
+                                 launchers=launchers)
     return out
 
 
 def _failed_search(spec: PointSpec, found: MaxBatch) -> PointResult:
-    first = found.probes[0]
-    outcome = ChildOutcome(first.status, error=f"no batch size in [{found.lo}, {found.hi}) fits: {first.error or ''}"
-                           .strip())
-    return outcome_to_result(spec, outcome, time.time())
+    last = found.probes[-1]
+    why = f"no batch size in [{found.lo}, {found.hi}) fits" if last.too_big else "the max-batch search stopped"
+    return point_result(spec, last.status, None, f"{why}: {found.note}", [], time.time())
 
 
-def resolve(planned: Sequence[PlannedPoint], searches: dict[str, MaxBatch]) -> list[Job]:
+def resolve(planned: Sequence[PlannedPoint], searches: dict[str, MaxBatch]) -> list[SweepPoint]:
     """Points with their batch found, merged when two groups land on the same configuration (e.g. max = fixed)."""
-    jobs: dict[str, Job] = {}
+    items: dict[str, SweepPoint] = {}
     for point in planned:
         found = searches.get(search_base(point).key()) if point.needs_search else None
         if found is not None and found.max_batch is None:
             failed = _failed_search(point.spec, found)
-            jobs[f"failed-search {point.spec.key()}"] = Job(point.spec, ("max",), result=failed, search=found)
+            items[f"failed-search {point.spec.key()}"] = SweepPoint(point.spec, ("max",), result=failed, search=found)
             continue
         if point.needs_search and found is None:  # not searched (framework not installed): recorded as such
-            jobs[f"unsearched {point.spec.key()}"] = Job(point.spec, ("max",))
+            items[f"unsearched {point.spec.key()}"] = SweepPoint(point.spec, ("max",))
             continue
         spec = point.with_batch(found.max_batch).spec if found is not None and found.max_batch else point.spec
         key = spec.key()
-        if key in jobs:
-            old = jobs[key]
-            jobs[key] = dataclasses.replace(old, groups=(*old.groups, point.batch_group), search=old.search or found)
+        if key in items:
+            old = items[key]
+            items[key] = dataclasses.replace(old, groups=(*old.groups, point.batch_group), search=old.search or found)
         else:
-            jobs[key] = Job(spec, (point.batch_group,), search=found)
-    return list(jobs.values())
+            items[key] = SweepPoint(spec, (point.batch_group,), search=found)
+    return list(items.values())
 
 
 def data_source(spec: PointSpec) -> dict[str, object]:
@@ -117,18 +119,18 @@ def data_source(spec: PointSpec) -> dict[str, object]:
     return {"data": "real", "folder": str(folder), **{k: manifest[k] for k in keep if k in manifest}}
 
 
-def annotate(result: PointResult, job: Job) -> PointResult:
+def annotate(result: PointResult, item: SweepPoint) -> PointResult:
     """Add the sweep's facts to a point: its batch groups, its data source, and the search behind a max."""
-    extra: dict[str, object] = {**result.extra, "batch_group": "+".join(job.groups),
-                                "data_source": data_source(job.spec)}
-    if job.search is not None:
-        extra["max_batch"] = {"max": job.search.max_batch, "exact": job.search.exact, "lo": job.search.lo,
-                              "hi": job.search.hi, "probes": len(job.search.probes),
-                              "new_probes": job.search.new_probes, "note": job.search.note}
+    extra: dict[str, object] = {**result.extra, "batch_group": "+".join(item.groups),
+                                "data_source": data_source(item.spec)}
+    if item.search is not None:
+        extra["max_batch"] = {"max": item.search.max_batch, "exact": item.search.exact, "lo": item.search.lo,
+                              "hi": item.search.hi, "probes": len(item.search.probes),
+                              "new_probes": item.search.new_probes, "note": item.search.note}
     return dataclasses.replace(result, extra=extra)
 
 
-def job_id(spec: PointSpec, groups: Sequence[str]) -> tuple[str, str]:
+def point_identity(spec: PointSpec, groups: Sequence[str]) -> tuple[str, str]:
     """A point's identity in a sweep: its spec key and batch groups (a failed max search shares lo's key)."""
     return spec.key(), "+".join(groups)
 
@@ -138,31 +140,31 @@ def done_ids(store: Store, run_id: str) -> set[tuple[str, str]]:
     keys = store.done_keys(run_id)
     if not keys:
         return set()
-    return {job_id(p.result.spec, str(p.result.extra.get("batch_group", "")).split("+"))
+    return {point_identity(p.result.spec, str(p.result.extra.get("batch_group", "")).split("+"))
             for p in store.points([run_id])}
 
 
-def pending(store: Store, run_id: str, jobs: Sequence[Job]) -> list[Job]:
-    """The jobs a run does not hold yet."""
+def pending(store: Store, run_id: str, items: Sequence[SweepPoint]) -> list[SweepPoint]:
+    """The sweep points a run does not hold yet."""
     done = done_ids(store, run_id)
-    return [j for j in jobs if job_id(j.spec, j.groups) not in done]
+    return [j for j in items if point_identity(j.spec, j.groups) not in done]
 
 
-def run_jobs(store: Store, run_id: str, jobs: Sequence[Job], started: PointStarted | None = None,
-             done: PointDone | None = None) -> list[PointResult]:
-    """Run every job the run lacks, committing each point at once. Ctrl-C propagates."""
+def run_sweep_points(store: Store, run_id: str, items: Sequence[SweepPoint], launchers: Launchers,
+             started: PointStarted | None = None, done: PointDone | None = None) -> list[PointResult]:
+    """Run every item the run lacks, committing each point at once. Ctrl-C propagates."""
     results = []
-    for job in pending(store, run_id, jobs):
-        if job.result is not None:
-            result = job.result
+    for item in pending(store, run_id, items):
+        if item.result is not None:
+            result = item.result
         else:
             try:
-                python = interpreter_for(job.spec.framework)
+                python = interpreter_for(item.spec.framework)
             except NotInstalled as exc:
-                result = outcome_to_result(job.spec, ChildOutcome("unsupported", error=str(exc)), time.time())
+                result = point_result(item.spec, "unsupported", None, str(exc), [], time.time())
             else:
-                result = execute(job.spec, python=python, on_progress=started(job.spec) if started else None)
-        result = annotate(result, job)
+                result = execute(item.spec, launchers, python=python, on_progress=started(item.spec) if started else None)
+        result = annotate(result, item)
         store.add_point(run_id, result)
         results.append(result)
         if done:

@@ -1,0 +1,251 @@
+"""Child processes of a point: start argv lists (never shell strings), read their output, watch their time and
+memory, and stop them and everything they started. Imports no framework.
+
+Every command starts in its own session, and with the kernel asked to SIGKILL it when the controller dies
+(PR_SET_PDEATHSIG), so that a `kill -9` of dlbench leaves no engine (torchrun, mpirun) training on; the worker
+asks the same of whatever started it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import psutil
+
+from dlbench.spec import PointSpec
+from dlbench.wire import ALLOCATOR_VARS, THREAD_VARS, WorkerResult, parse_progress
+
+ProgressSink = Callable[[dict[str, object]], None]
+TAIL_LINES = 15
+GRACE_S = 15.0  # after one command fails, how long the others get to write their own error before the kill
+
+
+@dataclass
+class ChildOutcome:
+    """How a point's child process(es) ended: a status, the (merged) worker result if any, the last output lines."""
+
+    status: str
+    result: WorkerResult | None = None
+    error: str | None = None
+    tail: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+class OutputReader:
+    """Turns a child's output, line by line or chunk by chunk, into progress events and a tail of other lines."""
+
+    def __init__(self, sink: ProgressSink | None, keep: int = TAIL_LINES) -> None:
+        self.sink = sink
+        self.tail: deque[str] = deque(maxlen=keep)
+        self.partial = ""
+
+    def line(self, text: str) -> None:
+        """One output line: a progress event goes to the sink, any other non-blank line to the tail."""
+        event = parse_progress(text)
+        if event is not None:
+            if self.sink:
+                self.sink(event)
+        elif text.strip():
+            self.tail.append(text.rstrip())
+
+    def feed(self, chunk: str) -> None:
+        """Output that may end mid-line (a file being appended to); complete lines are read now."""
+        lines = (self.partial + chunk).split("\n")
+        self.partial = lines.pop()
+        for text in lines:
+            self.line(text)
+
+
+def tree_rss(proc: psutil.Process) -> int:
+    """Resident memory of a process and all its children (0 once it has gone)."""
+    try:
+        members = [proc, *proc.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    total = 0
+    for p in members:
+        try:
+            total += p.memory_info().rss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return total
+
+
+def kill_group(popen: subprocess.Popen[str]) -> None:
+    """SIGKILL the child's whole session (it was started with start_new_session)."""
+    try:
+        os.killpg(popen.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _die_with_controller() -> None:
+    """In the child before exec (Linux): be SIGKILLed when the controller dies."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            pass
+
+
+def worker_env(spec: PointSpec, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The child's environment: this one, the thread count and the allocator policy set the same way for every
+    framework, unbuffered output."""
+    env = dict(os.environ)
+    threads = spec.threads or psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    for var in THREAD_VARS:
+        env[var] = str(threads)
+    for var, value in ALLOCATOR_VARS.items():
+        env.setdefault(var, value)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class GroupOutcome:
+    """How a group of commands ended: exit codes (None = killed), why killed, output tails, wall time."""
+
+    codes: list[int | None]
+    killed: str | None = None
+    tails: list[list[str]] = field(default_factory=list)
+    wall_s: float = 0.0
+    peak_rss: int = 0
+
+
+def _start(argv: Sequence[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env, start_new_session=True, preexec_fn=_die_with_controller)
+
+
+def run_group(commands: Sequence[Sequence[str]], spec: PointSpec, env: dict[str, str] | Sequence[dict[str, str]],
+              on_progress: ProgressSink | None = None, grace_s: float = GRACE_S,
+              poll_s: float = 0.05) -> GroupOutcome:
+    """Run argv lists side by side until all end; every wait is bounded.
+
+    The group is killed when it passes the spec's timeout or memory limit (the resident memory of every
+    command's process tree), and the survivors are killed `grace_s` after the first command fails (a peer of a
+    dead rank may otherwise wait for it for long). A single worker is a group of one.
+    """
+    envs = [env] * len(commands) if isinstance(env, dict) else list(env)
+    start = time.monotonic()
+    readers = [OutputReader(on_progress) for _ in commands]
+    popens: list[subprocess.Popen[str]] = []
+    for argv, e in zip(commands, envs):
+        try:
+            popens.append(_start(argv, e))
+        except OSError as exc:  # e.g. the reach command or the engine is not installed
+            for p in popens:
+                kill_group(p)
+                p.wait()
+            why: list[list[str]] = [[] for _ in commands]
+            why[len(popens)] = [f"cannot start {argv[0]}: {exc.strerror or exc}"]
+            failed: list[int | None] = [None] * len(commands)
+            failed[len(popens)] = 127
+            return GroupOutcome(failed, None, why, time.monotonic() - start)
+
+    def pump(i: int) -> None:
+        stream = popens[i].stdout
+        assert stream is not None
+        for text in stream:
+            readers[i].line(text)
+
+    threads = [threading.Thread(target=pump, args=(i,), daemon=True) for i in range(len(popens))]
+    for t in threads:
+        t.start()
+    procs = [psutil.Process(p.pid) for p in popens]
+    killed: str | None = None
+    first_failure: float | None = None
+    peak = 0
+    try:
+        while any(p.poll() is None for p in popens):
+            now = time.monotonic()
+            if now - start > spec.timeout_s:
+                killed = "timeout"
+            elif spec.memory_limit_bytes is not None:
+                peak = max(peak, sum(tree_rss(p) for p in procs))
+                if peak > spec.memory_limit_bytes:
+                    killed = "oom"
+            if first_failure is None and any(p.poll() not in (None, 0) for p in popens):
+                first_failure = now
+            if first_failure is not None and now - first_failure > grace_s:
+                killed = killed or "peer_failed"
+            if killed:
+                break
+            time.sleep(poll_s)
+    except BaseException:  # Ctrl-C or SIGTERM in the controller: every command is in its own session, stop them
+        for p in popens:
+            kill_group(p)
+            p.wait()
+        raise
+    codes: list[int | None] = []
+    for p in popens:
+        running = p.poll() is None
+        kill_group(p)  # the whole session: leftovers such as loader workers or torchrun's children
+        p.wait()
+        codes.append(None if running else p.returncode)
+    for t in threads:
+        t.join(timeout=5)
+    return GroupOutcome(codes, killed, [list(r.tail) for r in readers], time.monotonic() - start, peak)
+
+
+def signal_name(code: int) -> str:
+    """The name of the signal behind a negative exit code."""
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _last_line(lines: Sequence[str]) -> str:
+    """The most telling output line: the last one naming an error, else the last one."""
+    for line in reversed(lines):
+        low = line.lower()
+        if any(word in low for word in ("error", "exception", "failed", "timed out", "timeout", "refused",
+                                        "cannot", "no such", "unreachable", "killed", "signal")):
+            return line.strip()[:300]
+    return lines[-1].strip()[:300] if lines else "no output"
+
+
+def group_failure(spec: PointSpec, group: GroupOutcome, labels: Sequence[str]) -> ChildOutcome | None:
+    """A failed outcome when the group was killed or a command failed, with a one-line reason; else None.
+
+    A SIGKILL the controller did not send is `crashed`, named as such: the kernel's out-of-memory killer is one
+    cause among several (an administrator, a job scheduler), and dlbench cannot tell which.
+    """
+    tail = [f"[{labels[i]}] {line}" if len(labels) > 1 else line
+            for i, t in enumerate(group.tails) for line in t][-TAIL_LINES * 2:]
+    if group.killed == "timeout":
+        return ChildOutcome("timeout", error=f"exceeded the {spec.timeout_s:g} s timeout", tail=tail,
+                            wall_s=group.wall_s)
+    if group.killed == "oom":
+        return ChildOutcome("oom", error=f"passed the memory limit of {spec.memory_limit_bytes} bytes "
+                                         f"(reached {group.peak_rss})", tail=tail, wall_s=group.wall_s)
+    bad = [i for i, c in enumerate(group.codes) if c not in (0, None)]
+    if not bad:
+        return None
+    i = bad[0]
+    code = group.codes[i]
+    assert code is not None
+    died = code < 0 and -code in signal.valid_signals()
+    if died:
+        how = f"died from {signal_name(code)}"
+        if -code == signal.SIGKILL:
+            how += " (sent by another process: the kernel's out-of-memory killer, a scheduler or a user)"
+    else:
+        how = f"exited with code {code}"
+    return ChildOutcome("crashed" if died else "error", error=f"{labels[i]} {how}: {_last_line(group.tails[i])}",
+                        tail=tail, wall_s=group.wall_s)
+
+
+__all__ = ["ChildOutcome", "GroupOutcome", "OutputReader", "ProgressSink", "TAIL_LINES", "group_failure",
+           "kill_group", "run_group", "signal_name", "tree_rss", "worker_env"]
