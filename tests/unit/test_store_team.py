@@ -82,11 +82,17 @@ def test_push_and_pull_are_idempotent(store_url: str, tmp_path: Path, cli: Calla
     c = copy_runs(local, Store(store_url), [half])  # the sweep finished: its status and new point follow
     assert (c.runs_added, c.runs_updated, c.points_added) == (0, 1, 1)
     assert Store(store_url, readonly=True).get_run(half).status == "done"
+    dead = Store(machine_a).create_run("dlbench sweep (killed)", kind="sweep")
+    with Store(machine_a).transaction(write=True) as conn:  # as if its controller had died: a pid that is gone
+        conn.exec_driver_sql(f"UPDATE runs SET pid=pid+10000000 WHERE id='{dead}'")
+    copy_runs(Store(machine_a), Store(store_url), [dead])
+    assert Store(store_url, readonly=True).get_run(dead).status == "interrupted"  # for readers on any host
     gathered = tmp_path / "gathered.db"
     for _ in range(2):
         code, out, err = cli("store", "pull", "--all", "--from", store_url, "--store", str(gathered))
         assert code == 0, err
     assert "0 new point(s), 6 already there" in out
+    assert len(Store(gathered, readonly=True).runs()) == 4
     mine = {p.uid: p.result for p in Store(gathered, readonly=True).points()}
     theirs = {p.uid: p.result for p in Store(store_url, readonly=True).points()}
     assert mine == theirs and len(mine) == 6

@@ -34,6 +34,7 @@ def _copy_run(src: Store, dst: Store, run_id: str) -> Copied:
         run = dict(c.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().one())
         rows = [dict(r) for r in c.execute(sa.select(points).where(points.c.run_id == run_id)
                                            .order_by(points.c.id)).mappings()]
+    run["status"] = src.get_run(run_id).status  # a run whose controller died goes out as interrupted
     for r in rows:
         r.pop("id")
         if not r.get("uid"):
