@@ -26,19 +26,21 @@ def test_resnet50_and_bert_end_to_end(cli: Callable[..., CliResult], store_path:
         assert r.metrics.throughput > 0 and r.metrics.ci_low <= r.metrics.throughput * 1.5
         assert r.metrics.final_loss is not None and r.metrics.final_loss == r.metrics.final_loss
         assert r.metrics.peak_memory_bytes and r.metrics.memory_kind == "rss"
-        assert [len(rep.step_times) for rep in r.ranks[0].repeats] == [2, 2]
+        assert [rep.steps for rep in r.ranks[0].repeats] == [2, 2]  # two windows of one step each
         assert r.env.identity["framework_version"].startswith("2.")
-        assert r.env.identity["device"] == "cpu"
+        assert r.env.identity["device"] == "cpu" and r.env.identity["math_mode"] == "fp32"
     code, out, _ = cli("results", "--format", "json", "--store", str(store_path))
-    assert len(json.loads(out)[0]["ranks"][0]["repeats"][0]["step_times"]) == 2
+    assert json.loads(out)[0]["ranks"][0]["repeats"][0]["window_steps"] == [1, 1]
 
 
-def test_amp_on_cpu_is_bf16_autocast_and_channels_last(cli: Callable[..., CliResult], store_path: Path) -> None:
-    code, _, err = cli("run", "-f", "torch", "-m", "alexnet", "-p", "amp", "--channels-last", *SMALL,
+def test_bf16_and_channels_last_on_cpu_and_amp_is_refused(cli: Callable[..., CliResult], store_path: Path) -> None:
+    code, _, err = cli("run", "-f", "torch", "-m", "alexnet", "-p", "bf16,amp", "--channels-last", *SMALL,
                        "--store", str(store_path))
-    assert code == 0, err
-    [p] = Store(store_path).points()
-    assert p.result.status == "ok" and p.result.spec.precision == "amp" and p.result.spec.channels_last
+    assert code == 1, err  # amp is refused, so not every point is ok
+    bf16, amp = [p.result for p in Store(store_path).points()]
+    assert bf16.status == "ok" and bf16.spec.channels_last and bf16.env.identity["math_mode"] == "bf16"
+    # amp means float16 with loss scaling in every backend: a GPU mode; the CPU's reduced precision is bf16
+    assert amp.status == "unsupported" and "--precision bf16" in (amp.error or "")
 
 
 def test_channels_last_is_refused_for_bert(cli: Callable[..., CliResult], store_path: Path) -> None:

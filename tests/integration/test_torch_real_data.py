@@ -12,17 +12,20 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed in this environment: pip install -e '.[torch]'")
 
-from dlbench.backends.torch.real_data import ImageList, LoaderTrainer, build_trainer  # noqa: E402
+from dlbench.backends.torch.data import ImageList, batches  # noqa: E402
+from dlbench.backends.torch.step import TorchTrainer  # noqa: E402
 from dlbench.cases import get_case  # noqa: E402
 from dlbench.data.imagenet import make_imagenet  # noqa: E402
 from dlbench.data.layout import read_train_list  # noqa: E402
 from dlbench.data.text import make_text  # noqa: E402
-from dlbench.suite.maxbatch import probe_bound, search  # noqa: E402
+from dlbench.launch.registry import Launchers  # noqa: E402
+from dlbench.numerics import resolve_precision  # noqa: E402
 from dlbench.protocol.runner import measure  # noqa: E402
 from dlbench.protocol.stats import INPUT_BOUND_SHARE, summarize  # noqa: E402
 from dlbench.results.schema import RankRaw  # noqa: E402
 from dlbench.results.store import Store  # noqa: E402
 from dlbench.spec import PointSpec, Protocol  # noqa: E402
+from dlbench.suite.maxbatch import probe_bound, search  # noqa: E402
 
 pytestmark = pytest.mark.framework("torch")
 CliResult = tuple[int, str, str]
@@ -86,22 +89,21 @@ def test_slow_loader_is_input_bound() -> None:
                           nn.Linear(2048, 1000))
     spec = PointSpec(framework="torch", model="alexnet", batch_size=2, protocol=Protocol(1, 4, 2, "mean"))
     for delay, bound in ((0.1, True), (0.0, False)):
-        trainer = LoaderTrainer(slow(delay), 1, 4, case, model, torch.device("cpu"), "fp32", False)
-        trainer.reset_input_wait()
-        repeats = measure(trainer, spec.protocol)
-        metrics = summarize(spec, (RankRaw(rank=0, repeats=repeats, input_wait_s=trainer.input_wait_s()),))
+        trainer = TorchTrainer(case, model, slow(delay), torch.device("cpu"), resolve_precision("fp32", "cpu"),
+                               False, global_batch=2)
+        measured = measure(trainer, spec.protocol)
+        metrics = summarize(spec, (RankRaw(rank=0, repeats=measured.repeats, input_wait_s=measured.input_wait_s),))
         assert metrics.input_bound is bound, metrics.input_wait_share
         if bound:
             assert metrics.input_wait_share > INPUT_BOUND_SHARE
             # 2 repeats x 4 measured steps; the 2 warm-up waits are not counted
-            assert 8 * delay <= trainer.input_wait_s() < 9.5 * delay
+            assert 8 * delay <= measured.input_wait_s < 9.5 * delay
 
 
 def test_too_few_samples_for_the_batch_is_a_clear_error(images: Path) -> None:
     spec = real_spec("alexnet", images, batch_size=64, loader_workers=0)
-    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 1000))
     with pytest.raises(Exception, match="fewer than the batch size 64"):
-        build_trainer(spec, get_case("alexnet"), model, torch.device("cpu"), seed=0)
+        next(batches(spec, get_case("alexnet"), torch.device("cpu"), seed=0))
 
 
 @pytest.mark.slow
@@ -111,7 +113,7 @@ def test_cpu_max_batch_search_under_a_memory_limit(tmp_path: Path) -> None:
                      input_size=64, threads=1, timeout_s=600.0)
     limit = 850 * 2**20
     store = Store(tmp_path / "s.db")
-    found = search(store, base, 1, 32, warmup=1, steps=1, memory_limit=limit)
+    found = search(store, base, 1, 32, warmup=1, steps=1, memory_limit=limit, launchers=Launchers())
     assert found.max_batch is not None and 1 < found.max_batch < 31, found
     assert found.exact, found.note
     assert len(found.probes) <= probe_bound(1, 32)

@@ -10,7 +10,8 @@ import pytest
 
 from dlbench.data.augment import bert_arrays, crop_box, decode_crop_flip, enough_samples, numpy_rng
 from dlbench.data.imagenet import make_imagenet
-from dlbench.data.layout import CROP_RATIO, SAMPLE_ARRAYS, DataLayoutError, read_train_list
+from dlbench.data.layout import CROP_RATIO, DataLayoutError, read_train_list
+from dlbench.data.synthetic import BERT_KEYS, synthetic_bert
 from dlbench.data.text import make_text
 
 
@@ -38,9 +39,28 @@ def test_decode_crop_flip_gives_the_side_and_flips(tmp_path: Path) -> None:
 
 def test_bert_arrays_are_cut_and_typed(tmp_path: Path) -> None:
     make_text(tmp_path / "text", samples=16, vocab_size=200)
-    arrays = bert_arrays(tmp_path / "text", 32, "int32")
-    assert set(arrays) == set(SAMPLE_ARRAYS)
+    arrays = bert_arrays(tmp_path / "text", 32, 5, "int32")
+    assert set(arrays) == set(BERT_KEYS)
     assert arrays["input_ids"].shape == (16, 32) and arrays["input_ids"].dtype == np.int32
     assert arrays["nsp_labels"].shape == (16,)
+    assert arrays["mlm_positions"].shape == arrays["mlm_ids"].shape == arrays["mlm_weights"].shape == (16, 5)
+    # every weighted prediction points inside the cut sequence, at a token the samples masked
+    weighted = arrays["mlm_weights"] > 0
+    assert weighted.any() and (arrays["mlm_positions"][weighted] < 32).all()
     with pytest.raises(DataLayoutError, match="fewer than the batch size 17"):
         enough_samples(16, 17, str(tmp_path))
+
+
+def test_synthetic_bert_gathers_round_15_percent_of_positions_at_most_max_predictions() -> None:
+    from dlbench.cases import get_case
+
+    text = get_case("bert_base").input
+    full = synthetic_bert(text, 4, None, seed=1)
+    assert full["mlm_positions"].shape == (4, 20)  # Google's max_predictions_per_seq at 128 tokens
+    assert (full["mlm_weights"].sum(axis=1) == 19).all()  # round(0.15 x 128)
+    assert (full["mlm_positions"][full["mlm_weights"] > 0] > 0).all()  # never [CLS]
+    rows = np.arange(4)[:, None]
+    real = full["mlm_weights"] > 0
+    assert (full["input_ids"][rows, full["mlm_positions"]][real] == full["mlm_ids"][real]).all()
+    short = synthetic_bert(text, 2, 32, seed=1)
+    assert short["mlm_positions"].shape == (2, 5) and (short["mlm_weights"].sum(axis=1) == 5).all()

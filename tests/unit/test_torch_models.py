@@ -17,18 +17,11 @@ CASES = ["resnet50", "resnet152", "vgg16", "alexnet", "inception_v3", "bert_base
 def _batch(name: str, batch: int = 2) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(0)
     if name == "bert_base":
-        seq, vocab = 16, get_case(name).input.vocab
-        mask = torch.ones(batch, seq, dtype=torch.long)
-        mask[1, 12:] = 0  # some padding
-        mlm = torch.full((batch, seq), -100, dtype=torch.long)
-        mlm[:, 1:4] = torch.randint(0, vocab, (batch, 3), generator=g)
-        return {
-            "input_ids": torch.randint(0, vocab, (batch, seq), generator=g),
-            "token_type_ids": (torch.arange(seq) >= seq // 2).long().expand(batch, seq).contiguous(),
-            "attention_mask": mask,
-            "mlm_labels": mlm,
-            "nsp_labels": torch.tensor([0, 1][:batch]),
-        }
+        from dlbench.data.synthetic import synthetic_bert
+
+        arrays = synthetic_bert(get_case(name).input, batch, 16, seed=0)
+        arrays["attention_mask"][1, 12:] = 0  # some padding
+        return {k: torch.from_numpy(v) for k, v in arrays.items()}
     size = 80 if name == "inception_v3" else 64
     return {"images": torch.randn(batch, 3, size, size, generator=g),
             "labels": torch.randint(0, 1000, (batch,), generator=g)}
@@ -78,8 +71,9 @@ def test_bert_output_shapes() -> None:
     model = build_model(get_case("bert_base")).eval()
     b = _batch("bert_base")
     with torch.no_grad():
-        mlm, nsp = model(b["input_ids"], b["token_type_ids"], b["attention_mask"].bool())
-    assert mlm.shape == (2, 16, 30522) and nsp.shape == (2, 2)
+        mlm, nsp = model(b["input_ids"], b["token_type_ids"], b["attention_mask"].bool(), b["mlm_positions"])
+    # the vocabulary projection runs on the gathered masked positions only: 20 x 16 / 128 -> 2 per sequence
+    assert mlm.shape == (2, 2, 30522) and nsp.shape == (2, 2)
 
 
 def test_inception_eval_returns_logits_only() -> None:

@@ -28,6 +28,7 @@ class TextInput:
     seq_len: int = 128
     vocab: int = 30522
     mask_prob: float = 0.15
+    max_predictions: int = 20  # masked positions the MLM head predicts per sequence (gathered first)
 
 
 @dataclass(frozen=True)

@@ -79,8 +79,13 @@ def enough_samples(n: int, batch_size: int, data_dir: str | None) -> None:
                               "make more with `dlbench data`")
 
 
-def bert_arrays(data_dir: str | Path, input_size: int | None, dtype: str = "int64") -> dict[str, np.ndarray]:
-    """The SAMPLE_ARRAYS of bert_samples.npz, 2-D ones cut to the first input_size columns, as dtype."""
+def bert_arrays(data_dir: str | Path, input_size: int | None, predictions: int,
+                dtype: str = "int64") -> dict[str, np.ndarray]:
+    """The samples of bert_samples.npz as a BERT batch's arrays (dlbench.data.synthetic.BERT_KEYS): 2-D ones cut to
+    the first input_size columns, the masked-LM labels gathered into `predictions` positions per row; integers
+    as dtype, weights float32."""
+    from dlbench.data.synthetic import gather_masked
+
     root = text_root(data_dir)
     with np.load(root / SAMPLES) as npz:
         missing = set(SAMPLE_ARRAYS) - set(npz.files)
@@ -89,4 +94,9 @@ def bert_arrays(data_dir: str | Path, input_size: int | None, dtype: str = "int6
         arrays = {k: npz[k] for k in SAMPLE_ARRAYS}
     full = arrays["input_ids"].shape[1]
     seq = min(input_size or full, full)
-    return {k: np.ascontiguousarray(v[:, :seq] if v.ndim == 2 else v).astype(dtype) for k, v in arrays.items()}
+    cut = {k: np.ascontiguousarray(v[:, :seq] if v.ndim == 2 else v) for k, v in arrays.items()}
+    gathered = gather_masked(cut.pop("mlm_labels"), predictions)
+    out = {k: v.astype(dtype) for k, v in cut.items()}
+    out.update(mlm_positions=gathered["mlm_positions"].astype(dtype), mlm_ids=gathered["mlm_ids"].astype(dtype),
+               mlm_weights=gathered["mlm_weights"])
+    return out

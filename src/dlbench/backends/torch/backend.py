@@ -102,7 +102,7 @@ class TorchBackend(Backend):
             model = model.to(memory_format=torch.channels_last)
         model, sync = distributed.setup(spec, model, device, ctx)  # several devices: process group, strategy
         seed = spec.seed + ctx.rank  # each rank its own samples; rank 0 is the 1-device batch
-        self._facts = {"compiled": "torch.compile" if spec.compile else "eager", "input": data.describe(spec),
+        self._facts = {"compiled": "torch.compile" if spec.compile else "eager", "loader": data.describe(spec),
                        "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
                        "channels_last": spec.channels_last,
                        "loss_scaling": "GradScaler (dynamic)" if numerics.loss_scaling else "none"}

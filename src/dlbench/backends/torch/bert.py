@@ -1,7 +1,8 @@
 """BERT-base for pre-training (MLM + NSP), in pure torch, laid out like HF ``BertForPreTraining``.
 
 Same trainable-parameter count as ``BertForPreTraining(BertConfig())`` (110,106,428): the MLM decoder
-shares its weight with the word embeddings and has its own bias. Query, key and value are one fused
+shares its weight with the word embeddings and has its own bias. As in Google's and NVIDIA's pre-training, the
+masked-LM head runs on the masked positions only, gathered first (dlbench.data.synthetic). Query, key and value are one fused
 projection (the same parameters as three separate ones); attention uses
 ``torch.nn.functional.scaled_dot_product_attention``.
 """
@@ -93,14 +94,17 @@ class BertForPretraining(nn.Module):
             nn.init.ones_(module.weight)
             nn.init.zeros_(module.bias)
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
-        """MLM logits [B, S, vocab] and NSP logits [B, 2]; attention_mask is [B, S], 1/True = attend."""
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor,
+                mlm_positions: Tensor) -> tuple[Tensor, Tensor]:
+        """MLM logits [B, P, vocab] at the masked positions [B, P], and NSP logits [B, 2]; attention_mask is
+        [B, S], 1/True = attend."""
         attn_mask = attention_mask.to(torch.bool)[:, None, None, :]
         x = self.embeddings(input_ids, token_type_ids)
         for layer in self.layers:
             x = layer(x, attn_mask)
         pooled = torch.tanh(self.pooler(x[:, 0]))
-        h = self.mlm_norm(F.gelu(self.mlm_transform(x)))
+        masked = torch.gather(x, 1, mlm_positions[:, :, None].expand(-1, -1, x.shape[-1]))
+        h = self.mlm_norm(F.gelu(self.mlm_transform(masked)))
         mlm_logits = F.linear(h, self.mlm_decoder.weight, self.mlm_bias)
         return mlm_logits, self.nsp(pooled)
 

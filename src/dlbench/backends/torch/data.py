@@ -18,35 +18,27 @@ from dlbench.backends.base import fixed
 from dlbench.cases import Case, ImageInput, TextInput
 from dlbench.data.augment import bert_arrays, decode_crop_flip, enough_samples
 from dlbench.data.layout import FLIP_PROB, MEAN, STD, TrainItem, image_root, read_train_list
+from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_images
 from dlbench.spec import PointSpec
 
+Batch = dict[str, torch.Tensor]
+
+
 def synthetic_batch(case: Case, batch: int, device: torch.device, input_size: int | None = None,
-                    seed: int = 0, channels_last: bool = False) -> dict[str, torch.Tensor]:
-    """One fixed batch for the case; input_size shrinks the image side or sequence length for quick tests."""
-    g = torch.Generator().manual_seed(seed)
+                    seed: int = 0, channels_last: bool = False) -> Batch:
+    """One fixed batch for the case (dlbench.data.synthetic), on the device; input_size shrinks the image side or
+    the sequence length for quick tests."""
     if isinstance(case.input, ImageInput):
-        side = input_size or case.input.size
-        images = torch.randn(batch, case.input.channels, side, side, generator=g)
-        labels = torch.randint(0, case.input.classes, (batch,), generator=g)
-        images = images.to(device)
+        arrays = synthetic_images(case.input, batch, input_size, seed)
+        out = {k: torch.from_numpy(v).to(device) for k, v in arrays.items()}
         if channels_last:
-            images = images.contiguous(memory_format=torch.channels_last)
-        return {"images": images, "labels": labels.to(device)}
+            out["images"] = out["images"].contiguous(memory_format=torch.channels_last)
+        return out
     assert isinstance(case.input, TextInput)
-    seq = input_size or case.input.seq_len
-    ids = torch.randint(0, case.input.vocab, (batch, seq), generator=g)
-    types = torch.zeros(batch, seq, dtype=torch.long)
-    types[:, seq // 2:] = 1
-    mask = torch.ones(batch, seq, dtype=torch.long)
-    masked = torch.rand(batch, seq, generator=g) < case.input.mask_prob
-    mlm = torch.where(masked, ids, torch.full_like(ids, -100))
-    nsp = torch.randint(0, 2, (batch,), generator=g)
-    return {k: v.to(device) for k, v in dict(input_ids=ids, token_type_ids=types, attention_mask=mask,
-                                             mlm_labels=mlm, nsp_labels=nsp).items()}
+    return {k: torch.from_numpy(v).to(device) for k, v in synthetic_bert(case.input, batch, input_size, seed).items()}
 
 
 PREFETCH_FACTOR = 2  # batches each loader worker prepares ahead
-Batch = dict[str, torch.Tensor]
 
 
 def _uniform(lo: float, hi: float) -> float:
@@ -74,7 +66,7 @@ class ImageList(Dataset[tuple[torch.Tensor, int]]):
 
 
 class BertSamples(Dataset[Batch]):
-    """Rows of bert_samples.npz as int64 tensors."""
+    """Rows of a BERT batch's arrays (dlbench.data.synthetic.BERT_KEYS) as tensors."""
 
     def __init__(self, arrays: dict[str, np.ndarray]) -> None:
         self.arrays = {k: torch.from_numpy(v) for k, v in arrays.items()}
@@ -112,7 +104,9 @@ def image_batches(spec: PointSpec, case: Case, device: torch.device, seed: int) 
 
 def text_batches(spec: PointSpec, case: Case, device: torch.device, seed: int) -> Iterator[Batch]:
     """Endless BERT batches (MLM + NSP) on the device, epoch after epoch."""
-    loader = _loader(BertSamples(bert_arrays(spec.data_dir or "", spec.input_size)), spec, device, seed)
+    assert isinstance(case.input, TextInput)
+    arrays = bert_arrays(spec.data_dir or "", spec.input_size, max_predictions(case.input, spec.input_size))
+    loader = _loader(BertSamples(arrays), spec, device, seed)
     while True:
         for batch in loader:
             yield {k: v.to(device, non_blocking=True) for k, v in batch.items()}

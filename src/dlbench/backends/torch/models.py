@@ -324,15 +324,24 @@ def count_trainable(model: torch.nn.Module) -> int:
 
 
 def _xent(logits: Tensor, labels: Tensor) -> Tensor:
-    """Mean softmax cross-entropy, computed in float32; label -100 is ignored."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100)
+    """Mean softmax cross-entropy, computed in float32."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1))
+
+
+def _weighted_xent(logits: Tensor, labels: Tensor, weights: Tensor) -> Tensor:
+    """Cross-entropy of each prediction, weighted (0 for padding), over the sum of weights (Google's BERT)."""
+    each = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), reduction="none")
+    w = weights.reshape(-1).float()
+    return (each * w).sum() / (w.sum() + 1e-5)
 
 
 def train_loss(case: Case, model: torch.nn.Module, batch: Mapping[str, Tensor]) -> Tensor:
     """The case's training loss on one batch: cross-entropy (+ aux_weight x the auxiliary head's), or MLM + NSP."""
     if case.loss.kind == "mlm_nsp":
-        mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-        return _xent(mlm_logits, batch["mlm_labels"]) + _xent(nsp_logits, batch["nsp_labels"])
+        mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+                                       batch["mlm_positions"])
+        return (_weighted_xent(mlm_logits, batch["mlm_ids"], batch["mlm_weights"])
+                + _xent(nsp_logits, batch["nsp_labels"]))
     out = model(batch["images"])
     labels = batch["labels"]
     if isinstance(out, tuple):  # a model with an auxiliary head, in training mode: (logits, aux_logits)
