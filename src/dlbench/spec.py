@@ -19,6 +19,8 @@ STATISTICS: tuple[str, ...] = ("mean", "median")
 DATA_SOURCES: tuple[str, ...] = ("synthetic", "real")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
 STRATEGIES: tuple[str, ...] = ("none", "ddp", "allreduce", "ps", "mirrored", "multiworker", "sharding", "fleet")
+# Strategies where one process drives every device of the point (TF's MirroredStrategy): one worker, N devices.
+SINGLE_PROCESS_STRATEGIES: tuple[str, ...] = ("mirrored",)
 
 SPEC_VERSION = 2  # 2: tf32, sync_every_step, case_params
 # Whole numbers a store can hold (a signed 64-bit SQL integer) and a worker can allocate; larger is a typo.
@@ -189,6 +191,11 @@ class PointSpec:
     def world_size(self) -> int:
         """Number of devices across all nodes."""
         return self.nodes * self.devices_per_node
+
+    @property
+    def processes(self) -> int:
+        """Worker processes the point runs: one per device, or one for a single-process strategy."""
+        return 1 if self.strategy in SINGLE_PROCESS_STRATEGIES else self.world_size
 
     @property
     def global_batch(self) -> int:

@@ -79,14 +79,14 @@ def _int(environ: Mapping[str, str], name: str, default: int) -> int:
 def configure_rank(spec: PointSpec, environ: MutableMapping[str, str]) -> RankContext:
     """Worker side, before any framework import: fill RANK/WORLD_SIZE/LOCAL_RANK from the engine's variables,
     split the node's cores between its ranks (unless the spec fixes the thread count), and read the context."""
-    if spec.world_size > 1 and "RANK" not in environ:
+    if spec.processes > 1 and "RANK" not in environ:
         for rank_var, size_var, local_var in ENGINE_VARS:
             if rank_var in environ:
                 environ["RANK"] = environ[rank_var]
                 environ.setdefault("WORLD_SIZE", environ.get(size_var, str(spec.world_size)))
                 environ.setdefault("LOCAL_RANK", environ.get(local_var, "0"))
                 break
-    if spec.world_size == 1:
+    if spec.processes == 1:
         return RankContext(rdzv_timeout_s=_timeout(environ, spec))
     environ.setdefault("LOCAL_RANK", "0")
     environ.setdefault("WORLD_SIZE", str(spec.world_size))
@@ -112,6 +112,17 @@ def _timeout(environ: Mapping[str, str], spec: PointSpec) -> float:
     except ValueError:
         return spec.timeout_s
     return value if value > 0 else spec.timeout_s
+
+
+def home() -> Path:
+    """$DLBENCH_HOME, else ~/.dlbench: per-framework environments, logs and caches (read on every call)."""
+    raw = os.environ.get("DLBENCH_HOME")
+    return Path(raw).expanduser() if raw else Path.home() / ".dlbench"
+
+
+def cache_dir(name: str) -> Path:
+    """A persistent cache folder under the dlbench home: cache/<name> (e.g. JAX's compilation cache)."""
+    return home() / "cache" / name
 
 
 def rank_result_path(result: Path, rank: int) -> Path:
@@ -183,4 +194,4 @@ def read_result(path: Path) -> WorkerResult:
 
 __all__ = ["ALLOCATOR_VARS", "DEFAULT_RDZV_TIMEOUT_S", "ENGINE_VARS", "NODE_HOSTS_VAR", "PROGRESS_PREFIX",
            "RANK_VARS", "RDZV_TIMEOUT_VAR", "RESULT_VERSION", "THREAD_VARS", "RankContext", "ResultError",
-           "WorkerResult", "configure_rank", "parse_progress", "progress_line", "rank_result_path", "read_result"]
+           "WorkerResult", "cache_dir", "configure_rank", "home", "parse_progress", "progress_line", "rank_result_path", "read_result"]

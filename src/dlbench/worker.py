@@ -92,10 +92,10 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
         trainer = backend.build(spec, case, ctx)
         progress = _Progress() if ctx.rank == 0 else _silent
         measured = measure(trainer, spec.protocol.on(spec.device), progress=progress,
-                           sync_every_step=spec.sync_every_step, calibrate=spec.world_size == 1)
+                           sync_every_step=spec.sync_every_step, calibrate=spec.processes == 1)
         loss = trainer.loss()
         allocator = trainer.allocator_peak()
-        checksum = trainer.param_checksum() if spec.world_size > 1 else None
+        checksum = trainer.param_checksum() if spec.processes > 1 else None
         trainer.close()
     except Unsupported as exc:
         return WorkerResult(status="unsupported", error=str(exc), env=_environment(backend, spec))
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = PointSpec.from_json(spec_path.read_text())
     ctx = configure_rank(spec, os.environ)  # torchrun, Slurm and MPI name ranks differently; before any import
     result = run(spec, ctx)
-    result.write(rank_result_path(out_path, ctx.rank) if spec.world_size > 1 else out_path)
+    result.write(rank_result_path(out_path, ctx.rank) if spec.processes > 1 else out_path)
     return 0
 
 

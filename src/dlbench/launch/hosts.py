@@ -179,7 +179,7 @@ def run_single(spec: PointSpec, python: str, on_progress: ProgressSink | None,
 
 
 def local(spec: PointSpec, python: str, on_progress: ProgressSink | None) -> ChildOutcome:
-    """This machine: the single worker for one device, one plain worker per rank for several."""
-    if spec.world_size == 1:
+    """This machine: the single worker for one process, one plain worker per rank for several."""
+    if spec.processes == 1:
         return run_single(spec, python, on_progress)
     return launch(spec, python, on_progress, HostsConfig())

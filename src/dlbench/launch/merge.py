@@ -20,30 +20,30 @@ def _first_line(text: str | None, default: str) -> str:
 
 def merge(spec: PointSpec, results: dict[int, WorkerResult], unreadable: dict[int, str]) -> ChildOutcome:
     """One outcome from every rank's result: a missing or failed rank fails the point; checksums must agree."""
-    if spec.world_size == 1 and 0 in results:  # a single worker: its own words
+    if spec.processes == 1 and 0 in results:  # a single worker: its own words
         only = results[0]
         return ChildOutcome(only.status, result=only, error=only.error, tail=list(only.traceback))
-    missing = [r for r in range(spec.world_size) if r not in results]
+    missing = [r for r in range(spec.processes) if r not in results]
     failed = [r for r in sorted(results) if results[r].status != "ok"]
     if missing or failed:
         reasons = [f"rank {r}: {unreadable[r]}" for r in missing if r in unreadable]
         silent = [r for r in missing if r not in unreadable]
         if silent:
-            reasons.append(f"rank(s) {', '.join(map(str, silent))} of {spec.world_size} wrote no result")
+            reasons.append(f"rank(s) {', '.join(map(str, silent))} of {spec.processes} wrote no result")
         reasons += [f"rank {r}: {_first_line(results[r].error, results[r].status)}" for r in failed]
         first = results[failed[0]] if failed else None
         status = "error" if missing or first is None else first.status
         kept = WorkerResult(status=status, env=first.env) if first else None
         return ChildOutcome(status, result=kept, error="; ".join(reasons), tail=first.traceback if first else [])
-    ranks = [rank for r in range(spec.world_size) for rank in results[r].ranks]
+    ranks = [rank for r in range(spec.processes) for rank in results[r].ranks]
     env = dict(results[0].env)
-    hosts = [results[r].env.get("node_hostname", "") for r in range(spec.world_size)]
-    if spec.world_size > 1 and any(hosts):
+    hosts = [results[r].env.get("node_hostname", "") for r in range(spec.processes)]
+    if spec.processes > 1 and any(hosts):
         env["rank_hosts"] = ",".join(hosts)
     merged = WorkerResult(status="ok", ranks=ranks, env=env, facts=dict(results[0].facts))
     sums = [r.param_checksum for r in ranks]
     values = [s for s in sums if s is not None]
-    if spec.world_size > 1 and len(values) < len(sums):
+    if spec.processes > 1 and len(values) < len(sums):
         nones = ", ".join(str(i) for i, s in enumerate(sums) if s is None)
         return ChildOutcome("failed_check", result=merged, error=f"rank(s) {nones} reported no parameter checksum: "
                             f"the {spec.framework} backend does not keep ranks in sync")
@@ -62,7 +62,7 @@ def collect(spec: PointSpec, result: Path, failure: ChildOutcome | None,
     nothing, a rank's error such as a peer closing the connection), followed by the engine's reason. Ranks
     that all measured are kept even if the engine complained afterwards (noted in the facts).
     """
-    paths = {0: result} if spec.world_size == 1 else {r: rank_result_path(result, r) for r in range(spec.world_size)}
+    paths = {0: result} if spec.processes == 1 else {r: rank_result_path(result, r) for r in range(spec.processes)}
     found: dict[int, WorkerResult] = {}
     unreadable: dict[int, str] = {}
     for rank, path in paths.items():
@@ -83,7 +83,7 @@ def collect(spec: PointSpec, result: Path, failure: ChildOutcome | None,
             reason = "; ".join(unreadable.values()) or "no result was written"
             out = ChildOutcome(failure.status, error=f"{failure.error}; {reason}", tail=failure.tail)
         elif failure is not None:  # a rank that wrote nothing ended as the engine says (crashed, error)
-            status = failure.status if len(found) < spec.world_size else out.status
+            status = failure.status if len(found) < spec.processes else out.status
             out = ChildOutcome(status, result=out.result, error=f"{out.error}; {failure.error}",
                                tail=out.tail or failure.tail)
     if failure is not None:

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from dlbench.wire import home
+
 REGISTRY_VERSION = 1
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 _PROJECT_NAME = re.compile(r'^name\s*=\s*"dlbench"\s*$', re.MULTILINE)  # tomllib is 3.11+
@@ -81,12 +83,6 @@ def stale_source(rec: EnvRecord, extra: str) -> str | None:
     if not rec.source or rec.source == want:
         return None
     return f"its environment runs dlbench from {rec.source!r}, not from this one ({want!r})"
-
-
-def home() -> Path:
-    """$DLBENCH_HOME, else ~/.dlbench (read on every call, so that tests can point it elsewhere)."""
-    raw = os.environ.get("DLBENCH_HOME")
-    return Path(raw).expanduser() if raw else Path.home() / ".dlbench"
 
 
 def registry_path() -> Path:
