@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from dlbench.results.store_sql import points, runs
+from dlbench.results.store_sql import StoreError, points, runs
 
 if TYPE_CHECKING:
     from dlbench.results.store import Store
@@ -105,7 +105,6 @@ def _lost_run(rec: dict[str, object], run_id: str) -> dict[str, object]:
 
 def read_back(store: Store) -> Recovered:
     """Insert every recovery-file point the store lacks (keyed on its UUID), one transaction per point."""
-    from dlbench.results.store import StoreError  # the store imports this module
 
     added = present = failed = 0
     files, errors = [], []

@@ -8,7 +8,7 @@ from typing import Literal
 
 from dlbench.spec import PointSpec
 
-SCHEMA_VERSION = 2  # store schema; see results/migrations.py. Rank records read older JSON (from_dict).
+# The store schema version is results/migrations.py STORE_SCHEMA_VERSION; these records read older JSON (from_dict).
 
 Status = Literal["ok", "oom", "crashed", "timeout", "error", "unsupported", "failed_check"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "crashed", "timeout", "error", "unsupported", "failed_check")

@@ -27,6 +27,7 @@ from dlbench.results.rows import CorruptRow, RunRecord, StoredPoint, point_row, 
 from dlbench.results.schema import PointResult
 from dlbench.results.store_sql import (
     DEFAULT_STORE,
+    StoreError,
     Target,
     mask,
     one_line,
@@ -42,10 +43,6 @@ from dlbench.results.store_sql import (
 
 DB_ERRORS = (sa.exc.SQLAlchemyError, sqlite3.Error, OverflowError, OSError)
 FINAL_STATUSES = ("done", "interrupted", "failed")
-
-
-class StoreError(Exception):
-    """The store cannot be opened, written or understood; the message is one line for the user."""
 
 
 class Store:

@@ -91,6 +91,10 @@ def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
     return p / "results.db" if p.is_dir() else p
 
 
+class StoreError(Exception):
+    """The store cannot be opened, written or understood; the message is one line for the user."""
+
+
 @dataclass(frozen=True)
 class Target:
     """A store's location: its dialect, its SQLAlchemy URL, what to show the user, and the file for SQLite."""

@@ -1,0 +1,118 @@
+"""The seams hold in the import graph: no module imports a layer above its own, the controller never imports a
+framework backend, the worker never imports a launcher, and no import circle exists between modules."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).parents[2] / "src" / "dlbench"
+
+# Layers, lowest first: a module may import its own layer and those below (docs/architecture.md).
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("dlbench", "dlbench.spec", "dlbench.numerics", "dlbench.envfile", "dlbench.cases"),
+    ("dlbench.data", "dlbench.results.schema", "dlbench.protocol"),
+    ("dlbench.wire",),
+    ("dlbench.results", "dlbench.reference"),
+    ("dlbench.backends",),
+    ("dlbench.worker", "dlbench.check", "dlbench.launch"),
+    ("dlbench.suite",),
+    ("dlbench.report",),
+    ("dlbench.cli", "dlbench.__main__"),
+)
+# The light registry every layer above backends may read; it imports no framework.
+REGISTRY = "dlbench.backends"
+WORKER_SIDE = ("dlbench.worker", "dlbench.check", "dlbench.backends")
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def layer(module: str) -> int:
+    best, depth = -1, -1
+    for i, prefixes in enumerate(LAYERS):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > depth:
+                best, depth = i, len(p)
+    return best
+
+
+def imports(path: Path, top_level_only: bool) -> set[str]:
+    """dlbench modules a file imports (all of them, or only those imported when the module loads)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    if top_level_only:  # try blocks at top level still load; `if TYPE_CHECKING:` blocks do not
+        nodes = [n for stmt in tree.body for n in ast.walk(stmt)
+                 if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                 and not (isinstance(stmt, ast.If) and "TYPE_CHECKING" in ast.unparse(stmt.test))]
+    out: set[str] = set()
+    pkg = module_name(path).rsplit(".", 0 if path.name == "__init__.py" else 1)[0]
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("dlbench")}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(pkg.split(".")[: len(pkg.split(".")) - node.level + 1] + ([base] if base else []))
+            if base.startswith("dlbench"):
+                out.add(base)
+                out |= {f"{base}.{a.name}" for a in node.names if (SRC.parent / f"{base}.{a.name}".replace(".", "/")
+                                                                   ).with_suffix(".py").exists()}
+    return out
+
+
+MODULES = {module_name(p): p for p in SRC.rglob("*.py")}
+
+
+def _framework_backend(module: str) -> bool:
+    return module.startswith("dlbench.backends.") and module not in ("dlbench.backends.base",)
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_import_runs_upward(module: str) -> None:
+    mine = layer(module)
+    assert mine >= 0, f"{module} is in no layer: add it to LAYERS"
+    upward = sorted(m for m in imports(MODULES[module], top_level_only=False)
+                    if layer(m) > mine and not (m == REGISTRY and mine >= layer(REGISTRY) - 1))
+    assert not upward, f"{module} (layer {mine}) imports {upward}"
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith(WORKER_SIDE)))
+def test_the_controller_never_imports_a_framework_backend(module: str) -> None:
+    found = sorted(m for m in imports(MODULES[module], top_level_only=False) if _framework_backend(m))
+    assert not found, f"{module} imports {found}"
+
+
+def test_the_worker_never_imports_a_launcher() -> None:
+    found = sorted(m for m in imports(MODULES["dlbench.worker"], top_level_only=False)
+                   if m.startswith("dlbench.launch"))
+    assert not found, found
+
+
+def test_no_import_circle_at_load_time() -> None:
+    graph = {m: {i for i in imports(p, top_level_only=True) if i in MODULES and i != m} for m, p in MODULES.items()}
+    # a package's __init__ importing its own submodules is how registries load (cases/__init__.py): not a circle
+    for m in graph:
+        graph[m] = {i for i in graph[m] if not (MODULES[m].name == "__init__.py" and i.startswith(m + "."))}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        stack.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                raise AssertionError("import circle: " + " -> ".join(stack[stack.index(n):] + [n]))
+            if n not in state:
+                visit(n)
+        stack.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
