@@ -171,3 +171,23 @@ def test_cpu_max_search_needs_a_budget(cli: Callable[..., CliResult], tmp_path: 
     f.write_text(BASE.replace("memory_limit: 1GiB\n", ""))
     code, _, err = cli("sweep", str(f), "--dry-run", "--store", str(tmp_path / "s.db"))
     assert code == 2 and "needs an emulated device budget" in err
+
+
+def test_dry_run_reads_stored_max_batches_from_the_store_itself(cli: Callable[..., CliResult], tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 store_url: str) -> None:
+    """On SQLite and on a PostgreSQL server alike: a search stored there shows in --dry-run."""
+    from dlbench.launch.registry import Launchers
+    from dlbench.results.store import Store
+    from dlbench.suite.maxbatch import search
+
+    monkeypatch.setenv("COLUMNS", "200")
+    f = tmp_path / "s.yaml"
+    f.write_text("name: t\ndevice: cpu\nmemory_limit: 1GiB\nmax_batch: {lo: 1, hi: 8}\n"
+                 "axes: {framework: fake, model: resnet50, batch: max}\n")
+    [point] = expand(suite.load_suite_file(f), "cpu")
+    monkeypatch.setenv("DLBENCH_FAKE", "oom_above:5")
+    search(Store(store_url), point.spec, 1, 8, memory_limit=2**30, launchers=Launchers())
+    code, out, err = cli("sweep", str(f), "--dry-run", "--store", store_url)
+    assert code == 0, err
+    assert "5 (max, stored)" in out

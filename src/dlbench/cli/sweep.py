@@ -17,6 +17,7 @@ from dlbench.launch.registry import Launchers
 from dlbench.report.table import fmt_bytes, fmt_throughput, footnotes, status_text
 from dlbench.results.schema import PointResult
 from dlbench.results.store import Store, StoreError, resolve_path
+from dlbench.results.store_sql import parse_target
 from dlbench.spec import PointSpec
 from dlbench.suite import Suite, SuiteError, builtin_names, load
 from dlbench.suite.expand import PlannedPoint, expand, memory_limit_bytes
@@ -192,9 +193,10 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
         store = None
     planned = expand(suite, dev, str(Path(folder).resolve()) if folder else None, only_axes)
     settings = settings_for(suite, planned, memory_limit)
-    if dry_run:
-        path = resolve_path(store_path)
-        list_points(suite, planned, settings, store or (Store(path, readonly=True) if path.exists() else None))
+    if dry_run:  # stored max batches come from the store itself: a server, or a file that exists
+        target = parse_target(store_path)
+        present = target.file is None or target.file.exists()
+        list_points(suite, planned, settings, store or (Store(store_path, readonly=True) if present else None))
         return 0
     if not planned:
         raise SuiteError(f"suite {suite.name} has no point left after its exclusions and --only")
