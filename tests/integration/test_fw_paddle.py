@@ -20,7 +20,7 @@ from conftest import check_loss_falls, convergence_cases, framework_python, run_
 from scale_helpers import assert_ranks_in_sync, stored
 
 from dlbench.cases import all_cases, get_case
-from dlbench.launch.ranks import free_port
+from dlbench.launch.folder import free_port
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec, Protocol
 
