@@ -52,21 +52,34 @@ def test_resnet50_point_through_the_cli(cli: Callable[..., CliResult], store_pat
     r = p.result
     assert r.status == "ok" and r.metrics is not None, r.error
     assert r.metrics.throughput > 0 and r.metrics.final_loss is not None and math.isfinite(r.metrics.final_loss)
-    assert [len(rep.step_times) for rep in r.ranks[0].repeats] == [2]
+    assert [rep.steps for rep in r.ranks[0].repeats] == [2]
     assert r.env.identity["framework"] == "tf" and r.env.identity["framework_version"].startswith("2.")
     assert r.extra["layout"] == "NHWC" and r.extra["compiled"] == "none"
-    assert r.extra["precision_policy"] == "float32"
+    assert r.extra["precision_policy"] == "float32" and r.extra["loader"].startswith("synthetic")
+    assert r.extra["tf32_execution"] is False and r.env.identity["math_mode"] == "fp32"
 
 
-def test_amp_on_cpu_is_bf16_and_compile_is_xla(cli: Callable[..., CliResult], store_path: Path) -> None:
+def test_bf16_is_mixed_bfloat16_and_compile_is_xla(cli: Callable[..., CliResult], store_path: Path) -> None:
     framework_python("tf")
-    code, _, err = cli("run", "-f", "tf", "-m", "alexnet", "--input-size", "64", "-p", "amp", "--compile", *TINY,
+    code, _, err = cli("run", "-f", "tf", "-m", "alexnet", "--input-size", "64", "-p", "bf16", "--compile", *TINY,
                        "--store", str(store_path))
     assert code == 0, err
     [p] = Store(store_path).points()
     assert p.result.status == "ok", p.result.error
     assert p.result.extra["compiled"] == "xla"
     assert p.result.extra["precision_policy"] == "mixed_bfloat16" and p.result.extra["loss_scale"] == "none"
+    assert p.result.env.identity["math_mode"] == "bf16"
+
+
+@pytest.mark.parametrize("precision", ["amp", "tf32"])
+def test_gpu_only_precisions_are_refused_on_the_cpu(cli: Callable[..., CliResult], store_path: Path,
+                                                    precision: str) -> None:
+    framework_python("tf")
+    code, _, _ = cli("run", "-f", "tf", "-m", "alexnet", "--input-size", "64", "-p", precision, *TINY,
+                     "--store", str(store_path))
+    [p] = Store(store_path).points()
+    assert code == 1 and p.result.status == "unsupported", p.result.error
+    assert "GPU" in (p.result.error or "") and "\n" not in (p.result.error or "")
 
 
 def test_channels_last_is_refused_for_bert(cli: Callable[..., CliResult], store_path: Path) -> None:

@@ -1,12 +1,16 @@
-"""TensorFlow/Keras backend: the case's Keras model, a synthetic NHWC batch made on the device, a TfTrainer.
+"""TensorFlow/Keras backend: the case's Keras model (models.py), its input (data.py) and a TfTrainer (step.py).
 
-Mapping of dlbench's options: precision fp32 -> Keras policy "float32"; amp -> "mixed_float16" with a dynamic
-LossScaleOptimizer on a GPU, "mixed_bfloat16" on the CPU; bf16 -> "mixed_bfloat16". --compile -> XLA
-(``tf.function(jit_compile=True)``). Layout is always NHWC, TF's native one, so --channels-last changes
-nothing and every result records ``layout: NHWC``. Threads come from --threads (the worker also exports it as
-OMP_NUM_THREADS) and set both TF thread pools. --data real reads `dlbench data` folders through tf.data
-(``real_data.py``). Several devices go through tf.distribute (``distributed.py``: MultiWorkerMirroredStrategy, one
-worker process per device; or MirroredStrategy over one process's GPUs).
+Mapping of dlbench's options, after the numerics policy (dlbench.numerics):
+- fp32 -> Keras policy "float32" with TF32 turned OFF (``enable_tensor_float_32_execution(False)``: TF uses
+  TF32 for matmuls and convolutions by default on Ampere and later GPUs); tf32 (GPU only) -> "float32" with
+  TF32 on; amp (GPU only) -> "mixed_float16" with a dynamic ``LossScaleOptimizer``; bf16 -> "mixed_bfloat16".
+  The TF32 flag and the policy are read back into ``math_mode``.
+- GPUs: memory growth on every visible GPU (TF reserves almost all of a GPU's memory otherwise, so neither the
+  device peak nor max batch would mean anything); a worker of a multi-process point sees only its rank's GPU
+  (``RankContext.device_index``); ``mirrored`` is one process over the node's GPUs (distributed.py).
+- --compile -> XLA (``tf.function(jit_compile=True)``). Layout is always NHWC, TF's native one, so
+  --channels-last changes nothing and every result records ``layout: NHWC``. Threads come from --threads (the
+  worker also exports it as OMP_NUM_THREADS) and set both TF thread pools.
 """
 
 from __future__ import annotations
@@ -15,39 +19,43 @@ import gc
 import os
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from dlbench.backends.base import Backend, Trainer
-from dlbench.backends.tf import distributed
-from dlbench.backends.tf.bert import build_bert
-from dlbench.backends.tf.data import synthetic_batch
-from dlbench.backends.tf.models import CNN_BUILDERS
+from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.tf import data, distributed
+from dlbench.backends.tf.models import MODELS, build_model, count_trainable
 from dlbench.backends.tf.step import TfTrainer
 from dlbench.cases import Case, ImageInput, get_case
+from dlbench.numerics import Numerics, resolve_precision
 from dlbench.spec import PointSpec
+from dlbench.wire import RankContext
+
+_POLICY: dict[str, str] = {"float32": "float32", "float16": "mixed_float16", "bfloat16": "mixed_bfloat16"}
+_MATH_MODE: dict[str, str] = {"float16": "fp16", "bfloat16": "bf16"}  # Keras compute dtype -> math mode
+# Out-of-memory failures TF reports as another OpError class: XLA's GPU compiler loading a kernel image
+# ("Failed to load in-memory CUBIN: CUDA_ERROR_OUT_OF_MEMORY", tensorflow#60607, an InternalError), or a
+# status whose code is RESOURCE_EXHAUSTED but which arrives re-wrapped by a tf.function call.
+_OOM_TEXT: tuple[str, ...] = ("CUDA_ERROR_OUT_OF_MEMORY", "RESOURCE_EXHAUSTED", "Out of memory while trying to allocate")
 
 
-def build_model(case: Case, input_size: int | None = None) -> keras.Model:
-    """A freshly initialised Keras model for the case, under the current global precision policy."""
-    if case.task == "bert_pretraining":
-        return build_bert()
-    assert isinstance(case.input, ImageInput)
-    return CNN_BUILDERS[case.name](input_size or case.input.size, case.input.classes)
+def policy_name(numerics: Numerics) -> str:
+    """The Keras mixed-precision policy of a resolved precision."""
+    return _POLICY[numerics.compute_dtype]
 
 
-def count_trainable(model: keras.Model) -> int:
-    """Number of trainable parameters; a variable used twice (BERT's tied decoder) is one variable."""
-    return int(sum(np.prod(v.shape) for v in model.trainable_variables))
+def apply_numerics(numerics: Numerics) -> None:
+    """Set the Keras global policy and TF's TF32 switch for the precision (TF32 only for tf32)."""
+    tf.config.experimental.enable_tensor_float_32_execution(numerics.allow_tf32)
+    keras.mixed_precision.set_global_policy(policy_name(numerics))
 
 
-def policy_name(precision: str, on_gpu: bool) -> str:
-    """The Keras mixed-precision policy for a dlbench precision on this device."""
-    if precision == "fp32":
-        return "float32"
-    if precision == "amp" and on_gpu:
-        return "mixed_float16"
-    return "mixed_bfloat16"
+def math_mode(on_gpu: bool) -> str:
+    """The effective math mode read back from TF: the Keras policy's compute dtype, and for float32 on a GPU
+    whether TF32 execution is enabled (TF32 does not exist on the CPU)."""
+    compute = keras.mixed_precision.global_policy().compute_dtype
+    if compute in _MATH_MODE:
+        return _MATH_MODE[compute]
+    return "tf32" if on_gpu and tf.config.experimental.tensor_float_32_execution_enabled() else "fp32"
 
 
 def _gpus() -> list[tf.config.PhysicalDevice]:
@@ -58,39 +66,57 @@ class TfBackend(Backend):
     """How TensorFlow/Keras trains a case."""
 
     name = "tf"
+    title = "TensorFlow/Keras"
 
     def __init__(self) -> None:
         self._configured = False
+        self._built = False
         self._facts: dict[str, object] = {}
 
-    def _configure(self, spec: PointSpec) -> None:
-        """Threads and visible devices: must happen before TF's runtime starts, so once and first."""
+    def cases(self) -> frozenset[str]:
+        return frozenset(MODELS)
+
+    def _configure(self, spec: PointSpec, ctx: RankContext) -> dict[str, object]:
+        """Threads and visible GPUs (each with memory growth): must happen before TF's runtime starts, so once
+        and first. Returns what it applied, for the facts."""
         if self._configured:
-            return
+            return {}
         self._configured = True
+        applied: dict[str, object] = {}
         threads = spec.threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
         try:
             if threads:
                 tf.config.threading.set_intra_op_parallelism_threads(threads)
                 tf.config.threading.set_inter_op_parallelism_threads(distributed.inter_op_threads(spec, threads))
+            gpus = _gpus()
             if spec.device == "cpu":
                 tf.config.set_visible_devices([], "GPU")
-            else:  # grow on demand, so that the peak we report is what the step needed
-                if distributed.strategy_name(spec) == "multiworker" and _gpus():  # one GPU per worker process
-                    tf.config.set_visible_devices(_gpus()[int(os.environ.get("LOCAL_RANK", "0")) % len(_gpus())],
-                                                  "GPU")
-                for gpu in _gpus():
+            elif gpus:
+                problem = gpu_binding_problem(ctx, len(gpus)) if spec.processes > 1 else None
+                if problem:
+                    raise Unsupported(problem)
+                if distributed.strategy_name(spec) != "mirrored":  # this rank's GPU only
+                    gpus = [gpus[ctx.device_index(len(gpus))]]
+                    tf.config.set_visible_devices(gpus, "GPU")
+                for gpu in gpus:  # grow on demand, so that the peak we report is what the step needed
                     tf.config.experimental.set_memory_growth(gpu, True)
-        except RuntimeError:  # the runtime had already started (several builds in one process, e.g. checks)
-            pass
+                applied["gpu_memory_growth"] = True
+                applied["visible_gpus"] = ",".join(g.name.removeprefix("/physical_device:") for g in gpus)
+        except RuntimeError as exc:  # the runtime had already started (several builds in one process, e.g. checks)
+            applied["runtime_config"] = f"not applied, TF had started: {exc}"[:200]
+        return applied
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
-        self._configure(spec)
+        on_gpu = spec.device == "cuda"
         env = {"framework_version": tf.__version__, "keras_version": keras.__version__,
                "tf_intra_op_threads": str(tf.config.threading.get_intra_op_parallelism_threads()),
-               "tf_inter_op_threads": str(tf.config.threading.get_inter_op_parallelism_threads())}
-        gpus = _gpus()
-        if spec.device == "cuda" and gpus:
+               "tf_inter_op_threads": str(tf.config.threading.get_inter_op_parallelism_threads()),
+               "tf32_execution": str(tf.config.experimental.tensor_float_32_execution_enabled())}
+        # What build configured, read back; before a build (a refused point) the precision's own mode.
+        env["math_mode"] = (math_mode(on_gpu) if self._built
+                            else resolve_precision(spec.precision, spec.device).math_mode)
+        gpus = tf.config.get_visible_devices("GPU") if on_gpu else []
+        if gpus:
             details = tf.config.experimental.get_device_details(gpus[0])
             env["device_model"] = str(details.get("device_name", ""))
             build = tf.sysconfig.get_build_info()
@@ -103,39 +129,39 @@ class TfBackend(Backend):
     def case_support(self, case: Case) -> str | None:
         if case.optimizer.weight_decay:
             return "the tf backend does not map torch-style (L2) weight decay yet"
-        return None
+        return super().case_support(case)
 
     def refuse(self, spec: PointSpec) -> str | None:
+        numerics = resolve_precision(spec.precision, spec.device)
+        if numerics.refusal:
+            return numerics.refusal
         if spec.device == "cuda" and not _gpus():
             return "TensorFlow here sees no GPU (tensorflow-cpu, or no CUDA device): use --device cpu"
         if spec.channels_last and not isinstance(get_case(spec.model).input, ImageInput):
             return "channels-last applies to image models only"
         return distributed.refuse(spec, len(_gpus()))
 
-    def build(self, spec: PointSpec, case: Case) -> Trainer:
-        self._configure(spec)
-        strategy = distributed.make_strategy(spec, len(_gpus()))  # first: before anything starts TF's context
+    def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
+        applied = self._configure(spec, ctx)
+        strategy = distributed.make_strategy(spec, ctx)  # first: before anything starts TF's context
         on_gpu = spec.device == "cuda"
-        device = "/GPU:0" if on_gpu else "/CPU:0"
-        policy = policy_name(spec.precision, on_gpu)
+        device = "/GPU:0" if on_gpu else "/CPU:0"  # the one visible GPU is this rank's
+        numerics = resolve_precision(spec.precision, spec.device)
         keras.utils.set_random_seed(spec.seed)
-        keras.mixed_precision.set_global_policy(policy)
+        apply_numerics(numerics)
+        self._built = True
         with strategy.scope() if strategy else tf.device(device):  # variables mirrored on every replica
             model = build_model(case, spec.input_size)
-        loss_scale = policy == "mixed_float16"
         self._facts = {"compiled": "xla" if spec.compile else "none", "layout": "NHWC",
-                       "precision_policy": policy, "loss_scale": "dynamic" if loss_scale else "none",
-                       "keras_version": keras.__version__}
+                       "precision_policy": policy_name(numerics),
+                       "loss_scale": "dynamic" if numerics.loss_scaling else "none",
+                       "tf32_execution": tf.config.experimental.tensor_float_32_execution_enabled(),
+                       "keras_version": keras.__version__, "loader": data.describe(spec), **applied}
         if strategy is not None:
             self._facts.update(distributed.facts(spec, strategy))
-            return distributed.TfDistTrainer(spec, case, strategy, model, loss_scale)
-        if spec.data == "real":  # files made by `dlbench data` (docs/data-layout.md), through tf.data
-            from dlbench.backends.tf import real_data
-
-            self._facts["loader"] = f"tf.data, {spec.loader_workers or 1} parallel decode calls, prefetch"
-            return real_data.build_trainer(spec, case, model, device, loss_scale)
-        batch = synthetic_batch(case, spec.batch_size, device, spec.input_size, spec.seed)
-        return TfTrainer(case, model, batch, device, jit_compile=spec.compile, loss_scale=loss_scale,
+            return distributed.TfDistTrainer(spec, case, strategy, model, numerics.loss_scaling, ctx)
+        batches = data.batches(spec, case, device, spec.seed + ctx.rank)
+        return TfTrainer(case, model, batches, device, jit_compile=spec.compile, loss_scale=numerics.loss_scaling,
                          global_batch=spec.global_batch)
 
     def count_params(self, case: Case) -> int:
@@ -146,8 +172,12 @@ class TfBackend(Backend):
         gc.collect()
         return n
 
-    def is_oom(self, exc: BaseException) -> bool:
-        return isinstance(exc, (MemoryError, tf.errors.ResourceExhaustedError))
+    def oom_error(self, exc: BaseException) -> bool:
+        """MemoryError; TF's ResourceExhaustedError (raised by eager ops, tf.function and XLA alike); or another
+        TF OpError whose message is an out-of-memory one (XLA kernel loading, re-wrapped statuses)."""
+        if isinstance(exc, (MemoryError, tf.errors.ResourceExhaustedError)):
+            return True
+        return isinstance(exc, tf.errors.OpError) and any(text in str(exc) for text in _OOM_TEXT)
 
-    def finish(self) -> dict[str, object]:
+    def facts(self) -> dict[str, object]:
         return dict(self._facts)

@@ -1,8 +1,10 @@
 """BERT-base for pre-training (MLM + NSP) in Keras 3, laid out like HF ``BertForPreTraining``.
 
 Same trainable-parameter count as the torch backend's model (110,106,428): the MLM decoder reuses the word
-embedding matrix (tied, counted once) and has its own bias. Query, key and value are one fused projection
-(the same parameters as three). Attention scores and softmax run in float32 under mixed precision.
+embedding matrix (tied, counted once) and has its own bias. As in Google's and NVIDIA's pre-training, the
+masked-LM transform, norm and vocabulary projection run on the masked positions only, gathered first
+(``mlm_positions``, dlbench.data.synthetic). Query, key and value are one fused projection (the same parameters
+as three). Attention scores and softmax run in float32 under mixed precision.
 """
 
 from __future__ import annotations
@@ -13,11 +15,9 @@ import keras
 import tensorflow as tf
 from keras import layers, ops
 
-from dlbench.cases.bert_base import BertConfig
+from dlbench.cases.arch import BertConfig
 
 Tensor: TypeAlias = tf.Tensor  # what Keras layers receive and return on the TensorFlow backend
-
-
 
 
 def _init(cfg: BertConfig) -> keras.initializers.Initializer:
@@ -96,14 +96,16 @@ class BertForPretraining(keras.Model):
         self.nsp = layers.Dense(2, kernel_initializer=init)
 
     def call(self, inputs: dict[str, Tensor], training: bool = False) -> tuple[Tensor, Tensor]:
-        """MLM logits [B, S, vocab] and NSP logits [B, 2]; attention_mask is [B, S], 1 = attend."""
+        """MLM logits [B, P, vocab] at the masked positions ``mlm_positions`` [B, P], and NSP logits [B, 2];
+        attention_mask is [B, S], 1 = attend."""
         mask = ops.cast(inputs["attention_mask"], "float32")[:, None, None, :]
         mask_bias = (1.0 - mask) * -1e9
         x = self.embeddings(inputs["input_ids"], inputs["token_type_ids"], training=training)
         for layer in self.encoder:
             x = layer(x, mask_bias, training=training)
         pooled = self.pooler(x[:, 0])
-        h = self.mlm_norm(_gelu(self.mlm_transform(x)))
+        masked = tf.gather(x, inputs["mlm_positions"], batch_dims=1)  # [B, P, H]
+        h = self.mlm_norm(_gelu(self.mlm_transform(masked)))
         decoder = ops.cast(self.embeddings.word.embeddings, h.dtype)  # tied to the word embeddings
         mlm_logits = ops.matmul(h, ops.transpose(decoder)) + ops.cast(self.mlm_bias, h.dtype)
         return mlm_logits, self.nsp(pooled)
@@ -113,7 +115,8 @@ def build_bert(cfg: BertConfig | None = None) -> BertForPretraining:
     """A BERT-base pre-training model with its variables created (one tiny eager forward pass)."""
     model = BertForPretraining(cfg)
     ids = ops.zeros((1, 2), dtype="int32")
-    model({"input_ids": ids, "token_type_ids": ids, "attention_mask": ops.ones((1, 2), dtype="int32")})
+    model({"input_ids": ids, "token_type_ids": ids, "attention_mask": ops.ones((1, 2), dtype="int32"),
+           "mlm_positions": ops.zeros((1, 1), dtype="int32")})
     return model
 
 

@@ -1,32 +1,120 @@
-"""Synthetic batches, made once on the device (as tf_cnn_benchmarks does). Never timed. Images are NHWC."""
+"""TensorFlow input: synthetic batches made once on the device (as tf_cnn_benchmarks does), and real data
+(docs/data-layout.md) through a tf.data pipeline with parallel decoding and prefetch. Never timed here: the
+protocol times ``next_batch()``. Images are NHWC, integers int32.
+
+Real images: ``decode_and_crop_jpeg`` of a random-resized-crop box (``sample_distorted_bounding_box`` with the
+layout's area and aspect ranges, 10 tries, as tf_cnn_benchmarks does; when every try fails TF keeps the
+whole image, where torchvision takes a ratio-clamped centre crop), bilinear resize, random flip, normalise.
+Real BERT: the samples of bert_samples.npz, masked-LM labels gathered as in the synthetic batch. Each epoch is
+reshuffled and drops its last partial batch.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
+import numpy as np
 import tensorflow as tf
 
+from dlbench.backends.base import fixed
 from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.data.augment import bert_arrays, enough_samples
+from dlbench.data.layout import (
+    CROP_RATIO,
+    CROP_SCALE,
+    MEAN,
+    STD,
+    image_root,
+    read_train_list,
+)
+from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_images
+from dlbench.spec import PointSpec
+
+Batch = dict[str, tf.Tensor]
 
 
-def synthetic_batch(case: Case, batch: int, device: str, input_size: int | None = None,
-                    seed: int = 0) -> dict[str, tf.Tensor]:
-    """One fixed batch for the case on `device` ("/CPU:0", "/GPU:0"); input_size shrinks the image side or
-    the sequence length for quick tests."""
-    seeds = [tf.constant([seed, i], dtype=tf.int32) for i in range(4)]
+def _on_device(arrays: dict[str, np.ndarray], device: str) -> Batch:
+    """Numpy arrays as tensors on `device`, integers as int32 (TF's index type on every device)."""
     with tf.device(device):
-        if isinstance(case.input, ImageInput):
-            side = input_size or case.input.size
-            images = tf.random.stateless_normal((batch, side, side, case.input.channels), seeds[0])
-            labels = tf.random.stateless_uniform((batch,), seeds[1], 0, case.input.classes, dtype=tf.int32)
-            return {"images": tf.identity(images), "labels": tf.identity(labels)}
-        assert isinstance(case.input, TextInput)
-        seq = input_size or case.input.seq_len
-        ids = tf.random.stateless_uniform((batch, seq), seeds[0], 0, case.input.vocab, dtype=tf.int32)
-        types = tf.cast(tf.range(seq)[None, :] >= seq // 2, tf.int32) * tf.ones((batch, 1), tf.int32)
-        masked = tf.random.stateless_uniform((batch, seq), seeds[1]) < case.input.mask_prob
-        return {
-            "input_ids": ids,
-            "token_type_ids": types,
-            "attention_mask": tf.ones((batch, seq), tf.int32),
-            "mlm_labels": tf.where(masked, ids, tf.fill((batch, seq), -100)),
-            "nsp_labels": tf.random.stateless_uniform((batch,), seeds[2], 0, 2, dtype=tf.int32),
-        }
+        return {k: tf.identity(tf.convert_to_tensor(v.astype(np.int32) if v.dtype.kind in "iu" else v))
+                for k, v in arrays.items()}
+
+
+def synthetic_batch(case: Case, batch: int, device: str, input_size: int | None = None, seed: int = 0) -> Batch:
+    """One fixed batch for the case (dlbench.data.synthetic) on `device` ("/CPU:0", "/GPU:0"); input_size
+    shrinks the image side or the sequence length for quick tests."""
+    if isinstance(case.input, ImageInput):
+        return _on_device(synthetic_images(case.input, batch, input_size, seed, channels_last=True), device)
+    assert isinstance(case.input, TextInput)
+    return _on_device(synthetic_bert(case.input, batch, input_size, seed), device)
+
+
+def _finish(ds: tf.data.Dataset, n: int, spec: PointSpec, device: str) -> Iterator[Batch]:
+    """Batch (dropping each epoch's partial batch), repeat, prefetch (onto the GPU there) and iterate."""
+    enough_samples(n, spec.batch_size, spec.data_dir)
+    ds = ds.batch(spec.batch_size, drop_remainder=True).repeat().prefetch(tf.data.AUTOTUNE)
+    if device.startswith("/GPU"):
+        ds = ds.apply(tf.data.experimental.prefetch_to_device(device))
+    return iter(ds)
+
+
+def _load_image(side: int) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
+    """A tf.data map function: (path, label) -> augmented, normalised side x side x 3 float32 image, label."""
+    mean = tf.constant(MEAN, tf.float32)
+    std = tf.constant(STD, tf.float32)
+    whole = tf.constant([0.0, 0.0, 1.0, 1.0], tf.float32, shape=[1, 1, 4])
+
+    def load(path: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        data = tf.io.read_file(path)
+        begin, size, _ = tf.image.sample_distorted_bounding_box(
+            tf.io.extract_jpeg_shape(data), bounding_boxes=whole, min_object_covered=CROP_SCALE[0],
+            aspect_ratio_range=CROP_RATIO, area_range=CROP_SCALE, max_attempts=10,
+            use_image_if_no_bounding_boxes=True)
+        top, left, _ = tf.unstack(begin)
+        height, width, _ = tf.unstack(size)
+        image = tf.image.decode_and_crop_jpeg(data, tf.stack([top, left, height, width]), channels=3)
+        image = tf.image.random_flip_left_right(tf.image.resize(image, [side, side], method="bilinear"))
+        return (image / 255.0 - mean) / std, label
+
+    return load
+
+
+def image_batches(spec: PointSpec, case: Case, device: str, seed: int) -> Iterator[Batch]:
+    """Endless normalised NHWC image batches, epoch after epoch."""
+    assert isinstance(case.input, ImageInput)
+    items = read_train_list(image_root(spec.data_dir or ""))
+    paths = tf.constant([str(i.path) for i in items])
+    labels = tf.constant([i.label for i in items], tf.int32)
+    ds = tf.data.Dataset.from_tensor_slices((paths, labels)).shuffle(len(items), seed=seed,
+                                                                     reshuffle_each_iteration=True)
+    ds = ds.map(_load_image(spec.input_size or case.input.size),
+                num_parallel_calls=spec.loader_workers or None, deterministic=False)
+    ds = ds.map(lambda x, y: {"images": x, "labels": y})
+    return _finish(ds, len(items), spec, device)
+
+
+def text_batches(spec: PointSpec, case: Case, device: str, seed: int) -> Iterator[Batch]:
+    """Endless BERT batches (MLM gathered + NSP) as int32, cut to the first input_size columns, epoch after
+    epoch."""
+    assert isinstance(case.input, TextInput)
+    arrays = bert_arrays(spec.data_dir or "", spec.input_size, max_predictions(case.input, spec.input_size),
+                         "int32")
+    n = len(arrays["nsp_labels"])
+    ds = tf.data.Dataset.from_tensor_slices(arrays).shuffle(n, seed=seed, reshuffle_each_iteration=True)
+    return _finish(ds, n, spec, device)
+
+
+def batches(spec: PointSpec, case: Case, device: str, seed: int) -> Iterator[Batch]:
+    """The point's input: the fixed synthetic batch, or the real-data pipeline's batches."""
+    if spec.data != "real":
+        return fixed(synthetic_batch(case, spec.batch_size, device, spec.input_size, seed))
+    if isinstance(case.input, ImageInput):
+        return image_batches(spec, case, device, seed)
+    return text_batches(spec, case, device, seed)
+
+
+def describe(spec: PointSpec) -> str:
+    """How the input is fed, for the point's facts ("loader")."""
+    if spec.data != "real":
+        return "synthetic: one batch made on the device"
+    return f"tf.data, {spec.loader_workers or 1} parallel decode calls, prefetch"

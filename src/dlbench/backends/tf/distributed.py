@@ -1,34 +1,33 @@
 """tf.distribute for dlbench: which strategy a point runs, TF_CONFIG from the rank contract, and the trainer.
 
-The launcher (local with several devices, hosts, mpirun, Slurm) sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,
-MASTER_PORT, DLBENCH_RDZV_TIMEOUT and DLBENCH_NODE_HOSTS (see dlbench.launch.ranks). From them each worker writes
-TF_CONFIG, worker i listening on ``{host of i}:{MASTER_PORT + 1 + i}``, before TF's context starts.
+The launcher (local with several devices, hosts, mpirun, Slurm) starts the workers with the rank contract
+(dlbench.wire), which the worker reads into its `RankContext`. From it each worker writes TF_CONFIG, worker i
+listening on ``{host of i}:{master_port + 1 + i}``, before TF's context starts.
 
 - ``multiworker`` (and ``none`` with several devices, as torch's ``none`` means its usual data parallelism):
   ``MultiWorkerMirroredStrategy``, one replica per process, gradients all-reduced (RING on the CPU, NCCL on GPUs);
-- ``mirrored``: ``MirroredStrategy`` over one process's local GPUs (at least 2); the spec's batch is then split
-  over them, because dlbench's global batch for one process is its batch size.
+- ``mirrored``: ``MirroredStrategy``, ONE process driving the node's N GPUs (``--scale 1nNc``, a single-process
+  strategy: spec.processes is 1), each replica taking the spec's per-device batch; stored as 1nNc.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import MutableMapping
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from dlbench.backends.base import Trainer
+from dlbench.backends.base import AllocatorPeak, Trainer, fixed
 from dlbench.backends.tf.data import synthetic_batch
-from dlbench.backends.tf.step import make_optimizer, train_loss
+from dlbench.backends.tf.models import train_loss
+from dlbench.backends.tf.step import gpu_peak, make_optimizer
 from dlbench.cases import Case
 from dlbench.spec import PointSpec
+from dlbench.wire import NODE_HOSTS_VAR, RankContext
 
 STRATEGIES: tuple[str, ...] = ("multiworker", "mirrored")
-RDZV_TIMEOUT_VAR = "DLBENCH_RDZV_TIMEOUT"  # dlbench.launch.ranks.RDZV_TIMEOUT_VAR (not imported: worker side)
-NODE_HOSTS_VAR = "DLBENCH_NODE_HOSTS"  # dlbench.launch.ranks.NODE_HOSTS_VAR
 OTHER_FRAMEWORKS: tuple[str, ...] = ("ddp", "allreduce", "sharding", "fleet")  # torch, JAX, Paddle strategies
 # Gradients all-reduced in packs of up to 32 MiB rather than one collective per tensor (TF's default, 0): on
 # the 2-core test machine ResNet-50 steps took 1.9-2.3 s with packs and 3.2-3.7 s without.
@@ -60,12 +59,11 @@ def refuse(spec: PointSpec, local_gpus: int) -> str | None:
         return ("tf's ParameterServerStrategy needs coordinator and ps tasks and a ClusterCoordinator loop, which "
                 "dlbench does not drive yet; use --strategy multiworker")
     if chosen == "mirrored":
-        if spec.world_size > 1:
-            return ("mirrored runs one process over its local GPUs; with several processes use --strategy multiworker")
-        if spec.device != "cuda" or local_gpus < 2:
-            return f"mirrored needs at least 2 local GPUs and --device cuda; this process sees {local_gpus} GPU(s)"
-        if spec.batch_size % local_gpus:
-            return f"mirrored splits the batch over {local_gpus} GPUs: use a batch size divisible by {local_gpus}"
+        if spec.nodes > 1:
+            return "mirrored runs one process over one node's GPUs; across nodes use --strategy multiworker"
+        if spec.device != "cuda" or local_gpus < max(2, spec.devices_per_node) or spec.devices_per_node < 2:
+            return (f"mirrored needs at least 2 local GPUs, --scale 1nNc (N GPUs of this node) and --device cuda; "
+                    f"this process sees {local_gpus} GPU(s)")
     if chosen == "multiworker":
         if spec.world_size == 1:
             return "multiworker needs several devices: use --scale 1n2c or more, or --strategy none"
@@ -76,19 +74,17 @@ def refuse(spec: PointSpec, local_gpus: int) -> str | None:
     return None
 
 
-def tf_config(spec: PointSpec, environ: MutableMapping[str, str]) -> dict[str, object]:
-    """TF_CONFIG for this rank from the launcher's variables: every worker named by host and port, this one's index."""
-    rank = int(environ.get("RANK", "0"))
-    port = int(environ.get("MASTER_PORT", "0") or 0)
-    if not port:
+def tf_config(spec: PointSpec, ctx: RankContext) -> dict[str, object]:
+    """TF_CONFIG for this rank from its context: every worker named by host and port, this one's index."""
+    if not ctx.master_port:
         raise RuntimeError("MASTER_PORT is not set: start several-device points through a dlbench launcher")
-    hosts = [h for h in environ.get(NODE_HOSTS_VAR, "").split(",") if h]
+    hosts = list(ctx.node_hosts)
     if not hosts and spec.nodes == 1:
-        hosts = [environ.get("MASTER_ADDR") or "127.0.0.1"]
+        hosts = [ctx.master_addr or "127.0.0.1"]
     if len(hosts) < spec.nodes:
         raise RuntimeError(f"{NODE_HOSTS_VAR} names {len(hosts)} node host(s); the spec has {spec.nodes} nodes")
-    workers = [f"{hosts[i // spec.devices_per_node]}:{port + 1 + i}" for i in range(spec.world_size)]
-    return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": rank}}
+    workers = [f"{hosts[i // spec.devices_per_node]}:{ctx.master_port + 1 + i}" for i in range(spec.world_size)]
+    return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": ctx.rank}}
 
 
 def _bound_registration(spec: PointSpec, seconds: float) -> None:
@@ -107,19 +103,19 @@ def _bound_registration(spec: PointSpec, seconds: float) -> None:
     ctx.coordination_service.cluster_register_with_barrier = True
 
 
-def make_strategy(spec: PointSpec, gpus: int) -> tf.distribute.Strategy | None:
+def make_strategy(spec: PointSpec, ctx: RankContext) -> tf.distribute.Strategy | None:
     """The point's tf.distribute strategy (None alone); for multiworker, writes TF_CONFIG first. Call this
     before anything starts TF's context: collective ops can only be configured at program start."""
     chosen = strategy_name(spec)
-    if chosen == "mirrored":
-        return tf.distribute.MirroredStrategy([f"/GPU:{i}" for i in range(gpus)])
+    if chosen == "mirrored":  # the first devices_per_node visible GPUs, one replica each
+        return tf.distribute.MirroredStrategy([f"/GPU:{i}" for i in range(spec.devices_per_node)])
     if chosen != "multiworker":
         return None
-    os.environ["TF_CONFIG"] = json.dumps(tf_config(spec, os.environ))
+    os.environ["TF_CONFIG"] = json.dumps(tf_config(spec, ctx))
     # Neither the start-up wait for every worker nor a collective waits for a missing peer longer than the
     # rendezvous timeout. TF runs a watchdog thread per collective for the latter; with gradients packed there
     # are only a few collectives per step.
-    timeout = float(os.environ.get(RDZV_TIMEOUT_VAR) or spec.timeout_s)
+    timeout = ctx.rdzv_timeout_s
     _bound_registration(spec, timeout)
     impl = (tf.distribute.experimental.CommunicationImplementation.NCCL if spec.device == "cuda"
             else tf.distribute.experimental.CommunicationImplementation.RING)
@@ -147,20 +143,21 @@ def facts(spec: PointSpec, strategy: tf.distribute.Strategy) -> dict[str, object
 
 
 class TfDistTrainer(Trainer):
-    """One replica's batch per local device; ``step`` runs the replica step under ``strategy.run`` (gradients
-    all-reduced as a sum of losses each divided by the replica count) and reduces the loss to its mean."""
+    """One replica's batch per local device; ``train_step`` runs the replica step under ``strategy.run``
+    (gradients all-reduced as a sum of losses each divided by the replica count) and reduces the loss to its
+    mean. The input is one fixed distributed batch (synthetic data only: refuse() turns real data away)."""
 
     def __init__(self, spec: PointSpec, case: Case, strategy: tf.distribute.Strategy, model: keras.Model,
-                 loss_scale: bool) -> None:
+                 loss_scale: bool, ctx: RankContext) -> None:
         self.case, self.model, self.strategy = case, model, strategy
         self.replicas = int(strategy.num_replicas_in_sync)
         devices = list(strategy.extended.worker_devices)
         per_replica = spec.global_batch // self.replicas
-        first = int(os.environ.get("RANK", "0")) * len(devices) if strategy_name(spec) == "multiworker" else 0
+        first = ctx.rank * len(devices) if strategy_name(spec) == "multiworker" else 0
         batches = [synthetic_batch(case, per_replica, d, spec.input_size, spec.seed + first + i)
                    for i, d in enumerate(devices)]  # each replica its own samples; replica 0: the 1-device batch
-        self.batch = strategy.experimental_distribute_values_from_function(
-            lambda ctx: batches[ctx.replica_id_in_sync_group - first])
+        super().__init__(fixed(strategy.experimental_distribute_values_from_function(
+            lambda rctx: batches[rctx.replica_id_in_sync_group - first])))
         with strategy.scope():
             self.optimizer = make_optimizer(case, spec.global_batch, loss_scale)
             self.optimizer.build(model.trainable_variables)  # slots exist, mirrored, before tracing
@@ -188,8 +185,8 @@ class TfDistTrainer(Trainer):
         per_replica = self.strategy.run(self._replica_step, args=(batch,))
         return self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
 
-    def step(self) -> None:
-        self._last = self._step(self.batch)
+    def train_step(self, batch: object) -> None:
+        self._last = self._step(batch)
         self._host = None
 
     def sync(self) -> None:
@@ -210,7 +207,6 @@ class TfDistTrainer(Trainer):
         return float(sum((i + 1) * np.sum(keras.ops.convert_to_numpy(v), dtype=np.float64)
                          for i, v in enumerate(self.model.trainable_variables)))
 
-    def peak_memory_bytes(self) -> int | None:
-        if "GPU" in self._device.upper():
-            return int(tf.config.experimental.get_memory_info("GPU:0")["peak"])
-        return None
+    def allocator_peak(self) -> AllocatorPeak | None:
+        """The allocator peak of the first replica's GPU (every replica holds the same model and batch size)."""
+        return gpu_peak(self._device)

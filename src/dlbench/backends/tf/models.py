@@ -1,12 +1,14 @@
-"""Keras 3 definitions of the benchmark's CNNs (NHWC), each with exactly the case's trainable-parameter count.
+"""Keras 3 definitions of the benchmark's models (CNNs in NHWC, BERT), built from the cases' architecture
+tables, each with exactly the case's trainable-parameter count; and the case's training loss.
 
 They follow torchvision's layouts, as the torch backend does, so both frameworks train the same network:
 
-- ResNet-50/152 are v1.5 (stride in the 3x3 conv) with bias-free convs: ``keras.applications.ResNet50`` is
-  v1 with biased convs (25,583,592 trainable parameters), so it is not used.
-- VGG-16 uses ``keras.applications.VGG16``'s convolutional body (the zoo's own definition) with torchvision's
-  head: adaptive 7x7 average pool, then 4096-4096-classes with dropout. At 224x224 the pool is the identity
-  and the count equals the zoo's full VGG16 (138,357,544); at smaller test sizes the count stays the same.
+- ResNets are v1.5 (stride in the 3x3 conv) with bias-free convs, depths from ``ResNetArch``:
+  ``keras.applications.ResNet50`` is v1 with biased convs (25,583,592 trainable parameters), so it is not used.
+- VGG is built from ``VggArch``'s layer table the way ``keras.applications.VGG16`` builds its body (3x3 "same"
+  convs with ReLU and Keras' default initialiser, 2x2 max-pools), with torchvision's head: adaptive average
+  pool, then the FC widths with dropout. At 224x224 the pool is the identity and VGG-16's count equals the
+  zoo's full VGG16 (138,357,544); at smaller test sizes the count stays the same.
 - Inception v3 is written here: ``keras.applications.InceptionV3`` has no auxiliary head and its batch norms
   have no scale (``scale=False``), so its count (23,817,352 trainable) cannot match torchvision's 27,161,264.
 
@@ -16,13 +18,24 @@ Padding mirrors torch's explicit ``padding=`` (``ZeroPadding2D`` then a valid co
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeAlias
 
 import keras
 import numpy as np
 import tensorflow as tf
 from keras import layers, ops
+
+from dlbench.backends.tf.bert import build_bert
+from dlbench.cases import Case, ImageInput
+from dlbench.cases.arch import (
+    POOL,
+    AlexNetArch,
+    BertConfig,
+    InceptionArch,
+    ResNetArch,
+    VggArch,
+)
 
 Tensor: TypeAlias = keras.KerasTensor
 
@@ -83,9 +96,9 @@ class AdaptiveAvgPool2D(layers.Layer):
 # ---------------------------------------------------------------------------------------------- ResNet
 
 
-def _bottleneck(x: Tensor, width: int, stride: int) -> Tensor:
-    """ResNet v1.5 bottleneck: 1x1 reduce, 3x3 carrying the stride, 1x1 expand (x4), projection when needed."""
-    out_ch = 4 * width
+def _bottleneck(x: Tensor, width: int, stride: int, expansion: int) -> Tensor:
+    """ResNet v1.5 bottleneck: 1x1 reduce, 3x3 carrying the stride, 1x1 expand, projection when needed."""
+    out_ch = expansion * width
     shortcut = x
     if stride != 1 or x.shape[-1] != out_ch:
         shortcut = _bn(_conv(x, out_ch, 1, stride), 1e-5)
@@ -95,14 +108,15 @@ def _bottleneck(x: Tensor, width: int, stride: int) -> Tensor:
     return layers.ReLU()(layers.Add()([y, shortcut]))
 
 
-def resnet(blocks: tuple[int, int, int, int], size: int, classes: int, name: str) -> keras.Model:
-    """Bottleneck ResNet v1.5 (torchvision layout): 7x7 stem, max-pool, four stages, global pool, fc."""
+def resnet(arch: ResNetArch, size: int, classes: int, name: str) -> keras.Model:
+    """Bottleneck ResNet v1.5 (torchvision layout): 7x7 stem, max-pool, the table's stages, global pool, fc."""
+    assert arch.stride_on_3x3, "only ResNet v1.5 (stride on the 3x3 conv) is built"
     inputs = keras.Input((size, size, 3))
-    x = layers.ReLU()(_bn(_conv(inputs, 64, 7, 2, pad=3), 1e-5))
+    x = layers.ReLU()(_bn(_conv(inputs, arch.width, 7, 2, pad=3), 1e-5))
     x = layers.MaxPooling2D(3, 2)(layers.ZeroPadding2D(1)(x))  # zero padding is safe after ReLU
-    for i, n in enumerate(blocks):
+    for i, n in enumerate(arch.stages):
         for j in range(n):
-            x = _bottleneck(x, 64 * 2**i, 2 if (i > 0 and j == 0) else 1)
+            x = _bottleneck(x, arch.width * 2**i, 2 if (i > 0 and j == 0) else 1, arch.expansion)
     x = layers.GlobalAveragePooling2D()(x)
     return keras.Model(inputs, _dense(x, classes), name=name)
 
@@ -110,36 +124,40 @@ def resnet(blocks: tuple[int, int, int, int], size: int, classes: int, name: str
 # ------------------------------------------------------------------------------------- VGG and AlexNet
 
 
-def _classifier(x: Tensor, classes: int, dropout_first: bool) -> Tensor:
-    """The 4096-4096-classes head: dropout after each ReLU (VGG) or before each hidden Linear (AlexNet)."""
+def _classifier(x: Tensor, classes: int, fc: tuple[int, ...], dropout: float, dropout_first: bool) -> Tensor:
+    """The FC head: dropout after each ReLU (VGG) or before each hidden Linear (AlexNet)."""
     x = layers.Flatten()(x)
-    for _ in range(2):
+    for width in fc:
         if dropout_first:
-            x = layers.Dropout(0.5)(x)
-        x = _dense(x, 4096, "relu", std=0.01)
+            x = layers.Dropout(dropout)(x)
+        x = _dense(x, width, "relu", std=0.01)
         if not dropout_first:
-            x = layers.Dropout(0.5)(x)
+            x = layers.Dropout(dropout)(x)
     return _dense(x, classes, std=0.01)
 
 
-def vgg16(size: int, classes: int) -> keras.Model:
-    """keras.applications' VGG16 convolutional body with torchvision's adaptive-pool and dropout head."""
-    body = keras.applications.VGG16(include_top=False, weights=None, input_shape=(size, size, 3))
-    x = AdaptiveAvgPool2D(7)(body.output)
-    return keras.Model(body.input, _classifier(x, classes, dropout_first=False), name="vgg16")
-
-
-def alexnet(size: int, classes: int) -> keras.Model:
-    """AlexNet in torchvision's single-tower layout (64-192-384-256-256), adaptive 6x6 average pool."""
+def vgg(arch: VggArch, size: int, classes: int, name: str) -> keras.Model:
+    """VGG from its layer table (keras.applications.VGG16's body layers), torchvision's adaptive-pool head."""
+    assert not arch.batch_norm, "VGG with batch norm is not built"
     inputs = keras.Input((size, size, 3))
-    x = _conv(inputs, 64, 11, 4, pad=2, bias=True, activation="relu")
-    x = layers.MaxPooling2D(3, 2)(x)
-    x = layers.MaxPooling2D(3, 2)(_conv(x, 192, 5, pad=2, bias=True, activation="relu"))
-    x = _conv(x, 384, 3, pad=1, bias=True, activation="relu")
-    x = _conv(x, 256, 3, pad=1, bias=True, activation="relu")
-    x = layers.MaxPooling2D(3, 2)(_conv(x, 256, 3, pad=1, bias=True, activation="relu"))
-    x = AdaptiveAvgPool2D(6)(x)
-    return keras.Model(inputs, _classifier(x, classes, dropout_first=True), name="alexnet")
+    x = inputs
+    for v in arch.layers:
+        x = layers.MaxPooling2D(2, 2)(x) if v == POOL else layers.Conv2D(int(v), 3, padding="same",
+                                                                          activation="relu")(x)
+    x = AdaptiveAvgPool2D(arch.pool)(x)
+    return keras.Model(inputs, _classifier(x, classes, arch.fc, arch.dropout, dropout_first=False), name=name)
+
+
+def alexnet(arch: AlexNetArch, size: int, classes: int, name: str) -> keras.Model:
+    """AlexNet from its conv table (torchvision's single-tower layout), adaptive average pool, FC head."""
+    inputs = keras.Input((size, size, 3))
+    x = inputs
+    for c in arch.convs:
+        x = _conv(x, c.out, c.kernel, c.stride, pad=c.padding, bias=True, activation="relu")
+        if c.pool_after:
+            x = layers.MaxPooling2D(3, 2)(x)
+    x = AdaptiveAvgPool2D(arch.pool)(x)
+    return keras.Model(inputs, _classifier(x, classes, arch.fc, arch.dropout, dropout_first=True), name=name)
 
 
 # ------------------------------------------------------------------------------------------ Inception v3
@@ -207,8 +225,9 @@ def _inception_aux(x: Tensor, classes: int) -> Tensor:
     return _dense(layers.GlobalAveragePooling2D()(x), classes)
 
 
-def inception_v3(size: int, classes: int) -> keras.Model:
-    """Inception v3 in torchvision's ``Inception3`` layout, outputs [logits, aux_logits] (always training)."""
+def inception_v3(arch: InceptionArch, size: int, classes: int, name: str) -> keras.Model:
+    """Inception v3 in torchvision's ``Inception3`` layout; outputs [logits, aux_logits] with the auxiliary head
+    (always training), else logits."""
     inputs = keras.Input((size, size, 3))
     x = _basic(_basic(_basic(inputs, 32, 3, stride=2), 32, 3), 64, 3, pad=1)
     x = layers.MaxPooling2D(3, 2)(x)
@@ -218,20 +237,71 @@ def inception_v3(size: int, classes: int) -> keras.Model:
     x = _inception_b(x)
     for c7 in (128, 160, 160, 192):
         x = _inception_c(x, c7)
-    aux = _inception_aux(x, classes)
+    aux = _inception_aux(x, classes) if arch.aux_logits else None
     x = _inception_e(_inception_e(_inception_d(x)))
-    x = layers.Dropout(0.5)(layers.GlobalAveragePooling2D()(x))
-    return keras.Model(inputs, [_dense(x, classes), aux], name="inception_v3")
+    x = layers.Dropout(arch.dropout)(layers.GlobalAveragePooling2D()(x))
+    logits = _dense(x, classes)
+    return keras.Model(inputs, logits if aux is None else [logits, aux], name=name)
 
 
-# -------------------------------------------------------------------------------------------- registry
+# ----------------------------------------------------------------------------------- registry and loss
 
-CNN_BUILDERS: dict[str, Callable[[int, int], keras.Model]] = {
-    "resnet50": lambda size, classes: resnet((3, 4, 6, 3), size, classes, "resnet50"),
-    "resnet152": lambda size, classes: resnet((3, 8, 36, 3), size, classes, "resnet152"),
-    "vgg16": vgg16,
-    "alexnet": alexnet,
-    "inception_v3": inception_v3,
+Builder: TypeAlias = Callable[[Case, int | None], keras.Model]
+
+
+def _image(build: Callable[..., keras.Model]) -> Builder:
+    """A builder of an image model from the case's table, at `size` (the case's input size when None)."""
+    def make(case: Case, size: int | None) -> keras.Model:
+        assert isinstance(case.input, ImageInput)
+        return build(case.arch, size or case.input.size, case.input.classes, case.name)
+    return make
+
+
+def _bert(case: Case, size: int | None) -> keras.Model:
+    assert isinstance(case.arch, BertConfig)
+    return build_bert(case.arch)
+
+
+# The model table: case name -> builder(case, input size) reading the case's architecture (Keras needs the
+# static input shape). The only place a case is named.
+MODELS: dict[str, Builder] = {
+    "resnet50": _image(resnet),
+    "resnet152": _image(resnet),
+    "vgg16": _image(vgg),
+    "alexnet": _image(alexnet),
+    "inception_v3": _image(inception_v3),
+    "bert_base": _bert,
 }
 
-__all__ = ["CNN_BUILDERS", "alexnet", "inception_v3", "resnet", "vgg16"]
+
+def build_model(case: Case, input_size: int | None = None) -> keras.Model:
+    """A freshly initialised Keras model for the case, under the current global precision policy."""
+    return MODELS[case.name](case, input_size)
+
+
+def count_trainable(model: keras.Model) -> int:
+    """Number of trainable parameters; a variable used twice (BERT's tied decoder) is one variable."""
+    return int(sum(np.prod(v.shape) for v in model.trainable_variables))
+
+
+def _xent(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+    """Per-example softmax cross-entropy, computed in float32."""
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels, tf.cast(logits, tf.float32))
+
+
+def train_loss(case: Case, model: keras.Model, batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
+    """The case's training loss, a float32 scalar: cross-entropy (+ aux_weight x the auxiliary head's), or
+    MLM + NSP with Google's masked-LM loss, sum(ce x mlm_weights) / (sum(mlm_weights) + 1e-5)."""
+    if case.loss.kind == "mlm_nsp":
+        mlm_logits, nsp_logits = model(batch, training=True)
+        weights = tf.cast(batch["mlm_weights"], tf.float32)
+        mlm = tf.reduce_sum(_xent(batch["mlm_ids"], mlm_logits) * weights) / (tf.reduce_sum(weights) + 1e-5)
+        return mlm + tf.reduce_mean(_xent(batch["nsp_labels"], nsp_logits))
+    out = model(batch["images"], training=True)
+    labels = batch["labels"]
+    if isinstance(out, (list, tuple)):  # a model with an auxiliary head: [logits, aux_logits]
+        return tf.reduce_mean(_xent(labels, out[0])) + case.loss.aux_weight * tf.reduce_mean(_xent(labels, out[1]))
+    return tf.reduce_mean(_xent(labels, out))
+
+
+__all__ = ["MODELS", "alexnet", "build_model", "count_trainable", "inception_v3", "resnet", "train_loss", "vgg"]

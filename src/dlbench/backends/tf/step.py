@@ -1,15 +1,18 @@
 """One native TF train step: a ``tf.function`` (XLA ``jit_compile`` with --compile) doing the forward pass
-under a GradientTape, the loss, the gradients and the optimizer update; plus the case's optimizer and loss."""
+under a GradientTape, the loss, the gradients and the optimizer update; plus the case's optimizer."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator
 
 import keras
 import tensorflow as tf
 
-from dlbench.backends.base import Trainer
+from dlbench.backends.base import AllocatorPeak, Trainer
+from dlbench.backends.tf.models import train_loss
 from dlbench.cases import Case
+
+Batch = dict[str, tf.Tensor]
 
 
 def make_optimizer(case: Case, global_batch: int, loss_scale: bool) -> keras.optimizers.Optimizer:
@@ -24,33 +27,21 @@ def make_optimizer(case: Case, global_batch: int, loss_scale: bool) -> keras.opt
     return keras.optimizers.LossScaleOptimizer(opt) if loss_scale else opt
 
 
-def _xent(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
-    """Per-example softmax cross-entropy, computed in float32."""
-    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels, tf.cast(logits, tf.float32))
-
-
-def train_loss(case: Case, model: keras.Model, batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
-    """The training loss (cross-entropy; + 0.4 aux for Inception v3; MLM + NSP for BERT), float32 scalar."""
-    if case.task == "bert_pretraining":
-        mlm_logits, nsp_logits = model(batch, training=True)
-        labels = batch["mlm_labels"]
-        valid = tf.cast(labels >= 0, tf.float32)
-        mlm = _xent(tf.maximum(labels, 0), mlm_logits) * valid
-        mlm = tf.reduce_sum(mlm) / tf.maximum(tf.reduce_sum(valid), 1.0)
-        return mlm + tf.reduce_mean(_xent(batch["nsp_labels"], nsp_logits))
-    out = model(batch["images"], training=True)
-    labels = batch["labels"]
-    if isinstance(out, (list, tuple)):  # Inception v3: [logits, aux_logits]
-        return tf.reduce_mean(_xent(labels, out[0])) + 0.4 * tf.reduce_mean(_xent(labels, out[1]))
-    return tf.reduce_mean(_xent(labels, out))
+def gpu_peak(device: str) -> AllocatorPeak | None:
+    """TF's BFC allocator peak on a GPU device ("/GPU:0"), None on the CPU."""
+    if "GPU" not in device.upper():
+        return None
+    name = "GPU:" + device.upper().rsplit("GPU:", 1)[1]
+    return AllocatorPeak(int(tf.config.experimental.get_memory_info(name)["peak"]), "tf_peak")
 
 
 class TfTrainer(Trainer):
-    """Model, optimizer and one batch on one device; ``step`` runs one traced (optionally XLA) train step."""
+    """Model, optimizer and input on one device; ``train_step`` runs one traced (optionally XLA) train step."""
 
-    def __init__(self, case: Case, model: keras.Model, batch: dict[str, tf.Tensor], device: str,
+    def __init__(self, case: Case, model: keras.Model, batches: Iterator[Batch], device: str,
                  jit_compile: bool, loss_scale: bool, global_batch: int) -> None:
-        self.case, self.model, self.batch, self.device = case, model, batch, device
+        super().__init__(batches)
+        self.case, self.model, self.device = case, model, device
         self.optimizer = make_optimizer(case, global_batch, loss_scale)
         with tf.device(device):
             self.optimizer.build(model.trainable_variables)  # slots exist before tracing
@@ -58,7 +49,7 @@ class TfTrainer(Trainer):
         self._last: tf.Tensor | None = None
         self._host: float | None = None
 
-    def _train_step(self, batch: dict[str, tf.Tensor]) -> tf.Tensor:
+    def _train_step(self, batch: Batch) -> tf.Tensor:
         variables = self.model.trainable_variables
         with tf.GradientTape() as tape:
             loss = train_loss(self.case, self.model, batch)
@@ -67,9 +58,9 @@ class TfTrainer(Trainer):
         self.optimizer.apply(grads, variables)  # a LossScaleOptimizer unscales and skips non-finite steps
         return loss
 
-    def step(self) -> None:
+    def train_step(self, batch: Batch) -> None:
         with tf.device(self.device):
-            self._last = self._step(self.batch)
+            self._last = self._step(batch)
         self._host = None
 
     def sync(self) -> None:
@@ -84,7 +75,5 @@ class TfTrainer(Trainer):
             self.sync()
         return self._host if self._host is not None else float("nan")
 
-    def peak_memory_bytes(self) -> int | None:
-        if self.device.startswith("/GPU"):
-            return int(tf.config.experimental.get_memory_info(self.device.strip("/"))["peak"])
-        return None
+    def allocator_peak(self) -> AllocatorPeak | None:
+        return gpu_peak(self.device)
