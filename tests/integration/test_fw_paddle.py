@@ -63,7 +63,9 @@ def test_one_real_point_through_the_cli(paddle_python: str, cli: Callable[..., C
     assert p.env.identity["framework_version"].startswith("3.")
     assert p.env.descriptive["paddle_threads"] == p.env.identity["threads"]  # paddle runs the threads asked for
     assert p.extra.get("compiled") == "eager"
-    assert [len(r.step_times) for r in p.ranks[0].repeats] == [2]
+    assert p.extra.get("loader") == "synthetic: one batch made on the device"
+    assert p.env.identity["math_mode"] == "fp32"
+    assert [r.steps for r in p.ranks[0].repeats] == [2]
     assert get_case(p.spec.model).param_count == 25_557_032
 
 
@@ -87,11 +89,18 @@ def test_real_data_point(paddle_python: str, cli: Callable[..., CliResult], stor
     [p] = [s.result for s in Store(store_path).points()]
     assert p.status == "ok" and p.spec.data == "real"
     assert p.ranks[0].input_wait_s >= 0.0
+    assert str(p.extra.get("loader")).startswith("paddle.io.DataLoader")
 
 
-def test_amp_on_the_cpu_trains_or_is_refused_with_a_reason(paddle_python: str) -> None:
+def test_amp_on_the_cpu_is_refused_by_the_numerics_policy(paddle_python: str) -> None:
     answer = run_check(paddle_python, "converge", "paddle", "resnet50", "--steps", "2", "--batch", "2",
                        "--input-size", "32", "--precision", "amp")
+    assert "amp is float16 with loss scaling, for GPUs" in str(answer["unsupported"])
+
+
+def test_bf16_on_the_cpu_trains_or_is_refused_with_a_reason(paddle_python: str) -> None:
+    answer = run_check(paddle_python, "converge", "paddle", "resnet50", "--steps", "2", "--batch", "2",
+                       "--input-size", "32", "--precision", "bf16")
     if "unsupported" in answer:  # a CPU without native bfloat16, as this machine's
         assert "leaves every op in float32" in str(answer["unsupported"])
     else:

@@ -1,5 +1,11 @@
-"""PaddlePaddle backend: builds the case's model, a synthetic batch and a PaddleTrainer; joins a fleet job on
-several devices (distributed.py)."""
+"""PaddlePaddle backend: builds the case's model, its input and a PaddleTrainer; joins a fleet job on several
+devices (distributed.py).
+
+On a GPU it applies the numerics policy (dlbench.numerics): fp32 turns TF32 off through paddle's flags
+FLAGS_allow_tf32_cublas and FLAGS_allow_tf32_cudnn (a CUDA build's cuBLAS flag is on by default), tf32 turns
+them on; both are read back with paddle.get_flags and reported as math_mode. amp is O1 float16 autocast with a
+GradScaler, bf16 O1 bfloat16 autocast where paddle really computes in bfloat16 on the device.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +14,52 @@ import os
 
 import paddle
 
-from dlbench.backends.base import Backend, Trainer
-from dlbench.backends.paddle import distributed
-from dlbench.backends.paddle.data import synthetic_batch
-from dlbench.backends.paddle.models import build_model, count_trainable
+from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.paddle import data, distributed
+from dlbench.backends.paddle.models import MODELS, build_model, count_trainable
 from dlbench.backends.paddle.step import PaddleTrainer
-from dlbench.cases import Case, ImageInput
+from dlbench.cases import Case
+from dlbench.numerics import describe, resolve_precision
 from dlbench.spec import PointSpec
+from dlbench.wire import RankContext
+
+# paddle's TF32 switches: cuBLAS matmuls and cuDNN convolutions (CUDA builds only; a CPU build has neither).
+TF32_FLAGS: tuple[str, ...] = ("FLAGS_allow_tf32_cublas", "FLAGS_allow_tf32_cudnn")
+# Out-of-memory errors: paddle raises its ResourceExhausted errors as MemoryError; cuBLAS and cuDNN allocation
+# failures come as its External errors, named by these texts.
+_OOM_TEXT: tuple[str, ...] = ("(ResourceExhausted)", "Out of memory error", "CUBLAS_STATUS_ALLOC_FAILED",
+                              "CUDNN_STATUS_ALLOC_FAILED")
 
 
 def _has_gpu() -> bool:
     """Whether this paddle build is a CUDA one and sees at least one GPU."""
     return bool(paddle.is_compiled_with_cuda()) and paddle.device.cuda.device_count() > 0
+
+
+def tf32_state() -> dict[str, bool]:
+    """paddle's TF32 flags as they are now, read back with paddle.get_flags (only those this build has)."""
+    out: dict[str, bool] = {}
+    for flag in TF32_FLAGS:
+        try:
+            out[flag] = bool(paddle.get_flags([flag])[flag])
+        except ValueError:  # "Flag ... cannot get its value": not compiled into this build
+            continue
+    return out
+
+
+def set_tf32(allow: bool) -> dict[str, bool]:
+    """Turn paddle's TF32 flags on or off and return them read back; a flag left otherwise raises Unsupported."""
+    state = tf32_state()
+    if state:
+        paddle.set_flags(dict.fromkeys(state, allow))
+        state = tf32_state()
+    if allow and set(state) != set(TF32_FLAGS):
+        raise Unsupported(f"this paddle build lacks {', '.join(sorted(set(TF32_FLAGS) - set(state)))}: it cannot "
+                          "run --precision tf32")
+    wrong = [flag for flag, on in state.items() if on != allow]
+    if wrong:
+        raise Unsupported(f"paddle kept {', '.join(wrong)} {'off' if allow else 'on'}; --precision cannot be honoured")
+    return state
 
 
 @functools.cache
@@ -35,83 +75,104 @@ def _autocast_takes_effect(dtype: str) -> bool:
     return out.dtype == (paddle.bfloat16 if dtype == "bfloat16" else paddle.float16)
 
 
+def _threads(spec: PointSpec) -> int:
+    """The CPU threads paddle runs: the spec's, else the worker's OMP_NUM_THREADS (paddle sets it to 1 at import
+    when it is unset)."""
+    return spec.threads or int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
+
+
 class PaddleBackend(Backend):
     """How PaddlePaddle trains a case."""
 
     name = "paddle"
+    title = "PaddlePaddle"
 
     def __init__(self) -> None:
         self._facts: dict[str, object] = {}
 
-    def _configure(self, spec: PointSpec) -> int:
-        """Select the device and the CPU thread count (the worker's OMP_NUM_THREADS, which paddle honours)."""
-        gpu = distributed.local_rank() if spec.world_size > 1 else 0  # a node's ranks share its GPUs
-        paddle.set_device(f"gpu:{gpu}" if spec.device == "cuda" and _has_gpu() else "cpu")
-        # paddle sets OMP_NUM_THREADS=1 at import when it is unset: one thread unless told.
-        threads = spec.threads or int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
-        paddle.base.core.set_num_threads(threads)
-        self._facts["paddle_threads"] = threads
-        return threads
+    def cases(self) -> frozenset[str]:
+        return frozenset(MODELS)
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
-        threads = self._configure(spec)
         env = {"framework_version": paddle.__version__, "paddle_commit": str(paddle.version.commit),
-               "paddle_threads": str(threads),
+               "paddle_threads": str(self._facts.get("paddle_threads", _threads(spec))),
                "paddle_onednn": str(paddle.get_flags(["FLAGS_use_mkldnn"])["FLAGS_use_mkldnn"])}
+        numerics = resolve_precision(spec.precision, spec.device)
+        env["math_mode"] = numerics.math_mode
         if spec.device == "cuda" and _has_gpu():
-            env["device_model"] = paddle.device.cuda.get_device_name(0)
+            device = paddle.get_device()
+            env["device_model"] = paddle.device.cuda.get_device_name(device if device.startswith("gpu") else 0)
             env["cuda"] = str(paddle.version.cuda())
             env["cudnn"] = str(paddle.version.cudnn())
             env["nccl"] = str(paddle.version.nccl()) if hasattr(paddle.version, "nccl") else ""
+            state = tf32_state()
+            env.update({flag.removeprefix("FLAGS_"): str(on) for flag, on in state.items()})
+            env["math_mode"] = describe(numerics, tf32_in_use=any(state.values()))
         if spec.world_size > 1:
             env.update({"dist_backend": distributed.comm_backend(spec), "strategy_run": distributed.strategy(spec)})
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
+        numerics = resolve_precision(spec.precision, spec.device)
+        if numerics.refusal:
+            return numerics.refusal
         if spec.device == "cuda" and not _has_gpu():
             return "paddle here is a CPU build or sees no GPU: use --device cpu"
-        gpus = paddle.device.cuda.device_count() if _has_gpu() else 0
-        reason = distributed.refuse(spec, gpus)
+        reason = distributed.refuse(spec)
         if reason:
             return reason
         if spec.channels_last:
             return "the paddle backend builds NCHW models only; channels-last is not implemented"
-        if spec.precision != "fp32" and spec.device == "cpu":
-            self._configure(spec)
-            if not _autocast_takes_effect("bfloat16"):
-                return (f"--precision {spec.precision}: paddle's bfloat16 autocast leaves every op in float32 "
-                        f"on this CPU (no native bf16); use --precision fp32")
+        if numerics.compute_dtype == "bfloat16":
+            if spec.device == "cuda":
+                if not paddle.amp.is_bfloat16_supported():
+                    return "--precision bf16: paddle has no bfloat16 kernels on this GPU; use --precision amp"
+            else:
+                paddle.set_device("cpu")
+                if not _autocast_takes_effect("bfloat16"):
+                    return ("--precision bf16: paddle's bfloat16 autocast leaves every op in float32 on this CPU "
+                            "(no native bf16); use --precision fp32")
         return None
 
-    def build(self, spec: PointSpec, case: Case) -> Trainer:
-        self._configure(spec)
-        distributed.join(spec)  # several devices: fleet.init from the launcher's variables, bounded in time
-        paddle.seed(spec.seed)  # the same initial parameters on every rank (DataParallel also broadcasts rank 0's)
-        seed = spec.seed + distributed.rank()  # each rank its own samples; rank 0 is the 1-device batch
+    def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
+        numerics = resolve_precision(spec.precision, spec.device)
         on_gpu = spec.device == "cuda"
-        num_classes = case.input.classes if isinstance(case.input, ImageInput) else 1000
-        model = build_model(case.name, num_classes=num_classes)
-        # amp: float16 with loss scaling on the GPU, bfloat16 on the CPU (as the torch backend does).
-        amp_dtype = {"fp32": None, "bf16": "bfloat16", "amp": "float16" if on_gpu else "bfloat16"}[spec.precision]
-        self._facts["autocast"] = f"O1 {amp_dtype}" if amp_dtype else "off"
-        self._facts["compiled"] = "paddle.jit.to_static(full_graph=True)" if spec.compile else "eager"
-        if spec.data == "real":  # files made by `dlbench data` (docs/data-layout.md), through paddle.io.DataLoader
-            from dlbench.backends.paddle import real_data
-
-            trainer: PaddleTrainer = real_data.build_trainer(spec, case, model, on_gpu, amp_dtype, seed)
+        gpu = 0
+        if on_gpu:
+            visible = paddle.device.cuda.device_count()
+            problem = gpu_binding_problem(ctx, visible)
+            if problem:
+                raise Unsupported(problem)
+            gpu = ctx.device_index(visible)
+            paddle.set_device(f"gpu:{gpu}")
+            state = set_tf32(numerics.allow_tf32)
+            self._facts["paddle_tf32_flags"] = ", ".join(f"{k}={v}" for k, v in state.items())
         else:
-            batch = synthetic_batch(case, spec.batch_size, spec.input_size, seed)
-            trainer = PaddleTrainer(case, model, batch, on_gpu, amp_dtype, spec.compile,
-                                    global_batch=spec.global_batch)
+            paddle.set_device("cpu")
+        threads = _threads(spec)
+        paddle.base.core.set_num_threads(threads)
+        self._facts["paddle_threads"] = threads
+        distributed.join(spec, ctx, gpu)  # several devices: fleet.init, bounded by the rendezvous timeout
+        paddle.seed(spec.seed)  # the same initial parameters on every rank (DataParallel also broadcasts rank 0's)
+        model = build_model(case)
+        seed = spec.seed + ctx.rank  # each rank its own samples; rank 0 is the 1-device batch
+        self._facts.update({
+            "autocast": f"O1 {numerics.compute_dtype}" if numerics.autocast else "off",
+            "loss_scaling": "GradScaler (dynamic)" if numerics.loss_scaling else "none",
+            "compiled": "paddle.jit.to_static(full_graph=True)" if spec.compile else "eager",
+            "loader": data.describe(spec)})
+        trainer = PaddleTrainer(data.batches(spec, case, on_gpu, seed), case, model, numerics, on_gpu, spec.compile,
+                                spec.global_batch)
         self._facts.update(distributed.facts(spec, trainer.forward))
         return trainer
 
     def count_params(self, case: Case) -> int:
-        return count_trainable(build_model(case.name))
+        return count_trainable(build_model(case))
 
-    def is_oom(self, exc: BaseException) -> bool:
-        text = f"{type(exc).__name__} {exc}".lower()
-        return isinstance(exc, MemoryError) or "resourceexhausted" in text or "out of memory" in text
+    def oom_error(self, exc: BaseException) -> bool:
+        if isinstance(exc, MemoryError):  # paddle's ResourceExhausted, also as re-raised by to_static
+            return True
+        return isinstance(exc, Exception) and any(text in str(exc) for text in _OOM_TEXT)
 
-    def finish(self) -> dict[str, object]:
+    def facts(self) -> dict[str, object]:
         return dict(self._facts)

@@ -1,7 +1,8 @@
 """BERT-base for pre-training (MLM + NSP) in paddle.nn, laid out like HF ``BertForPreTraining``.
 
 Same trainable-parameter count as ``BertForPreTraining(BertConfig())`` (110,106,428): the MLM decoder
-reuses the word-embedding matrix (tied, counted once) and has its own bias. Query, key and value are one
+reuses the word-embedding matrix (tied, counted once) and has its own bias. As in Google's and NVIDIA's
+pre-training, the masked-LM head runs on the masked positions only, gathered first (dlbench.data.synthetic). Query, key and value are one
 fused projection (the same parameters as three separate ones). Attention is written out with matmul and
 softmax, so that it runs on the CPU and under ``paddle.jit.to_static`` alike.
 """
@@ -14,7 +15,7 @@ import paddle
 import paddle.nn.functional as F
 from paddle import Tensor, nn
 
-from dlbench.cases.bert_base import BertConfig
+from dlbench.cases.arch import BertConfig
 
 
 class BertEmbeddings(nn.Layer):
@@ -95,17 +96,27 @@ class BertForPretraining(nn.Layer):
             self.embeddings.word_embeddings.weight[self.config.pad_token_id] = 0.0
         zeros(self.mlm_bias)
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
-        """MLM logits [B, S, vocab] and NSP logits [B, 2]; attention_mask is [B, S], 1 = attend."""
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor,
+                mlm_positions: Tensor) -> tuple[Tensor, Tensor]:
+        """MLM logits [B, P, vocab] at the masked positions [B, P], and NSP logits [B, 2]; attention_mask is
+        [B, S], 1 = attend."""
         mask_add = ((1.0 - attention_mask.astype("float32")) * -1e4).unsqueeze([1, 2])
         x = self.embeddings(input_ids, token_type_ids)
         for layer in self.layers:
             x = layer(x, mask_add)
         pooled = paddle.tanh(self.pooler(x[:, 0]))
-        h = self.mlm_norm(F.gelu(self.mlm_transform(x)))
+        h = self.mlm_norm(F.gelu(self.mlm_transform(gather_positions(x, mlm_positions))))
         word = self.embeddings.word_embeddings.weight  # tied decoder: [vocab, hidden]
         mlm_logits = paddle.matmul(h, word.astype(h.dtype), transpose_y=True) + self.mlm_bias.astype(h.dtype)
         return mlm_logits, self.nsp(pooled)
 
 
-__all__ = ["BertConfig", "BertForPretraining"]
+def gather_positions(x: Tensor, positions: Tensor) -> Tensor:
+    """The rows of x [B, S, H] at positions [B, P], as [B, P, H] (Google's gather_indexes: one flat gather)."""
+    b, s, h = x.shape
+    p = positions.shape[1]
+    flat = positions + paddle.arange(b, dtype=positions.dtype).unsqueeze(1) * s
+    return paddle.gather(x.reshape([b * s, h]), flat.reshape([-1])).reshape([b, p, h])
+
+
+__all__ = ["BertConfig", "BertForPretraining", "gather_positions"]

@@ -1,34 +1,141 @@
-"""Synthetic batches, made once on the device (as tf_cnn_benchmarks does). Never timed."""
+"""Paddle input: synthetic batches made once on the device (as tf_cnn_benchmarks does), and real data
+(docs/data-layout.md) through a paddle.io.DataLoader with worker processes and prefetch. Never timed.
+
+A batch is a dict of tensors in the order `models.loss_layer` takes them: images and labels, or
+dlbench.data.synthetic.BERT_KEYS. Images: PIL decode, random-resized-crop and flip in the loader workers
+(numpy's global RNG, which paddle reseeds per worker from the main process's), uint8 batches normalised on the
+device. BERT: the samples of bert_samples.npz with the masked positions gathered (data.augment.bert_arrays).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import numpy as np
 import paddle
 
+from dlbench.backends.base import fixed
 from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.data.augment import (
+    bert_arrays,
+    decode_crop_flip,
+    enough_samples,
+    numpy_rng,
+)
+from dlbench.data.layout import (
+    FLIP_PROB,
+    MEAN,
+    STD,
+    TrainItem,
+    image_root,
+    read_train_list,
+)
+from dlbench.data.synthetic import (
+    BERT_KEYS,
+    max_predictions,
+    synthetic_bert,
+    synthetic_images,
+)
+from dlbench.spec import PointSpec
+
+PREFETCH_FACTOR = 2  # batches each loader worker prepares ahead
+Batch = dict[str, paddle.Tensor]
 
 
-def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed: int = 0) -> dict[str, paddle.Tensor]:
-    """One fixed batch on paddle's current device, keys in the order ``models.loss_layer`` takes them.
-
-    input_size shrinks the image side or the sequence length for quick tests.
-    """
-    rng = np.random.default_rng(seed)
+def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed: int = 0) -> Batch:
+    """One fixed batch for the case (dlbench.data.synthetic) on paddle's current device; input_size shrinks the
+    image side or the sequence length for quick tests."""
     if isinstance(case.input, ImageInput):
-        side = input_size or case.input.size
-        images = rng.standard_normal((batch, case.input.channels, side, side), dtype=np.float32)
-        labels = rng.integers(0, case.input.classes, (batch,), dtype=np.int64)
-        return {"images": paddle.to_tensor(images), "labels": paddle.to_tensor(labels)}
-    assert isinstance(case.input, TextInput)
-    seq = input_size or case.input.seq_len
-    ids = rng.integers(0, case.input.vocab, (batch, seq), dtype=np.int64)
-    types = np.zeros((batch, seq), dtype=np.int64)
-    types[:, seq // 2:] = 1
-    mask = np.ones((batch, seq), dtype=np.int64)
-    masked = rng.random((batch, seq)) < case.input.mask_prob
-    masked[0, -1] = True  # at least one masked token, so the MLM loss is defined even for tiny batches
-    mlm = np.where(masked, ids, -100).astype(np.int64)
-    nsp = rng.integers(0, 2, (batch,), dtype=np.int64)
-    arrays = {"input_ids": ids, "token_type_ids": types, "attention_mask": mask, "mlm_labels": mlm,
-              "nsp_labels": nsp}
+        arrays = synthetic_images(case.input, batch, input_size, seed)
+    else:
+        assert isinstance(case.input, TextInput)
+        arrays = synthetic_bert(case.input, batch, input_size, seed)
     return {k: paddle.to_tensor(v) for k, v in arrays.items()}
+
+
+class ImageList(paddle.io.Dataset):  # type: ignore[misc]
+    """train_list.txt items, decoded and augmented to (side x side uint8 CHW array, int64 label)."""
+
+    def __init__(self, items: list[TrainItem], side: int) -> None:
+        super().__init__()
+        self.items, self.side = items, side
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.int64]:
+        item = self.items[index]
+        pixels = decode_crop_flip(item.path, self.side, *numpy_rng(), FLIP_PROB)  # numpy's global RNG
+        return pixels.transpose(2, 0, 1).copy(), np.int64(item.label)
+
+
+class BertSamples(paddle.io.Dataset):  # type: ignore[misc]
+    """Rows of a BERT batch's arrays, as a tuple in BERT_KEYS order."""
+
+    def __init__(self, arrays: dict[str, np.ndarray]) -> None:
+        super().__init__()
+        self.arrays = [arrays[k] for k in BERT_KEYS]
+
+    def __len__(self) -> int:
+        return len(self.arrays[-1])
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, ...]:
+        return tuple(a[index] for a in self.arrays)
+
+
+def _loader(dataset: paddle.io.Dataset, spec: PointSpec) -> paddle.io.DataLoader:
+    enough_samples(len(dataset), spec.batch_size, spec.data_dir)
+    workers = spec.loader_workers
+    return paddle.io.DataLoader(dataset, batch_size=spec.batch_size, shuffle=True, drop_last=True,
+                                num_workers=workers, prefetch_factor=PREFETCH_FACTOR,
+                                persistent_workers=workers > 0, return_list=True)
+
+
+def _to_device(t: paddle.Tensor, on_gpu: bool) -> paddle.Tensor:
+    return t.cuda() if on_gpu else t
+
+
+def image_batches(spec: PointSpec, case: Case, on_gpu: bool) -> Iterator[Batch]:
+    """Endless normalised image batches on the device, epoch after epoch."""
+    assert isinstance(case.input, ImageInput)
+    side = spec.input_size or case.input.size
+    loader = _loader(ImageList(read_train_list(image_root(spec.data_dir or "")), side), spec)
+    mean = _to_device(paddle.to_tensor(MEAN, dtype="float32").reshape([1, 3, 1, 1]) * 255, on_gpu)
+    std = _to_device(paddle.to_tensor(STD, dtype="float32").reshape([1, 3, 1, 1]) * 255, on_gpu)
+    while True:
+        for images, labels in loader:
+            x = (_to_device(images, on_gpu).astype("float32") - mean) / std
+            yield {"images": x, "labels": _to_device(labels, on_gpu).reshape([-1])}
+
+
+def text_batches(spec: PointSpec, case: Case, on_gpu: bool) -> Iterator[Batch]:
+    """Endless BERT batches (MLM + NSP, BERT_KEYS) on the device, epoch after epoch."""
+    assert isinstance(case.input, TextInput)
+    arrays = bert_arrays(spec.data_dir or "", spec.input_size, max_predictions(case.input, spec.input_size))
+    loader = _loader(BertSamples(arrays), spec)
+    while True:
+        for batch in loader:
+            out = {k: _to_device(t, on_gpu) for k, t in zip(BERT_KEYS, batch, strict=True)}
+            out["nsp_labels"] = out["nsp_labels"].reshape([-1])
+            yield out
+
+
+def batches(spec: PointSpec, case: Case, on_gpu: bool, seed: int) -> Iterator[Batch]:
+    """The point's input: the fixed synthetic batch, or the real-data loader's batches (seed: this rank's, which
+    fixes the shuffling and the augmentation)."""
+    if spec.data != "real":
+        return fixed(synthetic_batch(case, spec.batch_size, spec.input_size, seed))
+    np.random.seed(seed)  # paddle's sampler shuffles, and seeds each worker, from numpy's global RNG
+    if isinstance(case.input, ImageInput):
+        return image_batches(spec, case, on_gpu)
+    return text_batches(spec, case, on_gpu)
+
+
+def describe(spec: PointSpec) -> str:
+    """How the input is fed, for the point's facts."""
+    if spec.data != "real":
+        return "synthetic: one batch made on the device"
+    return f"paddle.io.DataLoader, {spec.loader_workers} workers, prefetch {PREFETCH_FACTOR}"
+
+
+__all__ = ["batches", "describe", "synthetic_batch"]

@@ -1,8 +1,8 @@
 """paddle.distributed for dlbench: the launcher's rank variables in PaddlePaddle's names, fleet's collective
 data parallelism, and a bound on the rendezvous.
 
-The launcher (local, hosts, mpirun, srun) sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT,
-DLBENCH_RDZV_TIMEOUT and DLBENCH_NODE_HOSTS (see dlbench.launch.ranks). Paddle 3.3.1 reads other names:
+The worker reads the launcher's rank variables once into a RankContext (dlbench.wire: rank, world size, local
+rank, master address and port, rendezvous timeout, node hosts). Paddle 3.3.1 reads other names:
 
 - PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM: rank and world size (init_parallel_env, fleet's role maker);
 - PADDLE_MASTER: where rank 0 hosts the TCPStore every process group meets through (read by the C++ core,
@@ -10,7 +10,7 @@ DLBENCH_RDZV_TIMEOUT and DLBENCH_NODE_HOSTS (see dlbench.launch.ranks). Paddle 3
 - PADDLE_TRAINER_ENDPOINTS, PADDLE_CURRENT_ENDPOINT: one host:port per rank; init_parallel_env insists on
   them, but its process-group path binds none of those ports (gloo exchanges addresses through the store);
 - PADDLE_DISTRI_BACKEND: ``gloo`` on the CPU (a CPU build refuses to start without it), ``nccl`` on GPUs,
-  which also read FLAGS_selected_gpus (this rank's GPU). Paddle's core reads GLOO_SOCKET_IFNAME (the interface
+  which also read FLAGS_selected_gpus (this rank's GPU: RankContext.device_index). Paddle's core reads GLOO_SOCKET_IFNAME (the interface
   gloo uses across hosts; not tried across hosts here).
 
 The one strategy is ``fleet``: ``fleet.init(is_collective=True)`` joins the job and builds its data-parallel
@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 
 import numpy as np
@@ -34,10 +34,9 @@ from paddle.distributed import fleet
 
 from dlbench.backends.base import strategy_refusal, strategy_run
 from dlbench.spec import PointSpec
+from dlbench.wire import RDZV_TIMEOUT_VAR, RankContext
 
 STRATEGIES: tuple[str, ...] = ("fleet",)
-RDZV_TIMEOUT_VAR = "DLBENCH_RDZV_TIMEOUT"  # dlbench.launch.ranks.RDZV_TIMEOUT_VAR (not imported: worker side)
-NODE_HOSTS_VAR = "DLBENCH_NODE_HOSTS"  # dlbench.launch.ranks.NODE_HOSTS_VAR
 
 
 def strategy(spec: PointSpec) -> str:
@@ -50,35 +49,27 @@ def comm_backend(spec: PointSpec) -> str:
     return "nccl" if spec.device == "cuda" else "gloo"
 
 
-def refuse(spec: PointSpec, gpus: int) -> str | None:
-    """A one-line reason when paddle cannot run the spec's strategy, else None (gpus: GPUs on this node)."""
-    reason = strategy_refusal(spec, "fleet", STRATEGIES, "use --strategy fleet (fleet.distributed_model: "
-                              "DataParallel all-reduces the gradients)")
-    if reason:
-        return reason
-    if spec.device == "cuda" and spec.world_size > 1 and gpus < spec.devices_per_node:
-        return f"{spec.scale} needs {spec.devices_per_node} GPUs per node; this node has {gpus}"
-    return None
+def refuse(spec: PointSpec) -> str | None:
+    """A one-line reason when paddle cannot run the spec's strategy, else None (a rank's GPU is checked in build:
+    base.gpu_binding_problem)."""
+    return strategy_refusal(spec, "fleet", STRATEGIES, "use --strategy fleet (fleet.distributed_model: "
+                            "DataParallel all-reduces the gradients)")
 
 
-def paddle_env(spec: PointSpec, environ: Mapping[str, str]) -> dict[str, str]:
-    """Paddle's variables for this rank, from the rank contract's (rank r runs on node r // devices_per_node)."""
-    rank, world = int(environ["RANK"]), int(environ.get("WORLD_SIZE") or spec.world_size)
-    master, port = environ["MASTER_ADDR"], int(environ["MASTER_PORT"])
-    hosts = [h for h in environ.get(NODE_HOSTS_VAR, "").split(",") if h] or [master]
+def paddle_env(spec: PointSpec, ctx: RankContext, gpu: int = 0) -> dict[str, str]:
+    """Paddle's variables for this rank, from its RankContext (rank r runs on node r // devices_per_node); gpu is
+    this rank's GPU ordinal among the visible ones."""
+    hosts = list(ctx.node_hosts) or [ctx.master_addr]
     # Distinct placeholders per rank; the process-group path never binds them (see the module docstring).
-    endpoints = [f"{hosts[min(r // spec.devices_per_node, len(hosts) - 1)]}:{port + 1 + r}" for r in range(world)]
-    out = {"PADDLE_TRAINER_ID": str(rank), "PADDLE_TRAINERS_NUM": str(world), "PADDLE_MASTER": f"{master}:{port}",
-           "PADDLE_TRAINER_ENDPOINTS": ",".join(endpoints), "PADDLE_CURRENT_ENDPOINT": endpoints[rank],
-           "PADDLE_RANK_IN_NODE": environ.get("LOCAL_RANK", "0"), "PADDLE_DISTRI_BACKEND": comm_backend(spec)}
+    endpoints = [f"{hosts[min(r // spec.devices_per_node, len(hosts) - 1)]}:{ctx.master_port + 1 + r}"
+                 for r in range(ctx.world_size)]
+    out = {"PADDLE_TRAINER_ID": str(ctx.rank), "PADDLE_TRAINERS_NUM": str(ctx.world_size),
+           "PADDLE_MASTER": f"{ctx.master_addr}:{ctx.master_port}",
+           "PADDLE_TRAINER_ENDPOINTS": ",".join(endpoints), "PADDLE_CURRENT_ENDPOINT": endpoints[ctx.rank],
+           "PADDLE_RANK_IN_NODE": str(ctx.local_rank), "PADDLE_DISTRI_BACKEND": comm_backend(spec)}
     if spec.device == "cuda":
-        out["FLAGS_selected_gpus"] = environ.get("LOCAL_RANK", "0")
+        out["FLAGS_selected_gpus"] = str(gpu)
     return out
-
-
-def local_rank() -> int:
-    """This process's rank on its node (0 without a launcher)."""
-    return int(os.environ.get("LOCAL_RANK", "0"))
 
 
 # The watchdog: a separate interpreter, because paddle's C++ rendezvous holds the GIL while it waits (a Python
@@ -114,15 +105,13 @@ def deadline(seconds: float, what: str) -> Iterator[None]:
         watchdog.wait()
 
 
-def join(spec: PointSpec, environ: MutableMapping[str, str] = os.environ) -> None:
-    """Join the job from the launcher's variables (several devices only): fleet.init, bounded in time."""
+def join(spec: PointSpec, ctx: RankContext, gpu: int = 0, environ: MutableMapping[str, str] = os.environ) -> None:
+    """Join the job from the rank context (several devices only): fleet.init, bounded by ctx.rdzv_timeout_s."""
     if strategy(spec) == "none" or joined():
         return
-    environ.update(paddle_env(spec, environ))
-    timeout = float(environ.get(RDZV_TIMEOUT_VAR) or spec.timeout_s)
-    what = (f"rank {environ['RANK']} did not meet its {spec.world_size - 1} peer(s) at "
-            f"{environ['PADDLE_MASTER']}")
-    with deadline(timeout, what):
+    environ.update(paddle_env(spec, ctx, gpu))
+    what = f"rank {ctx.rank} did not meet its {spec.world_size - 1} peer(s) at {ctx.master_addr}:{ctx.master_port}"
+    with deadline(ctx.rdzv_timeout_s, what):
         fleet.init(is_collective=True)
         paddle.distributed.barrier()  # every rank's process group is up before the first timed collective
     if paddle.distributed.get_world_size() != spec.world_size:

@@ -1,18 +1,20 @@
-"""The benchmark's models in PaddlePaddle, and their losses.
+"""The benchmark's models in PaddlePaddle, and their losses. `MODELS` maps each case to a builder that reads the
+case's architecture (dlbench.cases.arch); a zoo model is used only where it is checked to equal that table.
 
-Where ``paddle.vision.models`` matches the case exactly it is used as is: ResNet-50 and ResNet-152 (v1.5,
-the stride on the 3x3 conv; 25,557,032 and 60,192,808 parameters) and VGG-16 (138,357,544). Two zoo
+``paddle.vision.models`` is used where it matches: the bottleneck ResNet (v1.5, the stride on the 3x3 conv) of
+the case's depth, its stages checked against the case's (ResNet-50: 25,557,032 parameters, ResNet-152:
+60,192,808) and VGG built from the case's layer table with the zoo's head checked (VGG-16: 138,357,544). Two zoo
 models are extended, keeping every zoo layer:
 
-- AlexNet: paddle's has torchvision's layers and parameter count (61,100,840) but flattens the last
-  feature map directly, so it only accepts 224x224 inputs; torchvision's 6x6 adaptive average pool is
-  added before the classifier (an identity at 224x224), and its dropouts scale at train time as
-  torchvision's do.
+- AlexNet: paddle's has torchvision's layers and parameter count (61,100,840), checked against the case's conv
+  table, but flattens the last feature map directly, so it only accepts 224x224 inputs; torchvision's 6x6
+  adaptive average pool is added before the classifier (an identity at 224x224), and its dropouts scale at
+  train time as torchvision's do.
 - Inception v3: paddle's is torchvision's ``Inception3`` without the auxiliary classifier (23,834,568);
   torchvision's aux head (5x5/3 average pool, 1x1 conv 128, 5x5 conv 768, fc) is added on the 17x17 grid
-  after the last InceptionC block, giving the case's 27,161,264. Its final dropout becomes torchvision's
-  (0.5, scaled at train time); the zoo keeps its batch-norm epsilon (1e-5, torchvision 1e-3), which
-  changes neither the parameters nor the work.
+  after the last InceptionC block when the case has aux_logits, giving the case's 27,161,264. Its final dropout
+  becomes the case's (0.5, scaled at train time); the zoo keeps its batch-norm epsilon (1e-5, torchvision
+  1e-3), which changes neither the parameters nor the work.
 
 CNN weights are re-initialised as the torch backend does (Kaiming-normal fan-out convs, BN 1/0), so that
 every framework starts from the same distribution. BERT lives in ``bert.py``.
@@ -26,28 +28,52 @@ import paddle
 import paddle.nn.functional as F
 from paddle import Tensor, nn
 from paddle.vision import models as zoo
+from paddle.vision.models.alexnet import ConvPoolLayer
 from paddle.vision.models.inceptionv3 import InceptionC, InceptionD
+from paddle.vision.models.resnet import BottleneckBlock
+from paddle.vision.models.vgg import make_layers as make_vgg_layers
 from paddle.vision.ops import ConvNormActivation
 
-from dlbench.backends.paddle.bert import BertConfig, BertForPretraining
-from dlbench.cases import get_case
+from dlbench.backends.paddle.bert import BertForPretraining
+from dlbench.cases import Case, ImageInput
+from dlbench.cases.arch import AlexNetArch, InceptionArch, ResNetArch, VggArch
 
 
 class AlexNet(zoo.AlexNet):
-    """paddle.vision's AlexNet with torchvision's 6x6 adaptive average pool and train-time-scaled dropout."""
+    """paddle.vision's AlexNet with torchvision's 6x6 adaptive average pool and train-time-scaled dropout;
+    its convolutions and head checked against the case's table."""
 
-    def __init__(self, num_classes: int = 1000) -> None:
+    def __init__(self, arch: AlexNetArch, num_classes: int = 1000) -> None:
         super().__init__(num_classes=num_classes)
         # The zoo's "downscale_in_infer" dropout halves activations at inference instead of doubling them
         # in training; paddle's default mode is torchvision's.
-        self._drop1, self._drop2 = nn.Dropout(0.5), nn.Dropout(0.5)
+        self._drop1, self._drop2 = nn.Dropout(arch.dropout), nn.Dropout(arch.dropout)
+        self.pool = arch.pool
+        blocks = [self._conv1, self._conv2, self._conv3, self._conv4, self._conv5]
+        zoo_table = [_conv_row(b) for b in blocks]
+        if zoo_table != [(c.out, c.kernel, c.stride, c.padding, c.pool_after) for c in arch.convs] or \
+                (self._fc6.weight.shape[1], self._fc7.weight.shape[1]) != arch.fc or \
+                self._fc6.weight.shape[0] != zoo_table[-1][0] * arch.pool**2:
+            raise RuntimeError(f"paddle.vision's AlexNet ({zoo_table}) is not the case's table {arch}")
 
     def forward(self, inputs: Tensor) -> Tensor:
         x = F.relu(self._conv3(self._conv2(self._conv1(inputs))))
         x = self._conv5(F.relu(self._conv4(x)))
-        x = paddle.flatten(F.adaptive_avg_pool2d(x, 6), start_axis=1)
+        x = paddle.flatten(F.adaptive_avg_pool2d(x, self.pool), start_axis=1)
         x = self._fc7(self._drop2(F.relu(self._fc6(self._drop1(x)))))
         return self._fc8(F.relu(x))
+
+
+def _conv_row(block: nn.Layer) -> tuple[int, int, int, int, bool]:
+    """(out channels, kernel, stride, padding, max-pool after) of a zoo AlexNet block."""
+    pooled = isinstance(block, ConvPoolLayer)
+    conv = block._conv if pooled else block
+    out, _, kernel, _ = conv.weight.shape
+    return out, kernel, _first(conv._stride), _first(conv._padding), pooled
+
+
+def _first(value: int | list[int] | tuple[int, ...]) -> int:
+    return int(value[0] if isinstance(value, (list, tuple)) else value)
 
 
 class InceptionAux(nn.Layer):
@@ -75,20 +101,21 @@ class InceptionV3(zoo.InceptionV3):
 
     AUX_AFTER = 7  # index of the last InceptionC block in the zoo's block list
 
-    def __init__(self, num_classes: int = 1000) -> None:
+    def __init__(self, arch: InceptionArch, num_classes: int = 1000) -> None:
         super().__init__(num_classes=num_classes)
         blocks = self.inception_block_list
         if not (isinstance(blocks[self.AUX_AFTER], InceptionC) and isinstance(blocks[self.AUX_AFTER + 1], InceptionD)):
             raise RuntimeError("paddle.vision's InceptionV3 changed layout; the aux head has no 17x17 grid to tap")
-        self.aux = InceptionAux(768, num_classes)
-        self.dropout = nn.Dropout(0.5)  # torchvision's rate and train-time scaling (the zoo's: 0.2, at inference)
+        self.aux = InceptionAux(768, num_classes) if arch.aux_logits else None
+        # torchvision's rate (the case's) and train-time scaling (the zoo's: 0.2, scaled at inference)
+        self.dropout = nn.Dropout(arch.dropout)
 
     def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:  # type: ignore[override]
         x = self.inception_stem(x)
         aux = None
         for i, block in enumerate(self.inception_block_list):
             x = block(x)
-            if i == self.AUX_AFTER and self.training:
+            if i == self.AUX_AFTER and self.training and self.aux is not None:
                 aux = self.aux(x)
         x = self.dropout(paddle.flatten(self.avg_pool(x), start_axis=1))
         logits = self.fc(x)
@@ -113,27 +140,46 @@ def _init_cnn(model: nn.Layer, linear_std: float | None = None) -> nn.Layer:
     return model
 
 
-_BUILDERS: dict[str, Callable[[int], nn.Layer]] = {
-    "resnet50": lambda n: _init_cnn(zoo.resnet50(num_classes=n)),
-    "resnet152": lambda n: _init_cnn(zoo.resnet152(num_classes=n)),
-    "vgg16": lambda n: _init_cnn(zoo.vgg16(num_classes=n), linear_std=0.01),
-    "alexnet": lambda n: _init_cnn(AlexNet(num_classes=n), linear_std=0.01),
-    "inception_v3": lambda n: _init_cnn(InceptionV3(num_classes=n)),
-    "bert_base": lambda n: BertForPretraining(BertConfig()),
+def _resnet(arch: ResNetArch, num_classes: int) -> nn.Layer:
+    """paddle.vision's bottleneck ResNet (v1.5: stride on the 3x3 conv) of the case's depth, checked stage by stage."""
+    depth = 3 * sum(arch.stages) + 2  # three convs per bottleneck block, the stem conv and the classifier
+    model = zoo.ResNet(BottleneckBlock, depth=depth, width=arch.width, num_classes=num_classes)
+    built = tuple(len(getattr(model, f"layer{i + 1}")) for i in range(4))
+    if built != arch.stages or BottleneckBlock.expansion != arch.expansion or not arch.stride_on_3x3:
+        raise RuntimeError(f"paddle.vision's ResNet-{depth} has stages {built}; the case asks for {arch}")
+    return _init_cnn(model)
+
+
+def _vgg(arch: VggArch, num_classes: int) -> nn.Layer:
+    """paddle.vision's VGG built from the case's layer table (its POOL mark is the zoo's 'M'); the zoo's head is
+    checked against the case's."""
+    model = zoo.vgg.VGG(make_vgg_layers(list(arch.layers), arch.batch_norm), num_classes=num_classes)
+    head = [m for m in model.classifier if isinstance(m, nn.Linear)]
+    drops = {m.p for m in model.classifier if isinstance(m, nn.Dropout)}
+    if tuple(m.weight.shape[1] for m in head[:-1]) != arch.fc or drops != {arch.dropout} or \
+            head[0].weight.shape[0] != 512 * arch.pool**2:
+        raise RuntimeError(f"paddle.vision's VGG head is not the case's {arch}")
+    return _init_cnn(model, linear_std=0.01)
+
+
+def _classes(case: Case) -> int:
+    return case.input.classes if isinstance(case.input, ImageInput) else 1000
+
+
+# The model table: case name -> builder reading the case's architecture. The only place a case is named.
+MODELS: dict[str, Callable[[Case], nn.Layer]] = {
+    "resnet50": lambda c: _resnet(c.arch, _classes(c)),  # type: ignore[arg-type]
+    "resnet152": lambda c: _resnet(c.arch, _classes(c)),  # type: ignore[arg-type]
+    "vgg16": lambda c: _vgg(c.arch, _classes(c)),  # type: ignore[arg-type]
+    "alexnet": lambda c: _init_cnn(AlexNet(c.arch, _classes(c)), linear_std=0.01),  # type: ignore[arg-type]
+    "inception_v3": lambda c: _init_cnn(InceptionV3(c.arch, _classes(c))),  # type: ignore[arg-type]
+    "bert_base": lambda c: BertForPretraining(c.arch),  # type: ignore[arg-type]
 }
 
 
-def canonical(case_name: str) -> str:
-    """The canonical case name for a name or alias; KeyError (``UnknownCase``) if there is none."""
-    return case_name if case_name in _BUILDERS else get_case(case_name).name
-
-
-def build_model(case_name: str, num_classes: int = 1000) -> nn.Layer:
-    """Build a freshly initialised model for a case (num_classes is ignored for BERT); KeyError if unknown."""
-    name = canonical(case_name)
-    if name not in _BUILDERS:
-        raise KeyError(case_name)
-    return _BUILDERS[name](num_classes)
+def build_model(case: Case) -> nn.Layer:
+    """A freshly initialised model for a case."""
+    return MODELS[case.name](case)
 
 
 def count_trainable(model: nn.Layer) -> int:
@@ -150,49 +196,45 @@ def _xent(logits: Tensor, labels: Tensor) -> Tensor:
     return F.cross_entropy(logits.astype("float32"), labels)
 
 
-def _masked_xent(logits: Tensor, labels: Tensor, ignore_index: int = -100) -> Tensor:
-    """Cross-entropy averaged over the labels that are not ignore_index.
-
-    paddle's ``reduction="mean"`` divides by every label, ignored ones included; torch and HF divide by
-    the kept ones, which is what the MLM loss means.
-    """
-    per_token = F.cross_entropy(logits.astype("float32"), labels, ignore_index=ignore_index, reduction="sum")
-    kept = (labels != ignore_index).astype("float32").sum()
-    return per_token / paddle.clip(kept, min=1.0)
+def _weighted_xent(logits: Tensor, labels: Tensor, weights: Tensor) -> Tensor:
+    """Cross-entropy of each prediction, weighted (0 for padding), over the sum of weights (Google's BERT)."""
+    vocab = logits.shape[-1]
+    each = F.cross_entropy(logits.reshape([-1, vocab]).astype("float32"), labels.reshape([-1, 1]), reduction="none")
+    w = weights.reshape([-1]).astype("float32")
+    return (each.reshape([-1]) * w).sum() / (w.sum() + 1e-5)
 
 
 class ImageLoss(nn.Layer):
-    """Model plus cross-entropy on (images, labels); Inception's aux logits add 0.4x their loss."""
+    """Model plus cross-entropy on (images, labels); an auxiliary head's logits add aux_weight x their loss."""
 
-    def __init__(self, model: nn.Layer) -> None:
+    def __init__(self, model: nn.Layer, aux_weight: float) -> None:
         super().__init__()
-        self.model = model
+        self.model, self.aux_weight = model, aux_weight
 
     def forward(self, images: Tensor, labels: Tensor) -> Tensor:
         out = self.model(images)
-        if isinstance(out, tuple):  # Inception v3 in training mode: (logits, aux_logits)
-            return _xent(out[0], labels) + 0.4 * _xent(out[1], labels)
+        if isinstance(out, tuple):  # a model with an auxiliary head, in training mode: (logits, aux_logits)
+            return _xent(out[0], labels) + self.aux_weight * _xent(out[1], labels)
         return _xent(out, labels)
 
 
 class BertLoss(nn.Layer):
-    """BERT plus the pre-training loss: masked-LM cross-entropy (label -100 ignored) + next-sentence."""
+    """BERT plus the pre-training loss: Google's weighted masked-LM cross-entropy + next-sentence; takes the batch
+    in dlbench.data.synthetic.BERT_KEYS order."""
 
     def __init__(self, model: nn.Layer) -> None:
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor,
-                mlm_labels: Tensor, nsp_labels: Tensor) -> Tensor:
-        mlm_logits, nsp_logits = self.model(input_ids, token_type_ids, attention_mask)
-        vocab = mlm_logits.shape[-1]
-        mlm = _masked_xent(mlm_logits.reshape([-1, vocab]), mlm_labels.reshape([-1]))
-        return mlm + _xent(nsp_logits, nsp_labels)
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, mlm_positions: Tensor,
+                mlm_ids: Tensor, mlm_weights: Tensor, nsp_labels: Tensor) -> Tensor:
+        mlm_logits, nsp_logits = self.model(input_ids, token_type_ids, attention_mask, mlm_positions)
+        return _weighted_xent(mlm_logits, mlm_ids, mlm_weights) + _xent(nsp_logits, nsp_labels)
 
 
-def loss_layer(case_name: str, model: nn.Layer) -> nn.Layer:
-    """The model wrapped with its training loss; call it with the batch's tensors in data.py's order."""
-    return BertLoss(model) if canonical(case_name) == "bert_base" else ImageLoss(model)
+def loss_layer(case: Case, model: nn.Layer) -> nn.Layer:
+    """The model wrapped with the case's training loss; call it with the batch's tensors in data.py's order."""
+    return BertLoss(model) if case.loss.kind == "mlm_nsp" else ImageLoss(model, case.loss.aux_weight)
 
 
-__all__ = ["AlexNet", "InceptionV3", "build_model", "canonical", "count_trainable", "loss_layer"]
+__all__ = ["MODELS", "AlexNet", "InceptionV3", "build_model", "count_trainable", "loss_layer"]

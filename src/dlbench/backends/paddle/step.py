@@ -4,13 +4,16 @@ in a fleet job the loss layer, optimizer and scaler are fleet's (see distributed
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 
 import paddle
 
-from dlbench.backends.base import Trainer
+from dlbench.backends.base import AllocatorPeak, Trainer
 from dlbench.backends.paddle import distributed
+from dlbench.backends.paddle.data import Batch
 from dlbench.backends.paddle.models import loss_layer
 from dlbench.cases import Case
+from dlbench.numerics import Numerics
 
 
 def make_optimizer(case: Case, model: paddle.nn.Layer, global_batch: int) -> paddle.optimizer.Optimizer:
@@ -25,20 +28,20 @@ def make_optimizer(case: Case, model: paddle.nn.Layer, global_batch: int) -> pad
 
 
 class PaddleTrainer(Trainer):
-    """Model, optimizer and one batch on one device (one rank's, when this process joined a fleet job).
+    """Model, optimizer and input on one device (one rank's, when this process joined a fleet job).
 
-    amp_dtype is None (float32), "float16" (with a GradScaler) or "bfloat16"; autocast is level O1.
+    Numerics (dlbench.numerics): float32, or O1 autocast to float16 (with a GradScaler) or bfloat16.
     """
 
-    def __init__(self, case: Case, model: paddle.nn.Layer, batch: dict[str, paddle.Tensor], on_gpu: bool,
-                 amp_dtype: str | None, compile_model: bool, global_batch: int | None = None) -> None:
-        self.case, self.model, self.on_gpu, self.amp_dtype = case, model, on_gpu, amp_dtype
-        self.inputs = list(batch.values())
-        optimizer = make_optimizer(case, model, global_batch or int(self.inputs[0].shape[0]))
-        self.optimizer = distributed.distributed_optimizer(optimizer)
-        scaler = paddle.amp.GradScaler(init_loss_scaling=2.0**16) if amp_dtype == "float16" else None
+    def __init__(self, batches: Iterator[Batch], case: Case, model: paddle.nn.Layer, numerics: Numerics,
+                 on_gpu: bool, compile_model: bool, global_batch: int) -> None:
+        super().__init__(batches)
+        self.case, self.model, self.on_gpu = case, model, on_gpu
+        self.amp_dtype = numerics.compute_dtype if numerics.autocast else None
+        self.optimizer = distributed.distributed_optimizer(make_optimizer(case, model, global_batch))
+        scaler = paddle.amp.GradScaler(init_loss_scaling=2.0**16) if numerics.loss_scaling else None
         self.scaler = distributed.distributed_scaler(scaler) if scaler is not None else None
-        forward = loss_layer(case.name, model)
+        forward = loss_layer(case, model)
         # full_graph=True: the AST translator, which fails loudly rather than falling back to eager pieces.
         forward = paddle.jit.to_static(forward, full_graph=True) if compile_model else forward
         # In a job, DataParallel around the whole loss layer: it all-reduces the gradients during backward.
@@ -51,9 +54,9 @@ class PaddleTrainer(Trainer):
             return contextlib.nullcontext()
         return paddle.amp.auto_cast(enable=True, level="O1", dtype=self.amp_dtype)
 
-    def step(self) -> None:
+    def train_step(self, batch: Batch) -> None:
         with self._autocast():
-            loss = self.forward(*self.inputs)
+            loss = self.forward(*batch.values())
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
@@ -78,7 +81,7 @@ class PaddleTrainer(Trainer):
     def loss(self) -> float:
         return float(self._last.astype("float32").item()) if self._last is not None else float("nan")
 
-    def peak_memory_bytes(self) -> int | None:
+    def allocator_peak(self) -> AllocatorPeak | None:
         if self.on_gpu:
-            return int(paddle.device.cuda.max_memory_allocated())
+            return AllocatorPeak(int(paddle.device.cuda.max_memory_allocated()), "paddle_max_allocated")
         return None
