@@ -53,7 +53,9 @@ def assert_ranks_in_sync(r: PointResult, world: int) -> None:
     """An ok point whose every rank stored its samples, with identical parameters and the right global batch."""
     assert r.status == "ok", r.error
     assert [k.rank for k in r.ranks] == list(range(world))
-    assert all(len(k.repeats) == 1 and len(k.repeats[0].step_times) == 2 for k in r.ranks)
+    # two measured steps: step by step (--sync-every-step), else in windows synchronised at their ends
+    assert all(len(k.repeats) == 1 and (len(k.repeats[0].step_times) or sum(k.repeats[0].window_steps)) == 2
+               for k in r.ranks)
     sums = {k.param_checksum for k in r.ranks}
     assert len(sums) == 1 and None not in sums
     assert r.metrics is not None and r.metrics.global_batch == r.spec.batch_size * world

@@ -62,8 +62,9 @@ def test_one_real_point_through_the_cli(jax_python: str, cli: Callable[..., CliR
     assert p.status == "ok" and p.metrics is not None and p.metrics.throughput > 0
     assert p.env.identity["framework_version"].startswith("0.")
     assert p.env.identity["framework"] == "jax"
-    assert p.extra.get("compiled") == "jit (always)"
-    assert [len(r.step_times) for r in p.ranks[0].repeats] == [2]
+    assert p.extra.get("compiled") == "jit (always)" and str(p.extra.get("loader")).startswith("synthetic")
+    assert p.env.identity["math_mode"] == "fp32" and p.extra.get("jax_default_matmul_precision") == "highest"
+    assert [sum(r.window_steps) for r in p.ranks[0].repeats] == [2]  # window timing: synchronised at the ends
     assert get_case(p.spec.model).param_count == 25_557_032
 
 
@@ -120,6 +121,7 @@ def test_real_images_through_grain(jax_python: str, cli: Callable[..., CliResult
     assert code == 0, err
     [p] = [s.result for s in Store(store_path).points()]
     assert p.status == "ok" and p.spec.data == "real" and p.spec.loader_workers == 2 and p.metrics is not None
+    assert str(p.extra.get("loader")).startswith("Grain DataLoader, 2 workers")
     assert math.isfinite(p.metrics.final_loss or math.nan) and 0 <= p.metrics.input_wait_share < 1
 
 
@@ -141,7 +143,7 @@ def test_real_bert_samples_through_grain(jax_python: str, cli: Callable[..., Cli
 
 SHARDS = """
 import json
-from dlbench.backends.jax.real_data import loader
+from dlbench.backends.jax.data import loader
 from dlbench.spec import PointSpec, Protocol
 spec = PointSpec(framework="jax", model="resnet50", batch_size=2, protocol=Protocol(0, 1, 1, "mean"),
                  data="real", data_dir="unused", loader_workers=0)
@@ -180,11 +182,15 @@ def test_real_images_on_two_processes(jax_python: str, cli: Callable[..., CliRes
 FP16_STEPS = """
 import json, jax, jax.numpy as jnp
 from dlbench.backends.jax.backend import make_trainer
+from dlbench.backends.jax.distributed import Placement
 from dlbench.cases import get_case
-t = make_trainer(get_case("alexnet"), jnp.float16, 2, 64, 0, jax.devices("cpu")[0])
+from dlbench.spec import PointSpec, Protocol
+spec = PointSpec(framework="jax", model="alexnet", batch_size=2, protocol=Protocol(0, 3, 1, "median"), input_size=64)
+device = jax.devices("cpu")[0]
+t = make_trainer(spec, get_case("alexnet"), jnp.float16, device, Placement.over([device]), 0)
 losses = []
 for _ in range(3):
-    t.step()
+    t.train_step(t.next_batch())
     losses.append(t.loss())
 t.sync()
 print(json.dumps({"losses": losses, "scale": float(t.state.dynamic_scale.scale)}))

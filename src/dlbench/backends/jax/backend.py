@@ -1,5 +1,11 @@
-"""JAX/Flax backend: flax.linen models, synthetic data made on the device or real data through Grain, one
-jitted train step; on several processes, data parallel over a global mesh (distributed.py)."""
+"""JAX/Flax backend: flax.linen models built from the cases' tables, synthetic data or real data through Grain,
+one jitted train step; on several processes, data parallel over a global mesh (distributed.py).
+
+What build sets, each recorded: the numerics policy (dlbench.numerics) as JAX's default matmul/conv precision
+for 32-bit inputs ("highest" = IEEE fp32; "tensorfloat32" for tf32: XLA uses TF32 on Ampere and later GPUs when
+left at its default), read back into math_mode; no GPU preallocation (package __init__); a persistent
+compilation cache shared by every point (max-batch probes recompile the same shapes).
+"""
 
 from __future__ import annotations
 
@@ -9,84 +15,53 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import linen as nn
 from flax.training.dynamic_scale import DynamicScale
 
-from dlbench.backends.base import Backend, Trainer
-from dlbench.backends.jax import distributed
-from dlbench.backends.jax.bert import BertForPretraining
+from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.jax import PREALLOCATE_VAR, data, distributed
 from dlbench.backends.jax.distributed import Placement
-from dlbench.backends.jax.models import BUILDERS
+from dlbench.backends.jax.models import MODELS, build_module, model_inputs
 from dlbench.backends.jax.step import JaxTrainer, State, make_optimizer, make_train_step
-from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.cases import Case
+from dlbench.numerics import Numerics, describe, resolve_precision
+from dlbench.results.nvml import gpu_info
 from dlbench.spec import PointSpec
+from dlbench.wire import RankContext, cache_dir
+
+_DTYPES: dict[str, Any] = {"float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat16}
+PRECISION_KEY = "jax_default_matmul_precision"
+IEEE_PRECISIONS = frozenset({"highest", "float32"})  # JAX's names of full fp32 matmul and conv precision
 
 
-def _limit_threads(threads: int | None) -> int:
+def limit_threads(threads: int | None, ctx: RankContext) -> int:
     """Pin this process to `threads` CPUs before XLA starts (its CPU thread pool follows the affinity); ranks
-    sharing a node (LOCAL_RANK) take consecutive, disjoint CPUs while there are enough."""
+    sharing a node take consecutive, disjoint CPUs (by local rank) while there are enough."""
     cpus = sorted(os.sched_getaffinity(0))
     want = threads or int(os.environ.get("OMP_NUM_THREADS", "0") or 0)
     if want and want < len(cpus):
-        first = int(os.environ.get("LOCAL_RANK", "0")) * want
+        first = ctx.local_rank * want
         first = first if first + want <= len(cpus) else 0
         os.sched_setaffinity(0, cpus[first:first + want])
         return want
     return len(cpus)
 
 
-def _platform(spec: PointSpec) -> str:
-    return "gpu" if spec.device == "cuda" else "cpu"
+def read_precision() -> str | None:
+    """JAX's default precision of 32-bit matmuls and convolutions, as set (None: XLA's default, TF32 on GPUs)."""
+    value = jax.config.jax_default_matmul_precision
+    return None if value is None else str(value)
 
 
-def _dtype(spec: PointSpec, platform: str) -> Any:
-    """Compute dtype: fp32; bf16; amp = bf16 on the CPU, fp16 (with dynamic loss scaling) on a GPU."""
-    if spec.precision == "fp32":
-        return jnp.float32
-    if spec.precision == "amp" and platform == "gpu":
-        return jnp.float16
-    return jnp.bfloat16
+def apply_numerics(numerics: Numerics) -> str:
+    """Set JAX's default precision of 32-bit matmuls and convolutions for the policy, and read it back."""
+    jax.config.update(PRECISION_KEY, "tensorfloat32" if numerics.allow_tf32 else "highest")
+    return str(read_precision())
 
 
-def build_module(case: Case, dtype: Any = jnp.float32) -> nn.Module:
-    """The flax module for a case (compute in dtype, parameters in float32)."""
-    if case.task == "bert_pretraining":
-        return BertForPretraining(dtype=dtype)
-    classes = case.input.classes if isinstance(case.input, ImageInput) else 1000
-    return BUILDERS[case.name](classes, dtype)
-
-
-def _example(case: Case, batch: int, input_size: int | None) -> tuple[jax.ShapeDtypeStruct, ...]:
-    """Abstract model inputs (NHWC images, or ids / segment ids / mask)."""
-    if isinstance(case.input, ImageInput):
-        side = input_size or case.input.size
-        return (jax.ShapeDtypeStruct((batch, side, side, case.input.channels), jnp.float32),)
-    seq = input_size or case.input.seq_len
-    ids = jax.ShapeDtypeStruct((batch, seq), jnp.int32)
-    return ids, ids, ids
-
-
-def synthetic_batch(case: Case, batch: int, input_size: int | None, seed: int) -> dict[str, jax.Array]:
-    """One fixed batch for the case, made on the default device; input_size shrinks images or sequences."""
-    k = iter(jax.random.split(jax.random.PRNGKey(seed + 1), 5))
-    if isinstance(case.input, ImageInput):
-        side = input_size or case.input.size
-        return {"images": jax.random.normal(next(k), (batch, side, side, case.input.channels), jnp.float32),
-                "labels": jax.random.randint(next(k), (batch,), 0, case.input.classes)}
-    assert isinstance(case.input, TextInput)
-    seq = input_size or case.input.seq_len
-    ids = jax.random.randint(next(k), (batch, seq), 0, case.input.vocab)
-    masked = jax.random.uniform(next(k), (batch, seq)) < case.input.mask_prob
-    return {"input_ids": ids,
-            "token_type_ids": jnp.broadcast_to((jnp.arange(seq) >= seq // 2).astype(jnp.int32), (batch, seq)),
-            "attention_mask": jnp.ones((batch, seq), jnp.int32),
-            "mlm_labels": jnp.where(masked, ids, -100),
-            "nsp_labels": jax.random.randint(next(k), (batch,), 0, 2)}
-
-
-def count_leaves(tree: Any) -> int:
-    """Total number of elements in a pytree of arrays or shape structs."""
-    return sum(int(x.size) for x in jax.tree_util.tree_leaves(tree))
+def _example(case: Case, input_size: int | None) -> tuple[jax.ShapeDtypeStruct, ...]:
+    """Abstract model inputs of one sample, in the shapes and dtypes the data feeds."""
+    arrays = data.synthetic_arrays(case, 1, input_size, 0)
+    return tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in model_inputs(case, arrays))
 
 
 def make_state(case: Case, dtype: Any, input_size: int | None, seed: int, device: jax.Device,
@@ -96,80 +71,112 @@ def make_state(case: Case, dtype: Any, input_size: int | None, seed: int, device
     module = build_module(case, dtype)
     with jax.default_device(device):
         k_params, k_dropout, k_state = jax.random.split(jax.random.PRNGKey(seed), 3)
-        variables = module.lazy_init({"params": k_params, "dropout": k_dropout}, *_example(case, 1, input_size),
+        variables = module.lazy_init({"params": k_params, "dropout": k_dropout}, *_example(case, input_size),
                                      train=True)
         scale = DynamicScale() if dtype == jnp.float16 else None
         return State.create(apply_fn=module.apply, params=variables["params"], tx=make_optimizer(case, global_batch),
                             batch_stats=variables.get("batch_stats", {}), key=k_state, dynamic_scale=scale)
 
 
-def make_trainer(case: Case, dtype: Any, batch_size: int, input_size: int | None, seed: int,
-                 device: jax.Device, global_batch: int | None = None, placement: Placement | None = None,
-                 rank: int = 0) -> JaxTrainer:
-    """A trainer on one fixed synthetic batch: this process's rows (seeded by seed + rank) of the global batch,
-    the state replicated on the placement's mesh (default: the device alone)."""
-    where = placement or Placement.over([device])
-    state = where.replicate(make_state(case, dtype, input_size, seed, device, global_batch or batch_size))
+def make_trainer(spec: PointSpec, case: Case, dtype: Any, device: jax.Device, where: Placement,
+                 rank: int) -> JaxTrainer:
+    """The state replicated on the placement's mesh, the jitted step, and this rank's input (seed + rank)."""
+    state = where.replicate(make_state(case, dtype, spec.input_size, spec.seed, device, spec.global_batch))
     with jax.default_device(device):
-        batch = where.shard(synthetic_batch(case, batch_size, input_size, seed + rank))
-    return JaxTrainer(state, batch, make_train_step(case, where), device)
+        batches = data.batches(spec, case, where, spec.seed + rank)
+    return JaxTrainer(batches, state, make_train_step(case, where), device)
+
+
+def count_leaves(tree: Any) -> int:
+    """Total number of elements in a pytree of arrays or shape structs."""
+    return sum(int(x.size) for x in jax.tree_util.tree_leaves(tree))
+
+
+def _visible_gpus() -> int:
+    """GPUs this process may use, counted through NVML (CUDA_VISIBLE_DEVICES honoured) without starting JAX's
+    GPU client, which must not start before jax.distributed.initialize."""
+    return len(gpu_info().devices)
 
 
 class JaxBackend(Backend):
     """How JAX/Flax trains a case. JAX always compiles the step with XLA (jax.jit)."""
 
     name = "jax"
+    title = "JAX/Flax"
 
     def __init__(self) -> None:
-        self.facts: dict[str, object] = {}  # what build() chose, recorded by finish()
+        self._facts: dict[str, object] = {}
+
+    def cases(self) -> frozenset[str]:
+        return frozenset(MODELS)
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
-        threads = _limit_threads(spec.threads)
-        if distributed.refuse(spec) is None:  # the worker asks this first: join before any backend starts
-            distributed.join(spec)
+        numerics = resolve_precision(spec.precision, spec.device)
+        precision = read_precision()
         env = {"framework_version": jax.__version__, "jaxlib": importlib.metadata.version("jaxlib"),
                "flax": importlib.metadata.version("flax"), "optax": importlib.metadata.version("optax"),
-               "jax_platform": jax.default_backend(), "xla_cpu_threads": str(threads)}
+               "jax_platform": jax.default_backend(), "xla_cpu_threads": str(len(os.sched_getaffinity(0))),
+               "jax_matmul_precision": precision or "default"}
         if spec.device == "cuda" and jax.default_backend() == "gpu":
-            env["device_model"] = jax.devices("gpu")[0].device_kind
+            env["device_model"] = jax.local_devices(backend="gpu")[0].device_kind
+            env["math_mode"] = describe(numerics, tf32_in_use=precision not in IEEE_PRECISIONS)
+        else:
+            env["math_mode"] = numerics.math_mode
         env.update(distributed.facts(spec))
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
+        numerics = resolve_precision(spec.precision, spec.device)
+        if numerics.refusal:
+            return numerics.refusal
         if spec.channels_last:
             return "JAX/XLA chooses layouts itself: --channels-last has no JAX equivalent"
-        reason = distributed.refuse(spec)
-        if reason:
-            return reason
-        if spec.device == "cuda" and not any(d.platform == "gpu" for d in jax.devices()):
-            return "jax here has no GPU backend (a CPU jaxlib, or no GPU): use --device cpu"
-        return None
+        return distributed.refuse(spec)
 
-    def build(self, spec: PointSpec, case: Case) -> Trainer:
-        _limit_threads(spec.threads)
-        distributed.join(spec)  # already done by environment() in the worker
-        device = jax.local_devices(backend=_platform(spec))[0]
+    def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
+        numerics = resolve_precision(spec.precision, spec.device)
+        limit_threads(spec.threads, ctx)
+        gpu: int | None = None
+        if spec.device == "cuda":
+            visible = _visible_gpus()
+            problem = gpu_binding_problem(ctx, visible)
+            if problem:
+                raise Unsupported(problem)
+            gpu = ctx.device_index(visible)
+        distributed.join(spec, ctx, gpu if spec.processes > 1 else None)  # before any JAX backend starts
+        precision = apply_numerics(numerics)
+        cache = cache_dir("jax")
+        jax.config.update("jax_compilation_cache_dir", str(cache))
+        platform = "gpu" if spec.device == "cuda" else "cpu"
+        try:
+            local = jax.local_devices(backend=platform)
+        except RuntimeError as exc:
+            raise Unsupported("jax here has no GPU backend (a CPU jaxlib, or no GPU): use --device cpu") from exc
+        device = local[ctx.device_index(len(local))] if spec.processes == 1 else local[0]
+        self._facts = {"compiled": "jit (always)", "loader": data.describe(spec), "device": str(device),
+                       "jax_default_matmul_precision": precision, "jax_compilation_cache_dir": str(cache),
+                       "loss_scaling": "flax DynamicScale" if numerics.loss_scaling else "none",
+                       "donated_state": True}
+        if platform == "gpu":
+            self._facts[PREALLOCATE_VAR] = os.environ.get(PREALLOCATE_VAR, "")
+            self._facts["XLA_PYTHON_CLIENT_MEM_FRACTION"] = os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "")
         if distributed.strategy(spec) != "none":
-            self.facts = {"strategy": distributed.strategy(spec), "jax_processes": jax.process_count()}
+            self._facts.update(strategy=distributed.strategy(spec), jax_processes=jax.process_count())
             if device.platform == "cpu":
-                self.facts["cpu_collectives"] = distributed.CPU_COLLECTIVES
-        where, dtype = distributed.placement(spec, device), _dtype(spec, device.platform)
-        if spec.data == "real":  # files made by `dlbench data` (docs/data-layout.md), through Grain
-            from dlbench.backends.jax import real_data
-
-            state = where.replicate(make_state(case, dtype, spec.input_size, spec.seed, device, spec.global_batch))
-            return real_data.build_trainer(spec, case, state, make_train_step(case, where), where, device)
-        return make_trainer(case, dtype, spec.batch_size, spec.input_size, spec.seed, device, spec.global_batch,
-                            where, jax.process_index())
+                self._facts["cpu_collectives"] = distributed.CPU_COLLECTIVES
+        where = distributed.placement(spec, device)
+        return make_trainer(spec, case, _DTYPES[numerics.compute_dtype], device, where, jax.process_index())
 
     def count_params(self, case: Case) -> int:
         module = build_module(case)
         keys = {"params": jax.random.PRNGKey(0), "dropout": jax.random.PRNGKey(1)}
-        shapes = jax.eval_shape(lambda k, *xs: module.init(k, *xs, train=True), keys, *_example(case, 1, None))
+        shapes = jax.eval_shape(lambda k, *xs: module.init(k, *xs, train=True), keys, *_example(case, None))
         return count_leaves(shapes["params"])  # batch_stats are not trainable
 
-    def is_oom(self, exc: BaseException) -> bool:
-        return isinstance(exc, MemoryError) or "RESOURCE_EXHAUSTED" in str(exc)
+    def oom_error(self, exc: BaseException) -> bool:
+        if isinstance(exc, MemoryError):
+            return True
+        return isinstance(exc, jax.errors.JaxRuntimeError) and str(exc).lstrip().startswith("RESOURCE_EXHAUSTED")
 
-    def finish(self) -> dict[str, object]:
-        return {"compiled": "jit (always)", **self.facts}
+    def facts(self) -> dict[str, object]:
+        return dict(self._facts)

@@ -1,8 +1,8 @@
 """Several JAX processes as one data-parallel job: ``jax.distributed`` from the launcher's variables, one mesh
 over every process's devices, and where the train state and the batches live on it.
 
-The launcher (the local or hosts launcher, mpirun, srun) sets RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
-MASTER_PORT (see dlbench.launch.ranks). The one strategy is ``sharding``: parameters and optimizer state are
+The launcher (the local or hosts launcher, mpirun, srun) sets the rank variables, which the worker reads into a
+`RankContext` (dlbench.wire). The one strategy is ``sharding``: parameters and optimizer state are
 replicated, the batch is split along its first axis (each process contributes its own per-device batch), and
 XLA's partitioner inserts the all-reduce of the gradients into the jitted step. On the CPU the cross-process
 collectives are gloo's. ``none`` with several devices means ``sharding``.
@@ -14,7 +14,6 @@ processes (torch's DDP keeps them per rank).
 from __future__ import annotations
 
 import atexit
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,11 +23,11 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from dlbench.backends.base import strategy_refusal, strategy_run
 from dlbench.spec import PointSpec
+from dlbench.wire import RankContext
 
 STRATEGIES: tuple[str, ...] = ("sharding",)
 AXIS = "batch"
 CPU_COLLECTIVES = "gloo"
-RDZV_TIMEOUT_VAR = "DLBENCH_RDZV_TIMEOUT"  # dlbench.launch.ranks.RDZV_TIMEOUT_VAR (not imported: worker side)
 
 
 def strategy(spec: PointSpec) -> str:
@@ -42,17 +41,16 @@ def refuse(spec: PointSpec) -> str | None:
                             "gradients of a batch sharded over the processes)")
 
 
-def join(spec: PointSpec) -> None:
-    """Join the job from the launcher's variables (several devices only; once); before any JAX backend starts."""
+def join(spec: PointSpec, ctx: RankContext, gpu: int | None) -> None:
+    """Join the job from the rank context (several devices only; once), before JAX starts a backend; `gpu` is
+    the ordinal of this rank's GPU among the visible ones (None on the CPU)."""
     if strategy(spec) == "none" or jax.distributed.is_initialized():
         return
     jax.config.update("jax_cpu_collectives_implementation", CPU_COLLECTIVES)
-    timeout = int(float(os.environ.get(RDZV_TIMEOUT_VAR) or spec.timeout_s))
-    local = [int(os.environ.get("LOCAL_RANK", "0"))] if spec.device == "cuda" else None
-    jax.distributed.initialize(coordinator_address=f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
-                               num_processes=int(os.environ.get("WORLD_SIZE", spec.world_size)),
-                               process_id=int(os.environ["RANK"]), local_device_ids=local,
-                               cluster_detection_method="deactivate", initialization_timeout=timeout)
+    jax.distributed.initialize(coordinator_address=f"{ctx.master_addr}:{ctx.master_port}",
+                               num_processes=ctx.world_size, process_id=ctx.rank,
+                               local_device_ids=None if gpu is None else [gpu],
+                               cluster_detection_method="deactivate", initialization_timeout=int(ctx.rdzv_timeout_s))
     atexit.register(jax.distributed.shutdown)  # a barrier: rank 0 hosts the coordinator, it must not leave first
     if jax.process_count() != spec.world_size:
         raise RuntimeError(f"the launcher started {jax.process_count()} processes; the spec asks for "

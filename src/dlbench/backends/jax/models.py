@@ -1,4 +1,5 @@
-"""flax.linen definitions of the benchmark's CNNs (NHWC), each with exactly the case's parameter count.
+"""flax.linen definitions of the benchmark's models (NHWC), built from the cases' architecture tables, each
+with exactly the case's parameter count; and the cases' training losses.
 
 The layouts follow the torch backend (torchvision's layouts; ResNet in its v1.5 form, stride on the 3x3).
 Every module takes ``dtype`` (the compute dtype); parameters stay float32.
@@ -6,12 +7,18 @@ Every module takes ``dtype`` (the compute dtype); parameters stay float32.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
+import jax
 import jax.numpy as jnp
+import optax
 from flax import linen as nn
+
+from dlbench.backends.jax.bert import BertForPretraining, mlm_nsp_loss
+from dlbench.cases import Case, ImageInput
+from dlbench.cases.arch import POOL, AlexNetArch, InceptionArch, ResNetArch, VggArch
 
 Array = Any
 _KAIMING = nn.initializers.variance_scaling(2.0, "fan_out", "normal")  # torch's kaiming_normal_(fan_out, relu)
@@ -43,6 +50,7 @@ class Bottleneck(nn.Module):
 
     width: int
     stride: int
+    expansion: int = 4
     dtype: Any = jnp.float32
 
     @nn.compact
@@ -50,7 +58,7 @@ class Bottleneck(nn.Module):
         conv = partial(nn.Conv, use_bias=False, kernel_init=_KAIMING, dtype=self.dtype)
         norm = partial(nn.BatchNorm, use_running_average=not train, momentum=0.9, epsilon=1e-5,
                        use_fast_variance=False, dtype=self.dtype)
-        out_ch = self.width * 4
+        out_ch = self.width * self.expansion
         y = nn.relu(norm()(conv(self.width, (1, 1))(x)))
         y = nn.relu(norm()(conv(self.width, (3, 3), strides=self.stride, padding=_pad(1))(y)))
         y = norm()(conv(out_ch, (1, 1))(y))
@@ -60,83 +68,87 @@ class Bottleneck(nn.Module):
 
 
 class ResNet(nn.Module):
-    """Bottleneck ResNet: 7x7 stem, max-pool, four stages, global average pool, fc."""
+    """Bottleneck ResNet from its arch table: 7x7 stem, max-pool, the stages, global average pool, fc."""
 
-    stages: Sequence[int]
+    arch: ResNetArch
     num_classes: int = 1000
     dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, x: Array, train: bool = True) -> Array:
-        x = nn.Conv(64, (7, 7), strides=2, padding=_pad(3), use_bias=False, kernel_init=_KAIMING, dtype=self.dtype)(x)
+        w = self.arch.width
+        x = nn.Conv(w, (7, 7), strides=2, padding=_pad(3), use_bias=False, kernel_init=_KAIMING, dtype=self.dtype)(x)
         x = nn.relu(nn.BatchNorm(use_running_average=not train, momentum=0.9, epsilon=1e-5, use_fast_variance=False,
                                  dtype=self.dtype)(x))
         x = nn.max_pool(x, (3, 3), strides=(2, 2), padding=_pad(1))
-        for i, blocks in enumerate(self.stages):
+        for i, blocks in enumerate(self.arch.stages):
             for j in range(blocks):
-                x = Bottleneck(64 * 2**i, 2 if (i > 0 and j == 0) else 1, dtype=self.dtype)(x, train)
+                x = Bottleneck(w * 2**i, 2 if (i > 0 and j == 0) else 1, self.arch.expansion, dtype=self.dtype)(x, train)
         return nn.Dense(self.num_classes, dtype=self.dtype)(x.mean(axis=(1, 2)))
 
 
 # ------------------------------------------------------------------------------------- VGG and AlexNet
 
-_VGG16 = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
-
-
 class Classifier(nn.Module):
-    """The 4096-4096-classes head: VGG puts dropout after each ReLU, AlexNet before each Linear."""
+    """The FC head: VGG puts dropout after each hidden ReLU, AlexNet before each hidden Linear."""
 
+    fc: Sequence[int]
     num_classes: int
+    dropout: float
     dropout_first: bool
     dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, x: Array, train: bool) -> Array:
         dense = partial(nn.Dense, kernel_init=nn.initializers.normal(0.01), dtype=self.dtype)
-        drop = partial(nn.Dropout, 0.5, deterministic=not train)
-        for _ in range(2):
+        drop = partial(nn.Dropout, self.dropout, deterministic=not train)
+        for width in self.fc:
             if self.dropout_first:
                 x = drop()(x)
-            x = nn.relu(dense(4096)(x))
+            x = nn.relu(dense(width)(x))
             if not self.dropout_first:
                 x = drop()(x)
         return dense(self.num_classes)(x)
 
 
-class VGG16(nn.Module):
-    """VGG-16 (configuration D) without batch norm; adaptive 7x7 average pool; 4096-4096 classifier."""
+class VGG(nn.Module):
+    """VGG from its layer table (3x3 convs, 2x2 max-pools), adaptive average pool, FC head."""
 
+    arch: VggArch
     num_classes: int = 1000
     dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, x: Array, train: bool = True) -> Array:
-        for v in _VGG16:
-            if v == "M":
+        assert not self.arch.batch_norm, "VGG with batch norm is not built by the JAX backend"
+        for v in self.arch.layers:
+            if v == POOL:
                 x = nn.max_pool(x, (2, 2), strides=(2, 2))
             else:
                 x = nn.relu(nn.Conv(int(v), (3, 3), padding=_pad(1), kernel_init=_KAIMING, dtype=self.dtype)(x))
-        x = adaptive_avg_pool(x, 7).reshape(x.shape[0], -1)
-        return Classifier(self.num_classes, dropout_first=False, dtype=self.dtype)(x, train)
+        x = adaptive_avg_pool(x, self.arch.pool).reshape(x.shape[0], -1)
+        a = self.arch
+        return Classifier(a.fc, self.num_classes, a.dropout, dropout_first=False, dtype=self.dtype)(x, train)
 
 
 class AlexNet(nn.Module):
-    """AlexNet in torchvision's single-tower layout (64-192-384-256-256), adaptive 6x6 average pool."""
+    """AlexNet from its conv table (torchvision's single-tower layout), adaptive average pool, FC head."""
 
+    arch: AlexNetArch
     num_classes: int = 1000
     dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, x: Array, train: bool = True) -> Array:
-        conv = partial(nn.Conv, kernel_init=_KAIMING, dtype=self.dtype)
-        pool = partial(nn.max_pool, window_shape=(3, 3), strides=(2, 2))
-        x = pool(nn.relu(conv(64, (11, 11), strides=4, padding=_pad(2))(x)))
-        x = pool(nn.relu(conv(192, (5, 5), padding=_pad(2))(x)))
-        x = nn.relu(conv(384, (3, 3), padding=_pad(1))(x))
-        x = nn.relu(conv(256, (3, 3), padding=_pad(1))(x))
-        x = pool(nn.relu(conv(256, (3, 3), padding=_pad(1))(x)))
-        x = adaptive_avg_pool(x, 6).reshape(x.shape[0], -1)
-        return Classifier(self.num_classes, dropout_first=True, dtype=self.dtype)(x, train)
+        for c in self.arch.convs:
+            conv = nn.Conv(c.out, _ks(c.kernel), strides=c.stride, padding=_pad(c.padding), kernel_init=_KAIMING,
+                           dtype=self.dtype)
+            x = nn.relu(conv(x))
+            if c.pool_after:
+                x = nn.max_pool(x, (3, 3), strides=(2, 2))
+        x = adaptive_avg_pool(x, self.arch.pool).reshape(x.shape[0], -1)
+        a = self.arch
+        return Classifier(a.fc, self.num_classes, a.dropout, dropout_first=True, dtype=self.dtype)(x, train)
 
 
 # ------------------------------------------------------------------------------------------ Inception v3
@@ -245,8 +257,9 @@ class InceptionAux(nn.Module):
 
 
 class InceptionV3(nn.Module):
-    """Inception v3 with the auxiliary head: returns (logits, aux_logits) in training, logits otherwise."""
+    """Inception v3; with the arch's auxiliary head it returns (logits, aux_logits) in training, else logits."""
 
+    arch: InceptionArch
     num_classes: int = 1000
     dtype: Any = jnp.float32
 
@@ -259,20 +272,62 @@ class InceptionV3(nn.Module):
         for kind, arg in (("A", 32), ("A", 64), ("A", 64), ("B", 0), ("C", 128), ("C", 160), ("C", 160),
                           ("C", 192)):
             x = blk(kind, arg)(x, train)
-        aux = InceptionAux(self.num_classes, dtype=self.dtype)(x, train) if train or self.is_initializing() else None
+        with_aux = self.arch.aux_logits and (train or self.is_initializing())
+        aux = InceptionAux(self.num_classes, dtype=self.dtype)(x, train) if with_aux else None
         for kind in ("D", "E", "E"):
             x = blk(kind)(x, train)
-        x = nn.Dropout(0.5, deterministic=not train)(x.mean(axis=(1, 2)))
+        x = nn.Dropout(self.arch.dropout, deterministic=not train)(x.mean(axis=(1, 2)))
         logits = nn.Dense(self.num_classes, dtype=self.dtype)(x)
         return (logits, aux) if aux is not None else logits
 
 
-# ---------------------------------------------------------------------------------------------- registry
+# ----------------------------------------------------------------------------------- registry and losses
 
-BUILDERS: dict[str, Callable[[int, Any], nn.Module]] = {
-    "resnet50": lambda n, dt: ResNet((3, 4, 6, 3), n, dtype=dt),
-    "resnet152": lambda n, dt: ResNet((3, 8, 36, 3), n, dtype=dt),
-    "vgg16": lambda n, dt: VGG16(n, dtype=dt),
-    "alexnet": lambda n, dt: AlexNet(n, dtype=dt),
-    "inception_v3": lambda n, dt: InceptionV3(n, dtype=dt),
+
+def _classes(case: Case) -> int:
+    return case.input.classes if isinstance(case.input, ImageInput) else 1000
+
+
+Builder = Callable[[Case, Any], nn.Module]
+
+# The model table: case name -> builder(case, compute dtype) reading the case's architecture. The only place a
+# case is named.
+MODELS: dict[str, Builder] = {
+    "resnet50": lambda c, dt: ResNet(c.arch, _classes(c), dtype=dt),  # type: ignore[arg-type]
+    "resnet152": lambda c, dt: ResNet(c.arch, _classes(c), dtype=dt),  # type: ignore[arg-type]
+    "vgg16": lambda c, dt: VGG(c.arch, _classes(c), dtype=dt),  # type: ignore[arg-type]
+    "alexnet": lambda c, dt: AlexNet(c.arch, _classes(c), dtype=dt),  # type: ignore[arg-type]
+    "inception_v3": lambda c, dt: InceptionV3(c.arch, _classes(c), dtype=dt),  # type: ignore[arg-type]
+    "bert_base": lambda c, dt: BertForPretraining(c.arch, dtype=dt),  # type: ignore[arg-type]
 }
+
+
+def build_module(case: Case, dtype: Any = jnp.float32) -> nn.Module:
+    """The flax module for a case (compute in dtype, parameters in float32)."""
+    return MODELS[case.name](case, dtype)
+
+
+def model_inputs(case: Case, batch: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The positional inputs of the case's model, taken from a batch (arrays or shape structs)."""
+    if case.loss.kind == "mlm_nsp":
+        return (batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["mlm_positions"])
+    return (batch["images"],)
+
+
+def _xent(logits: Array, labels: Array) -> jax.Array:
+    """Mean softmax cross-entropy, in float32."""
+    return optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels).mean()
+
+
+def train_loss(case: Case, outputs: Any, batch: Mapping[str, Any]) -> jax.Array:
+    """The case's loss on the model's outputs: cross-entropy (+ aux_weight x the auxiliary head's), or MLM + NSP."""
+    if case.loss.kind == "mlm_nsp":
+        mlm, nsp = outputs
+        return mlm_nsp_loss(mlm, nsp, batch["mlm_ids"], batch["mlm_weights"], batch["nsp_labels"])
+    if isinstance(outputs, tuple):  # a model with an auxiliary head, in training mode: (logits, aux_logits)
+        logits, aux = outputs
+        return _xent(logits, batch["labels"]) + case.loss.aux_weight * _xent(aux, batch["labels"])
+    return _xent(outputs, batch["labels"])
+
+
+__all__ = ["MODELS", "build_module", "model_inputs", "train_loss"]

@@ -1,8 +1,11 @@
-"""One jitted Flax train step, ``train_step(state, batch) -> (state, loss)``, and the Trainer around it."""
+"""One jitted Flax train step, ``train_step(state, batch) -> (state, loss)``, and the Trainer around it.
+
+The state's buffers are donated to the step (the old state is not kept alive); on fp16 (amp) flax's
+DynamicScale scales the loss, and a step whose gradients overflowed changes nothing but the (lowered) scale."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -13,13 +16,12 @@ import optax
 from flax.training import train_state
 from flax.training.dynamic_scale import DynamicScale
 
-from dlbench.backends.base import Trainer
-from dlbench.backends.jax.bert import mlm_nsp_loss
+from dlbench.backends.base import AllocatorPeak, Trainer
 from dlbench.backends.jax.distributed import Placement
+from dlbench.backends.jax.models import model_inputs, train_loss
 from dlbench.cases import Case
 
 Batch = dict[str, jax.Array]
-AUX_WEIGHT = 0.4  # Inception v3's auxiliary loss, as in the torch backend
 
 
 class State(train_state.TrainState):
@@ -41,20 +43,9 @@ def make_optimizer(case: Case, global_batch: int) -> optax.GradientTransformatio
 def _loss_fn(case: Case, state: State, params: Any, batch: Batch, key: jax.Array) -> tuple[jax.Array, Any]:
     """(loss in fp32, new batch statistics) of the model on one batch in training mode."""
     variables = {"params": params, **({"batch_stats": state.batch_stats} if state.batch_stats else {})}
-    if case.task == "bert_pretraining":
-        mlm, nsp = state.apply_fn(variables, batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
-                                  train=True, rngs={"dropout": key})
-        return mlm_nsp_loss(mlm, nsp, batch["mlm_labels"], batch["nsp_labels"]), state.batch_stats
-    out, updates = state.apply_fn(variables, batch["images"], train=True, mutable=["batch_stats"],
+    out, updates = state.apply_fn(variables, *model_inputs(case, batch), train=True, mutable=["batch_stats"],
                                   rngs={"dropout": key})
-    ce = optax.softmax_cross_entropy_with_integer_labels
-    if isinstance(out, tuple):  # Inception v3: (logits, aux_logits)
-        logits, aux = out
-        loss = ce(logits.astype(jnp.float32), batch["labels"]).mean()
-        loss = loss + AUX_WEIGHT * ce(aux.astype(jnp.float32), batch["labels"]).mean()
-    else:
-        loss = ce(out.astype(jnp.float32), batch["labels"]).mean()
-    return loss, updates.get("batch_stats", state.batch_stats)
+    return train_loss(case, out, batch), updates.get("batch_stats", state.batch_stats)
 
 
 TrainStep = Callable[[State, Batch], tuple[State, jax.Array]]
@@ -83,15 +74,16 @@ def make_train_step(case: Case, placement: Placement) -> TrainStep:
 
 
 class JaxTrainer(Trainer):
-    """A train state and one batch on the placement's mesh (one device, or every process's), stepped by the
-    jitted train_step; `device` is this process's own."""
+    """A train state on the placement's mesh (one device, or every process's) and its input, stepped by the
+    jitted step; `device` is this process's own."""
 
-    def __init__(self, state: State, batch: Batch, train_step: TrainStep, device: jax.Device) -> None:
-        self.state, self.batch, self.train_step, self.device = state, batch, train_step, device
+    def __init__(self, batches: Iterator[Batch], state: State, step_fn: TrainStep, device: jax.Device) -> None:
+        super().__init__(batches)
+        self.state, self.step_fn, self.device = state, step_fn, device
         self._last: jax.Array | None = None
 
-    def step(self) -> None:
-        self.state, self._last = self.train_step(self.state, self.batch)
+    def train_step(self, batch: Batch) -> None:
+        self.state, self._last = self.step_fn(self.state, batch)
 
     def sync(self) -> None:
         jax.block_until_ready((self.state, self._last))
@@ -100,14 +92,20 @@ class JaxTrainer(Trainer):
         return float(self._last) if self._last is not None else float("nan")
 
     def param_checksum(self) -> float:
-        """A position-weighted float64 sum of every parameter, from this process's replica (ChecksumTrainer)."""
+        """A position-weighted float64 sum of every parameter, from this process's replica."""
         leaves = jax.tree_util.tree_leaves(self.state.params)
         return float(sum((i + 1) * np.asarray(leaf.addressable_data(0), dtype=np.float64).sum()
                          for i, leaf in enumerate(leaves)))
 
-    def peak_memory_bytes(self) -> int | None:
-        if self.device.platform == "cpu":
-            return None
-        stats = self.device.memory_stats() or {}
-        peak = stats.get("peak_bytes_in_use")
-        return int(peak) if peak is not None else None
+    def allocator_peak(self) -> AllocatorPeak | None:
+        return device_peak(self.device)
+
+
+def device_peak(device: jax.Device) -> AllocatorPeak | None:
+    """XLA's allocator peak on the device (``peak_bytes_in_use``), where the device reports memory stats (a GPU;
+    None on the CPU)."""
+    if device.platform == "cpu":
+        return None
+    stats = device.memory_stats() or {}
+    peak = stats.get("peak_bytes_in_use")
+    return AllocatorPeak(int(peak), "jax_peak_bytes_in_use") if peak is not None else None
