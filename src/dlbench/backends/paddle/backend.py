@@ -27,8 +27,8 @@ from dlbench.wire import RankContext
 TF32_FLAGS: tuple[str, ...] = ("FLAGS_allow_tf32_cublas", "FLAGS_allow_tf32_cudnn")
 # Out-of-memory errors: paddle raises its ResourceExhausted errors as MemoryError; cuBLAS and cuDNN allocation
 # failures come as its External errors, named by these texts.
-_OOM_TEXT: tuple[str, ...] = ("(ResourceExhausted)", "Out of memory error", "CUBLAS_STATUS_ALLOC_FAILED",
-                              "CUDNN_STATUS_ALLOC_FAILED")
+_OOM_TEXT: tuple[str, ...] = ("(ResourceExhausted)", "ResourceExhaustedError", "Out of memory error",
+                              "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED")
 
 
 def _has_gpu() -> bool:
@@ -145,10 +145,10 @@ class PaddleBackend(Backend):
                 raise Unsupported(problem)
             gpu = ctx.device_index(visible)
             paddle.set_device(f"gpu:{gpu}")
-            state = set_tf32(numerics.allow_tf32)
-            self._facts["paddle_tf32_flags"] = ", ".join(f"{k}={v}" for k, v in state.items())
         else:
             paddle.set_device("cpu")
+        state = set_tf32(numerics.allow_tf32)  # fp32: off wherever this build has the flags (CUDA builds)
+        self._facts["paddle_tf32_flags"] = ", ".join(f"{k}={v}" for k, v in state.items()) or "absent (CPU build)"
         threads = _threads(spec)
         paddle.base.core.set_num_threads(threads)
         self._facts["paddle_threads"] = threads
