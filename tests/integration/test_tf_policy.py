@@ -1,0 +1,147 @@
+"""The TF backend's GPU-correctness settings, checked on the CPU in the tf environment: the numerics flags read
+back from TensorFlow, the out-of-memory classification from TF's real exceptions (raised by a tf.function and by
+an XLA-compiled one), TF_CONFIG from the rank context, and no allocator peak on the CPU.
+
+Each probe runs once in the tf environment's interpreter (`dlbench setup tf`) and prints JSON; a test skips,
+naming it, where that environment is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import textwrap
+
+import pytest
+from conftest import framework_python
+
+pytestmark = [pytest.mark.framework("tf"), pytest.mark.slow]
+
+PROBE = textwrap.dedent('''
+    import dataclasses
+    import json
+    import tensorflow as tf
+    from dlbench.backends.tf import backend as tfb
+    from dlbench.backends.tf.step import make_optimizer
+    from dlbench.cases import get_case
+    from dlbench.numerics import resolve_precision
+    from dlbench.spec import PointSpec, preset
+    from dlbench.wire import RankContext
+
+    out = {"tf32_default": tf.config.experimental.tensor_float_32_execution_enabled()}
+    b = tfb.TfBackend()
+    case = get_case("alexnet")
+    spec = PointSpec(framework="tf", model="alexnet", batch_size=1, protocol=preset("quick"), input_size=64)
+    trainer = b.build(spec, case, RankContext())
+    trainer.train_step(trainer.next_batch())
+    out["fp32"] = {"tf32": tf.config.experimental.tensor_float_32_execution_enabled(),
+                   "env": b.environment(spec), "facts": {k: str(v) for k, v in b.facts().items()},
+                   "loss": trainer.loss(), "peak": repr(trainer.allocator_peak())}
+    for precision in ("tf32", "amp", "bf16"):
+        out["refuse_" + precision] = b.refuse(dataclasses.replace(spec, precision=precision))
+    # what tf32 and amp apply where they run (a GPU), applied here and read back from TF and Keras
+    for precision in ("tf32", "amp", "bf16"):
+        tfb.apply_numerics(resolve_precision(precision, "cuda"))
+        out["applied_" + precision] = {
+            "tf32": tf.config.experimental.tensor_float_32_execution_enabled(),
+            "policy": tf.keras.mixed_precision.global_policy().name,
+            "math_mode_gpu": tfb.math_mode(on_gpu=True), "math_mode_cpu": tfb.math_mode(on_gpu=False)}
+    out["amp_optimizer"] = type(make_optimizer(case, 2, loss_scale=True)).__name__
+
+    def raised(fn, arg):
+        try:
+            fn(arg)
+        except Exception as exc:
+            return exc
+        return None
+
+    big = tf.function(lambda n: tf.reduce_sum(tf.zeros([n, 1024, 1024], tf.float32)))  # 16 TiB: refused at once
+    tiled = tf.function(lambda x: tf.reduce_sum(tf.tile(x, [1 << 20, 1 << 20])), jit_compile=True)
+    errors = {"tf.function": raised(big, tf.constant(1 << 22)), "xla": raised(tiled, tf.ones([64, 64]))}
+    for name, exc in errors.items():
+        try:
+            raise RuntimeError("a step failed") from exc
+        except RuntimeError as wrapped:
+            out["oom_" + name] = {"class": type(exc).__name__, "oom": b.oom_error(exc), "wrapped": b.is_oom(wrapped)}
+    cubin = tf.errors.InternalError(None, None, "Failed to load in-memory CUBIN: CUDA_ERROR_OUT_OF_MEMORY: out of memory")
+    out["oom_cubin"] = b.is_oom(cubin)
+    out["oom_internal_other"] = b.is_oom(tf.errors.InternalError(None, None, "cuDNN launch failure"))
+    out["oom_invalid_argument"] = b.is_oom(tf.errors.InvalidArgumentError(None, None, "shapes differ"))
+    print(json.dumps(out, default=str))
+''')
+
+CONFIG_PROBE = textwrap.dedent('''
+    import json
+    from dlbench.backends.tf.distributed import tf_config
+    from dlbench.spec import PointSpec, preset
+    from dlbench.wire import RankContext
+
+    spec = PointSpec(framework="tf", model="resnet50", batch_size=2, protocol=preset("quick"), nodes=2,
+                     devices_per_node=2, strategy="multiworker")
+    ctx = RankContext(rank=3, world_size=4, local_rank=1, local_world_size=2, node_rank=1, master_addr="h0",
+                      master_port=29500, node_hosts=("h0", "h1"))
+    out = {"config": tf_config(spec, ctx)}
+    try:
+        tf_config(spec, RankContext(rank=1, world_size=4, master_port=0))
+    except RuntimeError as exc:
+        out["no_port"] = str(exc)
+    print(json.dumps(out))
+''')
+
+
+def _probe(script: str) -> dict[str, object]:
+    """Run a script in the tf environment and parse the JSON on its last output line."""
+    proc = subprocess.run([framework_python("tf"), "-c", script], capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def probe() -> dict[str, object]:
+    """The numerics and OOM probe's answer (one TF process for the module)."""
+    return _probe(PROBE)
+
+
+def test_fp32_turns_tf32_off_and_reports_it(probe: dict[str, object]) -> None:
+    fp32 = probe["fp32"]
+    assert isinstance(fp32, dict)
+    assert probe["tf32_default"] is True  # TF's own default, which fp32 must override
+    assert fp32["tf32"] is False and fp32["facts"]["tf32_execution"] == "False"
+    assert fp32["env"]["math_mode"] == "fp32" and fp32["env"]["tf32_execution"] == "False"
+    assert fp32["facts"]["precision_policy"] == "float32" and fp32["facts"]["loss_scale"] == "none"
+    assert fp32["loss"] > 0 and fp32["peak"] == "None"  # no allocator peak on the CPU (the worker keeps RSS)
+
+
+def test_tf32_and_amp_are_refused_on_the_cpu_and_bf16_runs(probe: dict[str, object]) -> None:
+    assert "tf32" in str(probe["refuse_tf32"]) and "--precision fp32" in str(probe["refuse_tf32"])
+    assert "amp" in str(probe["refuse_amp"]) and "GPUs" in str(probe["refuse_amp"])
+    assert probe["refuse_bf16"] is None
+
+
+def test_what_tf32_amp_and_bf16_apply_is_read_back(probe: dict[str, object]) -> None:
+    assert probe["applied_tf32"] == {"tf32": True, "policy": "float32", "math_mode_gpu": "tf32",
+                                     "math_mode_cpu": "fp32"}
+    assert probe["applied_amp"] == {"tf32": False, "policy": "mixed_float16", "math_mode_gpu": "fp16",
+                                    "math_mode_cpu": "fp16"}
+    assert probe["applied_bf16"] == {"tf32": False, "policy": "mixed_bfloat16", "math_mode_gpu": "bf16",
+                                     "math_mode_cpu": "bf16"}
+    assert probe["amp_optimizer"] == "LossScaleOptimizer"
+
+
+@pytest.mark.parametrize("where", ["tf.function", "xla"])
+def test_real_out_of_memory_errors_are_oom_even_wrapped(probe: dict[str, object], where: str) -> None:
+    answer = probe[f"oom_{where}"]
+    assert answer == {"class": "ResourceExhaustedError", "oom": True, "wrapped": True}
+
+
+def test_other_tf_errors_are_not_oom(probe: dict[str, object]) -> None:
+    assert probe["oom_cubin"] is True  # XLA's kernel loading out of device memory, an InternalError
+    assert probe["oom_internal_other"] is False and probe["oom_invalid_argument"] is False
+
+
+def test_tf_config_comes_from_the_rank_context() -> None:
+    answer = _probe(CONFIG_PROBE)
+    assert answer["config"] == {"cluster": {"worker": ["h0:29501", "h0:29502", "h1:29503", "h1:29504"]},
+                                "task": {"type": "worker", "index": 3}}
+    assert "MASTER_PORT" in str(answer["no_port"])
