@@ -92,6 +92,22 @@ def test_real_data_point(paddle_python: str, cli: Callable[..., CliResult], stor
     assert str(p.extra.get("loader")).startswith("paddle.io.DataLoader")
 
 
+def test_real_bert_samples_carry_the_masked_positions(paddle_python: str, cli: Callable[..., CliResult],
+                                                      store_path: Path, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(f"Line {i} opens. Line {i} continues. Line {i} closes." for i in range(50)))
+    code, _, err = cli("data", "text", "--out", str(tmp_path / "text"), "--samples", "8", "--vocab-size", "300",
+                       str(corpus))
+    assert code == 0, err
+    code, _, err = cli("run", "-f", "paddle", "-m", "bert_base", "--input-size", "16", "-b", "2", "--warmup", "1",
+                       "--steps", "2", "--repeats", "1", "--data", "real", "--data-dir", str(tmp_path / "text"),
+                       "--store", str(store_path))
+    assert code == 0, err
+    [p] = [s.result for s in Store(store_path).points()]
+    assert p.status == "ok" and p.spec.data == "real" and p.metrics is not None, p.error
+    assert math.isfinite(p.metrics.final_loss or math.nan)
+
+
 def test_amp_on_the_cpu_is_refused_by_the_numerics_policy(paddle_python: str) -> None:
     answer = run_check(paddle_python, "converge", "paddle", "resnet50", "--steps", "2", "--batch", "2",
                        "--input-size", "32", "--precision", "amp")

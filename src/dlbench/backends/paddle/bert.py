@@ -2,9 +2,9 @@
 
 Same trainable-parameter count as ``BertForPreTraining(BertConfig())`` (110,106,428): the MLM decoder
 reuses the word-embedding matrix (tied, counted once) and has its own bias. As in Google's and NVIDIA's
-pre-training, the masked-LM head runs on the masked positions only, gathered first (dlbench.data.synthetic). Query, key and value are one
-fused projection (the same parameters as three separate ones). Attention is written out with matmul and
-softmax, so that it runs on the CPU and under ``paddle.jit.to_static`` alike.
+pre-training, the masked-LM head runs on the masked positions only, gathered first (dlbench.data.synthetic).
+Query, key and value are one fused projection (the same parameters as three separate ones). Attention is
+written out with matmul and softmax, so that it runs on the CPU and under ``paddle.jit.to_static`` alike.
 """
 
 from __future__ import annotations

@@ -16,26 +16,7 @@ import paddle
 
 from dlbench.backends.base import fixed
 from dlbench.cases import Case, ImageInput, TextInput
-from dlbench.data.augment import (
-    bert_arrays,
-    decode_crop_flip,
-    enough_samples,
-    numpy_rng,
-)
-from dlbench.data.layout import (
-    FLIP_PROB,
-    MEAN,
-    STD,
-    TrainItem,
-    image_root,
-    read_train_list,
-)
-from dlbench.data.synthetic import (
-    BERT_KEYS,
-    max_predictions,
-    synthetic_bert,
-    synthetic_images,
-)
+from dlbench.data import augment, layout, synthetic
 from dlbench.spec import PointSpec
 
 PREFETCH_FACTOR = 2  # batches each loader worker prepares ahead
@@ -46,17 +27,17 @@ def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed:
     """One fixed batch for the case (dlbench.data.synthetic) on paddle's current device; input_size shrinks the
     image side or the sequence length for quick tests."""
     if isinstance(case.input, ImageInput):
-        arrays = synthetic_images(case.input, batch, input_size, seed)
+        arrays = synthetic.synthetic_images(case.input, batch, input_size, seed)
     else:
         assert isinstance(case.input, TextInput)
-        arrays = synthetic_bert(case.input, batch, input_size, seed)
+        arrays = synthetic.synthetic_bert(case.input, batch, input_size, seed)
     return {k: paddle.to_tensor(v) for k, v in arrays.items()}
 
 
 class ImageList(paddle.io.Dataset):  # type: ignore[misc]
     """train_list.txt items, decoded and augmented to (side x side uint8 CHW array, int64 label)."""
 
-    def __init__(self, items: list[TrainItem], side: int) -> None:
+    def __init__(self, items: list[layout.TrainItem], side: int) -> None:
         super().__init__()
         self.items, self.side = items, side
 
@@ -65,16 +46,17 @@ class ImageList(paddle.io.Dataset):  # type: ignore[misc]
 
     def __getitem__(self, index: int) -> tuple[np.ndarray, np.int64]:
         item = self.items[index]
-        pixels = decode_crop_flip(item.path, self.side, *numpy_rng(), FLIP_PROB)  # numpy's global RNG
+        # numpy's global RNG
+        pixels = augment.decode_crop_flip(item.path, self.side, *augment.numpy_rng(), layout.FLIP_PROB)
         return pixels.transpose(2, 0, 1).copy(), np.int64(item.label)
 
 
 class BertSamples(paddle.io.Dataset):  # type: ignore[misc]
-    """Rows of a BERT batch's arrays, as a tuple in BERT_KEYS order."""
+    """Rows of a BERT batch's arrays, as a tuple in synthetic.BERT_KEYS order."""
 
     def __init__(self, arrays: dict[str, np.ndarray]) -> None:
         super().__init__()
-        self.arrays = [arrays[k] for k in BERT_KEYS]
+        self.arrays = [arrays[k] for k in synthetic.BERT_KEYS]
 
     def __len__(self) -> int:
         return len(self.arrays[-1])
@@ -84,7 +66,7 @@ class BertSamples(paddle.io.Dataset):  # type: ignore[misc]
 
 
 def _loader(dataset: paddle.io.Dataset, spec: PointSpec) -> paddle.io.DataLoader:
-    enough_samples(len(dataset), spec.batch_size, spec.data_dir)
+    augment.enough_samples(len(dataset), spec.batch_size, spec.data_dir)
     workers = spec.loader_workers
     return paddle.io.DataLoader(dataset, batch_size=spec.batch_size, shuffle=True, drop_last=True,
                                 num_workers=workers, prefetch_factor=PREFETCH_FACTOR,
@@ -99,9 +81,9 @@ def image_batches(spec: PointSpec, case: Case, on_gpu: bool) -> Iterator[Batch]:
     """Endless normalised image batches on the device, epoch after epoch."""
     assert isinstance(case.input, ImageInput)
     side = spec.input_size or case.input.size
-    loader = _loader(ImageList(read_train_list(image_root(spec.data_dir or "")), side), spec)
-    mean = _to_device(paddle.to_tensor(MEAN, dtype="float32").reshape([1, 3, 1, 1]) * 255, on_gpu)
-    std = _to_device(paddle.to_tensor(STD, dtype="float32").reshape([1, 3, 1, 1]) * 255, on_gpu)
+    loader = _loader(ImageList(layout.read_train_list(layout.image_root(spec.data_dir or "")), side), spec)
+    mean = _to_device(paddle.to_tensor(layout.MEAN, dtype="float32").reshape([1, 3, 1, 1]) * 255, on_gpu)
+    std = _to_device(paddle.to_tensor(layout.STD, dtype="float32").reshape([1, 3, 1, 1]) * 255, on_gpu)
     while True:
         for images, labels in loader:
             x = (_to_device(images, on_gpu).astype("float32") - mean) / std
@@ -111,11 +93,12 @@ def image_batches(spec: PointSpec, case: Case, on_gpu: bool) -> Iterator[Batch]:
 def text_batches(spec: PointSpec, case: Case, on_gpu: bool) -> Iterator[Batch]:
     """Endless BERT batches (MLM + NSP, BERT_KEYS) on the device, epoch after epoch."""
     assert isinstance(case.input, TextInput)
-    arrays = bert_arrays(spec.data_dir or "", spec.input_size, max_predictions(case.input, spec.input_size))
+    predictions = synthetic.max_predictions(case.input, spec.input_size)
+    arrays = augment.bert_arrays(spec.data_dir or "", spec.input_size, predictions)
     loader = _loader(BertSamples(arrays), spec)
     while True:
         for batch in loader:
-            out = {k: _to_device(t, on_gpu) for k, t in zip(BERT_KEYS, batch, strict=True)}
+            out = {k: _to_device(t, on_gpu) for k, t in zip(synthetic.BERT_KEYS, batch, strict=True)}
             out["nsp_labels"] = out["nsp_labels"].reshape([-1])
             yield out
 

@@ -10,8 +10,8 @@ rank, master address and port, rendezvous timeout, node hosts). Paddle 3.3.1 rea
 - PADDLE_TRAINER_ENDPOINTS, PADDLE_CURRENT_ENDPOINT: one host:port per rank; init_parallel_env insists on
   them, but its process-group path binds none of those ports (gloo exchanges addresses through the store);
 - PADDLE_DISTRI_BACKEND: ``gloo`` on the CPU (a CPU build refuses to start without it), ``nccl`` on GPUs,
-  which also read FLAGS_selected_gpus (this rank's GPU: RankContext.device_index). Paddle's core reads GLOO_SOCKET_IFNAME (the interface
-  gloo uses across hosts; not tried across hosts here).
+  which also read FLAGS_selected_gpus (this rank's GPU: RankContext.device_index). Paddle's core reads
+  GLOO_SOCKET_IFNAME (the interface gloo uses across hosts; not tried across hosts here).
 
 The one strategy is ``fleet``: ``fleet.init(is_collective=True)`` joins the job and builds its data-parallel
 topology; ``fleet.distributed_model`` wraps the loss layer in ``paddle.DataParallel`` (rank 0's parameters
@@ -92,8 +92,9 @@ def deadline(seconds: float, what: str) -> Iterator[None]:
     """SIGKILL this process, after one line on stderr, if the block has not finished within `seconds`.
 
     Paddle's global TCPStore is created by its C++ core with a fixed wait that no variable or argument reaches
-    (it retries the connection every 3 s meanwhile), and nothing in this process can interrupt that wait. The launcher kills the group at the point's
-    timeout too, but DLBENCH_RDZV_TIMEOUT should end a missing peer's wait sooner.
+    (it retries the connection every 3 s meanwhile), and nothing in this process can interrupt that wait. The
+    launcher kills the group at the point's timeout too, but DLBENCH_RDZV_TIMEOUT should end a missing peer's wait
+    sooner.
     """
     message = f"paddle rendezvous: {what} within {seconds:g} s ({RDZV_TIMEOUT_VAR})"
     watchdog = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHDOG, str(os.getpid()), str(seconds),
