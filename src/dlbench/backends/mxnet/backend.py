@@ -1,26 +1,42 @@
-"""MXNet (Gluon) backend: the case's model, a synthetic batch made once on the device (or, for ``--data real``,
-a gluon DataLoader: real_data.py), and an MxnetTrainer.
+"""MXNet (Gluon) backend: the case's model, its input (data.py: a synthetic batch made once on the device, or a
+gluon DataLoader) and an MxnetTrainer.
 
 ``--compile`` hybridizes the loss-computing block (static_alloc, static_shape); without it Gluon runs
-imperatively. The worker's thread count reaches MXNet through OMP_NUM_THREADS, read when mxnet loads.
+imperatively. The worker's thread count reaches MXNet through OMP_NUM_THREADS, read when mxnet loads. On a GPU
+the math is IEEE FP32 (the package turns tensor cores and TF32 off before mxnet loads: __init__.py).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 
 import mxnet as mx
 
-from dlbench.backends.base import Backend, Trainer
+from dlbench.backends.base import (
+    Backend,
+    Trainer,
+    Unsupported,
+    gpu_binding_problem,
+    single_device_only,
+)
+from dlbench.backends.mxnet import TENSOR_CORE_VAR, TF32_OVERRIDE_VAR, data
 from dlbench.backends.mxnet.models import (
+    MODELS,
     TrainLoss,
     build_model,
     count_trainable,
     initialize,
 )
-from dlbench.backends.mxnet.step import MxnetTrainer, synthetic_batch
+from dlbench.backends.mxnet.step import MxnetTrainer
 from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.numerics import describe, resolve_precision
 from dlbench.spec import PointSpec
+from dlbench.wire import RankContext
+
+# In MXNetError's message for a failed allocation: the GPU pool's "cudaMalloc retry failed: out of memory", the
+# CPU storage's "Failed to allocate CPU Memory".
+OOM_TEXT: tuple[str, ...] = ("out of memory", "failed to allocate cpu memory")
 
 
 @functools.lru_cache(maxsize=1)
@@ -38,28 +54,52 @@ def _bf16_failure() -> str | None:
 
 
 def _example_input(case: Case) -> list[mx.nd.NDArray]:
-    """A one-sample input at the case's native size, to resolve the zoo models' deferred shapes."""
+    """A one-sample input at the case's native size, to resolve the models' deferred shapes."""
     if isinstance(case.input, ImageInput):
         return [mx.nd.zeros((1, case.input.channels, case.input.size, case.input.size))]
     assert isinstance(case.input, TextInput)
-    return [mx.nd.zeros((1, 8)), mx.nd.zeros((1, 8)), mx.nd.ones((1, 8))]
+    return [mx.nd.zeros((1, 8)), mx.nd.zeros((1, 8)), mx.nd.ones((1, 8)), mx.nd.zeros((1, 2))]
+
+
+def tf32_state() -> dict[str, str]:
+    """The TF32/tensor-core switches in force, read back from this process's environment (MXNet reads them)."""
+    return {TENSOR_CORE_VAR: os.environ.get(TENSOR_CORE_VAR, "unset"),
+            TF32_OVERRIDE_VAR: os.environ.get(TF32_OVERRIDE_VAR, "unset")}
 
 
 class MxnetBackend(Backend):
     """How MXNet's Gluon trains a case."""
 
     name = "mxnet"
+    title = "MXNet"
 
     def __init__(self) -> None:
-        self._compiled: bool | None = None
-        self._loader: str | None = None
+        self._facts: dict[str, object] = {}
+
+    def cases(self) -> frozenset[str]:
+        return frozenset(MODELS)
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
         features = mx.runtime.Features()
-        return {"framework_version": mx.__version__, "mxnet_onednn": str(features.is_enabled("MKLDNN")),
-                "mxnet_cuda": str(features.is_enabled("CUDA"))}
+        env = {"framework_version": mx.__version__, "mxnet_onednn": str(features.is_enabled("MKLDNN")),
+               "mxnet_cuda": str(features.is_enabled("CUDA"))}
+        numerics = resolve_precision(spec.precision, spec.device)
+        if spec.device == "cuda":
+            state = tf32_state()
+            env.update(state)
+            tensor_cores = state[TENSOR_CORE_VAR] != "0" and state[TF32_OVERRIDE_VAR] != "0"
+            env["math_mode"] = describe(numerics, tf32_in_use=tensor_cores)
+        else:
+            env["math_mode"] = numerics.math_mode
+        return env
 
     def refuse(self, spec: PointSpec) -> str | None:
+        several = single_device_only(spec, self.title)
+        if several:
+            return several
+        numerics = resolve_precision(spec.precision, spec.device)
+        if numerics.refusal:
+            return numerics.refusal
         if spec.device == "cuda":
             if mx.context.num_gpus() == 0:
                 return "this mxnet build sees no CUDA device (the .[mxnet] extra installs the CPU-only wheel)"
@@ -73,29 +113,30 @@ class MxnetBackend(Backend):
                 return f"MXNet's bf16 AMP has no oneDNN bf16 kernels on this CPU (needs AVX-512): {failure}"
         return None
 
-    def build(self, spec: PointSpec, case: Case) -> Trainer:
+    def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
         mx.random.seed(spec.seed)
         if spec.precision != "fp32":  # bf16 AMP on the CPU (refuse() let it through): patch ops before building
             from mxnet.contrib import amp
             amp.init(target_dtype="bfloat16")
-        ctx = mx.gpu(0) if spec.device == "cuda" else mx.cpu()
-        source = None
-        if spec.data == "real":  # the loader's workers fork now, before the model exists
-            from dlbench.backends.mxnet import real_data
-
-            source = real_data.batches(spec, case, ctx)
-            self._loader = real_data.describe(spec)
+        if spec.device == "cuda":
+            visible = mx.context.num_gpus()
+            problem = gpu_binding_problem(ctx, visible)
+            if problem:
+                raise Unsupported(problem)
+            device = mx.gpu(ctx.device_index(visible))
+        else:
+            device = mx.cpu()
+        source = data.batches(spec, case, device)  # a real loader's workers fork now, before the model exists
         side = spec.input_size if isinstance(case.input, ImageInput) else None
-        net = TrainLoss(case.name, build_model(case, side))
-        initialize(net, ctx)
+        net = TrainLoss(case, build_model(case, side))
+        initialize(net, device)
         if spec.compile:
             net.hybridize(static_alloc=True, static_shape=True)
-        self._compiled = spec.compile
-        if source is not None:
-            p = spec.protocol
-            return real_data.LoaderTrainer(source, p.warmup, p.steps, case, net, spec.global_batch)
-        return MxnetTrainer(case, net, synthetic_batch(case, spec.batch_size, ctx, spec.input_size, spec.seed),
-                            spec.global_batch)
+        self._facts = {"compiled": "hybridize(static_alloc, static_shape)" if spec.compile else "imperative",
+                       "loader": data.describe(spec), "device": str(device)}
+        if spec.device == "cuda":
+            self._facts.update(tf32_state())
+        return MxnetTrainer(case, net, source, device, spec.global_batch)
 
     def count_params(self, case: Case) -> int:
         model = build_model(case)
@@ -104,16 +145,10 @@ class MxnetBackend(Backend):
             model(*_example_input(case))
         return count_trainable(model)
 
-    def is_oom(self, exc: BaseException) -> bool:
+    def oom_error(self, exc: BaseException) -> bool:
         if isinstance(exc, MemoryError):
             return True
-        return isinstance(exc, mx.base.MXNetError) and "out of memory" in str(exc).lower()
+        return isinstance(exc, mx.base.MXNetError) and any(text in str(exc).lower() for text in OOM_TEXT)
 
-    def finish(self) -> dict[str, object]:
-        if self._compiled is None:
-            return {}
-        facts: dict[str, object] = {
-            "compiled": "hybridize(static_alloc, static_shape)" if self._compiled else "imperative"}
-        if self._loader:
-            facts["loader"] = self._loader
-        return facts
+    def facts(self) -> dict[str, object]:
+        return dict(self._facts)

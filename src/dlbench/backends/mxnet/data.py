@@ -1,4 +1,8 @@
-"""MXNet real-data input (docs/data-layout.md): a ``mx.gluon.data.DataLoader`` with worker processes and prefetch.
+"""MXNet input: a synthetic batch made once on the device (dlbench.data.synthetic's arrays), or real data
+(docs/data-layout.md) through a ``mx.gluon.data.DataLoader`` with worker processes and prefetch.
+
+A batch is a list of NDArrays, the loss block's positional inputs: [images, labels], or BERT's arrays in
+``BERT_KEYS`` order. Everything is float32, as Gluon takes it (token ids below 2**24 are exact).
 
 Images: Pillow decode, random-resized-crop and flip (``dlbench.data.augment.decode_crop_flip``, the crop every
 backend shares) in the loader's worker processes; gluon's own ``transforms.RandomResizedCrop`` is not used: it
@@ -11,8 +15,8 @@ the sampler, in the training process, yields (image index, draw number) pairs: a
 spec seed every epoch, and a running draw number that seeds each sample's own Generator. Crops and shuffling
 are thus fixed by the seed, whatever the worker count.
 
-BERT: the rows of bert_samples.npz as float32, as the Gluon trainer takes its synthetic batch (token ids below
-2**24 are exact). Labels stay float32 too, as ``SoftmaxCrossEntropyLoss`` and ``pick`` take them.
+BERT: the rows of bert_samples.npz with the masked positions gathered (``bert_arrays``), as float32. Labels stay
+float32 too, as ``SoftmaxCrossEntropyLoss`` and ``pick`` take them.
 """
 
 from __future__ import annotations
@@ -23,9 +27,8 @@ import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
-from dlbench.backends.base import InputFed
-from dlbench.backends.mxnet.step import MxnetTrainer
-from dlbench.cases import Case, ImageInput
+from dlbench.backends.base import fixed
+from dlbench.cases import Case, ImageInput, TextInput
 from dlbench.data.augment import (
     bert_arrays,
     decode_crop_flip,
@@ -35,11 +38,16 @@ from dlbench.data.augment import (
 from dlbench.data.layout import (
     FLIP_PROB,
     MEAN,
-    SAMPLE_ARRAYS,
     STD,
     TrainItem,
     image_root,
     read_train_list,
+)
+from dlbench.data.synthetic import (
+    BERT_KEYS,
+    max_predictions,
+    synthetic_bert,
+    synthetic_images,
 )
 from dlbench.spec import PointSpec
 
@@ -81,10 +89,10 @@ class ImageList(gluon.data.Dataset):  # type: ignore[misc]
 
 
 class BertSamples(gluon.data.Dataset):  # type: ignore[misc]
-    """Rows of bert_samples.npz (float32), in SAMPLE_ARRAYS order: the trainer's five inputs."""
+    """Rows of a BERT batch's arrays (float32), in BERT_KEYS order: the loss block's inputs."""
 
     def __init__(self, arrays: dict[str, np.ndarray]) -> None:
-        self.arrays = [arrays[k] for k in SAMPLE_ARRAYS]
+        self.arrays = [arrays[k] for k in BERT_KEYS]
 
     def __len__(self) -> int:
         return len(self.arrays[-1])
@@ -120,38 +128,46 @@ def _on_device(loader: gluon.data.DataLoader, ctx: mx.Context) -> Iterator[Batch
         yield [t.as_in_context(ctx) for t in batch]
 
 
-def batches(spec: PointSpec, case: Case, ctx: mx.Context) -> Iterator[Batch]:
-    """Endless batches on ctx: images as [float32 NCHW normalised, labels], BERT as the loss block's five inputs.
+def synthetic_batch(case: Case, batch: int, ctx: mx.Context, input_size: int | None = None,
+                    seed: int = 0) -> Batch:
+    """One fixed batch (dlbench.data.synthetic) on ctx, as the loss block's positional inputs (float32)."""
+    if isinstance(case.input, ImageInput):
+        arrays = synthetic_images(case.input, batch, input_size, seed)
+        ordered = [arrays["images"], arrays["labels"]]
+    else:
+        assert isinstance(case.input, TextInput)
+        bert = synthetic_bert(case.input, batch, input_size, seed)
+        ordered = [bert[k] for k in BERT_KEYS]
+    return [mx.nd.array(a, ctx=ctx, dtype="float32") for a in ordered]
 
-    The loader (and its worker pool) is made now: call this before building the model, so that the forked
+
+def batches(spec: PointSpec, case: Case, ctx: mx.Context) -> Iterator[Batch]:
+    """The point's input on ctx: the fixed synthetic batch, or endless real batches (images as [float32 NCHW
+    normalised, labels], BERT as the loss block's inputs).
+
+    A real loader (and its worker pool) is made now: call this before building the model, so that the forked
     workers do not inherit the model's memory (the worker's peak memory sums the whole process tree).
     """
+    if spec.data != "real":
+        return fixed(synthetic_batch(case, spec.batch_size, ctx, spec.input_size, spec.seed))
     if isinstance(case.input, ImageInput):
         side = spec.input_size or case.input.size
         items = read_train_list(image_root(spec.data_dir or ""))
         return _normalised(_loader(ImageList(items, side, spec.seed), spec), ctx)
-    return _on_device(_loader(BertSamples(bert_arrays(spec.data_dir or "", spec.input_size, "float32")), spec), ctx)
-
-
-class LoaderTrainer(InputFed, MxnetTrainer):
-    """An MxnetTrainer whose batch comes from a DataLoader at every step (wait counted by InputFed)."""
-
-    def __init__(self, source: Iterator[Batch], warmup: int, steps: int, case: Case, net: gluon.HybridBlock,
-                 global_batch: int) -> None:
-        first = self.feed(source, warmup, steps)
-        super().__init__(case, net, first, global_batch)
-
-    def step(self) -> None:
-        self.batch = self.next_input()
-        super().step()
+    assert isinstance(case.input, TextInput)
+    arrays = bert_arrays(spec.data_dir or "", spec.input_size, max_predictions(case.input, spec.input_size),
+                         "float32")
+    return _on_device(_loader(BertSamples(arrays), spec), ctx)
 
 
 def describe(spec: PointSpec) -> str:
     """The loader as recorded in a result's extra facts."""
+    if spec.data != "real":
+        return "synthetic: one batch made on the device"
     workers = spec.loader_workers
     if not workers:
         return "gluon DataLoader, in the training process"
     return f"gluon DataLoader, {workers} worker processes, prefetch {PREFETCH_PER_WORKER * workers} batches"
 
 
-__all__ = ["LoaderTrainer", "batches", "describe"]
+__all__ = ["batches", "describe", "synthetic_batch"]

@@ -1,14 +1,17 @@
 """Gluon definitions of the benchmark's models and their losses, each with the case's exact parameter count.
 
-VGG-16 and AlexNet are Gluon's model zoo as published. Inception v3 is the zoo's network with the
-auxiliary head the case trains (the zoo's omits it). ResNet is written here, because the zoo's
-``resnet50_v1`` strides the 1x1 conv and biases its convs (it is not v1.5), and BERT is written here,
-laid out like HF ``BertForPreTraining`` with the MLM decoder tied to the word embeddings.
+Every builder reads the case's architecture table (``case.arch``); ``MODELS`` is the only place a case is named.
+ResNet, VGG and AlexNet are written here from the table (with the Gluon zoo's initialisers: the zoo's
+``resnet50_v1`` strides the 1x1 conv and biases its convs, it is not v1.5). Inception v3 is the zoo's network
+with the auxiliary head the case trains (the zoo's omits it). BERT is written here, laid out like HF
+``BertForPreTraining`` with the MLM decoder tied to the word embeddings; its masked-LM head runs on the gathered
+masked positions only, as Google's pre-training does.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import mxnet as mx
 import numpy as np
@@ -18,7 +21,14 @@ from mxnet.gluon.model_zoo import vision
 from mxnet.gluon.model_zoo.vision.inception import _make_basic_conv
 
 from dlbench.cases import Case, ImageInput
-from dlbench.cases.bert_base import BertConfig
+from dlbench.cases.arch import (
+    POOL,
+    AlexNetArch,
+    BertConfig,
+    InceptionArch,
+    ResNetArch,
+    VggArch,
+)
 
 # ---------------------------------------------------------------------------------------------- ResNet
 
@@ -26,9 +36,9 @@ from dlbench.cases.bert_base import BertConfig
 class Bottleneck(HybridBlock):
     """ResNet v1.5 bottleneck: 1x1 reduce, 3x3 (carrying the stride), 1x1 expand (x4), residual."""
 
-    def __init__(self, in_ch: int, width: int, stride: int) -> None:
+    def __init__(self, in_ch: int, width: int, stride: int, expansion: int) -> None:
         super().__init__()
-        out_ch = width * 4
+        out_ch = width * expansion
         self.body = nn.HybridSequential()
         self.body.add(nn.Conv2D(width, 1, use_bias=False, in_channels=in_ch), nn.BatchNorm(in_channels=width),
                       nn.Activation("relu"),
@@ -49,16 +59,19 @@ class Bottleneck(HybridBlock):
 class ResNet(HybridBlock):
     """Bottleneck ResNet v1.5: 7x7 stem, max-pool, four stages, global average pool, fc."""
 
-    def __init__(self, layers: tuple[int, int, int, int], classes: int) -> None:
+    def __init__(self, arch: ResNetArch, classes: int) -> None:
         super().__init__()
+        if not arch.stride_on_3x3:
+            raise ValueError("dlbench's Gluon ResNet is v1.5 (stride on the 3x3 conv)")
+        w = arch.width
         self.features = nn.HybridSequential()
-        self.features.add(nn.Conv2D(64, 7, strides=2, padding=3, use_bias=False, in_channels=3),
-                          nn.BatchNorm(in_channels=64), nn.Activation("relu"), nn.MaxPool2D(3, 2, 1))
-        in_ch = 64
-        for i, blocks in enumerate(layers):
+        self.features.add(nn.Conv2D(w, 7, strides=2, padding=3, use_bias=False, in_channels=3),
+                          nn.BatchNorm(in_channels=w), nn.Activation("relu"), nn.MaxPool2D(3, 2, 1))
+        in_ch = w
+        for i, blocks in enumerate(arch.stages):
             for j in range(blocks):
-                self.features.add(Bottleneck(in_ch, 64 * 2**i, 2 if (i > 0 and j == 0) else 1))
-                in_ch = 64 * 2**i * 4
+                self.features.add(Bottleneck(in_ch, w * 2**i, 2 if (i > 0 and j == 0) else 1, arch.expansion))
+                in_ch = w * 2**i * arch.expansion
         self.features.add(nn.GlobalAvgPool2D())
         # torch's default Linear init, U(+-1/sqrt(fan_in)), as the torch backend's fc has
         self.output = nn.Dense(classes, in_units=in_ch, weight_initializer=mx.init.Uniform(1 / math.sqrt(in_ch)),
@@ -68,7 +81,7 @@ class ResNet(HybridBlock):
         return self.output(self.features(x))
 
 
-# ---------------------------------------------------------------------- model-zoo CNNs (VGG, AlexNet, Inception)
+# ------------------------------------------------------------------------- VGG, AlexNet (from the table)
 
 
 class AdaptiveAvgPool(HybridBlock):
@@ -82,23 +95,66 @@ class AdaptiveAvgPool(HybridBlock):
         return F.contrib.AdaptiveAvgPooling2D(x, output_size=self.size)
 
 
-def _zoo_with_head_grid(name: str, classes: int, side: int, native: int, grid: int) -> HybridBlock:
-    """A zoo VGG/AlexNet; off its native input size, an adaptive pool keeps the classifier at grid x grid."""
-    net = vision.get_model(name, classes=classes)
-    if side != native:
-        children = list(net.features._children.values())
-        cut = next(i for i, b in enumerate(children) if isinstance(b, (nn.Dense, nn.Flatten)))
-        features = nn.HybridSequential()
-        features.add(*children[:cut], AdaptiveAvgPool(grid), *children[cut:])
-        net.features = features
-    return net
+def _head(features: nn.HybridSequential, fc: tuple[int, ...], dropout: float, classes: int,
+          weight_init: str | None) -> nn.Dense:
+    """The FC head after the convolutions (ReLU + dropout after each hidden layer), as the Gluon zoo writes it."""
+    init = {"weight_initializer": weight_init, "bias_initializer": "zeros"} if weight_init else {}
+    for units in fc:
+        features.add(nn.Dense(units, activation="relu", **init), nn.Dropout(rate=dropout))
+    return nn.Dense(classes, **init)
+
+
+class ConvNet(HybridBlock):
+    """Convolutions, an adaptive pool to the head's grid when the input is off the native size, the FC head."""
+
+    def __init__(self, convs: list[HybridBlock], grid: int, resize: bool, fc: tuple[int, ...], dropout: float,
+                 classes: int, weight_init: str | None) -> None:
+        super().__init__()
+        self.features = nn.HybridSequential()
+        self.features.add(*convs)
+        if resize:  # at the native size the convolutions already end on grid x grid
+            self.features.add(AdaptiveAvgPool(grid))
+        self.features.add(nn.Flatten())
+        self.output = _head(self.features, fc, dropout, classes, weight_init)
+
+    def hybrid_forward(self, F, x):  # type: ignore[no-untyped-def]
+        return self.output(self.features(x))
+
+
+def vgg(arch: VggArch, classes: int, resize: bool) -> ConvNet:
+    """VGG from its layer table: 3x3 convs (ReLU) with 2x2 max-pools at the POOL marks (the zoo's initialisers)."""
+    if arch.batch_norm:
+        raise ValueError("dlbench's Gluon VGG has no batch-norm variant")
+    conv_init = mx.init.Xavier(rnd_type="gaussian", factor_type="out", magnitude=2)
+    convs: list[HybridBlock] = []
+    for layer in arch.layers:
+        if layer == POOL:
+            convs.append(nn.MaxPool2D(strides=2))
+        else:
+            convs.append(nn.Conv2D(int(layer), 3, padding=1, weight_initializer=conv_init,
+                                   bias_initializer="zeros"))
+            convs.append(nn.Activation("relu"))
+    return ConvNet(convs, arch.pool, resize, arch.fc, arch.dropout, classes, "normal")
+
+
+def alexnet(arch: AlexNetArch, classes: int, resize: bool) -> ConvNet:
+    """AlexNet from its convolution table (ReLU after each, 3x3/2 max-pools where marked)."""
+    convs: list[HybridBlock] = []
+    for c in arch.convs:
+        convs.append(nn.Conv2D(c.out, c.kernel, strides=c.stride, padding=c.padding, activation="relu"))
+        if c.pool_after:
+            convs.append(nn.MaxPool2D(pool_size=3, strides=2))
+    return ConvNet(convs, arch.pool, resize, arch.fc, arch.dropout, classes, None)
 
 
 class InceptionV3(HybridBlock):
     """The zoo's Inception v3 split at the 17x17 grid, where the auxiliary classifier reads; returns both logits."""
 
-    def __init__(self, classes: int, side: int) -> None:
+    def __init__(self, arch: InceptionArch, classes: int, side: int) -> None:
         super().__init__()
+        if not arch.aux_logits or arch.dropout != 0.5:
+            raise ValueError("the Gluon zoo's Inception v3 has dropout 0.5 and dlbench adds the aux head: "
+                             "other settings are not built")
         zoo = vision.inception_v3(classes=classes)
         blocks = list(zoo.features._children.values())
         if len(blocks) != 20 or not isinstance(blocks[18], nn.AvgPool2D):
@@ -184,8 +240,9 @@ class BertForPretraining(HybridBlock):
         self.nsp = _dense(2, h, cfg)
 
     def hybrid_forward(self, F, input_ids, token_type_ids, attention_mask,  # type: ignore[no-untyped-def]
-                       word_weight, mlm_bias):
-        """MLM logits [B, S, vocab] and NSP logits [B, 2]; attention_mask is [B, S], 1 = attend."""
+                       mlm_positions, word_weight, mlm_bias):
+        """MLM logits [B, P, vocab] at the masked positions [B, P] and NSP logits [B, 2]; attention_mask is
+        [B, S], 1 = attend."""
         cfg = self.cfg
         words = F.Embedding(input_ids, word_weight, input_dim=cfg.vocab_size, output_dim=cfg.hidden_size)
         positions = self.position_embeddings(F.contrib.arange_like(input_ids, axis=1))
@@ -195,7 +252,10 @@ class BertForPretraining(HybridBlock):
         for layer in self.layers:
             x = layer(x, mask_bias)
         pooled = F.tanh(self.pooler(F.squeeze(F.slice_axis(x, axis=1, begin=0, end=1), axis=1)))
-        hidden = self.mlm_norm(F.LeakyReLU(self.mlm_transform(x), act_type="gelu"))
+        rows = F.broadcast_like(F.reshape(F.contrib.arange_like(mlm_positions, axis=0), shape=(-1, 1)),
+                                mlm_positions)
+        masked = F.gather_nd(x, F.stack(rows, mlm_positions, axis=0))  # [B, P, hidden]
+        hidden = self.mlm_norm(F.LeakyReLU(self.mlm_transform(masked), act_type="gelu"))
         mlm_logits = F.FullyConnected(hidden, word_weight, mlm_bias, num_hidden=cfg.vocab_size, flatten=False)
         return mlm_logits, self.nsp(pooled)
 
@@ -204,46 +264,54 @@ class BertForPretraining(HybridBlock):
 
 
 class TrainLoss(HybridBlock):
-    """The case's training loss around its model: cross-entropy (+ 0.4 aux for Inception), or MLM + NSP."""
+    """The case's training loss around its model: cross-entropy (+ aux_weight x the auxiliary head's), or
+    BERT's masked-LM (weighted over the gathered predictions, as Google's) + next-sentence loss."""
 
-    def __init__(self, case_name: str, model: HybridBlock) -> None:
+    def __init__(self, case: Case, model: HybridBlock) -> None:
         super().__init__()
-        self.case_name = case_name
+        self.kind, self.aux_weight = case.loss.kind, case.loss.aux_weight
         self.model = model
         self.ce = gloss.SoftmaxCrossEntropyLoss()
 
     def hybrid_forward(self, F, x, *rest):  # type: ignore[no-untyped-def]
-        if self.case_name == "bert_base":
-            token_types, attention_mask, mlm_labels, nsp_labels = rest
-            mlm_logits, nsp_logits = self.model(x, token_types, attention_mask)
-            mask = mlm_labels != -100
-            picked = F.pick(F.log_softmax(mlm_logits, axis=-1), mlm_labels * mask, axis=-1)
-            mlm = -F.sum(picked * mask) / F.maximum(F.sum(mask), 1)
+        if self.kind == "mlm_nsp":
+            token_types, attention_mask, positions, mlm_ids, mlm_weights, nsp_labels = rest
+            mlm_logits, nsp_logits = self.model(x, token_types, attention_mask, positions)
+            each = -F.pick(F.log_softmax(mlm_logits, axis=-1), mlm_ids, axis=-1)  # [B, P]
+            mlm = F.sum(each * mlm_weights) / (F.sum(mlm_weights) + 1e-5)
             return mlm + F.mean(self.ce(nsp_logits, nsp_labels))
         (labels,) = rest
         out = self.model(x)
-        if self.case_name == "inception_v3":
+        if self.aux_weight:
             logits, aux = out
-            return F.mean(self.ce(logits, labels)) + 0.4 * F.mean(self.ce(aux, labels))
+            return F.mean(self.ce(logits, labels)) + self.aux_weight * F.mean(self.ce(aux, labels))
         return F.mean(self.ce(out, labels))
+
+
+def _image(case: Case, side: int | None) -> tuple[int, bool, int]:
+    """(classes, whether the input is off the native size, the side the model sees)."""
+    assert isinstance(case.input, ImageInput)
+    seen = side or case.input.size
+    return case.input.classes, seen != case.input.size, seen
+
+
+Builder = Callable[[Case, int | None], HybridBlock]
+
+# The model table: case name -> builder(case, image side) reading the case's architecture. The only place a case
+# is named.
+MODELS: dict[str, Builder] = {
+    "resnet50": lambda c, side: ResNet(c.arch, _image(c, side)[0]),  # type: ignore[arg-type]
+    "resnet152": lambda c, side: ResNet(c.arch, _image(c, side)[0]),  # type: ignore[arg-type]
+    "vgg16": lambda c, side: vgg(c.arch, *_image(c, side)[:2]),  # type: ignore[arg-type]
+    "alexnet": lambda c, side: alexnet(c.arch, *_image(c, side)[:2]),  # type: ignore[arg-type]
+    "inception_v3": lambda c, side: InceptionV3(c.arch, _image(c, side)[0], _image(c, side)[2]),  # type: ignore[arg-type]
+    "bert_base": lambda c, side: BertForPretraining(c.arch),  # type: ignore[arg-type]
+}
 
 
 def build_model(case: Case, side: int | None = None) -> HybridBlock:
     """A fresh, uninitialised model for the case; side is the image side the model will see (default native)."""
-    if case.name == "bert_base":
-        return BertForPretraining(BertConfig())
-    assert isinstance(case.input, ImageInput)
-    classes, native = case.input.classes, case.input.size
-    side = side or native
-    if case.name in ("resnet50", "resnet152"):
-        return ResNet((3, 4, 6, 3) if case.name == "resnet50" else (3, 8, 36, 3), classes)
-    if case.name == "vgg16":
-        return _zoo_with_head_grid("vgg16", classes, side, native, 7)
-    if case.name == "alexnet":
-        return _zoo_with_head_grid("alexnet", classes, side, native, 6)
-    if case.name == "inception_v3":
-        return InceptionV3(classes, side)
-    raise KeyError(case.name)
+    return MODELS[case.name](case, side)
 
 
 def initialize(model: HybridBlock, ctx: mx.Context) -> None:
@@ -256,5 +324,15 @@ def count_trainable(model: HybridBlock) -> int:
     return sum(int(np.prod(p.shape)) for p in model.collect_params().values() if p.grad_req != "null")
 
 
-__all__ = ["BertConfig", "BertForPretraining", "InceptionV3", "ResNet", "TrainLoss", "build_model",
-           "count_trainable", "initialize"]
+__all__ = [
+    "MODELS",
+    "BertForPretraining",
+    "InceptionV3",
+    "ResNet",
+    "TrainLoss",
+    "alexnet",
+    "build_model",
+    "count_trainable",
+    "initialize",
+    "vgg",
+]

@@ -1,34 +1,16 @@
-"""One native Gluon train step (record, backward, Trainer.step) on a synthetic batch made once on the device."""
+"""One native Gluon train step (record, backward, Trainer.step) on a batch from the point's input."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import mxnet as mx
-import numpy as np
 from mxnet import autograd, gluon
 
-from dlbench.backends.base import Trainer
-from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.backends.base import AllocatorPeak, Trainer
+from dlbench.cases import Case
 
-
-def synthetic_batch(case: Case, batch: int, ctx: mx.Context, input_size: int | None = None,
-                    seed: int = 0) -> list[mx.nd.NDArray]:
-    """One fixed batch, as the model's positional inputs followed by its labels (float32, as Gluon takes them)."""
-    rng = np.random.default_rng(seed)
-    if isinstance(case.input, ImageInput):
-        side = input_size or case.input.size
-        images = rng.standard_normal((batch, case.input.channels, side, side), dtype=np.float32)
-        labels = rng.integers(0, case.input.classes, batch)
-        arrays = [images, labels]
-    else:
-        assert isinstance(case.input, TextInput)
-        seq = input_size or case.input.seq_len
-        ids = rng.integers(0, case.input.vocab, (batch, seq))
-        types = np.zeros((batch, seq))
-        types[:, seq // 2:] = 1
-        mask = np.ones((batch, seq))
-        mlm = np.where(rng.random((batch, seq)) < case.input.mask_prob, ids, -100)
-        arrays = [ids, types, mask, mlm, rng.integers(0, 2, batch)]
-    return [mx.nd.array(a, ctx=ctx, dtype="float32") for a in arrays]
+Batch = list[mx.nd.NDArray]
 
 
 def make_trainer(case: Case, net: gluon.Block, global_batch: int) -> gluon.Trainer:
@@ -42,16 +24,18 @@ def make_trainer(case: Case, net: gluon.Block, global_batch: int) -> gluon.Train
 
 
 class MxnetTrainer(Trainer):
-    """A loss-computing Gluon block, its Trainer and one batch on one context."""
+    """A loss-computing Gluon block, its Trainer and its input on one context."""
 
-    def __init__(self, case: Case, net: gluon.HybridBlock, batch: list[mx.nd.NDArray], global_batch: int) -> None:
-        self.net, self.batch = net, batch
+    def __init__(self, case: Case, net: gluon.HybridBlock, batches: Iterator[Batch], ctx: mx.Context,
+                 global_batch: int) -> None:
+        super().__init__(batches)
+        self.net, self.ctx = net, ctx
         self.trainer = make_trainer(case, net, global_batch)
         self._last: mx.nd.NDArray | None = None
 
-    def step(self) -> None:
+    def train_step(self, batch: Batch) -> None:
         with autograd.record():
-            loss = self.net(*self.batch)
+            loss = self.net(*batch)
         loss.backward()
         self.trainer.step(1)  # the loss is already a batch mean
         self._last = loss
@@ -61,3 +45,7 @@ class MxnetTrainer(Trainer):
 
     def loss(self) -> float:
         return float(self._last.astype("float32").asscalar()) if self._last is not None else float("nan")
+
+    def allocator_peak(self) -> AllocatorPeak | None:
+        """None: MXNet 1.9's pooled GPU allocator exposes no peak (the worker samples NVML for a GPU point)."""
+        return None
