@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 import yaml  # type: ignore[import-untyped]
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PositiveFloat, PositiveInt,
-                      ValidationError, field_validator, model_validator)
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, ValidationError,
+                      field_validator, model_validator)
 
 from dlbench.backends import UnknownFramework, get_info
 from dlbench.cases import UnknownCase, get_case
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
 from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, SpecError, parse_scale, parse_size
+from dlbench.suite import bounded
 
 AXES: tuple[str, ...] = ("framework", "model", "batch", "precision", "compile", "data", "scale", "strategy")
 BATCH_WORDS: tuple[str, ...] = ("min", "fixed", "max")
@@ -79,7 +80,7 @@ def _memory_limit(value: object) -> object:
 
 Framework = Annotated[str, AfterValidator(_framework)]
 Model = Annotated[str, AfterValidator(_model)]
-BatchValue = Annotated[Union[int, str], BeforeValidator(_batch)]
+BatchValue = Annotated[int | str, BeforeValidator(_batch)]
 Scale = Annotated[str, AfterValidator(_scale)]
 Strategy = Annotated[str, AfterValidator(_strategy)]
 Precision = Literal[PRECISIONS]  # type: ignore[valid-type]
@@ -197,8 +198,8 @@ class Suite(_Strict):
     source: str = ""
     device: Literal["auto", "cpu", "cuda"] = "auto"
     protocol: ProtocolConfig = ProtocolConfig()
-    timeout: PositiveFloat = 1800.0
-    memory_limit: Annotated[Union[str, dict[str, str], None], BeforeValidator(_memory_limit)] = None
+    timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1800.0
+    memory_limit: Annotated[str | dict[str, str] | None, BeforeValidator(_memory_limit)] = None
     input_size: PositiveInt | None = None
     threads: PositiveInt | None = None
     loader_workers: int = Field(default=2, ge=0)
@@ -217,7 +218,7 @@ class Suite(_Strict):
     real_data: RealDataConfig = RealDataConfig()
 
 
-Path_ = tuple[Union[str, int], ...]
+Path_ = tuple[str | int, ...]
 
 
 def _marks(node: yaml.Node, path: Path_, out: dict[Path_, int]) -> None:
@@ -243,8 +244,9 @@ def _dotted(path: Path_) -> str:
 def parse_suite(text: str, source: str) -> Suite:
     """Validate suite YAML text; SuiteError `source:line: key: problem` on the first problem."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node, data = bounded.load(text)
+    except bounded.BoundedYamlError as exc:
+        raise SuiteError(exc.where(source)) from None
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else 0
         raise SuiteError(f"{source}:{line}: not valid YAML: {exc.problem}") from None
@@ -273,7 +275,11 @@ def parse_suite(text: str, source: str) -> Suite:
 def load_suite_file(path: Path) -> Suite:
     """Read and validate a suite file."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with Path(path).open("rb") as f:
+            raw = f.read(bounded.MAX_BYTES + 1)
+        text = bounded.decode(raw)
     except OSError as exc:
         raise SuiteError(f"cannot read suite {path}: {exc.strerror}") from None
+    except bounded.BoundedYamlError as exc:
+        raise SuiteError(exc.where(str(path))) from None
     return parse_suite(text, str(path))

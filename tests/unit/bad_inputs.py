@@ -1,0 +1,185 @@
+"""The bad-input table: every sub-command, each case a command line and a piece of the one-line error it must
+give. `{store}` is a store holding one finished run, `{run}` that run's id, `{dir}` a scratch folder holding the
+hostile files made by `hostile_files`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+BILLION_LAUGHS = ('a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+                  + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 9)}]\n"
+                            for i in range(9))
+                  + "name: x\naxes: {model: resnet50}\n")
+GOOD = "name: s\naxes: {framework: fake, model: resnet50}\n"
+
+
+def hostile_files(folder: Path) -> None:
+    """Write the suite files the table refers to."""
+    texts: dict[str, str | bytes] = {
+        "bomb.yaml": BILLION_LAUGHS,
+        "deep.yaml": "name: x\naxes: " + "[" * 5000 + "]" * 5000 + "\n",
+        "deepmap.yaml": "name: x\naxes: " + "{a: " * 200 + "1" + "}" * 200 + "\n",
+        "binary.yaml": b"name: x\n\x00\x01\x02\xff",
+        "latin1.yaml": b"name: caf\xe9\naxes: {model: resnet50}\n",
+        "huge.yaml": "name: x\n#" + "x" * (2 << 20) + "\n",
+        "inf.yaml": "name: x\ntimeout: .inf\naxes: {framework: fake, model: resnet50}\n",
+        "nan.yaml": "name: x\ntimeout: .nan\naxes: {framework: fake, model: resnet50}\n",
+        "neg.yaml": "name: x\ntimeout: -5\naxes: {framework: fake, model: resnet50}\n",
+        "launcher.yaml": "name: x\nlauncher: nosuch\naxes: {framework: fake, model: resnet50}\n",
+        "model.yaml": "name: x\naxes: {framework: fake, model: resnet51}\n",
+        "framework.yaml": "name: x\naxes: {framework: caffe, model: resnet50}\n",
+        "batch.yaml": "name: x\naxes: {framework: fake, model: resnet50, batch: [0]}\n",
+        "precision.yaml": "name: x\naxes: {framework: fake, model: resnet50, precision: [fp8]}\n",
+        "scale.yaml": "name: x\naxes: {framework: fake, model: resnet50, scale: [two]}\n",
+        "unknownkey.yaml": "name: x\ncolour: red\naxes: {framework: fake, model: resnet50}\n",
+        "noaxes.yaml": "name: x\n",
+        "list.yaml": "- a\n- b\n",
+        "scalar.yaml": "just words\n",
+        "empty.yaml": "",
+        "invalid.yaml": "name: [unclosed\n",
+        "tabs.yaml": "name: x\n\taxes: {}\n",
+        "python.yaml": "name: !!python/object/apply:os.system ['touch pwned']\naxes: {model: resnet50}\n",
+        "memory.yaml": "name: x\nmemory_limit: lots\naxes: {framework: fake, model: resnet50}\n",
+        "inputsize.yaml": "name: x\ninput_size: 0\naxes: {framework: fake, model: resnet50}\n",
+        "good.yaml": GOOD,
+    }
+    for name, text in texts.items():
+        path = folder / name
+        if isinstance(text, bytes):
+            path.write_bytes(text)
+        else:
+            path.write_text(text)
+    (folder / "a_folder.yaml").mkdir()
+    (folder / "not_a_store.db").write_bytes(b"this is not SQLite at all, just bytes " * 100)
+    (folder / "notes.txt").write_text("hello\n")
+
+
+# (command line, a piece of the error). Every one must exit 2 with one line on stderr, no traceback, store unchanged.
+BAD_INPUTS: list[tuple[str, str]] = [
+    # run
+    ("run -m resnet51 --store {store}", "unknown model 'resnet51'"),
+    ("run -m , --store {store}", "model"),
+    ("run -f caffe --store {store}", "unknown framework 'caffe'"),
+    ("run -f fake,caffe --store {store}", "unknown framework 'caffe'"),
+    ("run --preset fastest --store {store}", "fastest"),
+    ("run -b 0 --store {store}", "batch size must be a whole number >= 1"),
+    ("run -b -4 --store {store}", "batch size must be a whole number >= 1"),
+    ("run -b eight --store {store}", "batch size must be a whole number >= 1"),
+    ("run -b 1.5 --store {store}", "batch size must be a whole number >= 1"),
+    ("run -b 99999999999999999999 -f fake --store {store}", "batch"),
+    ("run -p fp8 --store {store}", "precision must be one of"),
+    ("run -p fp32,fp8 --store {store}", "precision must be one of"),
+    ("run --scale two --store {store}", "scale must look like"),
+    ("run --scale 0n1c --store {store}", "scale"),
+    ("run --scale 1n0c --store {store}", "scale"),
+    ("run --memory-limit lots --store {store}", "memory size must look like"),
+    ("run --memory-limit -1G --store {store}", "memory size must look like"),
+    ("run --data real --store {store}", "real data needs a data folder"),
+    ("run --data real --data-dir {dir}/nowhere --store {store}", "nowhere"),
+    ("run --data real --data-dir {dir} -f fake --store {store}", "data"),
+    ("run --timeout nan --store {store}", "finite"),
+    ("run --timeout inf --store {store}", "finite"),
+    ("run --timeout 1e400 --store {store}", "finite"),
+    ("run --timeout -1 --store {store}", "timeout"),
+    ("run --timeout 0 --store {store}", "timeout"),
+    ("run --timeout soon --store {store}", "timeout"),
+    ("run --steps 0 --store {store}", "steps"),
+    ("run --steps -3 --store {store}", "steps"),
+    ("run --repeats 0 --store {store}", "repeats"),
+    ("run --warmup -1 --store {store}", "warmup"),
+    ("run --input-size 0 --store {store}", "input-size"),
+    ("run --threads 0 --store {store}", "threads"),
+    ("run --device tpu --store {store}", "device"),
+    ("run --statistic mode --store {store}", "statistic"),
+    ("run --strategy magic --store {store}", "strategy"),
+    ("run --launcher nosuch --store {store}", "nosuch"),
+    ("run --nodes 0 --store {store}", "nodes"),
+    ("run --devices-per-node 0 --store {store}", "devices-per-node"),
+    ("run --rendezvous-timeout nan --store {store}", "rendezvous"),
+    ("run --store {dir}/notes.txt/x.db", "cannot open the store"),
+    ("run -f fake --store {dir}/not_a_store.db", "cannot open the store"),
+    ("run --bogus-option", "No such option"),
+    # sweep
+    ("sweep nosuchsuite --store {store}", "nosuchsuite"),
+    ("sweep {dir}/bomb.yaml --dry-run --store {store}", "alias"),
+    ("sweep {dir}/deep.yaml --dry-run --store {store}", "nested more than"),
+    ("sweep {dir}/deepmap.yaml --dry-run --store {store}", "nested more than"),
+    ("sweep {dir}/binary.yaml --dry-run --store {store}", "binary file"),
+    ("sweep {dir}/latin1.yaml --dry-run --store {store}", "not UTF-8"),
+    ("sweep {dir}/huge.yaml --dry-run --store {store}", "larger than"),
+    ("sweep {dir}/inf.yaml --dry-run --store {store}", "finite"),
+    ("sweep {dir}/nan.yaml --dry-run --store {store}", "finite"),
+    ("sweep {dir}/neg.yaml --dry-run --store {store}", "timeout"),
+    ("sweep {dir}/launcher.yaml --dry-run --store {store}", "unknown launcher 'nosuch'"),
+    ("sweep {dir}/model.yaml --dry-run --store {store}", "resnet51"),
+    ("sweep {dir}/framework.yaml --dry-run --store {store}", "caffe"),
+    ("sweep {dir}/batch.yaml --dry-run --store {store}", "batch"),
+    ("sweep {dir}/precision.yaml --dry-run --store {store}", "axes.precision[0]"),
+    ("sweep {dir}/scale.yaml --dry-run --store {store}", "scale"),
+    ("sweep {dir}/unknownkey.yaml --dry-run --store {store}", "unknown key"),
+    ("sweep {dir}/noaxes.yaml --dry-run --store {store}", "axes"),
+    ("sweep {dir}/list.yaml --dry-run --store {store}", "mapping"),
+    ("sweep {dir}/scalar.yaml --dry-run --store {store}", "mapping"),
+    ("sweep {dir}/empty.yaml --dry-run --store {store}", "mapping"),
+    ("sweep {dir}/invalid.yaml --dry-run --store {store}", "not valid YAML"),
+    ("sweep {dir}/tabs.yaml --dry-run --store {store}", "not valid YAML"),
+    ("sweep {dir}/python.yaml --dry-run --store {store}", "not valid YAML"),
+    ("sweep {dir}/memory.yaml --dry-run --store {store}", "memory"),
+    ("sweep {dir}/inputsize.yaml --dry-run --store {store}", "input_size"),
+    ("sweep {dir}/a_folder.yaml --dry-run --store {store}", "no suite"),
+    ("sweep {dir}/good.yaml --only colour=red --dry-run --store {store}", "colour"),
+    ("sweep {dir}/good.yaml --only model --dry-run --store {store}", "AXIS=V"),
+    ("sweep {dir}/good.yaml --resume nosuchrun --store {store}", "nosuchrun"),
+    ("sweep {dir}/good.yaml --memory-limit lots --dry-run --store {store}", "memory size"),
+    ("sweep {dir}/good.yaml --dry-run --store {dir}/not_a_store.db", "not a dlbench store"),
+    # results
+    ("results nope --store {store}", "no run 'nope'"),
+    ("results --last 0 --store {store}", "last"),
+    ("results --format xml --store {store}", "format"),
+    ("results --store {dir}/missing.db", "no store"),
+    ("results --store {dir}/not_a_store.db", "not a dlbench store"),
+    ("results --verify nope --store {store}", "no run 'nope'"),
+    # report
+    ("report nope --store {store}", "no run 'nope'"),
+    ("report --format pdf --store {store}", "format"),
+    ("report --last 0 --store {store}", "last"),
+    ("report -o {dir}/nowhere/r.html --store {store}", "nowhere"),
+    ("report -o {dir}/a_folder.yaml --store {store}", "a_folder.yaml"),
+    ("report --store {dir}/missing.db", "no store"),
+    ("report --store {dir}/not_a_store.db", "not a dlbench store"),
+    # compare
+    ("compare nope {run} --store {store}", "no run 'nope'"),
+    ("compare {run} nope --store {store}", "no run 'nope'"),
+    ("compare {run} {run} --fail-above lots --store {store}", "must look like 5%"),
+    ("compare {run} {run} --min-effect lots --store {store}", "must look like 5%"),
+    ("compare {run} --store {store}", "RUN_B"),
+    ("compare {run} {run} --store {dir}/not_a_store.db", "not a dlbench store"),
+    # history
+    ("history --since forever --store {store}", "since"),
+    ("history --since -3d --store {store}", "since"),
+    ("history --min-effect lots --store {store}", "must look like 5%"),
+    ("history -m resnet51 --store {store}", "resnet51"),
+    ("history -f caffe --store {store}", "caffe"),
+    ("history --store {dir}/not_a_store.db", "not a dlbench store"),
+    # store push / pull
+    ("store push nope --to {dir}/other.db --store {store}", "no run 'nope'"),
+    ("store push {run} --store {store}", "--to"),
+    ("store push {run} --to mysql://x@y/z --store {store}", "mysql"),
+    ("store pull nope --from {store} --store {dir}/other.db", "no run 'nope'"),
+    ("store push {run} --to {dir}/not_a_store.db --store {store}", "cannot open the store"),
+    # setup, data, reference, env, list
+    ("setup caffe", "caffe"),
+    ("setup torch --python {dir}/no/python", "python"),
+    ("data imagenet --out {dir}/img --images 0", "images"),
+    ("data imagenet --out {dir}/img --min-side 8", "min-side"),
+    ("data imagenet --out {dir}/img --min-side 300 --max-side 200", "side"),
+    ("data imagenet", "--out"),
+    ("data text --out {dir}/txt --samples 0", "samples"),
+    ("data text --out {dir}/txt {dir}/no_such_corpus.txt", "no_such_corpus"),
+    ("reference show nosuchsource", "nosuchsource"),
+    ("reference show -p fp8", "precision"),
+    ("reference show -b 0", "batch"),
+    ("env --device tpu", "device"),
+    ("list --colour", "No such option"),
+    ("frobnicate", "No such command"),
+]
