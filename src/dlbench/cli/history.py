@@ -9,7 +9,10 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from dlbench.backends import get_info
+from dlbench.cases import get_case
 from dlbench.cli.compare import parse_percent
+from dlbench.cli.options import split
 from dlbench.cli.output import stdout_console
 from dlbench.results.compare import ALPHA, MIN_EFFECT
 from dlbench.results.history import REGRESSION, Series, build_series, parse_since
@@ -18,8 +21,13 @@ from dlbench.results.store import Store
 _STYLE = {REGRESSION: "red", "improvement": "green"}
 
 
-def _split(text: str | None) -> list[str]:
-    return [t.strip() for t in (text or "").split(",") if t.strip()]
+def _known(model: str | None, framework: str | None) -> tuple[list[str], list[str]]:
+    """The named cases (aliases resolved) and frameworks; UnknownCase / UnknownFramework for a name dlbench lacks."""
+    models = [get_case(m).name for m in split(model, "--model")]
+    frameworks = split(framework, "--framework")
+    for fw in frameworks:
+        get_info(fw)
+    return models, frameworks
 
 
 def series_table(s: Series) -> Table:
@@ -77,7 +85,8 @@ def history(model: str | None, framework: str | None, since: str | None, min_eff
         raise click.BadParameter(str(exc), param_hint="--since") from None
     effect = parse_percent(min_effect)
     store = Store(store_path, readonly=True)
-    points = store.points(models=_split(model), frameworks=_split(framework), since=start)
+    models, frameworks = _known(model, framework)
+    points = store.points(models=models, frameworks=frameworks, since=start)
     if not points:
         raise click.UsageError(f"no points in {store.path} for these models, frameworks and --since")
     series = build_series(points, effect)

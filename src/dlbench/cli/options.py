@@ -10,6 +10,7 @@ import click
 
 from dlbench.backends import all_backends, get_info
 from dlbench.cases import get_case
+from dlbench.data.layout import check_data_dir
 from dlbench.launch.interpreters import state
 from dlbench.results.env import choose_device
 from dlbench.spec import PointSpec, Protocol, SpecError, parse_scale, parse_size, preset
@@ -17,9 +18,12 @@ from dlbench.spec import PointSpec, Protocol, SpecError, parse_scale, parse_size
 DEFAULT_MODELS = ("resnet50", "bert_base")
 
 
-def split(text: str | None) -> list[str]:
-    """'a,b, c' -> ['a', 'b', 'c']."""
-    return [t.strip() for t in (text or "").split(",") if t.strip()]
+def split(text: str | None, option: str = "") -> list[str]:
+    """'a,b, c' -> ['a', 'b', 'c']; SpecError when an option given (named by `option`) lists nothing."""
+    items = [t.strip() for t in (text or "").split(",") if t.strip()]
+    if option and text is not None and not items:
+        raise SpecError(f"{option} lists nothing; give at least one value, e.g. {option} a,b")
+    return items
 
 
 def parse_batches(text: str | None) -> list[int] | None:
@@ -27,7 +31,7 @@ def parse_batches(text: str | None) -> list[int] | None:
     if not text:
         return None
     out = []
-    for t in split(text):
+    for t in split(text, "--batch-size"):
         if not re.fullmatch(r"-?\d+", t) or int(t) < 1:
             raise SpecError(f"batch size must be a whole number >= 1; got {t!r}")
         out.append(int(t))
@@ -36,7 +40,7 @@ def parse_batches(text: str | None) -> list[int] | None:
 
 def frameworks(text: str | None) -> list[str]:
     """Framework names; 'all' means every framework installed in some environment (absent ones noted)."""
-    names = split(text) or ["torch"]
+    names = split(text, "--framework") or ["torch"]
     if names == ["all"]:
         states = [state(b) for b in all_backends()]
         missing = [s.name for s in states if not s.installed and not get_info(s.name).unavailable]
@@ -77,8 +81,9 @@ def build_specs(*, framework: str | None, model: str | None, batch_size: str | N
     batches = parse_batches(batch_size)
     limit = parse_size(memory_limit) if memory_limit else None
     specs: list[PointSpec] = []
-    precisions: Sequence[str] = split(precision) or ["fp32"]
-    for fw, name, prec in itertools.product(frameworks(framework), split(model) or DEFAULT_MODELS, precisions):
+    precisions: Sequence[str] = split(precision, "--precision") or ["fp32"]
+    models = split(model, "--model") or DEFAULT_MODELS
+    for fw, name, prec in itertools.product(frameworks(framework), models, precisions):
         case = get_case(name)
         for bs in batches or [case.batch_cpu if dev == "cpu" else case.batch_fixed]:
             specs.append(PointSpec(
@@ -86,6 +91,8 @@ def build_specs(*, framework: str | None, model: str | None, batch_size: str | N
                 compile=compile_, channels_last=channels_last, device=dev, data=data,  # type: ignore[arg-type]
                 data_dir=data_dir, input_size=input_size, nodes=n, devices_per_node=k, strategy=strategy,
                 launcher=launcher, timeout_s=timeout, memory_limit_bytes=limit, threads=threads))
+    for spec in specs:
+        check_data_dir(spec, get_case(spec.model))
     return specs
 
 

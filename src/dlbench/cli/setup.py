@@ -131,6 +131,8 @@ def _targets(names: Sequence[str]) -> list[BackendInfo]:
 @click.option("--no-case-check", is_flag=True, help="Skip caching which cases each framework can build.")
 def setup(frameworks: tuple[str, ...], recreate: bool, base_python: str, no_case_check: bool) -> int:
     """Create or reuse one environment per framework under $DLBENCH_HOME/envs (e.g. `dlbench setup jax tf`)."""
+    if shutil.which(base_python) is None:
+        raise click.BadParameter(f"no Python interpreter at {base_python}", param_hint="--python")
     try:
         infos = _targets(frameworks)
     except envs.EnvError as exc:

@@ -29,8 +29,9 @@ def push(run_ids: tuple[str, ...], to_url: str, all_runs: bool, store_path: str 
     if not run_ids and not all_runs:
         raise click.UsageError("name the runs to push, or --all")
     src = Store(store_path, readonly=True)
+    ids = [src.get_run(r).id for r in run_ids]  # an unknown run fails before the target is opened or made
     dst = Store(to_url)
-    _say("pushed", copy_runs(src, dst, list(run_ids)), src, dst)
+    _say("pushed", copy_runs(src, dst, ids), src, dst)
 
 
 @store_cmd.command("pull")
@@ -45,5 +46,6 @@ def pull(run_ids: tuple[str, ...], from_url: str, all_runs: bool, store_path: st
     if not run_ids and not all_runs:
         raise click.UsageError("name the runs to pull, or --all")
     src = Store(from_url, readonly=True)
+    ids = [src.get_run(r).id for r in run_ids]  # an unknown run fails before the target is opened or made
     dst = Store(store_path)
-    _say("pulled", copy_runs(src, dst, list(run_ids)), src, dst)
+    _say("pulled", copy_runs(src, dst, ids), src, dst)

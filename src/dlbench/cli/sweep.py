@@ -18,12 +18,12 @@ from dlbench.report.table import fmt_bytes, fmt_throughput, footnotes, status_te
 from dlbench.results.schema import PointResult
 from dlbench.results.store import Store, StoreError, resolve_path
 from dlbench.results.store_sql import parse_target
-from dlbench.spec import PointSpec
+from dlbench.spec import PointSpec, parse_size
 from dlbench.suite import Suite, SuiteError, builtin_names, load
 from dlbench.suite.expand import PlannedPoint, expand, memory_limit_bytes
 from dlbench.suite.maxbatch import MaxBatch, lookup, probe_bound
-from dlbench.suite.sweep import MaxBatchSettings, pending, resolve, run_searches, run_sweep_points, search_base
 from dlbench.suite.schema import AXES
+from dlbench.suite.sweep import MaxBatchSettings, pending, resolve, run_searches, run_sweep_points, search_base
 
 SWEEP_KIND = "sweep"
 
@@ -168,6 +168,8 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
             s = load(name)
             click.echo(f"{name:12} {s.title}")
         return 0
+    if memory_limit is not None:
+        parse_size(memory_limit)  # bad input fails here, dry run or not
     console = Console(stderr=True)
     if resume_id:
         store = Store(store_path)
@@ -253,4 +255,4 @@ def _run(store: Store, run_id: str, suite: Suite, planned: list[PlannedPoint], s
     return 0
 
 
-__all__ = ["sweep", "describe"]
+__all__ = ["describe", "sweep"]

@@ -6,7 +6,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlbench.spec import SpecError
+from dlbench.cases import Case, TextInput
+from dlbench.spec import PointSpec, SpecError
 
 LAYOUT_VERSION = 1
 MANIFEST = "dlbench-data.json"
@@ -71,6 +72,18 @@ def text_root(data_dir: str | Path) -> Path:
             read_manifest(folder)
             return folder
     raise DataLayoutError(f"no BERT samples in {root}: make them with `dlbench data text --out {root}`")
+
+
+def check_data_dir(spec: PointSpec, case: Case) -> None:
+    """Before any worker starts: a real-data point's folder holds the data its case reads (DataLayoutError)."""
+    if spec.data != "real" or spec.data_dir is None:
+        return
+    if not Path(spec.data_dir).is_dir():
+        raise DataLayoutError(f"data folder {spec.data_dir} does not exist: make it with `dlbench data`")
+    if isinstance(case.input, TextInput):
+        text_root(spec.data_dir)
+    else:
+        image_root(spec.data_dir)
 
 
 def read_train_list(folder: str | Path) -> list[TrainItem]:
