@@ -64,7 +64,7 @@ def test_sweep_records_every_point_and_goes_past_failures(monkeypatch: pytest.Mo
     monkeypatch.setenv("COLUMNS", "200")
     db = tmp_path / "s.db"
     code, out, err = cli("sweep", str(write_suite(tmp_path, timeout=4)), "--store", str(db))
-    assert code == 0, err
+    assert code == 1, err  # every point ran and is stored, but some failed: exit 1 says so
     rows = sweep_rows(db)
     by = {(m, g): (b, s) for m, g, b, s in rows}
     assert by[("resnet50", "min")] == (1, "ok") and by[("resnet50", "fixed")] == (8, "ok")
@@ -179,3 +179,15 @@ def test_slow_loader_is_flagged_input_bound(monkeypatch: pytest.MonkeyPatch) -> 
     r = execute(fake_spec(), Launchers())
     # synthetic input: the protocol still times next_batch(), which costs microseconds against 20 ms steps
     assert r.metrics is not None and not r.metrics.input_bound and r.metrics.input_wait_share < 0.01
+
+
+def test_run_exit_codes_say_what_happened(monkeypatch: pytest.MonkeyPatch, store_path: Path,
+                                          cli: Callable[..., CliResult]) -> None:
+    quick = ("-f", "fake", "-m", "resnet50", "--steps", "1", "--warmup", "0", "--repeats", "1", "--store",
+             str(store_path))
+    assert cli("run", *quick)[0] == 0
+    assert cli("run", *quick, "--compile")[0] == 0  # refused as unsupported (the fake has no compiler): not a failure
+    monkeypatch.setenv("DLBENCH_FAKE", "raise")
+    assert cli("run", *quick)[0] == 1
+    statuses = [p.result.status for p in Store(store_path, readonly=True).points()]
+    assert sorted(statuses) == ["error", "ok", "unsupported"]

@@ -20,6 +20,7 @@ from dlbench.launch.session import run_points
 from dlbench.report.table import points_table, scaling_notes
 from dlbench.results.env import host_identity, physical_cores
 from dlbench.results.scaling import missing_baselines, scaled
+from dlbench.results.schema import exit_code
 from dlbench.results.store import Store
 from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
 
@@ -107,4 +108,4 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
     out.print(f"Throughput = global samples in the measured steps / wall time of those steps; "
               f"{specs[0].protocol.statistic} of {specs[0].protocol.repeats} repeats, 95% CI.")
     out.print(f"Results: {store.path} (run {run_id}). Raw step times: dlbench results {run_id} --format json")
-    return 0 if all(r.status == "ok" for r in results) else 1
+    return exit_code(r.status for r in results)

@@ -15,7 +15,7 @@ from dlbench.cli.options import resolve_device, say_device
 from dlbench.cli.progress import RunProgress, describe
 from dlbench.launch.registry import Launchers
 from dlbench.report.table import fmt_bytes, fmt_throughput, footnotes, status_text
-from dlbench.results.schema import PointResult
+from dlbench.results.schema import PointResult, exit_code
 from dlbench.results.store import Store, StoreError, resolve_path
 from dlbench.results.store_sql import parse_target
 from dlbench.spec import PointSpec, parse_size
@@ -252,7 +252,7 @@ def _run(store: Store, run_id: str, suite: Suite, planned: list[PlannedPoint], s
     failed = sum(r.status != "ok" for r in results)
     out.print(f"{len(results)} points ({failed} not ok: each says why) in {time.monotonic() - start:,.0f} s this "
               f"session. Results: {store.path} (run {run_id}); show them with: dlbench results {run_id}")
-    return 0
+    return exit_code(r.status for r in results)
 
 
 __all__ = ["describe", "sweep"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -12,6 +13,12 @@ from dlbench.spec import PointSpec
 
 Status = Literal["ok", "oom", "crashed", "timeout", "error", "unsupported", "failed_check"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "crashed", "timeout", "error", "unsupported", "failed_check")
+FINE_STATUSES: tuple[str, ...] = ("ok", "unsupported")  # ended as it should: measured, or refused with a reason
+
+
+def exit_code(statuses: Iterable[str]) -> int:
+    """The exit code of `run` and `sweep`: 0 when every point ended ok or was refused as unsupported, else 1."""
+    return 0 if all(s in FINE_STATUSES for s in statuses) else 1
 
 
 @dataclass(frozen=True)
