@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import check_loss_falls, convergence_cases, framework_python, run_check
+from conftest import convergence_cases, framework_python, run_check
 from real_helpers import check_real_points, make_real_data
 from scale_helpers import assert_ranks_in_sync
 
@@ -40,7 +40,15 @@ def test_parameter_counts_match_every_case() -> None:
 
 @pytest.mark.parametrize("model", convergence_cases([c.name for c in all_cases()]))
 def test_loss_falls_on_a_fixed_batch(model: str) -> None:
-    check_loss_falls(framework_python("tf"), "tf", model, SIZES[model], 2)
+    """20 steps on one fixed batch of 2: every loss finite, the mean of the last 5 below the first. Not the last
+    alone: once AlexNet has memorised its 2 samples, one dropout draw can send a single step's loss above the
+    first (seed 0 ends at 8.4 from 6.8 here after 0.3 two steps earlier; torch's model ends at 5.8 from 6.9)."""
+    answer = run_check(framework_python("tf"), "converge", "tf", model, "--steps", "20", "--batch", "2",
+                       "--input-size", str(SIZES[model]))
+    losses = answer["losses"]
+    assert isinstance(losses, list) and len(losses) == 20
+    assert all(math.isfinite(x) for x in losses), losses
+    assert sum(losses[-5:]) / 5 < losses[0], losses
 
 
 def test_resnet50_point_through_the_cli(cli: Callable[..., CliResult], store_path: Path) -> None:

@@ -105,16 +105,14 @@ def text_batches(spec: PointSpec, case: Case, device: str, seed: int) -> Iterato
 
 
 def batches(spec: PointSpec, case: Case, device: str, seed: int) -> Iterator[Batch]:
-    """The point's input: the fixed synthetic batch, or the real-data pipeline's batches."""
-    if spec.data != "real":
-        return fixed(synthetic_batch(case, spec.batch_size, device, spec.input_size, seed))
-    if isinstance(case.input, ImageInput):
-        return image_batches(spec, case, device, seed)
-    return text_batches(spec, case, device, seed)
+    """The point's input: the real-data pipeline's batches, or the fixed synthetic batch."""
+    if spec.data == "real":
+        pipeline = image_batches if isinstance(case.input, ImageInput) else text_batches
+        return pipeline(spec, case, device, seed)
+    return fixed(synthetic_batch(case, spec.batch_size, device, spec.input_size, seed))
 
 
 def describe(spec: PointSpec) -> str:
     """How the input is fed, for the point's facts ("loader")."""
-    if spec.data != "real":
-        return "synthetic: one batch made on the device"
-    return f"tf.data, {spec.loader_workers or 1} parallel decode calls, prefetch"
+    real = f"tf.data, {spec.loader_workers or 1} parallel decode calls, prefetch"
+    return real if spec.data == "real" else "synthetic: one batch made on the device"

@@ -39,7 +39,12 @@ from dlbench.cases.arch import (
 
 Tensor: TypeAlias = keras.KerasTensor
 
-_HE_FAN_OUT = keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")  # torch kaiming_normal_
+
+
+def _he_fan_out() -> keras.initializers.Initializer:
+    """torch's kaiming_normal_ (fan-out), made per layer: an unseeded Keras initializer draws its seed when it is
+    created, so one made at import would ignore keras.utils.set_random_seed(spec.seed)."""
+    return keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
 
 
 def _conv(x: Tensor, filters: int, kernel: int | tuple[int, int], stride: int = 1,
@@ -48,7 +53,7 @@ def _conv(x: Tensor, filters: int, kernel: int | tuple[int, int], stride: int = 
     if pad:
         x = layers.ZeroPadding2D(pad)(x)
     return layers.Conv2D(filters, kernel, strides=stride, padding="valid", use_bias=bias, activation=activation,
-                         kernel_initializer=_HE_FAN_OUT)(x)
+                         kernel_initializer=_he_fan_out())(x)
 
 
 def _bn(x: Tensor, eps: float) -> Tensor:
