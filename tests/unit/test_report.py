@@ -263,3 +263,54 @@ def test_failed_point_without_version_is_not_a_second_version() -> None:
     doc = build_report([], [StoredPoint(1, "r", ok), StoredPoint(2, "r", died)])
     assert [kv.value for kv in doc.frameworks] == ["torch-1.0"]
     assert not [w for w in doc.warnings if "version" in w]
+
+
+HOSTILE_TITLE = 'Q3 <img src="//evil.example/x.png"> @import url(//evil.example/a.css) # *bold* |pipe| `tick`'
+
+
+def test_hostile_title_is_text_in_html(fixture_store: Path, tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    from dlbench.report.html import external_resources
+
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", "--all", "--title", HOSTILE_TITLE, "-o", str(out), "--store", str(fixture_store))
+    assert code == 0, err
+    page = out.read_text()
+    assert external_resources(page) == []
+    assert '&lt;img src=&#34;//evil.example/x.png&#34;&gt;' in page  # shown as the text it is
+
+
+def test_external_resources_are_found_in_markup_only() -> None:
+    from dlbench.report.html import external_resources
+
+    assert external_resources('<img src="https://x.example/y.png">') != []
+    assert external_resources('<p style="background:url(//x.example/y)">') != []
+    assert external_resources("<style>@import url(a.css);</style>") != []
+    assert external_resources("<p>src=//x.example @import url(//y)</p><a href='#runs'>runs</a>") == []
+
+
+def test_hostile_title_is_text_in_markdown(fixture_store: Path, tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    from dlbench.report.markdown import md_code
+
+    out = tmp_path / "r.md"
+    code, _, err = cli("report", "--all", "--format", "md", "--title", HOSTILE_TITLE, "-o", str(out), "--store",
+                       str(fixture_store))
+    assert code == 0, err
+    heading = out.read_text().splitlines()[0]
+    assert "<img" not in heading and "&lt;img" in heading
+    assert r"\*bold\*" in heading and r"\|pipe\|" in heading and r"\`tick\`" in heading
+    assert md_code("a `b` c") == "``a `b` c``"  # a command with backticks stays one code span
+
+
+@pytest.mark.parametrize("fmt", ["html", "md"])
+def test_report_never_writes_through_a_planted_link(fixture_store: Path, tmp_path: Path, fmt: str,
+                                                    cli: Callable[..., CliResult]) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    out = tmp_path / f"r.{fmt}"
+    for planted in (f"r.{fmt}.part", f".r_files.part", "r_files"):
+        (tmp_path / planted).symlink_to(victim)
+    code, _, err = cli("report", "--all", "--format", fmt, "-o", str(out), "--store", str(fixture_store))
+    assert code == 0, err
+    assert victim.read_text() == "keep me"
+    assert out.is_file() and not out.is_symlink() and "dlbench report" in out.read_text()
+    assert not list(tmp_path.glob(".r.*.tmp"))  # no temporary file left behind

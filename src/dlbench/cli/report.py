@@ -33,18 +33,14 @@ def report(run_ids: tuple[str, ...], fmt: str, output: Path | None, last: int, a
     out = output or Path(f"dlbench-report.{fmt}")
     if out.parent and not out.parent.exists():
         raise click.UsageError(f"the folder {out.parent} does not exist")
-    from dlbench.report.document import (
-        build_report,  # matplotlib is imported only when a report is made
-    )
+    from dlbench.report.document import build_report  # matplotlib is imported only when a report is made
 
     doc = build_report(runs, points, title=title, pool=store.points())
     if fmt == "html":
+        from dlbench.report.files import write_atomic
         from dlbench.report.html import render_html
 
-        text = render_html(doc)
-        tmp = out.with_name(out.name + ".part")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)
+        write_atomic(out, render_html(doc))
         written = [out]
     else:
         from dlbench.report.markdown import write_markdown

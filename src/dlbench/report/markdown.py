@@ -2,25 +2,38 @@
 
 from __future__ import annotations
 
+import html
+import re
 import shutil
 from pathlib import Path
 
 from dlbench.report.chart_base import Chart, render_png
 from dlbench.report.document import Report
+from dlbench.report.files import temp_folder_beside, write_atomic
 from dlbench.report.html import environment
 
 
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#|~])")  # ".", "-", "+" matter only at a line's start: never here
+
+
 def md_escape(text: object) -> str:
-    """Text safe inside a Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text shown as itself in Markdown (a heading, a table cell, a link text): HTML escaped, every Markdown
+    punctuation mark backslash-escaped, one line."""
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(" ".join(str(text).splitlines()), quote=False))
+
+
+def md_code(text: object) -> str:
+    """Inline code that shows the text as itself: fenced by more backticks than any run inside it."""
+    body = " ".join(str(text).splitlines())
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", body)), default=0) + 1)
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
 
 
 def write_markdown(report: Report, path: Path) -> list[Path]:
     """Write PATH and PATH's charts under <stem>_files/; returns every file written (the Markdown first)."""
     folder = path.with_name(f"{path.stem}_files")
-    tmp_folder = path.with_name(f".{path.stem}_files.part")
-    shutil.rmtree(tmp_folder, ignore_errors=True)
-    tmp_folder.mkdir(parents=True)
+    tmp_folder = temp_folder_beside(folder)
     images: dict[str, str] = {}
     written: list[Path] = []
     charts: list[Chart] = [c for v in report.sections for c in v.charts.charts] + report.overall.charts
@@ -32,10 +45,12 @@ def write_markdown(report: Report, path: Path) -> list[Path]:
     env = environment()
     env.autoescape = False
     env.filters["md"] = md_escape
+    env.filters["code"] = md_code
     text = env.get_template("report.md.j2").render(r=report, images=images)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_text(text, encoding="utf-8")
-    shutil.rmtree(folder, ignore_errors=True)
+    if folder.is_symlink() or folder.is_file():
+        folder.unlink()  # the link itself, never what it points at
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
     tmp_folder.replace(folder)
-    tmp.replace(path)
+    write_atomic(path, text)
     return [path, *written]
