@@ -307,7 +307,7 @@ def test_report_never_writes_through_a_planted_link(fixture_store: Path, tmp_pat
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
     out = tmp_path / f"r.{fmt}"
-    for planted in (f"r.{fmt}.part", f".r_files.part", "r_files"):
+    for planted in (f"r.{fmt}.part", ".r_files.part", "r_files"):
         (tmp_path / planted).symlink_to(victim)
     code, _, err = cli("report", "--all", "--format", fmt, "-o", str(out), "--store", str(fixture_store))
     assert code == 0, err
