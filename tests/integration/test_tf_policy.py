@@ -89,6 +89,48 @@ CONFIG_PROBE = textwrap.dedent('''
 ''')
 
 
+# TF's device calls replaced at their boundary (this machine has no GPU): which GPUs each rank makes visible
+# and grows, for the machine's GPUs as listed, under the rank context given.
+GPU_PROBE = textwrap.dedent('''
+    import json, os
+    import tensorflow as tf
+    from dlbench.backends.base import Unsupported
+    from dlbench.backends.tf import backend as tfb
+    from dlbench.spec import PointSpec, preset
+    from dlbench.wire import RankContext
+
+    calls = []
+    listed = []
+    tf.config.list_physical_devices = lambda kind=None: list(listed)
+    tf.config.set_visible_devices = lambda devices, kind=None: calls.append(("visible", [d.name for d in devices]))
+    tf.config.experimental.set_memory_growth = lambda d, on: calls.append(("growth", d.name, on))
+
+    def configure(gpus, strategy, local_rank, local_world, devices_per_node, bound=""):
+        listed[:] = [tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in range(gpus)]
+        calls.clear()
+        os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        if bound:
+            os.environ["CUDA_VISIBLE_DEVICES"] = bound
+        spec = PointSpec(framework="tf", model="resnet50", batch_size=2, protocol=preset("quick"), device="cuda",
+                         devices_per_node=devices_per_node, strategy=strategy)
+        ctx = RankContext(rank=local_rank, world_size=devices_per_node, local_rank=local_rank,
+                          local_world_size=local_world)
+        try:
+            facts = tfb.TfBackend()._configure(spec, ctx)
+        except Unsupported as exc:
+            return {"unsupported": str(exc)}
+        return {"calls": calls[:], "facts": facts}
+
+    print(json.dumps({
+        "rank1_of_2": configure(2, "multiworker", 1, 2, 2),
+        "bound": configure(1, "multiworker", 1, 2, 2, bound="1"),
+        "shared": configure(1, "multiworker", 1, 2, 2),
+        "mirrored": configure(2, "mirrored", 0, 1, 2),
+        "alone": configure(1, "none", 0, 1, 1),
+    }))
+''')
+
+
 def _probe(script: str) -> dict[str, object]:
     """Run a script in the tf environment and parse the JSON on its last output line."""
     proc = subprocess.run([framework_python("tf"), "-c", script], capture_output=True, text=True, timeout=600,
@@ -145,3 +187,16 @@ def test_tf_config_comes_from_the_rank_context() -> None:
     assert answer["config"] == {"cluster": {"worker": ["h0:29501", "h0:29502", "h1:29503", "h1:29504"]},
                                 "task": {"type": "worker", "index": 3}}
     assert "MASTER_PORT" in str(answer["no_port"])
+
+
+def test_each_rank_sees_its_own_gpu_with_memory_growth() -> None:
+    answer = _probe(GPU_PROBE)
+    assert answer["rank1_of_2"]["calls"] == [["visible", ["/physical_device:GPU:1"]],
+                                             ["growth", "/physical_device:GPU:1", True]]
+    assert answer["rank1_of_2"]["facts"] == {"gpu_memory_growth": True, "visible_gpus": "GPU:1"}
+    assert answer["bound"]["calls"] == [["visible", ["/physical_device:GPU:0"]],  # its one bound GPU: ordinal 0
+                                        ["growth", "/physical_device:GPU:0", True]]
+    assert "1 visible GPU" in answer["shared"]["unsupported"]  # two ranks would share one GPU
+    assert answer["mirrored"]["calls"] == [["growth", "/physical_device:GPU:0", True],  # one process, every GPU
+                                           ["growth", "/physical_device:GPU:1", True]]
+    assert answer["alone"]["facts"]["visible_gpus"] == "GPU:0"
