@@ -191,3 +191,13 @@ def test_dry_run_reads_stored_max_batches_from_the_store_itself(cli: Callable[..
     code, out, err = cli("sweep", str(f), "--dry-run", "--store", store_url)
     assert code == 0, err
     assert "5 (max, stored)" in out
+
+
+def test_channels_last_for_listed_frameworks_and_image_cases_only() -> None:
+    suite = parse_suite("name: s\ndevice: cpu\nchannels_last: [torch]\naxes: {framework: [torch, fake], "
+                        "model: [resnet50, bert_base]}\n", "inline")
+    planned = expand(suite, "cpu", None, {})
+    nhwc = {(p.spec.framework, p.spec.model) for p in planned if p.spec.channels_last}
+    assert nhwc == {("torch", "resnet50")}
+    with pytest.raises(SuiteError, match="caffe"):
+        parse_suite("name: s\nchannels_last: [caffe]\naxes: {model: resnet50}\n", "inline")

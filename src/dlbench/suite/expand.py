@@ -7,7 +7,7 @@ import itertools
 from dataclasses import dataclass
 
 from dlbench.backends import all_backends
-from dlbench.cases import get_case
+from dlbench.cases import Case, ImageInput, get_case
 from dlbench.launch.registry import Launchers
 from dlbench.launch.interpreters import installed
 from dlbench.spec import PointSpec, Protocol, parse_scale, parse_size, preset
@@ -82,6 +82,13 @@ def _text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def _channels_last(suite: Suite, framework: str, case: Case) -> bool:
+    """Whether a point runs NHWC: the suite asks for it (for all frameworks, or for those it lists), and the case
+    takes images (a text model has no channels)."""
+    wanted = suite.channels_last if isinstance(suite.channels_last, bool) else framework in suite.channels_last
+    return wanted and isinstance(case.input, ImageInput)
+
+
 def _planned(suite: Suite, point: dict[str, object], device: str, protocol: Protocol,
              data_dir: str | None) -> PlannedPoint:
     case = get_case(str(point["model"]))
@@ -100,7 +107,7 @@ def _planned(suite: Suite, point: dict[str, object], device: str, protocol: Prot
     spec = PointSpec(
         framework=str(point["framework"]), model=case.name, batch_size=size, protocol=protocol,
         precision=point["precision"], compile=bool(point["compile"]),  # type: ignore[arg-type]
-        channels_last=suite.channels_last, device=device, data=point["data"],  # type: ignore[arg-type]
+        channels_last=_channels_last(suite, str(point["framework"]), case), device=device, data=point["data"],  # type: ignore[arg-type]
         data_dir=data_dir if real else None, loader_workers=suite.loader_workers, input_size=suite.input_size,
         nodes=nodes, devices_per_node=per_node, strategy=str(point["strategy"]),
         launcher="local" if suite.launcher == "auto" else suite.launcher, timeout_s=suite.timeout,

@@ -203,7 +203,7 @@ class Suite(_Strict):
     input_size: PositiveInt | None = None
     threads: PositiveInt | None = None
     loader_workers: int = Field(default=2, ge=0)
-    channels_last: bool = False
+    channels_last: bool | list[str] = False  # true: every framework; a list: these frameworks; image cases only
     launcher: str = "auto"  # auto: local on one device, the framework's engine (torchrun ...) on several
 
     @field_validator("launcher")
@@ -211,6 +211,14 @@ class Suite(_Strict):
     def _launcher(cls, v: str) -> str:
         if v != "auto" and v not in LAUNCHER_NAMES:
             raise ValueError(f"unknown launcher {v!r}; known: auto, {', '.join(LAUNCHER_NAMES)}")
+        return v
+
+    @field_validator("channels_last")
+    @classmethod
+    def _channels_last(cls, v: bool | list[str]) -> bool | list[str]:
+        if isinstance(v, list):
+            for name in v:
+                _framework(name)
         return v
     axes: Axes
     exclude: list[Selector] = Field(default_factory=list)
