@@ -1,0 +1,169 @@
+"""NVML failure handling and visible-device mapping, with NVML replaced at its boundary only: the real pynvml
+module, its real exception classes, and a fake machine behind its nvml* functions."""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pynvml
+import pytest
+
+from dlbench.results import nvml
+from dlbench.results.env import choose_device
+
+
+@dataclass
+class FakeGpu:
+    """One GPU of the fake machine; `fail` maps an nvml function name to the exception it raises."""
+
+    name: str
+    uuid: str
+    used: int = 1 << 30
+    procs: list[Any] = field(default_factory=list)
+    fail: dict[str, Exception] = field(default_factory=dict)
+
+
+def install(monkeypatch: pytest.MonkeyPatch, gpus: list[FakeGpu], init_error: Exception | None = None) -> None:
+    """Put the fake machine behind pynvml's functions (handles are the FakeGpu objects)."""
+    def guard(fn_name: str, fn: Any) -> Any:
+        def call(h: FakeGpu, *args: Any) -> Any:
+            if fn_name in h.fail:
+                raise h.fail[fn_name]
+            return fn(h, *args)
+        return call
+
+    def init() -> None:
+        if init_error is not None:
+            raise init_error
+
+    table: dict[str, Any] = {
+        "nvmlInit": init,
+        "nvmlShutdown": lambda: None,
+        "nvmlDeviceGetCount": lambda: len(gpus),
+        "nvmlDeviceGetHandleByIndex": lambda i: gpus[i],
+        "nvmlSystemGetDriverVersion": lambda: "580.95",
+        "nvmlDeviceGetUUID": guard("nvmlDeviceGetUUID", lambda h: h.uuid),
+        "nvmlDeviceGetName": guard("nvmlDeviceGetName", lambda h: h.name),
+        "nvmlDeviceGetMemoryInfo": guard("nvmlDeviceGetMemoryInfo",
+                                         lambda h: SimpleNamespace(total=80 << 30, used=h.used)),
+        "nvmlDeviceGetCudaComputeCapability": guard("nvmlDeviceGetCudaComputeCapability", lambda h: (9, 0)),
+        "nvmlDeviceGetClockInfo": guard("nvmlDeviceGetClockInfo", lambda h, kind: 1980 if kind == 1 else 2619),
+        "nvmlDeviceGetMaxClockInfo": guard("nvmlDeviceGetMaxClockInfo", lambda h, kind: 1980),
+        "nvmlDeviceGetEnforcedPowerLimit": guard("nvmlDeviceGetEnforcedPowerLimit", lambda h: 700000),
+        "nvmlDeviceGetEccMode": guard("nvmlDeviceGetEccMode", lambda h: (1, 1)),
+        "nvmlDeviceGetMigMode": guard("nvmlDeviceGetMigMode", lambda h: (0, 1)),
+        "nvmlDeviceGetComputeRunningProcesses": guard("nvmlDeviceGetComputeRunningProcesses", lambda h: h.procs),
+        "nvmlDeviceGetGraphicsRunningProcesses": lambda h: [],
+    }
+    for name, fn in table.items():
+        monkeypatch.setattr(pynvml, name, fn)
+
+
+def machine() -> list[FakeGpu]:
+    return [FakeGpu("NVIDIA H100 80GB HBM3", "GPU-aaaa-0000"), FakeGpu("NVIDIA H100 80GB HBM3", "GPU-bbbb-1111")]
+
+
+def test_no_nvml_library_means_no_gpu_and_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, [], init_error=pynvml.NVMLError_LibraryNotFound())
+    assert nvml.gpu_info() == nvml.GpuInfo()
+    device, why = choose_device("auto")
+    assert device == "cpu" and "NVML" in why
+
+
+@pytest.mark.parametrize("visible, uuids", [
+    (None, ["GPU-aaaa-0000", "GPU-bbbb-1111"]),
+    ("1", ["GPU-bbbb-1111"]),
+    ("1,0", ["GPU-bbbb-1111", "GPU-aaaa-0000"]),  # CUDA's order is the variable's order
+    ("GPU-bbbb", ["GPU-bbbb-1111"]),  # a UUID prefix, as CUDA accepts
+    ("0,7,1", ["GPU-aaaa-0000"]),  # CUDA stops at the first entry that names no device
+    ("", []),
+])
+def test_visible_devices_follow_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch, visible: str | None,
+                                                     uuids: list[str]) -> None:
+    install(monkeypatch, machine())
+    if visible is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+    assert [d["uuid"] for d in nvml.gpu_info().devices] == uuids
+
+
+def test_device_facts_record_clocks_power_ecc_and_mig(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, machine()[:1])
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", nvml.NvmlWarning)  # a healthy GPU warns about nothing
+        info = nvml.gpu_info()
+    d = info.devices[0]
+    assert info.driver == "580.95"
+    assert (d["compute_capability"], d["sm_clock_mhz"], d["mem_clock_mhz"], d["power_limit_w"]) == \
+        ("9.0", "1980", "2619", "700")
+    assert d["ecc"] == "on" and d["mig"] == "off (pending on)"
+
+
+def test_an_nvml_error_is_unknown_with_one_warning_never_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = machine()[0]
+    gpu.fail = {"nvmlDeviceGetEnforcedPowerLimit": pynvml.NVMLError_GpuIsLost(),
+                "nvmlDeviceGetMigMode": pynvml.NVMLError_NotSupported()}
+    install(monkeypatch, [gpu])
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with pytest.warns(nvml.NvmlWarning, match="power limit") as caught:
+        d = nvml.gpu_info().devices[0]
+    assert d["power_limit_w"] == nvml.UNKNOWN and d["mig"] == nvml.UNKNOWN
+    assert len(caught) == 1  # NotSupported is an answer (the GPU has no MIG), not a failure
+    assert d["name"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_a_failing_device_list_degrades_to_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpu = machine()[0]
+    gpu.fail = {"nvmlDeviceGetUUID": pynvml.NVMLError_Unknown()}
+    install(monkeypatch, [gpu])
+    with pytest.warns(nvml.NvmlWarning, match="device list"):
+        info = nvml.gpu_info()
+    assert info == nvml.GpuInfo(driver=nvml.UNKNOWN)
+
+
+def _sampled(monkeypatch: pytest.MonkeyPatch, gpus: list[FakeGpu], during: Any) -> tuple[int | None, str, str]:
+    install(monkeypatch, gpus)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    sampler = nvml.ProcessMemory(interval_s=0.005).start()
+    time.sleep(0.05)
+    during()
+    time.sleep(0.05)
+    peak, kind = sampler.stop()
+    return peak, kind, sampler.error
+
+
+def test_process_memory_is_the_process_own_figure_on_the_visible_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = machine()
+    me = SimpleNamespace(pid=os.getpid(), usedGpuMemory=3 << 30)
+    other = SimpleNamespace(pid=os.getpid() + 1, usedGpuMemory=50 << 30)
+    gpus[1].procs = [other]
+
+    def grow() -> None:
+        gpus[0].procs = [me, other]
+    assert _sampled(monkeypatch, gpus, grow)[:2] == (3 << 30, "nvml_process")
+
+
+def test_process_memory_falls_back_to_the_device_rise_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = machine()  # a PID namespace: NVML lists no process of ours
+
+    def grow() -> None:
+        gpus[0].used += 2 << 30
+    assert _sampled(monkeypatch, gpus, grow)[:2] == (2 << 30, "nvml_device_delta")
+
+
+def test_process_memory_keeps_what_it_sampled_when_nvml_goes_away(monkeypatch: pytest.MonkeyPatch) -> None:
+    gpus = machine()[:1]
+    gpus[0].procs = [SimpleNamespace(pid=os.getpid(), usedGpuMemory=1 << 30)]
+
+    def lose() -> None:
+        gpus[0].fail = {"nvmlDeviceGetComputeRunningProcesses": pynvml.NVMLError_GpuIsLost()}
+    peak, kind, error = _sampled(monkeypatch, gpus, lose)
+    assert (peak, kind) == (1 << 30, "nvml_process")
+    assert "GpuIsLost" in error
