@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from dlbench.cases.arch import Arch, Loss
 from dlbench.spec import SpecError
 
-Task = Literal["image_classification", "bert_pretraining"]
+Task = Literal["image_classification", "bert_pretraining", "causal_lm"]
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,8 @@ class ImageInput:
 
 @dataclass(frozen=True)
 class TextInput:
-    """A BERT pre-training batch: token ids, segment ids, attention mask, MLM labels and NSP labels."""
+    """A text batch at `seq_len` tokens: BERT's (token ids, segments, mask, masked-LM and NSP labels), or a causal
+    decoder's (token ids and next-token labels; the masked-LM fields are unused)."""
 
     seq_len: int = 128
     vocab: int = 30522
@@ -40,7 +42,7 @@ class Optimizer:
     above it, the seeds' value is used unchanged.
     """
 
-    name: Literal["sgd", "adam"]
+    name: Literal["sgd", "adam", "adamw"]
     lr: float
     momentum: float = 0.0
     weight_decay: float = 0.0
@@ -55,17 +57,20 @@ class Optimizer:
 
 @dataclass(frozen=True)
 class CaseParam:
-    """An integer parameter a case declares (vocabulary size, number of classes ...), with its default."""
+    """An integer parameter a case declares (vocabulary size, number of classes ...), with its default and,
+    where only some values mean something, those values."""
 
     name: str
     default: int
     help: str = ""
+    choices: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class Case:
     """One model the seeds train: its input, architecture table, loss, optimizer and reference trainable-parameter
-    count, and the integer parameters it declares (set per point with --param NAME=VALUE)."""
+    count, and the integer parameters it declares (set per point with --param NAME=VALUE). `derive`, where set,
+    makes the configured case's architecture and parameter count follow its parameters (GPT's size)."""
 
     name: str
     title: str
@@ -81,6 +86,7 @@ class Case:
     aliases: tuple[str, ...] = field(default_factory=tuple)
     params: tuple[CaseParam, ...] = ()
     values: tuple[tuple[str, int], ...] = ()
+    derive: Callable[[Case], Case] | None = field(default=None, compare=False, repr=False)
 
     def param(self, name: str) -> int:
         """The value of a declared parameter: the point's, else its default."""
@@ -98,7 +104,18 @@ class Case:
         if unknown:
             have = f"it declares {', '.join(sorted(known))}" if known else "it declares none"
             raise SpecError(f"case {self.name} has no parameter {', '.join(unknown)}: {have}")
-        return dataclasses.replace(self, values=tuple(sorted(values.items())))
+        for p in self.params:
+            if p.choices and p.name in values and values[p.name] not in p.choices:
+                raise SpecError(f"case {self.name}: {p.name} must be one of "
+                                f"{', '.join(map(str, p.choices))}; got {values[p.name]}")
+        out = dataclasses.replace(self, values=tuple(sorted(values.items())))
+        return out.derive(out) if out.derive is not None else out
+
+    def train_flops_per_sample(self, input_size: int | None = None) -> float:
+        """Training FLOPs of one sample at the case's input or `input_size` (cases/flops.py)."""
+        from dlbench.cases.flops import train_flops_per_sample
+
+        return train_flops_per_sample(self, input_size)
 
 
 class UnknownCase(KeyError):
@@ -135,7 +152,7 @@ def all_cases() -> list[Case]:
 
 
 # Explicit registration: each module calls register() once.
-from dlbench.cases import alexnet, bert_base, inception_v3, resnet50, resnet152, vgg16  # noqa: E402,F401
+from dlbench.cases import alexnet, bert_base, gpt, inception_v3, resnet50, resnet152, vgg16  # noqa: E402,F401
 
 __all__ = ["Case", "CaseParam", "ImageInput", "TextInput", "Optimizer", "CASES", "register", "get_case",
            "all_cases", "UnknownCase"]
