@@ -80,19 +80,36 @@ class BertConfig:
     pad_token_id: int = 0
 
 
-Arch = ResNetArch | VggArch | AlexNetArch | InceptionArch | BertConfig
+@dataclass(frozen=True)
+class GptConfig:
+    """A GPT-2 causal decoder: pre-LN blocks, learned positions, GELU MLP of `mlp_ratio` x width, and the LM head
+    tied to the token embedding (GPT-2 small by default)."""
 
-LossKind = Literal["softmax_ce", "mlm_nsp"]
+    vocab_size: int = 50257
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    max_positions: int = 1024
+    mlp_ratio: int = 4
+    tied_embeddings: bool = True
+    dropout: float = 0.1
+    layer_norm_eps: float = 1e-5
+    initializer_range: float = 0.02
+
+
+Arch = ResNetArch | VggArch | AlexNetArch | InceptionArch | BertConfig | GptConfig
+
+LossKind = Literal["softmax_ce", "mlm_nsp", "causal_lm"]
 
 
 @dataclass(frozen=True)
 class Loss:
     """The training loss: softmax cross-entropy (plus `aux_weight` x the auxiliary head's, where there is one),
-    or BERT's masked-LM + next-sentence loss."""
+    BERT's masked-LM + next-sentence loss, or a decoder's next-token (causal LM) cross-entropy."""
 
     kind: LossKind = "softmax_ce"
     aux_weight: float = 0.0
 
 
-__all__ = ["POOL", "AlexNetArch", "Arch", "BertConfig", "ConvLayer", "InceptionArch", "Loss", "LossKind",
+__all__ = ["POOL", "AlexNetArch", "Arch", "BertConfig", "ConvLayer", "GptConfig", "InceptionArch", "Loss", "LossKind",
            "ResNetArch", "VggArch"]

@@ -56,6 +56,15 @@ def synthetic_bert(text: TextInput, batch: int, seq_len: int | None, seed: int) 
             "nsp_labels": rng.integers(0, 2, batch).astype(np.int64)}
 
 
+def synthetic_gpt(text: TextInput, batch: int, seq_len: int | None, seed: int) -> dict[str, np.ndarray]:
+    """One causal-LM batch: S + 1 random tokens per row, split into `input_ids` [B, S] and the next-token `labels`
+    [B, S] (labels[:, i] is the token after input_ids[:, i]), int64. Real text for GPT is not read yet."""
+    rng = np.random.default_rng(seed)
+    seq = seq_len or text.seq_len
+    tokens = rng.integers(0, text.vocab, (batch, seq + 1), dtype=np.int64)
+    return {"input_ids": np.ascontiguousarray(tokens[:, :-1]), "labels": np.ascontiguousarray(tokens[:, 1:])}
+
+
 def synthetic_images(image: ImageInput, batch: int, side: int | None, seed: int,
                      channels_last: bool = False) -> dict[str, np.ndarray]:
     """One image batch: standard-normal float32 pixels (NCHW, or NHWC with channels_last) and int64 labels."""

@@ -14,12 +14,13 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from dlbench.backends.base import fixed
+from dlbench.backends.base import Unsupported, fixed
 from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.cases.gpt import sequence_length
 from dlbench.data.augment import bert_arrays, decode_crop_flip, enough_samples
 from dlbench.data.layout import FLIP_PROB, MEAN, STD, TrainItem, image_root, read_train_list
-from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_images
-from dlbench.spec import PointSpec
+from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_gpt, synthetic_images
+from dlbench.spec import PointSpec, SpecError
 
 Batch = dict[str, torch.Tensor]
 
@@ -35,6 +36,12 @@ def synthetic_batch(case: Case, batch: int, device: torch.device, input_size: in
             out["images"] = out["images"].contiguous(memory_format=torch.channels_last)
         return out
     assert isinstance(case.input, TextInput)
+    if case.task == "causal_lm":
+        try:
+            seq = sequence_length(case, input_size)
+        except SpecError as exc:
+            raise Unsupported(str(exc)) from None
+        return {k: torch.from_numpy(v).to(device) for k, v in synthetic_gpt(case.input, batch, seq, seed).items()}
     return {k: torch.from_numpy(v).to(device) for k, v in synthetic_bert(case.input, batch, input_size, seed).items()}
 
 
@@ -118,6 +125,8 @@ def batches(spec: PointSpec, case: Case, device: torch.device, seed: int) -> Ite
         return fixed(synthetic_batch(case, spec.batch_size, device, spec.input_size, seed, spec.channels_last))
     if isinstance(case.input, ImageInput):
         return image_batches(spec, case, device, seed)
+    if case.task == "causal_lm":
+        raise Unsupported(f"real data for {case.name} is not read yet (no tokenised corpus layout): use synthetic data")
     return text_batches(spec, case, device, seed)
 
 

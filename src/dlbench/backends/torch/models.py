@@ -2,7 +2,8 @@
 architecture tables, and their losses.
 
 Each model has exactly the case's reference trainable-parameter count (``dlbench.cases``): the CNNs
-follow torchvision's layouts (ResNet in its v1.5 form), BERT follows HF ``BertForPreTraining``.
+follow torchvision's layouts (ResNet in its v1.5 form), BERT follows HF ``BertForPreTraining``, GPT-2 follows
+HF ``GPT2LMHeadModel`` at the case's size.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dlbench.backends.torch.bert import BertForPretraining
+from dlbench.backends.torch.gpt import GptLMHeadModel
 from dlbench.cases import Case, ImageInput
 from dlbench.cases.arch import POOL, AlexNetArch, InceptionArch, ResNetArch, VggArch
+from dlbench.cases.gpt import gpt_arch
 
 # ---------------------------------------------------------------------------------------------- ResNet
 
@@ -310,6 +313,7 @@ MODELS: dict[str, Callable[[Case], nn.Module]] = {
     "alexnet": lambda c: AlexNet(c.arch, _classes(c)),  # type: ignore[arg-type]
     "inception_v3": lambda c: InceptionV3(c.arch, _classes(c)),  # type: ignore[arg-type]
     "bert_base": lambda c: BertForPretraining(c.arch),  # type: ignore[arg-type]
+    "gpt2_small": lambda c: GptLMHeadModel(gpt_arch(c)),
 }
 
 
@@ -336,7 +340,10 @@ def _weighted_xent(logits: Tensor, labels: Tensor, weights: Tensor) -> Tensor:
 
 
 def train_loss(case: Case, model: torch.nn.Module, batch: Mapping[str, Tensor]) -> Tensor:
-    """The case's training loss on one batch: cross-entropy (+ aux_weight x the auxiliary head's), or MLM + NSP."""
+    """The case's training loss on one batch: cross-entropy (+ aux_weight x the auxiliary head's), MLM + NSP, or
+    the causal LM's mean next-token cross-entropy over every position."""
+    if case.loss.kind == "causal_lm":
+        return _xent(model(batch["input_ids"]), batch["labels"])
     if case.loss.kind == "mlm_nsp":
         mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
                                        batch["mlm_positions"])
@@ -350,5 +357,5 @@ def train_loss(case: Case, model: torch.nn.Module, batch: Mapping[str, Tensor]) 
     return _xent(out, labels)
 
 
-__all__ = ["AlexNet", "BertForPretraining", "InceptionV3", "MODELS", "ResNet", "VGG", "build_model",
+__all__ = ["AlexNet", "BertForPretraining", "GptLMHeadModel", "InceptionV3", "MODELS", "ResNet", "VGG", "build_model",
            "count_trainable", "train_loss"]

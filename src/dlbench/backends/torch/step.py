@@ -28,6 +28,8 @@ def make_optimizer(case: Case, model: torch.nn.Module, global_batch: int, fused:
     extra = {"fused": True} if fused else {}
     if o.name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay, **extra)
+    if o.name == "adamw":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=o.weight_decay, fused=True if fused else None)
     return torch.optim.Adam(params, lr=lr, weight_decay=o.weight_decay, **extra)
 
 
