@@ -39,8 +39,9 @@ def jax_python() -> str:
 def test_parameter_counts_of_all_cases(jax_python: str) -> None:
     answer = run_check(jax_python, "params", "jax")
     assert str(answer["version"]).startswith("0.")
-    for case in all_cases():
-        assert answer[case.name] == case.param_count, case.name
+    for case in all_cases():  # the six built here exactly; a case added since may be unsupported, saying so
+        if case.name in TINY or not str(answer[case.name]).startswith("unsupported: "):
+            assert answer[case.name] == case.param_count, case.name
 
 
 @pytest.mark.parametrize("model", convergence_cases(list(TINY)))
@@ -98,6 +99,7 @@ def test_two_processes_shard_one_global_batch(jax_python: str, cli: Callable[...
     assert r.metrics is not None and r.metrics.global_batch == 4
     assert r.env.descriptive["strategy_run"] == "sharding" and r.env.descriptive["jax_processes"] == "2"
     assert r.extra.get("cpu_collectives") == "gloo" and r.extra.get("jax_processes") == 2
+    assert r.extra.get("jax_compilation_cache_dir") == "off: several processes"
     assert "speedup" in out
 
 
