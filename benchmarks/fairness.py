@@ -1,0 +1,120 @@
+"""Fairness: is each dlbench backend as fast as its framework's own canonical training code?
+
+    python benchmarks/fairness.py [-f torch,tf,paddle,jax] [--batch-size 8] [--input-size 224] [--steps 10]
+                                  [--rounds 3] [--device cpu|cuda] [--precision fp32] [--channels-last]
+
+For every installed framework, ResNet-50 is trained by dlbench (`dlbench run`, one repeat) and by a bare loop
+over the framework's canonical model (benchmarks/fairness_loops/: torchvision's ResNet-50 code,
+keras.applications.ResNet50 with Model.fit, paddle.vision.models.resnet50, a Flax-ImageNet-example ResNet-50).
+Each side runs in a fresh process of the framework's environment, with the same threads and glibc allocator
+policy dlbench gives its workers (wire.THREAD_VARS, wire.ALLOCATOR_VARS), the same batch, input and step counts,
+and the same throughput definition (samples in the measured steps / their wall time). Rounds interleave the two
+sides, so slow drift on a shared machine hits both; the ratio dlbench / bare is reported per round and as the
+median. The goal is 0.95-1.05 on the CPU and on a GPU. Runs on the machine's own load: read ratios, not speeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from dlbench.launch.interpreters import NotInstalled, interpreter_for
+from dlbench.results.store import Store
+from dlbench.wire import ALLOCATOR_VARS, THREAD_VARS
+
+LOOPS = Path(__file__).parent / "fairness_loops"
+FRAMEWORKS = ("torch", "tf", "paddle", "jax")
+
+
+def _env(threads: int) -> dict[str, str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env.update({var: str(threads) for var in THREAD_VARS})
+    for var, value in ALLOCATOR_VARS.items():
+        env.setdefault(var, value)
+    return env
+
+
+def _common(a: argparse.Namespace) -> list[str]:
+    out = ["--batch-size", str(a.batch_size), "--input-size", str(a.input_size), "--warmup", str(a.warmup),
+           "--steps", str(a.steps), "--device", a.device, "--precision", a.precision]
+    return out + (["--channels-last"] if a.channels_last else [])
+
+
+def bare(framework: str, python: str, a: argparse.Namespace) -> tuple[float, str]:
+    """(samples/s, what the loop trains) of one bare-loop process."""
+    proc = subprocess.run([python, str(LOOPS / f"{framework}_loop.py"), *_common(a)], capture_output=True,
+                          text=True, env=_env(a.threads), timeout=a.timeout, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{framework} bare loop failed: {proc.stderr.strip().splitlines()[-1:]}")
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    return float(answer["samples_per_s"]), str(answer["canonical"])
+
+
+def dlbench(framework: str, a: argparse.Namespace, store: Path) -> float:
+    """samples/s of one `dlbench run` point (one repeat of the same steps)."""
+    before = {p.id for p in Store(store, readonly=True).points()} if store.exists() else set()
+    argv = [sys.executable, "-m", "dlbench", "run", "-f", framework, "-m", "resnet50", "--batch-size",
+            str(a.batch_size), "--input-size", str(a.input_size), "--warmup", str(a.warmup), "--steps", str(a.steps),
+            "--repeats", "1", "--device", a.device, "--precision", a.precision, "--threads", str(a.threads),
+            "--store", str(store)] + (["--channels-last"] if a.channels_last else [])
+    proc = subprocess.run(argv, capture_output=True, text=True, env=_env(a.threads), timeout=a.timeout, check=False)
+    new = [p for p in Store(store, readonly=True).points() if p.id not in before]
+    if proc.returncode != 0 or len(new) != 1 or new[0].result.metrics is None:
+        raise RuntimeError(f"dlbench {framework} failed: {proc.stderr.strip().splitlines()[-1:]}")
+    return new[0].result.metrics.throughput
+
+
+def main() -> int:
+    """Interleave bare and dlbench rounds per framework; print each ratio and the median."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-f", "--frameworks", default=",".join(FRAMEWORKS))
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--input-size", type=int, default=224)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--precision", choices=("fp32", "tf32", "amp", "bf16"), default="fp32")
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--timeout", type=float, default=1800)
+    a = p.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / "fairness.db"
+        for fw in a.frameworks.split(","):
+            try:
+                python = interpreter_for(fw)
+            except NotInstalled as exc:
+                print(f"{fw}: skipped ({exc})")
+                continue
+            ratios, canonical = [], ""
+            for r in range(a.rounds):
+                first_bare = r % 2 == 0  # alternate who goes first
+                order = ("bare", "dlbench") if first_bare else ("dlbench", "bare")
+                got: dict[str, float] = {}
+                for side in order:
+                    if side == "bare":
+                        got["bare"], canonical = bare(fw, python, a)
+                    else:
+                        got["dlbench"] = dlbench(fw, a, store)
+                ratios.append(got["dlbench"] / got["bare"])
+                print(f"{fw} round {r + 1}: dlbench {got['dlbench']:.2f} / bare {got['bare']:.2f} samples/s = "
+                      f"{ratios[-1]:.3f}", flush=True)
+            rows.append((fw, statistics.median(ratios), min(ratios), max(ratios), canonical))
+    print(f"\nResNet-50, batch {a.batch_size}, input {a.input_size}, {a.precision}, {a.device}, {a.steps} steps, "
+          f"{a.threads} threads, {a.rounds} interleaved rounds")
+    print(f"{'framework':10} {'median':>7} {'min':>6} {'max':>6}  against")
+    for fw, med, lo, hi, canonical in rows:
+        print(f"{fw:10} {med:7.3f} {lo:6.3f} {hi:6.3f}  {canonical}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""A bare PyTorch loop over torchvision's ResNet-50 (the torchvision package where installed; else the same
+torchvision-style code below), SGD with momentum 0.9 as dlbench's case, no dlbench import."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import measure, parse_args  # noqa: E402
+
+
+class Bottleneck(nn.Module):
+    """torchvision's Bottleneck (v1.5: the stride on the 3x3 convolution)."""
+
+    expansion = 4
+
+    def __init__(self, inplanes: int, planes: int, stride: int = 1, downsample: nn.Module | None = None) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(inplanes, planes, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, stride, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = nn.Conv2d(planes, planes * 4, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(planes * 4)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = downsample
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        identity = x if self.downsample is None else self.downsample(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        return self.relu(self.bn3(self.conv3(out)) + identity)
+
+
+class ResNet50(nn.Module):
+    """torchvision.models.resnet50's layout: stem, stages of 3, 4, 6, 3 bottlenecks, pool, 1000-way fc."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inplanes = 64
+        self.conv1 = nn.Conv2d(3, 64, 7, 2, 3, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(3, 2, 1)
+        self.layers = nn.Sequential(*(self._stage(p, n, s) for p, n, s in ((64, 3, 1), (128, 4, 2), (256, 6, 2),
+                                                                          (512, 3, 2))))
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(2048, 1000)
+
+    def _stage(self, planes: int, blocks: int, stride: int) -> nn.Sequential:
+        down = None
+        if stride != 1 or self.inplanes != planes * 4:
+            down = nn.Sequential(nn.Conv2d(self.inplanes, planes * 4, 1, stride, bias=False), nn.BatchNorm2d(planes * 4))
+        layers = [Bottleneck(self.inplanes, planes, stride, down)]
+        self.inplanes = planes * 4
+        layers += [Bottleneck(self.inplanes, planes) for _ in range(1, blocks)]
+        return nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        return self.fc(torch.flatten(self.avgpool(self.layers(x)), 1))
+
+
+def main() -> None:
+    """Train torchvision's ResNet-50 on one synthetic batch, the way its reference script does."""
+    args = parse_args(__doc__)
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
+    torch.backends.cudnn.benchmark = True
+    try:
+        from torchvision.models import resnet50
+        model, canonical = resnet50(), "torchvision.models.resnet50"
+    except ImportError:
+        model, canonical = ResNet50(), "torchvision-style code (torchvision not installed)"
+    device = torch.device(args.device)
+    fmt = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = model.to(device, memory_format=fmt).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    images = torch.randn(args.batch_size, 3, args.input_size, args.input_size, device=device).to(memory_format=fmt)
+    labels = torch.randint(0, 1000, (args.batch_size,), device=device)
+    scaler = torch.amp.GradScaler(enabled=args.precision == "amp")
+    dtype = {"amp": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step() -> None:
+        ctx = torch.autocast(args.device, dtype=dtype) if dtype else contextlib.nullcontext()
+        with ctx:
+            loss = loss_fn(model(images), labels)
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+
+    measure(step, torch.cuda.synchronize if args.device == "cuda" else lambda: None, args, canonical)
+
+
+if __name__ == "__main__":
+    main()
