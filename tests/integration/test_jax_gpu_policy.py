@@ -41,7 +41,8 @@ def run_script(python: str, script: str, env: dict[str, str | None] | None = Non
 
 
 NUMERICS = """
-import json, jax
+import dataclasses, json, jax
+from dlbench.backends.base import Unsupported
 from dlbench.backends.jax.backend import JaxBackend, apply_numerics, read_precision
 from dlbench.cases import get_case
 from dlbench.numerics import resolve_precision
@@ -62,6 +63,11 @@ env = backend.environment(spec("fp32"))
 out.update(fp32_precision=read_precision(), fp32_env=env, facts=backend.facts(),
            peak=trainer.allocator_peak(), loss=trainer.loss())
 trainer.close()
+try:
+    backend.build(dataclasses.replace(spec("fp32"), device="cuda"), get_case("alexnet"), RankContext())
+    out["cuda"] = "built"
+except Unsupported as exc:
+    out["cuda"] = str(exc)
 out["tf32_precision"] = apply_numerics(resolve_precision("tf32", "cuda"))
 out["bf16_precision"] = apply_numerics(resolve_precision("bf16", "cpu"))
 print(json.dumps(out, default=str))
@@ -79,6 +85,7 @@ def test_fp32_sets_ieee_precision_and_reads_it_back(jax_python: str, tmp_path: P
     assert "tf32 is a tensor-core mode" in str(answer["refuse_tf32"])
     assert "amp is float16 with loss scaling" in str(answer["refuse_amp"])
     assert answer["tf32_precision"] == "tensorfloat32" and answer["bf16_precision"] == "highest"
+    assert "jax here has no GPU backend" in str(answer["cuda"])  # a CPU jaxlib asked for a GPU: unsupported
     facts = answer["facts"]
     assert isinstance(facts, dict) and facts["jax_default_matmul_precision"] == "highest"
     assert facts["jax_compilation_cache_dir"] == str(tmp_path / "cache" / "jax")
