@@ -2,7 +2,8 @@
 
 Both give a multi-device point's speedup, scaling efficiency and the id of the 1-device point they were
 measured against (results/scaling.py picks it, from `pool`: every stored point, since it may come from
-another run); empty / null where there is none.
+another run); empty / null where there is none. Both give each point's training FLOPs per sample, achieved
+TFLOP/s, the device peak of its math mode (datasheet or measured) and MFU (results/mfu.py), derived on export.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 
 from collections.abc import Sequence
 
+from dlbench.results.mfu import efficiency
 from dlbench.results.scaling import Scaled, scaled
 from dlbench.results.store import StoredPoint
 
@@ -21,7 +23,8 @@ CSV_COLUMNS: tuple[str, ...] = (
     "compile", "channels_last", "device", "device_model", "data", "nodes", "devices_per_node", "world_size",
     "strategy", "launcher", "preset", "warmup", "steps", "repeats", "statistic", "status", "throughput",
     "ci_low", "ci_high", "cv", "noisy", "median_step_s", "peak_memory_bytes", "memory_kind", "final_loss",
-    "input_wait_share", "speedup", "scaling_efficiency", "baseline_point_id", "error",
+    "input_wait_share", "speedup", "scaling_efficiency", "baseline_point_id", "math_mode",
+    "train_flops_per_sample", "achieved_tflops", "peak_tflops_per_device", "peak_kind", "mfu", "peak_note", "error",
 )
 
 
@@ -37,14 +40,19 @@ def to_json(points: list[StoredPoint], pool: Sequence[StoredPoint] = ()) -> str:
     """Every point in full: spec, status, raw step times of every rank and repeat, metrics, environment,
     and its scaling against a 1-device point of `pool` (or of `points`)."""
     every = pool or points
-    return json.dumps([{"run_id": p.run_id, "point_id": p.id, **p.result.to_dict(), "scaling": _scaling(p, every)}
-                       for p in points], indent=2)
+    return json.dumps([{"run_id": p.run_id, "point_id": p.id, **p.result.to_dict(), "scaling": _scaling(p, every),
+                        "efficiency": efficiency(p.result).as_dict()} for p in points], indent=2)
 
 
 def csv_row(p: StoredPoint, pool: Sequence[StoredPoint] = ()) -> dict[str, object]:
     """One tidy row: one column per field, numbers as numbers, empty where not applicable."""
     r, s, m = p.result, p.result.spec, p.result.metrics
     sc = {k: "" if v is None else v for k, v in _scaling(p, pool or [p]).items()}
+    e = efficiency(r)
+    eff = {"math_mode": e.math_mode, "train_flops_per_sample": e.flops_per_sample,
+           "achieved_tflops": e.achieved_tflops, "peak_tflops_per_device": e.peak.tflops if e.peak else None,
+           "peak_kind": e.peak.kind if e.peak else None, "mfu": e.mfu,
+           "peak_note": e.peak.label if e.peak else e.note}
     return {
         "run_id": p.run_id, "point_id": p.id, "framework": s.framework,
         "framework_version": r.env.identity.get("framework_version", ""), "model": s.model,
@@ -60,6 +68,7 @@ def csv_row(p: StoredPoint, pool: Sequence[StoredPoint] = ()) -> dict[str, objec
         "peak_memory_bytes": m.peak_memory_bytes if m and m.peak_memory_bytes is not None else "",
         "memory_kind": m.memory_kind if m else "", "final_loss": m.final_loss if m else "",
         "input_wait_share": m.input_wait_share if m else "", **sc,
+        **{k: "" if v is None else v for k, v in eff.items()},
         "error": (r.error or "").splitlines()[0] if r.error else "",
     }
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
+from dlbench.results.mfu import efficiency, fmt_mfu, fmt_tflops, peak_notes
 from dlbench.results.scaling import Scaled
 from dlbench.results.schema import PointResult
 from dlbench.results.store import RunRecord
@@ -50,13 +51,16 @@ def footnotes(results: list[PointResult]) -> list[str]:
 
 def points_table(results: list[PointResult], title: str = "",
                  scaled: Sequence[Scaled | None] | None = None) -> Table:
-    """One row per point: framework, model, batch, precision, throughput ± CI, step time, memory, status;
-    given `scaled` (one entry per result), also speedup and efficiency against the 1-device point."""
-    notes = footnotes(results)
+    """One row per point: framework, model, batch, precision, throughput ± CI, achieved TFLOP/s and MFU, step
+    time, memory, status; given `scaled` (one entry per result), also speedup and efficiency against the 1-device
+    point. The caption names each device peak the MFU divides by."""
+    effs = [efficiency(r) for r in results]
+    notes = footnotes(results) + peak_notes(effs)
     t = Table(title=title or None, caption="\n".join(notes) or None, caption_justify="left")
     scaling_cols = (("speedup", "right"), ("efficiency", "right")) if scaled is not None else ()
     for col, justify in (("framework", "left"), ("model", "left"), ("batch", "right"), ("precision", "left"),
-                         ("scale", "left"), ("samples/s ± 95% CI", "right"), *scaling_cols, ("CV", "right"),
+                         ("scale", "left"), ("samples/s ± 95% CI", "right"), ("TFLOP/s", "right"),
+                         ("MFU", "right"), *scaling_cols, ("CV", "right"),
                          ("median step", "right"), ("peak memory", "right"), ("status", "left")):
         t.add_column(col, justify=justify)  # type: ignore[arg-type]
     for i, r in enumerate(results):
@@ -64,7 +68,8 @@ def points_table(results: list[PointResult], title: str = "",
         prec = s.precision + (" +compile" if s.compile else "") + (" +cl" if s.channels_last else "")
         sc = scaled[i] if scaled is not None else None
         scaling = (fmt_speedup(r, sc), f"{sc.scaling.efficiency:.0%}" if sc else "-") if scaled is not None else ()
-        t.add_row(s.framework, s.model, str(s.batch_size), prec, s.scale, fmt_throughput(r), *scaling,
+        t.add_row(s.framework, s.model, str(s.batch_size), prec, s.scale, fmt_throughput(r),
+                  fmt_tflops(effs[i]), fmt_mfu(effs[i]), *scaling,
                   f"{m.cv:.1%}" if m else "-", f"{m.median_step_s * 1000:,.1f} ms" if m else "-",
                   fmt_bytes(m.peak_memory_bytes) if m else "-", status_text(r))
     return t

@@ -1,0 +1,184 @@
+"""The peak FLOP/s of a point's device in its math mode: a GPU's datasheet figure, or a CPU's measured one.
+
+- **GPUs**: ``gpu_peaks.yaml`` (versioned) gives each NVIDIA GPU's dense peak TFLOP/s per math mode (fp32, tf32,
+  fp16, bf16) and its datasheet; the GPU is recognised from the NVML name recorded as ``device_model``.
+- **CPUs**: no datasheet covers a CPU as it runs here (cores, clocks, vector units), so a short GEMM probe
+  measures one: numpy float32 matrix products for a few hundred milliseconds, the best rate kept. It is cached per
+  host under ``cache_dir("peaks")``, labelled ``measured`` and never mixed up with a datasheet figure. It exists
+  for fp32 only: numpy has no fast bf16 or fp16 GEMM, and the controller imports no framework to get one.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import socket
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import yaml
+
+from dlbench.wire import cache_dir
+
+TABLE_VERSION = 1
+PROBE_VERSION = 1
+MATH_MODES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
+PeakKind = Literal["datasheet", "measured"]
+
+
+@dataclass(frozen=True)
+class GpuPeaks:
+    """One GPU of the table: NVML name patterns, dense peak TFLOP/s per math mode (None: no such mode), source."""
+
+    name: str
+    nvml: tuple[str, ...]
+    tflops: dict[str, float | None]
+    source: str
+
+    def matches(self, nvml_name: str) -> bool:
+        """Whether an NVML device name is this GPU (a pattern matches the whole name, case-insensitive)."""
+        return any(re.fullmatch(p, nvml_name.strip(), re.IGNORECASE) for p in self.nvml)
+
+
+@dataclass(frozen=True)
+class Peak:
+    """A device's peak in one math mode: a datasheet figure or a measured one, and where it comes from."""
+
+    tflops: float
+    math_mode: str
+    kind: PeakKind
+    device: str
+    source: str
+
+    @property
+    def label(self) -> str:
+        """'989.5 TFLOP/s bf16 (datasheet, H100 SXM5)' or '0.21 TFLOP/s fp32 (measured, ...)'."""
+        return f"{self.tflops:,.4g} TFLOP/s {self.math_mode} ({self.kind}, {self.device})"
+
+
+@dataclass(frozen=True)
+class PeakLookup:
+    """The peak found for a point, or None and the reason there is none ('peak unknown: ...')."""
+
+    peak: Peak | None
+    reason: str = ""
+
+
+def _parse_table(raw: object) -> tuple[GpuPeaks, ...]:
+    if not isinstance(raw, dict) or raw.get("version") != TABLE_VERSION:
+        got = raw.get("version") if isinstance(raw, dict) else type(raw).__name__
+        raise ValueError(f"gpu_peaks.yaml: version {TABLE_VERSION} expected, got {got!r}")
+    out = []
+    for g in raw["gpus"]:
+        tflops = {m: (None if g.get(m) is None else float(g[m])) for m in MATH_MODES}
+        out.append(GpuPeaks(name=str(g["name"]), nvml=tuple(str(p) for p in g["nvml"]), tflops=tflops,
+                            source=str(g["source"])))
+    return tuple(out)
+
+
+@functools.cache
+def gpu_table() -> tuple[GpuPeaks, ...]:
+    """Every GPU of the packaged data file."""
+    text = resources.files("dlbench.results").joinpath("gpu_peaks.yaml").read_text(encoding="utf-8")
+    return _parse_table(yaml.safe_load(text))
+
+
+def find_gpu(nvml_name: str) -> GpuPeaks | None:
+    """The table's entry for an NVML device name, None when the GPU is not in it."""
+    return next((g for g in gpu_table() if g.matches(nvml_name)), None)
+
+
+def gpu_peak(nvml_name: str, math_mode: str) -> PeakLookup:
+    """The datasheet peak of a GPU in a math mode, or why there is none."""
+    g = find_gpu(nvml_name)
+    if g is None:
+        return PeakLookup(None, f"peak unknown: {nvml_name or 'an unnamed GPU'} is not in gpu_peaks.yaml")
+    value = g.tflops.get(math_mode)
+    if value is None:
+        return PeakLookup(None, f"peak unknown: the {g.name} datasheet has no {math_mode} figure")
+    return PeakLookup(Peak(value, math_mode, "datasheet", g.name, g.source))
+
+
+# ------------------------------------------------------------------------------------------- CPU probe
+
+PROBE_DTYPES: dict[str, str] = {"fp32": "float32"}  # math mode -> numpy dtype the probe multiplies in
+
+
+def probe_gemm(dtype: str = "float32", n: int = 1024, budget_s: float = 0.3) -> float:
+    """Best TFLOP/s of n x n x n numpy matrix products over about budget_s (one warm-up product first)."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n)).astype(dtype) for _ in range(2))
+    out = np.empty((n, n), dtype)
+    np.matmul(a, b, out=out)
+    best, start = 0.0, time.perf_counter()
+    while True:
+        t0 = time.perf_counter()
+        np.matmul(a, b, out=out)
+        t = time.perf_counter() - t0
+        best = max(best, 2.0 * n**3 / t / 1e12)
+        if t0 + t - start >= budget_s:
+            return best
+
+
+def _probe_path(host: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", host) or "host"
+    return cache_dir("peaks") / f"cpu-{safe}.json"
+
+
+def _probe_method(dtype: str) -> str:
+    return f"numpy {dtype} 1024^3 matmul, best of ~0.3 s, {os.cpu_count() or 0} logical CPUs"
+
+
+def _read_probe(path: Path, cpu: str) -> dict[str, float]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(raw, dict) or raw.get("version") != PROBE_VERSION or raw.get("cpu_model") != cpu:
+        return {}
+    return {k: float(v) for k, v in raw.get("tflops", {}).items()}
+
+
+def _write_probe(path: Path, cpu: str, tflops: dict[str, float]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"version": PROBE_VERSION, "cpu_model": cpu, "tflops": tflops,
+                               "measured": time.time()}, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@functools.cache
+def cpu_peak_here(cpu_model: str, math_mode: str) -> PeakLookup:
+    """This host's measured peak in a math mode: from the per-host cache, else probed now and cached."""
+    dtype = PROBE_DTYPES.get(math_mode)
+    if dtype is None:
+        return PeakLookup(None, f"peak unknown: no {math_mode} GEMM probe on a CPU (numpy has none; fp32 only)")
+    path = _probe_path(socket.gethostname())
+    cached = _read_probe(path, cpu_model)
+    if math_mode not in cached:
+        cached[math_mode] = probe_gemm(dtype)
+        try:
+            _write_probe(path, cpu_model, cached)
+        except OSError:
+            pass  # an unwritable cache only means probing again next time
+    return PeakLookup(Peak(cached[math_mode], math_mode, "measured", cpu_model, _probe_method(dtype)))
+
+
+def peak_for(device: str, device_model: str, math_mode: str, hostname: str = "") -> PeakLookup:
+    """The peak of a point's device in its math mode: a GPU from the table, this host's CPU by probe; a CPU
+    point from another host has no measured peak here."""
+    if device == "cuda":
+        return gpu_peak(device_model, math_mode)
+    if hostname and hostname != socket.gethostname():
+        return PeakLookup(None, f"peak unknown: the CPU peak is measured per host, and {hostname} is not this one")
+    return cpu_peak_here(device_model, math_mode)
+
+
+__all__ = ["GpuPeaks", "MATH_MODES", "Peak", "PeakKind", "PeakLookup", "TABLE_VERSION", "cpu_peak_here",
+           "find_gpu", "gpu_peak", "gpu_table", "peak_for", "probe_gemm"]

@@ -1,0 +1,133 @@
+"""Device peaks (results/peaks.py) and each point's achieved TFLOP/s and MFU (results/mfu.py)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dlbench.cases import get_case
+from dlbench.results import peaks
+from dlbench.results.mfu import efficiency, fmt_mfu
+from dlbench.results.store import Store
+from dlbench.protocol.stats import summarize
+from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.spec import PointSpec, Protocol
+
+CliResult = tuple[int, str, str]
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private dlbench home (the CPU probe's cache), and no probe result remembered across tests."""
+    monkeypatch.setenv("DLBENCH_HOME", str(tmp_path / "home"))
+    peaks.cpu_peak_here.cache_clear()
+    yield tmp_path / "home"
+    peaks.cpu_peak_here.cache_clear()
+
+
+@pytest.mark.parametrize(("nvml_name", "table_name"), [
+    ("Tesla V100-SXM2-32GB", "V100 SXM2"), ("Tesla V100-PCIE-16GB", "V100 PCIe"),
+    ("NVIDIA A100-SXM4-40GB", "A100 SXM4 40GB"), ("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB"),
+    ("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB"), ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB"),
+    ("NVIDIA H100 80GB HBM3", "H100 SXM5"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H200", "H200 SXM"),
+    ("NVIDIA L40S", "L40S"), ("NVIDIA L4", "L4"), ("NVIDIA A10", "A10"),
+    ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090"),
+])
+def test_gpus_are_recognised_from_their_nvml_names(nvml_name: str, table_name: str) -> None:
+    g = peaks.find_gpu(nvml_name)
+    assert g is not None and g.name == table_name
+    assert g.source.startswith("https://")
+
+
+@pytest.mark.parametrize("name", ["NVIDIA A100-SXM4-40GB MIG 1g.5gb", "NVIDIA A10G", "NVIDIA L40", "Quadro P1000"])
+def test_a_slice_or_an_unlisted_gpu_has_no_peak(name: str) -> None:
+    found = peaks.gpu_peak(name, "fp32")
+    assert found.peak is None and found.reason.startswith("peak unknown")
+
+
+def test_the_peak_follows_the_math_mode() -> None:
+    h100 = {m: peaks.gpu_peak("NVIDIA H100 80GB HBM3", m).peak for m in peaks.MATH_MODES}
+    assert all(p is not None and p.kind == "datasheet" for p in h100.values())
+    tf = {m: p.tflops for m, p in h100.items() if p is not None}
+    assert tf["fp32"] < tf["tf32"] < tf["bf16"] == tf["fp16"]
+    v100 = peaks.gpu_peak("Tesla V100-SXM2-16GB", "bf16")
+    assert v100.peak is None and "no bf16" in v100.reason
+
+
+def test_the_table_is_versioned_and_complete() -> None:
+    raw = yaml.safe_load((Path(peaks.__file__).parent / "gpu_peaks.yaml").read_text(encoding="utf-8"))
+    assert raw["version"] == peaks.TABLE_VERSION
+    for g in peaks.gpu_table():
+        assert g.tflops["fp32"] is not None, g.name
+        assert all(v is None or v >= g.tflops["fp32"] for v in g.tflops.values()), g.name  # tensor cores >= fp32
+    with pytest.raises(ValueError, match="version"):
+        peaks._parse_table({**raw, "version": 99})
+
+
+def test_the_cpu_peak_is_measured_once_and_cached_per_host(home: Path) -> None:
+    first = peaks.peak_for("cpu", "Some CPU", "fp32", socket.gethostname())
+    assert first.peak is not None and first.peak.kind == "measured" and first.peak.tflops > 0
+    cached = json.loads(next((home / "cache" / "peaks").glob("cpu-*.json")).read_text(encoding="utf-8"))
+    assert cached["cpu_model"] == "Some CPU" and cached["tflops"]["fp32"] == first.peak.tflops
+    peaks.cpu_peak_here.cache_clear()
+    again = peaks.peak_for("cpu", "Some CPU", "fp32")
+    assert again.peak is not None and again.peak.tflops == first.peak.tflops  # read back, not measured again
+
+
+def test_no_measured_peak_for_another_host_or_a_mode_without_a_probe() -> None:
+    other = peaks.peak_for("cpu", "Some CPU", "fp32", hostname="not-" + socket.gethostname())
+    assert other.peak is None and "measured per host" in other.reason
+    bf16 = peaks.peak_for("cpu", "Some CPU", "bf16")
+    assert bf16.peak is None and bf16.reason.startswith("peak unknown")
+
+
+def test_a_fake_run_gives_flops_consistent_with_its_raw_step_times(store_path: Path, cli: Callable[..., CliResult],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.005")
+    code, out, err = cli("run", "-f", "fake", "-m", "resnet50,bert_base", "-b", "2", "--steps", "4", "--warmup", "1",
+                         "--repeats", "1", "--store", str(store_path))
+    assert code == 0, err
+    assert "TFLOP/s" in out and "MFU" in out
+    points = Store(store_path).points()
+    assert len(points) == 2
+    for p in points:
+        r = p.result
+        # Throughput from the raw windows (global samples / wall time), then x FLOPs per sample.
+        walls = sum(rep.wall_s for rep in r.ranks[0].repeats)
+        steps = sum(rep.steps for rep in r.ranks[0].repeats)
+        samples_per_s = r.spec.global_batch * steps / walls
+        per_sample = get_case(r.spec.model).train_flops_per_sample(r.spec.input_size)
+        e = efficiency(r)
+        assert e.flops_per_sample == per_sample
+        assert e.achieved_tflops == pytest.approx(samples_per_s * per_sample / 1e12, rel=1e-9)
+        assert e.peak is not None and e.peak.kind == "measured"
+        assert e.mfu == pytest.approx(e.achieved_tflops / e.peak.tflops)
+        assert fmt_mfu(e).endswith("(measured)")
+    code, out, _ = cli("results", "--store", str(store_path), "--format", "json")
+    doc = json.loads(out)
+    assert {d["efficiency"]["achieved_tflops"] for d in doc} == {efficiency(p.result).achieved_tflops for p in points}
+
+
+def test_a_point_on_an_unknown_gpu_says_peak_unknown() -> None:
+    spec = PointSpec(framework="fake", model="resnet50", batch_size=8, device="cuda",
+                     protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"))
+    ranks = (RankRaw(0, (RepeatRaw((0.1, 0.1, 0.1), 0.3),)),)
+    r = PointResult(spec, "ok", ranks, summarize(spec, ranks), Environment(identity={"device_model": "Quadro P1000"}))
+    e = efficiency(r)
+    assert e.achieved_tflops == pytest.approx(80 * get_case("resnet50").train_flops_per_sample() / 1e12)
+    assert e.mfu is None and fmt_mfu(e) == "peak unknown" and "not in gpu_peaks.yaml" in e.note
+
+
+def test_mfu_divides_by_every_device_of_the_point() -> None:
+    spec = PointSpec(framework="fake", model="resnet50", batch_size=8, device="cuda", devices_per_node=8,
+                     strategy="ddp", protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"))
+    ranks = tuple(RankRaw(i, (RepeatRaw((0.1, 0.1, 0.1), 0.3),)) for i in range(8))
+    env = Environment(identity={"device_model": "NVIDIA A100-SXM4-80GB", "math_mode": "tf32"})
+    e = efficiency(PointResult(spec, "ok", ranks, summarize(spec, ranks), env))
+    assert e.peak is not None and e.peak.tflops == 156.0 and e.devices == 8
+    assert e.mfu == pytest.approx(e.achieved_tflops / (8 * 156.0))
