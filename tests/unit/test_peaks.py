@@ -12,6 +12,7 @@ import yaml
 
 from dlbench.cases import get_case
 from dlbench.results import peaks
+from dlbench.results.env import cpu_model
 from dlbench.results.mfu import efficiency, fmt_mfu
 from dlbench.results.store import Store
 from dlbench.protocol.stats import summarize
@@ -70,19 +71,21 @@ def test_the_table_is_versioned_and_complete() -> None:
 
 
 def test_the_cpu_peak_is_measured_once_and_cached_per_host(home: Path) -> None:
-    first = peaks.peak_for("cpu", "Some CPU", "fp32", socket.gethostname())
+    first = peaks.peak_for("cpu", cpu_model(), "fp32", socket.gethostname())
     assert first.peak is not None and first.peak.kind == "measured" and first.peak.tflops > 0
     cached = json.loads(next((home / "cache" / "peaks").glob("cpu-*.json")).read_text(encoding="utf-8"))
-    assert cached["cpu_model"] == "Some CPU" and cached["tflops"]["fp32"] == first.peak.tflops
+    assert cached["cpu_model"] == cpu_model() and cached["tflops"]["fp32"] == first.peak.tflops
     peaks.cpu_peak_here.cache_clear()
-    again = peaks.peak_for("cpu", "Some CPU", "fp32")
+    again = peaks.peak_for("cpu", cpu_model(), "fp32")
     assert again.peak is not None and again.peak.tflops == first.peak.tflops  # read back, not measured again
 
 
-def test_no_measured_peak_for_another_host_or_a_mode_without_a_probe() -> None:
-    other = peaks.peak_for("cpu", "Some CPU", "fp32", hostname="not-" + socket.gethostname())
+def test_no_measured_peak_for_another_host_or_cpu_or_a_mode_without_a_probe() -> None:
+    other = peaks.peak_for("cpu", cpu_model(), "fp32", hostname="not-" + socket.gethostname())
     assert other.peak is None and "measured per host" in other.reason
-    bf16 = peaks.peak_for("cpu", "Some CPU", "bf16")
+    elsewhere = peaks.peak_for("cpu", "Some Other CPU", "fp32")
+    assert elsewhere.peak is None and "not on Some Other CPU" in elsewhere.reason
+    bf16 = peaks.peak_for("cpu", cpu_model(), "bf16")
     assert bf16.peak is None and bf16.reason.startswith("peak unknown")
 
 
@@ -131,3 +134,20 @@ def test_mfu_divides_by_every_device_of_the_point() -> None:
     e = efficiency(PointResult(spec, "ok", ranks, summarize(spec, ranks), env))
     assert e.peak is not None and e.peak.tflops == 156.0 and e.devices == 8
     assert e.mfu == pytest.approx(e.achieved_tflops / (8 * 156.0))
+
+
+def test_compare_shows_each_side_s_mfu() -> None:
+    from dlbench.results.compare import compare_points
+
+    spec = PointSpec(framework="fake", model="resnet50", batch_size=8, device="cuda",
+                     protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"))
+
+    def point(step_s: float, gpu: str) -> PointResult:
+        ranks = (RankRaw(0, (RepeatRaw((step_s,) * 3, 3 * step_s),)),)
+        return PointResult(spec, "ok", ranks, summarize(spec, ranks), Environment(identity={"device_model": gpu}))
+
+    c = compare_points(point(0.02, "NVIDIA L4"), point(0.01, "NVIDIA L4"))
+    assert c.mfu_a is not None and c.mfu_b == pytest.approx(2 * c.mfu_a)
+    assert "datasheet, L4" in c.peak_a
+    unknown = compare_points(point(0.02, "NVIDIA L4"), point(0.01, "Quadro P1000"))
+    assert unknown.mfu_b is None and unknown.peak_b.startswith("peak unknown")

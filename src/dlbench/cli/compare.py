@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dlbench.results.compare import FASTER, MIN_EFFECT, SLOWER, Comparison, compare_runs
+from dlbench.results.compare import FASTER, MIN_EFFECT, SLOWER, Comparison, PointComparison, compare_runs
 from dlbench.results.store import Store
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%?\s*$")
@@ -28,7 +28,7 @@ def comparison_table(c: Comparison) -> Table:
     """One row per matching point: throughputs, ratio with its CI, p-value and verdict."""
     t = Table(title=f"B = {c.run_b} vs A = {c.run_a}")
     for col, justify in (("configuration", "left"), ("A samples/s", "right"), ("B samples/s", "right"),
-                         ("B/A", "right"), ("95% CI", "right"), ("p", "right")):
+                         ("B/A", "right"), ("95% CI", "right"), ("p", "right"), ("MFU A → B", "right")):
         t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
     t.add_column("verdict", no_wrap=True)
     for p in c.points:
@@ -40,8 +40,15 @@ def comparison_table(c: Comparison) -> Table:
         style = _STYLE.get(p.verdict, "")
         text = p.verdict + (f" ({p.change:+.1%})" if p.verdict in _STYLE and p.change is not None else "")
         text = escape(text + (f" ({p.note})" if p.note else ""))
-        t.add_row(escape(p.label), ta, tb, ratio, ci, pv, f"[{style}]{text}[/]" if style else text)
+        t.add_row(escape(p.label), ta, tb, ratio, ci, pv, _mfu(p), f"[{style}]{text}[/]" if style else text)
     return t
+
+
+def _mfu(p: PointComparison) -> str:
+    """'41.0% → 40.2%'; 'peak unknown' for a side whose device peak is unknown, '-' for one not measured."""
+    def one(mfu: float | None, peak: str) -> str:
+        return f"{mfu:.1%}" if mfu is not None else "peak unknown" if peak.startswith("peak unknown") else "-"
+    return f"{one(p.mfu_a, p.peak_a)} → {one(p.mfu_b, p.peak_b)}"
 
 
 @click.command("compare")

@@ -13,7 +13,8 @@ Points match on `PointSpec.key()` (the configuration without protocol and timeou
 * test: Mann-Whitney U (scipy) on the step times, two-sided.
 
 A change is called only when all three agree: p < ALPHA, the interval excludes 1, and the ratio moves by at
-least MIN_EFFECT. Anything less is "no significant change". Identity keys that differ between the runs are
+least MIN_EFFECT. Anything less is "no significant change". Each side's MFU (results/mfu.py) is shown beside,
+with the peak it divides by; it plays no part in the verdict. Identity keys that differ between the runs are
 reported as warnings naming each key; they never block the comparison silently or pass unnoticed.
 """
 
@@ -25,6 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 from scipy import stats as sps
 
+from dlbench.results.mfu import efficiency
 from dlbench.results.schema import PointResult
 from dlbench.results.store import StoredPoint
 
@@ -56,6 +58,10 @@ class PointComparison:
     samples_b: int = 0
     verdict: str = SAME
     note: str = ""
+    mfu_a: float | None = None
+    mfu_b: float | None = None
+    peak_a: str = ""  # the peak MFU divides by, or why it is unknown
+    peak_b: str = ""
 
     @property
     def change(self) -> float | None:
@@ -160,9 +166,11 @@ def verdict(ratio: float, ci: tuple[float, float], p_value: float, alpha: float 
 
 def compare_points(a: PointResult, b: PointResult, min_effect: float = MIN_EFFECT) -> PointComparison:
     """The ratio B/A of one configuration, its interval, the Mann-Whitney p-value and the verdict."""
+    ea, eb = efficiency(a), efficiency(b)
     head = PointComparison(key=a.spec.key(), label=label(a), status_a=a.status, status_b=b.status,
                            throughput_a=a.metrics.throughput if a.metrics else None,
-                           throughput_b=b.metrics.throughput if b.metrics else None)
+                           throughput_b=b.metrics.throughput if b.metrics else None, mfu_a=ea.mfu, mfu_b=eb.mfu,
+                           peak_a=ea.peak.label if ea.peak else ea.note, peak_b=eb.peak.label if eb.peak else eb.note)
     if a.status != "ok" or b.status != "ok":
         return replace(head, verdict="not comparable", note=f"status {a.status} -> {b.status}")
     ma, mb = step_matrix(a), step_matrix(b)

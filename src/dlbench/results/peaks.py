@@ -24,6 +24,7 @@ from typing import Literal
 import numpy as np
 import yaml
 
+from dlbench.results.env import cpu_model
 from dlbench.wire import cache_dir
 
 TABLE_VERSION = 1
@@ -172,12 +173,15 @@ def cpu_peak_here(cpu_model: str, math_mode: str) -> PeakLookup:
 
 def peak_for(device: str, device_model: str, math_mode: str, hostname: str = "") -> PeakLookup:
     """The peak of a point's device in its math mode: a GPU from the table, this host's CPU by probe; a CPU
-    point from another host has no measured peak here."""
+    point from another host or CPU has no measured peak here."""
     if device == "cuda":
         return gpu_peak(device_model, math_mode)
     if hostname and hostname != socket.gethostname():
         return PeakLookup(None, f"peak unknown: the CPU peak is measured per host, and {hostname} is not this one")
-    return cpu_peak_here(device_model, math_mode)
+    here = cpu_model()
+    if device_model and device_model != here:
+        return PeakLookup(None, f"peak unknown: the CPU peak is measured here, on {here}, not on {device_model}")
+    return cpu_peak_here(here, math_mode)
 
 
 __all__ = ["GpuPeaks", "MATH_MODES", "Peak", "PeakKind", "PeakLookup", "TABLE_VERSION", "cpu_peak_here",
