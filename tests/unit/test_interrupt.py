@@ -66,3 +66,29 @@ def test_kill_9_of_the_controller_takes_its_worker_down(tmp_path: Path) -> None:
     gone, alive = psutil.wait_procs(workers, timeout=10)
     assert not alive, [p.pid for p in alive]
     Store(tmp_path / "s.db", readonly=True).runs()  # the store opens
+
+
+@pytest.mark.parametrize("launcher", ["local", "torchrun"])
+def test_kill_9_leaves_no_process_and_the_next_run_removes_the_folder(tmp_path: Path, launcher: str) -> None:
+    """kill -9 of the controller mid-point: the engine (torchrun) and every rank die with it, and the point's
+    folder it could not remove is removed by the next controller on this host."""
+    jobs = tmp_path / "jobs"
+    env = {**os.environ, "DLBENCH_FAKE": "hang", "DLBENCH_JOB_DIR": str(jobs)}
+    one = [sys.executable, "-m", "dlbench", "run", "-f", "fake", "-m", "resnet50", "-b", "2", "--store",
+           str(tmp_path / "s.db")]
+    quick = {**env, "DLBENCH_FAKE": "sleep:0.001"}
+    subprocess.run(one, env=quick, capture_output=True, check=True)  # the 1-device baseline, so ranks start at once
+    argv = [*one, "--devices-per-node", "2", "--launcher", launcher]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers = _workers(proc, 2, timeout=120)
+    time.sleep(1.0)  # past the workers' start-up, where they ask to die with their parent
+    everything = psutil.Process(proc.pid).children(recursive=True)
+    assert launcher == "local" or any("torch.distributed.run" in " ".join(p.cmdline()) for p in everything)
+    proc.kill()
+    proc.wait()
+    _, alive = psutil.wait_procs(everything + workers, timeout=20)
+    assert not alive, [(p.pid, p.name()) for p in alive]
+    left = list(jobs.glob("dlbench-*"))
+    assert len(left) == 1  # SIGKILL runs no clean-up
+    subprocess.run(one, env=quick, capture_output=True, check=True)
+    assert not left[0].exists()
