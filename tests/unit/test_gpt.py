@@ -149,3 +149,20 @@ def test_torch_loss_is_the_next_token_cross_entropy() -> None:
     loss = train_loss(case, model, {"input_ids": ids, "labels": labels})
     expected = torch.nn.functional.cross_entropy(model(ids).reshape(-1, 12), labels.reshape(-1))
     torch.testing.assert_close(loss, expected)
+
+
+def test_torch_flop_counter_agrees_with_the_megatron_formula() -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed in this environment")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from dlbench.backends.torch.gpt import GptLMHeadModel
+    from dlbench.backends.torch.models import train_loss
+
+    arch = GptConfig(vocab_size=100, hidden_size=64, num_layers=2, num_heads=4, max_positions=32)
+    case = dataclasses.replace(get_case("gpt2_small"), arch=arch)
+    ids = torch.randint(0, 100, (2, 24))
+    with FlopCounterMode(display=False) as counter:
+        train_loss(case, GptLMHeadModel(arch), {"input_ids": ids, "labels": ids}).backward()
+    # Every matrix product forward and twice backward (the embedding's output needs its gradient, so even the
+    # first layer computes its input's); the counter, like the formula, leaves element-wise work out.
+    assert counter.get_total_flops() / 2 == pytest.approx(megatron_flops_per_sample(case, 24), rel=0.02)
