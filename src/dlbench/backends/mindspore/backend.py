@@ -1,71 +1,124 @@
-"""MindSpore backend: the case's model, a synthetic batch made once, and a MindsporeTrainer.
+"""MindSpore backend: the case's model, its input (data.py: a synthetic batch made once, or mindspore.dataset)
+and a MindsporeTrainer.
 
-Without ``--compile`` the step runs in PyNative mode (MindSpore's default, op by op); with it the whole
-step (forward, grads, optimizer) is one ms.jit graph, MindSpore's graph mode. --data real reads `dlbench data`
-folders through mindspore.dataset (``real_data.py``).
+Without ``--compile`` the step runs in PyNative mode (MindSpore's default, op by op); with it the whole step
+(forward, grads, optimizer) is one ms.jit graph, MindSpore's graph mode. On a GPU the numerics policy is applied
+through MindSpore's own switches: its cuDNN convolutions use TF32 unless told otherwise (``conv_allow_tf32``
+defaults to True; ``matmul_allow_tf32`` to False), so fp32 turns both off and tf32 turns both on.
 """
 
 from __future__ import annotations
 
 import mindspore as ms
 
-from dlbench.backends.base import Backend, Trainer
-from dlbench.backends.mindspore.models import TrainLoss, build_model, count_trainable
-from dlbench.backends.mindspore.step import MindsporeTrainer, synthetic_batch
+from dlbench.backends.base import (
+    Backend,
+    Trainer,
+    Unsupported,
+    gpu_binding_problem,
+    single_device_only,
+)
+from dlbench.backends.mindspore import data
+from dlbench.backends.mindspore.models import (
+    MODELS,
+    TrainLoss,
+    build_model,
+    count_trainable,
+)
+from dlbench.backends.mindspore.step import MindsporeTrainer
 from dlbench.cases import Case, ImageInput
+from dlbench.numerics import Numerics, describe, resolve_precision
 from dlbench.spec import PointSpec
+from dlbench.wire import RankContext
 
 # Checked on MindSpore 2.10's CPU target: a bf16 MatMul or Conv2D fails kernel selection.
 _NO_BF16 = "MindSpore's CPU kernels have no bf16 (MatMul and Conv2D fail kernel selection), so no amp/bf16 on the CPU"
+_GPU_PRECISIONS = ("fp32", "tf32")
+# MindSpore raises these as RuntimeError: its memory pool ("Device(id:0) memory isn't enough and alloc failed",
+# "Malloc for kernel input failed, Memory isn't enough"), the GPU allocator ("Malloc device memory failed"), a
+# failed output allocation ("Allocate memory failed", seen on the CPU), "Out of memory" from its core, and a host
+# allocation failing while ms.jit compiles (its static analysis re-raises C++'s "std::bad_alloc").
+OOM_TEXT: tuple[str, ...] = ("memory isn't enough", "malloc device memory failed", "allocate memory failed",
+                             "out of memory", "std::bad_alloc")
+
+
+def set_tf32(allow: bool) -> dict[str, str]:
+    """TF32 for cuDNN convolutions and cuBLAS matmuls on or off (MindSpore's GPU op-precision switches, which
+    have no getter): returns the settings applied, for math_mode and the facts."""
+    from mindspore.device_context.gpu import op_precision
+
+    op_precision.conv_allow_tf32(allow)
+    op_precision.matmul_allow_tf32(allow)
+    return {"conv_allow_tf32": str(allow), "matmul_allow_tf32": str(allow)}
 
 
 class MindsporeBackend(Backend):
     """How MindSpore trains a case."""
 
     name = "mindspore"
+    title = "MindSpore"
 
     def __init__(self) -> None:
-        self._compiled: bool | None = None
-        self._loader: str | None = None
+        self._facts: dict[str, object] = {}
+        self._tf32: dict[str, str] = {}
+
+    def cases(self) -> frozenset[str]:
+        return frozenset(MODELS)
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
-        return {"framework_version": ms.__version__, "mindspore_target": str(ms.get_context("device_target"))}
+        env = {"framework_version": ms.__version__, "mindspore_target": str(ms.get_context("device_target"))}
+        numerics = resolve_precision(spec.precision, spec.device)
+        env.update(self._tf32)
+        env["math_mode"] = describe(numerics, tf32_in_use="True" in self._tf32.values())
+        return env
 
     def refuse(self, spec: PointSpec) -> str | None:
+        several = single_device_only(spec, self.title)
+        if several:
+            return several
+        numerics = resolve_precision(spec.precision, spec.device)
+        if numerics.refusal:
+            return numerics.refusal
         if spec.device == "cuda" and ms.get_context("device_target") != "GPU":
             return f"MindSpore here has only its {ms.get_context('device_target')} target; use --device cpu"
         if spec.channels_last:
             return "MindSpore's convolutions take NCHW only; channels-last is not offered"
         if spec.precision != "fp32" and spec.device == "cpu":
             return _NO_BF16
+        if spec.device == "cuda" and spec.precision not in _GPU_PRECISIONS:
+            return "dlbench's MindSpore backend runs fp32 or tf32 on GPUs (MindSpore's amp is not wired yet)"
         return None
 
-    def build(self, spec: PointSpec, case: Case) -> Trainer:
+    def _gpu(self, numerics: Numerics, ctx: RankContext) -> int:
+        """Bind this rank's GPU and apply the numerics policy; returns the GPU ordinal."""
+        visible = int(ms.hal.device_count("GPU"))
+        problem = gpu_binding_problem(ctx, visible)
+        if problem:
+            raise Unsupported(problem)
+        index = ctx.device_index(visible)
+        ms.set_device("GPU", index)
+        self._tf32 = set_tf32(numerics.allow_tf32)
+        return index
+
+    def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
+        numerics = resolve_precision(spec.precision, spec.device)
+        gpu = spec.device == "cuda"
+        device = f"GPU:{self._gpu(numerics, ctx)}" if gpu else "CPU"
         ms.set_seed(spec.seed)
         side = spec.input_size if isinstance(case.input, ImageInput) else None
-        net = TrainLoss(case.name, build_model(case, side))
-        self._compiled = spec.compile
-        if spec.data == "real":  # files made by `dlbench data` (docs/data-layout.md), through mindspore.dataset
-            from dlbench.backends.mindspore import real_data
-
-            self._loader = f"mindspore.dataset, {spec.loader_workers or 1} parallel workers, prefetch"
-            return real_data.build_trainer(spec, case, net)
-        return MindsporeTrainer(case, net, synthetic_batch(case, spec.batch_size, spec.input_size, spec.seed),
-                                spec.global_batch, compiled=spec.compile)
+        net = TrainLoss(case, build_model(case, side))
+        self._facts = {"compiled": "ms.jit (graph mode)" if spec.compile else "pynative",
+                       "loader": data.describe(spec), "device": device, **self._tf32}
+        return MindsporeTrainer(case, net, data.batches(spec, case), spec.global_batch, compiled=spec.compile,
+                                device_sync=gpu)
 
     def count_params(self, case: Case) -> int:
         return count_trainable(build_model(case))
 
-    def is_oom(self, exc: BaseException) -> bool:
+    def oom_error(self, exc: BaseException) -> bool:
         if isinstance(exc, MemoryError):
             return True
-        text = str(exc).lower()
-        return isinstance(exc, RuntimeError) and ("out of memory" in text or "malloc" in text and "fail" in text)
+        return isinstance(exc, RuntimeError) and any(text in str(exc).lower() for text in OOM_TEXT)
 
-    def finish(self) -> dict[str, object]:
-        if self._compiled is None:
-            return {}
-        facts: dict[str, object] = {"compiled": "ms.jit (graph mode)" if self._compiled else "pynative"}
-        if self._loader is not None:
-            facts["loader"] = self._loader
-        return facts
+    def facts(self) -> dict[str, object]:
+        return dict(self._facts)

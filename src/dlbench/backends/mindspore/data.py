@@ -1,11 +1,15 @@
-"""MindSpore real-data input (docs/data-layout.md): a ``mindspore.dataset`` pipeline with parallel workers.
+"""MindSpore input: a synthetic batch made once (dlbench.data.synthetic's arrays), or real data
+(docs/data-layout.md) through a ``mindspore.dataset`` pipeline with parallel workers.
+
+A batch is a list of Tensors, the loss Cell's positional inputs: [images, labels], or BERT's arrays in
+``BERT_KEYS`` order (integers int32, the masked-LM weights float32).
 
 Images: the train_list.txt items (their labels, not ImageFolderDataset's folder order) as JPEG bytes from a
 GeneratorDataset, then MindSpore's native C++ vision ops in ``num_parallel_workers`` threads: Decode,
 RandomResizedCrop (the layout's scale and ratio, 10 tries, then a centre crop), RandomHorizontalFlip,
-Normalize and HWC2CHW. BERT: the rows of bert_samples.npz through NumpySlicesDataset, as int32 (what the
-synthetic batch holds). Each epoch is reshuffled (seed ``ds.config.set_seed``) and drops its last partial
-batch; the trainer takes the next batch at each step and counts the wait for it in measured steps.
+Normalize and HWC2CHW. BERT: the rows of bert_samples.npz, masked positions gathered (``bert_arrays``), through
+NumpySlicesDataset as int32. Each epoch is reshuffled (seed ``ds.config.set_seed``) and drops its last partial
+batch, so every batch has one shape and the ms.jit step compiles once.
 """
 
 from __future__ import annotations
@@ -14,23 +18,27 @@ from collections.abc import Iterator
 
 import mindspore.dataset as ds
 import numpy as np
-from mindspore import Tensor, nn
+from mindspore import Tensor
 from mindspore.dataset import vision
 
-from dlbench.backends.base import InputFed
-from dlbench.backends.mindspore.step import MindsporeTrainer
-from dlbench.cases import Case, ImageInput
+from dlbench.backends.base import fixed
+from dlbench.cases import Case, ImageInput, TextInput
 from dlbench.data.augment import bert_arrays, enough_samples
 from dlbench.data.layout import (
     CROP_RATIO,
     CROP_SCALE,
     FLIP_PROB,
     MEAN,
-    SAMPLE_ARRAYS,
     STD,
     TrainItem,
     image_root,
     read_train_list,
+)
+from dlbench.data.synthetic import (
+    BERT_KEYS,
+    max_predictions,
+    synthetic_bert,
+    synthetic_images,
 )
 from dlbench.spec import PointSpec
 
@@ -77,37 +85,42 @@ def image_batches(spec: PointSpec, case: Case) -> Iterator[Batch]:
     return _iterate(source.map(ops, input_columns="image", num_parallel_workers=workers), spec)
 
 
-def text_batches(spec: PointSpec) -> Iterator[Batch]:
-    """Endless BERT batches (the loss Cell's five int32 inputs), cut to input_size columns, epoch after epoch."""
-    arrays = bert_arrays(spec.data_dir or "", spec.input_size, "int32")
+def text_batches(spec: PointSpec, case: Case) -> Iterator[Batch]:
+    """Endless BERT batches (the loss Cell's inputs), cut to input_size columns, epoch after epoch."""
+    assert isinstance(case.input, TextInput)
+    arrays = bert_arrays(spec.data_dir or "", spec.input_size, max_predictions(case.input, spec.input_size),
+                         "int32")
     enough_samples(len(arrays["nsp_labels"]), spec.batch_size, spec.data_dir)
-    source = ds.NumpySlicesDataset(tuple(arrays[k] for k in SAMPLE_ARRAYS), list(SAMPLE_ARRAYS), shuffle=True,
+    source = ds.NumpySlicesDataset(tuple(arrays[k] for k in BERT_KEYS), list(BERT_KEYS), shuffle=True,
                                    num_parallel_workers=spec.loader_workers or 1)
     return _iterate(source, spec)
 
 
-class LoaderTrainer(InputFed, MindsporeTrainer):
-    """A MindsporeTrainer whose batch comes from a dataset iterator at every step (wait counted by InputFed).
-
-    The batches keep one shape and dtype (drop_remainder), so the ms.jit step compiles once.
-    """
-
-    def __init__(self, source: Iterator[Batch], warmup: int, steps: int, case: Case, net: nn.Cell,
-                 global_batch: int, compiled: bool) -> None:
-        first = self.feed(source, warmup, steps)
-        super().__init__(case, net, list(first), global_batch, compiled)
-
-    def step(self) -> None:
-        self.batch = list(self.next_input())
-        super().step()
+def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed: int = 0) -> Batch:
+    """One fixed batch (dlbench.data.synthetic): images float32 and labels int32, or BERT's arrays in BERT_KEYS
+    order (integers int32, weights float32)."""
+    if isinstance(case.input, ImageInput):
+        arrays = synthetic_images(case.input, batch, input_size, seed)
+        return [Tensor(arrays["images"]), Tensor(arrays["labels"].astype(np.int32))]
+    assert isinstance(case.input, TextInput)
+    bert = synthetic_bert(case.input, batch, input_size, seed)
+    return [Tensor(bert[k] if bert[k].dtype == np.float32 else bert[k].astype(np.int32)) for k in BERT_KEYS]
 
 
-def build_trainer(spec: PointSpec, case: Case, net: nn.Cell) -> LoaderTrainer:
-    """A trainer fed by the case's real-data pipeline; spec.seed fixes the shuffling and the augmentation."""
+def batches(spec: PointSpec, case: Case) -> Iterator[Batch]:
+    """The point's input: the fixed synthetic batch, or the real-data pipeline's batches (spec.seed fixes the
+    shuffling and the augmentation)."""
+    if spec.data != "real":
+        return fixed(synthetic_batch(case, spec.batch_size, spec.input_size, spec.seed))
     ds.config.set_seed(spec.seed)
-    source = image_batches(spec, case) if isinstance(case.input, ImageInput) else text_batches(spec)
-    p = spec.protocol
-    return LoaderTrainer(source, p.warmup, p.steps, case, net, spec.global_batch, spec.compile)
+    return image_batches(spec, case) if isinstance(case.input, ImageInput) else text_batches(spec, case)
 
 
-__all__ = ["LoaderTrainer", "build_trainer"]
+def describe(spec: PointSpec) -> str:
+    """How the input is fed, for the point's facts."""
+    if spec.data != "real":
+        return "synthetic: one batch made once"
+    return f"mindspore.dataset, {spec.loader_workers or 1} parallel workers, prefetch"
+
+
+__all__ = ["batches", "describe", "synthetic_batch"]

@@ -1,20 +1,30 @@
 """MindSpore definitions of the benchmark's models and their losses, each with the case's exact parameter count.
 
 MindSpore itself ships no vision or BERT models (its model zoo, mindcv, last released for MindSpore 2.2),
-so all six are written here in torchvision's layouts (ResNet in its v1.5 form) and HF ``BertForPreTraining``'s,
-with the MLM decoder tied to the word embeddings.
+so all six are written here from the case's architecture table (``case.arch``) in torchvision's layouts
+(ResNet in its v1.5 form) and HF ``BertForPreTraining``'s, with the MLM decoder tied to the word embeddings and
+the masked-LM head run on the gathered masked positions only, as Google's pre-training does. ``MODELS`` is the
+only place a case is named.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import mindspore as ms
 from mindspore import Tensor, nn, ops
 from mindspore.common.initializer import HeNormal, Normal
 
 from dlbench.cases import Case, ImageInput
-from dlbench.cases.bert_base import BertConfig
+from dlbench.cases.arch import (
+    POOL,
+    AlexNetArch,
+    BertConfig,
+    InceptionArch,
+    ResNetArch,
+    VggArch,
+)
 
 
 def _conv(cin: int, cout: int, k: int | tuple[int, int], stride: int = 1, pad: int | tuple[int, int] = 0,
@@ -39,9 +49,9 @@ def _dense(cin: int, cout: int, std: float | None = None) -> nn.Dense:
 class Bottleneck(nn.Cell):
     """ResNet v1.5 bottleneck: 1x1 reduce, 3x3 (carrying the stride), 1x1 expand (x4), residual."""
 
-    def __init__(self, cin: int, width: int, stride: int) -> None:
+    def __init__(self, cin: int, width: int, stride: int, expansion: int) -> None:
         super().__init__()
-        cout = width * 4
+        cout = width * expansion
         self.body = nn.SequentialCell(
             _conv(cin, width, 1), nn.BatchNorm2d(width), nn.ReLU(),
             _conv(width, width, 3, stride, 1), nn.BatchNorm2d(width), nn.ReLU(),
@@ -58,15 +68,18 @@ class Bottleneck(nn.Cell):
 class ResNet(nn.Cell):
     """Bottleneck ResNet v1.5: 7x7 stem, max-pool, four stages, global average pool, fc."""
 
-    def __init__(self, layers: tuple[int, int, int, int], classes: int) -> None:
+    def __init__(self, arch: ResNetArch, classes: int) -> None:
         super().__init__()
-        cells: list[nn.Cell] = [_conv(3, 64, 7, 2, 3), nn.BatchNorm2d(64), nn.ReLU(),
+        if not arch.stride_on_3x3:
+            raise ValueError("dlbench's MindSpore ResNet is v1.5 (stride on the 3x3 conv)")
+        w = arch.width
+        cells: list[nn.Cell] = [_conv(3, w, 7, 2, 3), nn.BatchNorm2d(w), nn.ReLU(),
                                 nn.MaxPool2d(3, 2, pad_mode="pad", padding=1)]
-        cin = 64
-        for i, blocks in enumerate(layers):
+        cin = w
+        for i, blocks in enumerate(arch.stages):
             for j in range(blocks):
-                cells.append(Bottleneck(cin, 64 * 2**i, 2 if (i > 0 and j == 0) else 1))
-                cin = 64 * 2**i * 4
+                cells.append(Bottleneck(cin, w * 2**i, 2 if (i > 0 and j == 0) else 1, arch.expansion))
+                cin = w * 2**i * arch.expansion
         cells += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
         self.features = nn.SequentialCell(cells)
         self.fc = _dense(cin, classes)
@@ -77,37 +90,46 @@ class ResNet(nn.Cell):
 
 # ------------------------------------------------------------------------------------- VGG and AlexNet
 
-_VGG16 = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
-
-
-def _vgg16(classes: int) -> nn.SequentialCell:
-    """VGG-16 (configuration D) without batch norm; adaptive 7x7 pool; 4096-4096 head, dropout after each ReLU."""
-    cells: list[nn.Cell] = []
-    cin = 3
-    for v in _VGG16:
-        if v == "M":
-            cells.append(nn.MaxPool2d(2, 2))
-        else:
-            assert isinstance(v, int)
-            cells += [_conv(cin, v, 3, 1, 1, bias=True), nn.ReLU()]
-            cin = v
-    cells += [nn.AdaptiveAvgPool2d(7), nn.Flatten(),
-              _dense(512 * 49, 4096, 0.01), nn.ReLU(), nn.Dropout(p=0.5),
-              _dense(4096, 4096, 0.01), nn.ReLU(), nn.Dropout(p=0.5), _dense(4096, classes, 0.01)]
+def _head(cells: list[nn.Cell], features: int, fc: tuple[int, ...], dropout: float, classes: int,
+          dropout_first: bool) -> nn.SequentialCell:
+    """The FC head after the adaptive pool: hidden layers with ReLU and dropout (before each, AlexNet; after
+    each, VGG), normal(0, 0.01) weights."""
+    for units in fc:
+        layer = [_dense(features, units, 0.01), nn.ReLU()]
+        cells += [nn.Dropout(p=dropout), *layer] if dropout_first else [*layer, nn.Dropout(p=dropout)]
+        features = units
+    cells.append(_dense(features, classes, 0.01))
     return nn.SequentialCell(cells)
 
 
-def _alexnet(classes: int) -> nn.SequentialCell:
-    """AlexNet in torchvision's single-tower layout (64-192-384-256-256), adaptive 6x6 pool, dropout first."""
-    return nn.SequentialCell(
-        _conv(3, 64, 11, 4, 2, bias=True), nn.ReLU(), nn.MaxPool2d(3, 2),
-        _conv(64, 192, 5, 1, 2, bias=True), nn.ReLU(), nn.MaxPool2d(3, 2),
-        _conv(192, 384, 3, 1, 1, bias=True), nn.ReLU(),
-        _conv(384, 256, 3, 1, 1, bias=True), nn.ReLU(),
-        _conv(256, 256, 3, 1, 1, bias=True), nn.ReLU(), nn.MaxPool2d(3, 2),
-        nn.AdaptiveAvgPool2d(6), nn.Flatten(),
-        nn.Dropout(p=0.5), _dense(256 * 36, 4096, 0.01), nn.ReLU(),
-        nn.Dropout(p=0.5), _dense(4096, 4096, 0.01), nn.ReLU(), _dense(4096, classes, 0.01))
+def vgg(arch: VggArch, classes: int) -> nn.SequentialCell:
+    """VGG from its layer table (3x3 convs with ReLU, 2x2 max-pools at POOL), adaptive pool, the FC head."""
+    if arch.batch_norm:
+        raise ValueError("dlbench's MindSpore VGG has no batch-norm variant")
+    cells: list[nn.Cell] = []
+    cin = 3
+    for v in arch.layers:
+        if v == POOL:
+            cells.append(nn.MaxPool2d(2, 2))
+        else:
+            cells += [_conv(cin, int(v), 3, 1, 1, bias=True), nn.ReLU()]
+            cin = int(v)
+    cells += [nn.AdaptiveAvgPool2d(arch.pool), nn.Flatten()]
+    return _head(cells, cin * arch.pool**2, arch.fc, arch.dropout, classes, dropout_first=False)
+
+
+def alexnet(arch: AlexNetArch, classes: int) -> nn.SequentialCell:
+    """AlexNet from its convolution table (ReLU after each, 3x3/2 max-pools where marked), adaptive pool,
+    the FC head with dropout first (torchvision's layout)."""
+    cells: list[nn.Cell] = []
+    cin = 3
+    for c in arch.convs:
+        cells += [_conv(cin, c.out, c.kernel, c.stride, c.padding, bias=True), nn.ReLU()]
+        if c.pool_after:
+            cells.append(nn.MaxPool2d(3, 2))
+        cin = c.out
+    cells += [nn.AdaptiveAvgPool2d(arch.pool), nn.Flatten()]
+    return _head(cells, cin * arch.pool**2, arch.fc, arch.dropout, classes, dropout_first=True)
 
 
 # ------------------------------------------------------------------------------------------ Inception v3
@@ -188,8 +210,10 @@ def _block_e(cin: int) -> Branches:
 class InceptionV3(nn.Cell):
     """Inception v3 (torchvision layout) with the auxiliary head; construct returns (logits, aux_logits)."""
 
-    def __init__(self, classes: int, side: int) -> None:
+    def __init__(self, arch: InceptionArch, classes: int, side: int) -> None:
         super().__init__()
+        if not arch.aux_logits:
+            raise ValueError("dlbench's MindSpore Inception v3 always trains the auxiliary head")
         self.stem = _seq(
             BasicConv(3, 32, 3, 2), BasicConv(32, 32, 3), BasicConv(32, 64, 3, pad=1), nn.MaxPool2d(3, 2),
             BasicConv(64, 80, 1), BasicConv(80, 192, 3), nn.MaxPool2d(3, 2),
@@ -199,7 +223,7 @@ class InceptionV3(nn.Cell):
         self.aux = _seq(nn.AvgPool2d(5, 3) if side >= 299 else nn.AdaptiveAvgPool2d(5), BasicConv(768, 128, 1),
                         BasicConv(128, 768, 5), nn.AdaptiveAvgPool2d(1), nn.Flatten(), _dense(768, classes))
         self.tail = _seq(_block_d(768), _block_e(1280), _block_e(2048), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                         nn.Dropout(p=0.5))
+                         nn.Dropout(p=arch.dropout))
         self.fc = _dense(2048, classes)
 
     def construct(self, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -256,9 +280,10 @@ class BertForPretraining(nn.Cell):
         self.mlm_bias = ms.Parameter(ops.zeros(cfg.vocab_size, ms.float32), name="mlm_bias")
         self.nsp = _dense(h, 2, std)
 
-    def construct(self, input_ids: Tensor, token_type_ids: Tensor,
-                  attention_mask: Tensor) -> tuple[Tensor, Tensor]:
-        """MLM logits [B, S, vocab] and NSP logits [B, 2]; attention_mask is [B, S], 1 = attend."""
+    def construct(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor,
+                  mlm_positions: Tensor) -> tuple[Tensor, Tensor]:
+        """MLM logits [B, P, vocab] at the masked positions [B, P] and NSP logits [B, 2]; attention_mask is
+        [B, S], 1 = attend."""
         positions = ops.arange(input_ids.shape[1], dtype=ms.int32)
         x = self.word_embeddings(input_ids) + self.position_embeddings(positions).expand_dims(0)
         x = self.embed_dropout(self.embed_norm(x + self.token_type_embeddings(token_type_ids)))
@@ -266,7 +291,10 @@ class BertForPretraining(nn.Cell):
         for layer in self.layers:
             x = layer(x, mask_bias)
         pooled = ops.tanh(self.pooler(x[:, 0]))
-        hidden = self.mlm_norm(ops.gelu(self.mlm_transform(x), approximate="none"))
+        b, p = mlm_positions.shape
+        index = ops.broadcast_to(mlm_positions.reshape(b, p, 1), (b, p, x.shape[-1]))
+        masked = ops.gather_elements(x, 1, index)  # [B, P, hidden]
+        hidden = self.mlm_norm(ops.gelu(self.mlm_transform(masked), approximate="none"))
         table = self.word_embeddings.embedding_table  # tied decoder weight
         mlm_logits = ops.matmul(hidden, table.astype(hidden.dtype).T) + self.mlm_bias.astype(hidden.dtype)
         return mlm_logits, self.nsp(pooled)
@@ -276,41 +304,53 @@ class BertForPretraining(nn.Cell):
 
 
 class TrainLoss(nn.Cell):
-    """The case's training loss around its model: cross-entropy (+ 0.4 aux for Inception), or MLM + NSP."""
+    """The case's training loss around its model: cross-entropy (+ aux_weight x the auxiliary head's), or BERT's
+    masked-LM (weighted over the gathered predictions, as Google's) + next-sentence loss. Inputs: images and
+    labels, or BERT's arrays in BERT_KEYS order."""
 
-    def __init__(self, case_name: str, model: nn.Cell) -> None:
+    def __init__(self, case: Case, model: nn.Cell) -> None:
         super().__init__()
-        self.case_name, self.model = case_name, model
+        self.bert, self.aux_weight, self.model = case.loss.kind == "mlm_nsp", case.loss.aux_weight, model
 
     def construct(self, *batch: Tensor) -> Tensor:
-        if self.case_name == "bert_base":
-            mlm_logits, nsp_logits = self.model(batch[0], batch[1], batch[2])
+        if self.bert:
+            mlm_logits, nsp_logits = self.model(batch[0], batch[1], batch[2], batch[3])
             vocab = mlm_logits.shape[-1]
-            mlm = ops.cross_entropy(mlm_logits.reshape(-1, vocab).astype(ms.float32), batch[3].reshape(-1),
-                                    ignore_index=-100)
-            return mlm + ops.cross_entropy(nsp_logits.astype(ms.float32), batch[4])
+            each = ops.cross_entropy(mlm_logits.reshape(-1, vocab).astype(ms.float32), batch[4].reshape(-1),
+                                     reduction="none")
+            weights = batch[5].reshape(-1).astype(ms.float32)
+            mlm = (each * weights).sum() / (weights.sum() + 1e-5)
+            return mlm + ops.cross_entropy(nsp_logits.astype(ms.float32), batch[6])
         out = self.model(batch[0])
-        if self.case_name == "inception_v3":
+        if self.aux_weight:
             return (ops.cross_entropy(out[0].astype(ms.float32), batch[1])
-                    + 0.4 * ops.cross_entropy(out[1].astype(ms.float32), batch[1]))
+                    + self.aux_weight * ops.cross_entropy(out[1].astype(ms.float32), batch[1]))
         return ops.cross_entropy(out.astype(ms.float32), batch[1])
+
+
+def _image(case: Case, side: int | None) -> tuple[int, int]:
+    """(classes, the image side the model sees)."""
+    assert isinstance(case.input, ImageInput)
+    return case.input.classes, side or case.input.size
+
+
+Builder = Callable[[Case, int | None], nn.Cell]
+
+# The model table: case name -> builder(case, image side) reading the case's architecture. The only place a case
+# is named.
+MODELS: dict[str, Builder] = {
+    "resnet50": lambda c, side: ResNet(c.arch, _image(c, side)[0]),  # type: ignore[arg-type]
+    "resnet152": lambda c, side: ResNet(c.arch, _image(c, side)[0]),  # type: ignore[arg-type]
+    "vgg16": lambda c, side: vgg(c.arch, _image(c, side)[0]),  # type: ignore[arg-type]
+    "alexnet": lambda c, side: alexnet(c.arch, _image(c, side)[0]),  # type: ignore[arg-type]
+    "inception_v3": lambda c, side: InceptionV3(c.arch, *_image(c, side)),  # type: ignore[arg-type]
+    "bert_base": lambda c, side: BertForPretraining(c.arch),  # type: ignore[arg-type]
+}
 
 
 def build_model(case: Case, side: int | None = None) -> nn.Cell:
     """A freshly initialised model for the case; side is the image side it will see (default native)."""
-    if case.name == "bert_base":
-        return BertForPretraining(BertConfig())
-    assert isinstance(case.input, ImageInput)
-    classes = case.input.classes
-    if case.name in ("resnet50", "resnet152"):
-        return ResNet((3, 4, 6, 3) if case.name == "resnet50" else (3, 8, 36, 3), classes)
-    if case.name == "vgg16":
-        return _vgg16(classes)
-    if case.name == "alexnet":
-        return _alexnet(classes)
-    if case.name == "inception_v3":
-        return InceptionV3(classes, side or case.input.size)
-    raise KeyError(case.name)
+    return MODELS[case.name](case, side)
 
 
 def count_trainable(model: nn.Cell) -> int:
@@ -318,5 +358,5 @@ def count_trainable(model: nn.Cell) -> int:
     return sum(int(p.size) for p in model.trainable_params())
 
 
-__all__ = ["BertConfig", "BertForPretraining", "InceptionV3", "ResNet", "TrainLoss", "build_model",
-           "count_trainable"]
+__all__ = ["MODELS", "BertForPretraining", "InceptionV3", "ResNet", "TrainLoss", "alexnet", "build_model",
+           "count_trainable", "vgg"]

@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import mindspore as ms
-import numpy as np
 from mindspore import Tensor, nn
 
-from dlbench.backends.base import Trainer
-from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.backends.base import AllocatorPeak, Trainer
+from dlbench.cases import Case
 
-
-def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed: int = 0) -> list[Tensor]:
-    """One fixed batch: the model's inputs, then its labels (images float32, ids and labels int32)."""
-    rng = np.random.default_rng(seed)
-    if isinstance(case.input, ImageInput):
-        side = input_size or case.input.size
-        images = rng.standard_normal((batch, case.input.channels, side, side), dtype=np.float32)
-        return [Tensor(images), Tensor(rng.integers(0, case.input.classes, batch).astype(np.int32))]
-    assert isinstance(case.input, TextInput)
-    seq = input_size or case.input.seq_len
-    ids = rng.integers(0, case.input.vocab, (batch, seq))
-    types = np.zeros((batch, seq))
-    types[:, seq // 2:] = 1
-    mlm = np.where(rng.random((batch, seq)) < case.input.mask_prob, ids, -100)
-    arrays = [ids, types, np.ones((batch, seq)), mlm, rng.integers(0, 2, batch)]
-    return [Tensor(a.astype(np.int32)) for a in arrays]
+Batch = list[Tensor]
 
 
 def make_optimizer(case: Case, net: nn.Cell, global_batch: int) -> nn.Optimizer:
@@ -39,10 +23,12 @@ def make_optimizer(case: Case, net: nn.Cell, global_batch: int) -> nn.Optimizer:
 
 
 class MindsporeTrainer(Trainer):
-    """A loss-computing Cell, its optimizer and one batch; compiled=True runs the step as one ms.jit graph."""
+    """A loss-computing Cell, its optimizer and its input; compiled=True runs the step as one ms.jit graph."""
 
-    def __init__(self, case: Case, net: nn.Cell, batch: list[Tensor], global_batch: int, compiled: bool) -> None:
-        self.batch = batch
+    def __init__(self, case: Case, net: nn.Cell, batches: Iterator[Batch], global_batch: int, compiled: bool,
+                 device_sync: bool = False) -> None:
+        super().__init__(batches)
+        self.device_sync = device_sync
         net.set_train(True)
         optimizer = make_optimizer(case, net, global_batch)
         grad_fn = ms.value_and_grad(net, None, optimizer.parameters)
@@ -56,10 +42,13 @@ class MindsporeTrainer(Trainer):
         self._tail = optimizer.parameters[-1]  # the optimizer's last update, in MindSpore's in-order CPU pipeline
         self._last: Tensor | None = None
 
-    def step(self) -> None:
-        self._last = self._step(*self.batch)
+    def train_step(self, batch: Batch) -> None:
+        self._last = self._step(*batch)
 
     def sync(self) -> None:
+        if self.device_sync:
+            ms.runtime.synchronize()
+            return
         # ms.runtime.synchronize() serves Ascend and GPU only; on the CPU, reading the loss and the last
         # updated parameter to the host waits for the step's queued kernels.
         if self._last is not None:
@@ -68,3 +57,9 @@ class MindsporeTrainer(Trainer):
 
     def loss(self) -> float:
         return float(self._last.asnumpy()) if self._last is not None else float("nan")
+
+    def allocator_peak(self) -> AllocatorPeak | None:
+        """MindSpore's device memory pool peak on a GPU (None on the CPU: the worker measures the process)."""
+        if not self.device_sync:
+            return None
+        return AllocatorPeak(int(ms.runtime.max_memory_allocated()), "mindspore_max_memory_allocated")
