@@ -28,17 +28,21 @@ pytestmark = [pytest.mark.framework("tf"), pytest.mark.slow]
 CliResult = tuple[int, str, str]
 TINY = ("-b", "2", "--warmup", "1", "--steps", "2", "--repeats", "1")
 
-# Near the smallest input each architecture accepts (sequence length for BERT); a new case must add its own.
+# The cases tf builds, each near the smallest input its architecture accepts (sequence length for BERT).
 SIZES = {"resnet50": 32, "resnet152": 32, "vgg16": 32, "alexnet": 64, "inception_v3": 80, "bert_base": 16}
 
 
 def test_parameter_counts_match_every_case() -> None:
     answer = run_check(framework_python("tf"), "params", "tf")
     assert str(answer["version"]).startswith("2.")
-    assert {c.name: answer[c.name] for c in all_cases()} == {c.name: c.param_count for c in all_cases()}
+    built = {c.name: answer[c.name] for c in all_cases() if c.name in SIZES}
+    assert built == {c.name: c.param_count for c in all_cases() if c.name in SIZES} and len(built) == len(SIZES)
+    for case in all_cases():  # a case added since the six is refused, saying so, until tf builds it
+        if case.name not in SIZES:
+            assert str(answer[case.name]).startswith("unsupported: "), (case.name, answer[case.name])
 
 
-@pytest.mark.parametrize("model", convergence_cases([c.name for c in all_cases()]))
+@pytest.mark.parametrize("model", convergence_cases(list(SIZES)))
 def test_loss_falls_on_a_fixed_batch(model: str) -> None:
     """20 steps on one fixed batch of 2: every loss finite, the mean of the last 5 below the first. Not the last
     alone: once AlexNet has memorised its 2 samples, one dropout draw can send a single step's loss above the
@@ -86,7 +90,7 @@ def test_gpu_only_precisions_are_refused_on_the_cpu(cli: Callable[..., CliResult
     code, _, _ = cli("run", "-f", "tf", "-m", "alexnet", "--input-size", "64", "-p", precision, *TINY,
                      "--store", str(store_path))
     [p] = Store(store_path).points()
-    assert code == 1 and p.result.status == "unsupported", p.result.error
+    assert code == 0 and p.result.status == "unsupported", p.result.error
     assert "GPU" in (p.result.error or "") and "\n" not in (p.result.error or "")
 
 
@@ -94,7 +98,7 @@ def test_channels_last_is_refused_for_bert(cli: Callable[..., CliResult], store_
     framework_python("tf")
     code, _, _ = cli("run", "-f", "tf", "-m", "bert_base", "--channels-last", *TINY, "--store", str(store_path))
     [p] = Store(store_path).points()
-    assert code == 1 and p.result.status == "unsupported" and "image models only" in (p.result.error or "")
+    assert code == 0 and p.result.status == "unsupported" and "image models only" in (p.result.error or "")
 
 
 def test_cuda_is_refused_without_a_gpu(cli: Callable[..., CliResult], store_path: Path) -> None:
@@ -104,7 +108,7 @@ def test_cuda_is_refused_without_a_gpu(cli: Callable[..., CliResult], store_path
     [p] = Store(store_path).points()
     if p.result.status == "ok":
         pytest.skip("TensorFlow here sees a GPU: the refusal applies only without one")
-    assert code == 1 and p.result.status == "unsupported" and "--device cpu" in (p.result.error or "")
+    assert code == 0 and p.result.status == "unsupported" and "--device cpu" in (p.result.error or "")
 
 
 def test_real_data_through_tf_data(cli: Callable[..., CliResult], tmp_path: Path) -> None:
@@ -136,7 +140,7 @@ def test_strategy_tf_cannot_run_is_refused(cli: Callable[..., CliResult], store_
     code, _, _ = cli("run", "-f", "tf", "-m", "resnet50", "--input-size", "32", *TINY, "--strategy", strategy,
                      "--store", str(store_path))
     [p] = Store(store_path).points()
-    assert code == 1 and p.result.status == "unsupported", p.result.error
+    assert code == 0 and p.result.status == "unsupported", p.result.error
     assert reason in (p.result.error or "") and "\n" not in (p.result.error or "")
 
 

@@ -127,9 +127,10 @@ class TfBackend(Backend):
         return env
 
     def case_support(self, case: Case) -> str | None:
-        if case.optimizer.weight_decay:
+        missing = super().case_support(case)
+        if missing is None and case.optimizer.weight_decay:
             return "the tf backend does not map torch-style (L2) weight decay yet"
-        return super().case_support(case)
+        return missing
 
     def refuse(self, spec: PointSpec) -> str | None:
         numerics = resolve_precision(spec.precision, spec.device)
