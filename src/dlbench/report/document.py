@@ -15,7 +15,8 @@ from dlbench.report.charts import (
     spread_chart,
     throughput_charts,
 )
-from dlbench.report.groups import Column, Section, build_sections, framework_title
+from dlbench.report.efficiency import FLOPS_DEFINITION, EffRow, efficiency_rows, mfu_chart, roofline_chart
+from dlbench.report.groups import Cell, Column, Section, build_sections, framework_title
 from dlbench.report.history import history_charts
 from dlbench.report.published import Beside, beside
 from dlbench.results.store import RunRecord, StoredPoint
@@ -40,11 +41,16 @@ class KeyValue:
 
 @dataclass
 class SectionView:
-    """A section with the published figures beside it and its charts."""
+    """A section with the published figures beside it, its points' FLOPs and MFU, and its charts."""
 
     section: Section
     beside: list[Beside]
     charts: ChartSet
+    efficiency: list[EffRow] = field(default_factory=list)
+
+    def efficiency_of(self, cell: Cell) -> EffRow | None:
+        """The efficiency figures of a cell's point."""
+        return next((e for e in self.efficiency if e.point_id == cell.point.id), None)
 
 
 @dataclass
@@ -65,6 +71,7 @@ class Report:
     status_counts: dict[str, int]
     colours: dict[Column, str] = field(default_factory=dict)
     definition: str = THROUGHPUT_DEFINITION
+    flops_definition: str = FLOPS_DEFINITION
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -128,7 +135,10 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         charts = throughput_charts(sec, cc)
         charts.extend(memory_chart(sec, cc))
         charts.extend(spread_chart(sec, cc))
-        views.append(SectionView(sec, beside(sec), charts))
+        effs = efficiency_rows(sec)
+        charts.extend(mfu_chart(sec, effs, cc))
+        charts.extend(roofline_chart(sec, effs, cc))
+        views.append(SectionView(sec, beside(sec), charts, effs))
     overall = data_chart(sections, cc)
     overall.extend(max_batch_chart(points, cc))
     overall.extend(history_charts(points, pool if pool is not None else points))
