@@ -96,3 +96,20 @@ def test_an_input_too_small_for_the_network_is_a_spec_error() -> None:
 def test_a_case_reaches_its_count() -> None:
     case = get_case("resnet50")
     assert case.train_flops_per_sample(112) == train_flops_per_sample(case, 112)
+
+
+def test_a_case_module_can_register_its_own_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from dlbench.cases import flops
+
+    @dataclasses.dataclass(frozen=True)
+    class TinyArch:
+        width: int = 4
+
+    monkeypatch.setattr(flops, "FORWARD_COUNTERS", {})
+    case = dataclasses.replace(get_case("resnet50"), name="tiny", arch=TinyArch())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="no FLOP count"):
+        dataclasses.replace(case, input=get_case("bert_base").input).train_flops_per_sample()
+    flops.register_forward_flops(TinyArch, lambda c, size: 2.0 * c.arch.width * (size or 8))  # type: ignore[attr-defined]
+    assert train_flops_per_sample(case, 10) == 3 * 2.0 * 4 * 10

@@ -8,10 +8,13 @@ and layer norm, pooling, softmax, biases, the optimizer) and embedding look-ups 
 per cent of the total and what counters such as torch's ``FlopCounterMode`` also leave out.
 
 BERT's masked-LM head counts only the gathered masked positions (``masked_predictions``), as the case trains.
+An architecture this module does not know is counted by the formula its case module registers
+(``register_forward_flops``), under the same convention.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from dlbench.cases import Case, ImageInput, TextInput
@@ -161,15 +164,25 @@ def _bert(a: BertConfig, seq: int, predictions: int) -> int:
     return c.macs
 
 
+# Architectures counted outside this module: arch type -> forward FLOPs of one sample (case, input size).
+FORWARD_COUNTERS: dict[type, Callable[[Case, int | None], float]] = {}
+
+
+def register_forward_flops(arch: type, counter: Callable[[Case, int | None], float]) -> None:
+    """Count an architecture this module does not know (a case module registers its own formula)."""
+    FORWARD_COUNTERS[arch] = counter
+
+
 def forward_macs(case: Case, input_size: int | None = None) -> int:
     """Multiply-adds of one sample's forward pass at the case's input (or `input_size`: side or sequence)."""
     arch, inp = case.arch, case.input
-    if isinstance(inp, TextInput):
-        if not isinstance(arch, BertConfig):
-            raise TypeError(f"case {case.name}: text input needs a BertConfig")
+    if type(arch) in FORWARD_COUNTERS:
+        return round(FORWARD_COUNTERS[type(arch)](case, input_size) / 2)
+    if isinstance(inp, TextInput) and isinstance(arch, BertConfig):
         seq = input_size or inp.seq_len
         return _bert(arch, seq, masked_predictions(inp, seq))
-    assert isinstance(inp, ImageInput)
+    if not isinstance(inp, ImageInput):
+        raise TypeError(f"case {case.name}: no FLOP count for {type(arch).__name__} on {type(inp).__name__}")
     side, classes = input_size or inp.size, inp.classes
     if isinstance(arch, ResNetArch):
         return _resnet(arch, side, classes)
@@ -184,7 +197,8 @@ def forward_macs(case: Case, input_size: int | None = None) -> int:
 
 def forward_flops_per_sample(case: Case, input_size: int | None = None) -> float:
     """Forward FLOPs of one sample: 2 per multiply-add."""
-    return 2.0 * forward_macs(case, input_size)
+    counter = FORWARD_COUNTERS.get(type(case.arch))
+    return counter(case, input_size) if counter is not None else 2.0 * forward_macs(case, input_size)
 
 
 def train_flops_per_sample(case: Case, input_size: int | None = None) -> float:
@@ -192,5 +206,5 @@ def train_flops_per_sample(case: Case, input_size: int | None = None) -> float:
     return TRAIN_FACTOR * forward_flops_per_sample(case, input_size)
 
 
-__all__ = ["BACKWARD_FACTOR", "TRAIN_FACTOR", "forward_flops_per_sample", "forward_macs", "masked_predictions",
-           "train_flops_per_sample"]
+__all__ = ["BACKWARD_FACTOR", "FORWARD_COUNTERS", "TRAIN_FACTOR", "forward_flops_per_sample", "forward_macs",
+           "masked_predictions", "register_forward_flops", "train_flops_per_sample"]
