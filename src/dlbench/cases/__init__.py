@@ -10,7 +10,7 @@ from typing import Literal
 from dlbench.cases.arch import Arch, Loss
 from dlbench.spec import SpecError
 
-Task = Literal["image_classification", "bert_pretraining", "causal_lm"]
+Task = Literal["image_classification", "bert_pretraining", "causal_lm", "ctr"]
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,16 @@ class TextInput:
     vocab: int = 30522
     mask_prob: float = 0.15
     max_predictions: int = 20  # masked positions the MLM head predicts per sequence (gathered first)
+
+
+@dataclass(frozen=True)
+class CtrInput:
+    """A click-through batch, Criteo-shaped: `dense` float features, `categorical` ids for the deep part and
+    `wide` ids for the wide part, each drawn from the model's vocabulary, and a 0/1 label."""
+
+    dense: int = 13
+    categorical: int = 26
+    wide: int = 2
 
 
 @dataclass(frozen=True)
@@ -75,7 +85,7 @@ class Case:
     name: str
     title: str
     task: Task
-    input: ImageInput | TextInput
+    input: ImageInput | TextInput | CtrInput
     optimizer: Optimizer
     param_count: int
     batch_fixed: int
@@ -152,7 +162,7 @@ def all_cases() -> list[Case]:
 
 
 # Explicit registration: each module calls register() once.
-from dlbench.cases import alexnet, bert_base, gpt, inception_v3, resnet50, resnet152, vgg16  # noqa: E402,F401
+from dlbench.cases import alexnet, bert_base, gpt, inception_v3, resnet50, resnet152, vgg16, wide_deep  # noqa: E402,F401
 
-__all__ = ["Case", "CaseParam", "ImageInput", "TextInput", "Optimizer", "CASES", "register", "get_case",
+__all__ = ["Case", "CaseParam", "CtrInput", "ImageInput", "TextInput", "Optimizer", "CASES", "register", "get_case",
            "all_cases", "UnknownCase"]

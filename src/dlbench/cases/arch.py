@@ -97,19 +97,32 @@ class GptConfig:
     initializer_range: float = 0.02
 
 
-Arch = ResNetArch | VggArch | AlexNetArch | InceptionArch | BertConfig | GptConfig
+@dataclass(frozen=True)
+class WideDeepArch:
+    """Wide & Deep (Cheng et al. 2016) as OneFlow-WDL, DLPerf's setup, builds it: a wide linear part (a vocab x 1
+    table summed over the wide fields) plus a deep part (the categorical fields' `embedding`-wide vectors, with
+    the dense features, through `hidden` ReLU layers with dropout, to one logit)."""
 
-LossKind = Literal["softmax_ce", "mlm_nsp", "causal_lm"]
+    vocab: int = 3_200_000
+    embedding: int = 32
+    hidden: tuple[int, ...] = (1024,) * 7
+    dropout: float = 0.5
+
+
+Arch = ResNetArch | VggArch | AlexNetArch | InceptionArch | BertConfig | GptConfig | WideDeepArch
+
+LossKind = Literal["softmax_ce", "mlm_nsp", "causal_lm", "bce"]
 
 
 @dataclass(frozen=True)
 class Loss:
     """The training loss: softmax cross-entropy (plus `aux_weight` x the auxiliary head's, where there is one),
-    BERT's masked-LM + next-sentence loss, or a decoder's next-token (causal LM) cross-entropy."""
+    BERT's masked-LM + next-sentence loss, a decoder's next-token (causal LM) cross-entropy, or binary
+    cross-entropy on one logit (a click-through model's)."""
 
     kind: LossKind = "softmax_ce"
     aux_weight: float = 0.0
 
 
 __all__ = ["POOL", "AlexNetArch", "Arch", "BertConfig", "ConvLayer", "GptConfig", "InceptionArch", "Loss", "LossKind",
-           "ResNetArch", "VggArch"]
+           "ResNetArch", "VggArch", "WideDeepArch"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlbench.cases import ImageInput, TextInput
+from dlbench.cases import CtrInput, ImageInput, TextInput
 
 BERT_KEYS: tuple[str, ...] = ("input_ids", "token_type_ids", "attention_mask", "mlm_positions", "mlm_ids",
                               "mlm_weights", "nsp_labels")
@@ -73,3 +73,13 @@ def synthetic_images(image: ImageInput, batch: int, side: int | None, seed: int,
     shape = (batch, s, s, image.channels) if channels_last else (batch, image.channels, s, s)
     return {"images": rng.standard_normal(shape, dtype=np.float32),
             "labels": rng.integers(0, image.classes, batch).astype(np.int64)}
+
+
+def synthetic_ctr(ctr: CtrInput, batch: int, vocab: int, seed: int) -> dict[str, np.ndarray]:
+    """One click-through batch, Criteo-shaped: `dense` [B, 13] float32 in [0, 1), `deep_ids` [B, 26] and
+    `wide_ids` [B, 2] int64 drawn uniformly from the vocabulary, `labels` [B, 1] float32 0/1."""
+    rng = np.random.default_rng(seed)
+    return {"dense": rng.random((batch, ctr.dense), dtype=np.float32),
+            "deep_ids": rng.integers(0, vocab, (batch, ctr.categorical), dtype=np.int64),
+            "wide_ids": rng.integers(0, vocab, (batch, ctr.wide), dtype=np.int64),
+            "labels": rng.integers(0, 2, (batch, 1)).astype(np.float32)}

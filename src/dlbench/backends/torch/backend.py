@@ -106,6 +106,8 @@ class TorchBackend(Backend):
                        "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
                        "channels_last": spec.channels_last,
                        "loss_scaling": "GradScaler (dynamic)" if numerics.loss_scaling else "none"}
+        if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
+            self._facts["embedding"] = model.embedding_path()
         return TorchTrainer(case, model, data.batches(spec, case, device, seed), device, numerics, spec.compile,
                             spec.global_batch, sync=sync)
 

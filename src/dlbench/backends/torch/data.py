@@ -15,11 +15,11 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from dlbench.backends.base import Unsupported, fixed
-from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.cases import Case, CtrInput, ImageInput, TextInput
 from dlbench.cases.gpt import sequence_length
 from dlbench.data.augment import bert_arrays, decode_crop_flip, enough_samples
 from dlbench.data.layout import FLIP_PROB, MEAN, STD, TrainItem, image_root, read_train_list
-from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_gpt, synthetic_images
+from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_gpt, synthetic_images
 from dlbench.spec import PointSpec, SpecError
 
 Batch = dict[str, torch.Tensor]
@@ -35,6 +35,9 @@ def synthetic_batch(case: Case, batch: int, device: torch.device, input_size: in
         if channels_last:
             out["images"] = out["images"].contiguous(memory_format=torch.channels_last)
         return out
+    if isinstance(case.input, CtrInput):
+        arrays = synthetic_ctr(case.input, batch, case.param("vocab"), seed)
+        return {k: torch.from_numpy(v).to(device) for k, v in arrays.items()}
     assert isinstance(case.input, TextInput)
     if case.task == "causal_lm":
         try:
@@ -125,7 +128,7 @@ def batches(spec: PointSpec, case: Case, device: torch.device, seed: int) -> Ite
         return fixed(synthetic_batch(case, spec.batch_size, device, spec.input_size, seed, spec.channels_last))
     if isinstance(case.input, ImageInput):
         return image_batches(spec, case, device, seed)
-    if case.task == "causal_lm":
+    if case.task in ("causal_lm", "ctr"):
         raise Unsupported(f"real data for {case.name} is not read yet (no tokenised corpus layout): use synthetic data")
     return text_batches(spec, case, device, seed)
 

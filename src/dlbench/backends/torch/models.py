@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from dlbench.backends.torch.bert import BertForPretraining
 from dlbench.backends.torch.gpt import GptLMHeadModel
+from dlbench.backends.torch.wide_deep import WideDeep, bce_loss
 from dlbench.cases import Case, ImageInput
 from dlbench.cases.arch import POOL, AlexNetArch, InceptionArch, ResNetArch, VggArch
 from dlbench.cases.gpt import gpt_arch
@@ -314,6 +315,7 @@ MODELS: dict[str, Callable[[Case], nn.Module]] = {
     "inception_v3": lambda c: InceptionV3(c.arch, _classes(c)),  # type: ignore[arg-type]
     "bert_base": lambda c: BertForPretraining(c.arch),  # type: ignore[arg-type]
     "gpt2_small": lambda c: GptLMHeadModel(gpt_arch(c)),
+    "wide_deep": WideDeep,
 }
 
 
@@ -344,6 +346,8 @@ def train_loss(case: Case, model: torch.nn.Module, batch: Mapping[str, Tensor]) 
     the causal LM's mean next-token cross-entropy over every position."""
     if case.loss.kind == "causal_lm":
         return _xent(model(batch["input_ids"]), batch["labels"])
+    if case.loss.kind == "bce":
+        return bce_loss(model, batch)
     if case.loss.kind == "mlm_nsp":
         mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
                                        batch["mlm_positions"])

@@ -12,6 +12,7 @@ import torch
 from dlbench.backends.base import AllocatorPeak, Trainer
 from dlbench.backends.torch.distributed import GradSync, param_checksum
 from dlbench.backends.torch.models import train_loss
+from dlbench.backends.torch.wide_deep import optimizer_for
 from dlbench.cases import Case
 from dlbench.numerics import Numerics
 
@@ -25,6 +26,9 @@ def make_optimizer(case: Case, model: torch.nn.Module, global_batch: int, fused:
     o = case.optimizer
     params = [p for p in model.parameters() if p.requires_grad]
     lr = o.lr_for(global_batch)
+    split = optimizer_for(model, lr, fused)  # sparse embedding tables need a sparse-aware optimizer
+    if split is not None:
+        return split
     extra = {"fused": True} if fused else {}
     if o.name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay, **extra)
