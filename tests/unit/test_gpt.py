@@ -1,17 +1,23 @@
 """The GPT case: parameter counts from the formula for every size, the torch model's exact count, causal masking,
-the Megatron-LM FLOPs formula on values worked by hand, and the synthetic next-token batch."""
+the Megatron-LM FLOPs formula on values worked by hand, the synthetic next-token batch, and tokens/s in the table."""
 
 from __future__ import annotations
 
 import dataclasses
+import io
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from dlbench.cases import get_case
 from dlbench.cases.arch import GptConfig
-from dlbench.cases.gpt import SIZES, megatron_flops_per_sample, param_count, sequence_length, tokens_per_sample
+from dlbench.cases.gpt import (SIZES, lm_rates, megatron_flops_per_sample, param_count, sequence_length,
+                               tokens_per_sample)
 from dlbench.data.synthetic import synthetic_gpt
+from dlbench.protocol.stats import summarize
+from dlbench.report.table import fmt_lm_rates, points_table
+from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.spec import PointSpec, Protocol, SpecError
 
 # Published counts of the GPT-2 family with tied embeddings (HF gpt2, gpt2-medium, gpt2-large, gpt2-xl).
@@ -166,3 +172,24 @@ def test_torch_flop_counter_agrees_with_the_megatron_formula() -> None:
     # Every matrix product forward and twice backward (the embedding's output needs its gradient, so even the
     # first layer computes its input's); the counter, like the formula, leaves element-wise work out.
     assert counter.get_total_flops() / 2 == pytest.approx(megatron_flops_per_sample(case, 24), rel=0.02)
+
+
+def _point(model: str, batch: int, input_size: int | None, step_s: float) -> PointResult:
+    """An ok point whose every step took step_s (metrics from the real statistics)."""
+    proto = Protocol(warmup=1, steps=4, repeats=2, statistic="median")
+    spec = PointSpec(framework="torch", model=model, batch_size=batch, protocol=proto, input_size=input_size)
+    ranks = (RankRaw(0, tuple(RepeatRaw((step_s,) * 4, 4 * step_s) for _ in range(2))),)
+    env = Environment(identity={"device": "cpu", "framework": "torch"}, descriptive={})
+    return PointResult(spec, "ok", ranks, summarize(spec, ranks), env)
+
+
+def test_the_points_table_shows_tokens_and_megatron_tflops_of_a_gpt_point() -> None:
+    gpt, cnn = _point("gpt2_small", 2, 32, 0.5), _point("resnet50", 2, None, 0.5)
+    assert gpt.metrics is not None and gpt.metrics.throughput == pytest.approx(4.0)  # 2 samples / 0.5 s
+    tokens, tflops = lm_rates("gpt2_small", {}, 32, 4.0)  # type: ignore[misc]
+    assert tokens == 128 and tflops == pytest.approx(4.0 * megatron_flops_per_sample(get_case("gpt2_small"), 32) / 1e12)
+    assert fmt_lm_rates(gpt) == f"\n128 tokens/s, {tflops:,.3g} TFLOP/s (Megatron)" and fmt_lm_rates(cnn) == ""
+    console = Console(file=io.StringIO(), width=400)
+    console.print(points_table([gpt, cnn]))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert text.count("tokens/s") == 1 and "128 tokens/s" in text

@@ -94,5 +94,20 @@ def tokens_per_sample(model: str, input_size: int | None = None) -> int | None:
     return input_size or case.input.seq_len
 
 
-__all__ = ["CASE", "SIZES", "GptConfig", "gpt_arch", "megatron_flops_per_sample", "param_count", "sequence_length",
-           "tokens_per_sample"]
+def lm_rates(model: str, params: dict[str, int], input_size: int | None,
+             samples_per_s: float) -> tuple[float, float] | None:
+    """(tokens/s, achieved TFLOP/s by the Megatron-LM formula) of a causal-LM point at this samples/s; None for any
+    other case, or a point its case can no longer configure."""
+    tokens = tokens_per_sample(model, input_size)
+    if tokens is None:
+        return None
+    try:
+        case = get_case(model).configured(params)
+        flops = megatron_flops_per_sample(case, input_size)
+    except SpecError:
+        return None
+    return samples_per_s * tokens, samples_per_s * flops / 1e12
+
+
+__all__ = ["CASE", "SIZES", "GptConfig", "gpt_arch", "lm_rates", "megatron_flops_per_sample", "param_count",
+           "sequence_length", "tokens_per_sample"]

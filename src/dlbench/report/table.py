@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
+from dlbench.cases.gpt import lm_rates
 from dlbench.results.mfu import efficiency, fmt_mfu, fmt_tflops, peak_notes
 from dlbench.results.scaling import Scaled
 from dlbench.results.schema import PointResult
@@ -27,6 +28,25 @@ def fmt_throughput(r: PointResult) -> str:
         return "-"
     half = (m.ci_high - m.ci_low) / 2
     return f"{m.throughput:,.1f} ± {half:,.1f}"
+
+
+def fmt_lm_rates(r: PointResult) -> str:
+    """A causal-LM point's tokens/s and achieved TFLOP/s by the Megatron-LM formula, on a line of its own."""
+    rates = lm_rates(r.spec.model, r.spec.params, r.spec.input_size, r.metrics.throughput) if r.metrics else None
+    return "" if rates is None else f"\n{rates[0]:,.0f} tokens/s, {rates[1]:,.3g} TFLOP/s (Megatron)"
+
+
+def fmt_count(n: int) -> str:
+    """3200000 -> '3.2M', 1500 -> '1.5K': a K/M/G suffix where it is exact to three decimals."""
+    for scale, suffix in ((10**9, "G"), (10**6, "M"), (10**3, "K")):
+        if n >= scale and n % (scale // 1000) == 0:
+            return f"{n / scale:g}{suffix}"
+    return str(n)
+
+
+def fmt_case_params(params: Sequence[tuple[str, int]]) -> str:
+    """A point's case parameters after its model name: ' vocab=3.2M sparse=0' ('' when it sets none)."""
+    return "".join(f" {k}={fmt_count(v)}" for k, v in params)
 
 
 def status_text(r: PointResult) -> str:
@@ -68,7 +88,8 @@ def points_table(results: list[PointResult], title: str = "",
         prec = s.precision + (" +compile" if s.compile else "") + (" +cl" if s.channels_last else "")
         sc = scaled[i] if scaled is not None else None
         scaling = (fmt_speedup(r, sc), f"{sc.scaling.efficiency:.0%}" if sc else "-") if scaled is not None else ()
-        t.add_row(s.framework, s.model, str(s.batch_size), prec, s.scale, fmt_throughput(r),
+        t.add_row(s.framework, s.model + fmt_case_params(s.case_params),
+                  str(s.batch_size), prec, s.scale, fmt_throughput(r) + fmt_lm_rates(r),
                   fmt_tflops(effs[i]), fmt_mfu(effs[i]), *scaling,
                   f"{m.cv:.1%}" if m else "-", f"{m.median_step_s * 1000:,.1f} ms" if m else "-",
                   fmt_bytes(m.peak_memory_bytes) if m else "-", status_text(r))
