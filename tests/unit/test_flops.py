@@ -113,3 +113,14 @@ def test_a_case_module_can_register_its_own_count(monkeypatch: pytest.MonkeyPatc
         dataclasses.replace(case, input=get_case("bert_base").input).train_flops_per_sample()
     flops.register_forward_flops(TinyArch, lambda c, size: 2.0 * c.arch.width * (size or 8))  # type: ignore[attr-defined]
     assert train_flops_per_sample(case, 10) == 3 * 2.0 * 4 * 10
+
+
+def test_taps_on_the_padding_can_be_left_out_as_xla_counts() -> None:
+    from dlbench.cases.flops import _valid_taps, forward_macs
+
+    assert _valid_taps(1, 3, 1, 1, 1) == 1  # a 3x3 'same' conv on a 1x1 map: one tap of three per axis
+    assert _valid_taps(4, 3, 1, 1, 4) == 2 + 3 + 3 + 2
+    assert _valid_taps(7, 7, 2, 3, 4) == 4 + 6 + 6 + 4  # a 7x7/2 conv, pad 3, on a 7-wide map
+    resnet, bert = get_case("resnet50"), get_case("bert_base")
+    assert forward_macs(resnet, 64, padded_taps=False) < forward_macs(resnet, 64)
+    assert forward_macs(bert, 32, padded_taps=False) == forward_macs(bert, 32)  # no convolution

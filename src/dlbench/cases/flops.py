@@ -25,10 +25,17 @@ BACKWARD_FACTOR = 2.0  # backward = 2x forward
 TRAIN_FACTOR = 1.0 + BACKWARD_FACTOR
 
 
+def _valid_taps(size: int, k: int, stride: int, pad: int, out: int) -> int:
+    """Kernel taps along one axis that land inside the input, summed over the outputs (padding excluded)."""
+    return sum(min(size, i * stride - pad + k) - max(0, i * stride - pad) for i in range(out))
+
+
 @dataclass
 class _Count:
-    """Multiply-adds accumulated while walking a network's shapes."""
+    """Multiply-adds accumulated while walking a network's shapes; with `padded` False, a convolution's taps
+    that fall on its zero padding are left out (XLA's cost analysis counts that way)."""
 
+    padded: bool = True
     macs: int = 0
 
     def conv(self, cin: int, cout: int, side: int, k: int | tuple[int, int], stride: int = 1,
@@ -39,7 +46,10 @@ class _Count:
         oh, ow = (side + 2 * ph - kh) // stride + 1, (side + 2 * pw - kw) // stride + 1
         if oh < 1 or ow < 1:
             raise SpecError(f"input too small: a {kh}x{kw} convolution would see a {side}x{side} map")
-        self.macs += cin * cout * kh * kw * oh * ow
+        if self.padded:
+            self.macs += cin * cout * kh * kw * oh * ow
+        else:
+            self.macs += cin * cout * _valid_taps(side, kh, stride, ph, oh) * _valid_taps(side, kw, stride, pw, ow)
         return oh
 
     def linear(self, fan_in: int, fan_out: int, rows: int = 1) -> None:
@@ -55,8 +65,8 @@ def _pool(side: int, k: int, stride: int, pad: int = 0) -> int:
     return out
 
 
-def _resnet(a: ResNetArch, side: int, classes: int) -> int:
-    c = _Count()
+def _resnet(a: ResNetArch, side: int, classes: int, padded: bool) -> int:
+    c = _Count(padded)
     side = _pool(c.conv(3, a.width, side, 7, 2, 3), 3, 2, 1)
     cin = a.width
     for i, blocks in enumerate(a.stages):
@@ -75,8 +85,8 @@ def _resnet(a: ResNetArch, side: int, classes: int) -> int:
     return c.macs
 
 
-def _vgg(a: VggArch, side: int, classes: int) -> int:
-    c, cin = _Count(), 3
+def _vgg(a: VggArch, side: int, classes: int, padded: bool) -> int:
+    c, cin = _Count(padded), 3
     for v in a.layers:
         if v == POOL:
             side = _pool(side, 2, 2)
@@ -90,8 +100,8 @@ def _vgg(a: VggArch, side: int, classes: int) -> int:
     return c.macs
 
 
-def _alexnet(a: AlexNetArch, side: int, classes: int) -> int:
-    c, cin = _Count(), 3
+def _alexnet(a: AlexNetArch, side: int, classes: int, padded: bool) -> int:
+    c, cin = _Count(padded), 3
     for layer in a.convs:
         side, cin = c.conv(cin, layer.out, side, layer.kernel, layer.stride, layer.padding), layer.out
         if layer.pool_after:
@@ -103,9 +113,9 @@ def _alexnet(a: AlexNetArch, side: int, classes: int) -> int:
     return c.macs
 
 
-def _inception(a: InceptionArch, side: int, classes: int) -> int:
+def _inception(a: InceptionArch, side: int, classes: int, padded: bool) -> int:
     """torchvision's Inception3 layout, block by block (the same table as every backend's model)."""
-    c = _Count()
+    c = _Count(padded)
     s = c.conv(3, 32, side, 3, 2)
     s = c.conv(32, 64, c.conv(32, 32, s, 3), 3, 1, 1)
     s = _pool(s, 3, 2)
@@ -173,8 +183,9 @@ def register_forward_flops(arch: type, counter: Callable[[Case, int | None], flo
     FORWARD_COUNTERS[arch] = counter
 
 
-def forward_macs(case: Case, input_size: int | None = None) -> int:
-    """Multiply-adds of one sample's forward pass at the case's input (or `input_size`: side or sequence)."""
+def forward_macs(case: Case, input_size: int | None = None, padded_taps: bool = True) -> int:
+    """Multiply-adds of one sample's forward pass at the case's input (or `input_size`: side or sequence);
+    `padded_taps=False` leaves out the convolution taps that fall on zero padding (for XLA's count)."""
     arch, inp = case.arch, case.input
     if type(arch) in FORWARD_COUNTERS:
         return round(FORWARD_COUNTERS[type(arch)](case, input_size) / 2)
@@ -185,13 +196,13 @@ def forward_macs(case: Case, input_size: int | None = None) -> int:
         raise TypeError(f"case {case.name}: no FLOP count for {type(arch).__name__} on {type(inp).__name__}")
     side, classes = input_size or inp.size, inp.classes
     if isinstance(arch, ResNetArch):
-        return _resnet(arch, side, classes)
+        return _resnet(arch, side, classes, padded_taps)
     if isinstance(arch, VggArch):
-        return _vgg(arch, side, classes)
+        return _vgg(arch, side, classes, padded_taps)
     if isinstance(arch, AlexNetArch):
-        return _alexnet(arch, side, classes)
+        return _alexnet(arch, side, classes, padded_taps)
     if isinstance(arch, InceptionArch):
-        return _inception(arch, side, classes)
+        return _inception(arch, side, classes, padded_taps)
     raise TypeError(f"case {case.name}: no FLOP count for {type(arch).__name__}")
 
 
