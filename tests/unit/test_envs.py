@@ -196,3 +196,20 @@ def test_real_setup_of_a_tiny_env(temp_home: Path, monkeypatch: pytest.MonkeyPat
     assert envs.get("fake") == rec
     assert interpreter_for("fake") == rec.python
     assert list((temp_home / "logs").glob("setup-fake-*.log"))
+
+
+def test_every_backend_names_extras_that_exist_and_a_python_range() -> None:
+    """The pins live in pyproject's extras; BackendInfo names them and says which Pythons they have wheels for."""
+    import tomllib
+
+    root = source_root()
+    if root is None:
+        pytest.skip("dlbench is not running from a checkout")
+    meta = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = meta["optional-dependencies"]
+    for name, info in backends.all_backends().items():
+        assert info.extra in extras, name
+        assert not info.cuda_extra or info.cuda_extra in extras, name
+        lo, hi = (tuple(int(p) for p in v.split(".")) for v in info.python)
+        assert (3, 6) <= lo <= hi, name
+    assert backends.get_info("oneflow").python == ("3.8", "3.10") == backends.get_info("megengine").python

@@ -24,6 +24,11 @@ class BackendInfo:
     extra: str
     unavailable: str | None = None
     engine: str = "local"  # the launcher a multi-device point of this framework uses by default
+    # Environments. The pins live in pyproject.toml's extras, named here; this is the one place that says which
+    # CPython minor versions those pinned wheels exist for (oldest, newest), and which extra is the GPU build.
+    python: tuple[str, str] = ("3.10", "3.14")
+    cuda_extra: str = ""  # the extra installing the GPU (CUDA) build; "" = dlbench knows none
+    cuda_index: str = ""  # the package index the GPU build needs where PyPI lacks it ("" = PyPI has it)
 
     def installed_version(self) -> str | None:
         """The framework's installed version in *this* interpreter, or None (never imports it)."""
@@ -52,21 +57,26 @@ class UnknownFramework(KeyError):
 
 
 _BUILTIN: tuple[BackendInfo, ...] = (
+    # PyPI's Linux torch wheels are CUDA builds, so the GPU build is the same extra (here /opt/wheels' +cpu wins).
     BackendInfo("torch", "PyTorch", "torch", "torch", "dlbench.backends.torch.backend:TorchBackend", "torch",
-                engine="torchrun"),
+                engine="torchrun", python=("3.10", "3.14"), cuda_extra="torch"),
     BackendInfo("paddle", "PaddlePaddle", "paddle", "paddlepaddle", "dlbench.backends.paddle.backend:PaddleBackend",
-                "paddle"),
+                "paddle", python=("3.9", "3.13"), cuda_extra="paddle-cuda",
+                cuda_index="https://www.paddlepaddle.org.cn/packages/stable/cu126/"),
     BackendInfo("tf", "TensorFlow/Keras", "tensorflow", "tensorflow-cpu", "dlbench.backends.tf.backend:TfBackend",
-                "tf"),
-    BackendInfo("mxnet", "MXNet", "mxnet", "mxnet", "dlbench.backends.mxnet.backend:MxnetBackend", "mxnet"),
-    BackendInfo("jax", "JAX/Flax", "jax", "jax", "dlbench.backends.jax.backend:JaxBackend", "jax"),
+                "tf", python=("3.10", "3.13"), cuda_extra="tf-cuda"),
+    BackendInfo("mxnet", "MXNet", "mxnet", "mxnet", "dlbench.backends.mxnet.backend:MxnetBackend", "mxnet",
+                python=("3.7", "3.11")),  # numpy < 1.24 has no wheel for 3.12
+    BackendInfo("jax", "JAX/Flax", "jax", "jax", "dlbench.backends.jax.backend:JaxBackend", "jax",
+                python=("3.11", "3.14"), cuda_extra="jax-cuda"),
     BackendInfo("mindspore", "MindSpore", "mindspore", "mindspore",
-                "dlbench.backends.mindspore.backend:MindsporeBackend", "mindspore"),
-    BackendInfo("jittor", "Jittor", "jittor", "jittor", "dlbench.backends.jittor.backend:JittorBackend", "jittor"),
-    BackendInfo("oneflow", "OneFlow", "oneflow", "oneflow", "", "oneflow",
+                "dlbench.backends.mindspore.backend:MindsporeBackend", "mindspore", python=("3.9", "3.12")),
+    BackendInfo("jittor", "Jittor", "jittor", "jittor", "dlbench.backends.jittor.backend:JittorBackend", "jittor",
+                python=("3.7", "3.12")),  # it pins numpy < 2: no wheel for 3.13
+    BackendInfo("oneflow", "OneFlow", "oneflow", "oneflow", "", "oneflow", python=("3.8", "3.10"),
                 unavailable="not installable on this Python: the only oneflow wheels pip offers for Python 3.11 "
                             "(0.6.0, 0.7.0) are placeholders that refuse to import"),
-    BackendInfo("megengine", "MegEngine", "megengine", "megengine", "", "megengine",
+    BackendInfo("megengine", "MegEngine", "megengine", "megengine", "", "megengine", python=("3.8", "3.10"),
                 unavailable="not installable on this Python: megengine publishes no wheel for Python 3.11"),
 )
 _TEST_ONLY: tuple[BackendInfo, ...] = (

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dlbench.backends import all_backends
-from dlbench.cases import Case, all_cases
+from dlbench.cases import Case, ImageInput, TextInput, all_cases
 from dlbench.cli.options import resolve_device
 from dlbench.cli.output import stdout_console
 from dlbench.launch.interpreters import state
@@ -25,6 +25,16 @@ def _support(case: Case, answer: object) -> str:
         return "yes" if answer == case.param_count else f"[red]{answer:,} params (ref {case.param_count:,})[/red]"
     text = str(answer)
     return "no: " + text.removeprefix("unsupported: ") if text.startswith("unsupported") else text
+
+
+def _shape(inp: object) -> str:
+    """A case input in one short cell: CxHxW, a sequence length, or a click-through row's feature counts."""
+    if isinstance(inp, ImageInput):
+        return f"{inp.channels}x{inp.size}x{inp.size}"
+    if isinstance(inp, TextInput):
+        return f"seq {inp.seq_len}"
+    fields = getattr(inp, "__dataclass_fields__", {})
+    return " ".join(f"{k} {getattr(inp, k)}" for k in fields) or type(inp).__name__
 
 
 def _live_cases(python: str, framework: str) -> dict[str, object]:
@@ -49,7 +59,7 @@ def list_cmd(check: bool) -> None:
         cases.add_column(col)
     for c in all_cases():
         inp = c.input
-        shape = f"{inp.channels}x{inp.size}x{inp.size}" if hasattr(inp, "size") else f"seq {inp.seq_len}"  # type: ignore[union-attr]
+        shape = _shape(inp)
         opt = f"{c.optimizer.name} lr {c.optimizer.lr:g}" + (f" m {c.optimizer.momentum:g}" if c.optimizer.momentum else "")
         cases.add_row(c.name, c.title, shape, opt, f"{c.param_count:,}", f"{c.batch_fixed} / {c.batch_cpu}")
     out.print(cases)
