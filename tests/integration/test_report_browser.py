@@ -92,3 +92,12 @@ def test_screenshot_shows_the_charts(report_page: Path, tmp_path: Path) -> None:
     series = np.array([int(PALETTE[0][i:i + 2], 16) for i in (1, 3, 5)])  # the one framework's series colour
     drawn = (np.abs(img[300:] - series) <= 12).all(axis=2).sum()
     assert drawn > 5000, "no chart series colour on the screenshot"
+
+
+def test_the_report_shows_mfu(report_page: Path, tmp_path: Path) -> None:
+    """Each point's achieved TFLOP/s and MFU (against this CPU's measured peak), and the MFU charts, render."""
+    proc = chromium(report_page, tmp_path, "--dump-dom")
+    assert proc.returncode == 0 and console_lines(proc.stderr) == [], proc.stderr[-3000:]
+    dom = proc.stdout
+    assert "FLOPs and MFU" in dom and "MFU by framework" in dom and "Achieved TFLOP/s beside the device peak" in dom
+    assert re.search(r"[\d.,]+ TFLOP/s · MFU [\d.,]+% \(measured\)", dom), "no cell gives TFLOP/s and MFU"
