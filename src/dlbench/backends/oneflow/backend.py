@@ -1,0 +1,89 @@
+"""OneFlow backend: builds the case's model (oneflow.nn, no flowvision), its input and a OneflowTrainer.
+
+Eager by default; ``--compile`` runs the whole train step as an ``oneflow.nn.Graph``. The worker's thread count
+reaches OneFlow through ``oneflow.set_num_threads``. Several devices: OneFlow's DDP (distributed.py). Precision:
+fp32 only (TF32 turned off on GPUs, __init__.py); OneFlow's autocast and loss scaling are not wired.
+"""
+
+from __future__ import annotations
+
+import os
+
+import oneflow as flow
+
+from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.oneflow import TF32_VAR, data, distributed
+from dlbench.backends.oneflow.models import MODELS, build_model, count_trainable
+from dlbench.backends.oneflow.step import OneflowTrainer
+from dlbench.cases import Case
+from dlbench.numerics import resolve_precision
+from dlbench.spec import PointSpec
+from dlbench.wire import RankContext
+
+# In OneFlow's errors for a failed allocation (CUDA's, and its CPU allocator's).
+OOM_TEXT: tuple[str, ...] = ("out of memory", "failed to allocate", "bad_alloc")
+
+
+class OneflowBackend(Backend):
+    """How OneFlow trains a case."""
+
+    name = "oneflow"
+    title = "OneFlow"
+
+    def __init__(self) -> None:
+        self._facts: dict[str, object] = {}
+
+    def cases(self) -> frozenset[str]:
+        return frozenset(MODELS)
+
+    def environment(self, spec: PointSpec) -> dict[str, str]:
+        env = {"framework_version": flow.__version__, "math_mode": resolve_precision(spec.precision,
+                                                                                     spec.device).math_mode}
+        if spec.device == "cuda" and flow.cuda.is_available():
+            env[TF32_VAR] = os.environ.get(TF32_VAR, "unset")
+            env["cuda"] = str(flow._oneflow_internal.flags.cuda_version())
+        env.update(distributed.environment(spec))
+        return env
+
+    def refuse(self, spec: PointSpec) -> str | None:
+        numerics = resolve_precision(spec.precision, spec.device)
+        if numerics.refusal:
+            return numerics.refusal
+        if spec.precision != "fp32":
+            return "dlbench's OneFlow backend runs fp32 only (OneFlow's autocast and loss scaling are not wired)"
+        if spec.device == "cuda" and not flow.cuda.is_available():
+            return "oneflow here sees no CUDA device: use --device cpu"
+        if spec.channels_last:
+            return "dlbench's OneFlow backend trains NCHW only; channels-last is not offered"
+        return distributed.refuse(spec)
+
+    def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
+        flow.manual_seed(spec.seed)
+        if spec.threads:
+            flow.set_num_threads(spec.threads)
+        device = distributed.device_for(spec, ctx)
+        if device.type == "cuda":
+            problem = gpu_binding_problem(ctx, flow.cuda.device_count())
+            if problem:
+                raise Unsupported(problem)
+        if spec.compile and spec.world_size > 1:
+            raise Unsupported("OneFlow's DDP wraps eager modules; an nn.Graph on several devices needs global "
+                              "tensors, not wired: drop --compile")
+        model = build_model(case).to(device)
+        model = distributed.setup(spec, model)
+        source = data.batches(spec, case, device, spec.seed + ctx.rank)  # each rank its own samples
+        self._facts = {"compiled": "oneflow.nn.Graph" if spec.compile else "eager", "loader": data.describe(spec),
+                       "optimizer": case.optimizer.name, "oneflow_threads": spec.threads or "default"}
+        checksum = (lambda: distributed.param_checksum(model)) if spec.world_size > 1 else None
+        return OneflowTrainer(case, model, source, device, spec.compile, spec.global_batch, checksum)
+
+    def count_params(self, case: Case) -> int:
+        return count_trainable(build_model(case))
+
+    def oom_error(self, exc: BaseException) -> bool:
+        if isinstance(exc, MemoryError):
+            return True
+        return isinstance(exc, RuntimeError) and any(text in str(exc).lower() for text in OOM_TEXT)
+
+    def facts(self) -> dict[str, object]:
+        return dict(self._facts)
