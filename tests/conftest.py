@@ -53,14 +53,14 @@ def run_check(python: str, *args: str, timeout: float = 900) -> dict[str, object
 
 def check_loss_falls(python: str, framework: str, model: str, size: int, batch: int,
                      timeout: float = 900) -> None:
-    """Convergence sanity in a framework's environment: 20 steps on one fixed batch, every loss finite and
-    the last below the first."""
+    """Convergence sanity in a framework's environment: 20 steps on one fixed batch, every loss finite and the
+    mean of the last five below the first (one last step can land on a dropout spike at batch 2: AlexNet)."""
     answer = run_check(python, "converge", framework, model, "--steps", "20", "--batch", str(batch),
                        "--input-size", str(size), timeout=timeout)
     losses = answer["losses"]
     assert isinstance(losses, list) and len(losses) == 20
     assert all(math.isfinite(x) for x in losses), losses
-    assert losses[-1] < losses[0], losses
+    assert sum(losses[-5:]) / 5 < losses[0], losses
 
 
 # The convergence matrix's heaviest cases run with `pytest -m matrix` (about 5 minutes per framework on
