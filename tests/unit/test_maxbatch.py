@@ -17,7 +17,7 @@ def threshold_probe(threshold: int, calls: list[int]) -> object:
     def probe(batch: int) -> Probe:
         calls.append(batch)
         fits = batch <= threshold
-        return Probe(batch=batch, fits=fits, status="ok" if fits else "oom")
+        return Probe(value=batch, fits=fits, status="ok" if fits else "oom")
     return probe
 
 
@@ -69,8 +69,8 @@ def test_search_against_the_fake_backend_finds_the_exact_threshold(monkeypatch: 
     found = search(store, base_spec(), 1, 64, launchers=Launchers())
     assert found.max_batch == 37 and found.exact
     assert len(found.probes) <= probe_bound(1, 64)
-    assert {p.batch: p.fits for p in found.probes}[38] is False
-    assert all(p.status == ("ok" if p.batch <= 37 else "oom") for p in found.probes)
+    assert {p.value: p.fits for p in found.probes}[38] is False
+    assert all(p.status == ("ok" if p.value <= 37 else "oom") for p in found.probes)
     assert found.at_max is not None and found.at_max.throughput
     runs = [r for r in store.runs() if r.kind == "maxbatch"]
     assert len(runs) == 1 and runs[0].status == "done" and runs[0].points == len(found.probes)
@@ -97,13 +97,13 @@ def test_search_probes_on_synthetic_data_with_a_short_protocol(monkeypatch: pyte
 def test_only_an_oom_means_too_big_and_another_failure_stops_the_search() -> None:
     def probe(batch: int) -> Probe:
         if batch == 32:
-            return Probe(batch=batch, fits=False, status="error", error="cuDNN error")
-        return Probe(batch=batch, fits=batch <= 40, status="ok" if batch <= 40 else "oom")
+            return Probe(value=batch, fits=False, status="error", error="cuDNN error")
+        return Probe(value=batch, fits=batch <= 40, status="ok" if batch <= 40 else "oom")
 
     best, exact, probes, note = bisect(1, 64, probe)  # type: ignore[arg-type]
-    assert best is None and not exact and probes[-1].batch == 32
+    assert best is None and not exact and probes[-1].value == 32
     assert "other than memory (error): cuDNN error" in note
-    timeout = bisect(1, 64, lambda b: Probe(batch=b, fits=False, status="timeout"))  # type: ignore[arg-type]
+    timeout = bisect(1, 64, lambda b: Probe(value=b, fits=False, status="timeout"))  # type: ignore[arg-type]
     assert timeout[0] is None and "other than memory (timeout)" in timeout[3]
 
 
@@ -115,5 +115,5 @@ def test_a_failed_probe_is_not_reused_by_later_searches(monkeypatch: pytest.Monk
     monkeypatch.setenv("DLBENCH_FAKE", "oom_above:37")  # the passing fault is gone
     found = search(store, base_spec(), 1, 64, launchers=Launchers())
     assert found.max_batch == 37 and found.exact
-    reran = [p.batch for p in found.probes if not p.cached]
+    reran = [p.value for p in found.probes if not p.cached]
     assert reran == [32, 48, 40, 36, 38, 37]  # 1, 64's path before 32 was reused; 32 was probed again

@@ -3,7 +3,8 @@
 Its behaviour comes from $DLBENCH_FAKE (set by tests): "sleep:SECONDS" (default sleep:0.001), "oom",
 "segfault", "hang", "raise", "nan", "sleep_at_build:SECONDS", "oom_above:N" (MemoryError when the batch
 size is above N: the max-batch search's known threshold), "oom_above:N:error_at:M" (the same, and a RuntimeError,
-not an out-of-memory one, at batch size M) or "slow_input:SECONDS" (each step first waits that
+not an out-of-memory one, at batch size M), "param_oom_above:NAME:N" (MemoryError when the case
+parameter NAME is above N: a parameter search's threshold) or "slow_input:SECONDS" (each step first waits that
 long for its input, counted as input wait in measured steps); or per model, e.g.
 "alexnet=segfault,vgg16=hang" (models not named sleep 1 ms). It imports no framework.
 """
@@ -94,6 +95,11 @@ class FakeBackend(Backend):
             if spec.batch_size > int(limit):
                 raise MemoryError(f"fake out of memory: batch {spec.batch_size} > {limit}")
         if kind == "oom_above":
+            return FakeTrainer(0.001)
+        if kind == "param_oom_above":
+            name, _, limit = arg.partition(":")
+            if spec.params.get(name, 0) > int(limit):
+                raise MemoryError(f"fake out of memory: {name} {spec.params[name]} > {limit}")
             return FakeTrainer(0.001)
         if kind == "slow_input":
             return FakeTrainer(0.001, batches=_slow(float(arg)))

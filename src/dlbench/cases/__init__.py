@@ -68,12 +68,15 @@ class Optimizer:
 @dataclass(frozen=True)
 class CaseParam:
     """An integer parameter a case declares (vocabulary size, number of classes ...), with its default and,
-    where only some values mean something, those values."""
+    where only some values mean something, those values. `search` (lo, hi, unit), where set, lets
+    `--param NAME=max` search it: lo is assumed to fit, hi to fail, and values are multiples of unit."""
 
     name: str
     default: int
     help: str = ""
     choices: tuple[int, ...] = ()
+    search: tuple[int, int, int] | None = None
+    minimum: int = 1
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,8 @@ class Case:
             have = f"it declares {', '.join(sorted(known))}" if known else "it declares none"
             raise SpecError(f"case {self.name} has no parameter {', '.join(unknown)}: {have}")
         for p in self.params:
+            if p.name in values and not p.choices and values[p.name] < p.minimum:
+                raise SpecError(f"case {self.name}: {p.name} must be at least {p.minimum}; got {values[p.name]}")
             if p.choices and p.name in values and values[p.name] not in p.choices:
                 raise SpecError(f"case {self.name}: {p.name} must be one of "
                                 f"{', '.join(map(str, p.choices))}; got {values[p.name]}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
+from decimal import Decimal
 
 import click
 
@@ -14,8 +15,50 @@ from dlbench.data.layout import check_data_dir
 from dlbench.launch.interpreters import state
 from dlbench.results.env import choose_device
 from dlbench.spec import PointSpec, Protocol, SpecError, parse_scale, parse_size, preset
+from dlbench.suite.maxbatch import search_floor
 
 DEFAULT_MODELS = ("resnet50", "bert_base")
+MAX = "max"  # --param NAME=max: search the largest value that trains
+_COUNT = re.compile(r"^(\d+(?:\.\d+)?)([KMG]?)$", re.IGNORECASE)
+_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9}
+
+
+def parse_count(text: str, name: str) -> int:
+    """'3.2M' -> 3200000 ('K', 'M', 'G' decimal suffixes); a SpecError unless a whole number >= 0 (the case
+    checks its own range)."""
+    m = _COUNT.match(text.strip())
+    value = Decimal(m.group(1)) * _SUFFIX[m.group(2).upper()] if m else Decimal(0)
+    if not m or value != value.to_integral_value():
+        raise SpecError(f"--param {name}: a value is a whole number, optionally with K, M or G "
+                        f"(e.g. 3.2M), or max; got {text!r}")
+    return int(value)
+
+
+def parse_params(texts: Sequence[str]) -> tuple[list[dict[str, int]], str | None]:
+    """--param NAME=V1,V2 (repeatable) -> every combination of the values, and the one NAME=max, if any
+    (its value is left out of the combinations: the search finds it)."""
+    values: dict[str, list[int]] = {}
+    searched: str | None = None
+    for text in texts:
+        name, sep, rest = text.partition("=")
+        name = name.strip()
+        if not sep or not re.fullmatch(r"[a-z_][a-z0-9_]*", name):
+            raise SpecError(f"--param takes NAME=VALUE[,VALUE...] (e.g. vocab=3.2M,6.4M or vocab=max); got {text!r}")
+        if name in values or name == searched:
+            raise SpecError(f"--param {name} is given twice; list its values once, comma-separated")
+        items = split(rest, f"--param {name}=")
+        if MAX in items:
+            if items != [MAX]:
+                raise SpecError(f"--param {name}=max searches the value: give it alone, not with other values")
+            if searched is not None:
+                raise SpecError(f"--param: only one parameter can be searched at a time ({searched} and {name})")
+            searched = name
+            continue
+        values[name] = [parse_count(v, name) for v in items]
+        if len(set(values[name])) != len(values[name]):
+            raise SpecError(f"--param {name} lists a value twice")
+    names = sorted(values)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(values[n] for n in names))], searched
 
 
 def split(text: str | None, option: str = "") -> list[str]:
@@ -74,8 +117,9 @@ def build_specs(*, framework: str | None, model: str | None, batch_size: str | N
                 compile_: bool, channels_last: bool, device: str, protocol: Protocol, timeout: float,
                 input_size: int | None, threads: int | None, data: str, data_dir: str | None,
                 scale: str | None, nodes: int | None, devices_per_node: int | None, strategy: str,
-                launcher: str, memory_limit: str | None) -> list[PointSpec]:
-    """Every combination of the comma-separated axes, validated before anything runs."""
+                launcher: str, memory_limit: str | None, params: Sequence[str] = ()) -> list[PointSpec]:
+    """Every combination of the comma-separated axes and --param values, validated before anything runs. A
+    parameter searched (NAME=max) starts at its case's search floor (suite/maxbatch.py bounds)."""
     dev = resolve_device(device)
     n, k = parse_scale(scale) if scale else (nodes or 1, devices_per_node or 1)
     batches = parse_batches(batch_size)
@@ -83,14 +127,19 @@ def build_specs(*, framework: str | None, model: str | None, batch_size: str | N
     specs: list[PointSpec] = []
     precisions: Sequence[str] = split(precision, "--precision") or ["fp32"]
     models = split(model, "--model") or DEFAULT_MODELS
-    for fw, name, prec in itertools.product(frameworks(framework), models, precisions):
+    combos, searched = parse_params(params)
+    for fw, name, prec, values in itertools.product(frameworks(framework), models, precisions, combos):
         case = get_case(name)
+        if searched is not None:
+            values = {**values, searched: search_floor(case, searched)}
+        case.configured(values)  # a parameter the case does not declare, or a value it refuses: SpecError
         for bs in batches or [case.batch_cpu if dev == "cpu" else case.batch_fixed]:
             specs.append(PointSpec(
                 framework=fw, model=case.name, batch_size=bs, protocol=protocol, precision=prec,  # type: ignore[arg-type]
                 compile=compile_, channels_last=channels_last, device=dev, data=data,  # type: ignore[arg-type]
                 data_dir=data_dir, input_size=input_size, nodes=n, devices_per_node=k, strategy=strategy,
-                launcher=launcher, timeout_s=timeout, memory_limit_bytes=limit, threads=threads))
+                launcher=launcher, timeout_s=timeout, memory_limit_bytes=limit, threads=threads,
+                case_params=tuple(sorted(values.items()))))
     for spec in specs:
         check_data_dir(spec, get_case(spec.model))
     return specs

@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import shlex
 import sys
+import time
 
 import click
 from rich.console import Console
 
-from dlbench.cli.options import build_specs, protocol_from, say_device
+from dlbench.cases import get_case
+from dlbench.cli.options import build_specs, parse_params, protocol_from, say_device
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.launch.hosts import HostsConfig
@@ -19,10 +21,12 @@ from dlbench.launch.registry import Launchers
 from dlbench.launch.session import run_points
 from dlbench.report.table import points_table, scaling_notes
 from dlbench.results.env import host_identity, physical_cores
+from dlbench.results.record import point_result
 from dlbench.results.scaling import missing_baselines, scaled
-from dlbench.results.schema import exit_code
+from dlbench.results.schema import PointResult, exit_code
 from dlbench.results.store import Store
-from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
+from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, PointSpec, SpecError
+from dlbench.suite.maxbatch import param_bounds, search
 
 
 @click.command("run")
@@ -62,6 +66,8 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
 @click.option("--rendezvous-timeout", envvar="DLBENCH_RDZV_TIMEOUT", type=click.FloatRange(min=0, min_open=True),
               default=300.0, show_default=True, help="Seconds ranks wait for each other. [env: DLBENCH_RDZV_TIMEOUT]")
 @click.option("--memory-limit", help="Emulated device memory budget on the CPU, e.g. 8GiB (over it = oom).")
+@click.option("--param", "params", multiple=True, help="A case parameter's values, e.g. vocab=3.2M,6.4M (K, M, G "
+              "suffixes; each value a point; repeatable), or NAME=max to search the largest that trains.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store. Default: $DLBENCH_STORE or "
               "./dlbench-results/results.db.")
 def run(framework: str | None, model: str | None, batch_size: str | None, precision: str | None,
@@ -70,14 +76,19 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         threads: int | None, data: str, data_dir: str | None, scale: str | None, nodes: int | None,
         devices_per_node: int | None, strategy: str, launcher: str | None, hosts: str | None, reach: str | None,
         master_addr: str | None, rendezvous_timeout: float, memory_limit: str | None,
-        store_path: str | None) -> int:
+        params: tuple[str, ...], store_path: str | None) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
     specs = build_specs(
         framework=framework, model=model, batch_size=batch_size, precision=precision, compile_=compile_,
         channels_last=channels_last, device=device,
         protocol=protocol_from(preset_name, warmup, steps, repeats, statistic), timeout=timeout,
         input_size=input_size, threads=threads, data=data, data_dir=data_dir, scale=scale, nodes=nodes,
-        devices_per_node=devices_per_node, strategy=strategy, launcher=launcher or "local", memory_limit=memory_limit)
+        devices_per_node=devices_per_node, strategy=strategy, launcher=launcher or "local", memory_limit=memory_limit,
+        params=params)
+    searched = parse_params(params)[1]
+    if searched and any(s.device == "cpu" and s.memory_limit_bytes is None for s in specs):
+        raise SpecError(f"--param {searched}=max on the CPU needs --memory-limit (the emulated device budget; "
+                        "the search must not fill this machine's memory)")
     launchers = Launchers.build(HostsConfig.from_options(hosts, reach, master_addr, rendezvous_timeout))
     if launcher is None:
         specs = [dataclasses.replace(s, launcher=Launchers.default_for(s)) for s in specs]
@@ -87,10 +98,16 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         interpreter_for(fw)  # refuse a missing framework before anything is written
     store = Store(store_path)
     say_device(device)
+    first = specs[0]
+    failed: list[PointResult] = []
+    if searched:
+        specs, failed = search_param(store, specs, searched, launchers)
     # Speedup needs the 1-device throughput of the same configuration: measure it first where the store has none.
-    specs = [*missing_baselines(store.points(), specs, host_identity(specs[0].device, physical_cores())), *specs]
+    specs = [*missing_baselines(store.points(), specs, host_identity(first.device, physical_cores())), *specs]
     command = "dlbench " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("dlbench") else "dlbench run"
-    run_id = store.create_run(command, kind="run", meta={"preset": preset_name, "points": len(specs)})
+    run_id = store.create_run(command, kind="run", meta={"preset": preset_name, "points": len(specs) + len(failed)})
+    for r in failed:
+        store.add_point(run_id, r)
     console = Console(stderr=True)
     try:
         with RunProgress(len(specs), console) as ui:
@@ -99,6 +116,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         store.finish_run(run_id, "interrupted")
         raise
     store.finish_run(run_id, "done")
+    results = [*failed, *results]
     out = stdout_console()
     stored = store.points()
     scales = [scaled(stored, r) for r in results]
@@ -106,6 +124,30 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
     for line in scaling_notes(results, scales):
         out.print(line)
     out.print(f"Throughput = global samples in the measured steps / wall time of those steps; "
-              f"{specs[0].protocol.statistic} of {specs[0].protocol.repeats} repeats, 95% CI.")
+              f"{first.protocol.statistic} of {first.protocol.repeats} repeats, 95% CI.")
     out.print(f"Results: {store.path} (run {run_id}). Raw step times: dlbench results {run_id} --format json")
     return exit_code(r.status for r in results)
+
+
+def search_param(store: Store, specs: list[PointSpec], name: str, launchers: Launchers
+                 ) -> tuple[list[PointSpec], list[PointResult]]:
+    """--param NAME=max: search each configuration's largest value (suite/maxbatch.py, probes cached), then the
+    points to measure at it; a configuration where even the lower bound fails becomes a failed point."""
+    found_specs: list[PointSpec] = []
+    failed: list[PointResult] = []
+    for spec in specs:
+        lo, hi, unit = param_bounds(get_case(spec.model), name)
+        found = search(store, spec, lo, hi, memory_limit=spec.memory_limit_bytes,
+                       python=interpreter_for(spec.framework), launchers=launchers, quantity=name, unit=unit)
+        label = f"{spec.framework} {spec.model} bs{spec.batch_size}"
+        if found.max_batch is None:
+            click.echo(f"max {name} for {label}: none fits: {found.note}", err=True)
+            failed.append(point_result(spec, found.probes[-1].status, None,
+                                       f"no {name} in [{lo}, {hi}) trains: {found.note}", [], time.time()))
+            continue
+        how = f"exact within {unit:,}" if found.exact else found.note
+        click.echo(f"max {name} for {label}: {found.max_batch:,} ({how}; {len(found.probes)} probes, "
+                   f"{found.new_probes} new)", err=True)
+        found_specs.append(dataclasses.replace(spec, case_params=tuple(sorted(
+            {**spec.params, name: found.max_batch}.items()))))
+    return found_specs, failed

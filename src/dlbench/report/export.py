@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-
 from collections.abc import Sequence
 
 from dlbench.results.mfu import efficiency
@@ -19,8 +18,9 @@ from dlbench.results.scaling import Scaled, scaled
 from dlbench.results.store import StoredPoint
 
 CSV_COLUMNS: tuple[str, ...] = (
-    "run_id", "point_id", "framework", "framework_version", "model", "batch_size", "global_batch", "precision",
-    "compile", "channels_last", "device", "device_model", "data", "nodes", "devices_per_node", "world_size",
+    "run_id", "point_id", "framework", "framework_version", "model", "case_params", "batch_size", "global_batch",
+    "precision", "compile", "channels_last", "device", "device_model", "data", "nodes", "devices_per_node",
+    "world_size",
     "strategy", "launcher", "preset", "warmup", "steps", "repeats", "statistic", "status", "throughput",
     "ci_low", "ci_high", "cv", "noisy", "median_step_s", "peak_memory_bytes", "memory_kind", "final_loss",
     "input_wait_share", "speedup", "scaling_efficiency", "baseline_point_id", "math_mode",
@@ -56,6 +56,7 @@ def csv_row(p: StoredPoint, pool: Sequence[StoredPoint] = ()) -> dict[str, objec
     return {
         "run_id": p.run_id, "point_id": p.id, "framework": s.framework,
         "framework_version": r.env.identity.get("framework_version", ""), "model": s.model,
+        "case_params": " ".join(f"{k}={v}" for k, v in s.case_params),
         "batch_size": s.batch_size, "global_batch": s.global_batch, "precision": s.precision,
         "compile": s.compile, "channels_last": s.channels_last, "device": s.device,
         "device_model": r.env.identity.get("device_model", ""), "data": s.data, "nodes": s.nodes,

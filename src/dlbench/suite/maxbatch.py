@@ -1,6 +1,8 @@
-"""The max batch search: the largest per-device batch that trains, each probe a point in an isolated worker.
+"""The max search: the largest per-device batch, or the largest value of a case parameter (`--param vocab=max`),
+that trains, each probe a point in an isolated worker. "The searched quantity" below is either.
 
-Between lo (known to fit) and hi (known to fail) it probes lo, then bisects. With lo = 1 that finds the exact
+Between lo (known to fit) and hi (known to fail) it probes lo, then bisects; a case parameter is searched in
+multiples of its unit (CaseParam.search), so that "exact" means within one unit. With lo = 1 that finds the exact
 max in at most ceil(log2(hi / lo)) + 1 probes; for lo > 1 the same bound is a budget, and a search that
 spends it before the interval closes reports the largest size that fit, marked not exact.
 
@@ -24,6 +26,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from dlbench.cases import Case
 from dlbench.launch.interpreters import state
 from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
@@ -31,16 +34,45 @@ from dlbench.launch.registry import Launchers
 from dlbench.results.env import host_identity, physical_cores
 from dlbench.results.schema import PointResult
 from dlbench.results.store import Store
-from dlbench.spec import PointSpec, Protocol
+from dlbench.spec import PointSpec, Protocol, SpecError
 
 MAXBATCH_KIND = "maxbatch"
+BATCH = "batch"  # the searched quantity of a max-batch search; any other name is a case parameter's
+
+
+def param_bounds(case: Case, name: str) -> tuple[int, int, int]:
+    """(lo, hi, unit) of a searchable case parameter; a SpecError when the case cannot search it."""
+    declared = {p.name: p for p in case.params}
+    if name not in declared:
+        have = ", ".join(sorted(declared)) or "none"
+        raise SpecError(f"case {case.name} has no parameter {name}: it declares {have}")
+    if declared[name].search is None:
+        raise SpecError(f"case {case.name}: {name} cannot be searched (max); give its values")
+    return declared[name].search  # type: ignore[return-value]
+
+
+def search_floor(case: Case, name: str) -> int:
+    """The value a searched parameter's point holds until the search has run: its lower bound."""
+    return param_bounds(case, name)[0]
+
+
+def value_of(spec: PointSpec, quantity: str) -> int:
+    """The searched quantity's value in a spec (the batch size, or the case parameter; 0 where unset)."""
+    return spec.batch_size if quantity == BATCH else spec.params.get(quantity, 0)
+
+
+def with_value(spec: PointSpec, quantity: str, value: int) -> PointSpec:
+    """The spec with the searched quantity set to value."""
+    if quantity == BATCH:
+        return dataclasses.replace(spec, batch_size=value)
+    return dataclasses.replace(spec, case_params=tuple(sorted({**spec.params, quantity: value}.items())))
 
 
 @dataclass(frozen=True)
 class Probe:
-    """One probed batch size and how it ended."""
+    """One probed value of the searched quantity (batch size or case parameter) and how it ended."""
 
-    batch: int
+    value: int
     fits: bool
     status: str  # ok, oom, or the failure that stopped the search
     throughput: float | None = None
@@ -56,7 +88,8 @@ class Probe:
 
 @dataclass(frozen=True)
 class MaxBatch:
-    """The outcome of a search: the max found (None when even lo failed), whether it is exact, the probes."""
+    """The outcome of a search: the max found (None when even lo failed; a batch size or, for `quantity` other
+    than batch, the case parameter's value), whether it is exact (within `unit`), the probes."""
 
     key: str
     lo: int
@@ -65,6 +98,8 @@ class MaxBatch:
     exact: bool
     probes: tuple[Probe, ...]
     note: str = ""
+    quantity: str = BATCH
+    unit: int = 1
 
     @property
     def new_probes(self) -> int:
@@ -74,7 +109,7 @@ class MaxBatch:
     @property
     def at_max(self) -> Probe | None:
         """The probe at the max found."""
-        return next((p for p in self.probes if p.batch == self.max_batch and p.fits), None)
+        return next((p for p in self.probes if p.value == self.max_batch and p.fits), None)
 
 
 def probe_bound(lo: int, hi: int) -> int:
@@ -83,50 +118,59 @@ def probe_bound(lo: int, hi: int) -> int:
 
 
 def _stopped(p: Probe) -> str:
-    return f"the probe at batch {p.batch} failed for a reason other than memory ({p.status}): {p.error or ''}".strip()
+    return f"the probe at {p.value} failed for a reason other than memory ({p.status}): {p.error or ''}".strip()
 
 
-def bisect(lo: int, hi: int, probe: Callable[[int], Probe]) -> tuple[int | None, bool, list[Probe], str]:
-    """Probe lo, then bisect (lo, hi) within the probe bound: (max or None, exact, probes, note). Only an
-    out-of-memory probe lowers the upper end; any other failure stops the search (max None, the reason noted)."""
+def bisect(lo: int, hi: int, probe: Callable[[int], Probe], unit: int = 1
+           ) -> tuple[int | None, bool, list[Probe], str]:
+    """Probe lo, then bisect (lo, hi) in multiples of unit within the probe bound: (max or None, exact, probes,
+    note). Only an out-of-memory probe lowers the upper end; any other failure stops the search (max None, the
+    reason noted)."""
     probes = [probe(lo)]
     if not probes[0].fits:
         if probes[0].too_big:
             return None, False, probes, f"even the lower bound {lo} does not fit (oom)"
         return None, False, probes, _stopped(probes[0])
     good, bad, budget = lo, hi, probe_bound(lo, hi)
-    while bad - good > 1 and len(probes) < budget:
-        mid = (good + bad) // 2
+    while bad - good > unit and len(probes) < budget:
+        mid = (good + bad) // 2 // unit * unit
         probes.append(probe(mid))
         if not probes[-1].fits and not probes[-1].too_big:
             return None, False, probes, _stopped(probes[-1])
         good, bad = (mid, bad) if probes[-1].fits else (good, mid)
-    if bad - good > 1:
+    if bad - good > unit:
         return good, False, probes, f"probe budget spent: the max is in [{good}, {bad})"
     if bad == hi and not any(p.too_big for p in probes):
         return good, False, probes, f"every probe fit: {hi} was assumed to fail and was not probed; raise hi"
     return good, True, probes, ""
 
 
-def probe_spec(base: PointSpec, batch: int, warmup: int, steps: int, memory_limit: int | None) -> PointSpec:
-    """A probe: the configuration on synthetic data, a short protocol, the device budget as memory limit."""
-    return dataclasses.replace(base, batch_size=batch, data="synthetic", data_dir=None,
+def probe_spec(base: PointSpec, value: int, warmup: int, steps: int, memory_limit: int | None,
+               quantity: str = BATCH) -> PointSpec:
+    """A probe: the configuration on synthetic data at this value of the searched quantity, a short protocol, the
+    device budget as memory limit."""
+    return dataclasses.replace(with_value(base, quantity, value), data="synthetic", data_dir=None,
                                protocol=Protocol(warmup=warmup, steps=steps, repeats=1, statistic="mean",
                                                  preset="maxbatch-probe"),
                                memory_limit_bytes=memory_limit)
 
 
-def search_key(base: PointSpec, memory_limit: int | None) -> str:
-    """What makes two searches the same: the spec less batch, data and protocol; the device and framework."""
-    d = json.loads(probe_spec(base, 1, 0, 1, memory_limit).key())
-    d.pop("batch_size")
+def search_key(base: PointSpec, memory_limit: int | None, quantity: str = BATCH, unit: int = 1) -> str:
+    """What makes two searches the same: the spec less the searched quantity, data and protocol; the device and
+    framework (a parameter search also names its parameter and unit; a batch search's key is as it always was)."""
+    d = json.loads(probe_spec(base, 1, 0, 1, memory_limit, quantity).key())
+    if quantity == BATCH:
+        d.pop("batch_size")
+    else:
+        d["case_params"] = [kv for kv in d.get("case_params", []) if kv[0] != quantity]
+        d["searched"], d["unit"] = quantity, unit
     ident = host_identity(base.device, base.threads or physical_cores())
     d["device_model"] = ident["device_model"]
     d["framework_version"] = state(base.framework).version or ""
     return json.dumps(d, sort_keys=True)
 
 
-def to_probe(result: PointResult, cached: bool = False) -> Probe:
+def to_probe(result: PointResult, cached: bool = False, quantity: str = BATCH) -> Probe:
     """How a probe point ended: fits when ok and within its memory limit."""
     m = result.metrics
     peak = m.peak_memory_bytes if m else None
@@ -135,19 +179,19 @@ def to_probe(result: PointResult, cached: bool = False) -> Probe:
     status, error = result.status, result.error
     if fits and limit is not None and peak is not None and m is not None and m.memory_kind == "rss" and peak > limit:
         fits, status, error = False, "oom", f"peak RSS {peak} passed the memory limit {limit}"
-    return Probe(batch=result.spec.batch_size, fits=fits, status=status, throughput=m.throughput if m else None,
+    return Probe(value=value_of(result.spec, quantity), fits=fits, status=status, throughput=m.throughput if m else None,
                  peak_memory_bytes=peak, error=error, cached=cached)
 
 
-def cached_probes(store: Store, key: str) -> dict[int, Probe]:
-    """Probes of earlier searches with this key that fit or ran out of memory, by batch size (the latest wins);
-    a probe that failed for another reason is not reused."""
+def cached_probes(store: Store, key: str, quantity: str = BATCH) -> dict[int, Probe]:
+    """Probes of earlier searches with this key that fit or ran out of memory, by searched value (the latest
+    wins); a probe that failed for another reason is not reused."""
     runs = [r.id for r in store.runs() if r.kind == MAXBATCH_KIND and r.meta.get("search_key") == key]
     out: dict[int, Probe] = {}
     for p in store.points(runs) if runs else []:
-        probe = to_probe(p.result, cached=True)
+        probe = to_probe(p.result, cached=True, quantity=quantity)
         if probe.fits or probe.too_big:
-            out[p.result.spec.batch_size] = probe
+            out[probe.value] = probe
     return out
 
 
@@ -156,50 +200,56 @@ ProbeStarted = Callable[[int, PointSpec], ProgressSink | None]
 
 def search(store: Store, base: PointSpec, lo: int, hi: int, warmup: int = 1, steps: int = 1,
            memory_limit: int | None = None, python: str = sys.executable,
-           started: ProbeStarted | None = None, *, launchers: Launchers) -> MaxBatch:
-    """Search the max batch for base's configuration, reusing stored probes and storing new ones."""
-    key = search_key(base, memory_limit)
-    known = cached_probes(store, key)
+           started: ProbeStarted | None = None, *, launchers: Launchers, quantity: str = BATCH,
+           unit: int = 1) -> MaxBatch:
+    """Search the max of the quantity (the batch, or a case parameter in multiples of unit) for base's
+    configuration, reusing stored probes and storing new ones."""
+    key = search_key(base, memory_limit, quantity, unit)
+    known = cached_probes(store, key, quantity)
     run_id: list[str] = []
+    what = "batch" if quantity == BATCH else quantity
 
-    def probe(batch: int) -> Probe:
-        if batch in known:
-            return known[batch]
+    def probe(value: int) -> Probe:
+        if value in known:
+            return known[value]
         if not run_id:
-            run_id.append(store.create_run(f"max batch search {base.framework} {base.model}", kind=MAXBATCH_KIND,
-                                           meta={"search_key": key, "lo": lo, "hi": hi}))
-        spec = probe_spec(base, batch, warmup, steps, memory_limit)
-        sink = started(batch, spec) if started else None
+            run_id.append(store.create_run(f"max {what} search {base.framework} {base.model}", kind=MAXBATCH_KIND,
+                                           meta={"search_key": key, "lo": lo, "hi": hi, "quantity": quantity}))
+        spec = probe_spec(base, value, warmup, steps, memory_limit, quantity)
+        sink = started(value, spec) if started else None
         result = execute(spec, launchers, python=python, on_progress=sink)
         store.add_point(run_id[0], result)
-        return to_probe(result)
+        return to_probe(result, quantity=quantity)
 
     try:
-        best, exact, probes, note = bisect(lo, hi, probe)
+        best, exact, probes, note = bisect(lo, hi, probe, unit)
     except KeyboardInterrupt:
         if run_id:
             store.finish_run(run_id[0], "interrupted")
         raise
     if run_id:
         store.finish_run(run_id[0], "done")
-    return MaxBatch(key=key, lo=lo, hi=hi, max_batch=best, exact=exact, probes=tuple(probes), note=note)
+    return MaxBatch(key=key, lo=lo, hi=hi, max_batch=best, exact=exact, probes=tuple(probes), note=note,
+                    quantity=quantity, unit=unit)
 
 
-def lookup(store: Store, base: PointSpec, lo: int, hi: int, memory_limit: int | None = None) -> MaxBatch | None:
+def lookup(store: Store, base: PointSpec, lo: int, hi: int, memory_limit: int | None = None,
+           quantity: str = BATCH, unit: int = 1) -> MaxBatch | None:
     """The search's outcome from stored probes alone, or None when some probe on its path is missing."""
-    key = search_key(base, memory_limit)
-    known = cached_probes(store, key)
+    key = search_key(base, memory_limit, quantity, unit)
+    known = cached_probes(store, key, quantity)
 
     class Missing(Exception):
         pass
 
-    def probe(batch: int) -> Probe:
-        if batch not in known:
+    def probe(value: int) -> Probe:
+        if value not in known:
             raise Missing
-        return known[batch]
+        return known[value]
 
     try:
-        best, exact, probes, note = bisect(lo, hi, probe)
+        best, exact, probes, note = bisect(lo, hi, probe, unit)
     except Missing:
         return None
-    return MaxBatch(key=key, lo=lo, hi=hi, max_batch=best, exact=exact, probes=tuple(probes), note=note)
+    return MaxBatch(key=key, lo=lo, hi=hi, max_batch=best, exact=exact, probes=tuple(probes), note=note,
+                    quantity=quantity, unit=unit)
