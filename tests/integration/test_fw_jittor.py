@@ -42,7 +42,9 @@ def jt_python() -> str:
 def test_parameter_counts_of_all_cases(jt_python: str) -> None:
     answer = run_check(jt_python, "params", "jittor")
     assert str(answer["version"]).startswith("1.3")
-    assert {c.name: answer[c.name] for c in all_cases()} == {c.name: c.param_count for c in all_cases()}
+    for case in all_cases():  # the six built here exactly; a case added since may be unsupported, saying so
+        if case.name in TINY or not str(answer[case.name]).startswith("unsupported: "):
+            assert answer[case.name] == case.param_count, case.name
 
 
 @pytest.mark.parametrize("model", list(TINY))
@@ -58,21 +60,22 @@ def test_one_point_through_the_cli(jt_python: str, cli: Callable[..., CliResult]
     assert p.metrics.throughput > 0 and p.metrics.final_loss is not None and math.isfinite(p.metrics.final_loss)
     assert p.env.identity["framework"] == "jittor" and p.env.identity["framework_version"].startswith("1.3")
     assert p.extra.get("compiled") == "jit (always)"
-    assert [len(r.step_times) for r in p.ranks[0].repeats] == [2]
+    assert [sum(r.window_steps) for r in p.ranks[0].repeats] == [2]  # window timing: synchronised at the ends
 
 
 def test_compile_is_refused_because_jittor_always_compiles(jt_python: str, cli: Callable[..., CliResult],
                                                            store_path: Path) -> None:
     code, _, _ = cli("run", *POINT, "-m", "resnet50", "--input-size", "32", "--compile", "--store", str(store_path))
     [p] = [s.result for s in Store(store_path).points()]
-    assert code == 1 and p.status == "unsupported"
+    assert code == 0 and p.status == "unsupported"  # a refused point is not a failure (exit 0)
     assert "always JIT-compiles" in (p.error or "")
 
 
-def test_amp_is_refused_on_the_cpu(jt_python: str) -> None:
+@pytest.mark.parametrize(("precision", "reason"), [("amp", "for GPUs"), ("bf16", "fp32 only"), ("tf32", "NVIDIA GPUs")])
+def test_reduced_precisions_are_refused_on_the_cpu(jt_python: str, precision: str, reason: str) -> None:
     answer = run_check(jt_python, "converge", "jittor", "resnet50", "--steps", "2", "--batch", "2",
-                       "--input-size", "32", "--precision", "amp")
-    assert "CUDA only" in str(answer.get("unsupported")), answer
+                       "--input-size", "32", "--precision", precision)
+    assert reason in str(answer.get("unsupported")), answer
 
 
 def test_real_data_through_jittor_dataset(jt_python: str, cli: Callable[..., CliResult], tmp_path: Path) -> None:

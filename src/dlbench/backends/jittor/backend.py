@@ -1,64 +1,110 @@
-"""Jittor backend: the zoo's CNNs or our BERT, a synthetic batch made once (or, for ``--data real``, a
-jittor.dataset loader: real_data.py), and a JittorTrainer.
+"""Jittor backend: the case's model (models.py), its input (data.py: a synthetic batch made once, or a
+jittor.dataset loader) and a JittorTrainer.
 
 Jittor always traces lazily and JIT-compiles fused kernels (cached on disk); it has no eager/compiled
-switch, so ``--compile`` is refused and every result records ``compiled: jit (always)``.
+switch, so ``--compile`` is refused and every result records ``compiled: jit (always)``. On a GPU it trains in
+IEEE FP32 only (``use_tensorcore`` 0, and NVIDIA_TF32_OVERRIDE=0 set by the package: __init__.py).
 """
 
 from __future__ import annotations
 
+import os
+
 import jittor as jt
 
-from dlbench.backends.base import Backend, Trainer
-from dlbench.backends.jittor.models import build_model, count_trainable
-from dlbench.backends.jittor.step import JittorTrainer, synthetic_batch
+from dlbench.backends.base import (
+    Backend,
+    Trainer,
+    Unsupported,
+    gpu_binding_problem,
+    single_device_only,
+)
+from dlbench.backends.jittor import TF32_OVERRIDE_VAR, data
+from dlbench.backends.jittor.models import MODELS, build_model, count_trainable
+from dlbench.backends.jittor.step import JittorTrainer
 from dlbench.cases import Case, ImageInput
+from dlbench.numerics import describe, resolve_precision
 from dlbench.spec import PointSpec
+from dlbench.wire import RankContext
+
+# Jittor raises RuntimeError for a failed allocation: its CUDA allocator's "Unable to alloc cuda device memory",
+# CUDA's own "out of memory" (cudaErrorMemoryAllocation) through checkCudaErrors.
+OOM_TEXT: tuple[str, ...] = ("out of memory", "unable to alloc cuda device memory", "cudaerrormemoryallocation")
+
+
+def tf32_state() -> dict[str, str]:
+    """Jittor's tensor-core flag (read back from jt.flags) and the TF32 override cuBLAS and cuDNN read."""
+    return {"jittor_use_tensorcore": str(jt.flags.use_tensorcore),
+            TF32_OVERRIDE_VAR: os.environ.get(TF32_OVERRIDE_VAR, "unset")}
 
 
 class JittorBackend(Backend):
     """How Jittor trains a case."""
 
     name = "jittor"
+    title = "Jittor"
 
     def __init__(self) -> None:
-        self._loader: str | None = None
+        self._facts: dict[str, object] = {}
+
+    def cases(self) -> frozenset[str]:
+        return frozenset(MODELS)
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
-        return {"framework_version": jt.__version__, "jittor_cuda": str(bool(jt.has_cuda))}
+        env = {"framework_version": jt.__version__, "jittor_cuda": str(bool(jt.has_cuda))}
+        numerics = resolve_precision(spec.precision, spec.device)
+        if spec.device == "cuda":
+            state = tf32_state()
+            env.update(state)
+            tf32 = state["jittor_use_tensorcore"] != "0" or state[TF32_OVERRIDE_VAR] != "0"
+            env["math_mode"] = describe(numerics, tf32_in_use=tf32)
+        else:
+            env["math_mode"] = numerics.math_mode
+        return env
 
     def refuse(self, spec: PointSpec) -> str | None:
+        several = single_device_only(spec, self.title)
+        if several:
+            return several
+        numerics = resolve_precision(spec.precision, spec.device)
+        if numerics.refusal:
+            return numerics.refusal
         if spec.device == "cuda" and not jt.has_cuda:
             return "Jittor here has no CUDA (no nvcc found, or nvcc_path is empty); use --device cpu"
         if spec.compile:
             return "Jittor always JIT-compiles fused kernels and has no separate compile switch; drop --compile"
         if spec.precision != "fp32":
-            return "Jittor's mixed precision (float16 AMP) runs on CUDA only; on the CPU it trains in fp32"
+            return "dlbench's Jittor backend trains in fp32 only (Jittor's float16 AMP is not wired)"
         if spec.channels_last:
             return "Jittor's convolutions take NCHW only; channels-last is not offered"
         return None
 
-    def build(self, spec: PointSpec, case: Case) -> Trainer:
+    def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
         jt.set_global_seed(spec.seed)
-        jt.flags.use_cuda = 1 if spec.device == "cuda" else 0
-        source = None
-        if spec.data == "real":  # the loader's workers fork now, before the model exists
-            from dlbench.backends.jittor import real_data
-
-            source = real_data.batches(spec, case)
-            self._loader = real_data.describe(spec)
+        if spec.device == "cuda":
+            visible = int(jt.core.get_device_count())
+            problem = gpu_binding_problem(ctx, visible)
+            if problem:
+                raise Unsupported(problem)
+            jt.flags.device_id = ctx.device_index(visible)  # before use_cuda: Jittor binds its CUDA device then
+            jt.flags.use_cuda = 1
+            jt.flags.use_tensorcore = 0  # CUBLAS_COMPUTE_32F; cuDNN's TF32 is off through NVIDIA_TF32_OVERRIDE
+        else:
+            jt.flags.use_cuda = 0
+        source = data.batches(spec, case)  # a real loader's workers fork now, before the model exists
         model = build_model(case, spec.input_size if isinstance(case.input, ImageInput) else None)
-        if source is not None:
-            p = spec.protocol
-            return real_data.LoaderTrainer(source, p.warmup, p.steps, case, model, spec.global_batch)
-        batch = synthetic_batch(case, spec.batch_size, spec.input_size, spec.seed)
-        return JittorTrainer(case, model, batch, spec.global_batch)
+        self._facts = {"compiled": "jit (always)", "loader": data.describe(spec)}
+        if spec.device == "cuda":
+            self._facts.update(tf32_state(), device_id=jt.flags.device_id)
+        return JittorTrainer(case, model, source, spec.global_batch)
 
     def count_params(self, case: Case) -> int:
         return count_trainable(build_model(case))
 
-    def finish(self) -> dict[str, object]:
-        facts: dict[str, object] = {"compiled": "jit (always)"}
-        if self._loader:
-            facts["loader"] = self._loader
-        return facts
+    def oom_error(self, exc: BaseException) -> bool:
+        if isinstance(exc, MemoryError):
+            return True
+        return isinstance(exc, RuntimeError) and any(text in str(exc).lower() for text in OOM_TEXT)
+
+    def facts(self) -> dict[str, object]:
+        return dict(self._facts)

@@ -1,10 +1,14 @@
-"""Jittor real-data input (docs/data-layout.md): a ``jittor.dataset.Dataset`` with worker processes.
+"""Jittor input: a synthetic batch made once (dlbench.data.synthetic's arrays), or real data
+(docs/data-layout.md) through a ``jittor.dataset.Dataset`` with worker processes.
+
+A batch is a list of Vars: [images, labels], or BERT's arrays in ``BERT_KEYS`` order (integers int32, the
+masked-LM weights float32).
 
 Images: Pillow decode, random-resized-crop and flip (``dlbench.data.augment.decode_crop_flip``, the crop every
 backend shares) in Jittor's loader workers, drawing from numpy's global RNG, which ``jt.set_global_seed``
 seeds in the training process and Jittor reseeds in each worker (seed ^ worker id). uint8 NCHW batches are
 normalised to float32 on the device; labels are int32, as the synthetic batch has them. BERT: the rows of
-bert_samples.npz as int32.
+bert_samples.npz, masked positions gathered (``bert_arrays``), as int32.
 
 Shuffling: Jittor shuffles each epoch with a Generator of its own that it seeds with 1 whatever the global
 seed; it is replaced here by one seeded with the spec seed. Each worker prefetches into a ring buffer of
@@ -20,9 +24,8 @@ import jittor as jt
 import numpy as np
 from jittor.dataset import Dataset
 
-from dlbench.backends.base import InputFed
-from dlbench.backends.jittor.step import JittorTrainer
-from dlbench.cases import Case, ImageInput
+from dlbench.backends.base import fixed
+from dlbench.cases import Case, ImageInput, TextInput
 from dlbench.data.augment import (
     bert_arrays,
     decode_crop_flip,
@@ -32,11 +35,16 @@ from dlbench.data.augment import (
 from dlbench.data.layout import (
     FLIP_PROB,
     MEAN,
-    SAMPLE_ARRAYS,
     STD,
     TrainItem,
     image_root,
     read_train_list,
+)
+from dlbench.data.synthetic import (
+    BERT_KEYS,
+    max_predictions,
+    synthetic_bert,
+    synthetic_images,
 )
 from dlbench.spec import PointSpec
 
@@ -60,11 +68,11 @@ class ImageList(Dataset):  # type: ignore[misc]
 
 
 class BertSamples(Dataset):  # type: ignore[misc]
-    """Rows of bert_samples.npz as int32 arrays, in SAMPLE_ARRAYS order: train_loss's five inputs."""
+    """Rows of a BERT batch's arrays, in BERT_KEYS order: train_loss's inputs."""
 
     def __init__(self, arrays: dict[str, np.ndarray]) -> None:
         super().__init__()
-        self.arrays = [arrays[k] for k in SAMPLE_ARRAYS]
+        self.arrays = [arrays[k] for k in BERT_KEYS]
         self.sample_bytes = sum(a[0].nbytes for a in self.arrays)
 
     def __getitem__(self, index: int) -> tuple[np.ndarray, ...]:
@@ -109,40 +117,45 @@ def _normalised(dataset: Dataset) -> Iterator[Batch]:
         yield [(images.float32() - mean) / std, labels]
 
 
-def batches(spec: PointSpec, case: Case) -> Iterator[Batch]:
-    """Endless batches: images as [float32 NCHW normalised, int32 labels], BERT as train_loss's five inputs.
+def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed: int = 0) -> Batch:
+    """One fixed batch (dlbench.data.synthetic): images float32 and labels int32, or BERT's arrays in BERT_KEYS
+    order (integers int32, weights float32)."""
+    if isinstance(case.input, ImageInput):
+        arrays = synthetic_images(case.input, batch, input_size, seed)
+        return [jt.array(arrays["images"]), jt.array(arrays["labels"].astype(np.int32))]
+    assert isinstance(case.input, TextInput)
+    bert = synthetic_bert(case.input, batch, input_size, seed)
+    return [jt.array(bert[k] if bert[k].dtype == np.float32 else bert[k].astype(np.int32)) for k in BERT_KEYS]
 
-    The first batch is taken now, which starts the loader's workers: call this before building the model,
+
+def batches(spec: PointSpec, case: Case) -> Iterator[Batch]:
+    """The point's input: the fixed synthetic batch, or endless real batches (images as [float32 NCHW
+    normalised, int32 labels], BERT as train_loss's inputs).
+
+    A real loader's first batch is taken now, which starts its workers: call this before building the model,
     so that the forked workers do not inherit its memory (the worker's peak memory sums the process tree).
     """
+    if spec.data != "real":
+        return fixed(synthetic_batch(case, spec.batch_size, spec.input_size, spec.seed))
     if isinstance(case.input, ImageInput):
         items = read_train_list(image_root(spec.data_dir or ""))
         source = _normalised(_configure(ImageList(items, spec.input_size or case.input.size), len(items), spec))
     else:
-        arrays = bert_arrays(spec.data_dir or "", spec.input_size, "int32")
+        assert isinstance(case.input, TextInput)
+        arrays = bert_arrays(spec.data_dir or "", spec.input_size, max_predictions(case.input, spec.input_size),
+                             "int32")
         source = _endless(_configure(BertSamples(arrays), len(arrays["nsp_labels"]), spec))
     return _primed(source)
 
 
-class LoaderTrainer(InputFed, JittorTrainer):
-    """A JittorTrainer whose batch comes from a jittor Dataset at every step (wait counted by InputFed)."""
-
-    def __init__(self, source: Iterator[Batch], warmup: int, steps: int, case: Case, model: jt.nn.Module,
-                 global_batch: int) -> None:
-        first = self.feed(source, warmup, steps)
-        super().__init__(case, model, first, global_batch)
-
-    def step(self) -> None:
-        self.batch = self.next_input()
-        super().step()
-
-
 def describe(spec: PointSpec) -> str:
-    """The loader as recorded in a result's extra facts."""
+    """How the input is fed, for the point's facts."""
+    if spec.data != "real":
+        return "synthetic: one batch made once"
     workers = spec.loader_workers
     if not workers:
         return "jittor.dataset, in the training process"
     return f"jittor.dataset, {workers} worker processes, prefetch {PREFETCH_PER_WORKER} batches each"
 
 
-__all__ = ["LoaderTrainer", "batches", "describe"]
+__all__ = ["batches", "describe", "synthetic_batch"]

@@ -1,19 +1,22 @@
 """Jittor models for the benchmark's cases and their losses, each with the case's exact parameter count.
 
-The CNNs are ``jittor.models`` as published (torchvision's layouts: its ResNet strides the 3x3 conv, so it
-is v1.5). Inception v3 is the zoo's ``Inception3`` with its own auxiliary head, trained through the zoo's
+The CNNs are ``jittor.models``' classes (torchvision's layouts: its ResNet strides the 3x3 conv, so it is
+v1.5), built from the case's architecture table where the zoo takes one (ResNet's stages, VGG's layer list) and
+checked against it where it does not (AlexNet's convolutions, the heads). Inception v3 is the zoo's ``Inception3`` with its own auxiliary head, trained through the zoo's
 ``_forward`` (its ``execute`` drops the aux logits); the aux head pools adaptively on the small grids of
 test inputs, as the torch backend's does. BERT is written here, laid out like HF ``BertForPreTraining``
-with the MLM decoder tied to the word embeddings.
+with the MLM decoder tied to the word embeddings and the masked-LM head run on the gathered masked positions
+only, as Google's pre-training does. ``MODELS`` is the only place a case is named.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import jittor as jt
-from jittor import models, nn
+from jittor import nn
+from jittor.models.alexnet import AlexNet
 from jittor.models.inception import (
     BasicConv2d,
     Inception3,
@@ -24,9 +27,29 @@ from jittor.models.inception import (
     InceptionD,
     InceptionE,
 )
+from jittor.models.resnet import Bottleneck, ResNet
+from jittor.models.vgg import VGG, make_layers
 
-from dlbench.cases import Case
-from dlbench.cases.bert_base import BertConfig
+from dlbench.cases import Case, ImageInput
+from dlbench.cases.arch import (
+    POOL,
+    AlexNetArch,
+    BertConfig,
+    InceptionArch,
+    ResNetArch,
+    VggArch,
+)
+
+# ----------------------------------------------------------------------------------------------- ResNet
+
+
+def resnet(arch: ResNetArch, classes: int) -> nn.Module:
+    """The zoo's bottleneck ResNet (v1.5) with the case's blocks per stage."""
+    block = Bottleneck
+    if arch.width != 64 or arch.expansion != block.expansion or not arch.stride_on_3x3:
+        raise ValueError(f"jittor's zoo ResNet has width 64, expansion {block.expansion} and v1.5 strides: {arch}")
+    return ResNet(block, list(arch.stages), num_classes=classes)
+
 
 # ------------------------------------------------------------------------------------- VGG and AlexNet
 
@@ -50,11 +73,33 @@ class GridPool(nn.Module):
         return jt.stack(rows, dim=2)
 
 
-def zoo_cnn(name: str, classes: int, native: bool) -> nn.Module:
-    """The zoo's VGG-16 or AlexNet; off the native input size its head pool may enlarge a small grid."""
-    model = models.vgg16(num_classes=classes) if name == "vgg16" else models.alexnet(num_classes=classes)
+def _check_head(arch: VggArch | AlexNetArch, zoo_pool: int) -> None:
+    """The zoo's heads have a fixed pool grid, two 4096 FC layers and p=0.5 dropout: refuse any other table."""
+    if (arch.pool, arch.fc, arch.dropout) != (zoo_pool, (4096, 4096), 0.5):
+        raise ValueError(f"jittor's zoo head is a {zoo_pool}x{zoo_pool} pool, 4096-4096 FC, dropout 0.5: {arch}")
+
+
+def vgg(arch: VggArch, classes: int, native: bool) -> nn.Module:
+    """The zoo's VGG over the case's layer list; off the native input size its head pool may enlarge a grid."""
+    _check_head(arch, 7)
+    layers = ["M" if v == POOL else int(v) for v in arch.layers]
+    model = VGG(make_layers(layers, batch_norm=arch.batch_norm), num_classes=classes)
     if not native:
-        model.avgpool = GridPool(7 if name == "vgg16" else 6)
+        model.avgpool = GridPool(arch.pool)
+    return model
+
+
+def alexnet(arch: AlexNetArch, classes: int, native: bool) -> nn.Module:
+    """The zoo's AlexNet, checked to have the case's convolutions; off the native size as vgg()."""
+    _check_head(arch, 6)
+    model = AlexNet(num_classes=classes)
+    convs = [(c.out, c.kernel, c.stride, c.padding) for c in arch.convs]
+    zoo = [(m.out_channels, m.kernel_size[0], m.stride[0], m.padding[0]) for m in model.features
+           if isinstance(m, nn.Conv)]
+    if convs != zoo:
+        raise ValueError(f"jittor's zoo AlexNet has convolutions {zoo}, the case {convs}")
+    if not native:
+        model.avgpool = GridPool(arch.pool)
     return model
 
 
@@ -72,8 +117,10 @@ class SmallGridAux(InceptionAux):
         return self.fc(jt.reshape(x, (x.shape[0], -1)))
 
 
-def inception_v3(classes: int) -> Inception3:
+def inception_v3(arch: InceptionArch, classes: int) -> Inception3:
     """The zoo's Inception v3 with the auxiliary head (training uses ``model._forward`` for both logits)."""
+    if not arch.aux_logits or arch.dropout != 0.5:
+        raise ValueError(f"jittor's zoo Inception v3 is built with its aux head and dropout 0.5: {arch}")
     blocks = [BasicConv2d, InceptionA, InceptionB, InceptionC, InceptionD, InceptionE, SmallGridAux]
     return Inception3(num_classes=classes, aux_logits=True, inception_blocks=blocks)
 
@@ -142,8 +189,10 @@ class BertForPretraining(nn.Module):
         self.mlm_bias = jt.zeros(cfg.vocab_size)
         self.nsp = _linear(h, 2, std)
 
-    def execute(self, input_ids: jt.Var, token_type_ids: jt.Var, attention_mask: jt.Var) -> tuple[jt.Var, jt.Var]:
-        """MLM logits [B, S, vocab] and NSP logits [B, 2]; attention_mask is [B, S], 1 = attend."""
+    def execute(self, input_ids: jt.Var, token_type_ids: jt.Var, attention_mask: jt.Var,
+                mlm_positions: jt.Var) -> tuple[jt.Var, jt.Var]:
+        """MLM logits [B, P, vocab] at the masked positions [B, P] and NSP logits [B, 2]; attention_mask is
+        [B, S], 1 = attend."""
         b, s = input_ids.shape
         positions = jt.arange(s).int32()
         x = self.word_embeddings(input_ids) + self.position_embeddings(positions).unsqueeze(0)
@@ -152,7 +201,10 @@ class BertForPretraining(nn.Module):
         for layer in self.layers:
             x = layer(x, mask_bias)
         pooled = jt.tanh(self.pooler(x[:, 0]))
-        hidden = self.mlm_norm(nn.gelu(self.mlm_transform(x)))
+        p = mlm_positions.shape[1]
+        index = mlm_positions.reshape(b, p, 1).broadcast((b, p, x.shape[-1]))
+        masked = jt.gather(x, 1, index)  # [B, P, hidden]
+        hidden = self.mlm_norm(nn.gelu(self.mlm_transform(masked)))
         mlm_logits = jt.matmul(hidden, self.word_embeddings.weight.transpose()) + self.mlm_bias  # tied decoder
         return mlm_logits, self.nsp(pooled)
 
@@ -160,30 +212,48 @@ class BertForPretraining(nn.Module):
 # ------------------------------------------------------------------------------------- losses and registry
 
 
+def _image(case: Case, side: int | None) -> tuple[int, bool]:
+    """(classes, whether the model sees the case's native image size)."""
+    assert isinstance(case.input, ImageInput)
+    return case.input.classes, side in (None, case.input.size)
+
+
+Builder = Callable[[Case, int | None], nn.Module]
+
+# The model table: case name -> builder(case, image side) reading the case's architecture. The only place a case
+# is named.
+MODELS: dict[str, Builder] = {
+    "resnet50": lambda c, side: resnet(c.arch, _image(c, side)[0]),  # type: ignore[arg-type]
+    "resnet152": lambda c, side: resnet(c.arch, _image(c, side)[0]),  # type: ignore[arg-type]
+    "vgg16": lambda c, side: vgg(c.arch, *_image(c, side)),  # type: ignore[arg-type]
+    "alexnet": lambda c, side: alexnet(c.arch, *_image(c, side)),  # type: ignore[arg-type]
+    "inception_v3": lambda c, side: inception_v3(c.arch, _image(c, side)[0]),  # type: ignore[arg-type]
+    "bert_base": lambda c, side: BertForPretraining(c.arch),  # type: ignore[arg-type]
+}
+
+
 def build_model(case: Case, side: int | None = None) -> nn.Module:
     """A freshly initialised model for the case; side is the image side it will see (default native)."""
-    classes = getattr(case.input, "classes", 1000)
-    if case.name in ("resnet50", "resnet152"):
-        return (models.resnet50 if case.name == "resnet50" else models.resnet152)(num_classes=classes)
-    if case.name in ("vgg16", "alexnet"):
-        return zoo_cnn(case.name, classes, native=side in (None, getattr(case.input, "size", None)))
-    if case.name == "inception_v3":
-        return inception_v3(classes)
-    if case.name == "bert_base":
-        return BertForPretraining(BertConfig())
-    raise KeyError(case.name)
+    return MODELS[case.name](case, side)
 
 
-def train_loss(case_name: str, model: nn.Module, batch: Sequence[jt.Var]) -> jt.Var:
-    """The training loss on one batch: cross-entropy (+ 0.4 aux for Inception), or MLM + NSP for BERT."""
-    if case_name == "bert_base":
-        mlm_logits, nsp_logits = model(batch[0], batch[1], batch[2])
-        labels = batch[3].reshape(-1)
-        mlm = nn.cross_entropy_loss(mlm_logits.reshape(-1, mlm_logits.shape[-1]), labels, ignore_index=-100)
-        return mlm + nn.cross_entropy_loss(nsp_logits, batch[4])
-    if case_name == "inception_v3":
+def _weighted_xent(logits: jt.Var, labels: jt.Var, weights: jt.Var) -> jt.Var:
+    """Cross-entropy of each prediction, weighted (0 for padding), over the sum of weights (Google's BERT)."""
+    flat = logits.reshape(-1, logits.shape[-1])
+    each = nn.cross_entropy_loss(flat, labels.reshape(-1), reduction="none")
+    w = weights.reshape(-1).float32()
+    return (each * w).sum() / (w.sum() + 1e-5)
+
+
+def train_loss(case: Case, model: nn.Module, batch: Sequence[jt.Var]) -> jt.Var:
+    """The case's training loss on one batch: cross-entropy (+ aux_weight x the auxiliary head's), or MLM + NSP
+    (batch in BERT_KEYS order)."""
+    if case.loss.kind == "mlm_nsp":
+        mlm_logits, nsp_logits = model(batch[0], batch[1], batch[2], batch[3])
+        return _weighted_xent(mlm_logits, batch[4], batch[5]) + nn.cross_entropy_loss(nsp_logits, batch[6])
+    if case.loss.aux_weight:
         logits, aux = model._forward(batch[0])  # the zoo's execute() returns only the main logits
-        return nn.cross_entropy_loss(logits, batch[1]) + 0.4 * nn.cross_entropy_loss(aux, batch[1])
+        return nn.cross_entropy_loss(logits, batch[1]) + case.loss.aux_weight * nn.cross_entropy_loss(aux, batch[1])
     return nn.cross_entropy_loss(model(batch[0]), batch[1])
 
 
@@ -192,5 +262,5 @@ def count_trainable(model: nn.Module) -> int:
     return sum(int(p.numel()) for p in model.parameters() if not p.is_stop_grad())
 
 
-__all__ = ["BertConfig", "BertForPretraining", "SmallGridAux", "build_model", "count_trainable", "inception_v3",
-           "train_loss"]
+__all__ = ["MODELS", "BertForPretraining", "SmallGridAux", "alexnet", "build_model", "count_trainable",
+           "inception_v3", "resnet", "train_loss", "vgg"]
