@@ -37,7 +37,9 @@ def mxnet_python() -> str:
 def test_parameter_counts_of_all_cases(mxnet_python: str) -> None:
     answer = run_check(mxnet_python, "params", "mxnet")
     assert answer["version"] == "1.9.1"
-    assert {c.name: answer[c.name] for c in all_cases()} == {c.name: c.param_count for c in all_cases()}
+    for case in all_cases():  # the six built here exactly; a case added since may be unsupported, saying so
+        if case.name in TINY or not str(answer[case.name]).startswith("unsupported: "):
+            assert answer[case.name] == case.param_count, case.name
 
 
 @pytest.mark.parametrize("model", list(TINY))
@@ -70,7 +72,7 @@ def test_channels_last_is_refused_with_a_reason(mxnet_python: str, cli: Callable
     code, _, _ = cli("run", *POINT, "-m", "resnet50", "--input-size", "32", "--channels-last",
                      "--store", str(store_path))
     [p] = [s.result for s in Store(store_path).points()]
-    assert code == 1 and p.status == "unsupported"
+    assert code == 0 and p.status == "unsupported"  # a refused point is not a failure (exit 0)
     assert "NCHW only" in (p.error or "")
 
 
