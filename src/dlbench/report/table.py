@@ -31,9 +31,9 @@ def fmt_throughput(r: PointResult) -> str:
 
 
 def fmt_lm_rates(r: PointResult) -> str:
-    """A causal-LM point's tokens/s and achieved TFLOP/s by the Megatron-LM formula, on a line of its own."""
+    """A causal-LM point's tokens/s and achieved TFLOP/s by the Megatron-LM formula, each on a line of its own."""
     rates = lm_rates(r.spec.model, r.spec.params, r.spec.input_size, r.metrics.throughput) if r.metrics else None
-    return "" if rates is None else f"\n{rates[0]:,.0f} tokens/s, {rates[1]:,.3g} TFLOP/s (Megatron)"
+    return "" if rates is None else f"\n{rates[0]:,.0f} tokens/s\n{rates[1]:,.3g} TFLOP/s Megatron"
 
 
 def fmt_count(n: int) -> str:
