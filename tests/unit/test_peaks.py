@@ -11,12 +11,12 @@ import pytest
 import yaml
 
 from dlbench.cases import get_case
+from dlbench.protocol.stats import summarize
 from dlbench.results import peaks
 from dlbench.results.env import cpu_model
 from dlbench.results.mfu import efficiency, fmt_mfu
-from dlbench.results.store import Store
-from dlbench.protocol.stats import summarize
 from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.results.store import Store
 from dlbench.spec import PointSpec, Protocol
 
 CliResult = tuple[int, str, str]
