@@ -153,4 +153,4 @@ def roofline_chart(sec: Section, rows: list[EffRow], cc: dict[Column, str]) -> C
     return ChartSet([Chart(f"{sec.slug}-roofline", "Achieved TFLOP/s beside the device peak", caption, fig)])
 
 
-__all__ = ["EffRow", "FLOPS_DEFINITION", "efficiency_rows", "mfu_chart", "roofline_chart"]
+__all__ = ["FLOPS_DEFINITION", "EffRow", "efficiency_rows", "mfu_chart", "roofline_chart"]

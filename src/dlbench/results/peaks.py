@@ -184,5 +184,5 @@ def peak_for(device: str, device_model: str, math_mode: str, hostname: str = "")
     return cpu_peak_here(here, math_mode)
 
 
-__all__ = ["GpuPeaks", "MATH_MODES", "Peak", "PeakKind", "PeakLookup", "TABLE_VERSION", "cpu_peak_here",
-           "find_gpu", "gpu_peak", "gpu_table", "peak_for", "probe_gemm"]
+__all__ = ["MATH_MODES", "TABLE_VERSION", "GpuPeaks", "Peak", "PeakKind", "PeakLookup", "cpu_peak_here", "find_gpu",
+           "gpu_peak", "gpu_table", "peak_for", "probe_gemm"]
