@@ -13,14 +13,17 @@ import pytest
 from dlbench import backends
 from dlbench.backends import BackendInfo
 from dlbench.cli import options
-from dlbench.cli.setup import requirement, setup_one
-from dlbench.launch.venvs import source_root
+from dlbench.cli import setup as setup_cli
+from dlbench.cli.setup import Plan, requirement, setup_one
 from dlbench.launch import venvs as envs
-from dlbench.launch.interpreters import NotInstalled, interpreter_for, state
+from dlbench.launch.interpreters import NotInstalled, interpreter_for, probe, state
+from dlbench.launch.venvs import source_root
 
 CliResult = tuple[int, str, str]
 GHOST = BackendInfo("ghost", "Ghost", "dlbench_no_such_module", "dlbench-no-such-dist",
                     "dlbench_no_such_module:Backend", "ghost")
+GONE = BackendInfo("gone", "Gone", "dlbench_no_such_module", "dlbench-no-such-dist", "", "gone",
+                   unavailable="not installable on this Python: no wheel for it")
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +37,7 @@ def temp_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def with_ghost(monkeypatch: pytest.MonkeyPatch) -> None:
     """Register a framework that no interpreter has."""
-    monkeypatch.setattr(backends, "_BUILTIN", (*backends._BUILTIN, GHOST))
+    monkeypatch.setattr(backends, "_BUILTIN", (*backends._BUILTIN, GHOST, GONE))
 
 
 def _fake_python(folder: Path) -> str:
@@ -68,7 +71,8 @@ def test_registry_round_trip_keeps_other_entries(temp_home: Path) -> None:
     assert loaded["tf"].python == "/b/bin/python"
     raw = json.loads((temp_home / "envs.json").read_text())
     assert raw["_version"] == envs.REGISTRY_VERSION
-    assert set(raw["tf"]) == {"python", "version", "created", "source", "cases"}
+    assert set(raw["tf"]) == {"python", "version", "created", "source", "cases", "python_version", "build",
+                              "existing"}
     assert not [p for p in temp_home.iterdir() if p.name.startswith(".envs-")]  # no temp file left
 
 
@@ -133,27 +137,27 @@ def test_absent_framework_names_the_fix() -> None:
         interpreter_for("ghost")
 
 
+@pytest.mark.usefixtures("with_ghost")
 def test_unavailable_frameworks_say_why() -> None:
-    for name in ("oneflow", "megengine"):
-        with pytest.raises(NotInstalled, match="not installable on this Python: "):
-            interpreter_for(name)
+    with pytest.raises(NotInstalled, match="not installable on this Python: no wheel"):
+        interpreter_for("gone")
 
 
 @pytest.mark.usefixtures("with_ghost")
 def test_framework_all_skips_absent_ones_with_a_note(capsys: pytest.CaptureFixture[str]) -> None:
     found = options.frameworks("all")
-    assert "ghost" not in found and "oneflow" not in found and "megengine" not in found
+    assert "ghost" not in found and "gone" not in found
     err = capsys.readouterr().err
-    assert "skips" in err and "ghost" in err and "dlbench setup" in err and "oneflow" in err
+    assert "skips" in err and "ghost" in err and "dlbench setup" in err and "gone" in err
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("setup", "oneflow"), "oneflow: not installable on this Python: "),
-    (("setup", "megengine"), "megengine: not installable on this Python: "),
+    (("setup", "gone"), "gone: not installable on this Python: "),
     (("setup", "nosuch"), "unknown framework 'nosuch'"),
     (("setup", "../evil"), "bad framework name"),
     (("setup", "fake"), "no pip extra"),
 ])
+@pytest.mark.usefixtures("with_ghost")
 def test_setup_refusals_are_one_line_exit_2(cli: Callable[..., CliResult], temp_home: Path,
                                             args: tuple[str, ...], message: str) -> None:
     code, _, err = cli(*args)
@@ -162,6 +166,7 @@ def test_setup_refusals_are_one_line_exit_2(cli: Callable[..., CliResult], temp_
     assert not (temp_home / "envs").exists()  # nothing half-made
 
 
+@pytest.mark.usefixtures("with_ghost")
 def test_list_shows_cached_case_support_and_unavailable_reasons(cli: Callable[..., CliResult],
                                                                  temp_home: Path) -> None:
     py = _fake_python(temp_home / "envs" / "torch")
@@ -169,7 +174,8 @@ def test_list_shows_cached_case_support_and_unavailable_reasons(cli: Callable[..
     code, out, _ = cli("list")
     assert code == 0
     flat = " ".join(out.split())
-    assert "not installable on" in flat and "OneFlow" in flat and "MegEngine" in flat
+    assert "not installable on" in flat and "Gone" in flat and "OneFlow" in flat and "MegEngine" in flat
+    assert "needs 3.10" in flat  # an absent framework shows the Pythons it needs (OneFlow's, MegEngine's)
     assert "no: nope" in flat and "yes" in flat and "(ref 138,357,544)" in flat
 
 
@@ -181,21 +187,110 @@ def test_requirement_is_editable_from_a_checkout() -> None:
 
 
 @pytest.mark.slow
-def test_real_setup_of_a_tiny_env(temp_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A real venv and pip install of dlbench alone (no framework), verified and recorded."""
+def test_real_setup_of_a_tiny_env(temp_home: Path) -> None:
+    """A real venv and pip install of dlbench alone (the fake backend has no extra), verified and recorded."""
     from rich.console import Console
 
-    root = source_root()
-    if root is None:
+    if source_root() is None:
         pytest.skip("dlbench is not running from a checkout")
-    monkeypatch.setattr("dlbench.cli.setup.requirement", lambda info: ["-e", str(root)])
-    rec = setup_one(backends.get_info("fake"), recreate=False, base_python=sys.executable, check_cases=True,
+    here = probe(sys.executable)
+    assert here is not None
+    rec = setup_one(Plan(backends.get_info("fake"), here, "cpu"), recreate=False, check_cases=True,
                     console=Console(stderr=True))
     assert Path(rec.python) == envs.venv_python(temp_home / "envs" / "fake")
     assert rec.version and rec.cases["resnet50"]
+    assert rec.python_version == here.label and not rec.existing
     assert envs.get("fake") == rec
     assert interpreter_for("fake") == rec.python
     assert list((temp_home / "logs").glob("setup-fake-*.log"))
+
+
+@pytest.fixture
+def pip_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """Every command setup would run through _run_logged, recorded and not run (they 'succeed')."""
+    calls: list[list[str]] = []
+
+    def fake_run(argv: list[str], log: Path, label: str, console: object) -> int:
+        calls.append(list(argv))
+        return 0
+
+    monkeypatch.setattr(setup_cli, "_run_logged", fake_run)
+    return calls
+
+
+def test_existing_registers_this_python_for_torch_without_installing_torch(
+        cli: Callable[..., CliResult], pip_calls: list[list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    version = backends.get_info("torch").installed_version()
+    if version is None:
+        pytest.skip("torch is not installed in this interpreter")
+    code, _, err = cli("setup", "torch", "--existing", "--no-case-check")
+    assert code == 0, err
+    rec = envs.get("torch")
+    assert rec is not None and rec.existing and rec.version == version
+    assert Path(rec.python).resolve() == Path(sys.executable).resolve()
+    assert rec.python_version == ".".join(map(str, sys.version_info[:3]))
+    assert rec.build == ("cpu" if "+cpu" in version else rec.build)
+    # This interpreter already runs this checkout: nothing is installed at all.
+    assert pip_calls == []
+    st = state("torch")
+    assert st.where.startswith("existing ") and st.python_version == rec.python_version
+    # An interpreter running another dlbench gets this one with --no-deps, never torch.
+    monkeypatch.setattr(setup_cli, "_this_checkout", lambda origin: False)
+    code, _, err = cli("setup", "torch", "--existing", sys.executable, "--no-case-check")
+    assert code == 0, err
+    assert len(pip_calls) == 1
+    argv = pip_calls[0]
+    assert argv[1:4] == ["-m", "pip", "install"] and "--no-deps" in argv
+    assert not any("torch" in a for a in argv[4:]), argv
+    code, out, _ = cli("list")
+    flat = " ".join(out.split())
+    assert code == 0 and "existing" in flat and rec.python_version in flat
+
+
+def _plan(monkeypatch: pytest.MonkeyPatch, gpu: bool, *names: str, cuda: bool | None = None,
+          index_url: str | None = None) -> list[Plan]:
+    from rich.console import Console
+
+    monkeypatch.setattr(setup_cli, "gpu_present", lambda: gpu)
+    return setup_cli.plan([backends.get_info(n) for n in names], None, None, cuda, index_url,
+                          Console(stderr=True))
+
+
+def test_a_gpu_means_the_gpu_build_where_one_is_known(monkeypatch: pytest.MonkeyPatch) -> None:
+    import click
+
+    tf, jax, mxnet = _plan(monkeypatch, True, "tf", "jax", "mxnet")
+    assert (tf.build, tf.extra) == ("cuda", "tf-cuda")
+    assert (jax.build, jax.extra) == ("cuda", "jax-cuda")
+    assert (mxnet.build, mxnet.extra) == ("cpu", "mxnet")  # no GPU build known: the CPU one, said so
+    (cpu_tf,) = _plan(monkeypatch, True, "tf", cuda=False)
+    assert cpu_tf.extra == "tf"
+    (forced,) = _plan(monkeypatch, False, "tf", cuda=True)
+    assert forced.extra == "tf-cuda"
+    with pytest.raises(click.UsageError, match="pass --index-url https://www.paddlepaddle.org.cn/"):
+        _plan(monkeypatch, True, "paddle")
+    (paddle,) = _plan(monkeypatch, True, "paddle", index_url="https://example.org/simple")
+    assert paddle.extra == "paddle-cuda" and paddle.index_url == "https://example.org/simple"
+
+
+def test_gpu_build_pip_arguments_and_record(temp_home: Path, pip_calls: list[list[str]],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """setup_one with every command faked: the GPU extra, the extra index, and the build recorded as pip says."""
+    from rich.console import Console
+
+    monkeypatch.setattr(setup_cli, "_ask", lambda python, *args, timeout: {"version": "3.3.1"})
+    monkeypatch.setattr(setup_cli, "probe_framework",
+                        lambda python, info: {"version": "3.3.1", "provides": ["paddlepaddle-gpu"], "cuda": []})
+    here = probe(sys.executable)
+    assert here is not None
+    plan = Plan(backends.get_info("paddle"), here, "cuda", index_url="https://example.org/simple")
+    rec = setup_one(plan, recreate=False, check_cases=False, console=Console(stderr=True))
+    venv_cmd, pip_cmd = pip_calls
+    assert venv_cmd[:3] == [here.path, "-m", "venv"]
+    assert pip_cmd[-2:] == ["--extra-index-url", "https://example.org/simple"]
+    assert any(a.endswith("[paddle-cuda]") or a.startswith("dlbench[paddle-cuda]") for a in pip_cmd)
+    assert rec.build == "cuda" and rec.source.endswith("[paddle-cuda]")
+    assert envs.stale_source(rec, "paddle") is None  # the same checkout, whichever extra
 
 
 def test_every_backend_names_extras_that_exist_and_a_python_range() -> None:

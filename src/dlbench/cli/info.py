@@ -13,7 +13,7 @@ from dlbench.backends import all_backends
 from dlbench.cases import Case, ImageInput, TextInput, all_cases
 from dlbench.cli.options import resolve_device
 from dlbench.cli.output import stdout_console
-from dlbench.launch.interpreters import state
+from dlbench.launch.interpreters import range_text, state
 from dlbench.results.env import host_descriptive, host_identity, physical_cores
 
 
@@ -52,7 +52,8 @@ def _live_cases(python: str, framework: str) -> dict[str, object]:
 @click.option("--check", is_flag=True, help="Ask installed frameworks without a cached answer which cases they "
               "can build (slow).")
 def list_cmd(check: bool) -> None:
-    """Cases with their parameter counts, and frameworks: installed or not, where, which version, which cases."""
+    """Cases with their parameter counts, and frameworks: installed or not, which version, CPU or GPU build, which
+    Python (or the range it needs), where, which cases."""
     out = stdout_console()
     cases = Table(title="cases")
     for col in ("case", "model", "input", "optimizer", "parameters", "batch (fixed / cpu)"):
@@ -64,7 +65,7 @@ def list_cmd(check: bool) -> None:
         cases.add_row(c.name, c.title, shape, opt, f"{c.param_count:,}", f"{c.batch_fixed} / {c.batch_cpu}")
     out.print(cases)
     fws = Table(title="frameworks")
-    for col in ("framework", "installed", "version", "environment / reason"):
+    for col in ("framework", "installed", "version", "build", "python", "environment / reason"):
         fws.add_column(col)
     support = Table(title="case support (yes = builds the case with exactly its parameter count)")
     support.add_column("framework")
@@ -74,6 +75,8 @@ def list_cmd(check: bool) -> None:
     for name, info in all_backends().items():
         st = state(name)
         fws.add_row(f"{name} ({info.title})", "yes" if st.installed else "no", st.version or "-",
+                    (st.build or "?") if st.installed else "-",
+                    st.python_version or ("?" if st.installed else f"needs {range_text(info)}"),
                     escape(st.where or st.reason))
         if not st.installed:
             continue

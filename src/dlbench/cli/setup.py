@@ -1,4 +1,5 @@
-"""`dlbench setup FW ...`: create or reuse one venv per framework, install dlbench with its extra, record it."""
+"""`dlbench setup FW ...`: create or reuse one venv per framework from an interpreter its wheels support, install
+dlbench with its extra (the CPU or the GPU build), record it; or register an interpreter that has it already."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -16,6 +19,16 @@ from rich.console import Console
 
 from dlbench.backends import BackendInfo, all_backends, get_info
 from dlbench.launch import venvs as envs
+from dlbench.launch.interpreters import (
+    Interpreter,
+    NoInterpreter,
+    build_of,
+    choose,
+    misfit,
+    named,
+    probe,
+)
+from dlbench.results.nvml import gpu_info
 
 
 class SetupFailed(Exception):
@@ -67,44 +80,195 @@ def _ask(python: str, *args: str, timeout: float) -> dict[str, object]:
     return answer
 
 
-def setup_one(info: BackendInfo, recreate: bool, base_python: str, check_cases: bool, console: Console) -> envs.EnvRecord:
-    """Create or reuse the framework's venv, install into it, verify and record it; SetupFailed on failure."""
-    fw = info.name
-    folder = envs.env_dir(fw)
-    python = envs.venv_python(folder)
+# Run in the target interpreter (>= 3.10, so importlib.metadata has packages_distributions): is the framework
+# there, which distributions provide it, is dlbench there and from where, and which of dlbench's own requirements
+# are missing. Never imports the framework.
+_PROBE = """
+import importlib.metadata as md, importlib.util, json, re, sys
+name, dist = sys.argv[1], sys.argv[2]
+def spec(n):
+    try:
+        return importlib.util.find_spec(n)
+    except (ImportError, ValueError):
+        return None
+version, provides = None, []
+if spec(name) is not None:
+    provides = [dist] + [d for d in md.packages_distributions().get(name, []) if d != dist]
+    for d in provides:
+        try:
+            version = md.version(d)
+            break
+        except md.PackageNotFoundError:
+            pass
+names = {(d.metadata['Name'] or '') for d in md.distributions()}
+cuda = sorted(n for n in names if n.lower().startswith('nvidia-') or 'cuda' in n.lower())
+mine, missing = spec('dlbench'), []
+if mine is not None:
+    try:
+        reqs = md.requires('dlbench') or []
+    except md.PackageNotFoundError:
+        reqs = []
+    for r in reqs:
+        if 'extra ==' not in r:
+            n = re.match(r'[A-Za-z0-9._-]+', r).group(0)
+            try:
+                md.version(n)
+            except md.PackageNotFoundError:
+                missing.append(n)
+print(json.dumps({'version': version, 'provides': [d for d in provides if d in names], 'cuda': cuda,
+                  'dlbench': mine.origin if mine else None, 'missing': missing}))
+"""
+
+
+def probe_framework(python: str, info: BackendInfo) -> dict[str, object]:
+    """What an interpreter holds of the framework and of dlbench (see _PROBE); SetupFailed if it cannot answer."""
+    try:
+        proc = subprocess.run([python, "-c", _PROBE, info.import_name, info.distribution], capture_output=True,
+                              text=True, timeout=120, check=False, stdin=subprocess.DEVNULL, cwd="/")
+        answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        raise SetupFailed(f"{python} could not say whether it has {info.distribution}") from None
+    if not isinstance(answer, dict):
+        raise SetupFailed(f"{python} could not say whether it has {info.distribution}")
+    return answer
+
+
+def build_from(answer: dict[str, object], fallback: str) -> str:
+    """'cuda' or 'cpu' as the installed distributions say (interpreters.build_of), else the fallback."""
+    dists = tuple(str(d) for d in [*answer.get("provides", []), *answer.get("cuda", [])])  # type: ignore[misc]
+    return build_of(str(answer.get("version") or ""), dists) or fallback
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything one framework's setup will do, decided and checked before anything is written."""
+
+    info: BackendInfo
+    python: Interpreter
+    build: str  # "cpu" or "cuda" (for an existing interpreter: what its distributions say, "" if unknown)
+    existing: bool = False
+    pinned: bool = False  # the user named the interpreter: an environment of another Python is rebuilt
+    index_url: str | None = None
+    version: str = ""  # an existing interpreter's framework version
+
+    @property
+    def extra(self) -> str:
+        """The pyproject extra installed: the GPU build's where it is one."""
+        return self.info.cuda_extra if self.build == "cuda" and not self.existing else self.info.extra
+
+
+def _log(fw: str) -> Path:
     stamp = datetime.datetime.now(datetime.timezone.utc)
     envs.logs_dir().mkdir(parents=True, exist_ok=True)
-    log = envs.logs_dir() / f"setup-{fw}-{stamp:%Y%m%dT%H%M%S}.log"
+    return envs.logs_dir() / f"setup-{fw}-{stamp:%Y%m%dT%H%M%S}.log"
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def _cases(python: str, fw: str, check_cases: bool, console: Console) -> dict[str, object]:
+    """The cached per-case support answer, or {} when skipped or failed (said so)."""
+    if not check_cases:
+        return {}
+    with console.status(f"{fw}: checking which cases it can build"):
+        try:
+            answer = _ask(python, "params", fw, timeout=900)
+            return {k: v for k, v in answer.items() if k != "version"}
+        except SetupFailed as exc:
+            console.print(f"[yellow]{fw}: per-case support not cached: {exc}[/yellow]")
+            return {}
+
+
+def _make_venv(plan: Plan, folder: Path, log: Path, console: Console) -> None:
+    """A venv from the plan's interpreter; through `uv venv --seed` where `-m venv` fails (Debian strips ensurepip)."""
+    fw = plan.info.name
+    code = _run_logged([plan.python.path, "-m", "venv", str(folder)], log, f"{fw}: creating {folder}", console)
+    uv = shutil.which("uv")
+    if code != 0 and uv is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        code = _run_logged([uv, "venv", "--seed", "--python", plan.python.path, str(folder)], log,
+                           f"{fw}: creating {folder} with uv", console)
+    if code != 0:
+        raise SetupFailed(f"{fw}: could not create a venv at {folder}: {_last_error(log)} (log: {log})")
+
+
+def setup_one(plan: Plan, recreate: bool, check_cases: bool, console: Console) -> envs.EnvRecord:
+    """Create or reuse the framework's venv, install into it, verify and record it; SetupFailed on failure."""
+    info, fw = plan.info, plan.info.name
+    folder = envs.env_dir(fw)
+    python = envs.venv_python(folder)
+    log = _log(fw)
+    created = _now()
+    if python.is_file() and not recreate:
+        have = probe(str(python))
+        if have is None or misfit(info, have.minor) or (plan.pinned and have.minor != plan.python.minor):
+            was = f"Python {have.label}" if have else "broken"
+            console.print(f"{fw}: its venv is {was}; rebuilding it with Python {plan.python.label}")
+            recreate = True
     if recreate and folder.exists():
         shutil.rmtree(folder)
-    created = stamp.isoformat(timespec="seconds")
     if python.is_file():
         old = envs.get(fw)
         created = old.created if old and old.created else created
         console.print(f"{fw}: reusing {folder}")
     else:
-        code = _run_logged([base_python, "-m", "venv", str(folder)], log, f"{fw}: creating {folder}", console)
-        if code != 0:
-            raise SetupFailed(f"{fw}: could not create a venv at {folder}: {_last_error(log)} (log: {log})")
-    argv = [str(python), "-m", "pip", "install", "--progress-bar", "off", *requirement(info)]
-    code = _run_logged(argv, log, f"{fw}: pip install", console)
+        _make_venv(plan, folder, log, console)
+    argv = [str(python), "-m", "pip", "install", "--progress-bar", "off", *envs.install_source(plan.extra)]
+    if plan.index_url:
+        argv += ["--extra-index-url", plan.index_url]
+    code = _run_logged(argv, log, f"{fw}: pip install ({plan.build} build)", console)
     if code != 0:
         raise SetupFailed(f"{fw}: pip install failed: {_last_error(log)} (full log: {log})")
     version = _ask(str(python), "version", fw, timeout=120).get("version")
     if not version:
         raise SetupFailed(f"{fw}: installed, but {info.distribution} is not importable in {folder} (log: {log})")
-    cases: dict[str, object] = {}
-    if check_cases:
-        with console.status(f"{fw}: checking which cases it can build"):
-            try:
-                answer = _ask(str(python), "params", fw, timeout=900)
-                cases = {k: v for k, v in answer.items() if k != "version"}
-            except SetupFailed as exc:
-                console.print(f"[yellow]{fw}: per-case support not cached: {exc}[/yellow]")
+    have = probe(str(python))
     rec = envs.EnvRecord(framework=fw, python=str(python), version=str(version), created=created,
-                         source=" ".join(requirement(info)), cases=cases)
+                         source=" ".join(envs.install_source(plan.extra)),
+                         cases=_cases(str(python), fw, check_cases, console),
+                         python_version=have.label if have else plan.python.label,
+                         build=build_from(probe_framework(str(python), info), plan.build))
     envs.record(rec)
     return rec
+
+
+def _this_checkout(origin: object) -> bool:
+    """Whether a dlbench found at `origin` (its __init__.py) is this checkout's."""
+    root = envs.source_root()
+    return root is not None and isinstance(origin, str) and Path(origin).resolve().is_relative_to(root / "src")
+
+
+def setup_existing(plan: Plan, check_cases: bool, console: Console) -> envs.EnvRecord:
+    """Register an interpreter that has the framework: install dlbench alone into it (`--no-deps`: nothing else
+    changes) unless it already runs this checkout, check dlbench's own requirements are there, record it."""
+    info, fw, python = plan.info, plan.info.name, plan.python.path
+    source = envs.install_source("")
+    answer = probe_framework(python, info)
+    if not _this_checkout(answer.get("dlbench")):
+        log = _log(fw)
+        argv = [python, "-m", "pip", "install", "--no-deps", "--progress-bar", "off", *source]
+        if _run_logged(argv, log, f"{fw}: pip install --no-deps dlbench", console) != 0:
+            raise SetupFailed(f"{fw}: pip install --no-deps dlbench into {python} failed: {_last_error(log)} "
+                              f"(full log: {log})")
+        answer = probe_framework(python, info)
+    missing = [str(m) for m in answer.get("missing", [])]  # type: ignore[attr-defined]
+    if missing:
+        raise SetupFailed(f"{fw}: {python} lacks dlbench's own requirements {', '.join(missing)}; dlbench leaves "
+                          f"its packages alone: install them there ({python} -m pip install {' '.join(missing)})")
+    version = _ask(python, "version", fw, timeout=120).get("version") or plan.version
+    rec = envs.EnvRecord(framework=fw, python=python, version=str(version), created=_now(), source=" ".join(source),
+                         cases=_cases(python, fw, check_cases, console), python_version=plan.python.label,
+                         build=plan.build, existing=True)
+    envs.record(rec)
+    return rec
+
+
+def gpu_present() -> bool:
+    """Whether NVML sees an NVIDIA GPU here (the driver is installed)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return bool(gpu_info().devices)
 
 
 def _targets(names: Sequence[str]) -> list[BackendInfo]:
@@ -123,28 +287,84 @@ def _targets(names: Sequence[str]) -> list[BackendInfo]:
     return infos
 
 
+def _build(info: BackendInfo, cuda: bool | None, gpu: bool, index_url: str | None, console: Console) -> str:
+    """'cuda' or 'cpu' for a new environment; UsageError (one line) where the GPU build cannot be had as asked."""
+    if not (gpu if cuda is None else cuda):
+        return "cpu"
+    if not info.cuda_extra:
+        if cuda:
+            raise click.UsageError(f"{info.name}: dlbench knows no GPU build of {info.name}: leave out --cuda, or "
+                                   f"register an interpreter that has one with --existing PATH")
+        console.print(f"{info.name}: an NVIDIA GPU is here, but dlbench knows no GPU build of it: the CPU build")
+        return "cpu"
+    if info.cuda_index and not index_url:
+        why = "--cuda" if cuda else "an NVIDIA GPU is here, so the GPU build"
+        raise click.UsageError(f"{info.name}: {why} (extra {info.cuda_extra}) needs another index than PyPI: "
+                               f"pass --index-url {info.cuda_index} (or --cpu for the CPU build)")
+    return "cuda"
+
+
+def plan(infos: Sequence[BackendInfo], python: str | None, existing: str | None, cuda: bool | None,
+         index_url: str | None, console: Console) -> list[Plan]:
+    """Check every framework's interpreter and build before anything is installed; UsageError (one line) if not."""
+    gpu = cuda is None and not existing and gpu_present()
+    plans = []
+    for info in infos:
+        try:
+            if existing is not None:
+                found = named(info, existing or sys.executable)
+                answer = probe_framework(found.path, info)
+                if not answer.get("version"):
+                    raise click.UsageError(f"{info.name}: {found.path} has no {info.distribution}: install it there, "
+                                           f"or leave out --existing to let dlbench make an environment")
+                plans.append(Plan(info, found, build_from(answer, ""), existing=True, version=str(answer["version"])))
+                continue
+            build = _build(info, cuda, gpu, index_url, console)
+            plans.append(Plan(info, choose(info, python), build, pinned=python is not None, index_url=index_url))
+        except NoInterpreter as exc:
+            raise click.UsageError(f"{info.name}: {exc}") from None
+        except SetupFailed as exc:
+            raise click.UsageError(str(exc)) from None
+    return plans
+
+
 @click.command("setup")
 @click.argument("frameworks", nargs=-1, required=True)
+@click.option("--python", "python", metavar="X.Y|PATH", default=None,
+              help="The interpreter of the framework's venv: a version (found on PATH, in pyenv or through uv) or a "
+                   "path. Default: this interpreter where the framework supports it, else the newest that it does.")
+@click.option("--existing", metavar="[PATH]", is_flag=False, flag_value="", default=None,
+              help="Register an interpreter that already has the framework (default: this one); only dlbench "
+                   "itself is installed into it, with --no-deps.")
+@click.option("--cuda/--cpu", "cuda", default=None,
+              help="The GPU (CUDA) or CPU build. Default: the GPU build where NVML finds an NVIDIA driver.")
+@click.option("--index-url", metavar="URL", default=None,
+              help="An extra package index for builds PyPI lacks (e.g. paddlepaddle-gpu).")
 @click.option("--recreate", is_flag=True, help="Delete each environment and build it afresh.")
-@click.option("--python", "base_python", default=sys.executable, show_default="this interpreter",
-              help="Interpreter the venvs are created from.")
 @click.option("--no-case-check", is_flag=True, help="Skip caching which cases each framework can build.")
-def setup(frameworks: tuple[str, ...], recreate: bool, base_python: str, no_case_check: bool) -> int:
-    """Create or reuse one environment per framework under $DLBENCH_HOME/envs (e.g. `dlbench setup jax tf`)."""
-    if shutil.which(base_python) is None:
-        raise click.BadParameter(f"no Python interpreter at {base_python}", param_hint="--python")
+def setup(frameworks: tuple[str, ...], python: str | None, existing: str | None, cuda: bool | None,
+          index_url: str | None, recreate: bool, no_case_check: bool) -> int:
+    """Create or reuse one environment per framework under $DLBENCH_HOME/envs (e.g. `dlbench setup jax tf`), or
+    register an interpreter that has it (--existing)."""
+    if existing is not None and (python is not None or cuda is not None or recreate or index_url):
+        raise click.UsageError("--existing registers an interpreter as it is: it takes no --python, --cuda/--cpu, "
+                               "--index-url or --recreate")
     try:
         infos = _targets(frameworks)
     except envs.EnvError as exc:
         raise click.UsageError(str(exc)) from None
     console = Console(stderr=True)
+    plans = plan(infos, python, existing, cuda, index_url, console)
     failed = 0
-    for info in infos:
+    for p in plans:
         try:
-            rec = setup_one(info, recreate, base_python, not no_case_check, console)
+            rec = (setup_existing(p, not no_case_check, console) if p.existing
+                   else setup_one(p, recreate, not no_case_check, console))
         except (SetupFailed, envs.EnvError) as exc:
             failed += 1
             click.echo(f"dlbench: error: {exc}", err=True)
             continue
-        console.print(f"{info.name}: {info.distribution} {rec.version} in {Path(rec.python).parents[1]}")
+        where = f"registered {rec.python}" if rec.existing else f"in {Path(rec.python).parents[1]}"
+        console.print(f"{p.info.name}: {p.info.distribution} {rec.version} ({rec.build or 'unknown'} build, "
+                      f"Python {rec.python_version}) {where}")
     return 2 if failed else 0

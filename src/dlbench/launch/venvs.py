@@ -1,7 +1,8 @@
 """Per-framework environments: one venv per framework under the dlbench home, and their registry.
 
 Layout: ``$DLBENCH_HOME`` (default ``~/.dlbench``) holds ``envs/<framework>/`` (a venv), ``envs.json``
-(``{framework: {"python": ..., "version": ..., "created": ..., "cases": {...}}}``) and ``logs/``.
+(``{framework: {"python": ..., "version": ..., "created": ..., "source": ..., "cases": {...},
+"python_version": ..., "build": "cpu"|"cuda", "existing": bool}}``) and ``logs/``.
 The registry is rewritten atomically (temporary file + rename) under an exclusive lock, so that several
 ``dlbench setup`` commands may run at once.
 """
@@ -22,6 +23,7 @@ from dlbench.wire import home
 
 REGISTRY_VERSION = 1
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
+_EXTRAS = re.compile(r"\[[^\]]*\]")
 _PROJECT_NAME = re.compile(r'^name\s*=\s*"dlbench"\s*$', re.MULTILINE)  # tomllib is 3.11+
 
 
@@ -39,6 +41,9 @@ class EnvRecord:
     created: str
     source: str = ""
     cases: dict[str, object] = field(default_factory=dict)
+    python_version: str = ""  # the interpreter's X.Y.Z
+    build: str = ""  # "cpu" or "cuda" ("" where unknown)
+    existing: bool = False  # an interpreter dlbench registered but did not make (`setup --existing`)
 
     def python_exists(self) -> bool:
         """Whether the environment's interpreter is still there."""
@@ -80,8 +85,8 @@ def stale_source(rec: EnvRecord, extra: str) -> str | None:
     """Why an environment would run another dlbench than this one (set up from another checkout or
     version), or None. Records without a source (older registries) are trusted."""
     want = " ".join(install_source(extra))
-    if not rec.source or rec.source == want:
-        return None
+    if not rec.source or _EXTRAS.sub("", rec.source) == _EXTRAS.sub("", want):
+        return None  # the extra may differ: a GPU build's, or none for an existing interpreter
     return f"its environment runs dlbench from {rec.source!r}, not from this one ({want!r})"
 
 
@@ -129,7 +134,9 @@ def _parse(text: str, path: Path) -> dict[str, EnvRecord]:
         cases = entry.get("cases")
         out[name] = EnvRecord(framework=name, python=entry["python"], version=str(entry.get("version", "")),
                               created=str(entry.get("created", "")), source=str(entry.get("source", "")),
-                              cases=dict(cases) if isinstance(cases, dict) else {})
+                              cases=dict(cases) if isinstance(cases, dict) else {},
+                              python_version=str(entry.get("python_version", "")), build=str(entry.get("build", "")),
+                              existing=entry.get("existing") is True)
     return out
 
 

@@ -1,0 +1,138 @@
+"""Which interpreter a framework's environment is made from: discovery on PATH and in (fake) pyenv folders, the
+per-framework Python ranges, and the one-line refusals."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlbench import backends
+from dlbench.launch import interpreters as it
+
+
+def _fake(path: Path, version: str, impl: str = "cpython", broken: bool = False) -> Path:
+    """An executable standing in for a Python: it answers the version probe (any -c script) with `version`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    parts = ", ".join(version.split("."))
+    body = ("exit 3" if broken else
+            f"echo '{{\"version\": [{parts}], \"impl\": \"{impl}\", \"executable\": \"{path}\"}}'")
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return path
+
+
+@pytest.fixture
+def pyenv(tmp_path: Path) -> dict[str, str]:
+    """A pyenv root holding 3.9.18, 3.10.13, 3.12.1 and 3.13.0, a PyPy and a broken one; PATH with a python3.12
+    link to pyenv's and nothing else (no uv): the environment to discover in."""
+    root = tmp_path / "pyenv"
+    for v in ("3.9.18", "3.10.13", "3.12.1", "3.13.0"):
+        _fake(root / "versions" / v / "bin" / "python", v)
+    _fake(root / "versions" / "pypy3.10-7.3" / "bin" / "python", "3.10.13", impl="pypy")
+    _fake(root / "versions" / "3.11-broken" / "bin" / "python", "3.11.0", broken=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3.12").symlink_to(root / "versions" / "3.12.1" / "bin" / "python")
+    (bin_dir / "pythonista").symlink_to(root / "versions" / "3.13.0" / "bin" / "python")  # not a python3.N name
+    return {"PATH": str(bin_dir), "PYENV_ROOT": str(root), "HOME": str(tmp_path)}
+
+
+def _info(name: str, lo: str, hi: str) -> backends.BackendInfo:
+    return dataclasses.replace(backends.get_info("torch"), name=name, python=(lo, hi))
+
+
+def test_discovery_finds_pyenv_and_path_once_each_newest_first(pyenv: dict[str, str]) -> None:
+    found = it.discover(pyenv)
+    assert [i.label for i in found] == ["3.13.0", "3.12.1", "3.10.13", "3.9.18"]  # no PyPy, no broken one
+    assert sum(i.minor == (3, 12) for i in found) == 1  # PATH's python3.12 is pyenv's, counted once
+
+
+def test_without_python_this_interpreter_when_it_fits_else_the_newest_that_does(pyenv: dict[str, str]) -> None:
+    here = it.probe(sys.executable)
+    assert here is not None
+    fits_here = _info("fw", here.label.rsplit(".", 1)[0], "3.14")
+    assert it.choose(fits_here, None, pyenv).version == here.version
+    old_only = _info("oldfw", "3.8", "3.10")  # oneflow's and megengine's range
+    if here.minor <= (3, 10):
+        pytest.skip("this interpreter is itself 3.10: it would be chosen")
+    picked = it.choose(old_only, None, pyenv)
+    assert picked.label == "3.10.13" and "3.10.13" in picked.path  # 3.9 is below dlbench's own floor
+
+
+def test_a_version_picks_that_minor(pyenv: dict[str, str]) -> None:
+    jax = backends.get_info("jax")
+    assert it.choose(jax, "3.12", pyenv).label == "3.12.1"
+    assert it.choose(jax, "3.13", pyenv).label == "3.13.0"
+
+
+def test_none_fits_says_how_to_get_one(pyenv: dict[str, str]) -> None:
+    with pytest.raises(it.NoInterpreter, match=r"no Python 3\.14 found on PATH, in pyenv or through uv: install one "
+                                               r"\(`uv python install 3\.14`\) or name it: .*--python PATH") as exc:
+        it.choose(backends.get_info("jax"), "3.14", pyenv)
+    assert "\n" not in str(exc.value)
+    if it.probe(sys.executable).minor == (3, 14):  # type: ignore[union-attr]
+        pytest.skip("this interpreter is 3.14")
+    with pytest.raises(it.NoInterpreter, match=r"needs Python 3\.14 and none was found.*uv python install 3\.14"):
+        it.choose(_info("newfw", "3.14", "3.14"), None, pyenv)
+
+
+@pytest.mark.parametrize(("request_", "message"), [
+    ("3.99", r"Python 3\.99 is too new for torch \(it supports 3\.10-3\.14\)"),
+    ("4.0", "too new for torch"),
+    ("2.7", r"Python 2\.7 is too old for torch"),
+    ("3.x", "unknown Python version '3.x'"),
+    ("3.12.1.7", "unknown Python version"),
+    ("no-such-python-here", "no Python interpreter at 'no-such-python-here'"),
+])
+def test_bad_requests_are_one_line(pyenv: dict[str, str], request_: str, message: str) -> None:
+    with pytest.raises(it.NoInterpreter, match=message) as exc:
+        it.choose(backends.get_info("torch"), request_, pyenv)
+    assert "\n" not in str(exc.value)
+
+
+def test_a_path_is_checked_against_the_range(pyenv: dict[str, str], tmp_path: Path) -> None:
+    py313 = str(Path(pyenv["PYENV_ROOT"]) / "versions" / "3.13.0" / "bin" / "python")
+    assert it.choose(backends.get_info("tf"), py313, pyenv).path == py313
+    with pytest.raises(it.NoInterpreter, match=r"3\.13 is too new for mindspore \(it supports 3\.10-3\.12\)"):
+        it.choose(backends.get_info("mindspore"), py313, pyenv)
+    pypy = str(Path(pyenv["PYENV_ROOT"]) / "versions" / "pypy3.10-7.3" / "bin" / "python")
+    with pytest.raises(it.NoInterpreter, match="pypy, not CPython"):
+        it.choose(backends.get_info("torch"), pypy, pyenv)
+    with pytest.raises(it.NoInterpreter, match="not a working Python"):
+        it.choose(backends.get_info("torch"), str(_fake(tmp_path / "x" / "python", "3.12", broken=True)), pyenv)
+
+
+def test_ranges_meet_dlbench_own_floor() -> None:
+    oneflow = backends.get_info("oneflow")
+    assert it.range_text(oneflow) == "3.10"
+    assert it.misfit(oneflow, (3, 10)) is None
+    assert "too old for dlbench" in (it.misfit(oneflow, (3, 9)) or "")
+    assert "too old for oneflow" in (it.misfit(oneflow, (3, 7)) or "")
+    assert "too new for oneflow" in (it.misfit(oneflow, (3, 11)) or "")
+    assert it.range_text(backends.get_info("jax")) == "3.11-3.14"
+
+
+def test_dlbench_floor_is_pyproject_requires_python() -> None:
+    root = Path(__file__).resolve().parents[2]
+    text = (root / "pyproject.toml").read_text(encoding="utf-8")
+    match = re.search(r'^requires-python\s*=\s*">=(\d+)\.(\d+)"', text, re.MULTILINE)
+    assert match is not None
+    assert (int(match.group(1)), int(match.group(2))) == it.DLBENCH_PYTHON
+
+
+@pytest.mark.parametrize(("version", "dists", "build"), [
+    ("2.13.0+cpu", (), "cpu"),
+    ("2.11.0+cu128", (), "cuda"),
+    ("2.21.0", ("tensorflow-cpu",), "cpu"),
+    ("2.21.0", ("tensorflow", "nvidia-cudnn-cu12"), "cuda"),
+    ("0.12.0", ("jax", "jax-cuda12-plugin"), "cuda"),
+    ("3.3.1", ("paddlepaddle-gpu",), "cuda"),
+    ("2.6.0a0+git1234", ("torch",), ""),  # a container's source build: unknown, not guessed
+])
+def test_build_from_distributions(version: str, dists: tuple[str, ...], build: str) -> None:
+    assert it.build_of(version, dists) == build
