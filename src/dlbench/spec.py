@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 import re
+from decimal import Decimal
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -117,6 +118,21 @@ def parse_size(text: str) -> int:
     if not m or unit not in _UNITS:
         raise SpecError(f"memory size must look like 8GiB or 512MB; got {text!r}")
     return int(float(m.group(1)) * _UNITS[unit])
+
+
+_COUNT = re.compile(r"^(\d+(?:\.\d+)?)([KMG]?)$", re.IGNORECASE)
+_COUNT_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9}
+
+
+def parse_count(text: str, name: str) -> int:
+    """'3.2M' -> 3200000 ('K', 'M', 'G' decimal suffixes), for a case parameter `name`; a SpecError unless a
+    whole number >= 0 (the case checks its own range)."""
+    m = _COUNT.match(str(text).strip())
+    value = Decimal(m.group(1)) * _COUNT_SUFFIX[m.group(2).upper()] if m else Decimal(0)
+    if not m or value != value.to_integral_value():
+        raise SpecError(f"--param {name}: a value is a whole number, optionally with K, M or G "
+                        f"(e.g. 3.2M), or max; got {text!r}")
+    return int(value)
 
 
 _SCALE = re.compile(r"^(\d+)n(\d+)[cgd]$")

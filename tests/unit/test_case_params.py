@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.cli.options import parse_count, parse_params
+from dlbench.cli.options import parse_params
 from dlbench.report.table import fmt_case_params, fmt_count
-from dlbench.spec import PointSpec, SpecError, preset
+from dlbench.spec import PointSpec, SpecError, parse_count, preset
 from dlbench.suite.maxbatch import Probe, bisect, search_key, with_value
 
 CliResult = tuple[int, str, str]
@@ -121,3 +121,48 @@ def test_cli_bad_params_are_one_line(cli: Callable[..., CliResult], store_path: 
     code, _, err = cli("run", "-f", "fake", "-m", "wide_deep", "--device", "cpu", *args, "--store", str(store_path))
     assert code == 2 and piece in err and len(err.strip().splitlines()) == 1
     assert not store_path.exists()
+
+
+SUITE = """name: wd
+device: cpu
+protocol: {preset: quick, warmup: 0, steps: 1, repeats: 1}
+memory_limit: 1GiB
+axes: {framework: fake, model: [wide_deep, resnet50], batch: 8}
+params: {vocab: %s}
+"""
+
+
+def test_suite_params_are_points_of_the_models_that_declare_them() -> None:
+    from dlbench.suite.expand import expand
+    from dlbench.suite.schema import parse_suite
+
+    points = expand(parse_suite(SUITE % "[0.4M, 800000]", "s.yaml"), "cpu")
+    assert sorted((p.spec.model, p.spec.case_params) for p in points) == [
+        ("resnet50", ()), ("wide_deep", (("vocab", 400_000),)), ("wide_deep", (("vocab", 800_000),))]
+    searched = expand(parse_suite(SUITE % "max", "s.yaml"), "cpu")
+    assert [(p.spec.model, p.param_search, p.spec.case_params) for p in searched] == [
+        ("wide_deep", "vocab", (("vocab", 100_000),)), ("resnet50", None, ())]
+
+
+@pytest.mark.parametrize(("value", "piece"), [("[lots]", "a value is a whole number"), ("[0]", "at least 1"),
+                                              ("[1K, 1000]", "twice"), ("[]", "at least one value")])
+def test_bad_suite_params(value: str, piece: str) -> None:
+    from dlbench.suite.schema import SuiteError, parse_suite
+
+    with pytest.raises(SuiteError, match=piece):
+        parse_suite(SUITE % value, "s.yaml")
+    with pytest.raises(SuiteError, match="no model of the suite declares colour"):
+        parse_suite(SUITE.replace("params: {vocab: %s}", "params: {colour: [1]}"), "s.yaml")
+
+
+def test_sweep_searches_a_param_at_max(cli: Callable[..., CliResult], store_path: Path, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DLBENCH_FAKE", "param_oom_above:vocab:350000")
+    suite = tmp_path / "wd.yaml"
+    suite.write_text(SUITE.replace("model: [wide_deep, resnet50]", "model: wide_deep") % "max")
+    code, out, err = cli("sweep", str(suite), "--store", str(store_path))
+    assert code == 0, err
+    code, text, _ = cli("results", "--format", "json", "--store", str(store_path))
+    point = next(p for p in json.loads(text) if "max_param" in p["extra"])  # the sweep's point, not a probe
+    assert point["spec"]["case_params"] == [["vocab", 300_000]] and point["status"] == "ok"
+    assert point["extra"]["max_param"]["name"] == "vocab" and point["extra"]["max_param"]["exact"] is True

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Sequence
-from decimal import Decimal
 
 import click
 
@@ -14,24 +13,11 @@ from dlbench.cases import get_case
 from dlbench.data.layout import check_data_dir
 from dlbench.launch.interpreters import state
 from dlbench.results.env import choose_device
-from dlbench.spec import PointSpec, Protocol, SpecError, parse_scale, parse_size, preset
+from dlbench.spec import PointSpec, Protocol, SpecError, parse_count, parse_scale, parse_size, preset
 from dlbench.suite.maxbatch import search_floor
 
 DEFAULT_MODELS = ("resnet50", "bert_base")
 MAX = "max"  # --param NAME=max: search the largest value that trains
-_COUNT = re.compile(r"^(\d+(?:\.\d+)?)([KMG]?)$", re.IGNORECASE)
-_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9}
-
-
-def parse_count(text: str, name: str) -> int:
-    """'3.2M' -> 3200000 ('K', 'M', 'G' decimal suffixes); a SpecError unless a whole number >= 0 (the case
-    checks its own range)."""
-    m = _COUNT.match(text.strip())
-    value = Decimal(m.group(1)) * _SUFFIX[m.group(2).upper()] if m else Decimal(0)
-    if not m or value != value.to_integral_value():
-        raise SpecError(f"--param {name}: a value is a whole number, optionally with K, M or G "
-                        f"(e.g. 3.2M), or max; got {text!r}")
-    return int(value)
 
 
 def parse_params(texts: Sequence[str]) -> tuple[list[dict[str, int]], str | None]:

@@ -14,14 +14,14 @@ from rich.table import Table
 from dlbench.cli.options import resolve_device, say_device
 from dlbench.cli.progress import RunProgress, describe
 from dlbench.launch.registry import Launchers
-from dlbench.report.table import fmt_bytes, fmt_throughput, footnotes, status_text
+from dlbench.report.table import fmt_bytes, fmt_case_params, fmt_throughput, footnotes, status_text
 from dlbench.results.schema import PointResult, exit_code
 from dlbench.results.store import Store, StoreError, resolve_path
 from dlbench.results.store_sql import parse_target
 from dlbench.spec import PointSpec, parse_size
 from dlbench.suite import Suite, SuiteError, builtin_names, load
 from dlbench.suite.expand import PlannedPoint, expand, memory_limit_bytes
-from dlbench.suite.maxbatch import MaxBatch, lookup, probe_bound
+from dlbench.suite.maxbatch import BATCH, MaxBatch, lookup, probe_bound, value_of
 from dlbench.suite.schema import AXES
 from dlbench.suite.sweep import MaxBatchSettings, pending, resolve, run_searches, run_sweep_points, search_base
 
@@ -67,7 +67,7 @@ def settings_for(suite: Suite, planned: list[PlannedPoint], memory_limit: str | 
     """The max-batch settings; on the CPU every searched model needs a memory budget."""
     limits: dict[str, int] = {}
     for p in planned:
-        if p.needs_search:
+        if p.needs_search or p.param_search is not None:
             limit = memory_limit_bytes(suite, p.spec.model, memory_limit)
             if limit is not None:
                 limits[p.spec.model] = limit
@@ -97,7 +97,9 @@ def list_points(suite: Suite, planned: list[PlannedPoint], settings: MaxBatchSet
         found = None
         if p.needs_search and store is not None:
             found = lookup(store, search_base(p), settings.lo, settings.hi, settings.memory_limits.get(s.model))
-        t.add_row(str(i), s.framework, s.model, batch_label(p, found, settings), s.precision,
+        model = s.model + fmt_case_params([(k, v) for k, v in s.case_params if k != p.param_search])
+        model += f" {p.param_search}=max" if p.param_search else ""
+        t.add_row(str(i), s.framework, model, batch_label(p, found, settings), s.precision,
                   "on" if s.compile else "off", s.data, s.scale, s.strategy)
     out = Console()
     out.print(t)
@@ -122,14 +124,16 @@ def sweep_table(results: list[PointResult], title: str) -> Table:
         s, m = r.spec, r.metrics
         prec = s.precision + (" +compile" if s.compile else "")
         wait = f"{m.input_wait_share:.0%}" if m and s.data == "real" else "-"
-        t.add_row(s.framework, s.model, str(r.extra.get("batch_group", "-")), str(s.batch_size), prec, s.data,
+        t.add_row(s.framework, s.model + fmt_case_params(s.case_params), str(r.extra.get("batch_group", "-")), str(s.batch_size), prec, s.data,
                   s.scale, fmt_throughput(r), wait, fmt_bytes(m.peak_memory_bytes) if m else "-", status_text(r))
     return t
 
 
 def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], bases: dict[str, PointSpec]) -> Table:
-    """One row per search: the max found, whether exact, probes, and the throughput at the max."""
-    t = Table(title="max batch size")
+    """One row per search (of the batch, or of a case parameter): the max found, whether exact, probes, and the
+    throughput at the max."""
+    batch_only = all(f.quantity == BATCH for f in searches.values())
+    t = Table(title="max batch size" if batch_only else "max searches")
     for col in ("framework", "model", "precision", "max", "exact", "probes (new)", "bound", "samples/s at max",
                 "note"):
         t.add_column(col)
@@ -137,10 +141,11 @@ def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], ba
         b = bases[key]
         at_max = [r for r in results if r.spec.framework == b.framework and r.spec.model == b.model
                   and r.spec.precision == b.precision and r.spec.compile == b.compile and r.spec.data == "synthetic"
-                  and r.spec.batch_size == found.max_batch and r.metrics is not None]
+                  and value_of(r.spec, found.quantity) == found.max_batch and r.metrics is not None]
         thr = f"{at_max[0].metrics.throughput:,.1f}" if at_max and at_max[0].metrics else (
             f"{found.at_max.throughput:,.1f} (probe)" if found.at_max and found.at_max.throughput else "-")
-        t.add_row(b.framework, b.model, b.precision + (" +compile" if b.compile else ""),
+        what = "" if found.quantity == BATCH else f" ({found.quantity})"
+        t.add_row(b.framework, b.model + what, b.precision + (" +compile" if b.compile else ""),
                   str(found.max_batch) if found.max_batch else "none", "yes" if found.exact else "no",
                   f"{len(found.probes)} ({found.new_probes})", str(probe_bound(found.lo, found.hi)), thr, found.note)
     return t
@@ -226,7 +231,7 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
 def _run(store: Store, run_id: str, suite: Suite, planned: list[PlannedPoint], settings: MaxBatchSettings,
          launchers: Launchers, console: Console) -> int:
     start = time.monotonic()
-    bases = {search_base(p).key(): search_base(p) for p in planned if p.needs_search}
+    bases = {search_base(p).key(): search_base(p) for p in planned if p.needs_search or p.param_search is not None}
     try:
         with RunProgress(len(planned), console) as ui:
             def search_started(base: PointSpec, n: int) -> None:

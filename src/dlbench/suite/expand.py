@@ -11,6 +11,7 @@ from dlbench.cases import Case, ImageInput, get_case
 from dlbench.launch.registry import Launchers
 from dlbench.launch.interpreters import installed
 from dlbench.spec import PointSpec, Protocol, parse_scale, parse_size, preset
+from dlbench.suite.maxbatch import search_floor
 from dlbench.suite.schema import AXES, Suite, SuiteError
 
 
@@ -23,6 +24,7 @@ class PlannedPoint:
 
     spec: PointSpec
     batch_group: str
+    param_search: str | None = None  # a case parameter still to be found by the max search (suite params: max)
 
     @property
     def needs_search(self) -> bool:
@@ -74,8 +76,26 @@ def expand(suite: Suite, device: str, data_dir: str | None = None,
         point = dict(zip(order, combo))
         if any(rule.matches(point) for rule in suite.exclude):
             continue
-        points.append(_planned(suite, point, device, protocol, data_dir))
+        planned = _planned(suite, point, device, protocol, data_dir)
+        points += _with_params(suite, planned)
     return points
+
+
+def _with_params(suite: Suite, point: PlannedPoint) -> list[PlannedPoint]:
+    """The point once per combination of the suite's case parameters its model declares; a parameter at max
+    starts at its search floor and is marked for the search."""
+    case = get_case(point.spec.model)
+    declared = {p.name for p in case.params}
+    lists = {n: v for n, v in suite.params.items() if n in declared and isinstance(v, list)}
+    searched = next((n for n, v in suite.params.items() if n in declared and v == "max"), None)
+    out = []
+    for combo in itertools.product(*lists.values()):
+        values = dict(zip(lists, combo))
+        if searched is not None:
+            values[searched] = search_floor(case, searched)
+        spec = dataclasses.replace(point.spec, case_params=tuple(sorted(values.items())))
+        out.append(dataclasses.replace(point, spec=spec, param_search=searched))
+    return out
 
 
 def _text(value: object) -> str:

@@ -12,7 +12,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from dlbench.backends import UnknownFramework, get_info
 from dlbench.cases import UnknownCase, get_case
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
-from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, SpecError, parse_scale, parse_size
+from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, SpecError, parse_count, parse_scale, parse_size
 from dlbench.suite import bounded
 
 AXES: tuple[str, ...] = ("framework", "model", "batch", "precision", "compile", "data", "scale", "strategy")
@@ -76,6 +76,26 @@ def _memory_limit(value: object) -> object:
     if not isinstance(value, dict):
         raise ValueError(f"a memory limit is a size such as 8GiB, or a mapping model -> size; got {value!r}")
     return {_model(str(k)): _size(str(v)) for k, v in value.items()}
+
+
+def _param_values(value: object) -> object:
+    """A case parameter's values: `max` (searched), or one value or a list (whole numbers, or text like 3.2M)."""
+    if value == "max":
+        return value
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise ValueError("a parameter lists at least one value, or max")
+    out: list[int] = []
+    for v in items:
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise ValueError(f"a parameter value is a whole number such as 3200000 or 3.2M, or max; got {v!r}")
+        try:
+            out.append(parse_count(str(v), "value"))
+        except SpecError as exc:
+            raise ValueError(str(exc).removeprefix("--param value: ")) from None
+    if len(set(out)) != len(out):
+        raise ValueError(f"a parameter lists a value twice: {items}")
+    return out
 
 
 Framework = Annotated[str, AfterValidator(_framework)]
@@ -224,6 +244,33 @@ class Suite(_Strict):
     exclude: list[Selector] = Field(default_factory=list)
     max_batch: MaxBatchConfig = MaxBatchConfig()
     real_data: RealDataConfig = RealDataConfig()
+    # Case parameters: each a list of values (every point of a model that declares it takes each), or max
+    # (searched per configuration, as `--param NAME=max`); models that do not declare a parameter ignore it.
+    params: dict[str, Annotated[list[int] | str, BeforeValidator(_param_values)]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _params_declared(self) -> Suite:
+        searched = [n for n, v in self.params.items() if v == "max"]
+        if len(searched) > 1:
+            raise ValueError(f"params: only one parameter can be max; got {', '.join(searched)}")
+        if searched and "max" in self.axes.batch:
+            raise ValueError("params: a parameter search and a max batch cannot be in one suite")
+        for name, values in self.params.items():
+            cases = [get_case(m) for m in self.axes.model]
+            declaring = [c for c in cases if any(p.name == name for p in c.params)]
+            if not declaring:
+                raise ValueError(f"params: no model of the suite declares {name}")
+            for case in declaring:
+                if values == "max":
+                    if next(p for p in case.params if p.name == name).search is None:
+                        raise ValueError(f"params: {case.name}'s {name} cannot be searched (max)")
+                    continue
+                for v in values:
+                    try:
+                        case.configured({name: v})
+                    except SpecError as exc:
+                        raise ValueError(str(exc)) from None
+        return self
 
 
 Path_ = tuple[str | int, ...]

@@ -21,7 +21,8 @@ from dlbench.results.schema import PointResult
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec
 from dlbench.suite.expand import PlannedPoint
-from dlbench.suite.maxbatch import MaxBatch, ProbeStarted, search
+from dlbench.cases import get_case
+from dlbench.suite.maxbatch import BATCH, MaxBatch, ProbeStarted, param_bounds, search, with_value
 
 PointStarted = Callable[[PointSpec], ProgressSink | None]
 PointDone = Callable[[PointResult], None]
@@ -57,11 +58,12 @@ def search_base(point: PlannedPoint) -> PointSpec:
 def run_searches(store: Store, planned: Sequence[PlannedPoint], settings: MaxBatchSettings, launchers: Launchers,
                  started: SearchStarted | None = None, probe_started: ProbeStarted | None = None
                  ) -> dict[str, MaxBatch]:
-    """One search per distinct configuration among the max points of installed frameworks, keyed by spec key."""
+    """One search per distinct configuration among the max points (a max batch, or a case parameter at max) of
+    installed frameworks, keyed by spec key."""
     out: dict[str, MaxBatch] = {}
     for point in planned:
         base = search_base(point)
-        if not point.needs_search or base.key() in out:
+        if not _searching(point) or base.key() in out:
             continue
         try:
             python = interpreter_for(base.framework)
@@ -69,15 +71,23 @@ def run_searches(store: Store, planned: Sequence[PlannedPoint], settings: MaxBat
             continue
         if started:
             started(base, len(out))
-        out[base.key()] = search(store, base, settings.lo, settings.hi, settings.warmup, settings.steps,
+        quantity, (lo, hi, unit) = BATCH, (settings.lo, settings.hi, 1)
+        if point.param_search is not None:
+            quantity, (lo, hi, unit) = point.param_search, param_bounds(get_case(base.model), point.param_search)
+        out[base.key()] = search(store, base, lo, hi, settings.warmup, settings.steps,
                                  settings.memory_limits.get(base.model), python=python, started=probe_started,
-                                 launchers=launchers)
+                                 launchers=launchers, quantity=quantity, unit=unit)
     return out
+
+
+def _searching(point: PlannedPoint) -> bool:
+    return point.needs_search or point.param_search is not None
 
 
 def _failed_search(spec: PointSpec, found: MaxBatch) -> PointResult:
     last = found.probes[-1]
-    why = f"no batch size in [{found.lo}, {found.hi}) fits" if last.too_big else "the max-batch search stopped"
+    what = "batch size" if found.quantity == BATCH else found.quantity
+    why = f"no {what} in [{found.lo}, {found.hi}) fits" if last.too_big else f"the max {what} search stopped"
     return point_result(spec, last.status, None, f"{why}: {found.note}", [], time.time())
 
 
@@ -85,15 +95,16 @@ def resolve(planned: Sequence[PlannedPoint], searches: dict[str, MaxBatch]) -> l
     """Points with their batch found, merged when two groups land on the same configuration (e.g. max = fixed)."""
     items: dict[str, SweepPoint] = {}
     for point in planned:
-        found = searches.get(search_base(point).key()) if point.needs_search else None
+        found = searches.get(search_base(point).key()) if _searching(point) else None
         if found is not None and found.max_batch is None:
             failed = _failed_search(point.spec, found)
-            items[f"failed-search {point.spec.key()}"] = SweepPoint(point.spec, ("max",), result=failed, search=found)
+            items[f"failed-search {point.spec.key()}"] = SweepPoint(point.spec, (point.batch_group,), result=failed,
+                                                                    search=found)
             continue
-        if point.needs_search and found is None:  # not searched (framework not installed): recorded as such
-            items[f"unsearched {point.spec.key()}"] = SweepPoint(point.spec, ("max",))
+        if _searching(point) and found is None:  # not searched (framework not installed): recorded as such
+            items[f"unsearched {point.spec.key()}"] = SweepPoint(point.spec, (point.batch_group,))
             continue
-        spec = point.with_batch(found.max_batch).spec if found is not None and found.max_batch else point.spec
+        spec = with_value(point.spec, found.quantity, found.max_batch) if found and found.max_batch else point.spec
         key = spec.key()
         if key in items:
             old = items[key]
@@ -124,9 +135,13 @@ def annotate(result: PointResult, item: SweepPoint) -> PointResult:
     extra: dict[str, object] = {**result.extra, "batch_group": "+".join(item.groups),
                                 "data_source": data_source(item.spec)}
     if item.search is not None:
-        extra["max_batch"] = {"max": item.search.max_batch, "exact": item.search.exact, "lo": item.search.lo,
-                              "hi": item.search.hi, "probes": len(item.search.probes),
-                              "new_probes": item.search.new_probes, "note": item.search.note}
+        found = item.search
+        facts = {"max": found.max_batch, "exact": found.exact, "lo": found.lo, "hi": found.hi,
+                 "probes": len(found.probes), "new_probes": found.new_probes, "note": found.note}
+        if found.quantity == BATCH:
+            extra["max_batch"] = facts
+        else:
+            extra["max_param"] = {"name": found.quantity, "unit": found.unit, **facts}
     return dataclasses.replace(result, extra=extra)
 
 
