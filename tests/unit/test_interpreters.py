@@ -7,12 +7,15 @@ import dataclasses
 import re
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from dlbench import backends
 from dlbench.launch import interpreters as it
+
+CliResult = tuple[int, str, str]
 
 
 def _fake(path: Path, version: str, impl: str = "cpython", broken: bool = False) -> Path:
@@ -136,3 +139,36 @@ def test_dlbench_floor_is_pyproject_requires_python() -> None:
 ])
 def test_build_from_distributions(version: str, dists: tuple[str, ...], build: str) -> None:
     assert it.build_of(version, dists) == build
+
+
+def test_existing_interpreter_out_of_range_is_one_line(cli: Callable[..., CliResult], pyenv: dict[str, str],
+                                                       tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DLBENCH_HOME", str(tmp_path / "home"))
+    py39 = str(Path(pyenv["PYENV_ROOT"]) / "versions" / "3.9.18" / "bin" / "python")
+    code, _, err = cli("setup", "torch", "--existing", py39)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "Python 3.9 is too old for torch" in err
+    assert not (tmp_path / "home").exists()
+
+
+def test_a_venv_of_another_python_than_asked_is_rebuilt(pyenv: dict[str, str], tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """setup_one with every command faked: a jax venv made by 3.13 is deleted and made again by the 3.12 asked."""
+    from rich.console import Console
+
+    from dlbench.cli import setup as setup_cli
+    from dlbench.launch import venvs
+
+    monkeypatch.setenv("DLBENCH_HOME", str(tmp_path / "home"))
+    calls: list[list[str]] = []
+    monkeypatch.setattr(setup_cli, "_run_logged", lambda argv, log, label, console: calls.append(argv) or 0)
+    monkeypatch.setattr(setup_cli, "_ask", lambda python, *args, timeout: {"version": "0.12.0"})
+    monkeypatch.setattr(setup_cli, "probe_framework", lambda python, info: {"version": "0.12.0"})
+    old = _fake(venvs.venv_python(venvs.env_dir("jax")), "3.13.0")
+    jax = backends.get_info("jax")
+    wanted = it.choose(jax, "3.12", pyenv)
+    setup_cli.setup_one(setup_cli.Plan(jax, wanted, "cpu", pinned=True), recreate=False, check_cases=False,
+                        console=Console(stderr=True))
+    assert not old.exists()  # deleted: its Python was not the one asked for
+    assert calls[0][:3] == [wanted.path, "-m", "venv"]
+    assert calls[1][-1].endswith("[jax]")

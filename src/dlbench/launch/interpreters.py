@@ -103,17 +103,24 @@ def probe(python: str, timeout: float = 15) -> Interpreter | None:
 def candidates(environ: Mapping[str, str] | None = None) -> list[str]:
     """Interpreter paths to try: python3 and python3.N on PATH, then every pyenv version's bin/python."""
     env = os.environ if environ is None else environ
+    root = Path(env.get("PYENV_ROOT") or Path(env.get("HOME") or Path.home()) / ".pyenv")
     found: list[str] = []
     for folder in env.get("PATH", "").split(os.pathsep):
+        if Path(folder or ".").resolve() == (root / "shims").resolve():
+            continue  # pyenv's shims run its versions, which are read below
         try:
             names = sorted(os.listdir(folder or "."))
         except OSError:
             continue
         found += [os.path.join(folder, n) for n in names if _PATH_NAME.match(n)]
-    pyenv = Path(env.get("PYENV_ROOT") or Path(env.get("HOME") or Path.home()) / ".pyenv") / "versions"
-    if pyenv.is_dir():
-        found += [str(p / "bin" / "python") for p in sorted(pyenv.iterdir()) if (p / "bin" / "python").is_file()]
-    return [p for p in found if os.access(p, os.X_OK)]
+    if (root / "versions").is_dir():
+        found += [str(p / "bin" / "python") for p in sorted((root / "versions").iterdir())
+                  if (p / "bin" / "python").is_file()]
+    unique: dict[str, str] = {}  # one path per real file (python3 and python3.11 are often one)
+    for p in found:
+        if os.access(p, os.X_OK):
+            unique.setdefault(os.path.realpath(p), p)
+    return list(unique.values())
 
 
 def _uv_find(request: str, environ: Mapping[str, str] | None) -> str | None:
