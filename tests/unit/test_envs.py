@@ -308,3 +308,13 @@ def test_every_backend_names_extras_that_exist_and_a_python_range() -> None:
         lo, hi = (tuple(int(p) for p in v.split(".")) for v in info.python)
         assert (3, 6) <= lo <= hi, name
     assert backends.get_info("oneflow").python == ("3.8", "3.10") == backends.get_info("megengine").python
+
+
+def test_on_a_gpu_machine_a_refusal_is_still_one_line(cli: Callable[..., CliResult], temp_home: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The 'no GPU build known, the CPU one' note waits until every framework passed its checks."""
+    monkeypatch.setattr(setup_cli, "gpu_present", lambda: True)
+    code, _, err = cli("setup", "mxnet", "jittor", "--python", "3.12")
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "too new for mxnet" in err
+    assert not temp_home.exists()

@@ -287,7 +287,7 @@ def _targets(names: Sequence[str]) -> list[BackendInfo]:
     return infos
 
 
-def _build(info: BackendInfo, cuda: bool | None, gpu: bool, index_url: str | None, console: Console) -> str:
+def _build(info: BackendInfo, cuda: bool | None, gpu: bool, index_url: str | None, notes: list[str]) -> str:
     """'cuda' or 'cpu' for a new environment; UsageError (one line) where the GPU build cannot be had as asked."""
     if not (gpu if cuda is None else cuda):
         return "cpu"
@@ -295,7 +295,7 @@ def _build(info: BackendInfo, cuda: bool | None, gpu: bool, index_url: str | Non
         if cuda:
             raise click.UsageError(f"{info.name}: dlbench knows no GPU build of {info.name}: leave out --cuda, or "
                                    f"register an interpreter that has one with --existing PATH")
-        console.print(f"{info.name}: an NVIDIA GPU is here, but dlbench knows no GPU build of it: the CPU build")
+        notes.append(f"{info.name}: an NVIDIA GPU is here, but dlbench knows no GPU build of it: the CPU build")
         return "cpu"
     if info.cuda_index and not index_url:
         why = "--cuda" if cuda else "an NVIDIA GPU is here, so the GPU build"
@@ -307,8 +307,9 @@ def _build(info: BackendInfo, cuda: bool | None, gpu: bool, index_url: str | Non
 def plan(infos: Sequence[BackendInfo], python: str | None, existing: str | None, cuda: bool | None,
          index_url: str | None, console: Console) -> list[Plan]:
     """Check every framework's interpreter and build before anything is installed; UsageError (one line) if not."""
-    gpu = cuda is None and not existing and gpu_present()
-    plans = []
+    gpu = cuda is None and existing is None and gpu_present()
+    plans: list[Plan] = []
+    notes: list[str] = []  # shown once every framework passed its checks (a refusal stays one line)
     for info in infos:
         try:
             if existing is not None:
@@ -319,12 +320,14 @@ def plan(infos: Sequence[BackendInfo], python: str | None, existing: str | None,
                                            f"or leave out --existing to let dlbench make an environment")
                 plans.append(Plan(info, found, build_from(answer, ""), existing=True, version=str(answer["version"])))
                 continue
-            build = _build(info, cuda, gpu, index_url, console)
+            build = _build(info, cuda, gpu, index_url, notes)
             plans.append(Plan(info, choose(info, python), build, pinned=python is not None, index_url=index_url))
         except NoInterpreter as exc:
             raise click.UsageError(f"{info.name}: {exc}") from None
         except SetupFailed as exc:
             raise click.UsageError(str(exc)) from None
+    for note in notes:
+        console.print(note)
     return plans
 
 
