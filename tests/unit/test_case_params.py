@@ -166,3 +166,27 @@ def test_sweep_searches_a_param_at_max(cli: Callable[..., CliResult], store_path
     point = next(p for p in json.loads(text) if "max_param" in p["extra"])  # the sweep's point, not a probe
     assert point["spec"]["case_params"] == [["vocab", 300_000]] and point["status"] == "ok"
     assert point["extra"]["max_param"]["name"] == "vocab" and point["extra"]["max_param"]["exact"] is True
+
+
+def test_report_draws_latency_and_memory_against_vocab_with_oom_marked(cli: Callable[..., CliResult],
+                                                                       store_path: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from dlbench.report.special import vocab_curves, wide_deep_chart
+    from dlbench.results.store import Store
+
+    monkeypatch.setenv("DLBENCH_FAKE", "param_oom_above:vocab:2500")
+    code, _, err = cli("run", "-f", "fake", "-m", "wide_deep", "-b", "8", "--param", "vocab=1K,2K,4K",
+                       "--warmup", "0", "--steps", "1", "--repeats", "1", "--device", "cpu",
+                       "--store", str(store_path))
+    assert code != 2, err
+    curves = vocab_curves(Store(store_path).points())
+    [(key, pts)] = curves.items()
+    assert key == ("fake", "cpu", 8, "sparse")
+    assert [(p.vocab, p.status, p.step_ms is not None) for p in pts] == [
+        (1000, "ok", True), (2000, "ok", True), (4000, "oom", False)]
+    charts = wide_deep_chart(Store(store_path).points(), {})
+    assert [c.slug for c in charts.charts] == ["wide-deep-vocab"] and "not drawn" in charts.charts[0].caption
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", "-o", str(out), "--store", str(store_path))
+    assert code == 0, err
+    assert '<figure id="wide-deep-vocab">' in out.read_text()

@@ -19,6 +19,7 @@ from dlbench.report.efficiency import FLOPS_DEFINITION, EffRow, efficiency_rows,
 from dlbench.report.groups import Cell, Column, Section, build_sections, framework_title
 from dlbench.report.history import history_charts
 from dlbench.report.published import Beside, beside
+from dlbench.report.special import wide_deep_chart
 from dlbench.results.store import RunRecord, StoredPoint
 from dlbench.spec import Protocol
 
@@ -141,6 +142,7 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         views.append(SectionView(sec, beside(sec), charts, effs))
     overall = data_chart(sections, cc)
     overall.extend(max_batch_chart(points, cc))
+    overall.extend(wide_deep_chart(points, cc))  # the seeds' special case: latency and memory against vocabulary
     overall.extend(history_charts(points, pool if pool is not None else points))
     identity, fws, warnings = _identity(points)
     protos = Counter(describe_protocol(p.result.spec.protocol) for p in points)
