@@ -172,3 +172,18 @@ def test_a_venv_of_another_python_than_asked_is_rebuilt(pyenv: dict[str, str], t
     assert not old.exists()  # deleted: its Python was not the one asked for
     assert calls[0][:3] == [wanted.path, "-m", "venv"]
     assert calls[1][-1].endswith("[jax]")
+
+
+def test_uv_python_find_is_asked_where_uv_is_installed(pyenv: dict[str, str], tmp_path: Path) -> None:
+    """A 3.14 only uv knows (its own folder, not on PATH nor in pyenv) is found through `uv python find`."""
+    py314 = _fake(tmp_path / "uv-pythons" / "cpython-3.14.0" / "bin" / "python", "3.14.0")
+    asked = tmp_path / "uv-asked"
+    uv = Path(pyenv["PATH"]) / "uv"
+    uv.write_text(f"#!/bin/sh\necho \"$@\" >> {asked}\necho {py314}\n")
+    uv.chmod(uv.stat().st_mode | stat.S_IXUSR)
+    assert it.choose(backends.get_info("jax"), "3.14", pyenv).path == str(py314)
+    assert asked.read_text().splitlines() == ["python find 3.14"]
+    if it.probe(sys.executable).minor == (3, 14):  # type: ignore[union-attr]
+        pytest.skip("this interpreter is 3.14")
+    assert it.choose(_info("newfw", "3.14", "3.14"), None, pyenv).path == str(py314)
+    assert asked.read_text().splitlines()[-1] == "python find >=3.14,<3.15"
