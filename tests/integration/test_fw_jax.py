@@ -40,7 +40,7 @@ def test_parameter_counts_of_all_cases(jax_python: str) -> None:
     answer = run_check(jax_python, "params", "jax")
     assert str(answer["version"]).startswith("0.")
     for case in all_cases():  # the six built here exactly; a case added since is refused, saying so
-        if case.name in TINY:
+        if case.name in TINY or case.name == "wide_deep":  # wide_deep at its default vocabulary (3.2 M)
             assert answer[case.name] == case.param_count, case.name
         else:
             assert str(answer[case.name]).startswith("unsupported: "), (case.name, answer[case.name])

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 from flax.training.dynamic_scale import DynamicScale
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
-from dlbench.backends.jax import PREALLOCATE_VAR, data, distributed
+from dlbench.backends.jax import PREALLOCATE_VAR, data, distributed, wide_deep
 from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.models import MODELS, build_module, model_inputs
 from dlbench.backends.jax.step import JaxTrainer, State, make_optimizer, make_train_step
@@ -160,6 +160,8 @@ class JaxBackend(Backend):
                        "jax_default_matmul_precision": precision, "jax_compilation_cache_dir": cache,
                        "loss_scaling": "flax DynamicScale" if numerics.loss_scaling else "none",
                        "donated_state": True}
+        if case.loss.kind == "bce":  # Wide & Deep: how its tables train
+            self._facts["embedding"] = wide_deep.EMBEDDING_PATH
         if platform == "gpu":
             self._facts[PREALLOCATE_VAR] = os.environ.get(PREALLOCATE_VAR, "")
             self._facts["XLA_PYTHON_CLIENT_MEM_FRACTION"] = os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "")

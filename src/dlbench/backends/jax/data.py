@@ -21,9 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
-from dlbench.backends.base import fixed
+from dlbench.backends.base import Unsupported, fixed
 from dlbench.backends.jax.distributed import Placement
-from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.cases import Case, CtrInput, ImageInput, TextInput
 from dlbench.data.augment import (
     bert_arrays,
     decode_crop_flip,
@@ -37,7 +37,7 @@ from dlbench.data.layout import (
     image_root,
     read_train_list,
 )
-from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_images
+from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_images
 from dlbench.spec import PointSpec
 
 PREFETCH = 2  # batches each Grain worker prepares ahead
@@ -54,6 +54,8 @@ def synthetic_arrays(case: Case, batch: int, input_size: int | None, seed: int) 
     """One synthetic batch for the case as host arrays: NHWC images and labels, or BERT's gathered MLM batch."""
     if isinstance(case.input, ImageInput):
         return host_arrays(synthetic_images(case.input, batch, input_size, seed, channels_last=True))
+    if isinstance(case.input, CtrInput):
+        return host_arrays(synthetic_ctr(case.input, batch, case.param("vocab"), seed))
     assert isinstance(case.input, TextInput)
     return host_arrays(synthetic_bert(case.input, batch, input_size, seed))
 
@@ -127,6 +129,8 @@ def batches(spec: PointSpec, case: Case, placement: Placement, seed: int) -> Ite
         return fixed(placement.shard(synthetic_arrays(case, spec.batch_size, spec.input_size, seed)))
     if isinstance(case.input, ImageInput):
         return image_batches(spec, case, placement, spec.seed)
+    if isinstance(case.input, CtrInput):
+        raise Unsupported(f"real data for {case.name} is not read yet (no Criteo layout): use synthetic data")
     return text_batches(spec, case, placement, spec.seed)
 
 

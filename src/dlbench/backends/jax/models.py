@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import optax
 from flax import linen as nn
 
+from dlbench.backends.jax import wide_deep
 from dlbench.backends.jax.bert import BertForPretraining, mlm_nsp_loss
 from dlbench.cases import Case, ImageInput
 from dlbench.cases.arch import POOL, AlexNetArch, InceptionArch, ResNetArch, VggArch
@@ -299,6 +300,7 @@ MODELS: dict[str, Builder] = {
     "alexnet": lambda c, dt: AlexNet(c.arch, _classes(c), dtype=dt),  # type: ignore[arg-type]
     "inception_v3": lambda c, dt: InceptionV3(c.arch, _classes(c), dtype=dt),  # type: ignore[arg-type]
     "bert_base": lambda c, dt: BertForPretraining(c.arch, dtype=dt),  # type: ignore[arg-type]
+    "wide_deep": lambda c, dt: wide_deep.WideDeep(c, dtype=dt),
 }
 
 
@@ -311,6 +313,8 @@ def model_inputs(case: Case, batch: Mapping[str, Any]) -> tuple[Any, ...]:
     """The positional inputs of the case's model, taken from a batch (arrays or shape structs)."""
     if case.loss.kind == "mlm_nsp":
         return (batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["mlm_positions"])
+    if case.loss.kind == "bce":
+        return wide_deep.inputs(batch)
     return (batch["images"],)
 
 
@@ -324,6 +328,8 @@ def train_loss(case: Case, outputs: Any, batch: Mapping[str, Any]) -> jax.Array:
     if case.loss.kind == "mlm_nsp":
         mlm, nsp = outputs
         return mlm_nsp_loss(mlm, nsp, batch["mlm_ids"], batch["mlm_weights"], batch["nsp_labels"])
+    if case.loss.kind == "bce":
+        return wide_deep.bce_loss(outputs, batch)
     if isinstance(outputs, tuple):  # a model with an auxiliary head, in training mode: (logits, aux_logits)
         logits, aux = outputs
         return _xent(logits, batch["labels"]) + case.loss.aux_weight * _xent(aux, batch["labels"])
