@@ -318,3 +318,19 @@ def test_on_a_gpu_machine_a_refusal_is_still_one_line(cli: Callable[..., CliResu
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "too new for mxnet" in err
     assert not temp_home.exists()
+
+
+def test_setup_all_leaves_out_what_the_interpreter_does_not_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`setup all --existing` registers what a container's Python has; `setup all --python 3.12` skips mxnet."""
+    import click
+    from rich.console import Console
+
+    infos = [backends.get_info(n) for n in ("torch", "mxnet")]
+    if backends.get_info("torch").installed_version() is None:
+        pytest.skip("torch is not installed in this interpreter")
+    plans = setup_cli.plan(infos, None, "", None, None, Console(stderr=True), skip_misfits=True)
+    assert [p.info.name for p in plans] == ["torch"] and plans[0].existing
+    with pytest.raises(click.UsageError, match="has no mxnet"):
+        setup_cli.plan(infos, None, "", None, None, Console(stderr=True))
+    with pytest.raises(click.UsageError, match="no framework to set up: mxnet: skipped: .*too new for mxnet"):
+        setup_cli.plan(infos[1:], "3.12", None, False, None, Console(stderr=True), skip_misfits=True)

@@ -305,8 +305,10 @@ def _build(info: BackendInfo, cuda: bool | None, gpu: bool, index_url: str | Non
 
 
 def plan(infos: Sequence[BackendInfo], python: str | None, existing: str | None, cuda: bool | None,
-         index_url: str | None, console: Console) -> list[Plan]:
-    """Check every framework's interpreter and build before anything is installed; UsageError (one line) if not."""
+         index_url: str | None, console: Console, skip_misfits: bool = False) -> list[Plan]:
+    """Check every framework's interpreter and build before anything is installed; UsageError (one line) if not.
+    With skip_misfits (`setup all`), a framework that the interpreter does not fit, or an existing interpreter
+    lacks, is left out with a note instead; UsageError only if none is left."""
     gpu = cuda is None and existing is None and gpu_present()
     plans: list[Plan] = []
     notes: list[str] = []  # shown once every framework passed its checks (a refusal stays one line)
@@ -316,6 +318,9 @@ def plan(infos: Sequence[BackendInfo], python: str | None, existing: str | None,
                 found = named(info, existing or sys.executable)
                 answer = probe_framework(found.path, info)
                 if not answer.get("version"):
+                    if skip_misfits:
+                        notes.append(f"{info.name}: skipped: {found.path} has no {info.distribution}")
+                        continue
                     raise click.UsageError(f"{info.name}: {found.path} has no {info.distribution}: install it there, "
                                            f"or leave out --existing to let dlbench make an environment")
                 plans.append(Plan(info, found, build_from(answer, ""), existing=True, version=str(answer["version"])))
@@ -323,9 +328,13 @@ def plan(infos: Sequence[BackendInfo], python: str | None, existing: str | None,
             build = _build(info, cuda, gpu, index_url, notes)
             plans.append(Plan(info, choose(info, python), build, pinned=python is not None, index_url=index_url))
         except NoInterpreter as exc:
-            raise click.UsageError(f"{info.name}: {exc}") from None
+            if not skip_misfits:
+                raise click.UsageError(f"{info.name}: {exc}") from None
+            notes.append(f"{info.name}: skipped: {exc}")
         except SetupFailed as exc:
             raise click.UsageError(str(exc)) from None
+    if not plans:
+        raise click.UsageError(f"no framework to set up: {'; '.join(notes)}"[:600])
     for note in notes:
         console.print(note)
     return plans
@@ -348,7 +357,7 @@ def plan(infos: Sequence[BackendInfo], python: str | None, existing: str | None,
 def setup(frameworks: tuple[str, ...], python: str | None, existing: str | None, cuda: bool | None,
           index_url: str | None, recreate: bool, no_case_check: bool) -> int:
     """Create or reuse one environment per framework under $DLBENCH_HOME/envs (e.g. `dlbench setup jax tf`), or
-    register an interpreter that has it (--existing)."""
+    register an interpreter that has it (--existing). `all`: every framework the interpreter fits (or has)."""
     if existing is not None and (python is not None or cuda is not None or recreate or index_url):
         raise click.UsageError("--existing registers an interpreter as it is: it takes no --python, --cuda/--cpu, "
                                "--index-url or --recreate")
@@ -357,7 +366,7 @@ def setup(frameworks: tuple[str, ...], python: str | None, existing: str | None,
     except envs.EnvError as exc:
         raise click.UsageError(str(exc)) from None
     console = Console(stderr=True)
-    plans = plan(infos, python, existing, cuda, index_url, console)
+    plans = plan(infos, python, existing, cuda, index_url, console, skip_misfits=list(frameworks) == ["all"])
     failed = 0
     for p in plans:
         try:
