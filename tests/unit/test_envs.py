@@ -334,3 +334,17 @@ def test_setup_all_leaves_out_what_the_interpreter_does_not_fit(monkeypatch: pyt
         setup_cli.plan(infos, None, "", None, None, Console(stderr=True))
     with pytest.raises(click.UsageError, match="no framework to set up: mxnet: skipped: .*too new for mxnet"):
         setup_cli.plan(infos[1:], "3.12", None, False, None, Console(stderr=True), skip_misfits=True)
+
+
+def test_a_cpu_wheel_installed_for_a_gpu_request_is_recorded_as_cpu(temp_home: Path, pip_calls: list[list[str]],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """--cuda torch where a find-links folder holds torch +cpu (as here): recorded as the CPU build it is."""
+    from rich.console import Console
+
+    monkeypatch.setattr(setup_cli, "_ask", lambda python, *args, timeout: {"version": "2.13.0+cpu"})
+    monkeypatch.setattr(setup_cli, "probe_framework", lambda python, info: {"version": "2.13.0+cpu"})
+    here = probe(sys.executable)
+    assert here is not None
+    rec = setup_one(Plan(backends.get_info("torch"), here, "cuda"), recreate=False, check_cases=False,
+                    console=Console(stderr=True))
+    assert rec.build == "cpu"

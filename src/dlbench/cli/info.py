@@ -13,7 +13,7 @@ from dlbench.backends import all_backends
 from dlbench.cases import Case, ImageInput, TextInput, all_cases
 from dlbench.cli.options import resolve_device
 from dlbench.cli.output import stdout_console
-from dlbench.launch.interpreters import range_text, state
+from dlbench.launch.interpreters import probe, range_text, state
 from dlbench.results.env import host_descriptive, host_identity, physical_cores
 
 
@@ -35,6 +35,14 @@ def _shape(inp: object) -> str:
         return f"seq {inp.seq_len}"
     fields = getattr(inp, "__dataclass_fields__", {})
     return " ".join(f"{k} {getattr(inp, k)}" for k in fields) or type(inp).__name__
+
+
+def _python_version(recorded: str, python: str) -> str:
+    """The interpreter's version as recorded, else asked (registries older than the field), else '?'."""
+    if recorded:
+        return recorded
+    found = probe(python)
+    return found.label if found else "?"
 
 
 def _live_cases(python: str, framework: str) -> dict[str, object]:
@@ -76,7 +84,7 @@ def list_cmd(check: bool) -> None:
         st = state(name)
         fws.add_row(f"{name} ({info.title})", "yes" if st.installed else "no", st.version or "-",
                     (st.build or "?") if st.installed else "-",
-                    st.python_version or ("?" if st.installed else f"needs {range_text(info)}"),
+                    _python_version(st.python_version, st.python) if st.installed else f"needs {range_text(info)}",
                     escape(st.where or st.reason))
         if not st.installed:
             continue

@@ -223,12 +223,14 @@ def setup_one(plan: Plan, recreate: bool, check_cases: bool, console: Console) -
     version = _ask(str(python), "version", fw, timeout=120).get("version")
     if not version:
         raise SetupFailed(f"{fw}: installed, but {info.distribution} is not importable in {folder} (log: {log})")
-    have = probe(str(python))
+    have, build = probe(str(python)), plan.build
+    if build == "cuda" and build_from(probe_framework(str(python), info), "") == "cpu":
+        build = "cpu"  # e.g. a +cpu wheel from a find-links folder won over PyPI's CUDA one
+        console.print(f"[yellow]{fw}: the GPU build was asked for, but pip installed a CPU one[/yellow]")
     rec = envs.EnvRecord(framework=fw, python=str(python), version=str(version), created=created,
                          source=" ".join(envs.install_source(plan.extra)),
                          cases=_cases(str(python), fw, check_cases, console),
-                         python_version=have.label if have else plan.python.label,
-                         build=build_from(probe_framework(str(python), info), plan.build))
+                         python_version=have.label if have else plan.python.label, build=build)
     envs.record(rec)
     return rec
 
