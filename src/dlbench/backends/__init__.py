@@ -73,9 +73,8 @@ _BUILTIN: tuple[BackendInfo, ...] = (
                 "dlbench.backends.mindspore.backend:MindsporeBackend", "mindspore", python=("3.9", "3.12")),
     BackendInfo("jittor", "Jittor", "jittor", "jittor", "dlbench.backends.jittor.backend:JittorBackend", "jittor",
                 python=("3.7", "3.12")),  # it pins numpy < 2: no wheel for 3.13
-    BackendInfo("oneflow", "OneFlow", "oneflow", "oneflow", "", "oneflow", python=("3.8", "3.10"),
-                unavailable="not installable on this Python: the only oneflow wheels pip offers for Python 3.11 "
-                            "(0.6.0, 0.7.0) are placeholders that refuse to import"),
+    BackendInfo("oneflow", "OneFlow", "oneflow", "oneflow", "dlbench.backends.oneflow.backend:OneflowBackend",
+                "oneflow", python=("3.8", "3.10")),
     BackendInfo("megengine", "MegEngine", "megengine", "megengine", "", "megengine", python=("3.8", "3.10"),
                 unavailable="not installable on this Python: megengine publishes no wheel for Python 3.11"),
 )

@@ -58,7 +58,7 @@ class OneflowTrainer(Trainer):
         if self.graph is not None:
             self._last = self.graph(batch)
             return
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad()
         loss = train_loss(self.case, self.model, batch)
         loss.backward()
         self.optimizer.step()
