@@ -15,7 +15,7 @@ from conftest import framework_python
 from dlbench.results.store import Store
 
 pytestmark = [pytest.mark.slow]
-FRAMEWORKS = ["jax"]
+FRAMEWORKS = ["jax", "tf"]
 CliResult = tuple[int, str, str]
 COUNT = """
 import json, sys

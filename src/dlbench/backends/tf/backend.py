@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
 from dlbench.backends.tf import data, distributed
+from dlbench.backends.tf.wide_deep import EMBEDDING_PATH
 from dlbench.backends.tf.models import MODELS, build_model, count_trainable
 from dlbench.backends.tf.step import TfTrainer
 from dlbench.cases import Case, ImageInput, get_case
@@ -158,6 +159,8 @@ class TfBackend(Backend):
                        "loss_scale": "dynamic" if numerics.loss_scaling else "none",
                        "tf32_execution": tf.config.experimental.tensor_float_32_execution_enabled(),
                        "keras_version": keras.__version__, "loader": data.describe(spec), **applied}
+        if case.loss.kind == "bce":  # Wide & Deep: how its tables train
+            self._facts["embedding"] = EMBEDDING_PATH
         if strategy is not None:
             self._facts.update(distributed.facts(spec, strategy))
             return distributed.TfDistTrainer(spec, case, strategy, model, numerics.loss_scaling, ctx)

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import tensorflow as tf
 
-from dlbench.backends.base import fixed
-from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.backends.base import Unsupported, fixed
+from dlbench.cases import Case, CtrInput, ImageInput, TextInput
 from dlbench.data.augment import bert_arrays, enough_samples
 from dlbench.data.layout import (
     CROP_RATIO,
@@ -27,7 +27,7 @@ from dlbench.data.layout import (
     image_root,
     read_train_list,
 )
-from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_images
+from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_images
 from dlbench.spec import PointSpec
 
 Batch = dict[str, tf.Tensor]
@@ -45,6 +45,8 @@ def synthetic_batch(case: Case, batch: int, device: str, input_size: int | None 
     shrinks the image side or the sequence length for quick tests."""
     if isinstance(case.input, ImageInput):
         return _on_device(synthetic_images(case.input, batch, input_size, seed, channels_last=True), device)
+    if isinstance(case.input, CtrInput):
+        return _on_device(synthetic_ctr(case.input, batch, case.param("vocab"), seed), device)
     assert isinstance(case.input, TextInput)
     return _on_device(synthetic_bert(case.input, batch, input_size, seed), device)
 
@@ -106,6 +108,8 @@ def text_batches(spec: PointSpec, case: Case, device: str, seed: int) -> Iterato
 
 def batches(spec: PointSpec, case: Case, device: str, seed: int) -> Iterator[Batch]:
     """The point's input: the real-data pipeline's batches, or the fixed synthetic batch."""
+    if spec.data == "real" and isinstance(case.input, CtrInput):
+        raise Unsupported(f"real data for {case.name} is not read yet (no Criteo layout): use synthetic data")
     if spec.data == "real":
         pipeline = image_batches if isinstance(case.input, ImageInput) else text_batches
         return pipeline(spec, case, device, seed)

@@ -27,6 +27,7 @@ import tensorflow as tf
 from keras import layers, ops
 
 from dlbench.backends.tf.bert import build_bert
+from dlbench.backends.tf.wide_deep import bce_loss, build_wide_deep
 from dlbench.cases import Case, ImageInput
 from dlbench.cases.arch import (
     POOL,
@@ -276,6 +277,7 @@ MODELS: dict[str, Builder] = {
     "alexnet": _image(alexnet),
     "inception_v3": _image(inception_v3),
     "bert_base": _bert,
+    "wide_deep": lambda case, size: build_wide_deep(case),
 }
 
 
@@ -297,6 +299,8 @@ def _xent(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
 def train_loss(case: Case, model: keras.Model, batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
     """The case's training loss, a float32 scalar: cross-entropy (+ aux_weight x the auxiliary head's), or
     MLM + NSP with Google's masked-LM loss, sum(ce x mlm_weights) / (sum(mlm_weights) + 1e-5)."""
+    if case.loss.kind == "bce":
+        return bce_loss(model, batch)
     if case.loss.kind == "mlm_nsp":
         mlm_logits, nsp_logits = model(batch, training=True)
         weights = tf.cast(batch["mlm_weights"], tf.float32)
