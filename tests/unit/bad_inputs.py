@@ -190,6 +190,7 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("setup torch --existing --python 3.11", "--existing"),
     ("setup mxnet --cuda", "no GPU build"),
     ("setup paddle --cuda", "--index-url"),
+    ("setup paddle --cuda --index-url nonsense", "not a package index URL"),
     ("data imagenet --out {dir}/img --images 0", "images"),
     ("data imagenet --out {dir}/img --min-side 8", "min-side"),
     ("data imagenet --out {dir}/img --min-side 300 --max-side 200", "side"),

@@ -363,6 +363,8 @@ def setup(frameworks: tuple[str, ...], python: str | None, existing: str | None,
     if existing is not None and (python is not None or cuda is not None or recreate or index_url):
         raise click.UsageError("--existing registers an interpreter as it is: it takes no --python, --cuda/--cpu, "
                                "--index-url or --recreate")
+    if index_url is not None and not index_url.startswith(("https://", "http://", "file://")):
+        raise click.BadParameter(f"{index_url!r} is not a package index URL (https://...)", param_hint="--index-url")
     try:
         infos = _targets(frameworks)
     except envs.EnvError as exc:
