@@ -1,5 +1,6 @@
 """wide_deep in each framework's own environment: the parameter count follows the vocabulary exactly, and a tiny
-point (vocab 1000, batch 64) trains through the CLI, its facts naming the embedding machinery. Without a
+point (vocab 1000, batch 64, sparse and dense tables) trains through the CLI, its facts naming the embedding
+machinery. Without a
 framework's environment its tests skip, naming it (`dlbench setup <fw>`)."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from conftest import framework_python
 from dlbench.results.store import Store
 
 pytestmark = [pytest.mark.slow]
-FRAMEWORKS = ["jax", "tf"]
+FRAMEWORKS = ["torch", "jax", "tf", "paddle"]
 CliResult = tuple[int, str, str]
 COUNT = """
 import json, sys
@@ -38,10 +39,10 @@ def test_parameter_count_follows_vocab(fw: str) -> None:
 @pytest.mark.parametrize("fw", FRAMEWORKS)
 def test_tiny_point_trains_and_says_how(fw: str, cli: Callable[..., CliResult], store_path: Path) -> None:
     framework_python(fw)
-    code, _, err = cli("run", "-f", fw, "-m", "wide_deep", "-b", "64", "--param", "vocab=1K", "--device", "cpu",
-                         "--warmup", "1", "--steps", "2", "--repeats", "1", "--threads", "1",
-                         "--store", str(store_path))
+    code, _, err = cli("run", "-f", fw, "-m", "wide_deep", "-b", "64", "--param", "vocab=1K", "--param", "sparse=0,1",
+                       "--device", "cpu", "--warmup", "1", "--steps", "2", "--repeats", "1", "--threads", "1",
+                       "--store", str(store_path))
     assert code == 0, err
-    [point] = Store(store_path).points()
-    assert point.result.status == "ok" and point.result.spec.params == {"vocab": 1000}
-    assert point.result.extra.get("embedding"), point.result.extra  # the backend's facts
+    points = {p.result.spec.params["sparse"]: p.result for p in Store(store_path).points()}
+    assert sorted(points) == [0, 1] and all(r.status == "ok" for r in points.values())
+    assert all(r.spec.params["vocab"] == 1000 and r.extra.get("embedding") for r in points.values())  # its facts

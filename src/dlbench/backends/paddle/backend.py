@@ -161,6 +161,8 @@ class PaddleBackend(Backend):
             "loss_scaling": "GradScaler (dynamic)" if numerics.loss_scaling else "none",
             "compiled": "paddle.jit.to_static(full_graph=True)" if spec.compile else "eager",
             "loader": data.describe(spec)})
+        if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
+            self._facts["embedding"] = model.embedding_path()
         trainer = PaddleTrainer(data.batches(spec, case, on_gpu, seed), case, model, numerics, on_gpu, spec.compile,
                                 spec.global_batch)
         self._facts.update(distributed.facts(spec, trainer.forward))

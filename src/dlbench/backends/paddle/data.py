@@ -14,8 +14,8 @@ from collections.abc import Iterator
 import numpy as np
 import paddle
 
-from dlbench.backends.base import fixed
-from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.backends.base import Unsupported, fixed
+from dlbench.cases import Case, CtrInput, ImageInput, TextInput
 from dlbench.data import augment, layout, synthetic
 from dlbench.spec import PointSpec
 
@@ -28,6 +28,8 @@ def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed:
     image side or the sequence length for quick tests."""
     if isinstance(case.input, ImageInput):
         arrays = synthetic.synthetic_images(case.input, batch, input_size, seed)
+    elif isinstance(case.input, CtrInput):
+        arrays = synthetic.synthetic_ctr(case.input, batch, case.param("vocab"), seed)
     else:
         assert isinstance(case.input, TextInput)
         arrays = synthetic.synthetic_bert(case.input, batch, input_size, seed)
@@ -108,6 +110,8 @@ def batches(spec: PointSpec, case: Case, on_gpu: bool, seed: int) -> Iterator[Ba
     fixes the shuffling and the augmentation)."""
     if spec.data != "real":
         return fixed(synthetic_batch(case, spec.batch_size, spec.input_size, seed))
+    if isinstance(case.input, CtrInput):
+        raise Unsupported(f"real data for {case.name} is not read yet (no Criteo layout): use synthetic data")
     np.random.seed(seed)  # paddle's sampler shuffles, and seeds each worker, from numpy's global RNG
     if isinstance(case.input, ImageInput):
         return image_batches(spec, case, on_gpu)

@@ -35,6 +35,7 @@ from paddle.vision.models.vgg import make_layers as make_vgg_layers
 from paddle.vision.ops import ConvNormActivation
 
 from dlbench.backends.paddle.bert import BertForPretraining
+from dlbench.backends.paddle.wide_deep import CtrLoss, WideDeep
 from dlbench.cases import Case, ImageInput
 from dlbench.cases.arch import AlexNetArch, InceptionArch, ResNetArch, VggArch
 
@@ -174,6 +175,7 @@ MODELS: dict[str, Callable[[Case], nn.Layer]] = {
     "alexnet": lambda c: _init_cnn(AlexNet(c.arch, _classes(c)), linear_std=0.01),  # type: ignore[arg-type]
     "inception_v3": lambda c: _init_cnn(InceptionV3(c.arch, _classes(c))),  # type: ignore[arg-type]
     "bert_base": lambda c: BertForPretraining(c.arch),  # type: ignore[arg-type]
+    "wide_deep": WideDeep,
 }
 
 
@@ -234,6 +236,8 @@ class BertLoss(nn.Layer):
 
 def loss_layer(case: Case, model: nn.Layer) -> nn.Layer:
     """The model wrapped with the case's training loss; call it with the batch's tensors in data.py's order."""
+    if case.loss.kind == "bce":
+        return CtrLoss(model)
     return BertLoss(model) if case.loss.kind == "mlm_nsp" else ImageLoss(model, case.loss.aux_weight)
 
 

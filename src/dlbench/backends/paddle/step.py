@@ -12,6 +12,7 @@ from dlbench.backends.base import AllocatorPeak, Trainer
 from dlbench.backends.paddle import distributed
 from dlbench.backends.paddle.data import Batch
 from dlbench.backends.paddle.models import loss_layer
+from dlbench.backends.paddle.wide_deep import lazy_adam
 from dlbench.cases import Case
 from dlbench.numerics import Numerics
 
@@ -24,7 +25,8 @@ def make_optimizer(case: Case, model: paddle.nn.Layer, global_batch: int) -> pad
     if o.name == "sgd":
         return paddle.optimizer.Momentum(learning_rate=lr, momentum=o.momentum, parameters=params,
                                          weight_decay=decay)
-    return paddle.optimizer.Adam(learning_rate=lr, parameters=params, weight_decay=decay)
+    return paddle.optimizer.Adam(learning_rate=lr, parameters=params, weight_decay=decay,
+                                 lazy_mode=lazy_adam(model))  # sparse Wide & Deep tables: only touched rows
 
 
 class PaddleTrainer(Trainer):
