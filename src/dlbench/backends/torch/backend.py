@@ -17,8 +17,10 @@ from dlbench.numerics import describe, resolve_precision
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
-# Out-of-memory errors torch raises as plain RuntimeErrors (cuBLAS handle or workspace allocation).
-_OOM_TEXT: tuple[str, ...] = ("CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDA error: out of memory")
+# Out-of-memory errors torch raises as plain RuntimeErrors (cuBLAS handle or workspace allocation; the CPU
+# allocator refusing a tensor, e.g. a Wide & Deep table larger than the memory left).
+_OOM_TEXT: tuple[str, ...] = ("CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDA error: out of memory",
+                              "DefaultCPUAllocator: can't allocate memory")
 
 
 def set_tf32(allow: bool) -> None:
