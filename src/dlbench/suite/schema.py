@@ -261,7 +261,7 @@ class Suite(_Strict):
             if not declaring:
                 raise ValueError(f"params: no model of the suite declares {name}")
             for case in declaring:
-                if values == "max":
+                if isinstance(values, str):  # max
                     if next(p for p in case.params if p.name == name).search is None:
                         raise ValueError(f"params: {case.name}'s {name} cannot be searched (max)")
                     continue

@@ -4,7 +4,7 @@ dense layers (OneFlow-WDL's lazy Adam: only the rows a batch touches move)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -40,7 +40,7 @@ class WideDeep(nn.Module):
         deep = self.deep(deep_ids).flatten(1)
         return wide + self.mlp(torch.cat([deep, dense], dim=1))
 
-    def tables(self) -> list[nn.Parameter]:
+    def tables(self) -> list[Tensor]:
         """The embedding tables (the parameters whose gradients are sparse when `sparse` is set)."""
         return [self.wide.weight, self.deep.weight]
 
@@ -55,7 +55,7 @@ class SplitAdam(torch.optim.Optimizer):
     """SparseAdam over sparse-gradient tables and Adam over the rest, stepped together as one optimizer (so
     that zero_grad, GradScaler and the gradient strategies see a single object)."""
 
-    def __init__(self, sparse: list[nn.Parameter], dense: list[nn.Parameter], lr: float, fused: bool) -> None:
+    def __init__(self, sparse: Sequence[Tensor], dense: Sequence[Tensor], lr: float, fused: bool) -> None:
         self.parts: list[torch.optim.Optimizer] = [torch.optim.SparseAdam(sparse, lr=lr),
                                                    torch.optim.Adam(dense, lr=lr, fused=True if fused else None)]
         super().__init__([*sparse, *dense], {"lr": lr})
