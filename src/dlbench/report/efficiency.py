@@ -53,7 +53,7 @@ class EffRow:
         """'156 TFLOP/s tf32 (datasheet, A100 SXM4 80GB) x 8', or why it is unknown."""
         p = self.eff.peak
         if p is None:
-            return self.eff.note or "-"
+            return self.eff.note if self.eff.achieved_tflops is not None and self.eff.note else "-"
         return p.label + (f" x {self.eff.devices}" if self.eff.devices > 1 else "")
 
     @property
