@@ -138,6 +138,9 @@ class Backend(ABC):
     name: str = ""
     title: str = ""
 
+    def __init__(self) -> None:
+        self._facts: dict[str, object] = {}  # what build chose, for facts()
+
     @abstractmethod
     def cases(self) -> Collection[str]:
         """The case names this backend builds (its model table's keys)."""
@@ -175,5 +178,6 @@ class Backend(ABC):
         return any(self.oom_error(e) for e in exception_chain(exc))
 
     def facts(self) -> dict[str, object]:
-        """What build chose, recorded beside the point, e.g. {"compiled": "xla", "cudnn_benchmark": True}."""
-        return {}
+        """What build chose, recorded beside the point, e.g. {"compiled": "xla", "cudnn_benchmark": True}: by
+        default what build put in `self._facts`."""
+        return dict(self._facts)

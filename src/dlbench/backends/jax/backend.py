@@ -104,9 +104,6 @@ class JaxBackend(Backend):
     name = "jax"
     title = "JAX/Flax"
 
-    def __init__(self) -> None:
-        self._facts: dict[str, object] = {}
-
     def cases(self) -> frozenset[str]:
         return frozenset(MODELS)
 
@@ -183,5 +180,3 @@ class JaxBackend(Backend):
             return True
         return isinstance(exc, jax.errors.JaxRuntimeError) and str(exc).lstrip().startswith("RESOURCE_EXHAUSTED")
 
-    def facts(self) -> dict[str, object]:
-        return dict(self._facts)

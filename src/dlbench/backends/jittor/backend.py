@@ -38,9 +38,6 @@ class JittorBackend(Backend):
     name = "jittor"
     title = "Jittor"
 
-    def __init__(self) -> None:
-        self._facts: dict[str, object] = {}
-
     def cases(self) -> frozenset[str]:
         return frozenset(MODELS)
 
@@ -100,5 +97,3 @@ class JittorBackend(Backend):
             return True
         return isinstance(exc, RuntimeError) and any(text in str(exc).lower() for text in OOM_TEXT)
 
-    def facts(self) -> dict[str, object]:
-        return dict(self._facts)

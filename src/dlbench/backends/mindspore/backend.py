@@ -48,7 +48,7 @@ class MindsporeBackend(Backend):
     title = "MindSpore"
 
     def __init__(self) -> None:
-        self._facts: dict[str, object] = {}
+        super().__init__()
         self._tf32: dict[str, str] = {}
 
     def cases(self) -> frozenset[str]:
@@ -109,5 +109,3 @@ class MindsporeBackend(Backend):
             return True
         return isinstance(exc, RuntimeError) and any(text in str(exc).lower() for text in OOM_TEXT)
 
-    def facts(self) -> dict[str, object]:
-        return dict(self._facts)

@@ -61,9 +61,6 @@ class MxnetBackend(Backend):
     name = "mxnet"
     title = "MXNet"
 
-    def __init__(self) -> None:
-        self._facts: dict[str, object] = {}
-
     def cases(self) -> frozenset[str]:
         return frozenset(MODELS)
 
@@ -138,5 +135,3 @@ class MxnetBackend(Backend):
             return True
         return isinstance(exc, mx.base.MXNetError) and any(text in str(exc).lower() for text in OOM_TEXT)
 
-    def facts(self) -> dict[str, object]:
-        return dict(self._facts)

@@ -87,9 +87,6 @@ class PaddleBackend(Backend):
     name = "paddle"
     title = "PaddlePaddle"
 
-    def __init__(self) -> None:
-        self._facts: dict[str, object] = {}
-
     def cases(self) -> frozenset[str]:
         return frozenset(MODELS)
 
@@ -176,5 +173,3 @@ class PaddleBackend(Backend):
             return True
         return isinstance(exc, Exception) and any(text in str(exc) for text in _OOM_TEXT)
 
-    def facts(self) -> dict[str, object]:
-        return dict(self._facts)

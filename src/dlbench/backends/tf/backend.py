@@ -70,9 +70,9 @@ class TfBackend(Backend):
     title = "TensorFlow/Keras"
 
     def __init__(self) -> None:
+        super().__init__()
         self._configured = False
         self._built = False
-        self._facts: dict[str, object] = {}
 
     def cases(self) -> frozenset[str]:
         return frozenset(MODELS)
@@ -183,5 +183,3 @@ class TfBackend(Backend):
             return True
         return isinstance(exc, tf.errors.OpError) and any(text in str(exc) for text in _OOM_TEXT)
 
-    def facts(self) -> dict[str, object]:
-        return dict(self._facts)

@@ -51,9 +51,6 @@ class TorchBackend(Backend):
     name = "torch"
     title = "PyTorch"
 
-    def __init__(self) -> None:
-        self._facts: dict[str, object] = {}
-
     def cases(self) -> frozenset[str]:
         return frozenset(MODELS)
 
@@ -121,5 +118,3 @@ class TorchBackend(Backend):
             return True
         return isinstance(exc, RuntimeError) and any(text in str(exc) for text in _OOM_TEXT)
 
-    def facts(self) -> dict[str, object]:
-        return dict(self._facts)
