@@ -193,3 +193,11 @@ def test_the_points_table_shows_tokens_and_megatron_tflops_of_a_gpt_point() -> N
     console.print(points_table([gpt, cnn]))
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert text.count("tokens/s") == 1 and "128 tokens/s" in text
+
+
+def test_the_case_flops_are_the_megatron_count() -> None:
+    from dlbench.cases.flops import train_flops_per_sample
+
+    case = get_case("gpt2_small")
+    for size in (None, 32, 256):
+        assert train_flops_per_sample(case, size) == pytest.approx(megatron_flops_per_sample(case, size), rel=1e-9)

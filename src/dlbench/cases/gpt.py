@@ -13,6 +13,7 @@ import dataclasses
 
 from dlbench.cases import Case, CaseParam, Optimizer, TextInput, UnknownCase, get_case, register
 from dlbench.cases.arch import GptConfig, Loss
+from dlbench.cases.flops import register_forward_flops
 from dlbench.spec import SpecError
 
 # `size`: the member's nominal parameters in millions -> its shape (V 50257, 1024 learned positions, tied head).
@@ -111,3 +112,8 @@ def lm_rates(model: str, params: dict[str, int], input_size: int | None,
 
 __all__ = ["CASE", "SIZES", "GptConfig", "gpt_arch", "lm_rates", "megatron_flops_per_sample", "param_count",
            "sequence_length", "tokens_per_sample"]
+
+
+# The case's model-FLOPs count is the Megatron-LM formula without recomputation (3x the forward pass); torch's
+# FlopCounterMode gives the same figure (tests/unit/test_gpt.py).
+register_forward_flops(GptConfig, lambda case, input_size: megatron_flops_per_sample(case, input_size) / 3.0)
