@@ -75,8 +75,8 @@ _BUILTIN: tuple[BackendInfo, ...] = (
                 python=("3.7", "3.12")),  # it pins numpy < 2: no wheel for 3.13
     BackendInfo("oneflow", "OneFlow", "oneflow", "oneflow", "dlbench.backends.oneflow.backend:OneflowBackend",
                 "oneflow", python=("3.8", "3.10")),
-    BackendInfo("megengine", "MegEngine", "megengine", "megengine", "", "megengine", python=("3.8", "3.10"),
-                unavailable="not installable on this Python: megengine publishes no wheel for Python 3.11"),
+    BackendInfo("megengine", "MegEngine", "megengine", "megengine",
+                "dlbench.backends.megengine.backend:MegengineBackend", "megengine", python=("3.8", "3.10")),
 )
 _TEST_ONLY: tuple[BackendInfo, ...] = (
     BackendInfo("fake", "fake (test double)", "dlbench", "dlbench", "dlbench.backends.fake:FakeBackend", ""),

@@ -1,0 +1,92 @@
+"""MegEngine backend: builds the case's model (megengine.module), its input and a MegengineTrainer.
+
+Eager by default; ``--compile`` traces the whole train step with ``megengine.jit.trace(symbolic=True)``. The
+worker's thread count reaches MegEngine through its CPU device name (``cpu0:N`` would pin threads; the default
+device takes OMP/ the launcher's thread variables). One device only: MegEngine's collectives run on GPUs (NCCL)
+and it has no CPU collective backend (``init_process_group`` refuses the CPU), so a multi-process CPU point is
+refused in one line. Precision: fp32 only.
+"""
+
+from __future__ import annotations
+
+import megengine as mge
+
+from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.megengine import data
+from dlbench.backends.megengine.models import MODELS, build_model, count_trainable
+from dlbench.backends.megengine.step import MegengineTrainer
+from dlbench.cases import Case
+from dlbench.numerics import resolve_precision
+from dlbench.spec import PointSpec
+from dlbench.wire import RankContext
+
+# In MegEngine's errors for a failed allocation (its GPU and CPU allocators).
+OOM_TEXT: tuple[str, ...] = ("out of memory", "bad_alloc", "failed to allocate")
+
+
+class MegengineBackend(Backend):
+    """How MegEngine trains a case."""
+
+    name = "megengine"
+    title = "MegEngine"
+
+    def __init__(self) -> None:
+        self._facts: dict[str, object] = {}
+
+    def cases(self) -> frozenset[str]:
+        return frozenset(MODELS)
+
+    def environment(self, spec: PointSpec) -> dict[str, str]:
+        env = {"framework_version": mge.__version__,
+               "math_mode": resolve_precision(spec.precision, spec.device).math_mode,
+               "megengine_device": str(mge.get_default_device())}
+        if spec.device == "cuda" and mge.is_cuda_available():
+            env["cuda"] = str(mge.get_cuda_version())
+            env["cudnn"] = str(mge.get_cudnn_version())
+        return env
+
+    def refuse(self, spec: PointSpec) -> str | None:
+        if spec.world_size > 1:
+            if spec.device == "cpu":
+                return ("MegEngine has no CPU collective backend (init_process_group refuses the CPU): use --scale "
+                        "1n1c on the CPU")
+            return "dlbench's MegEngine backend trains on one device only (its NCCL data parallelism is not wired)"
+        if spec.strategy != "none":
+            return f"strategy {spec.strategy} needs several devices: use --strategy none"
+        numerics = resolve_precision(spec.precision, spec.device)
+        if numerics.refusal:
+            return numerics.refusal
+        if spec.precision != "fp32":
+            return "dlbench's MegEngine backend runs fp32 only (MegEngine's autocast is not wired)"
+        if spec.device == "cuda" and not mge.is_cuda_available():
+            return "megengine here sees no CUDA device: use --device cpu"
+        if spec.channels_last:
+            return "dlbench's MegEngine backend trains NCHW only; channels-last is not offered"
+        return None
+
+    def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
+        mge.random.seed(spec.seed)
+        if spec.device == "cuda":
+            problem = gpu_binding_problem(ctx, mge.get_device_count("gpu"))
+            if problem:
+                raise Unsupported(problem)
+            device = f"gpu{ctx.device_index(mge.get_device_count('gpu'))}"
+        else:
+            device = f"cpu0:{spec.threads}" if spec.threads else "cpu0"
+        mge.set_default_device(device)
+        model = build_model(case)
+        source = data.batches(spec, case, device)
+        self._facts = {"compiled": "megengine.jit.trace(symbolic=True)" if spec.compile else "eager",
+                       "loader": data.describe(spec), "optimizer": case.optimizer.name, "device": device}
+        return MegengineTrainer(case, model, source, spec.compile, spec.global_batch)
+
+    def count_params(self, case: Case) -> int:
+        return count_trainable(build_model(case))
+
+    def oom_error(self, exc: BaseException) -> bool:
+        if isinstance(exc, MemoryError):
+            return True
+        return isinstance(exc, RuntimeError) and any(text in str(exc).lower() for text in OOM_TEXT)
+
+    def facts(self) -> dict[str, object]:
+        return dict(self._facts)
