@@ -1,15 +1,18 @@
 """MegEngine backend: builds the case's model (megengine.module), its input and a MegengineTrainer.
 
 Eager by default; ``--compile`` traces the whole train step with ``megengine.jit.trace(symbolic=True)``. The
-worker's thread count reaches MegEngine through its CPU device name (``cpu0:N`` would pin threads; the default
-device takes OMP/ the launcher's thread variables). One device only: MegEngine's collectives run on GPUs (NCCL)
-and it has no CPU collective backend (``init_process_group`` refuses the CPU), so a multi-process CPU point is
-refused in one line. Precision: fp32 only.
+thread count (the spec's, else the physical cores, as torch takes them) reaches MegEngine through its CPU device:
+``multithreadN:0`` (its plain ``cpu0`` runs kernels on one thread). One device only: MegEngine's collectives run
+on GPUs (NCCL) and it has no CPU collective backend (``init_process_group`` refuses the CPU), so a multi-process
+CPU point is refused in one line. Precision: fp32 only.
 """
 
 from __future__ import annotations
 
+import os
+
 import megengine as mge
+import psutil
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
 from dlbench.backends.megengine import data
@@ -72,7 +75,8 @@ class MegengineBackend(Backend):
                 raise Unsupported(problem)
             device = f"gpu{ctx.device_index(mge.get_device_count('gpu'))}"
         else:
-            device = f"cpu0:{spec.threads}" if spec.threads else "cpu0"
+            threads = spec.threads or psutil.cpu_count(logical=False) or os.cpu_count() or 1
+            device = f"multithread{threads}:0" if threads > 1 else "cpu0"  # "cpu0" runs its kernels on one thread
         mge.set_default_device(device)
         model = build_model(case)
         source = data.batches(spec, case, device)
