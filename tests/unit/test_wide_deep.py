@@ -82,3 +82,10 @@ def test_a_cpu_allocation_failure_is_oom() -> None:
            "allocate 26214400000 bytes. Error code 12 (Cannot allocate memory)")
     assert TorchBackend().oom_error(RuntimeError(msg))
     assert not TorchBackend().oom_error(RuntimeError("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR"))
+
+
+def test_training_flops_are_the_deep_layers_multiply_adds() -> None:
+    case = get_case("wide_deep")
+    macs = 845 * 1024 + 6 * 1024 * 1024 + 1024
+    assert case.train_flops_per_sample() == 3 * 2 * macs == 42_946_560
+    assert get_case("wide_deep").configured({"vocab": 1000}).train_flops_per_sample() == 42_946_560

@@ -21,6 +21,7 @@ import dataclasses
 
 from dlbench.cases import Case, CaseParam, CtrInput, Optimizer, register
 from dlbench.cases.arch import Loss, WideDeepArch
+from dlbench.cases.flops import register_forward_flops
 
 # DLPerf's deep_vocab_size values (seed 003's table): 3.2 M doubling to 819.2 M.
 DLPERF_VOCABS: tuple[int, ...] = tuple(3_200_000 * 2**i for i in range(9))
@@ -52,6 +53,14 @@ def param_count(a: WideDeepArch, inp: CtrInput) -> int:
     return a.vocab * (1 + a.embedding) + mlp
 
 
+def forward_flops(case: Case, input_size: int | None = None) -> float:
+    """Forward FLOPs of one sample: 2 per multiply-add of the deep part's dense layers (the table lookups and the
+    wide part's sum of two rows are gathers and adds, not counted); independent of the vocabulary."""
+    a = wide_deep_arch(case)
+    widths = (deep_input_width(a, ctr_input(case)), *a.hidden, 1)
+    return 2.0 * sum(n_in * n_out for n_in, n_out in zip(widths[:-1], widths[1:]))
+
+
 def sparse_embeddings(case: Case) -> bool:
     """Whether the point asks for sparse embedding gradients (`sparse` 1)."""
     return case.param("sparse") == 1
@@ -63,6 +72,7 @@ def _at_vocab(case: Case) -> Case:
     return dataclasses.replace(case, arch=arch, param_count=param_count(arch, ctr_input(case)))
 
 
+register_forward_flops(WideDeepArch, forward_flops)
 _ARCH = WideDeepArch()
 
 CASE = register(Case(
@@ -76,5 +86,5 @@ CASE = register(Case(
     notes="OneFlow-WDL as DLPerf ran it: 7 x 1024 ReLU layers, dropout 0.5, embedding 32, lazy Adam lr 0.001.",
 ))
 
-__all__ = ["CASE", "DLPERF_VOCABS", "WideDeepArch", "ctr_input", "deep_input_width", "param_count",
+__all__ = ["CASE", "DLPERF_VOCABS", "WideDeepArch", "ctr_input", "deep_input_width", "forward_flops", "param_count",
            "sparse_embeddings", "wide_deep_arch"]
