@@ -41,6 +41,9 @@ def hostile_files(folder: Path) -> None:
         "python.yaml": "name: !!python/object/apply:os.system ['touch pwned']\naxes: {model: resnet50}\n",
         "memory.yaml": "name: x\nmemory_limit: lots\naxes: {framework: fake, model: resnet50}\n",
         "inputsize.yaml": "name: x\ninput_size: 0\naxes: {framework: fake, model: resnet50}\n",
+        "params.yaml": "name: x\naxes: {framework: fake, model: wide_deep}\nparams: {vocab: [lots]}\n",
+        "paramname.yaml": "name: x\naxes: {framework: fake, model: resnet50}\nparams: {vocab: [1000]}\n",
+        "parammax.yaml": "name: x\naxes: {framework: fake, model: wide_deep}\nparams: {sparse: max}\n",
         "good.yaml": GOOD,
     }
     for name, text in texts.items():
@@ -138,6 +141,9 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("sweep {dir}/memory.yaml --dry-run --store {store}", "memory"),
     ("sweep {dir}/inputsize.yaml --dry-run --store {store}", "input_size"),
     ("sweep {dir}/a_folder.yaml --dry-run --store {store}", "no suite"),
+    ("sweep {dir}/params.yaml --dry-run --store {store}", "params.vocab: a value is a whole number"),
+    ("sweep {dir}/paramname.yaml --dry-run --store {store}", "no model of the suite declares vocab"),
+    ("sweep {dir}/parammax.yaml --dry-run --store {store}", "sparse cannot be searched"),
     ("sweep {dir}/good.yaml --only colour=red --dry-run --store {store}", "colour"),
     ("sweep {dir}/good.yaml --only model --dry-run --store {store}", "AXIS=V"),
     ("sweep {dir}/good.yaml --resume nosuchrun --store {store}", "nosuchrun"),
