@@ -78,6 +78,36 @@ class ResNet(nn.Module):
 
 # ------------------------------------------------------------------------------------- VGG and AlexNet
 
+
+def _pool_matrix(size_in: int, size_out: int) -> np.ndarray:
+    """[out, in] weights of torch's adaptive average pooling along one axis: output i averages inputs
+    floor(i * in / out) to ceil((i + 1) * in / out)."""
+    m = np.zeros((size_out, size_in), np.float32)
+    for i in range(size_out):
+        lo, hi = (i * size_in) // size_out, -((-(i + 1) * size_in) // size_out)
+        m[i, lo:hi] = 1.0 / (hi - lo)
+    return m
+
+
+class AdaptiveAvgPool(nn.Module):
+    """torch's AdaptiveAvgPool2d to size x size, also from a smaller map (small test inputs): MegEngine's own
+    divides by in // out, which is 0 there (a SIGFPE), so that case runs as two matmuls with the pooling weights."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, c, h, w = (int(d) for d in x.shape)
+        if h >= self.size and w >= self.size:
+            return F.adaptive_avg_pool2d(x, (self.size, self.size))
+        rows = Tensor(_pool_matrix(h, self.size).T)  # [h, size]
+        cols = Tensor(_pool_matrix(w, self.size).T)  # [w, size]
+        y = F.matmul(x.reshape(b * c, h, w), cols)  # [bc, h, size]
+        y = F.matmul(y.transpose(0, 2, 1), rows)  # [bc, size (w), size (h)]
+        return y.transpose(0, 2, 1).reshape(b, c, self.size, self.size)
+
+
 def _classifier(in_features: int, fc: tuple[int, ...], num_classes: int, dropout: float,
                 dropout_last: bool = False) -> nn.Sequential:
     """The FC head shared by VGG (dropout after each ReLU) and AlexNet (dropout before each hidden Linear)."""
@@ -107,7 +137,7 @@ class VGG(nn.Module):
                 layers += [nn.Conv2d(in_ch, v, 3, padding=1), nn.ReLU()]
                 in_ch = v
         self.features = nn.Sequential(*layers)
-        self.avgpool = nn.AdaptiveAvgPool2d((arch.pool, arch.pool))
+        self.avgpool = AdaptiveAvgPool(arch.pool)
         self.classifier = _classifier(in_ch * arch.pool**2, arch.fc, num_classes, arch.dropout, dropout_last=True)
         _init_cnn(self, linear_std=0.01)
 
@@ -128,7 +158,7 @@ class AlexNet(nn.Module):
                 layers.append(nn.MaxPool2d(3, stride=2))
             in_ch = c.out
         self.features = nn.Sequential(*layers)
-        self.avgpool = nn.AdaptiveAvgPool2d((arch.pool, arch.pool))
+        self.avgpool = AdaptiveAvgPool(arch.pool)
         self.classifier = _classifier(in_ch * arch.pool**2, arch.fc, num_classes, arch.dropout)
         _init_cnn(self, linear_std=0.01)
 
