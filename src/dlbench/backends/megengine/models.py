@@ -89,23 +89,28 @@ def _pool_matrix(size_in: int, size_out: int) -> np.ndarray:
     return m
 
 
-class AdaptiveAvgPool(nn.Module):
-    """torch's AdaptiveAvgPool2d to size x size, also from a smaller map (small test inputs): MegEngine's own
+def adaptive_avg_pool(x: Tensor, size: int) -> Tensor:
+    """torch's adaptive_avg_pool2d to size x size, also from a smaller map (small test inputs): MegEngine's own
     divides by in // out, which is 0 there (a SIGFPE), so that case runs as two matmuls with the pooling weights."""
+    b, c, h, w = (int(d) for d in x.shape)
+    if h >= size and w >= size:
+        return F.adaptive_avg_pool2d(x, (size, size))
+    rows = Tensor(_pool_matrix(h, size).T)  # [h, size]
+    cols = Tensor(_pool_matrix(w, size).T)  # [w, size]
+    y = F.matmul(x.reshape(b * c, h, w), cols)  # [bc, h, size]
+    y = F.matmul(y.transpose(0, 2, 1), rows)  # [bc, size (w), size (h)]
+    return y.transpose(0, 2, 1).reshape(b, c, size, size)
+
+
+class AdaptiveAvgPool(nn.Module):
+    """`adaptive_avg_pool` as a module."""
 
     def __init__(self, size: int) -> None:
         super().__init__()
         self.size = size
 
     def forward(self, x: Tensor) -> Tensor:
-        b, c, h, w = (int(d) for d in x.shape)
-        if h >= self.size and w >= self.size:
-            return F.adaptive_avg_pool2d(x, (self.size, self.size))
-        rows = Tensor(_pool_matrix(h, self.size).T)  # [h, size]
-        cols = Tensor(_pool_matrix(w, self.size).T)  # [w, size]
-        y = F.matmul(x.reshape(b * c, h, w), cols)  # [bc, h, size]
-        y = F.matmul(y.transpose(0, 2, 1), rows)  # [bc, size (w), size (h)]
-        return y.transpose(0, 2, 1).reshape(b, c, self.size, self.size)
+        return adaptive_avg_pool(x, self.size)
 
 
 def _classifier(in_features: int, fc: tuple[int, ...], num_classes: int, dropout: float,
@@ -279,7 +284,7 @@ class InceptionAux(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         # torchvision's 5x5/3 pool needs a >= 17x17 grid (inputs near 299); smaller inputs pool to 5x5.
-        x = F.avg_pool2d(x, 5, stride=3, mode="average") if min(x.shape[-2:]) >= 17 else F.adaptive_avg_pool2d(x, (5, 5))
+        x = F.avg_pool2d(x, 5, stride=3, mode="average") if min(x.shape[-2:]) >= 17 else adaptive_avg_pool(x, 5)
         x = F.adaptive_avg_pool2d(self.conv1(self.conv0(x)), (1, 1))
         return self.fc(F.flatten(x, 1))
 
