@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dlbench.cases import Case
+from dlbench.numerics import resolve_precision
 from dlbench.protocol.runner import StepTimer
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
@@ -106,6 +107,12 @@ def single_device_only(spec: PointSpec, title: str) -> str | None:
         return (f"dlbench's {title} backend trains on one device only (no multi-device data parallelism wired "
                 f"yet): use --scale 1n1c")
     return None
+
+
+def single_device_refusal(spec: PointSpec, title: str) -> str | None:
+    """What a one-device backend refuses before anything framework-specific: several devices, or a precision the
+    numerics policy refuses on this device."""
+    return single_device_only(spec, title) or resolve_precision(spec.precision, spec.device).refusal
 
 
 def gpu_binding_problem(ctx: RankContext, visible: int) -> str | None:

@@ -12,7 +12,7 @@ import os
 
 import jittor as jt
 
-from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem, single_device_only
+from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem, single_device_refusal
 from dlbench.backends.jittor import TF32_OVERRIDE_VAR, data
 from dlbench.backends.jittor.models import MODELS, build_model, count_trainable
 from dlbench.backends.jittor.step import JittorTrainer
@@ -54,12 +54,9 @@ class JittorBackend(Backend):
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
-        several = single_device_only(spec, self.title)
-        if several:
-            return several
-        numerics = resolve_precision(spec.precision, spec.device)
-        if numerics.refusal:
-            return numerics.refusal
+        reason = single_device_refusal(spec, self.title)
+        if reason:
+            return reason
         if spec.device == "cuda" and not jt.has_cuda:
             return "Jittor here has no CUDA (no nvcc found, or nvcc_path is empty); use --device cpu"
         if spec.compile:

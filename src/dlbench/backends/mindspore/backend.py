@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import mindspore as ms
 
-from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem, single_device_only
+from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem, single_device_refusal
 from dlbench.backends.mindspore import data
 from dlbench.backends.mindspore.models import MODELS, TrainLoss, build_model, count_trainable
 from dlbench.backends.mindspore.step import MindsporeTrainer
@@ -62,12 +62,9 @@ class MindsporeBackend(Backend):
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
-        several = single_device_only(spec, self.title)
-        if several:
-            return several
-        numerics = resolve_precision(spec.precision, spec.device)
-        if numerics.refusal:
-            return numerics.refusal
+        reason = single_device_refusal(spec, self.title)
+        if reason:
+            return reason
         if spec.device == "cuda" and ms.get_context("device_target") != "GPU":
             return f"MindSpore here has only its {ms.get_context('device_target')} target; use --device cpu"
         if spec.channels_last:

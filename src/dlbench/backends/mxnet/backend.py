@@ -13,7 +13,7 @@ import os
 
 import mxnet as mx
 
-from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem, single_device_only
+from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem, single_device_refusal
 from dlbench.backends.mxnet import TENSOR_CORE_VAR, TF32_OVERRIDE_VAR, data
 from dlbench.backends.mxnet.models import MODELS, TrainLoss, build_model, count_trainable, initialize
 from dlbench.backends.mxnet.step import MxnetTrainer
@@ -79,12 +79,9 @@ class MxnetBackend(Backend):
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
-        several = single_device_only(spec, self.title)
-        if several:
-            return several
-        numerics = resolve_precision(spec.precision, spec.device)
-        if numerics.refusal:
-            return numerics.refusal
+        reason = single_device_refusal(spec, self.title)
+        if reason:
+            return reason
         if spec.device == "cuda":
             if mx.context.num_gpus() == 0:
                 return "this mxnet build sees no CUDA device (the .[mxnet] extra installs the CPU-only wheel)"
