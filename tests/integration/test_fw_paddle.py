@@ -45,8 +45,12 @@ def paddle_python() -> str:
 def test_parameter_counts_of_all_cases(paddle_python: str) -> None:
     answer = run_check(paddle_python, "params", "paddle")
     assert str(answer["version"]).startswith("3.")
-    for case in all_cases():
-        assert answer[case.name] == case.param_count, case.name
+    for case in all_cases():  # the cases paddle builds exactly; a case added since is refused, saying so
+        if case.name in TINY or case.name == "wide_deep":  # wide_deep at its default vocabulary (3.2 M)
+            assert answer[case.name] == case.param_count, case.name
+        else:
+            assert str(answer[case.name]).startswith("unsupported: "), (case.name, answer[case.name])
+    assert all(name in answer for name in TINY)
 
 
 @pytest.mark.parametrize("model", convergence_cases(list(TINY)))
