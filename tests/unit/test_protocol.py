@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
 from dlbench.protocol.runner import measure, window_sizes
 from dlbench.protocol.stats import confidence_interval, repeat_throughputs, summarize
 from dlbench.results.schema import RankRaw, RepeatRaw
+from dlbench.results.store import Store
 from dlbench.spec import PointSpec, Protocol
 
 
@@ -210,3 +214,18 @@ def test_noisy_flag_above_five_percent_cv() -> None:
     reps = tuple(RepeatRaw((w,), w) for w in (1.0, 1.3, 0.8))
     m = summarize(spec(proto), (RankRaw(0, reps, final_loss=1.0),))
     assert m.noisy and m.cv > 0.05
+
+
+CliResult = tuple[int, str, str]
+
+
+def test_sync_every_step_from_the_cli_times_each_step_and_is_its_own_identity(cli: Callable[..., CliResult],
+                                                                              store_path: Path) -> None:
+    args = ("run", "-f", "fake", "-m", "resnet50", "--steps", "4", "--warmup", "0", "--repeats", "1",
+            "--store", str(store_path))
+    assert cli(*args)[0] == 0
+    assert cli(*args, "--sync-every-step")[0] == 0
+    windowed, stepped = [p.result for p in Store(store_path, readonly=True).points()]
+    assert not windowed.spec.sync_every_step and stepped.spec.sync_every_step
+    assert windowed.spec.key() != stepped.spec.key()
+    assert len(stepped.ranks[0].repeats[0].step_times) == 4

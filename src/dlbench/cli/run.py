@@ -68,6 +68,8 @@ from dlbench.suite.maxbatch import param_bounds, search
 @click.option("--memory-limit", help="Emulated device memory budget on the CPU, e.g. 8GiB (over it = oom).")
 @click.option("--param", "params", multiple=True, help="A case parameter's values, e.g. vocab=3.2M,6.4M (K, M, G "
               "suffixes; each value a point; repeatable), or NAME=max to search the largest that trains.")
+@click.option("--sync-every-step", is_flag=True, help="Synchronise with the device after every measured step "
+              "(latency studies; part of the point's identity). Default: only at the ends of each timed window.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store. Default: $DLBENCH_STORE or "
               "./dlbench-results/results.db.")
 def run(framework: str | None, model: str | None, batch_size: str | None, precision: str | None,
@@ -76,7 +78,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         threads: int | None, data: str, data_dir: str | None, scale: str | None, nodes: int | None,
         devices_per_node: int | None, strategy: str, launcher: str | None, hosts: str | None, reach: str | None,
         master_addr: str | None, rendezvous_timeout: float, memory_limit: str | None,
-        params: tuple[str, ...], store_path: str | None) -> int:
+        params: tuple[str, ...], sync_every_step: bool, store_path: str | None) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
     specs = build_specs(
         framework=framework, model=model, batch_size=batch_size, precision=precision, compile_=compile_,
@@ -85,6 +87,8 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         input_size=input_size, threads=threads, data=data, data_dir=data_dir, scale=scale, nodes=nodes,
         devices_per_node=devices_per_node, strategy=strategy, launcher=launcher or "local", memory_limit=memory_limit,
         params=params)
+    if sync_every_step:
+        specs = [dataclasses.replace(s, sync_every_step=True) for s in specs]
     searched = parse_params(params)[1]
     if searched and any(s.device == "cpu" and s.memory_limit_bytes is None for s in specs):
         raise SpecError(f"--param {searched}=max on the CPU needs --memory-limit (the emulated device budget; "
