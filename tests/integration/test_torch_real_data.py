@@ -121,4 +121,4 @@ def test_cpu_max_batch_search_under_a_memory_limit(tmp_path: Path) -> None:
     assert at_max is not None and at_max.peak_memory_bytes is not None and at_max.peak_memory_bytes <= limit
     failed = [p for p in found.probes if not p.fits]
     assert failed and all(p.status == "oom" for p in failed)
-    assert min(p.batch for p in failed) == found.max_batch + 1
+    assert min(p.value for p in failed) == found.max_batch + 1
