@@ -42,7 +42,9 @@ def test_each_strategy_keeps_two_ranks_in_sync(cli: Callable[..., CliResult], sh
     assert "against 1-device point #" in out
 
 
-def test_default_scale_run_uses_torchrun_and_ddp(cli: Callable[..., CliResult], shared_store: Path) -> None:
+def test_default_scale_run_uses_torchrun_and_ddp(cli: Callable[..., CliResult], shared_store: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "250")  # the points table is wide (TFLOP/s, MFU): one line per cell
     code, out, err = cli("run", *TINY, "--scale", "1n2c", "--store", str(shared_store))
     assert code == 0, err
     r = stored(shared_store)[-1]
