@@ -103,8 +103,8 @@ def test_max_equal_to_another_group_is_one_point(monkeypatch: pytest.MonkeyPatch
     assert [(g, b) for _, g, b, _ in sweep_rows(db)] == [("min", 1), ("fixed+max", 8)]
 
 
-def start_sweep(suite: Path, db: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "DLBENCH_FAKE": "sleep:0.05"}
+def start_sweep(suite: Path, db: Path, fake: str = "sleep:0.05") -> subprocess.Popen[bytes]:
+    env = {**os.environ, "DLBENCH_FAKE": fake}
     return subprocess.Popen([sys.executable, "-m", "dlbench", "sweep", str(suite), "--store", str(db)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -154,8 +154,9 @@ def test_resume_after_kill_9_runs_only_what_is_missing(tmp_path: Path, cli: Call
 
 def test_ctrl_c_stops_cleanly_and_marks_the_run_interrupted(tmp_path: Path) -> None:
     suite, db = write_suite(tmp_path, models="[resnet50, alexnet]", hi=2), tmp_path / "s.db"
-    proc = start_sweep(suite, db)
+    proc = start_sweep(suite, db, fake="sleep:0.3")  # ~6 s a point: the sweep cannot end before the signal lands
     wait_for_points(db, 1, proc)
+    assert proc.poll() is None, "the sweep ended before it could be interrupted"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err.decode()
