@@ -26,8 +26,9 @@ CliResult = tuple[int, str, str]
 POINT = ("-f", "jax", "--input-size", "32", "-b", "2", "--steps", "2", "--warmup", "1", "--repeats", "1")
 
 # The smallest inputs each architecture accepts: AlexNet's three 3/2 max-pools need 64, Inception v3
-# needs 75 (torchvision's minimum); BERT runs a 16-token sequence.
-TINY = {"resnet50": 32, "resnet152": 32, "vgg16": 32, "alexnet": 64, "inception_v3": 75, "bert_base": 16}
+# needs 75 (torchvision's minimum); BERT runs a 16-token sequence, GPT-2 32 tokens.
+TINY = {"resnet50": 32, "resnet152": 32, "vgg16": 32, "alexnet": 64, "inception_v3": 75, "bert_base": 16,
+        "gpt2_small": 32}
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def jax_python() -> str:
 def test_parameter_counts_of_all_cases(jax_python: str) -> None:
     answer = run_check(jax_python, "params", "jax")
     assert str(answer["version"]).startswith("0.")
-    for case in all_cases():  # the six built here exactly; a case added since is refused, saying so
+    for case in all_cases():  # the cases built here exactly; a case added since is refused, saying so
         if case.name in TINY or case.name == "wide_deep":  # wide_deep at its default vocabulary (3.2 M)
             assert answer[case.name] == case.param_count, case.name
         else:

@@ -24,6 +24,7 @@ from absl import flags
 from dlbench.backends.base import Unsupported, fixed
 from dlbench.backends.jax.distributed import Placement
 from dlbench.cases import Case, CtrInput, ImageInput, TextInput
+from dlbench.cases.gpt import sequence_length
 from dlbench.data.augment import (
     bert_arrays,
     decode_crop_flip,
@@ -37,8 +38,8 @@ from dlbench.data.layout import (
     image_root,
     read_train_list,
 )
-from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_images
-from dlbench.spec import PointSpec
+from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_gpt, synthetic_images
+from dlbench.spec import PointSpec, SpecError
 
 PREFETCH = 2  # batches each Grain worker prepares ahead
 Record = dict[str, np.ndarray]
@@ -57,6 +58,12 @@ def synthetic_arrays(case: Case, batch: int, input_size: int | None, seed: int) 
     if isinstance(case.input, CtrInput):
         return host_arrays(synthetic_ctr(case.input, batch, case.param("vocab"), seed))
     assert isinstance(case.input, TextInput)
+    if case.task == "causal_lm":
+        try:
+            seq = sequence_length(case, input_size)
+        except SpecError as exc:
+            raise Unsupported(str(exc)) from None
+        return host_arrays(synthetic_gpt(case.input, batch, seq, seed))
     return host_arrays(synthetic_bert(case.input, batch, input_size, seed))
 
 
@@ -129,8 +136,9 @@ def batches(spec: PointSpec, case: Case, placement: Placement, seed: int) -> Ite
         return fixed(placement.shard(synthetic_arrays(case, spec.batch_size, spec.input_size, seed)))
     if isinstance(case.input, ImageInput):
         return image_batches(spec, case, placement, spec.seed)
-    if isinstance(case.input, CtrInput):
-        raise Unsupported(f"real data for {case.name} is not read yet (no Criteo layout): use synthetic data")
+    if isinstance(case.input, CtrInput) or case.task == "causal_lm":
+        raise Unsupported(f"real data for {case.name} is not read yet (no Criteo or tokenised-corpus layout): use "
+                          "synthetic data")
     return text_batches(spec, case, placement, spec.seed)
 
 

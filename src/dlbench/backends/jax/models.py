@@ -18,8 +18,10 @@ from flax import linen as nn
 
 from dlbench.backends.jax import wide_deep
 from dlbench.backends.jax.bert import BertForPretraining, mlm_nsp_loss
+from dlbench.backends.jax.gpt import GptLMHeadModel
 from dlbench.cases import Case, ImageInput
 from dlbench.cases.arch import POOL, AlexNetArch, InceptionArch, ResNetArch, VggArch
+from dlbench.cases.gpt import gpt_arch
 
 Array = Any
 _KAIMING = nn.initializers.variance_scaling(2.0, "fan_out", "normal")  # torch's kaiming_normal_(fan_out, relu)
@@ -300,6 +302,7 @@ MODELS: dict[str, Builder] = {
     "alexnet": lambda c, dt: AlexNet(c.arch, _classes(c), dtype=dt),  # type: ignore[arg-type]
     "inception_v3": lambda c, dt: InceptionV3(c.arch, _classes(c), dtype=dt),  # type: ignore[arg-type]
     "bert_base": lambda c, dt: BertForPretraining(c.arch, dtype=dt),  # type: ignore[arg-type]
+    "gpt2_small": lambda c, dt: GptLMHeadModel(gpt_arch(c), dtype=dt),
     "wide_deep": lambda c, dt: wide_deep.WideDeep(c, dtype=dt),
 }
 
@@ -315,21 +318,26 @@ def model_inputs(case: Case, batch: Mapping[str, Any]) -> tuple[Any, ...]:
         return (batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["mlm_positions"])
     if case.loss.kind == "bce":
         return wide_deep.inputs(batch)
+    if case.loss.kind == "causal_lm":
+        return (batch["input_ids"],)
     return (batch["images"],)
 
 
 def _xent(logits: Array, labels: Array) -> jax.Array:
-    """Mean softmax cross-entropy, in float32."""
+    """Mean softmax cross-entropy over every prediction (every position of a sequence), in float32."""
     return optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels).mean()
 
 
 def train_loss(case: Case, outputs: Any, batch: Mapping[str, Any]) -> jax.Array:
-    """The case's loss on the model's outputs: cross-entropy (+ aux_weight x the auxiliary head's), or MLM + NSP."""
+    """The case's loss on the model's outputs: cross-entropy (+ aux_weight x the auxiliary head's), MLM + NSP,
+    Wide & Deep's BCE, or the causal LM's mean next-token cross-entropy over every position."""
     if case.loss.kind == "mlm_nsp":
         mlm, nsp = outputs
         return mlm_nsp_loss(mlm, nsp, batch["mlm_ids"], batch["mlm_weights"], batch["nsp_labels"])
     if case.loss.kind == "bce":
         return wide_deep.bce_loss(outputs, batch)
+    if case.loss.kind == "causal_lm":
+        return _xent(outputs, batch["labels"])
     if isinstance(outputs, tuple):  # a model with an auxiliary head, in training mode: (logits, aux_logits)
         logits, aux = outputs
         return _xent(logits, batch["labels"]) + case.loss.aux_weight * _xent(aux, batch["labels"])
