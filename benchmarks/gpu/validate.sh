@@ -24,6 +24,8 @@ say "1. the device dlbench sees"
 say "2. torch ResNet-50 amp, batch 256, NCHW then channels_last"
 run -m resnet50 -p amp -b 256
 check "resnet50 amp NCHW ok" 'all(p["status"] == "ok" for p in pts)'
+check "resnet50 amp has an MFU against the GPU's datasheet peak, between 0 and 1" \
+  'all(p["mfu"] is not None and 0 < p["mfu"] <= 1 for p in pts)'
 run -m resnet50 -p amp -b 256 --channels-last
 check "resnet50 amp channels_last ok" 'all(p["status"] == "ok" for p in pts)'
 
