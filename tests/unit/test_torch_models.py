@@ -51,8 +51,16 @@ def test_models_follow_the_case_s_architecture_table() -> None:
 
 
 def test_bert_decoder_is_tied_to_word_embeddings() -> None:
-    model = build_model(get_case("bert_base"))
-    assert model.mlm_decoder.weight is model.embeddings.word_embeddings.weight
+    """The MLM decoder is the word-embedding matrix: no second [vocab, hidden] parameter, and the MLM loss sends
+    gradient to embedding rows no input token uses (only the decoder reads them)."""
+    case = get_case("bert_base")
+    model = build_model(case).train()
+    word = model.embeddings.word_embeddings.weight
+    assert [p for p in model.parameters() if p.shape == word.shape] == [word]
+    batch = _batch("bert_base")
+    train_loss(case, model, batch).backward()
+    unused = sorted(set(range(word.shape[0])) - set(batch["input_ids"].flatten().tolist()))[:50]
+    assert word.grad is not None and word.grad[unused].abs().sum().item() > 0
 
 
 @pytest.mark.parametrize("name", CASES)

@@ -1,0 +1,28 @@
+"""A torch-shaped backend's model functions from its model table: build, count, loss."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dlbench.backends.torchlike import bert
+from dlbench.backends.torchlike.ops import TorchOps
+from dlbench.cases import Case
+
+Builder = Callable[[Case], Any]
+
+
+def functions(ops: TorchOps, models: Mapping[str, Builder]) -> tuple[Callable[[Case], Any], Callable[[Any], int],
+                                                                     Callable[[Case, Any, Mapping[str, Any]], Any]]:
+    """``build_model(case)``, ``count_trainable(model)`` (tied parameters once) and ``train_loss(case, model,
+    batch)`` (`bert.train_loss`: the image and BERT cases) for a backend whose table is `models`."""
+
+    def build_model(case: Case) -> Any:
+        """A freshly initialised model for a case."""
+        return models[case.name](case)
+
+    def train_loss(case: Case, model: Any, batch: Mapping[str, Any]) -> Any:
+        """The case's training loss on one batch."""
+        return bert.train_loss(ops, case, model, batch)
+
+    return build_model, ops.count, train_loss
