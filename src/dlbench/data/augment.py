@@ -15,9 +15,11 @@ from PIL import Image
 from dlbench.data.layout import (
     CROP_RATIO,
     CROP_SCALE,
+    FLIP_PROB,
     SAMPLE_ARRAYS,
     SAMPLES,
     DataLayoutError,
+    TrainItem,
     text_root,
 )
 
@@ -100,3 +102,24 @@ def bert_arrays(data_dir: str | Path, input_size: int | None, predictions: int,
     out.update(mlm_positions=gathered["mlm_positions"].astype(dtype), mlm_ids=gathered["mlm_ids"].astype(dtype),
                mlm_weights=gathered["mlm_weights"])
     return out
+
+
+class AugmentedImages:
+    """train_list.txt items, decoded and augmented, for a framework's map-style dataset (subclass it together with
+    the framework's ``Dataset``): item ``(index, draw)`` -> (side x side uint8 CHW array, label as `label_type`).
+    Each draw of a sample has its own RNG, seeded by (seed, draw), so every worker and epoch reproduces it."""
+
+    label_type: type[np.generic] = np.int64
+
+    def __init__(self, items: list[TrainItem], side: int, seed: int) -> None:
+        self.items, self.side, self.seed = items, side, seed
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, draw: tuple[int, int]) -> tuple[np.ndarray, np.generic]:
+        index, k = draw
+        item = self.items[index]
+        rng = numpy_rng(np.random.default_rng((self.seed, k)))
+        pixels = decode_crop_flip(item.path, self.side, *rng, FLIP_PROB)
+        return np.ascontiguousarray(pixels.transpose(2, 0, 1)), self.label_type(item.label)

@@ -21,26 +21,9 @@ from megengine.data.dataset import Dataset
 
 from dlbench.backends.base import Unsupported, fixed
 from dlbench.cases import Case, ImageInput, TextInput
-from dlbench.data.augment import (
-    bert_arrays,
-    decode_crop_flip,
-    enough_samples,
-    numpy_rng,
-)
-from dlbench.data.layout import (
-    FLIP_PROB,
-    MEAN,
-    STD,
-    TrainItem,
-    image_root,
-    read_train_list,
-)
-from dlbench.data.synthetic import (
-    BERT_KEYS,
-    max_predictions,
-    synthetic_bert,
-    synthetic_images,
-)
+from dlbench.data.augment import AugmentedImages, bert_arrays, enough_samples
+from dlbench.data.layout import MEAN, STD, image_root, read_train_list
+from dlbench.data.synthetic import BERT_KEYS, max_predictions, synthetic_bert, synthetic_images
 from dlbench.spec import PointSpec
 
 Batch = dict[str, mge.Tensor]
@@ -78,21 +61,10 @@ class SeededDraws(MapSampler):  # type: ignore[misc]
         return [(int(i), epoch * self.n + pos) for pos, i in enumerate(order)]
 
 
-class ImageList(Dataset):  # type: ignore[misc]
-    """train_list.txt items, decoded and augmented to (side x side uint8 CHW array, int32 label)."""
+class ImageList(AugmentedImages, Dataset):  # type: ignore[misc]
+    """train_list.txt items, decoded and augmented (`AugmentedImages`), with int32 labels."""
 
-    def __init__(self, items: list[TrainItem], side: int, seed: int) -> None:
-        self.items, self.side, self.seed = items, side, seed
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    def __getitem__(self, draw: Draw) -> tuple[np.ndarray, np.int32]:
-        index, k = draw
-        item = self.items[index]
-        rng = numpy_rng(np.random.default_rng((self.seed, k)))
-        pixels = decode_crop_flip(item.path, self.side, *rng, FLIP_PROB)
-        return np.ascontiguousarray(pixels.transpose(2, 0, 1)), np.int32(item.label)
+    label_type = np.int32
 
 
 class BertSamples(Dataset):  # type: ignore[misc]
