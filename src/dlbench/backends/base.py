@@ -176,9 +176,17 @@ class Backend(ABC):
     def count_params(self, case: Case) -> int:
         """Trainable parameters of this backend's model for the case."""
 
+    # The framework's out-of-memory errors, as the default `oom_error` recognises them: an exception of one of
+    # `oom_kinds` whose lower-cased message holds one of `oom_texts`.
+    oom_kinds: tuple[type[BaseException], ...] = (RuntimeError,)
+    oom_texts: tuple[str, ...] = ()
+
     def oom_error(self, exc: BaseException) -> bool:
-        """Whether this one exception (not its causes) is the framework's out-of-memory error."""
-        return isinstance(exc, MemoryError)
+        """Whether this one exception (not its causes) is the framework's out-of-memory error: a MemoryError, or
+        one of `oom_kinds` with one of `oom_texts` in its message."""
+        if isinstance(exc, MemoryError):
+            return True
+        return isinstance(exc, self.oom_kinds) and any(text in str(exc).lower() for text in self.oom_texts)
 
     def is_oom(self, exc: BaseException) -> bool:
         """Whether an exception, or any cause or context of it, is the framework's out-of-memory error."""

@@ -37,6 +37,7 @@ class JittorBackend(Backend):
 
     name = "jittor"
     title = "Jittor"
+    oom_texts = OOM_TEXT
 
     def cases(self) -> frozenset[str]:
         return frozenset(MODELS)
@@ -88,9 +89,3 @@ class JittorBackend(Backend):
 
     def count_params(self, case: Case) -> int:
         return count_trainable(build_model(case))
-
-    def oom_error(self, exc: BaseException) -> bool:
-        if isinstance(exc, MemoryError):
-            return True
-        return isinstance(exc, RuntimeError) and any(text in str(exc).lower() for text in OOM_TEXT)
-

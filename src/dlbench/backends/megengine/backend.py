@@ -32,9 +32,7 @@ class MegengineBackend(Backend):
 
     name = "megengine"
     title = "MegEngine"
-
-    def __init__(self) -> None:
-        self._facts: dict[str, object] = {}
+    oom_texts = OOM_TEXT
 
     def cases(self) -> frozenset[str]:
         return frozenset(MODELS)
@@ -86,11 +84,3 @@ class MegengineBackend(Backend):
 
     def count_params(self, case: Case) -> int:
         return count_trainable(build_model(case))
-
-    def oom_error(self, exc: BaseException) -> bool:
-        if isinstance(exc, MemoryError):
-            return True
-        return isinstance(exc, RuntimeError) and any(text in str(exc).lower() for text in OOM_TEXT)
-
-    def facts(self) -> dict[str, object]:
-        return dict(self._facts)

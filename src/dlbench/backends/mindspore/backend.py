@@ -46,6 +46,7 @@ class MindsporeBackend(Backend):
 
     name = "mindspore"
     title = "MindSpore"
+    oom_texts = OOM_TEXT
 
     def __init__(self) -> None:
         super().__init__()
@@ -100,9 +101,3 @@ class MindsporeBackend(Backend):
 
     def count_params(self, case: Case) -> int:
         return count_trainable(build_model(case))
-
-    def oom_error(self, exc: BaseException) -> bool:
-        if isinstance(exc, MemoryError):
-            return True
-        return isinstance(exc, RuntimeError) and any(text in str(exc).lower() for text in OOM_TEXT)
-

@@ -60,6 +60,8 @@ class MxnetBackend(Backend):
 
     name = "mxnet"
     title = "MXNet"
+    oom_kinds = (mx.base.MXNetError,)
+    oom_texts = OOM_TEXT
 
     def cases(self) -> frozenset[str]:
         return frozenset(MODELS)
@@ -126,9 +128,3 @@ class MxnetBackend(Backend):
         with mx.autograd.predict_mode():
             model(*_example_input(case))
         return count_trainable(model)
-
-    def oom_error(self, exc: BaseException) -> bool:
-        if isinstance(exc, MemoryError):
-            return True
-        return isinstance(exc, mx.base.MXNetError) and any(text in str(exc).lower() for text in OOM_TEXT)
-

@@ -29,9 +29,7 @@ class OneflowBackend(Backend):
 
     name = "oneflow"
     title = "OneFlow"
-
-    def __init__(self) -> None:
-        self._facts: dict[str, object] = {}
+    oom_texts = OOM_TEXT
 
     def cases(self) -> frozenset[str]:
         return frozenset(MODELS)
@@ -79,11 +77,3 @@ class OneflowBackend(Backend):
 
     def count_params(self, case: Case) -> int:
         return count_trainable(build_model(case))
-
-    def oom_error(self, exc: BaseException) -> bool:
-        if isinstance(exc, MemoryError):
-            return True
-        return isinstance(exc, RuntimeError) and any(text in str(exc).lower() for text in OOM_TEXT)
-
-    def facts(self) -> dict[str, object]:
-        return dict(self._facts)
