@@ -10,7 +10,7 @@ from typing import Literal
 from dlbench.cases.arch import Arch, Loss
 from dlbench.spec import SpecError
 
-Task = Literal["image_classification", "bert_pretraining", "causal_lm", "ctr"]
+Task = Literal["image_classification", "bert_pretraining", "causal_lm", "ctr", "face_recognition"]
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,8 @@ def all_cases() -> list[Case]:
 
 
 # Explicit registration: each module calls register() once.
-from dlbench.cases import alexnet, bert_base, gpt, inception_v3, resnet50, resnet152, vgg16, wide_deep  # noqa: E402,F401
+from dlbench.cases import (  # noqa: E402,F401
+    alexnet, bert_base, face, gpt, inception_v3, resnet50, resnet152, vgg16, wide_deep)
 
 __all__ = ["Case", "CaseParam", "CtrInput", "ImageInput", "TextInput", "Optimizer", "CASES", "register", "get_case",
            "all_cases", "UnknownCase"]

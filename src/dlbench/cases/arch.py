@@ -109,9 +109,25 @@ class WideDeepArch:
     dropout: float = 0.5
 
 
-Arch = ResNetArch | VggArch | AlexNetArch | InceptionArch | BertConfig | GptConfig | WideDeepArch
+@dataclass(frozen=True)
+class FaceArch:
+    """Face recognition (InsightFace's recipe): a ResNet backbone, an `embedding`-d feature (Linear and
+    BatchNorm1d), and a bias-free classifier over `classes` identities trained with ArcFace's additive angular
+    margin (`margin`, logits scaled by `scale`). `model_parallel` splits the classifier by classes across the
+    ranks; `sample` is the percent of its classes each step uses (Partial FC; 100 = all)."""
 
-LossKind = Literal["softmax_ce", "mlm_nsp", "causal_lm", "bce"]
+    backbone: ResNetArch = ResNetArch(stages=(3, 4, 6, 3))
+    embedding: int = 512
+    classes: int = 85_742
+    margin: float = 0.5
+    scale: float = 64.0
+    model_parallel: bool = False
+    sample: int = 100
+
+
+Arch = ResNetArch | VggArch | AlexNetArch | InceptionArch | BertConfig | GptConfig | WideDeepArch | FaceArch
+
+LossKind = Literal["softmax_ce", "mlm_nsp", "causal_lm", "bce", "arcface"]
 
 
 @dataclass(frozen=True)
@@ -124,5 +140,5 @@ class Loss:
     aux_weight: float = 0.0
 
 
-__all__ = ["POOL", "AlexNetArch", "Arch", "BertConfig", "ConvLayer", "GptConfig", "InceptionArch", "Loss", "LossKind",
+__all__ = ["POOL", "AlexNetArch", "Arch", "BertConfig", "ConvLayer", "FaceArch", "GptConfig", "InceptionArch", "Loss", "LossKind",
            "ResNetArch", "VggArch", "WideDeepArch"]

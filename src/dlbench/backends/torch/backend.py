@@ -13,6 +13,7 @@ from dlbench.backends.torch import data, distributed
 from dlbench.backends.torch.models import MODELS, build_model, count_trainable
 from dlbench.backends.torch.step import TorchTrainer
 from dlbench.cases import Case, ImageInput, get_case
+from dlbench.cases.arch import FaceArch
 from dlbench.numerics import describe, resolve_precision
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
@@ -81,6 +82,10 @@ class TorchBackend(Backend):
             return "torch here has no CUDA device (a CPU build, or no GPU): use --device cpu"
         if spec.channels_last and not isinstance(get_case(spec.model).input, ImageInput):
             return "channels-last applies to image models only"
+        if spec.world_size > 1 and distributed.strategy(spec) != "ddp":
+            case = get_case(spec.model).configured(dict(spec.case_params))
+            if isinstance(case.arch, FaceArch) and case.arch.model_parallel:
+                return "a model-parallel classifier trains with the ddp strategy only (its shards are not all-reduced)"
         return distributed.refuse(spec)
 
     def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
@@ -96,7 +101,7 @@ class TorchBackend(Backend):
             torch.cuda.set_device(device)
             set_tf32(numerics.allow_tf32)
             torch.backends.cudnn.benchmark = True  # pick the fastest conv algorithms during warm-up
-        model = build_model(case).to(device)
+        model = build_model(case, ctx.rank, spec.world_size).to(device)
         if spec.channels_last:
             model = model.to(memory_format=torch.channels_last)
         model, sync = distributed.setup(spec, model, device, ctx)  # several devices: process group, strategy

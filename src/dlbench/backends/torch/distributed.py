@@ -119,6 +119,10 @@ def setup(spec: PointSpec, model: torch.nn.Module, device: torch.device,
     if chosen == "none":
         return model, GradSync()
     init(spec, device, ctx)
+    if getattr(model, "sharded", False):  # a split classifier (face): DDP over the replicated part only
+        model.replicated = DistributedDataParallel(model.replicated, device_ids=[device.index] if device.type == "cuda"
+                                                   else None, gradient_as_bucket_view=True)
+        return model, GradSync()
     if chosen == "ddp":  # DDP broadcasts rank 0's parameters and buffers on construction
         ids = [device.index] if device.type == "cuda" else None
         # Gradients as views into DDP's buckets: no copy between them and the all-reduce buffers.
@@ -130,7 +134,10 @@ def setup(spec: PointSpec, model: torch.nn.Module, device: torch.device,
 
 
 def param_checksum(model: torch.nn.Module) -> float:
-    """A position-weighted float64 sum of every parameter: equal on ranks that hold the same parameters."""
+    """A position-weighted float64 sum of every parameter: equal on ranks that hold the same parameters (of a
+    split classifier's model, the replicated part's: each rank's shard is its own)."""
+    if getattr(model, "sharded", False):
+        model = model.replicated
     with torch.no_grad():
         total = torch.zeros((), dtype=torch.float64)
         for i, p in enumerate(model.parameters()):

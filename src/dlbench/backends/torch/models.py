@@ -14,11 +14,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from dlbench.backends.torch.face import FaceModel, arcface_loss
 from dlbench.backends.torch.gpt import GptLMHeadModel
 from dlbench.backends.torch.wide_deep import WideDeep, bce_loss
 from dlbench.backends.torchlike import bert, cnn
 from dlbench.backends.torchlike.ops import TorchOps
 from dlbench.cases import Case
+from dlbench.cases.face import face_arch
 from dlbench.cases.gpt import gpt_arch
 
 
@@ -37,18 +39,27 @@ CNN = cnn.define(OPS)
 BertForPretraining = bert.define(OPS)
 
 
+def _face(case: Case, rank: int = 0, world: int = 1) -> nn.Module:
+    """The face model: ResNet backbone with the embedding as its head, and this rank's classifier shard."""
+    a = face_arch(case)
+    return FaceModel(case, CNN.ResNet(a.backbone, a.embedding), rank, world)
+
+
 # The model table: case name -> builder reading the case's architecture. The only place a case is named.
 MODELS: dict[str, Callable[[Case], nn.Module]] = {
     "resnet50": CNN.resnet, "resnet152": CNN.resnet, "vgg16": CNN.vgg, "alexnet": CNN.alexnet,
     "inception_v3": CNN.inception_v3, "bert_base": bert.builder(OPS),
     "gpt2_small": lambda c: GptLMHeadModel(gpt_arch(c)),
     "wide_deep": WideDeep,
+    "face": _face,
 }
+PER_RANK = {_face}  # builders that take (case, rank, world): a model-parallel classifier holds a shard per rank
 
 
-def build_model(case: Case) -> nn.Module:
-    """A freshly initialised model for a case."""
-    return MODELS[case.name](case)
+def build_model(case: Case, rank: int = 0, world: int = 1) -> nn.Module:
+    """A freshly initialised model for a case (rank `rank` of `world`'s part where the model is split)."""
+    builder = MODELS[case.name]
+    return builder(case, rank, world) if builder in PER_RANK else builder(case)  # type: ignore[call-arg]
 
 
 def count_trainable(model: nn.Module) -> int:
@@ -58,11 +69,13 @@ def count_trainable(model: nn.Module) -> int:
 
 def train_loss(case: Case, model: nn.Module, batch: Mapping[str, Tensor]) -> Tensor:
     """The case's training loss on one batch: the causal LM's mean next-token cross-entropy over every position,
-    Wide & Deep's BCE, or the image and BERT losses (`torchlike.bert.train_loss`)."""
+    Wide & Deep's BCE, ArcFace's margin softmax (face.py), or the image and BERT losses (`torchlike.bert.train_loss`)."""
     if case.loss.kind == "causal_lm":
         return OPS.xent(model(batch["input_ids"]), batch["labels"])
     if case.loss.kind == "bce":
         return bce_loss(model, batch)
+    if case.loss.kind == "arcface":
+        return arcface_loss(model, batch)
     return bert.train_loss(OPS, case, model, batch)
 
 
