@@ -103,10 +103,16 @@ def test_max_equal_to_another_group_is_one_point(monkeypatch: pytest.MonkeyPatch
     assert [(g, b) for _, g, b, _ in sweep_rows(db)] == [("min", 1), ("fixed+max", 8)]
 
 
+def _sigint_default() -> None:
+    """In the child before exec: Ctrl-C's default. A shell script's background job (`bash .ci/run &`) ignores
+    SIGINT, and an ignored signal stays ignored across exec, so the sweep would never see the test's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_sweep(suite: Path, db: Path, fake: str = "sleep:0.05") -> subprocess.Popen[bytes]:
     env = {**os.environ, "DLBENCH_FAKE": fake}
     return subprocess.Popen([sys.executable, "-m", "dlbench", "sweep", str(suite), "--store", str(db)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_sigint_default)
 
 
 def wait_for_points(db: Path, n: int, proc: subprocess.Popen[bytes], timeout: float = 240) -> None:
