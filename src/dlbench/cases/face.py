@@ -78,8 +78,7 @@ def forward_flops(case: Case, input_size: int | None = None) -> float:
     the classifier over the classes a step uses (every rank's sample together)."""
     a = face_arch(case)
     side = input_size or (case.input.size if isinstance(case.input, ImageInput) else 112)
-    used = a.classes if a.sample >= 100 else max(1, a.classes * a.sample // 100)
-    return 2.0 * (_resnet(a.backbone, side, a.embedding, True) + a.embedding * used)
+    return 2.0 * (_resnet(a.backbone, side, a.embedding, True) + a.embedding * sampled_classes(a, a.classes))
 
 
 def _configured(case: Case) -> Case:
