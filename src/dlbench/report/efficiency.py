@@ -54,7 +54,8 @@ class EffRow:
         p = self.eff.peak
         if p is None:
             return self.eff.note if self.eff.achieved_tflops is not None and self.eff.note else "-"
-        return p.label + (f" x {self.eff.devices}" if self.eff.devices > 1 else "")
+        label = p.label + (f" x {self.eff.devices}" if self.eff.devices > 1 else "")
+        return f"{label}; {self.eff.note}" if self.eff.note else label
 
     @property
     def mfu(self) -> str:

@@ -52,7 +52,7 @@ def csv_row(p: StoredPoint, pool: Sequence[StoredPoint] = ()) -> dict[str, objec
     eff = {"math_mode": e.math_mode, "train_flops_per_sample": e.flops_per_sample,
            "achieved_tflops": e.achieved_tflops, "peak_tflops_per_device": e.peak.tflops if e.peak else None,
            "peak_kind": e.peak.kind if e.peak else None, "mfu": e.mfu,
-           "peak_note": e.peak.label if e.peak else e.note}
+           "peak_note": "; ".join(t for t in (e.peak.label if e.peak else "", e.note) if t)}
     return {
         "run_id": p.run_id, "point_id": p.id, "framework": s.framework,
         "framework_version": r.env.identity.get("framework_version", ""), "model": s.model,
