@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.suite.maxbatch import Probe, bisect, lookup, probe_bound, search
+from dlbench.suite.maxbatch import STEPS_DOWN, Probe, bisect, confirm, lookup, probe_bound, search
 from dlbench.launch.registry import Launchers
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec, Protocol
@@ -73,7 +73,9 @@ def test_search_against_the_fake_backend_finds_the_exact_threshold(monkeypatch: 
     assert all(p.status == ("ok" if p.value <= 37 else "oom") for p in found.probes)
     assert found.at_max is not None and found.at_max.throughput
     runs = [r for r in store.runs() if r.kind == "maxbatch"]
-    assert len(runs) == 1 and runs[0].status == "done" and runs[0].points == len(found.probes)
+    # The boundary was run again, each in a fresh worker: 38 ran out of memory again, 37 trained again.
+    assert [(p.value, p.status) for p in found.checks] == [(38, "oom"), (37, "ok")] and found.fails_at == 38
+    assert len(runs) == 1 and runs[0].status == "done" and runs[0].points == len(found.probes) + len(found.checks)
     # The store remembers: the same search again runs no probe, and lookup answers without running.
     again = search(store, base_spec(), 1, 64, launchers=Launchers())
     assert (again.max_batch, again.new_probes) == (37, 0)
@@ -117,3 +119,41 @@ def test_a_failed_probe_is_not_reused_by_later_searches(monkeypatch: pytest.Monk
     assert found.max_batch == 37 and found.exact
     reran = [p.value for p in found.probes if not p.cached]
     assert reran == [32, 48, 40, 36, 38, 37]  # 1, 64's path before 32 was reused; 32 was probed again
+
+
+def scripted(runs: dict[int, list[str]], calls: list[int]) -> object:
+    """A re-run probe whose outcomes at each value come in the order given (memory noise near a budget)."""
+    def again(value: int) -> Probe:
+        calls.append(value)
+        status = runs[value].pop(0)
+        return Probe(value=value, fits=status == "ok", status=status)
+    return again
+
+
+BISECTED = [Probe(value=v, fits=v <= 40, status="ok" if v <= 40 else "oom") for v in (1, 32, 48, 40, 44, 42, 41)]
+
+
+def test_a_boundary_that_holds_again_is_reproduced() -> None:
+    calls: list[int] = []
+    best, reproduced, checks, note = confirm(40, BISECTED, 1, 1, scripted({41: ["oom"], 40: ["ok"]}, calls))  # type: ignore[arg-type]
+    assert (best, reproduced, note) == (40, True, "") and calls == [41, 40] and len(checks) == 2
+
+
+def test_a_max_that_fails_when_run_again_is_not_reported() -> None:
+    # 40 trained in the search, then ran out of memory; 39 (never probed) must train twice to be the max.
+    calls: list[int] = []
+    again = scripted({41: ["oom"], 40: ["oom"], 39: ["ok", "ok"]}, calls)
+    best, reproduced, _, note = confirm(40, BISECTED, 1, 1, again)  # type: ignore[arg-type]
+    assert (best, reproduced) == (39, False) and calls == [41, 40, 39, 39]
+    assert "40 ran out of memory when run again" in note
+
+
+def test_a_next_value_that_trains_when_run_again_is_said() -> None:
+    best, reproduced, _, note = confirm(40, BISECTED, 1, 1, scripted({41: ["ok"], 40: ["ok"]}, []))  # type: ignore[arg-type]
+    assert (best, reproduced) == (40, False) and "41 trained when run again" in note
+
+
+def test_noise_wider_than_the_steps_down_gives_no_max() -> None:
+    runs = {41: ["oom"], **{40 - i: ["oom", "oom"] for i in range(STEPS_DOWN)}}
+    best, reproduced, _, note = confirm(40, BISECTED, 1, 1, scripted(runs, []))  # type: ignore[arg-type]
+    assert best is None and not reproduced and "not reproducible" in note

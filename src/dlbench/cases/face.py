@@ -24,7 +24,7 @@ import dataclasses
 
 from dlbench.cases import Case, CaseParam, ImageInput, Optimizer, register
 from dlbench.cases.arch import FaceArch, Loss, ResNetArch
-from dlbench.cases.flops import _resnet, register_forward_flops
+from dlbench.cases.flops import register_forward_flops, resnet_macs
 from dlbench.spec import SpecError
 
 # DLPerf's Max num_classes table (seed 003): (nodes, devices per node) -> (OneFlow, MXNet/insightface), batch 64
@@ -74,11 +74,11 @@ def sampled_classes(a: FaceArch, shard: int) -> int:
 
 
 def forward_flops(case: Case, input_size: int | None = None) -> float:
-    """Forward FLOPs of one sample: the backbone and the embedding (`flops._resnet` with a 512-wide head), then
+    """Forward FLOPs of one sample: the backbone and the embedding (`flops.resnet_macs` with a 512-wide head), then
     the classifier over the classes a step uses (every rank's sample together)."""
     a = face_arch(case)
     side = input_size or (case.input.size if isinstance(case.input, ImageInput) else 112)
-    return 2.0 * (_resnet(a.backbone, side, a.embedding, True) + a.embedding * sampled_classes(a, a.classes))
+    return 2.0 * (resnet_macs(a.backbone, side, a.embedding) + a.embedding * sampled_classes(a, a.classes))
 
 
 def _configured(case: Case) -> Case:

@@ -65,6 +65,12 @@ def _pool(side: int, k: int, stride: int, pad: int = 0) -> int:
     return out
 
 
+def resnet_macs(a: ResNetArch, side: int, classes: int, padded: bool = True) -> int:
+    """Multiply-adds of one ResNet forward at a side x side input, its head `classes` wide (a case built on a
+    ResNet backbone, such as face's 512-d embedding, counts its trunk with this)."""
+    return _resnet(a, side, classes, padded)
+
+
 def _resnet(a: ResNetArch, side: int, classes: int, padded: bool) -> int:
     c = _Count(padded)
     side = _pool(c.conv(3, a.width, side, 7, 2, 3), 3, 2, 1)
@@ -218,4 +224,4 @@ def train_flops_per_sample(case: Case, input_size: int | None = None) -> float:
 
 
 __all__ = ["BACKWARD_FACTOR", "FORWARD_COUNTERS", "TRAIN_FACTOR", "forward_flops_per_sample", "forward_macs",
-           "masked_predictions", "register_forward_flops", "train_flops_per_sample"]
+           "masked_predictions", "register_forward_flops", "resnet_macs", "train_flops_per_sample"]

@@ -104,8 +104,9 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
     say_device(device)
     first = specs[0]
     failed: list[PointResult] = []
+    extras: dict[str, dict[str, object]] = {}
     if searched:
-        specs, failed = search_param(store, specs, searched, launchers)
+        specs, failed, extras = search_param(store, specs, searched, launchers)
     # Speedup needs the 1-device throughput of the same configuration: measure it first where the store has none.
     specs = [*missing_baselines(store.points(), specs, host_identity(first.device, physical_cores())), *specs]
     command = "dlbench " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("dlbench") else "dlbench run"
@@ -115,7 +116,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
     console = Console(stderr=True)
     try:
         with RunProgress(len(specs), console) as ui:
-            results = run_points(store, run_id, specs, launchers, started=ui.started, done=ui.done)
+            results = run_points(store, run_id, specs, launchers, started=ui.started, done=ui.done, extras=extras)
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
         raise
@@ -134,11 +135,13 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
 
 
 def search_param(store: Store, specs: list[PointSpec], name: str, launchers: Launchers
-                 ) -> tuple[list[PointSpec], list[PointResult]]:
+                 ) -> tuple[list[PointSpec], list[PointResult], dict[str, dict[str, object]]]:
     """--param NAME=max: search each configuration's largest value (suite/maxbatch.py, probes cached), then the
-    points to measure at it; a configuration where even the lower bound fails becomes a failed point."""
+    points to measure at it, and the search's facts to keep with each (by spec key); a configuration where even
+    the lower bound fails becomes a failed point."""
     found_specs: list[PointSpec] = []
     failed: list[PointResult] = []
+    extras: dict[str, dict[str, object]] = {}
     for spec in specs:
         lo, hi, unit = param_bounds(get_case(spec.model), name)
         found = search(store, spec, lo, hi, memory_limit=spec.memory_limit_bytes,
@@ -146,12 +149,14 @@ def search_param(store: Store, specs: list[PointSpec], name: str, launchers: Lau
         label = f"{spec.framework} {spec.model} bs{spec.batch_size}"
         if found.max_batch is None:
             click.echo(f"max {name} for {label}: none fits: {found.note}", err=True)
-            failed.append(point_result(spec, found.probes[-1].status, None,
-                                       f"no {name} in [{lo}, {hi}) trains: {found.note}", [], time.time()))
+            none = point_result(spec, found.last.status, None, f"no {name} in [{lo}, {hi}) trains: {found.note}",
+                                [], time.time())
+            failed.append(dataclasses.replace(none, extra={**none.extra, found.extra_key: found.facts()}))
             continue
-        how = f"exact within {unit:,}" if found.exact else found.note
+        how = f"exact within {unit:,}, reproduced when run again" if found.exact else found.note
         click.echo(f"max {name} for {label}: {found.max_batch:,} ({how}; {len(found.probes)} probes, "
                    f"{found.new_probes} new)", err=True)
-        found_specs.append(dataclasses.replace(spec, case_params=tuple(sorted(
-            {**spec.params, name: found.max_batch}.items()))))
-    return found_specs, failed
+        at_max = dataclasses.replace(spec, case_params=tuple(sorted({**spec.params, name: found.max_batch}.items())))
+        found_specs.append(at_max)
+        extras[at_max.key()] = {found.extra_key: found.facts()}
+    return found_specs, failed, extras

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 
 from dlbench.launch.interpreters import interpreter_for
 from dlbench.launch.point import execute
@@ -17,12 +18,16 @@ PointDone = Callable[[int, PointResult], None]
 
 
 def run_points(store: Store, run_id: str, specs: Sequence[PointSpec], launchers: Launchers,
-               started: PointStarted | None = None, done: PointDone | None = None) -> list[PointResult]:
-    """Run every spec in order; a failed point is recorded and the run goes on. Ctrl-C propagates."""
+               started: PointStarted | None = None, done: PointDone | None = None,
+               extras: Mapping[str, Mapping[str, object]] | None = None) -> list[PointResult]:
+    """Run every spec in order; a failed point is recorded and the run goes on. Ctrl-C propagates. ``extras``:
+    facts to keep with a point, by its spec key (the search that found its value)."""
     results = []
     for i, spec in enumerate(specs):
         sink = started(i, spec) if started else None
         result = execute(spec, launchers, python=interpreter_for(spec.framework), on_progress=sink)
+        if extras and spec.key() in extras:
+            result = dataclasses.replace(result, extra={**result.extra, **extras[spec.key()]})
         store.add_point(run_id, result)
         results.append(result)
         if done:

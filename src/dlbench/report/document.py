@@ -18,6 +18,7 @@ from dlbench.report.charts import (
 from dlbench.report.efficiency import FLOPS_DEFINITION, EffRow, efficiency_rows, mfu_chart, roofline_chart
 from dlbench.report.groups import Cell, Column, Section, build_sections, framework_title
 from dlbench.report.history import history_charts
+from dlbench.report.max_values import REFERENCE_NOTE, MaxValueRow, PublishedMax, dlperf_max_classes, max_value_rows
 from dlbench.report.published import Beside, beside
 from dlbench.report.special import wide_deep_chart
 from dlbench.results.store import RunRecord, StoredPoint
@@ -71,6 +72,10 @@ class Report:
     overall: ChartSet
     status_counts: dict[str, int]
     colours: dict[Column, str] = field(default_factory=dict)
+    special: ChartSet = field(default_factory=ChartSet)  # the seeds' special cases: Wide & Deep's curves
+    max_values: list[MaxValueRow] = field(default_factory=list)  # searched case-parameter maxima (face classes)
+    max_reference: list[PublishedMax] = field(default_factory=list)
+    max_reference_note: str = REFERENCE_NOTE
     definition: str = THROUGHPUT_DEFINITION
     flops_definition: str = FLOPS_DEFINITION
     notes: list[str] = field(default_factory=list)
@@ -142,7 +147,6 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         views.append(SectionView(sec, beside(sec), charts, effs))
     overall = data_chart(sections, cc)
     overall.extend(max_batch_chart(points, cc))
-    overall.extend(wide_deep_chart(points, cc))  # the seeds' special case: latency and memory against vocabulary
     overall.extend(history_charts(points, pool if pool is not None else points))
     identity, fws, warnings = _identity(points)
     protos = Counter(describe_protocol(p.result.spec.protocol) for p in points)
@@ -152,13 +156,18 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
     hidden = len(points) - len(shown)
     notes = [(f"{hidden} earlier point(s) of a configuration measured again in a later run are not shown "
               "(the newest is).")] if hidden else []
+    special, maxima = wide_deep_chart(points, cc), max_value_rows(points)
+    if not special.charts and not maxima:  # no special-case section: say so where the other absent charts do
+        overall.notes.extend(special.notes)
+        special = ChartSet()
     return Report(
         title=title or "dlbench report", generated=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
         dlbench_version=__version__, runs=runs, identity=identity, frameworks=fws,
         descriptive=_descriptive(points), protocols=[f"{k} ({n} point{'s' if n != 1 else ''})"
                                                       for k, n in protos.most_common()],
         warnings=warnings, sections=views, overall=overall,
-        status_counts=dict(Counter(p.result.status for p in points)), colours=cc, notes=notes)
+        status_counts=dict(Counter(p.result.status for p in points)), colours=cc, notes=notes,
+        special=special, max_values=maxima, max_reference=dlperf_max_classes())
 
 
 __all__ = ["Column", "KeyValue", "Report", "SectionView", "build_report", "describe_protocol"]

@@ -11,6 +11,10 @@ is *too big* only when it ran out of memory: `oom` (the framework's out-of-memor
 included, or the emulated budget passed). Any other failure (a cuDNN error, a compile failure, a crash, a
 timeout) says nothing about memory: it stops the search, which reports it with its reason.
 
+When the interval closes, both ends are run again in fresh workers (confirm): memory use near a budget varies
+a little from run to run, so a max is called exact only when it trains again and the value above runs out of
+memory again; a max that fails its re-run gives way to the largest value below it that trains twice.
+
 Probes are stored as the points of a run of kind "maxbatch" whose meta holds the search key, so a later search
 with the same key (the configuration, the device model and the framework version) reuses those that fit or ran
 out of memory; a probe that failed for another reason is never reused, so a passing fault cannot poison later
@@ -33,10 +37,11 @@ from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
 from dlbench.results.env import host_identity, physical_cores
 from dlbench.results.schema import PointResult
-from dlbench.results.store import Store
+from dlbench.results.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol, SpecError
 
 MAXBATCH_KIND = "maxbatch"
+CHECK = "boundary_check"  # extra flag of a probe that runs a found boundary again (confirm)
 BATCH = "batch"  # the searched quantity of a max-batch search; any other name is a case parameter's
 
 
@@ -100,16 +105,43 @@ class MaxBatch:
     note: str = ""
     quantity: str = BATCH
     unit: int = 1
+    checks: tuple[Probe, ...] = ()  # the boundary run again (see confirm)
 
     @property
     def new_probes(self) -> int:
-        """Probes run by this search (not taken from the store)."""
-        return sum(not p.cached for p in self.probes)
+        """Probes run by this search (not taken from the store), the boundary's checks included."""
+        return sum(not p.cached for p in (*self.probes, *self.checks))
+
+    @property
+    def last(self) -> Probe:
+        """The last probe run (a boundary check, else the search's): why a search without a max ended."""
+        return (self.checks or self.probes)[-1]
 
     @property
     def at_max(self) -> Probe | None:
         """The probe at the max found."""
         return next((p for p in self.probes if p.value == self.max_batch and p.fits), None)
+
+    @property
+    def fails_at(self) -> int | None:
+        """The smallest probed value above the max that ran out of memory (None: none was probed, hi is only
+        the search's bound)."""
+        over = [p.value for p in (*self.probes, *self.checks)
+                if p.too_big and (self.max_batch is None or p.value > self.max_batch)]
+        return min(over) if over else None
+
+    def facts(self) -> dict[str, object]:
+        """What a measured point keeps of the search behind it (extra['max_batch'] or extra['max_param'])."""
+        out: dict[str, object] = {"max": self.max_batch, "exact": self.exact, "lo": self.lo, "hi": self.hi,
+                                  "fails_at": self.fails_at, "probes": len(self.probes),
+                                  "new_probes": self.new_probes, "note": self.note,
+                                  "checks": [[p.value, p.status] for p in self.checks]}
+        return out if self.quantity == BATCH else {"name": self.quantity, "unit": self.unit, **out}
+
+    @property
+    def extra_key(self) -> str:
+        """The key of a point's extra the facts go under."""
+        return "max_batch" if self.quantity == BATCH else "max_param"
 
 
 def probe_bound(lo: int, hi: int) -> int:
@@ -143,6 +175,36 @@ def bisect(lo: int, hi: int, probe: Callable[[int], Probe], unit: int = 1
     if bad == hi and not any(p.too_big for p in probes):
         return good, False, probes, f"every probe fit: {hi} was assumed to fail and was not probed; raise hi"
     return good, True, probes, ""
+
+
+STEPS_DOWN = 3  # how far below a value that failed its check the confirmation looks, in units
+
+
+def confirm(best: int, probes: list[Probe], lo: int, unit: int, again: Callable[[int], Probe]
+            ) -> tuple[int | None, bool, list[Probe], str]:
+    """Run an exact search's boundary again, each run a fresh process: the value above the max (it must run out
+    of memory again) and the max (it must train again). Memory use near a budget varies a little from run to
+    run (allocator and thread timing), so a max that fails its check is not reported: the largest value below
+    it that trains twice is, within STEPS_DOWN units. Returns (max, reproduced, checks, note)."""
+    checks = [again(best + unit)]
+    above_ok = checks[0].fits
+    value, trained = best, {p.value for p in probes if p.fits}
+    while value >= lo and value > best - STEPS_DOWN * unit:
+        runs = [again(value)] + ([] if value in trained else [again(value)])
+        checks += runs
+        if all(r.fits for r in runs):
+            break
+        if any(not r.fits and not r.too_big for r in runs):
+            return None, False, checks, _stopped(next(r for r in runs if not r.fits and not r.too_big))
+        value -= unit
+    else:
+        return None, False, checks, (f"not reproducible: no value from {best} down {STEPS_DOWN} units trained on "
+                                     "every run; memory use varies more than the unit here")
+    if value == best and not above_ok:
+        return best, True, checks, ""
+    said = [f"{best} ran out of memory when run again" if value < best else "",
+            f"{best + unit} trained when run again" if above_ok else ""]
+    return value, False, checks, "boundary within run-to-run noise: " + "; ".join(t for t in said if t)
 
 
 def probe_spec(base: PointSpec, value: int, warmup: int, steps: int, memory_limit: int | None,
@@ -186,13 +248,28 @@ def to_probe(result: PointResult, cached: bool = False, quantity: str = BATCH) -
 def cached_probes(store: Store, key: str, quantity: str = BATCH) -> dict[int, Probe]:
     """Probes of earlier searches with this key that fit or ran out of memory, by searched value (the latest
     wins); a probe that failed for another reason is not reused."""
-    runs = [r.id for r in store.runs() if r.kind == MAXBATCH_KIND and r.meta.get("search_key") == key]
     out: dict[int, Probe] = {}
-    for p in store.points(runs) if runs else []:
+    for p in _search_points(store, key):
         probe = to_probe(p.result, cached=True, quantity=quantity)
-        if probe.fits or probe.too_big:
+        if not p.result.extra.get(CHECK) and (probe.fits or probe.too_big):
             out[probe.value] = probe
     return out
+
+
+def cached_checks(store: Store, key: str, quantity: str = BATCH) -> dict[int, list[Probe]]:
+    """The boundary checks (confirm) of earlier searches with this key that fit or ran out of memory, by value,
+    oldest first."""
+    out: dict[int, list[Probe]] = {}
+    for p in _search_points(store, key):
+        probe = to_probe(p.result, cached=True, quantity=quantity)
+        if p.result.extra.get(CHECK) and (probe.fits or probe.too_big):
+            out.setdefault(probe.value, []).append(probe)
+    return out
+
+
+def _search_points(store: Store, key: str) -> list[StoredPoint]:
+    runs = [r.id for r in store.runs() if r.kind == MAXBATCH_KIND and r.meta.get("search_key") == key]
+    return sorted(store.points(runs), key=lambda p: p.result.started or 0.0) if runs else []
 
 
 ProbeStarted = Callable[[int, PointSpec], ProgressSink | None]
@@ -205,32 +282,49 @@ def search(store: Store, base: PointSpec, lo: int, hi: int, warmup: int = 1, ste
     """Search the max of the quantity (the batch, or a case parameter in multiples of unit) for base's
     configuration, reusing stored probes and storing new ones."""
     key = search_key(base, memory_limit, quantity, unit)
-    known = cached_probes(store, key, quantity)
+    known, rechecked = cached_probes(store, key, quantity), cached_checks(store, key, quantity)
     run_id: list[str] = []
     what = "batch" if quantity == BATCH else quantity
 
-    def probe(value: int) -> Probe:
-        if value in known:
-            return known[value]
+    def run_probe(value: int, check: bool) -> Probe:
         if not run_id:
             run_id.append(store.create_run(f"max {what} search {base.framework} {base.model}", kind=MAXBATCH_KIND,
                                            meta={"search_key": key, "lo": lo, "hi": hi, "quantity": quantity}))
         spec = probe_spec(base, value, warmup, steps, memory_limit, quantity)
         sink = started(value, spec) if started else None
         result = execute(spec, launchers, python=python, on_progress=sink)
+        if check:
+            result = dataclasses.replace(result, extra={**result.extra, CHECK: True})
         store.add_point(run_id[0], result)
         return to_probe(result, quantity=quantity)
 
+    def probe(value: int) -> Probe:
+        return known[value] if value in known else run_probe(value, False)
+
+    def again(value: int) -> Probe:
+        stored = rechecked.get(value)
+        return stored.pop(0) if stored else run_probe(value, True)
+
     try:
-        best, exact, probes, note = bisect(lo, hi, probe, unit)
+        found = _outcome(lo, hi, probe, again, unit)
     except KeyboardInterrupt:
         if run_id:
             store.finish_run(run_id[0], "interrupted")
         raise
     if run_id:
         store.finish_run(run_id[0], "done")
-    return MaxBatch(key=key, lo=lo, hi=hi, max_batch=best, exact=exact, probes=tuple(probes), note=note,
-                    quantity=quantity, unit=unit)
+    return dataclasses.replace(found, key=key, quantity=quantity)
+
+
+def _outcome(lo: int, hi: int, probe: Callable[[int], Probe], again: Callable[[int], Probe], unit: int
+             ) -> MaxBatch:
+    """bisect, then confirm an exact boundary."""
+    best, exact, probes, note = bisect(lo, hi, probe, unit)
+    checks: list[Probe] = []
+    if exact and best is not None:
+        best, exact, checks, note = confirm(best, probes, lo, unit, again)
+    return MaxBatch(key="", lo=lo, hi=hi, max_batch=best, exact=exact, probes=tuple(probes), note=note, unit=unit,
+                    checks=tuple(checks))
 
 
 def lookup(store: Store, base: PointSpec, lo: int, hi: int, memory_limit: int | None = None,
@@ -247,9 +341,16 @@ def lookup(store: Store, base: PointSpec, lo: int, hi: int, memory_limit: int | 
             raise Missing
         return known[value]
 
+    rechecked = cached_checks(store, key, quantity)
+
+    def again(value: int) -> Probe:
+        stored = rechecked.get(value)
+        if not stored:
+            raise Missing
+        return stored.pop(0)
+
     try:
-        best, exact, probes, note = bisect(lo, hi, probe, unit)
+        found = _outcome(lo, hi, probe, again, unit)
     except Missing:
         return None
-    return MaxBatch(key=key, lo=lo, hi=hi, max_batch=best, exact=exact, probes=tuple(probes), note=note,
-                    quantity=quantity, unit=unit)
+    return dataclasses.replace(found, key=key, quantity=quantity)

@@ -85,7 +85,7 @@ def _searching(point: PlannedPoint) -> bool:
 
 
 def _failed_search(spec: PointSpec, found: MaxBatch) -> PointResult:
-    last = found.probes[-1]
+    last = found.last
     what = "batch size" if found.quantity == BATCH else found.quantity
     why = f"no {what} in [{found.lo}, {found.hi}) fits" if last.too_big else f"the max {what} search stopped"
     return point_result(spec, last.status, None, f"{why}: {found.note}", [], time.time())
@@ -135,13 +135,7 @@ def annotate(result: PointResult, item: SweepPoint) -> PointResult:
     extra: dict[str, object] = {**result.extra, "batch_group": "+".join(item.groups),
                                 "data_source": data_source(item.spec)}
     if item.search is not None:
-        found = item.search
-        facts = {"max": found.max_batch, "exact": found.exact, "lo": found.lo, "hi": found.hi,
-                 "probes": len(found.probes), "new_probes": found.new_probes, "note": found.note}
-        if found.quantity == BATCH:
-            extra["max_batch"] = facts
-        else:
-            extra["max_param"] = {"name": found.quantity, "unit": found.unit, **facts}
+        extra[item.search.extra_key] = item.search.facts()
     return dataclasses.replace(result, extra=extra)
 
 
