@@ -114,11 +114,16 @@ def test_cpu_max_batch_search_under_a_memory_limit(tmp_path: Path) -> None:
     limit = 850 * 2**20
     store = Store(tmp_path / "s.db")
     found = search(store, base, 1, 32, warmup=1, steps=1, memory_limit=limit, launchers=Launchers())
-    assert found.max_batch is not None and 1 < found.max_batch < 31, found
-    assert found.exact, found.note
+    best = found.max_batch
+    assert best is not None and 1 < best < 31, found
+    # Exact and reproduced, or said to sit within run-to-run memory noise (seen here: batch 24 ran out of memory,
+    # then trained when run again, ~10 MiB per sample at 850 MiB). Either way the max trained on every run of
+    # it, twice at least, and the batch above ran out of memory at least once.
+    assert found.exact or "within run-to-run noise" in found.note, found.note
     assert len(found.probes) <= probe_bound(1, 32)
-    at_max = found.at_max
-    assert at_max is not None and at_max.peak_memory_bytes is not None and at_max.peak_memory_bytes <= limit
+    at_max = [p for p in (*found.probes, *found.checks) if p.value == best]
+    assert len(at_max) >= 2 and all(p.fits and p.peak_memory_bytes is not None and p.peak_memory_bytes <= limit
+                                    for p in at_max)
+    assert any(p.value == best + 1 and p.too_big for p in (*found.probes, *found.checks))
     failed = [p for p in found.probes if not p.fits]
     assert failed and all(p.status == "oom" for p in failed)
-    assert min(p.value for p in failed) == found.max_batch + 1

@@ -65,19 +65,31 @@ class OutputReader:
             self.line(text)
 
 
-def tree_rss(proc: psutil.Process) -> int:
-    """Resident memory of a process and all its children (0 once it has gone)."""
+def _rss_each(proc: psutil.Process) -> list[int]:
+    """Resident memory of a process and of each of its children (empty once it has gone)."""
     try:
         members = [proc, *proc.children(recursive=True)]
     except psutil.NoSuchProcess:
-        return 0
-    total = 0
+        return []
+    out = []
     for p in members:
         try:
-            total += p.memory_info().rss
+            out.append(p.memory_info().rss)
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-    return total
+    return out
+
+
+def tree_rss(proc: psutil.Process) -> int:
+    """Resident memory of a process and all its children together (0 once it has gone)."""
+    return sum(_rss_each(proc))
+
+
+def largest_rss(procs: Sequence[psutil.Process]) -> int:
+    """The resident memory of the largest single process under any of procs: what an emulated device budget
+    is compared with. A budget is per device, and a rank is one process; a launcher (torchrun), a loader worker
+    or a compile worker holds no device memory and is not added to a rank."""
+    return max((r for p in procs for r in _rss_each(p)), default=0)
 
 
 def kill_group(popen: subprocess.Popen[str]) -> None:
@@ -172,7 +184,7 @@ def run_group(commands: Sequence[Sequence[str]], spec: PointSpec, env: dict[str,
             if now - start > spec.timeout_s:
                 killed = "timeout"
             elif spec.memory_limit_bytes is not None:
-                peak = max(peak, sum(tree_rss(p) for p in procs))
+                peak = max(peak, largest_rss(procs))
                 if peak > spec.memory_limit_bytes:
                     killed = "oom"
             if first_failure is None and any(p.poll() not in (None, 0) for p in popens):
@@ -248,4 +260,4 @@ def group_failure(spec: PointSpec, group: GroupOutcome, labels: Sequence[str]) -
 
 
 __all__ = ["ChildOutcome", "GroupOutcome", "OutputReader", "ProgressSink", "TAIL_LINES", "group_failure",
-           "kill_group", "run_group", "signal_name", "tree_rss", "worker_env"]
+           "kill_group", "largest_rss", "run_group", "signal_name", "tree_rss", "worker_env"]
