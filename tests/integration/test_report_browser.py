@@ -101,3 +101,26 @@ def test_the_report_shows_mfu(report_page: Path, tmp_path: Path) -> None:
     dom = proc.stdout
     assert "FLOPs and MFU" in dom and "MFU by framework" in dom and "Achieved TFLOP/s beside the device peak" in dom
     assert re.search(r"[\d.,]+ TFLOP/s · MFU [\d.,]+% \(measured\)", dom), "no cell gives TFLOP/s and MFU"
+
+
+def test_the_special_cases_section_renders(tmp_path: Path) -> None:
+    """A face classes=max search and a Wide & Deep vocabulary curve: the Special cases section, its largest-value
+    table with DLPerf's max num_classes beside it, and the latency/memory chart, with no console error."""
+    store = tmp_path / "results.db"
+    env = {**os.environ, "DLBENCH_FAKE": "param_oom_above:classes:20500"}
+    common = ("--warmup", "0", "--steps", "1", "--repeats", "1", "--device", "cpu", "--store", str(store))
+    face = subprocess.run([sys.executable, "-m", "dlbench", "run", "-f", "fake", "-m", "face", "-b", "4", "--param",
+                           "classes=max", "--param", "model_parallel=1", "--param", "sample=10", "--memory-limit",
+                           "1GiB", *common], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert face.returncode == 0, face.stderr[-2000:]
+    env["DLBENCH_FAKE"] = "param_oom_above:vocab:2500"
+    subprocess.run([sys.executable, "-m", "dlbench", "run", "-f", "fake", "-m", "wide_deep", "-b", "8", "--param",
+                    "vocab=1K,2K,4K", *common], env=env, capture_output=True, text=True, timeout=300, check=False)
+    page = tmp_path / "special.html"
+    assert main(["report", "--all", "--store", str(store), "-o", str(page)]) == 0
+    proc = chromium(page, tmp_path, "--dump-dom")
+    assert proc.returncode == 0 and console_lines(proc.stderr) == [], proc.stderr[-3000:]
+    dom = proc.stdout
+    assert 'id="special"' in dom and "Largest value that trains" in dom and "Published: DLPerf's max num_classes" in dom
+    assert re.search(r'<td class="largest">20K</td>\s*<td>21K</td>', dom), "no face row with its boundary"
+    assert "13.5M" in dom and '<figure id="wide-deep-vocab">' in dom
