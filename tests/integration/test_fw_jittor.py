@@ -7,15 +7,14 @@ Jittor compiles its kernels on first use and caches them on disk: a fresh machin
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import check_loss_falls, framework_python, run_check
+from fw_helpers import assert_compiled_point, assert_param_counts
 from real_helpers import check_real_points, check_too_few_samples, make_real_data
 
-from dlbench.cases import all_cases
 from dlbench.results.store import Store
 
 pytestmark = [pytest.mark.framework("jittor"), pytest.mark.slow]
@@ -40,11 +39,7 @@ def jt_python() -> str:
 
 
 def test_parameter_counts_of_all_cases(jt_python: str) -> None:
-    answer = run_check(jt_python, "params", "jittor")
-    assert str(answer["version"]).startswith("1.3")
-    for case in all_cases():  # the six built here exactly; a case added since may be unsupported, saying so
-        if case.name in TINY or not str(answer[case.name]).startswith("unsupported: "):
-            assert answer[case.name] == case.param_count, case.name
+    assert_param_counts(jt_python, "jittor", "1.3", TINY)  # the six built here exactly
 
 
 @pytest.mark.parametrize("model", list(TINY))
@@ -53,14 +48,7 @@ def test_loss_falls_in_20_steps(jt_python: str, model: str) -> None:
 
 
 def test_one_point_through_the_cli(jt_python: str, cli: Callable[..., CliResult], store_path: Path) -> None:
-    code, _, err = cli("run", *POINT, "-m", "resnet50", "--input-size", "32", "--store", str(store_path))
-    assert code == 0, err
-    [p] = [s.result for s in Store(store_path).points()]
-    assert p.status == "ok" and p.metrics is not None, p.error
-    assert p.metrics.throughput > 0 and p.metrics.final_loss is not None and math.isfinite(p.metrics.final_loss)
-    assert p.env.identity["framework"] == "jittor" and p.env.identity["framework_version"].startswith("1.3")
-    assert p.extra.get("compiled") == "jit (always)"
-    assert [sum(r.window_steps) for r in p.ranks[0].repeats] == [2]  # window timing: synchronised at the ends
+    assert_compiled_point(cli, store_path, POINT, "resnet50", "32", "jittor", "1.3", "jit (always)", flag=False)
 
 
 def test_compile_is_refused_because_jittor_always_compiles(jt_python: str, cli: Callable[..., CliResult],

@@ -8,15 +8,14 @@ so this file never imports mindspore. Without that environment every test skips,
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from conftest import check_loss_falls, framework_python, run_check
+from fw_helpers import assert_compiled_point, assert_param_counts
 from real_helpers import check_real_points, check_too_few_samples, make_real_data
 
-from dlbench.cases import all_cases
 from dlbench.results.store import Store
 
 pytestmark = [pytest.mark.framework("mindspore"), pytest.mark.slow]
@@ -38,11 +37,7 @@ def ms_python() -> str:
 
 
 def test_parameter_counts_of_all_cases(ms_python: str) -> None:
-    answer = run_check(ms_python, "params", "mindspore")
-    assert str(answer["version"]).startswith("2.")
-    for case in all_cases():  # the six built here exactly; a case added since may be unsupported, saying so
-        if case.name in TINY or not str(answer[case.name]).startswith("unsupported: "):
-            assert answer[case.name] == case.param_count, case.name
+    assert_param_counts(ms_python, "mindspore", "2.", TINY)  # the six built here exactly
 
 
 @pytest.mark.parametrize("model", list(TINY))
@@ -50,17 +45,8 @@ def test_loss_falls_in_20_steps(ms_python: str, model: str) -> None:
     check_loss_falls(ms_python, "mindspore", model, *TINY[model])
 
 
-def test_one_graph_mode_point_through_the_cli(ms_python: str, cli: Callable[..., CliResult],
-                                             store_path: Path) -> None:
-    code, _, err = cli("run", *POINT, "-m", "resnet50", "--input-size", "32", "--compile",
-                         "--store", str(store_path))
-    assert code == 0, err
-    [p] = [s.result for s in Store(store_path).points()]
-    assert p.status == "ok" and p.metrics is not None, p.error
-    assert p.metrics.throughput > 0 and p.metrics.final_loss is not None and math.isfinite(p.metrics.final_loss)
-    assert p.env.identity["framework"] == "mindspore" and p.env.identity["framework_version"].startswith("2.")
-    assert p.extra.get("compiled") == "ms.jit (graph mode)"
-    assert [sum(r.window_steps) for r in p.ranks[0].repeats] == [2]  # window timing: synchronised at the ends
+def test_one_graph_mode_point_through_the_cli(ms_python: str, cli: Callable[..., CliResult], store_path: Path) -> None:
+    assert_compiled_point(cli, store_path, POINT, "resnet50", "32", "mindspore", "2.", "ms.jit (graph mode)")
 
 
 def test_real_data_through_mindspore_dataset(ms_python: str, cli: Callable[..., CliResult], tmp_path: Path) -> None:

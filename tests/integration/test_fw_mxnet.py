@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from conftest import check_loss_falls, framework_python, run_check
+from fw_helpers import assert_compiled_point, assert_param_counts
 from real_helpers import check_real_points, check_too_few_samples, make_real_data
 
-from dlbench.cases import all_cases
 from dlbench.results.store import Store
 
 pytestmark = [pytest.mark.framework("mxnet"), pytest.mark.slow]
@@ -35,11 +35,7 @@ def mxnet_python() -> str:
 
 
 def test_parameter_counts_of_all_cases(mxnet_python: str) -> None:
-    answer = run_check(mxnet_python, "params", "mxnet")
-    assert answer["version"] == "1.9.1"
-    for case in all_cases():  # the six built here exactly; a case added since may be unsupported, saying so
-        if case.name in TINY or not str(answer[case.name]).startswith("unsupported: "):
-            assert answer[case.name] == case.param_count, case.name
+    assert_param_counts(mxnet_python, "mxnet", "1.9.1", TINY)  # the six built here exactly
 
 
 @pytest.mark.parametrize("model", list(TINY))
@@ -47,17 +43,8 @@ def test_loss_falls_in_20_steps(mxnet_python: str, model: str) -> None:
     check_loss_falls(mxnet_python, "mxnet", model, *TINY[model])
 
 
-def test_one_hybridized_point_through_the_cli(mxnet_python: str, cli: Callable[..., CliResult],
-                                              store_path: Path) -> None:
-    code, _, err = cli("run", *POINT, "-m", "resnet50", "--input-size", "32", "--compile",
-                         "--store", str(store_path))
-    assert code == 0, err
-    [p] = [s.result for s in Store(store_path).points()]
-    assert p.status == "ok" and p.metrics is not None, p.error
-    assert p.metrics.throughput > 0 and p.metrics.final_loss is not None and math.isfinite(p.metrics.final_loss)
-    assert p.env.identity["framework"] == "mxnet" and p.env.identity["framework_version"] == "1.9.1"
-    assert p.extra.get("compiled") == "hybridize(static_alloc, static_shape)"
-    assert [sum(r.window_steps) for r in p.ranks[0].repeats] == [2]  # window timing: synchronised at the ends
+def test_one_hybridized_point_through_the_cli(mxnet_python: str, cli: Callable[..., CliResult], store_path: Path) -> None:
+    assert_compiled_point(cli, store_path, POINT, "resnet50", "32", "mxnet", "1.9.1", "hybridize(static_alloc, static_shape)")
 
 
 def test_hybridized_bert_trains(mxnet_python: str, cli: Callable[..., CliResult], store_path: Path) -> None:

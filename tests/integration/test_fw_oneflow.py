@@ -7,17 +7,15 @@ this file never imports oneflow. Without that environment every test skips, nami
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import check_loss_falls, convergence_cases, framework_python, run_check
+from conftest import check_loss_falls, convergence_cases, framework_python
+from fw_helpers import assert_compiled_point, assert_param_counts, assert_refused
 from real_helpers import check_real_points, check_too_few_samples, make_real_data
 from scale_helpers import assert_ranks_in_sync, stored
 
-from dlbench.cases import all_cases
-from dlbench.results.store import Store
 
 pytestmark = [pytest.mark.framework("oneflow"), pytest.mark.slow]
 CliResult = tuple[int, str, str]
@@ -38,11 +36,7 @@ def oneflow_python() -> str:
 
 
 def test_parameter_counts_of_all_cases(oneflow_python: str) -> None:
-    answer = run_check(oneflow_python, "params", "oneflow")
-    assert answer["version"] == "0.9.0"
-    for case in all_cases():  # the six built here exactly; a case added since may be unsupported, saying so
-        if case.name in TINY or not str(answer[case.name]).startswith("unsupported: "):
-            assert answer[case.name] == case.param_count, case.name
+    assert_param_counts(oneflow_python, "oneflow", "0.9.0", TINY)  # the six built here exactly
 
 
 @pytest.mark.parametrize("model", convergence_cases(list(TINY)))
@@ -51,23 +45,13 @@ def test_loss_falls_in_20_steps(oneflow_python: str, model: str) -> None:
 
 
 @pytest.mark.parametrize(("model", "size"), [("resnet50", "32"), ("bert_base", "16")])
-def test_one_graph_point_through_the_cli(oneflow_python: str, cli: Callable[..., CliResult], store_path: Path,
-                                         model: str, size: str) -> None:
-    code, _, err = cli("run", *POINT, "-m", model, "--input-size", size, "--compile", "--store", str(store_path))
-    assert code == 0, err
-    [p] = [s.result for s in Store(store_path).points()]
-    assert p.status == "ok" and p.metrics is not None, p.error
-    assert p.metrics.throughput > 0 and p.metrics.final_loss is not None and math.isfinite(p.metrics.final_loss)
-    assert p.env.identity["framework"] == "oneflow" and p.env.identity["framework_version"] == "0.9.0"
-    assert p.extra.get("compiled") == "oneflow.nn.Graph"
-    assert [sum(r.window_steps) for r in p.ranks[0].repeats] == [2]  # window timing: synchronised at the ends
+def test_one_graph_point_through_the_cli(oneflow_python: str, cli: Callable[..., CliResult], store_path: Path, model: str, size: str) -> None:
+    assert_compiled_point(cli, store_path, POINT, model, size, "oneflow", "0.9.0", "oneflow.nn.Graph")
 
 
 def test_reduced_precision_is_refused_with_a_reason(oneflow_python: str, cli: Callable[..., CliResult],
                                                     store_path: Path) -> None:
-    cli("run", *POINT, "-m", "resnet50", "--input-size", "32", "--precision", "bf16", "--store", str(store_path))
-    [p] = [s.result for s in Store(store_path).points()]
-    assert p.status == "unsupported" and "fp32 only" in (p.error or "")
+    assert_refused(cli, store_path, POINT, "32", "bf16", "fp32 only")
 
 
 def test_two_ddp_ranks_on_the_cpu_stay_in_sync(oneflow_python: str, cli: Callable[..., CliResult],
