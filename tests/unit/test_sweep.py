@@ -198,3 +198,17 @@ def test_run_exit_codes_say_what_happened(monkeypatch: pytest.MonkeyPatch, store
     assert cli("run", *quick)[0] == 1
     statuses = [p.result.status for p in Store(store_path, readonly=True).points()]
     assert sorted(statuses) == ["error", "ok", "unsupported"]
+
+
+def test_framework_option_keeps_those_frameworks_as_in_run(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    suite = tmp_path / "two.yaml"
+    suite.write_text(SUITE.format(models="resnet50", timeout=60, hi=4).replace("framework: fake",
+                                                                                "framework: [fake, torch]"))
+    db = tmp_path / "s.db"
+    code, out, err = cli("sweep", str(suite), "-f", "fake", "--dry-run", "--store", str(db))
+    assert code == 0, err
+    assert "fake" in out and "torch" not in out
+    code, both, err = cli("sweep", str(suite), "-f", "all", "--dry-run", "--store", str(db))
+    assert code == 0 and "torch" in both, err
+    code, _, err = cli("sweep", "--resume", "20261101-000000-abcd", "-f", "fake", "--store", str(db))
+    assert code == 2 and "keeps the frameworks it started with" in err and len(err.strip().splitlines()) == 1

@@ -157,6 +157,8 @@ def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], ba
 @click.option("--dry-run", is_flag=True, help="List the points (and stored max batches) and run nothing.")
 @click.option("--only", multiple=True, metavar="AXIS=V[,V]", help="Keep only these values of an axis "
               "(repeatable), e.g. --only framework=torch --only scale=1n1c.")
+@click.option("--framework", "-f", help="Comma-separated frameworks to keep, as in `run` (shorthand for --only "
+              "framework=...; 'all' keeps the suite's).")
 @click.option("--device", type=click.Choice(["suite", "auto", "cpu", "cuda"]), default="suite", show_default=True,
               help="Override the suite's device.")
 @click.option("--data-dir", type=click.Path(file_okay=False), help="Real data made by `dlbench data`. Default: "
@@ -165,8 +167,9 @@ def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], ba
               "(overrides the suite's).")
 @click.option("--list", "list_suites", is_flag=True, help="List the built-in suites.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store.")
-def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tuple[str, ...], device: str,
-          data_dir: str | None, memory_limit: str | None, list_suites: bool, store_path: str | None) -> int:
+def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tuple[str, ...], framework: str | None,
+          device: str, data_dir: str | None, memory_limit: str | None, list_suites: bool,
+          store_path: str | None) -> int:
     """Run a suite (built-in name or YAML file) as one resumable run; Ctrl-C keeps every finished point."""
     if list_suites:
         for name in builtin_names():
@@ -176,6 +179,10 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
     if memory_limit is not None:
         parse_size(memory_limit)  # bad input fails here, dry run or not
     console = Console(stderr=True)
+    if framework and resume_id:
+        raise click.UsageError("--framework with --resume: a resumed sweep keeps the frameworks it started with")
+    if framework and framework.strip() != "all":
+        only = (*only, f"framework={framework}")
     if resume_id:
         store = Store(store_path)
         run = store.get_run(resume_id)
