@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from dlbench.launch.folder import point_folder
 from dlbench.launch.hosts import HostsConfig, env_file, forwarded
 from dlbench.launch.merge import collect, merge
 from dlbench.launch.mpirun import mpirun_argv
-from dlbench.launch.process import ChildOutcome, group_failure, run_group
+from dlbench.launch.process import ChildOutcome, GroupOutcome, group_failure, oom_kills, run_group
 from dlbench.launch.registry import Launchers
 from dlbench.launch.slurm import BATCH_SCRIPT, sbatch_argv
 from dlbench.launch.torchrun import failed_rank, torchrun_argv
@@ -157,6 +158,29 @@ def test_group_times_out_and_reports_progress() -> None:
     assert group.killed == "timeout" and events == [{"phase": "warmup"}]
     failure = group_failure(spec(timeout_s=2), group, ["x"])
     assert failure is not None and failure.status == "timeout"
+
+
+def test_a_sigkill_during_a_kernel_oom_kill_is_oom_and_any_other_is_crashed() -> None:
+    # The kernel's OOM killer sends SIGKILL when the machine's memory runs out before the watcher's next sample
+    # (a 102.4 M-row Wide & Deep table at 20 GiB on this 24 GiB host). /proc/vmstat's oom_kill counter rising
+    # while the group ran tells that from a SIGKILL sent by a scheduler or a user.
+    killed = GroupOutcome([-signal.SIGKILL], None, [["allocating"]], 3.0, 0, oom_kills=1)
+    failure = group_failure(spec(), killed, ["worker"])
+    assert failure is not None and failure.status == "oom" and "out-of-memory killer" in (failure.error or "")
+    other = group_failure(spec(), GroupOutcome([-signal.SIGKILL], None, [["x"]], 3.0, 0), ["worker"])
+    assert other is not None and other.status == "crashed" and "SIGKILL" in (other.error or "")
+    segv = group_failure(spec(), GroupOutcome([-signal.SIGSEGV], None, [["x"]], 3.0, 0, oom_kills=1), ["worker"])
+    assert segv is not None and segv.status == "crashed"  # only a SIGKILL is the OOM killer's
+
+
+def test_the_oom_kill_counter_is_read_on_linux() -> None:
+    if not Path("/proc/vmstat").exists():
+        pytest.skip("no /proc/vmstat: not Linux")
+    before = oom_kills()
+    assert before is not None and before >= 0
+    group = run_group([[sys.executable, "-c", "pass"]], spec(timeout_s=60), {})
+    after = oom_kills()
+    assert after is not None and 0 <= group.oom_kills <= after - before  # the host's kills while it ran
 
 
 # -- engines' argv --------------------------------------------------------------------------------------

@@ -132,6 +132,20 @@ class GroupOutcome:
     tails: list[list[str]] = field(default_factory=list)
     wall_s: float = 0.0
     peak_rss: int = 0
+    oom_kills: int = 0  # the kernel's out-of-memory kills on this host while the group ran (/proc/vmstat)
+
+
+def oom_kills() -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed since boot (/proc/vmstat oom_kill,
+    Linux 4.13+); None where the counter cannot be read."""
+    try:
+        with open("/proc/vmstat", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _start(argv: Sequence[str], env: dict[str, str]) -> subprocess.Popen[str]:
@@ -144,11 +158,12 @@ def run_group(commands: Sequence[Sequence[str]], spec: PointSpec, env: dict[str,
               poll_s: float = 0.05) -> GroupOutcome:
     """Run argv lists side by side until all end; every wait is bounded.
 
-    The group is killed when it passes the spec's timeout or memory limit (the resident memory of every
-    command's process tree), and the survivors are killed `grace_s` after the first command fails (a peer of a
-    dead rank may otherwise wait for it for long). A single worker is a group of one.
+    The group is killed when it passes the spec's timeout or memory limit (the largest single process's
+    resident memory: one rank is one device), and the survivors are killed `grace_s` after the first command
+    fails (a peer of a dead rank may otherwise wait for it for long). A single worker is a group of one.
     """
     envs = [env] * len(commands) if isinstance(env, dict) else list(env)
+    kills_before = oom_kills()
     start = time.monotonic()
     readers = [OutputReader(on_progress) for _ in commands]
     popens: list[subprocess.Popen[str]] = []
@@ -207,7 +222,9 @@ def run_group(commands: Sequence[Sequence[str]], spec: PointSpec, env: dict[str,
         codes.append(None if running else p.returncode)
     for t in threads:
         t.join(timeout=5)
-    return GroupOutcome(codes, killed, [list(r.tail) for r in readers], time.monotonic() - start, peak)
+    after = oom_kills()
+    return GroupOutcome(codes, killed, [list(r.tail) for r in readers], time.monotonic() - start, peak,
+                        after - kills_before if after is not None and kills_before is not None else 0)
 
 
 def signal_name(code: int) -> str:
@@ -249,6 +266,10 @@ def group_failure(spec: PointSpec, group: GroupOutcome, labels: Sequence[str]) -
     code = group.codes[i]
     assert code is not None
     died = code < 0 and -code in signal.valid_signals()
+    if died and -code == signal.SIGKILL and group.oom_kills > 0:
+        return ChildOutcome("oom", error=f"{labels[i]} was killed by the kernel's out-of-memory killer (/proc/vmstat "
+                                         f"oom_kill rose by {group.oom_kills} while it ran): this machine's memory "
+                                         "ran out", tail=tail, wall_s=group.wall_s)
     if died:
         how = f"died from {signal_name(code)}"
         if -code == signal.SIGKILL:
@@ -260,4 +281,4 @@ def group_failure(spec: PointSpec, group: GroupOutcome, labels: Sequence[str]) -
 
 
 __all__ = ["ChildOutcome", "GroupOutcome", "OutputReader", "ProgressSink", "TAIL_LINES", "group_failure",
-           "kill_group", "largest_rss", "run_group", "signal_name", "tree_rss", "worker_env"]
+           "kill_group", "largest_rss", "oom_kills", "run_group", "signal_name", "tree_rss", "worker_env"]
