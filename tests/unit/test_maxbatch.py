@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.suite.maxbatch import STEPS_DOWN, Probe, bisect, confirm, lookup, probe_bound, search
+from dlbench.suite.maxbatch import STEPS_DOWN, MaxBatch, Probe, bisect, confirm, lookup, probe_bound, search
 from dlbench.launch.registry import Launchers
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec, Protocol
@@ -157,3 +157,12 @@ def test_noise_wider_than_the_steps_down_gives_no_max() -> None:
     runs = {41: ["oom"], **{40 - i: ["oom", "oom"] for i in range(STEPS_DOWN)}}
     best, reproduced, _, note = confirm(40, BISECTED, 1, 1, scripted(runs, []))  # type: ignore[arg-type]
     assert best is None and not reproduced and "not reproducible" in note
+
+
+def test_at_max_finds_a_max_the_boundary_checks_stepped_down_to() -> None:
+    # 40 trained in the search, failed its re-run; 39 (never probed by the bisection) trained twice in the checks.
+    checks = (Probe(41, False, "oom"), Probe(40, False, "oom"), Probe(39, True, "ok", throughput=5.0),
+              Probe(39, True, "ok", throughput=5.1))
+    found = MaxBatch(key="k", lo=1, hi=64, max_batch=39, exact=False, probes=tuple(BISECTED), checks=checks)
+    assert found.at_max is not None and found.at_max.value == 39 and found.at_max.throughput == 5.0
+    assert found.fails_at == 40

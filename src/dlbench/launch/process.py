@@ -80,11 +80,6 @@ def _rss_each(proc: psutil.Process) -> list[int]:
     return out
 
 
-def tree_rss(proc: psutil.Process) -> int:
-    """Resident memory of a process and all its children together (0 once it has gone)."""
-    return sum(_rss_each(proc))
-
-
 def largest_rss(procs: Sequence[psutil.Process]) -> int:
     """The resident memory of the largest single process under any of procs: what an emulated device budget
     is compared with. A budget is per device, and a rank is one process; a launcher (torchrun), a loader worker
@@ -281,4 +276,4 @@ def group_failure(spec: PointSpec, group: GroupOutcome, labels: Sequence[str]) -
 
 
 __all__ = ["ChildOutcome", "GroupOutcome", "OutputReader", "ProgressSink", "TAIL_LINES", "group_failure",
-           "kill_group", "largest_rss", "oom_kills", "run_group", "signal_name", "tree_rss", "worker_env"]
+           "kill_group", "largest_rss", "oom_kills", "run_group", "signal_name", "worker_env"]

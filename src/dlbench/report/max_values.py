@@ -4,7 +4,8 @@ with DLPerf's published rows beside it.
 
 Each row is a point measured at the value its search found (extra['max_param'], kept by `run` and `sweep`):
 the value that trained, the next probed value that ran out of memory, and whether the interval closed within
-the parameter's unit and held when both ends were run again (suite/maxbatch.confirm). Plain points in, rows out; no framework is imported.
+the parameter's unit and held when both ends were run again (suite/maxbatch.confirm). Plain points in, rows
+out; no framework is imported.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class MaxValueRow:
     fails_at: str
     exact: str
     probes: int
-    point_id: str
+    point_id: int
 
 
 @dataclass(frozen=True)

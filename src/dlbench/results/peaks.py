@@ -247,5 +247,5 @@ def peak_for(device: str, device_model: str, math_mode: str, hostname: str = "",
     return cpu_peak_here(here, math_mode, achieved_per_device)
 
 
-__all__ = ["MATH_MODES", "TABLE_VERSION", "GpuPeaks", "Peak", "PeakKind", "PeakLookup", "cpu_peak_here", "find_gpu", "forget_probes",
-           "gpu_peak", "gpu_table", "peak_for", "probe_gemm"]
+__all__ = ["MATH_MODES", "TABLE_VERSION", "GpuPeaks", "Peak", "PeakKind", "PeakLookup", "cpu_peak_here", "find_gpu",
+           "forget_probes", "gpu_peak", "gpu_table", "peak_for", "probe_gemm"]

@@ -119,8 +119,8 @@ class MaxBatch:
 
     @property
     def at_max(self) -> Probe | None:
-        """The probe at the max found."""
-        return next((p for p in self.probes if p.value == self.max_batch and p.fits), None)
+        """The probe at the max found (a boundary check's, where the check stepped below the search's max)."""
+        return next((p for p in (*self.probes, *self.checks) if p.value == self.max_batch and p.fits), None)
 
     @property
     def fails_at(self) -> int | None:

@@ -75,11 +75,12 @@ def arcface_loss(model: nn.Module, batch: Mapping[str, Tensor]) -> Tensor:
         # whole loss's gradient through the gather: scale it by the ranks, as arcface_torch does.
         world = dist.get_world_size()
         emb = torch.cat(dist_nn.all_gather(emb * world - emb.detach() * (world - 1)))
-        gathered = [torch.empty_like(labels) for _ in range(dist.get_world_size())]
+        gathered = [torch.empty_like(labels) for _ in range(world)]
         dist.all_gather(gathered, labels)
         labels = torch.cat(gathered)
     a = face.arch
-    weight, local = face.weight, labels - face.lo
+    weight: Tensor = face.weight
+    local = labels - face.lo
     local = torch.where((labels >= face.lo) & (labels < face.hi), local, torch.full_like(local, -1))
     used = _classes_used(face, labels)
     if used is not None:
