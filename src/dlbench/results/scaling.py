@@ -15,9 +15,10 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from dlbench.cases import UnknownCase, get_case
 from dlbench.results.schema import PointResult
 from dlbench.results.store import StoredPoint
-from dlbench.spec import PointSpec
+from dlbench.spec import PointSpec, SpecError
 
 
 @dataclass(frozen=True)
@@ -82,9 +83,19 @@ def find_baseline(points: Sequence[StoredPoint], result: PointResult) -> StoredP
     return max(_candidates(points, result.spec, identity), key=lambda p: p.id, default=None)
 
 
+def outgrows_one_device(result: PointResult) -> bool:
+    """A searched maximum of a configuration that splits the model across its devices (face's model parallel
+    and Partial FC): one device must run out of memory there, so it has no 1-device baseline."""
+    try:
+        split = get_case(result.spec.model).configured(result.spec.params).splits_model
+    except (UnknownCase, SpecError):
+        return False
+    return split and isinstance(result.extra.get("max_param"), dict)
+
+
 def scaled(points: Sequence[StoredPoint], result: PointResult) -> Scaled | None:
     """Speedup and efficiency of an ok multi-device point against its baseline; None when either is missing."""
-    if result.status != "ok" or result.metrics is None or result.spec.world_size == 1:
+    if result.status != "ok" or result.metrics is None or result.spec.world_size == 1 or outgrows_one_device(result):
         return None
     base = find_baseline(points, result)
     if base is None or base.result.metrics is None:
