@@ -12,17 +12,19 @@ import stat
 from pathlib import Path
 
 import matplotlib.dates as mdates
+import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from test_honest_numbers import one_repeat
 from test_report import make_point
 
 from dlbench.report.chart_base import colours
 from dlbench.report.charts import data_chart, throughput_charts
-from dlbench.report.document import build_report
+from dlbench.report.document import Report, build_report
 from dlbench.report.files import temp_folder_beside, write_atomic
 from dlbench.report.groups import build_sections
 from dlbench.report.history import history_charts
 from dlbench.report.html import render_html
-from dlbench.report.max_values import max_value_rows
+from dlbench.report.max_values import max_value_rows, verdict_lines
 from dlbench.results.schema import PointResult
 from dlbench.results.store import RunRecord, StoredPoint
 
@@ -105,14 +107,19 @@ def test_another_framework_version_is_another_column() -> None:
     assert {r for r, _ in shown} == {"bs 8 · 1n1c"}  # a version differs per framework: same row
 
 
-def test_exact_repeats_show_the_newest_and_count_the_rest() -> None:
+def test_exact_repeats_show_the_newest_and_count_the_rest(report: tuple[Report, str]) -> None:
     pts = stored([make_point("torch", step_s=s, seed=i) for i, s in enumerate((0.01, 0.011, 0.012))])
     [sec] = build_sections(pts)
     [cell] = sec.cells.values()
     assert cell.point.id == 3 and cell.hidden == 2
     assert cell.repeats_text == "+2 earlier repeats of this configuration"
-    page = render_html(build_report([RunRecord("run1", 0.0, "run", "dlbench run", "done", {})], pts))
-    assert "+2 earlier repeats of this configuration" in page
+    assert "+2 earlier repeats of this configuration" in report[1]
+
+
+def test_few_repeats_are_marked_in_the_report(report: tuple[Report, str]) -> None:
+    """Item 2 in the report: an 'n=1' (or 'n=2') badge and no ± for a point with fewer than 3 repeats."""
+    for n in (1, 2):
+        assert f'badge few" title="fewer than 3 repeats: no CI, noise unknown">n={n}</span>' in report[1]
 
 
 # -- item 9: the smaller items ------------------------------------------------------------------------------
@@ -127,6 +134,10 @@ def test_a_maximum_whose_measured_point_failed_is_demoted() -> None:
     pfc = rows["partial_fc"]
     assert pfc.demoted and pfc.largest == "below 174K" and pfc.exact.startswith("no:")
     assert "oom when measured" in pfc.fails_at
+    assert verdict_lines([good, bad]) == [
+        "largest classes that trains, torch face bs4 1n2c: 98K, 99K ran out of memory; exact: within 1K, reproduced",
+        "largest classes that trains, torch face bs4 1n2c: below 174K; exact: no: 174K trained in the search, the "
+        "point measured there ended oom"]
 
 
 def test_an_all_unsupported_section_is_one_line_not_a_chart() -> None:
@@ -163,15 +174,25 @@ def test_synthetic_vs_real_ratio_has_its_ci_and_the_legend_covers_nothing() -> N
     assert not any(legend.overlaps(b.get_window_extent(renderer)) for b in ax.patches)
 
 
-def test_probe_ooms_are_not_failures_in_the_header() -> None:
-    probes = [make_point("torch", batch=b, status="oom" if b > 64 else "ok") for b in (16, 32, 64, 128, 256)]
+@pytest.fixture(scope="module")
+def report() -> tuple[Report, str]:
+    """One report (charts take seconds) of: three exact repeats, points of 1 and 2 repeats, a max batch search's
+    probes (5, 2 of them out of memory) and the point measured at its max."""
+    repeats = [make_point("torch", step_s=s, seed=i) for i, s in enumerate((0.01, 0.011, 0.012))]
+    few = [one_repeat(make_point("tf", model="alexnet", batch=8 * n), n) for n in (1, 2)]
     measured = [make_point("torch", batch=64, extra={"max_batch": 64})]
-    pts = stored(measured, "run") + [dataclasses.replace(p, id=p.id + 10) for p in stored(probes, "search")]
+    probes = [make_point("torch", batch=b, status="oom" if b > 64 else "ok") for b in (16, 32, 64, 128, 256)]
+    pts = stored([*repeats, *few, *measured], "run") + \
+        [dataclasses.replace(p, id=p.id + 10) for p in stored(probes, "search")]
     runs = [RunRecord("run", 0.0, "run", "dlbench run", "done", {}),
             RunRecord("search", 0.0, "maxbatch", "max batch search", "done", {})]
     doc = build_report(runs, pts)
-    assert doc.status_counts == {"ok": 1} and doc.probes == {"ok": 3, "oom": 2}
-    page = render_html(doc)
+    return doc, render_html(doc)
+
+
+def test_probe_ooms_are_not_failures_in_the_header(report: tuple[Report, str]) -> None:
+    doc, page = report
+    assert doc.status_counts == {"ok": 6} and doc.probes == {"ok": 3, "oom": 2}
     assert '<span class="pill bad">' not in page and "5 max-search probes (2 out of memory" in page
 
 

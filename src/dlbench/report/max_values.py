@@ -105,7 +105,7 @@ def verdict_lines(results: list[PointResult]) -> list[str]:
         facts = r.extra.get("max_param")
         if isinstance(facts, dict) and isinstance(facts.get("name"), str):
             v, s = verdict(r, facts), r.spec
-            over = "" if v.fails_at.startswith("not probed") else f"; next probed {v.fails_at}"
+            over = "" if v.demoted or v.fails_at.startswith("not probed") else f", {v.fails_at} ran out of memory"
             out.append(f"largest {facts['name']} that trains, {s.framework} {s.model} bs{s.batch_size} {s.scale}: "
                        f"{v.largest}{over}; exact: {v.exact}")
     return out

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from dlbench.cases.gpt import lm_rates
 from dlbench.results.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
-from dlbench.results.scaling import Scaled
+from dlbench.results.scaling import Scaled, outgrows_one_device
 from dlbench.results.schema import Metrics, PointResult
 from dlbench.results.store import RunRecord
 from dlbench.spec import PointSpec, SpecError
@@ -204,6 +204,9 @@ def scaling_notes(results: list[PointResult], scaled: Sequence[Scaled | None]) -
             out.append(f"{label}: speedup {sc.scaling.speedup:.2f}, efficiency {sc.scaling.efficiency:.0%} "
                        f"over {r.spec.world_size} devices, against 1-device point #{sc.baseline.id} "
                        f"(run {sc.baseline.run_id}, {base.throughput:,.1f} samples/s)")
+        elif r.status == "ok" and r.spec.world_size > 1 and outgrows_one_device(r):
+            out.append(f"{label}: a model-parallel maximum outgrows one device by design, so no 1-device baseline "
+                       "and no speedup")
         elif r.status == "ok" and r.spec.world_size > 1:
             out.append(f"{label}: no ok 1-device point of the same configuration and environment, so no speedup")
     return out
