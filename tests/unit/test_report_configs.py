@@ -136,8 +136,8 @@ def test_a_maximum_whose_measured_point_failed_is_demoted() -> None:
     assert "oom when measured" in pfc.fails_at
     assert verdict_lines([good, bad]) == [
         "largest classes that trains, torch face bs4 1n2c: 98K, 99K ran out of memory; exact: within 1K, reproduced",
-        "largest classes that trains, torch face bs4 1n2c: below 174K; exact: no: 174K trained in the search, the "
-        "point measured there ended oom"]
+        ("largest classes that trains, torch face bs4 1n2c: below 174K; exact: no: 174K trained in the search, the "
+         "point measured there ended oom")]
 
 
 def test_an_all_unsupported_section_is_one_line_not_a_chart() -> None:
