@@ -19,11 +19,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from dlbench.spec import Protocol
-
 from dlbench.results.schema import PointResult
 from dlbench.results.store import StoredPoint
-from dlbench.spec import PointSpec
+from dlbench.spec import PointSpec, Protocol
 
 
 @dataclass(frozen=True)
