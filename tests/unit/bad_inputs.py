@@ -209,4 +209,8 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("env --device tpu", "device"),
     ("list --colour", "No such option"),
     ("frobnicate", "No such command"),
+    # rerun (numbers-a, issue 24 item 10)
+    ("rerun nope --store {store}", "no run 'nope'"),
+    ("rerun {run} --min-effect lots --store {store}", "5%"),
+    ("rerun {run} --store {dir}/not_a_store.db", "cannot open the store"),
 ]

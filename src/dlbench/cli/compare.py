@@ -53,9 +53,16 @@ def comparison_table(c: Comparison) -> Table:
         pv = f"{p.p_value:.2g}" if p.p_value is not None else "-"
         style = _STYLE.get(p.verdict, "yellow" if p.verdict == UNDETECTABLE else "")
         text = p.verdict + (f" ({p.change:+.1%})" if p.verdict in _STYLE and p.change is not None else "")
-        text = escape(p.note if p.verdict == UNDETECTABLE else text + (f" ({p.note})" if p.note else ""))
+        # 'not enough samples to detect 5%: need 9 per side'; the reason follows the table (`undetectable_lines`)
+        short = p.note.split(" (have")[0]
+        text = escape(short if p.verdict == UNDETECTABLE else text + (f" ({p.note})" if p.note else ""))
         t.add_row(escape(p.label), ta, tb, ratio, ci, pv, _mfu(p), f"[{style}]{text}[/]" if style else text)
     return t
+
+
+def undetectable_lines(c: Comparison) -> list[str]:
+    """One line per point whose samples could not have shown the change asked about, with the reason."""
+    return [f"{p.label}: {p.note}" for p in c.undetectable()]
 
 
 def _mfu(p: PointComparison) -> str:
@@ -94,6 +101,8 @@ def compare(run_a: str, run_b: str, fail_above: str | None, min_effect: str, fmt
             out.print(f"Only in A ({len(c.only_a)}): {', '.join(c.only_a)}", highlight=False)
         if c.only_b:
             out.print(f"Only in B ({len(c.only_b)}): {', '.join(c.only_b)}", highlight=False)
+        for line in undetectable_lines(c):
+            out.print(escape(line), highlight=False)
         out.print(f"Method: {c.method}.", highlight=False)
     if threshold is not None:
         bad = c.regressions(threshold)
@@ -105,6 +114,6 @@ def compare(run_a: str, run_b: str, fail_above: str | None, min_effect: str, fmt
     blind = c.undetectable()
     if blind:
         err.print(f"[bold yellow]{len(blind)} point(s) could not have shown the change asked about:[/] "
-                  + escape("; ".join(f"{p.label}: {p.note}" for p in blind)), highlight=False)
+                  + escape("; ".join(undetectable_lines(c))), highlight=False)
         return UNDETECTABLE_EXIT
     return 0
