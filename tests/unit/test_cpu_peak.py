@@ -146,3 +146,18 @@ def test_a_point_stored_before_peaks_were_kept_says_its_peak_was_looked_up(monke
     assert any(mfu.LOOKED_UP in line for line in mfu.peak_notes([old]))
     broken = mfu.efficiency(_cpu_point(None, {"peak": {"tflops": "lots"}}))
     assert broken.mfu is None and "malformed" in broken.note
+
+
+def test_compare_shows_above_peak_in_words_not_an_mfu_over_100() -> None:
+    from dlbench.cli.compare import _mfu
+    from dlbench.results.compare import compare_points
+
+    spec = PointSpec(framework="fake", model="resnet50", batch_size=8, device="cuda",
+                     protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"))
+
+    def gpu(step_s: float) -> PointResult:
+        ranks = (RankRaw(0, (RepeatRaw((step_s,) * 3, 3 * step_s),)),)
+        return PointResult(spec, "ok", ranks, summarize(spec, ranks), Environment(identity={"device_model": "NVIDIA L4"}))
+
+    c = compare_points(gpu(0.02), gpu(1e-4))  # 80,000 samples/s of ResNet-50 is far above an L4's peak
+    assert c.mfu_b is None and _mfu(c).endswith("→ above peak") and "%" in _mfu(c).split("→")[0]

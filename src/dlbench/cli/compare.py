@@ -66,9 +66,12 @@ def undetectable_lines(c: Comparison) -> list[str]:
 
 
 def _mfu(p: PointComparison) -> str:
-    """'41.0% → 40.2%'; 'peak unknown' for a side whose device peak is unknown, '-' for one not measured."""
+    """'41.0% → 40.2%'; 'above peak' or 'peak unknown' for a side without an MFU, '-' for one not measured."""
     def one(mfu: float | None, peak: str) -> str:
-        return f"{mfu:.1%}" if mfu is not None else "peak unknown" if peak.startswith("peak unknown") else "-"
+        if mfu is not None:
+            return f"{mfu:.1%}"
+        return "above peak" if peak.endswith("; above peak") else "peak unknown" if peak.startswith("peak unknown") \
+            else "-"
     return f"{one(p.mfu_a, p.peak_a)} → {one(p.mfu_b, p.peak_b)}"
 
 

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 from scipy import stats as sps
 
-from dlbench.results.mfu import efficiency
+from dlbench.results.mfu import Efficiency, efficiency
 from dlbench.results.power import detectability
 from dlbench.results.schema import PointResult
 from dlbench.results.store import StoredPoint
@@ -175,6 +175,11 @@ def verdict(ratio: float, ci: tuple[float, float], p_value: float, alpha: float 
     return FASTER if ratio > 1.0 else SLOWER
 
 
+def _peak_text(e: Efficiency) -> str:
+    """The peak an MFU divides by ('; above peak' where the achieved FLOP/s exceed it), or why it is unknown."""
+    return (e.peak.label + ("; above peak" if e.above_peak else "")) if e.peak else e.note
+
+
 def compare_points(a: PointResult, b: PointResult, min_effect: float = MIN_EFFECT,
                    target: float | None = None) -> PointComparison:
     """The ratio B/A of one configuration, its interval, the Mann-Whitney p-value and the verdict; 'not enough
@@ -184,7 +189,7 @@ def compare_points(a: PointResult, b: PointResult, min_effect: float = MIN_EFFEC
     head = PointComparison(key=a.spec.key(), label=label(a), status_a=a.status, status_b=b.status,
                            throughput_a=a.metrics.throughput if a.metrics else None,
                            throughput_b=b.metrics.throughput if b.metrics else None, mfu_a=ea.mfu, mfu_b=eb.mfu,
-                           peak_a=ea.peak.label if ea.peak else ea.note, peak_b=eb.peak.label if eb.peak else eb.note)
+                           peak_a=_peak_text(ea), peak_b=_peak_text(eb))
     if a.status != "ok" or b.status != "ok":
         return replace(head, verdict="not comparable", note=f"status {a.status} -> {b.status}")
     ma, mb = step_matrix(a), step_matrix(b)
