@@ -213,4 +213,8 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("run -f fake --wait-quiet nan --store {store}", "finite"),
     ("run -f fake --price-per-hour 0 --store {store}", "price-per-hour"),
     ("sweep {dir}/good.yaml --wait-quiet inf --store {store}", "finite"),
+    # rerun (numbers-a, issue 24 item 10)
+    ("rerun nope --store {store}", "no run 'nope'"),
+    ("rerun {run} --min-effect lots --store {store}", "5%"),
+    ("rerun {run} --store {dir}/not_a_store.db", "cannot open the store"),
 ]

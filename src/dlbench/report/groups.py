@@ -96,6 +96,7 @@ class Cell:
     baseline_id: int | None = None
     footnote: int | None = None
     hidden: int = 0  # earlier points of the same configuration (another run), not shown
+    scaling_marks: tuple[str, ...] = ()  # where the speedup's evidence is weak (results/scaling.py Scaled.marks)
 
     @property
     def ok(self) -> bool:
@@ -192,7 +193,7 @@ def _add_scaling(sec: Section, pool: Sequence[StoredPoint]) -> None:
             continue
         sc = scaled(pool, cell.point.result)
         if sc is not None:
-            sec.cells[(row, col)] = Cell(cell.point, sc.scaling, sc.baseline.id, None, cell.hidden)
+            sec.cells[(row, col)] = Cell(cell.point, sc.scaling, sc.baseline.id, None, cell.hidden, sc.marks)
 
 
 def _add_footnotes(sec: Section) -> None:

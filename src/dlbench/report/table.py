@@ -91,7 +91,7 @@ def points_table(results: list[PointResult], title: str = "",
         s, m = r.spec, r.metrics
         prec = s.precision + (" +compile" if s.compile else "") + (" +cl" if s.channels_last else "")
         sc = scaled[i] if scaled is not None else None
-        scaling = (fmt_speedup(r, sc), f"{sc.scaling.efficiency:.0%}" if sc else "-") if scaled is not None else ()
+        scaling = (fmt_speedup(r, sc), fmt_efficiency(sc)) if scaled is not None else ()
         t.add_row(s.framework, s.model + fmt_case_params(s.case_params),
                   str(s.batch_size), prec, s.scale, fmt_throughput(r) + fmt_lm_rates(r),
                   fmt_tflops(effs[i]), fmt_mfu(effs[i]), *scaling,
@@ -102,22 +102,31 @@ def points_table(results: list[PointResult], title: str = "",
 
 
 def fmt_speedup(r: PointResult, sc: Scaled | None) -> str:
-    """'1.62x (vs #12)' against the named 1-device point; '1x' for an ok 1-device point; '-' when unknown."""
+    """'1.62x (vs #12)' against the named 1-device point, '(vs #12, 2 marks)' where its evidence is weak (the
+    notes under the table say which); '1x' for an ok 1-device point; '-' when unknown."""
     if sc is not None:
-        return f"{sc.scaling.speedup:.2f}x (vs #{sc.baseline.id})"
+        n = len(sc.marks)
+        return f"{sc.scaling.speedup:.2f}x (vs #{sc.baseline.id}" + (f", {n} mark{'s' * (n > 1)})" if n else ")")
     return "1x" if r.status == "ok" and r.spec.world_size == 1 else "-"
 
 
+def fmt_efficiency(sc: Scaled | None) -> str:
+    """'81%', '553% (>100%)' where it exceeds 100%, '-' when unknown."""
+    if sc is None:
+        return "-"
+    return f"{sc.scaling.efficiency:.0%}" + (" (>100%)" if sc.scaling.efficiency > 1 else "")
+
+
 def scaling_notes(results: list[PointResult], scaled: Sequence[Scaled | None]) -> list[str]:
-    """One line per multi-device point naming the 1-device point its speedup divides by (or saying none)."""
+    """One line per multi-device point naming the 1-device point its speedup divides by (its run, protocol and
+    CV) and the marks on that evidence (or saying there is no baseline)."""
     out = []
     for r, sc in zip(results, scaled):
         label = f"{r.spec.framework} {r.spec.model} bs{r.spec.batch_size} {r.spec.scale}"
-        base = sc.baseline.result.metrics if sc is not None else None
-        if sc is not None and base is not None:
-            out.append(f"{label}: speedup {sc.scaling.speedup:.2f}, efficiency {sc.scaling.efficiency:.0%} "
-                       f"over {r.spec.world_size} devices, against 1-device point #{sc.baseline.id} "
-                       f"(run {sc.baseline.run_id}, {base.throughput:,.1f} samples/s)")
+        if sc is not None:
+            marks = f". Marks: {'; '.join(sc.marks)}" if sc.marks else ""
+            out.append(f"{label}: speedup {sc.scaling.speedup:.2f}x, efficiency {sc.scaling.efficiency:.0%} "
+                       f"over {r.spec.world_size} devices, against {sc.evidence}{marks}")
         elif r.status == "ok" and r.spec.world_size > 1:
             out.append(f"{label}: no ok 1-device point of the same configuration and environment, so no speedup")
     return out
