@@ -209,6 +209,14 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("env --device tpu", "device"),
     ("list --colour", "No such option"),
     ("frobnicate", "No such command"),
+    # telemetry: --wait-quiet and --price-per-hour (run and sweep)
+    ("run -f fake --wait-quiet nan --store {store}", "finite"),
+    ("run -f fake --price-per-hour 0 --store {store}", "price-per-hour"),
+    ("sweep {dir}/good.yaml --wait-quiet inf --store {store}", "finite"),
+    # rerun (numbers-a, issue 24 item 10)
+    ("rerun nope --store {store}", "no run 'nope'"),
+    ("rerun {run} --min-effect lots --store {store}", "5%"),
+    ("rerun {run} --store {dir}/not_a_store.db", "cannot open the store"),
     # issue 24 (numbers-b): an input smaller than the architecture takes; table columns that do not exist
     ("run -f fake -m resnet50 --input-size 5 --store {store}", "--input-size 5 is too small for resnet50"),
     ("run -f fake -m inception_v3 --input-size 64 --store {store}", "takes at least 75"),

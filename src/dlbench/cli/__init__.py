@@ -52,6 +52,9 @@ def _register() -> None:
 
     cli.add_command(store.store_cmd)
     cli.add_command(history.history)
+    from dlbench.cli import rerun  # numbers-a: issue 24 item 10
+
+    cli.add_command(rerun.rerun)
 
 
 _register()

@@ -1,4 +1,8 @@
-"""`dlbench history`: each configuration's throughput over time and framework versions, change points flagged."""
+"""`dlbench history`: each configuration's throughput over time and framework versions, change points flagged.
+
+Exit codes: 0; 1 with --fail-on-regression when a newest point regressed; 2 bad input; 3 when a comparison's
+samples could not have shown a change ('not enough samples') and nothing exited 1.
+"""
 
 from __future__ import annotations
 
@@ -51,6 +55,8 @@ def series_table(s: Series) -> Table:
         pv = f"{c.p_value:.2g}" if c and c.p_value is not None else "-"
         change = hp.change
         text = f"[{_STYLE[change]}]{change} ({c.change:+.1%})[/]" if change and c and c.change is not None else ""
+        if hp.undetectable and c is not None:
+            text = f"[yellow]{escape(c.note)}[/]"
         t.add_row(when, hp.point.run_id, escape(hp.versions.get("framework_version", "?")), tp, ratio, pv, text)
     return t
 
@@ -62,7 +68,8 @@ def _as_json(series: list[Series]) -> str:
                     "status": hp.point.result.status, "versions": hp.versions,
                     "throughput": hp.point.result.metrics.throughput if hp.point.result.metrics else None,
                     "ratio_vs_segment_start": hp.comparison.ratio if hp.comparison else None,
-                    "p_value": hp.comparison.p_value if hp.comparison else None, "change": hp.change}
+                    "p_value": hp.comparison.p_value if hp.comparison else None, "change": hp.change,
+                    "undetectable": hp.comparison.note if hp.undetectable and hp.comparison else None}
                    for hp in s.points]} for s in series], indent=2)
 
 
@@ -98,7 +105,10 @@ def history(model: str | None, framework: str | None, since: str | None, min_eff
         for s in series:
             out.print(series_table(s))
         found = [(s, hp) for s in series for hp in s.changes]
-        out.print(f"{len(series)} configuration(s), {len(points)} point(s); {len(found)} change point(s). "
+        blind = sum(len(s.undetectable) for s in series)
+        out.print(f"{len(series)} configuration(s), {len(points)} point(s); {len(found)} change point(s)"
+                  + (f", and {blind} comparison(s) whose samples could not have shown one (not enough samples)"
+                     if blind else "") + ". "
                   f"Each point is compared with its segment's first point (the series' first, or the last "
                   f"change): p < {ALPHA}, the 95% CI excludes 1 and the change is at least {effect:.0%}.",
                   highlight=False)
@@ -108,4 +118,10 @@ def history(model: str | None, framework: str | None, since: str | None, min_eff
                    + ", ".join(s.label for s in regressed), err=True)
         if fail_on_regression:
             return 1
+    blind_points = [(s, hp) for s in series for hp in s.undetectable]
+    if blind_points:
+        click.echo(f"{len(blind_points)} comparison(s) could not have shown a change, e.g. {blind_points[0][0].label}"
+                   f" in run {blind_points[0][1].point.run_id}: "
+                   f"{blind_points[0][1].comparison.note if blind_points[0][1].comparison else ''}", err=True)
+        return 3
     return 0

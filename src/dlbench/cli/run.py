@@ -20,6 +20,7 @@ from dlbench.cli.options import (
 )
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
+from dlbench.cli.watch_options import watch_options
 from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.interpreters import interpreter_for
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
@@ -34,6 +35,7 @@ from dlbench.report.table import (
     points_table,
     scaling_notes,
 )
+from dlbench.report.telemetry import telemetry_notes
 from dlbench.results.env import host_identity, physical_cores
 from dlbench.results.record import point_result
 from dlbench.results.scaling import missing_baselines, scaled
@@ -91,6 +93,7 @@ from dlbench.suite.maxbatch import param_bounds, search
 @click.option("--columns", help=f"Table columns, comma-separated, from {', '.join(COLUMNS)}. Default: "
               f"{', '.join(COMPACT)}.")
 @click.option("--wide", is_flag=True, help="Every table column (cells may be cut to fit the terminal).")
+@watch_options
 def run(framework: str | None, model: str | None, batch_size: str | None, precision: str | None,
         compile_: bool, channels_last: bool, device: str, preset_name: str, warmup: int | None,
         steps: int | None, repeats: int | None, statistic: str | None, timeout: float, input_size: int | None,
@@ -98,7 +101,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         devices_per_node: int | None, strategy: str, launcher: str | None, hosts: str | None, reach: str | None,
         master_addr: str | None, rendezvous_timeout: float, memory_limit: str | None,
         params: tuple[str, ...], sync_every_step: bool, store_path: str | None, fmt: str, columns: str | None,
-        wide: bool) -> int:
+        wide: bool, wait_quiet: float = 0.0, price_per_hour: float | None = None) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
     shown = pick_columns(columns, wide)
     specs = build_specs(
@@ -140,7 +143,8 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
     console = Console(stderr=True)
     try:
         with RunProgress(len(specs), console) as ui:
-            results = run_points(store, run_id, specs, launchers, started=ui.started, done=ui.done, extras=extras)
+            results = run_points(store, run_id, specs, launchers, started=ui.started, done=ui.done, extras=extras,
+                                 wait_quiet_s=wait_quiet, price_per_hour=price_per_hour)
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
         raise
@@ -155,6 +159,8 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
     scales = [scaled(stored, r) for r in results]
     out.print(points_table(results, title=f"run {run_id}", scaled=scales, columns=shown))
     for line in scaling_notes(results, scales) + verdict_lines(results):
+        out.print(line)
+    for line in telemetry_notes(results):
         out.print(line)
     n = first.protocol.repeats
     out.print(f"Throughput = global samples in the measured steps / wall time of those steps; "

@@ -29,11 +29,21 @@ def _si(v: float) -> str:
     return f"{v / 1000:,.1f}k" if v >= 10_000 else f"{v:,.0f}" if v >= 100 else f"{v:,.1f}" if v >= 1 else f"{v:.2g}"
 
 
-def _scale_axis(ax: Axes, devices: list[int], labels: dict[int, str]) -> None:
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(devices, [labels.get(d, str(d)) for d in devices])
+ScaleKey = tuple[int, int, int, str]  # devices, nodes, devices per node, strategy: one tick of the scale axis
+
+
+def _scale_key(r: RowKey) -> ScaleKey:
+    return (r.devices, r.nodes, r.devices_per_node, r.strategy)
+
+
+def _scale_axis(ax: Axes, scales: list[ScaleKey]) -> None:
+    """One tick per measured scale, labelled with its own nodes and devices per node (1n2c and 2n1c both have 2
+    devices: a tick per device count labelled them alike, the last one's name on both)."""
+    shared = [(n, c) for _, n, c, _ in scales]  # a scale measured with several strategies names each
+    labels = [f"{n}n{c}c" + (f"\n{st}" if shared.count((n, c)) > 1 else "") for _, n, c, st in scales]
+    ax.set_xticks(range(len(scales)), labels)
     ax.minorticks_off()
-    ax.set_xlim(devices[0] / 1.4, devices[-1] * 1.4)
+    ax.set_xlim(-0.5, len(scales) - 0.5)
     ax.set_xlabel("scale (nodes n, devices per node c)")
 
 
@@ -95,13 +105,13 @@ def _bar_label(sec: Section, row: RowKey, scale: bool = False) -> str:
 
 
 
-def _series(sec: Section, rows: list[RowKey], col: Column, speedup: bool) -> tuple[list[int], list[float],
-                                                                                   list[list[float]]]:
-    """x (devices), y (throughput or speedup) and CI whiskers of one framework's ok points."""
+def _series(sec: Section, rows: list[RowKey], col: Column, speedup: bool, scales: list[ScaleKey]
+            ) -> tuple[list[int], list[float], list[list[float]]]:
+    """x (the scale's tick), y (throughput or speedup) and CI whiskers of one framework's ok points."""
     xs: list[int] = []
     ys: list[float] = []
     err: list[list[float]] = [[], []]
-    for r in sorted(rows, key=lambda r: r.devices):
+    for r in sorted(rows, key=_scale_key):
         cell = sec.cell(r, col)
         m = cell.point.result.metrics if cell and cell.ok else None
         if cell is None or m is None:
@@ -118,23 +128,23 @@ def _series(sec: Section, rows: list[RowKey], col: Column, speedup: bool) -> tup
             low, high = whiskers(m)
             err[0].append(low)
             err[1].append(high)
-        xs.append(r.devices)
+        xs.append(scales.index(_scale_key(r)))
     return xs, ys, err
 
 
 def _scale_lines(sec: Section, cc: dict[Column, str], config: tuple[int, tuple[str, ...]], speedup: bool
                  ) -> Chart | None:
-    """Throughput (or speedup, with the ideal line) against the device count, one line per framework, for one
-    row configuration (batch per device and what sets it apart)."""
+    """Throughput (or speedup, with the ideal line) against the scale, one line per framework, for one row
+    configuration (batch per device and what sets it apart)."""
     rows = [r for r in sec.rows if r.config == config]
     bs, variant = config
-    devices = sorted({r.devices for r in rows})
-    if len(devices) < 2:
+    scales = sorted({_scale_key(r) for r in rows})
+    if len({s[0] for s in scales}) < 2:
         return None
     fig, ax = figure()
-    low, top = 1.0, float(devices[-1])
+    low, top = 1.0, float(scales[-1][0])
     for col in sec.columns:
-        xs, ys, err = _series(sec, rows, col, speedup)
+        xs, ys, err = _series(sec, rows, col, speedup, scales)
         if xs:
             low, top = min(low, *ys), max(top, *ys)
             ax.errorbar(xs, ys, yerr=None if speedup else err, color=cc[col], marker="o", ms=5, lw=2,
@@ -142,7 +152,7 @@ def _scale_lines(sec: Section, cc: dict[Column, str], config: tuple[int, tuple[s
     if not ax.lines:
         return None
     if speedup:
-        ax.plot(devices, devices, ls="--", color="#8a929b", lw=1.2, label="ideal (linear)")
+        ax.plot(range(len(scales)), [s[0] for s in scales], ls="--", color="#8a929b", lw=1.2, label="ideal (linear)")
         ax.set_ylabel("speedup over 1 device")
         ax.set_yscale("log", base=2)
         ticks = [2.0**e for e in range(int(np.floor(np.log2(low))), int(np.ceil(np.log2(top))) + 1)]
@@ -151,7 +161,7 @@ def _scale_lines(sec: Section, cc: dict[Column, str], config: tuple[int, tuple[s
     else:
         ax.set_ylabel("samples/s (higher is better)")
         ax.set_ylim(bottom=0)
-    _scale_axis(ax, devices, {r.devices: r.scale for r in rows})
+    _scale_axis(ax, scales)
     what, apart = "Speedup" if speedup else "Throughput", "".join(f", {v}" for v in variant)
     ax.set_title(f"{what} vs scale, batch {bs} per device" + (f"\n{' '.join(variant)}" if variant else ""))
     ax.legend(loc="upper left")

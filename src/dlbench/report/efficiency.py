@@ -17,8 +17,10 @@ from dlbench.results.mfu import Efficiency, efficiency
 
 FLOPS_DEFINITION = ("Achieved TFLOP/s = samples/s x training FLOPs per sample (2 per multiply-add of every "
                     "convolution and matrix product, backward = 2x forward, no recomputation); MFU = achieved / "
-                    "(dense peak of the point's math mode x devices): a GPU's datasheet figure, or a CPU's peak "
-                    "measured on this host by a float32 GEMM probe (marked measured).")
+                    "(dense peak of the point's math mode x devices): a GPU's datasheet figure, or a CPU's "
+                    "instruction-set peak (physical cores x maximum clock x FLOPs per cycle of its FMA or AMX "
+                    "units), stored with the point when it was measured. A CPU's numpy GEMM rate is shown beside it "
+                    "as achievable, never as the peak; achieved FLOP/s above the peak gives no MFU.")
 
 
 @dataclass(frozen=True)
@@ -55,13 +57,18 @@ class EffRow:
         if p is None:
             return self.eff.note if self.eff.achieved_tflops is not None and self.eff.note else "-"
         label = p.label + (f" x {self.eff.devices}" if self.eff.devices > 1 else "")
+        ach = self.eff.achievable
+        if ach is not None:
+            label += f"; achievable here {ach.tflops:,.3g} TFLOP/s (numpy GEMM, not the peak)"
         return f"{label}; {self.eff.note}" if self.eff.note else label
 
     @property
     def mfu(self) -> str:
-        """'41.2%', 'peak unknown', or the status of a point that measured nothing."""
+        """'41.2%', 'above peak', 'peak unknown', or the status of a point that measured nothing."""
         if self.eff.mfu is not None:
             return f"{self.eff.mfu:.1%}"
+        if self.eff.above_peak:
+            return "above peak"
         return "peak unknown" if self.eff.achieved_tflops is not None else self.status
 
     @property
@@ -136,7 +143,7 @@ def roofline_chart(sec: Section, rows: list[EffRow], cc: dict[Column, str]) -> C
     per_device = [e.eff.achieved_tflops / max(e.row.devices, 1) for e in shown]  # type: ignore[operator]
     ax.barh(y, per_device, height=0.6, color=[cc[e.column] for e in shown])
     for i, (e, v) in enumerate(zip(shown, per_device)):
-        text = f"{v:,.3g} · MFU {e.mfu}" if e.eff.mfu is not None else f"{v:,.3g} · peak unknown"
+        text = f"{v:,.3g} · MFU {e.mfu}" if e.eff.mfu is not None else f"{v:,.3g} · {e.mfu}"
         ax.annotate(text, (v, i), textcoords="offset points", xytext=(3, 0), va="center", fontsize=7.5)
     peaks = {e.eff.peak.label: e.eff.peak.tflops for e in shown if e.eff.peak is not None}
     for label, tflops in peaks.items():
@@ -150,7 +157,7 @@ def roofline_chart(sec: Section, rows: list[EffRow], cc: dict[Column, str]) -> C
     if peaks:
         fig.legend(loc="outside lower center")
     caption = ("Bars: achieved training TFLOP/s per device; dashed line: the device's dense peak in the point's "
-               "math mode (datasheet for a GPU, measured for a CPU). The gap is what the framework leaves unused.")
+               "math mode (datasheet for a GPU, instruction set for a CPU). The gap is what the framework leaves unused.")
     if not peaks:
         caption += " No point's device peak is known, so no ceiling is drawn."
     return ChartSet([Chart(f"{sec.slug}-roofline", "Achieved TFLOP/s beside the device peak", caption, fig)])

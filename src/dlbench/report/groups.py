@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 from dlbench.backends import all_backends
 from dlbench.cases import CASES, UnknownCase, get_case
-from dlbench.report.table import fmt_bytes, fmt_count
 from dlbench.results.scaling import Scaling, scaled
 from dlbench.results.store import StoredPoint
 
@@ -118,6 +117,7 @@ class Cell:
     baseline_id: int | None = None
     footnote: int | None = None
     hidden: int = 0  # earlier exact repeats of this configuration (same spec key and identity), not shown
+    scaling_marks: tuple[str, ...] = ()  # where the speedup's evidence is weak (results/scaling.py Scaled.marks)
 
     @property
     def repeats_text(self) -> str:
@@ -227,7 +227,7 @@ def _add_scaling(sec: Section, pool: Sequence[StoredPoint]) -> None:
             continue
         sc = scaled(pool, cell.point.result)
         if sc is not None:
-            sec.cells[(row, col)] = Cell(cell.point, sc.scaling, sc.baseline.id, None, cell.hidden)
+            sec.cells[(row, col)] = Cell(cell.point, sc.scaling, sc.baseline.id, None, cell.hidden, sc.marks)
 
 
 def _add_footnotes(sec: Section) -> None:
@@ -254,6 +254,8 @@ Field = tuple[tuple[int, float, str], str]  # (sort key, label)
 
 def _field(name: str, value: object) -> Field:
     """A spec field's value as a sort key and a label: 'vocab=3.2M', 'memory_limit=1.5 GiB', 'launcher=local'."""
+    from dlbench.report.table import fmt_bytes, fmt_count  # here: table -> telemetry -> chart_base -> groups
+
     if isinstance(value, bool) or value is None or not isinstance(value, (int, float)):
         text = {None: "none", True: "yes", False: "no"}.get(value, str(value))  # type: ignore[call-overload]
         return (1, 0.0, text), f"{name}={text}"
@@ -272,6 +274,8 @@ def _row_fields(p: StoredPoint) -> dict[str, Field]:
     except UnknownCase:
         params = {}
     out.update({k: _field(k, v) for k, v in {**params, **s.params}.items()})
+    # local, torchrun, mpirun and hosts all run here (as results/scaling.py matches baselines); Slurm elsewhere
+    out["launcher"] = _field("launcher", "slurm" if s.launcher == "slurm" else "here")
     threads = p.result.env.identity.get("threads") or (str(s.threads) if s.threads else "default")
     out["threads"] = _field("threads", int(threads) if threads.isdigit() else threads)
     return out

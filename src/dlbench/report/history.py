@@ -63,7 +63,7 @@ def _model_chart(model: str, series: list[Series]) -> Chart:
                "where it changes. Each point is compared with its segment's first point by the test of "
                "`dlbench compare` (p < 0.01, CI excluding 1, at least 2%). ")
     caption += ("Change points: " + "; ".join(notes) + ".") if notes else "No significant change point."
-    return Chart(f"history-{model}", f"{model_title(model)}: throughput over time and versions", caption, fig)
+    return Chart(f"history-{model}", f"{model}: throughput over time and versions", caption, fig)
 
 
 def history_charts(points: Sequence[StoredPoint], pool: Sequence[StoredPoint]) -> ChartSet:

@@ -13,6 +13,7 @@ from rich.cells import cell_len
 from rich.table import Table
 
 from dlbench.cases.gpt import lm_rates
+from dlbench.report.telemetry import contended, fmt_energy, samples_per_kwh
 from dlbench.results.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
 from dlbench.results.scaling import Scaled, outgrows_one_device
 from dlbench.results.schema import Metrics, PointResult
@@ -69,7 +70,8 @@ def status_text(r: PointResult) -> str:
     """The status, with 'noisy' when the repeats' CV passed the threshold and 'input-bound' (see stats)."""
     if r.status == "ok":
         m = r.metrics
-        flags = [name for name, on in (("noisy", m and m.noisy), ("input-bound", m and m.input_bound)) if on]
+        flags = [name for name, on in (("noisy", m and m.noisy), ("input-bound", m and m.input_bound),
+                                       ("contended", contended(r))) if on]
         return f"ok ({', '.join(flags)})" if flags else "ok"
     return r.status
 
@@ -123,13 +125,13 @@ COLUMNS: dict[str, TableColumn] = {
     "tflops": TableColumn("TFLOP/s", "right", lambda c: fmt_tflops(c.efficiency())),
     "mfu": TableColumn("MFU", "right", lambda c: fmt_mfu(c.efficiency())),
     "speedup": TableColumn("speedup", "right", lambda c: fmt_speedup(c.result, c.scaled)),
-    "efficiency": TableColumn("efficiency", "right",
-                              lambda c: f"{c.scaled.scaling.efficiency:.0%}" if c.scaled else "-"),
+    "efficiency": TableColumn("efficiency", "right", lambda c: fmt_efficiency(c.scaled)),
     "cv": TableColumn("CV", "right", lambda c: fmt_cv(c.result.metrics)),
     "step": TableColumn("median step", "right", lambda c: f"{c.result.metrics.median_step_s * 1000:,.1f} ms"
                         if c.result.metrics else "-"),
     "memory": TableColumn("peak memory", "right", lambda c: fmt_bytes(c.result.metrics.peak_memory_bytes)
                           if c.result.metrics else "-"),
+    "energy": TableColumn("samples/kWh", "right", lambda c: fmt_energy(c.result)),
     "status": TableColumn("status", "left", lambda c: status_text(c.result), whole=True),
 }
 # The default: what tells points apart, the throughput and the status; at 80 columns nothing of it is cut.
@@ -163,14 +165,16 @@ def _longest_word(texts: Sequence[str]) -> int:
 def points_table(results: list[PointResult], title: str = "",
                  scaled: Sequence[Scaled | None] | None = None, columns: Sequence[str] | None = None) -> Table:
     """One row per point, in the columns asked for (names of COLUMNS); by default COMPACT, with the speedup
-    against the 1-device point where `scaled` (one entry per result) holds a multi-device point. Columns that
+    against the 1-device point where `scaled` (one entry per result) holds a multi-device point, and samples/kWh
+    where some point has an energy reading. Columns that
     identify a point and the throughput are never cut: they wrap at spaces and are at least their longest word
     wide. With TFLOP/s or MFU shown, the caption names each device peak the MFU divides by."""
     effs = {i: functools.cache(lambda r=r: efficiency(r)) for i, r in enumerate(results)}
     cells = [PointCell(r, scaled[i] if scaled is not None else None, effs[i]) for i, r in enumerate(results)]
     if columns is None:
         many = scaled is not None and any(r.spec.world_size > 1 for r in results)
-        columns = (*COMPACT[:-1], "speedup", COMPACT[-1]) if many else COMPACT
+        energy = any(samples_per_kwh(r) is not None for r in results)  # a column only where some point has it
+        columns = (*COMPACT[:-1], *(("speedup",) if many else ()), *(("energy",) if energy else ()), COMPACT[-1])
         same = [n for n in SAID_ONCE if title and len(cells) > 1 and len({COLUMNS[n].cell(c) for c in cells}) == 1]
         title = " · ".join([title, *(COLUMNS[n].cell(cells[0]) for n in same)])
         columns = tuple(n for n in columns if n not in same)
@@ -188,22 +192,31 @@ def points_table(results: list[PointResult], title: str = "",
 
 
 def fmt_speedup(r: PointResult, sc: Scaled | None) -> str:
-    """'1.62x (vs #12)' against the named 1-device point; '1x' for an ok 1-device point; '-' when unknown."""
+    """'1.62x (vs #12)' against the named 1-device point, '(vs #12, 2 marks)' where its evidence is weak (the
+    notes under the table say which); '1x' for an ok 1-device point; '-' when unknown."""
     if sc is not None:
-        return f"{sc.scaling.speedup:.2f}x (vs #{sc.baseline.id})"
+        n = len(sc.marks)
+        return f"{sc.scaling.speedup:.2f}x (vs #{sc.baseline.id}" + (f", {n} mark{'s' * (n > 1)})" if n else ")")
     return "1x" if r.status == "ok" and r.spec.world_size == 1 else "-"
 
 
+def fmt_efficiency(sc: Scaled | None) -> str:
+    """'81%', '553% (>100%)' where it exceeds 100%, '-' when unknown."""
+    if sc is None:
+        return "-"
+    return f"{sc.scaling.efficiency:.0%}" + (" (>100%)" if sc.scaling.efficiency > 1 else "")
+
+
 def scaling_notes(results: list[PointResult], scaled: Sequence[Scaled | None]) -> list[str]:
-    """One line per multi-device point naming the 1-device point its speedup divides by (or saying none)."""
+    """One line per multi-device point naming the 1-device point its speedup divides by (its run, protocol and
+    CV) and the marks on that evidence (or saying there is no baseline)."""
     out = []
     for r, sc in zip(results, scaled):
         label = f"{r.spec.framework} {r.spec.model} bs{r.spec.batch_size} {r.spec.scale}"
-        base = sc.baseline.result.metrics if sc is not None else None
-        if sc is not None and base is not None:
-            out.append(f"{label}: speedup {sc.scaling.speedup:.2f}, efficiency {sc.scaling.efficiency:.0%} "
-                       f"over {r.spec.world_size} devices, against 1-device point #{sc.baseline.id} "
-                       f"(run {sc.baseline.run_id}, {base.throughput:,.1f} samples/s)")
+        if sc is not None:
+            marks = f". Marks: {'; '.join(sc.marks)}" if sc.marks else ""
+            out.append(f"{label}: speedup {sc.scaling.speedup:.2f}x, efficiency {sc.scaling.efficiency:.0%} "
+                       f"over {r.spec.world_size} devices, against {sc.evidence}{marks}")
         elif r.status == "ok" and r.spec.world_size > 1 and outgrows_one_device(r):
             out.append(f"{label}: a model-parallel maximum outgrows one device by design, so no 1-device baseline "
                        "and no speedup")

@@ -13,7 +13,10 @@ Points match on `PointSpec.key()` (the configuration without protocol and timeou
 * test: Mann-Whitney U (scipy) on the step times, two-sided.
 
 A change is called only when all three agree: p < ALPHA, the interval excludes 1, and the ratio moves by at
-least MIN_EFFECT. Anything less is "no significant change". Each side's MFU (results/mfu.py) is shown beside,
+least MIN_EFFECT. Anything less is "no significant change", but only where a change could have been seen
+(results/power.py): when the test cannot reach p < ALPHA with these sample counts (4 against 4 step times: the
+smallest p is 0.029), or, for a target effect (`--fail-above`), has less than 80% power to detect it, the verdict
+is "not enough samples", with the number of samples per side that would do. Each side's MFU (results/mfu.py) is shown beside,
 with the peak it divides by; it plays no part in the verdict. Identity keys that differ between the runs are
 reported as warnings naming each key; they never block the comparison silently or pass unnoticed.
 """
@@ -26,7 +29,8 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 from scipy import stats as sps
 
-from dlbench.results.mfu import efficiency
+from dlbench.results.mfu import Efficiency, efficiency
+from dlbench.results.power import detectability
 from dlbench.results.schema import PointResult
 from dlbench.results.store import StoredPoint
 
@@ -34,10 +38,10 @@ ALPHA = 0.01
 MIN_EFFECT = 0.02
 CI_LEVEL = 0.95
 RESAMPLES = 2000
-MIN_SAMPLES = 3
 SEED = 0  # the bootstrap is seeded, so that the same two runs always get the same verdict
 
 FASTER, SLOWER, SAME = "faster", "slower", "no significant change"
+UNDETECTABLE = "not enough samples"  # the test could not have called the requested change with these samples
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,9 @@ class PointComparison:
     mfu_b: float | None = None
     peak_a: str = ""  # the peak MFU divides by, or why it is unknown
     peak_b: str = ""
+    min_p: float | None = None  # the smallest p the test can return with these sample counts
+    power: float | None = None  # to detect the target effect (--fail-above, else --min-effect) at ALPHA
+    needed_per_side: int | None = None  # samples per side that would detect it, where these could not
 
     @property
     def change(self) -> float | None:
@@ -85,6 +92,10 @@ class Comparison:
     def regressions(self, threshold: float) -> list[PointComparison]:
         """Points significantly slower in B by more than threshold (0.05 = 5%)."""
         return [p for p in self.points if p.verdict == SLOWER and p.change is not None and -p.change > threshold]
+
+    def undetectable(self) -> list[PointComparison]:
+        """Points whose samples could not have shown the requested change (verdict 'not enough samples')."""
+        return [p for p in self.points if p.verdict == UNDETECTABLE]
 
     def to_json(self) -> str:
         """The comparison as JSON, every figure included."""
@@ -164,27 +175,40 @@ def verdict(ratio: float, ci: tuple[float, float], p_value: float, alpha: float 
     return FASTER if ratio > 1.0 else SLOWER
 
 
-def compare_points(a: PointResult, b: PointResult, min_effect: float = MIN_EFFECT) -> PointComparison:
-    """The ratio B/A of one configuration, its interval, the Mann-Whitney p-value and the verdict."""
+def _peak_text(e: Efficiency) -> str:
+    """The peak an MFU divides by ('; above peak' where the achieved FLOP/s exceed it), or why it is unknown."""
+    return (e.peak.label + ("; above peak" if e.above_peak else "")) if e.peak else e.note
+
+
+def compare_points(a: PointResult, b: PointResult, min_effect: float = MIN_EFFECT,
+                   target: float | None = None) -> PointComparison:
+    """The ratio B/A of one configuration, its interval, the Mann-Whitney p-value and the verdict; 'not enough
+    samples' where the test could not have called a change of `target` (with its power), or of min_effect
+    (the smallest p only) when no target is given."""
     ea, eb = efficiency(a), efficiency(b)
     head = PointComparison(key=a.spec.key(), label=label(a), status_a=a.status, status_b=b.status,
                            throughput_a=a.metrics.throughput if a.metrics else None,
                            throughput_b=b.metrics.throughput if b.metrics else None, mfu_a=ea.mfu, mfu_b=eb.mfu,
-                           peak_a=ea.peak.label if ea.peak else ea.note, peak_b=eb.peak.label if eb.peak else eb.note)
+                           peak_a=_peak_text(ea), peak_b=_peak_text(eb))
     if a.status != "ok" or b.status != "ok":
         return replace(head, verdict="not comparable", note=f"status {a.status} -> {b.status}")
     ma, mb = step_matrix(a), step_matrix(b)
     head = replace(head, samples_a=int(ma.size), samples_b=int(mb.size))
-    if ma.size < MIN_SAMPLES or mb.size < MIN_SAMPLES:
-        return replace(head, verdict="too few samples", note=f"needs at least {MIN_SAMPLES} steps per run")
+    if ma.size == 0 or mb.size == 0:
+        return replace(head, verdict="not comparable", note="no step samples (ranks or repeats of unequal length)")
     ratio = float((b.spec.global_batch / mean_step_time(b)) / (a.spec.global_batch / mean_step_time(a)))
     lo, hi = ratio_ci(ma, mb)
     if np.array_equal(np.sort(ma, axis=None), np.sort(mb, axis=None)):
         p = 1.0  # identical samples: Mann-Whitney's normal approximation would still return a number
     else:
         p = float(sps.mannwhitneyu(ma.ravel(), mb.ravel(), alternative="two-sided").pvalue)
-    return replace(head, ratio=ratio, ci_low=lo, ci_high=hi, p_value=p,
-                   verdict=verdict(ratio, (lo, hi), p, min_effect=min_effect))
+    called = verdict(ratio, (lo, hi), p, min_effect=min_effect)
+    det = detectability(ma, mb, target if target is not None else min_effect, ALPHA, power_required=target is not None)
+    head = replace(head, ratio=ratio, ci_low=lo, ci_high=hi, p_value=p, min_p=det.min_p,
+                   power=det.power if target is not None else None)
+    if called == SAME and not det.detectable:
+        return replace(head, verdict=UNDETECTABLE, note=det.message, needed_per_side=det.needed)
+    return replace(head, verdict=called)
 
 
 def identity_differences(pairs: list[tuple[PointResult, PointResult]]) -> dict[str, tuple[list[str], list[str]]]:
@@ -214,13 +238,14 @@ def _order(r: PointResult) -> tuple[object, ...]:
 
 
 def compare_runs(run_a: str, points_a: list[StoredPoint], run_b: str, points_b: list[StoredPoint],
-                 min_effect: float = MIN_EFFECT) -> Comparison:
-    """Compare every point of run B with the point of run A that has the same configuration key."""
+                 min_effect: float = MIN_EFFECT, target: float | None = None) -> Comparison:
+    """Compare every point of run B with the point of run A that has the same configuration key (`target`: the
+    change the samples must be able to detect, e.g. --fail-above's)."""
     by_a = {p.result.spec.key(): p.result for p in points_a}  # a later point of a key wins (a re-run)
     by_b = {p.result.spec.key(): p.result for p in points_b}
     pairs = [(by_a[k], by_b[k]) for k in by_a if k in by_b]
     pairs.sort(key=lambda ab: _order(ab[0]))
-    matched = [compare_points(a, b, min_effect) for a, b in pairs]
+    matched = [compare_points(a, b, min_effect, target) for a, b in pairs]
     diffs = identity_differences(pairs)
     warnings = []
     if diffs:
@@ -231,7 +256,10 @@ def compare_runs(run_a: str, points_a: list[StoredPoint], run_b: str, points_b: 
         warnings.append("the runs have no configuration in common")
     method = (f"ratio = throughput B / A from mean step times; {CI_LEVEL:.0%} CI by hierarchical bootstrap "
               f"({RESAMPLES} resamples of repeats, then steps); Mann-Whitney U on step times; a change is "
-              f"called when p < {ALPHA}, the CI excludes 1 and |ratio - 1| >= {min_effect:.0%}")
+              f"called when p < {ALPHA}, the CI excludes 1 and |ratio - 1| >= {min_effect:.0%}; 'not enough "
+              f"samples' where the smallest attainable p is not below {ALPHA}"
+              + (f" or the power to detect {target * 100:.3g}% is under 80% (log-normal spread of the steps, simulated "
+                 f"or Noether's approximation)" if target is not None else ""))
     return Comparison(
         run_a=run_a, run_b=run_b, points=tuple(matched),
         only_a=tuple(label(r) for r in sorted((by_a[k] for k in by_a if k not in by_b), key=_order)),

@@ -6,7 +6,8 @@ what history is for, and each point shows them. Each ok point is compared, with 
 test `dlbench compare` uses (`compare_points`: hierarchical bootstrap CI, Mann-Whitney, p < 0.01, CI excluding
 1, at least a 2% effect), with the point that opened its segment: the series' first point, or the last change
 found. So a step change is flagged where it happens, a slow drift once it adds up to a significant change, and
-noise is not called a change.
+noise is not called a change. A comparison whose samples could not have reached p < 0.01 at all (4 against 4 step
+times) is "not enough samples" (results/power.py), never a quiet "no change".
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from dlbench.results.compare import FASTER, MIN_EFFECT, SLOWER, PointComparison, compare_points, label
+from dlbench.results.compare import (
+    FASTER,
+    MIN_EFFECT,
+    SLOWER,
+    UNDETECTABLE,
+    PointComparison,
+    compare_points,
+    label,
+)
 from dlbench.results.rows import StoredPoint
 
 REGRESSION, IMPROVEMENT = "regression", "improvement"
@@ -41,6 +50,11 @@ class HistoryPoint:
         v = self.comparison.verdict if self.comparison else ""
         return REGRESSION if v == SLOWER else IMPROVEMENT if v == FASTER else ""
 
+    @property
+    def undetectable(self) -> bool:
+        """True when this point's samples, or its baseline's, could not have shown a change."""
+        return self.comparison is not None and self.comparison.verdict == UNDETECTABLE
+
 
 @dataclass(frozen=True)
 class Series:
@@ -57,6 +71,11 @@ class Series:
     def changes(self) -> list[HistoryPoint]:
         """The points where a regression or an improvement was found."""
         return [p for p in self.points if p.change]
+
+    @property
+    def undetectable(self) -> list[HistoryPoint]:
+        """The points whose comparison could not have shown a change ('not enough samples')."""
+        return [p for p in self.points if p.undetectable]
 
     @property
     def latest_regressed(self) -> bool:

@@ -1,16 +1,13 @@
-"""The peak FLOP/s of a point's device in its math mode: a GPU's datasheet figure, or a CPU's measured one.
+"""The peak FLOP/s of a point's device in its math mode: a GPU's datasheet figure, or a CPU's from its instruction set.
 
 - **GPUs**: ``gpu_peaks.yaml`` (versioned) gives each NVIDIA GPU's dense peak TFLOP/s per math mode (fp32, tf32,
   fp16, bf16) and its datasheet; the GPU is recognised from the NVML name recorded as ``device_model``.
-- **CPUs**: no datasheet covers a CPU as it runs here (cores, clocks, vector units), so a short GEMM probe
-  measures one: numpy float32 matrix products for a few hundred milliseconds, the best rate kept. It is cached per
-  host under ``cache_dir("peaks")``, labelled ``measured`` and never mixed up with a datasheet figure. A probe
-  taken while other jobs load the machine reads low, so the cache keeps the *best* of all probes and only rises:
-  a process probes again while fewer than three were taken or the last is over an hour old, and at once when a
-  point achieved more than the cached peak. It exists for fp32 only: numpy has no fast bf16 or fp16 GEMM, and
-  the controller imports no framework to get one. No theoretical peak (cores x clock x FMA width) is derived:
-  /proc/cpuinfo names neither the FMA units nor the clock under load, and a guessed datasheet is worse than
-  none.
+- **CPUs**: physical cores x maximum clock x FLOPs per cycle of the cores' FMA units (AVX2, AVX-512, AMX), read
+  from /proc/cpuinfo and cpufreq (results/cpu_peak.py, its per-microarchitecture table cites its sources),
+  labelled ``instruction set``. A point's peak counts the cores it was given (its threads, at most the physical
+  cores), split between its ranks. A short numpy float32 GEMM probe, cached per host under ``cache_dir("peaks")``
+  (the best of several probes, so a probe under load cannot lower it), is kept beside it as what is
+  *achievable* here: never the peak, and never what an MFU divides by.
 """
 
 from __future__ import annotations
@@ -29,13 +26,14 @@ from typing import Literal
 import numpy as np
 import yaml
 
+from dlbench.results.cpu_peak import CpuInfo, core_peak, read_cpu
 from dlbench.results.env import cpu_model
 from dlbench.wire import cache_dir
 
 TABLE_VERSION = 1
 PROBE_VERSION = 2
 MATH_MODES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
-PeakKind = Literal["datasheet", "measured"]
+PeakKind = Literal["datasheet", "instruction set"]
 
 
 @dataclass(frozen=True)
@@ -54,7 +52,7 @@ class GpuPeaks:
 
 @dataclass(frozen=True)
 class Peak:
-    """A device's peak in one math mode: a datasheet figure or a measured one, and where it comes from."""
+    """A device's peak in one math mode: a datasheet figure or an instruction-set one, and where it comes from."""
 
     tflops: float
     math_mode: str
@@ -64,7 +62,7 @@ class Peak:
 
     @property
     def label(self) -> str:
-        """'989.5 TFLOP/s bf16 (datasheet, H100 SXM5)' or '0.21 TFLOP/s fp32 (measured, ...)'."""
+        """'989.5 TFLOP/s bf16 (datasheet, H100 SXM5)' or '0.333 TFLOP/s fp32 (instruction set, ... x 2 cores)'."""
         return f"{self.tflops:,.4g} TFLOP/s {self.math_mode} ({self.kind}, {self.device})"
 
 
@@ -111,9 +109,23 @@ def gpu_peak(nvml_name: str, math_mode: str) -> PeakLookup:
     return PeakLookup(Peak(value, math_mode, "datasheet", g.name, g.source))
 
 
-# ------------------------------------------------------------------------------------------- CPU probe
+# ------------------------------------------------------------------------------------------- CPU
 
-PROBE_DTYPES: dict[str, str] = {"fp32": "float32"}  # math mode -> numpy dtype the probe multiplies in
+def cpu_peak(math_mode: str, cores: float, cpu: CpuInfo | str | None = None) -> PeakLookup:
+    """The instruction-set peak of `cores` of this host's CPU (or of `cpu`) in a math mode, or why there is none."""
+    info = read_cpu() if cpu is None else cpu
+    if isinstance(info, str):
+        return PeakLookup(None, info)
+    per = core_peak(info, math_mode)
+    if isinstance(per, str):
+        return PeakLookup(None, per)
+    used = min(cores, info.cores) if cores > 0 else info.cores
+    name = info.model_name or cpu_model()
+    return PeakLookup(Peak(per.tflops_per_core * used, math_mode, "instruction set", f"{name} x {used:g} cores",
+                           f"{used:g} physical cores x {per.derivation}; sources: {per.source}"))
+
+
+PROBE_DTYPES: dict[str, str] = {"fp32": "float32"}  # math mode -> numpy dtype the achievable probe multiplies in
 
 
 def probe_gemm(dtype: str = "float32", n: int = 1024, budget_s: float = 0.3) -> float:
@@ -139,7 +151,7 @@ def _probe_path(host: str) -> Path:
 
 @dataclass(frozen=True)
 class Probed:
-    """The best rate a math mode's probe has reached on this host, over how many probes, and when it was last run."""
+    """The best rate a math mode's GEMM probe has reached on this host, over how many probes, and when."""
 
     tflops: float
     probes: int
@@ -148,9 +160,10 @@ class Probed:
     load: float  # the 1-minute load average while the best probe ran
 
     def source(self, dtype: str) -> str:
+        """How the achievable figure was measured, in words."""
         day = time.strftime("%Y-%m-%d", time.localtime(self.since))
-        return (f"numpy {dtype} 1024^3 matmul, best of {self.probes} probe{'s' * (self.probes != 1)} since {day} "
-                f"(load {self.load:.1f} then), {os.cpu_count() or 0} logical CPUs; a lower bound that only rises")
+        return (f"numpy {dtype} 1024^3 matmul on all {os.cpu_count() or 0} logical CPUs, best of {self.probes} "
+                f"probe{'s' * (self.probes != 1)} since {day} (load {self.load:.1f} then)")
 
 
 def _load() -> float:
@@ -182,7 +195,7 @@ def _write_probe(path: Path, cpu: str, modes: dict[str, Probed]) -> None:
 
 
 def _probe_into(path: Path, cpu: str, math_mode: str) -> Probed:
-    """Probe once more and keep the best rate ever seen: a probe under load can only fail to raise the peak."""
+    """Probe once more and keep the best rate ever seen: a probe under load can only fail to raise it."""
     rate, load, now = probe_gemm(PROBE_DTYPES[math_mode]), _load(), time.time()
     modes = _read_probe(path, cpu)  # read again: another process may have probed meanwhile
     old = modes.get(math_mode)
@@ -203,49 +216,51 @@ def _probe_into(path: Path, cpu: str, math_mode: str) -> Probed:
 MIN_PROBES = 3  # probes (one per process) before the cached best is trusted without probing again
 REPROBE_AFTER_S = 3600.0  # after that, one more probe per process at most this often
 _seen: dict[tuple[str, str], Probed] = {}  # what this process probed or read, by (cpu model, math mode)
-_raised: set[tuple[str, str]] = set()  # modes this process already probed again because a point beat the peak
 
 
-def cpu_peak_here(cpu_model: str, math_mode: str, at_least: float = 0.0) -> PeakLookup:
-    """This host's measured peak in a math mode: the best of the probes cached for it, and a new probe while
-    fewer than MIN_PROBES were taken or the last is over an hour old (once per process). ``at_least``: an
-    achieved rate per device; a cached peak below it is stale (measured under load), so probe once more."""
+@dataclass(frozen=True)
+class Achievable:
+    """What a numpy GEMM reaches on this host in a math mode: shown beside the peak, never as the peak."""
+
+    tflops: float
+    source: str
+
+
+def cpu_achievable(cpu_model: str, math_mode: str) -> Achievable | None:
+    """This host's best GEMM probe in a math mode (probing while fewer than MIN_PROBES were taken or the last is
+    over an hour old, once per process); None for a mode numpy has no fast GEMM in (fp32 only)."""
     dtype = PROBE_DTYPES.get(math_mode)
     if dtype is None:
-        return PeakLookup(None, f"peak unknown: no {math_mode} GEMM probe on a CPU (numpy has none; fp32 only)")
+        return None
     key, path = (cpu_model, math_mode), _probe_path(socket.gethostname())
     got = _seen.get(key)
     if got is None:
         got = _read_probe(path, cpu_model).get(math_mode)
         if got is None or got.probes < MIN_PROBES or time.time() - got.last > REPROBE_AFTER_S:
             got = _probe_into(path, cpu_model, math_mode)
-    if at_least > got.tflops and key not in _raised:
-        _raised.add(key)
-        got = _probe_into(path, cpu_model, math_mode)
     _seen[key] = got
-    return PeakLookup(Peak(got.tflops, math_mode, "measured", cpu_model, got.source(dtype)))
+    return Achievable(got.tflops, got.source(dtype))
 
 
 def forget_probes() -> None:
     """Drop what this process remembers of the probes (tests; the cache on disk stays)."""
     _seen.clear()
-    _raised.clear()
 
 
-def peak_for(device: str, device_model: str, math_mode: str, hostname: str = "",
-             achieved_per_device: float = 0.0) -> PeakLookup:
-    """The peak of a point's device in its math mode: a GPU from the table, this host's CPU by probe; a CPU
-    point from another host or CPU has no measured peak here. A CPU point that achieved more than the cached
-    peak (``achieved_per_device``, TFLOP/s) has the probe run once more (see cpu_peak_here)."""
+def peak_for(device: str, device_model: str, math_mode: str, hostname: str = "", cores: float = 0.0) -> PeakLookup:
+    """The peak of a point's device in its math mode: a GPU from the table, this host's CPU from its instruction
+    set (`cores`: the physical cores one device of the point was given, 0 for all); a CPU point from another
+    host or CPU has no peak here (its flags and clock were not recorded)."""
     if device == "cuda":
         return gpu_peak(device_model, math_mode)
     if hostname and hostname != socket.gethostname():
-        return PeakLookup(None, f"peak unknown: the CPU peak is measured per host, and {hostname} is not this one")
+        return PeakLookup(None, f"peak unknown: the CPU peak is read from this host's CPU, and {hostname} is not "
+                                "this one")
     here = cpu_model()
     if device_model and device_model != here:
-        return PeakLookup(None, f"peak unknown: the CPU peak is measured here, on {here}, not on {device_model}")
-    return cpu_peak_here(here, math_mode, achieved_per_device)
+        return PeakLookup(None, f"peak unknown: the CPU peak is read here, on {here}, not on {device_model}")
+    return cpu_peak(math_mode, cores)
 
 
-__all__ = ["MATH_MODES", "TABLE_VERSION", "GpuPeaks", "Peak", "PeakKind", "PeakLookup", "cpu_peak_here", "find_gpu",
-           "forget_probes", "gpu_peak", "gpu_table", "peak_for", "probe_gemm"]
+__all__ = ["MATH_MODES", "TABLE_VERSION", "Achievable", "GpuPeaks", "Peak", "PeakKind", "PeakLookup", "cpu_achievable",
+           "cpu_peak", "find_gpu", "forget_probes", "gpu_peak", "gpu_table", "peak_for", "probe_gemm"]

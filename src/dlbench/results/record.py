@@ -1,5 +1,6 @@
 """A point's stored record from what its worker(s) reported: environment split into identity and descriptive
-keys, and every metric derived from the raw samples (protocol/stats.py), in one place."""
+keys, every metric derived from the raw samples (protocol/stats.py), and the device peak an ok point is judged
+against (results/mfu.py: stored now, so that its MFU never changes when read), in one place."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ import time
 from collections.abc import Mapping, Sequence
 
 from dlbench.protocol.stats import summarize
-from dlbench.results.env import IDENTITY_KEYS, host_descriptive, host_identity, physical_cores
+from dlbench.results.env import (
+    IDENTITY_KEYS,
+    host_descriptive,
+    host_identity,
+    physical_cores,
+)
+from dlbench.results.mfu import PEAK_KEY, stored_peak
 from dlbench.results.schema import Environment, PointResult
 from dlbench.spec import PointSpec
 from dlbench.wire import WorkerResult
@@ -33,6 +40,9 @@ def point_result(spec: PointSpec, status: str, worker: WorkerResult | None, erro
     if tail and status != "ok":
         extra["tail"] = list(tail)
     metrics = summarize(spec, ranks) if status == "ok" else None
+    env = environment(spec, worker.env if worker is not None else {})
+    if status == "ok":
+        extra[PEAK_KEY] = stored_peak(spec, env.identity, env.descriptive)
     return PointResult(spec=spec, status=status, ranks=ranks, metrics=metrics,  # type: ignore[arg-type]
-                       env=environment(spec, worker.env if worker is not None else {}), error=error,
+                       env=env, error=error,
                        started=started, finished=time.time(), extra=extra)

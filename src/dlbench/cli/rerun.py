@@ -1,0 +1,89 @@
+"""`dlbench rerun RUN`: measure a stored run's exact configurations again, here, and compare with the original.
+
+The answer to "I cannot reproduce your number": every distinct spec of the run's points (frozen PointSpecs, read
+back from the store) is measured again in this environment, stored as a new run (kind `rerun`, its meta naming
+the original), and compared point by point with the original through results/compare.py. Identity keys that
+differ between the two (device, framework version ...) are named first, since they explain a difference before
+any statistics do.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from dlbench.cli.compare import comparison_table, parse_percent, undetectable_lines
+from dlbench.cli.output import stdout_console
+from dlbench.cli.progress import RunProgress
+from dlbench.launch.hosts import HostsConfig
+from dlbench.launch.interpreters import interpreter_for
+from dlbench.launch.registry import Launchers
+from dlbench.launch.session import run_points
+from dlbench.results.compare import MIN_EFFECT, Comparison, compare_runs
+from dlbench.results.schema import exit_code
+from dlbench.results.store import Store
+from dlbench.spec import PointSpec
+
+
+def specs_of(store: Store, run_id: str) -> list[PointSpec]:
+    """The distinct specs of a run's points, in the order they were measured."""
+    seen: dict[str, PointSpec] = {}
+    for p in store.points([run_id]):
+        seen.setdefault(p.result.spec.to_json(), p.result.spec)
+    return list(seen.values())
+
+
+def identity_lines(c: Comparison) -> list[str]:
+    """The identity keys that differ between the original and the rerun, one line each, or one line saying none."""
+    if not c.identity_diffs:
+        return ["identity keys: the same as the original's (device, CPU, framework version, threads ...)"]
+    return [f"identity key {k} differs: {', '.join(a)} (original) -> {', '.join(b)} (rerun)"
+            for k, (a, b) in c.identity_diffs.items()]
+
+
+@click.command("rerun")
+@click.argument("run_id")
+@click.option("--min-effect", default=f"{MIN_EFFECT:.0%}", show_default=True,
+              help="Smallest change that can be called faster or slower.")
+@click.option("--store", "store_path", type=click.Path(), help="Result store (the rerun is stored in it too).")
+def rerun(run_id: str, min_effect: str, store_path: str | None) -> int:
+    """Measure RUN's configurations again here, store them as a new run and compare it with RUN."""
+    effect = parse_percent(min_effect)
+    store = Store(store_path)
+    original = store.get_run(run_id)
+    specs = specs_of(store, original.id)
+    if not specs:
+        raise click.UsageError(f"run {original.id} has no points, so no configuration to measure again")
+    launchers = Launchers.build(HostsConfig.from_options(None, None, None, 300.0))
+    for s in specs:
+        launchers.check(s)
+    for fw in {s.framework for s in specs}:
+        interpreter_for(fw)  # a framework missing here is refused before anything is written
+    command = "dlbench " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("dlbench") else f"dlbench rerun {run_id}"
+    new_id = store.create_run(command, kind="rerun", meta={"rerun_of": original.id, "points": len(specs)})
+    try:
+        with RunProgress(len(specs), Console(stderr=True)) as ui:
+            results = run_points(store, new_id, specs, launchers, started=ui.started, done=ui.done)
+    except KeyboardInterrupt:
+        store.finish_run(new_id, "interrupted")
+        raise
+    store.finish_run(new_id, "done")
+    c = compare_runs(original.id, store.points([original.id]), new_id, store.points([new_id]), min_effect=effect)
+    out = stdout_console()
+    out.print(f"rerun {new_id} of run {original.id} ({len(specs)} configuration(s), measured here)", highlight=False)
+    for line in identity_lines(c):
+        out.print(escape(line), highlight=False)
+    for w in c.warnings:
+        if not w.startswith("identity keys differ"):  # named above, key by key
+            out.print(f"[bold yellow]warning:[/] {escape(w)}", highlight=False)
+    out.print(comparison_table(c))
+    for line in undetectable_lines(c):
+        out.print(escape(line), highlight=False)
+    out.print(f"Method: {c.method}.", highlight=False)
+    out.print(f"Results: {store.path} (run {new_id}). `dlbench compare {original.id} {new_id}` compares them "
+              f"again.", highlight=False)
+    return exit_code(r.status for r in results)
