@@ -22,9 +22,9 @@ from dlbench.cases import get_case
 from dlbench.cases.inputs import min_input_size
 from dlbench.protocol.stats import summarize
 from dlbench.report.export import CSV_COLUMNS, to_csv, to_json
-from dlbench.report.table import COLUMNS, points_table
+from dlbench.report.table import COLUMNS, points_table, runs_table
 from dlbench.results.schema import PointResult
-from dlbench.results.store import Store, StoredPoint
+from dlbench.results.store import RunRecord, Store, StoredPoint
 from dlbench.results.verify import verify
 from dlbench.spec import SpecError
 
@@ -114,6 +114,21 @@ def test_the_compact_table_cuts_no_identifying_cell_nor_the_throughput(width: in
                                              ("model_parallel", "1"), ("sample", "10")) if k in r.spec.params]
         wanted += COLUMNS["throughput"].cell(_cell(r)).split()
         assert all(w in words for w in wanted), (wanted, text)
+
+
+@pytest.mark.parametrize("width", [80, 140])
+def test_the_runs_table_keeps_the_run_id_and_every_word_of_the_command(width: int) -> None:
+    command = ("dlbench run -m face -b 4 --input-size 64 --scale 1n2c --strategy ddp --memory-limit 1536MiB "
+               "--device cpu --param classes=max --param model_parallel=1 --store /tmp/some/where/results.db")
+    run = RunRecord("20261125-012002-1aa72daa", 1.79e9, "run", command, "done", {}, 1)
+    console = Console(file=io.StringIO(), width=width)
+    console.print(runs_table([run]))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width and "…" not in text and run.id in text.split()
+    at = next(line for line in lines if line.startswith("run ")).index("command")
+    shown = "".join(line[at:].replace(" ", "") for line in lines[3:])  # the command column (a long path folded)
+    assert shown == command.replace(" ", "")
 
 
 def _cell(r: PointResult) -> object:

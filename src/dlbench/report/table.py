@@ -230,10 +230,8 @@ def runs_table(runs: list[RunRecord]) -> Table:
     rows = [(r.id, datetime.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M"), r.kind, str(r.points),
              r.status, r.command) for r in runs]
     t = Table(title="runs", **TABLE_STYLE)  # type: ignore[arg-type]
-    for j, col in enumerate(("run", "created", "kind", "points", "status", "command")):
-        whole = col != "command"  # the command wraps; the run id and the rest are never cut
-        t.add_column(col, min_width=_longest_word([col, *(r[j] for r in rows)]) if whole else None,
-                     overflow="fold")
+    for col in ("run", "created", "kind", "points", "status", "command"):
+        t.add_column(col, no_wrap=col == "run", overflow="fold")  # the run id whole; the rest wraps, the command too
     for row in rows:
         t.add_row(*row)
     return t
