@@ -217,4 +217,9 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("rerun nope --store {store}", "no run 'nope'"),
     ("rerun {run} --min-effect lots --store {store}", "5%"),
     ("rerun {run} --store {dir}/not_a_store.db", "cannot open the store"),
+    # issue 24 (numbers-b): an input smaller than the architecture takes; table columns that do not exist
+    ("run -f fake -m resnet50 --input-size 5 --store {store}", "--input-size 5 is too small for resnet50"),
+    ("run -f fake -m inception_v3 --input-size 64 --store {store}", "takes at least 75"),
+    ("run -f fake --columns framework,colour --store {store}", "unknown column colour"),
+    ("results --columns nope --store {store}", "unknown column nope"),
 ]

@@ -102,8 +102,10 @@ def test_cli_param_max_finds_the_oom_boundary_and_reuses_probes(cli: Callable[..
             "--warmup", "0", "--steps", "1", "--repeats", "1", "--device", "cpu", "--store", str(store_path))
     code, out, err = cli(*args)
     assert code == 0, err
-    assert "max vocab for fake wide_deep bs64: 500,000 (exact within 100,000" in err
+    assert "max vocab for fake wide_deep bs64: 500,000 trains, 600,000 ran out of memory (exact within 100,000" in err
     assert "vocab=500K" in out
+    # issue 24: the verdict (the max, the next value that failed, exact) is printed with the table, not only kept
+    assert "largest vocab that trains, fake wide_deep bs64 1n1c: 500K, 600K ran out of memory; exact: within 100K" in out
     code, out, err = cli(*args)  # the same search again: every probe from the store
     assert code == 0 and "0 new)" in err
 

@@ -135,9 +135,9 @@ def test_a_fake_run_gives_flops_consistent_with_its_raw_step_times(store_path: P
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.05")  # slow fake steps at a small input: under the CPU's peak
     code, out, err = cli("run", "-f", "fake", "-m", "resnet50,bert_base", "-b", "2", "--steps", "4", "--warmup", "1",
-                         "--repeats", "1", "--input-size", "32", "--store", str(store_path))
+                         "--repeats", "1", "--input-size", "32", "--store", str(store_path), "--wide")
     assert code == 0, err
-    assert "TFLOP/s" in out and "MFU" in out
+    assert "TFLOP/s" in out and "MFU" in out  # --wide: the compact default has neither (issue 24)
     points = Store(store_path).points()
     assert len(points) == 2
     for p in points:

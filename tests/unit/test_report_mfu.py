@@ -16,7 +16,7 @@ from dlbench.report.document import build_report
 from dlbench.report.export import to_csv, to_json
 from dlbench.report.html import render_html
 from dlbench.report.markdown import write_markdown
-from dlbench.report.table import points_table
+from dlbench.report.table import COLUMNS, points_table
 from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.results.store import StoredPoint
 from dlbench.spec import PointSpec, Protocol
@@ -82,7 +82,7 @@ def test_run_table_has_tflops_and_mfu_columns(points: list[StoredPoint]) -> None
     from rich.console import Console
 
     console = Console(file=io.StringIO(), width=300)
-    console.print(points_table([p.result for p in points]))
+    console.print(points_table([p.result for p in points], columns=tuple(COLUMNS)))  # --wide: MFU is not compact
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert "TFLOP/s" in text and "MFU" in text and "peak unknown" in text
     assert f"{expected_mfu(0.1):.1%} (datasheet)" in text

@@ -80,7 +80,7 @@ def test_the_scale_axis_labels_1n2c_and_2n1c_each_as_itself() -> None:
     pts = [StoredPoint(1, "r", point(1.0)), StoredPoint(2, "r", point(0.6, per_node=2, when=T0 + 1)),
            StoredPoint(3, "r", point(0.7, nodes=2, when=T0 + 2))]
     [sec] = build_sections(pts)
-    chart = _scale_lines(sec, {c: "#1f77b4" for c in sec.columns}, 2, speedup=True)
+    chart = _scale_lines(sec, {c: "#1f77b4" for c in sec.columns}, (2, ()), speedup=True)  # batch 2, no variant
     assert chart is not None
     labels = [t.get_text() for t in chart.figure.axes[0].get_xticklabels()]
     assert labels == ["1n1c", "1n2c", "2n1c"]

@@ -77,6 +77,7 @@ class CaseParam:
     choices: tuple[int, ...] = ()
     search: tuple[int, int, int] | None = None
     minimum: int = 1
+    splits_model: bool = False  # a nonzero value splits the model across the devices (model parallelism)
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,22 @@ class Case:
                                 f"{', '.join(map(str, p.choices))}; got {values[p.name]}")
         out = dataclasses.replace(self, values=tuple(sorted(values.items())))
         return out.derive(out) if out.derive is not None else out
+
+    @property
+    def splits_model(self) -> bool:
+        """Whether the point's parameters split the model across its devices (face's model parallel and Partial
+        FC): at a maximum searched that way, one device holds less than the point and is no baseline."""
+        return any(p.splits_model and self.param(p.name) != 0 for p in self.params)
+
+    def check_input_size(self, size: int | None) -> None:
+        """A SpecError when `size` (--input-size) is below the smallest input the architecture takes
+        (cases/inputs.py)."""
+        from dlbench.cases.inputs import min_input_size
+
+        least = min_input_size(self)
+        if size is not None and size < least:
+            raise SpecError(f"--input-size {size} is too small for {self.name}: its architecture takes at least "
+                            f"{least} ({'image side' if isinstance(self.input, ImageInput) else 'tokens'})")
 
     def train_flops_per_sample(self, input_size: int | None = None) -> float:
         """Training FLOPs of one sample at the case's input or `input_size` (cases/flops.py)."""

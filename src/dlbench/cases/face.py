@@ -106,7 +106,8 @@ CASE = register(Case(
     params=(CaseParam("classes", _ARCH.classes, "identities the classifier holds (MS1MV2's 85,742 by default)",
                       search=(1_000, 100_000_000, 1_000)),
             CaseParam("model_parallel", 0, "1: split the classifier by classes across the ranks, features "
-                      "all-gathered, softmax across ranks; 0: the whole classifier on every rank", choices=(0, 1)),
+                      "all-gathered, softmax across ranks; 0: the whole classifier on every rank", choices=(0, 1),
+                      splits_model=True),
             CaseParam("sample", 100, "percent of each rank's classes a step uses (Partial FC: 10, with "
                       "model_parallel=1); 100: all")),
     notes="InsightFace's arcface_torch recipe: ArcFace m 0.5 s 64, SGD momentum 0.9 lr 0.1 wd 5e-4, 112x112.",

@@ -18,6 +18,7 @@ from dlbench.cases import get_case
 from dlbench.cli.compare import parse_percent
 from dlbench.cli.options import split
 from dlbench.cli.output import stdout_console
+from dlbench.report.table import fmt_throughput
 from dlbench.results.compare import ALPHA, MIN_EFFECT
 from dlbench.results.history import REGRESSION, Series, build_series, parse_since
 from dlbench.results.store import Store
@@ -47,7 +48,7 @@ def series_table(s: Series) -> Table:
         r = hp.point.result
         when = datetime.datetime.fromtimestamp(r.finished).strftime("%Y-%m-%d %H:%M")
         m = r.metrics
-        tp = f"{m.throughput:,.1f} ± {(m.ci_high - m.ci_low) / 2:,.1f}" if m and r.status == "ok" else r.status
+        tp = fmt_throughput(r) if m and r.status == "ok" else r.status  # 'n=1' where no CI can be had
         c = hp.comparison
         ratio = f"{c.ratio:.3f} ({c.ci_low:.3f}-{c.ci_high:.3f})" if c and c.ratio is not None and \
             c.ci_low is not None and c.ci_high is not None else "-"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections.abc import Sequence
 
@@ -12,7 +13,7 @@ from dlbench.backends import all_backends, get_info
 from dlbench.cases import get_case
 from dlbench.data.layout import check_data_dir
 from dlbench.launch.interpreters import state
-from dlbench.results.env import choose_device
+from dlbench.results.env import choose_device, cuda_available
 from dlbench.spec import PointSpec, Protocol, SpecError, parse_count, parse_scale, parse_size, preset
 from dlbench.suite.maxbatch import search_floor
 
@@ -92,6 +93,16 @@ def resolve_device(device: str) -> str:
     return choose_device(device)[0]
 
 
+def require_gpu(specs: Sequence[PointSpec], hosts: str | None) -> None:
+    """--device cuda where NVML sees no GPU on this machine: a SpecError (exit 2, nothing run), so that a CI job
+    that lost its GPU fails. Points placed elsewhere (--hosts, Slurm) are left to the machines that run them."""
+    here = [s for s in specs if s.device == "cuda" and s.launcher != "slurm"]
+    if here and not hosts and not cuda_available():
+        why = ("CUDA_VISIBLE_DEVICES hides every GPU" if os.environ.get("CUDA_VISIBLE_DEVICES") == ""
+               else "NVML reports no NVIDIA GPU")
+        raise SpecError(f"--device cuda: {why} on this machine; use --device cpu (or auto)")
+
+
 def say_device(device: str) -> None:
     """For --device auto, one stderr line saying which device was chosen and why (after input was validated)."""
     if device == "auto":
@@ -119,6 +130,7 @@ def build_specs(*, framework: str | None, model: str | None, batch_size: str | N
         if searched is not None:
             values = {**values, searched: search_floor(case, searched)}
         case.configured(values)  # a parameter the case does not declare, or a value it refuses: SpecError
+        case.check_input_size(input_size)  # smaller than the architecture takes: SpecError
         for bs in batches or [case.batch_cpu if dev == "cpu" else case.batch_fixed]:
             specs.append(PointSpec(
                 framework=fw, model=case.name, batch_size=bs, protocol=protocol, precision=prec,  # type: ignore[arg-type]

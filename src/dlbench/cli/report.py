@@ -46,5 +46,6 @@ def report(run_ids: tuple[str, ...], fmt: str, output: Path | None, last: int, a
         from dlbench.report.markdown import write_markdown
 
         written = write_markdown(doc, out)
-    click.echo(f"Wrote {out} ({len(points)} points from {len(runs)} run{'s' if len(runs) != 1 else ''}"
+    click.echo(f"Wrote {out} ({doc.points} points from {len(runs)} run{'s' if len(runs) != 1 else ''}"
+               + (f"; {doc.probes_text}" if doc.probes else "")
                + (f", {len(written) - 1} chart files beside it" if len(written) > 1 else "") + ")")

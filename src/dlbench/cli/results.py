@@ -6,7 +6,14 @@ import click
 
 from dlbench.cli.output import stdout_console
 from dlbench.report.export import to_csv, to_json
-from dlbench.report.table import points_table, runs_table, scaling_notes
+from dlbench.report.table import (
+    COLUMNS,
+    COMPACT,
+    pick_columns,
+    points_table,
+    runs_table,
+    scaling_notes,
+)
 from dlbench.results.scaling import scaled
 from dlbench.results.store import Store
 from dlbench.results.verify import verify as verify_points
@@ -22,9 +29,13 @@ from dlbench.results.verify import verify as verify_points
               "any that differ from the stored ones (exit 1).")
 @click.option("--recover", is_flag=True, help="Read the store's recovery files (points it could not take when "
               "written) back into it; reading twice adds nothing.")
+@click.option("--columns", help=f"Table columns, comma-separated, from {', '.join(COLUMNS)}. Default: "
+              f"{', '.join(COMPACT)}.")
+@click.option("--wide", is_flag=True, help="Every table column (cells may be cut to fit the terminal).")
 def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | None, verify: bool,
-            recover: bool) -> int:
+            recover: bool, columns: str | None, wide: bool) -> int:
     """Show stored runs and points (RUN_ID prefixes work)."""
+    shown = pick_columns(columns, wide)
     if recover:
         return recover_points(store_path)
     store = Store(store_path, readonly=True)
@@ -45,7 +56,7 @@ def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | Non
             if not mine:
                 continue
             scales = [scaled(every, p) for p in mine] if any(p.spec.world_size > 1 for p in mine) else None
-            out.print(points_table(mine, title=f"run {r.id}", scaled=scales))
+            out.print(points_table(mine, title=f"run {r.id}", scaled=scales, columns=shown))
             for line in scaling_notes(mine, scales or []):
                 out.print(line)
     return 0

@@ -11,7 +11,13 @@ import click
 from rich.console import Console
 
 from dlbench.cases import get_case
-from dlbench.cli.options import build_specs, parse_params, protocol_from, say_device
+from dlbench.cli.options import (
+    build_specs,
+    parse_params,
+    protocol_from,
+    require_gpu,
+    say_device,
+)
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.cli.watch_options import watch_options
@@ -20,12 +26,20 @@ from dlbench.launch.interpreters import interpreter_for
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
 from dlbench.launch.registry import Launchers
 from dlbench.launch.session import run_points
-from dlbench.report.table import points_table, scaling_notes
+from dlbench.report.export import to_csv, to_json
+from dlbench.report.max_values import verdict_lines
+from dlbench.report.table import (
+    COLUMNS,
+    COMPACT,
+    pick_columns,
+    points_table,
+    scaling_notes,
+)
 from dlbench.report.telemetry import telemetry_notes
 from dlbench.results.env import host_identity, physical_cores
 from dlbench.results.record import point_result
 from dlbench.results.scaling import missing_baselines, scaled
-from dlbench.results.schema import PointResult, exit_code
+from dlbench.results.schema import MIN_REPEATS_FOR_SPREAD, PointResult, exit_code
 from dlbench.results.store import Store
 from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, PointSpec, SpecError
 from dlbench.suite.maxbatch import param_bounds, search
@@ -74,6 +88,11 @@ from dlbench.suite.maxbatch import param_bounds, search
               "(latency studies; part of the point's identity). Default: only at the ends of each timed window.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store. Default: $DLBENCH_STORE or "
               "./dlbench-results/results.db.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True,
+              help="How the finished points are printed (json and csv as `dlbench results` gives them).")
+@click.option("--columns", help=f"Table columns, comma-separated, from {', '.join(COLUMNS)}. Default: "
+              f"{', '.join(COMPACT)}.")
+@click.option("--wide", is_flag=True, help="Every table column (cells may be cut to fit the terminal).")
 @watch_options
 def run(framework: str | None, model: str | None, batch_size: str | None, precision: str | None,
         compile_: bool, channels_last: bool, device: str, preset_name: str, warmup: int | None,
@@ -81,9 +100,10 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         threads: int | None, data: str, data_dir: str | None, scale: str | None, nodes: int | None,
         devices_per_node: int | None, strategy: str, launcher: str | None, hosts: str | None, reach: str | None,
         master_addr: str | None, rendezvous_timeout: float, memory_limit: str | None,
-        params: tuple[str, ...], sync_every_step: bool, store_path: str | None, wait_quiet: float = 0.0,
-        price_per_hour: float | None = None) -> int:
+        params: tuple[str, ...], sync_every_step: bool, store_path: str | None, fmt: str, columns: str | None,
+        wide: bool, wait_quiet: float = 0.0, price_per_hour: float | None = None) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
+    shown = pick_columns(columns, wide)
     specs = build_specs(
         framework=framework, model=model, batch_size=batch_size, precision=precision, compile_=compile_,
         channels_last=channels_last, device=device,
@@ -102,6 +122,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         specs = [dataclasses.replace(s, launcher=Launchers.default_for(s)) for s in specs]
     for s in specs:
         launchers.check(s)
+    require_gpu(specs, hosts)
     for fw in {s.framework for s in specs}:
         interpreter_for(fw)  # refuse a missing framework before anything is written
     store = Store(store_path)
@@ -112,7 +133,9 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
     if searched:
         specs, failed, extras = search_param(store, specs, searched, launchers)
     # Speedup needs the 1-device throughput of the same configuration: measure it first where the store has none.
-    specs = [*missing_baselines(store.points(), specs, host_identity(first.device, physical_cores())), *specs]
+    # A model-parallel (or Partial FC) maximum outgrows one device by design: no baseline for it (scaling.py).
+    want = [s for s in specs if not (s.key() in extras and get_case(s.model).configured(s.params).splits_model)]
+    specs = [*missing_baselines(store.points(), want, host_identity(first.device, physical_cores())), *specs]
     command = "dlbench " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("dlbench") else "dlbench run"
     run_id = store.create_run(command, kind="run", meta={"preset": preset_name, "points": len(specs) + len(failed)})
     for r in failed:
@@ -127,16 +150,23 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         raise
     store.finish_run(run_id, "done")
     results = [*failed, *results]
-    out = stdout_console()
     stored = store.points()
+    if fmt != "table":
+        mine = [p for p in stored if p.run_id == run_id]
+        click.echo(to_json(mine, stored) if fmt == "json" else to_csv(mine, stored), nl=fmt == "json")
+        return exit_code(r.status for r in results)
+    out = stdout_console()
     scales = [scaled(stored, r) for r in results]
-    out.print(points_table(results, title=f"run {run_id}", scaled=scales))
-    for line in scaling_notes(results, scales):
+    out.print(points_table(results, title=f"run {run_id}", scaled=scales, columns=shown))
+    for line in scaling_notes(results, scales) + verdict_lines(results):
         out.print(line)
     for line in telemetry_notes(results):
         out.print(line)
+    n = first.protocol.repeats
     out.print(f"Throughput = global samples in the measured steps / wall time of those steps; "
-              f"{first.protocol.statistic} of {first.protocol.repeats} repeats, 95% CI.")
+              f"{first.protocol.statistic} of {n} repeat{'s' if n != 1 else ''}, "
+              + ("± half the 95% CI." if n >= MIN_REPEATS_FOR_SPREAD else
+                 f"n={n}: fewer than {MIN_REPEATS_FOR_SPREAD} repeats give no CI and no CV (noise unknown)."))
     out.print(f"Results: {store.path} (run {run_id}). Raw step times: dlbench results {run_id} --format json")
     return exit_code(r.status for r in results)
 
@@ -161,7 +191,8 @@ def search_param(store: Store, specs: list[PointSpec], name: str, launchers: Lau
             failed.append(dataclasses.replace(none, extra={**none.extra, found.extra_key: found.facts()}))
             continue
         how = f"exact within {unit:,}, reproduced when run again" if found.exact else found.note
-        click.echo(f"max {name} for {label}: {found.max_batch:,} ({how}; {len(found.probes)} probes, "
+        over = f", {found.fails_at:,} ran out of memory" if found.fails_at is not None else ""
+        click.echo(f"max {name} for {label}: {found.max_batch:,} trains{over} ({how}; {len(found.probes)} probes, "
                    f"{found.new_probes} new)", err=True)
         at_max = dataclasses.replace(spec, case_params=tuple(sorted({**spec.params, name: found.max_batch}.items())))
         found_specs.append(at_max)

@@ -3,7 +3,8 @@
     throughput of a repeat = global samples in its measured steps / wall time of those steps,
 
 where on several ranks the wall time is the slowest rank's. A point's throughput is its preset's statistic
-(mean or median) over repeats, with a Student-t confidence interval and the coefficient of variation. The
+(mean or median) over repeats, with a Student-t confidence interval and the coefficient of variation from
+MIN_REPEATS_FOR_SPREAD (3) repeats up; below that both are None and "noisy" is unknown, never false. The
 wall time is the same whether the steps were timed in windows or one by one: the clock reads are contiguous.
 """
 
@@ -14,7 +15,7 @@ import statistics
 
 from scipy import stats as sps
 
-from dlbench.results.schema import Metrics, RankRaw
+from dlbench.results.schema import MIN_REPEATS_FOR_SPREAD, Metrics, RankRaw
 from dlbench.spec import PointSpec
 
 CI_LEVEL = 0.95
@@ -66,8 +67,9 @@ def summarize(spec: PointSpec, ranks: tuple[RankRaw, ...]) -> Metrics:
     per_repeat = repeat_throughputs(ranks, spec.global_batch)
     stat = spec.protocol.statistic
     value = statistics.median(per_repeat) if stat == "median" else statistics.fmean(per_repeat)
-    lo, hi = confidence_interval(per_repeat)
-    cv = coefficient_of_variation(per_repeat)
+    spread = len(per_repeat) >= MIN_REPEATS_FOR_SPREAD  # below it: no CI, no CV, noisy unknown (n=1 says so)
+    lo, hi = confidence_interval(per_repeat) if spread else (None, None)
+    cv = coefficient_of_variation(per_repeat) if spread else None
     all_steps = [t for r in ranks for rep in r.repeats for t in rep.step_samples]
     device_steps = [t for r in ranks for rep in r.repeats for t in rep.device_step_s]
     peaks = [r.peak_memory_bytes for r in ranks if r.peak_memory_bytes is not None]
@@ -84,7 +86,7 @@ def summarize(spec: PointSpec, ranks: tuple[RankRaw, ...]) -> Metrics:
         peak_memory_bytes=max(peaks) if peaks else None,
         memory_kind=ranks[0].memory_kind,
         final_loss=losses[0] if losses else None,
-        noisy=cv > NOISY_CV,
+        noisy=cv > NOISY_CV if cv is not None else None,
         input_wait_share=share,
         input_bound=share > INPUT_BOUND_SHARE,
         measured_steps=ranks[0].repeats[0].steps if ranks[0].repeats else 0,

@@ -16,6 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from dlbench.report.groups import Column
+from dlbench.results.schema import Metrics
 
 matplotlib.use("Agg")
 
@@ -73,6 +74,13 @@ def colours(columns: Sequence[Column]) -> dict[Column, str]:
     for c in columns:
         out.setdefault(c, PALETTE[len(out) % len(PALETTE)])
     return out
+
+
+def whiskers(m: Metrics) -> tuple[float, float]:
+    """The CI's reach below and above the throughput; none (0, 0) with too few repeats for an interval."""
+    if m.ci_low is None or m.ci_high is None:
+        return 0.0, 0.0
+    return max(m.throughput - m.ci_low, 0.0), max(m.ci_high - m.throughput, 0.0)
 
 
 def figure(width: float = 6.4, height: float = 3.6) -> tuple[Figure, Axes]:

@@ -5,6 +5,8 @@ the chart is absent. Colours follow the framework across every chart of a report
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 from matplotlib.axes import Axes
 
@@ -15,9 +17,11 @@ from dlbench.report.chart_base import (
     ChartSet,
     figure,
     styled,
+    whiskers,
 )
 from dlbench.report.groups import Column, RowKey, Section, max_batch_of, model_title
-from dlbench.results.compare import step_matrix
+from dlbench.results.compare import ratio_ci, step_matrix
+from dlbench.results.schema import PointResult
 from dlbench.results.store import StoredPoint
 
 
@@ -43,14 +47,15 @@ def _scale_axis(ax: Axes, scales: list[ScaleKey]) -> None:
     ax.set_xlabel("scale (nodes n, devices per node c)")
 
 
-def _bars(sec: Section, cc: dict[Column, str]) -> Chart:
-    """Throughput at one scale: batch groups on x, one bar per framework, CI whiskers, failures named."""
+def _bars(sec: Section, cc: dict[Column, str], rows: list[RowKey]) -> Chart:
+    """Throughput of configurations measured at one scale: a group per row (batch, and what sets it apart), one
+    bar per framework, CI whiskers (none with fewer than 3 repeats: 'n=1' over the bar), failures named."""
     fig, ax = figure(6.4, 3.6)
     n = len(sec.columns)
     w = min(0.8 / max(n, 1), 0.3)
     top = 0.0
-    for bi, bs in enumerate(sec.batches):
-        row = next(r for r in sec.rows if r.batch_size == bs)
+    scales = sorted({r.scale for r in rows})
+    for bi, row in enumerate(rows):
         for ci, col in enumerate(sec.columns):
             x = bi - w * n / 2 + w * (ci + 0.5)
             cell = sec.cell(row, col)
@@ -58,26 +63,29 @@ def _bars(sec: Section, cc: dict[Column, str]) -> Chart:
                 continue
             m = cell.point.result.metrics
             if cell.ok and m is not None:
-                err = [[max(m.throughput - m.ci_low, 0)], [max(m.ci_high - m.throughput, 0)]]
-                ax.bar(x, m.throughput, w * 0.92, color=cc[col], yerr=err, ecolor="#333", capsize=3,
+                low, high = whiskers(m)
+                ax.bar(x, m.throughput, w * 0.92, color=cc[col], yerr=[[low], [high]], ecolor="#333", capsize=3,
                        label=col.title if bi == 0 else None)
-                ax.annotate(_si(m.throughput), (x, m.ci_high), textcoords="offset points", xytext=(0, 3),
-                            ha="center", fontsize=7.5, color="#333")
-                top = max(top, m.ci_high)
+                few = "" if m.has_spread else f"\nn={m.repeats}"
+                ax.annotate(_si(m.throughput) + few, (x, m.throughput + high), textcoords="offset points",
+                            xytext=(0, 3), ha="center", fontsize=7.5, color="#333")
+                top = max(top, m.throughput + high)
             else:
                 ax.annotate(cell.status_text, (x, 0), textcoords="offset points", xytext=(0, 4), ha="center",
                             rotation=90, fontsize=8, color=FAIL_COLOR, fontweight="bold")
-    ax.set_xticks(range(len(sec.batches)), [f"batch {b}" + (f" ({g})" if (g := _group(sec, b)) else "")
-                                            for b in sec.batches])
-    ax.set_xlim(-0.6, len(sec.batches) - 0.4)
-    ax.set_ylim(0, (top or 1) * 1.18)
+    ax.set_xticks(range(len(rows)), [_bar_label(sec, r, len(scales) > 1) for r in rows],
+                  fontsize=7.5 if any(r.variant for r in rows) else None)
+    ax.set_xlim(-0.6, len(rows) - 0.4)
+    ax.set_ylim(0, (top or 1) * 1.25)
     ax.grid(axis="x", visible=False)
     ax.set_ylabel("samples/s (higher is better)")
-    ax.set_title(f"Throughput, {sec.rows[0].scale}")
+    where = scales[0] if len(scales) == 1 else "configurations measured at one scale"
+    ax.set_title(f"Throughput, {where}")
     if ax.get_legend_handles_labels()[0]:
         _legend_below(ax, n)
-    return Chart(f"{sec.slug}-throughput", f"Throughput by framework, {sec.rows[0].scale}",
-                 "Bars: throughput; whiskers: 95% CI over repeats. Failed points are named at the base.", fig)
+    return Chart(f"{sec.slug}-throughput", f"Throughput by framework, {where}",
+                 "Bars: throughput; whiskers: 95% CI over repeats (none below 3 repeats). Failed points are named "
+                 "at the base.", fig)
 
 
 def _legend_below(ax: Axes, n: int, handles: dict[str, object] | None = None) -> None:
@@ -86,8 +94,15 @@ def _legend_below(ax: Axes, n: int, handles: dict[str, object] | None = None) ->
     ax.legend(*args, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=max(1, min(n, 4)))
 
 
-def _group(sec: Section, bs: int) -> str:
-    return "+".join(sorted({sec.group_label(r) for r in sec.rows if r.batch_size == bs and sec.group_label(r)}))
+def _bar_label(sec: Section, row: RowKey, scale: bool = False) -> str:
+    """'batch 8 (max)' (and its scale where bars of several scales stand side by side) and, on lines below,
+    what sets the row apart."""
+    group = sec.group_label(row)
+    head = f"batch {row.batch_size}" + (f" ({group})" if group else "") + (f" · {row.scale}" if scale else "") + \
+        (f" {row.strategy}" if row.strategy != "none" else "")
+    return "\n".join([head, *row.variant])
+
+
 
 
 def _series(sec: Section, rows: list[RowKey], col: Column, speedup: bool, scales: list[ScaleKey]
@@ -110,15 +125,19 @@ def _series(sec: Section, rows: list[RowKey], col: Column, speedup: bool, scales
             err[1].append(0.0)
         else:
             ys.append(m.throughput)
-            err[0].append(max(m.throughput - m.ci_low, 0.0))
-            err[1].append(max(m.ci_high - m.throughput, 0.0))
+            low, high = whiskers(m)
+            err[0].append(low)
+            err[1].append(high)
         xs.append(scales.index(_scale_key(r)))
     return xs, ys, err
 
 
-def _scale_lines(sec: Section, cc: dict[Column, str], bs: int, speedup: bool) -> Chart | None:
-    """Throughput (or speedup, with the ideal line) against the device count, one line per framework."""
-    rows = [r for r in sec.rows if r.batch_size == bs]
+def _scale_lines(sec: Section, cc: dict[Column, str], config: tuple[int, tuple[str, ...]], speedup: bool
+                 ) -> Chart | None:
+    """Throughput (or speedup, with the ideal line) against the scale, one line per framework, for one row
+    configuration (batch per device and what sets it apart)."""
+    rows = [r for r in sec.rows if r.config == config]
+    bs, variant = config
     scales = sorted({_scale_key(r) for r in rows})
     if len({s[0] for s in scales}) < 2:
         return None
@@ -143,34 +162,45 @@ def _scale_lines(sec: Section, cc: dict[Column, str], bs: int, speedup: bool) ->
         ax.set_ylabel("samples/s (higher is better)")
         ax.set_ylim(bottom=0)
     _scale_axis(ax, scales)
-    what = "Speedup" if speedup else "Throughput"
-    ax.set_title(f"{what} vs scale, batch {bs} per device")
+    what, apart = "Speedup" if speedup else "Throughput", "".join(f", {v}" for v in variant)
+    ax.set_title(f"{what} vs scale, batch {bs} per device" + (f"\n{' '.join(variant)}" if variant else ""))
     ax.legend(loc="upper left")
     caption = ("Speedup = throughput / 1-device throughput of the same configuration; the dashed line is ideal."
-               if speedup else "Points: throughput; whiskers: 95% CI over repeats.")
-    return Chart(f"{sec.slug}-{'speedup' if speedup else 'scale'}-bs{bs}", f"{what} vs scale, batch {bs}",
-                 caption, fig)
+               if speedup else "Points: throughput; whiskers: 95% CI over repeats (none below 3 repeats).")
+    slug = f"{sec.slug}-{'speedup' if speedup else 'scale'}-bs{bs}" + (f"-{sec.configs.index(config)}" if variant else "")
+    return Chart(slug, f"{what} vs scale, batch {bs}{apart}", caption, fig)
 
 
 @styled
 def throughput_charts(sec: Section, cc: dict[Column, str]) -> ChartSet:
     """Throughput vs scale per batch group (bars when only one scale was measured) and speedup vs ideal."""
     out = ChartSet()
+    if not any(c.ok for c in sec.cells.values()):  # nothing to draw: one line, not an empty chart
+        counts = Counter(c.status_text for c in sec.cells.values())
+        out.notes.append(f"{sec.title}: no point measured a throughput ("
+                         + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + ").")
+        return out
+    # A configuration (batch and what sets it apart) with ok points at two scales or more gets scaling lines; the
+    # others stand as bars, so that none is left out of the charts.
+    ok_scales = {c: {r.devices for r in sec.rows if r.config == c and any(
+        (x := sec.cell(r, col)) is not None and x.ok for col in sec.columns)} for c in sec.configs}
+    lines = [c for c in sec.configs if len(ok_scales[c]) > 1]
+    single = [r for r in sec.rows if r.config not in lines]
+    if single:
+        out.charts.append(_bars(sec, cc, single))
     if len(sec.scales) < 2:
-        if any(c.ok for c in sec.cells.values()) or sec.cells:
-            out.charts.append(_bars(sec, cc))
         out.notes.append(f"{sec.title}: speedup needs more than one scale; only {sec.rows[0].scale} was measured.")
         return out
-    for bs in sec.batches:
+    for config in lines:
         for speedup in (False, True):
-            chart = _scale_lines(sec, cc, bs, speedup)
+            chart = _scale_lines(sec, cc, config, speedup)
             if chart is not None:
                 out.charts.append(chart)
     return out
 
 
 def _config_label(row: RowKey, col: Column, many_rows: bool) -> str:
-    return f"{col.title} · {row.label}" if many_rows else col.title
+    return f"{col.title} · {row.chart_label}" if many_rows else col.title
 
 
 @styled
@@ -213,18 +243,17 @@ def memory_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
     """Peak memory per device by batch group and framework, at the smallest scale measured."""
     devices = sec.scales[0]
     rows = [r for r in sec.rows if r.devices == devices]
-    vals = {(r.batch_size, c): sec.cell(r, c) for r in rows for c in sec.columns}
+    vals = {(r, c): sec.cell(r, c) for r in rows for c in sec.columns}
     kinds = {cell.point.result.metrics.memory_kind for cell in vals.values()
              if cell and cell.ok and cell.point.result.metrics and cell.point.result.metrics.peak_memory_bytes}
     if not kinds:
         return ChartSet(notes=[f"{sec.title}: no peak memory was recorded."])
     fig, ax = figure(6.4, 3.2)
-    batches = sorted({r.batch_size for r in rows})
     n = len(sec.columns)
     w = min(0.8 / max(n, 1), 0.3)
     for ci, col in enumerate(sec.columns):
-        for bi, bs in enumerate(batches):
-            cell = vals.get((bs, col))
+        for bi, row in enumerate(rows):
+            cell = vals.get((row, col))
             m = cell.point.result.metrics if cell and cell.ok else None
             x = bi - w * n / 2 + w * (ci + 0.5)
             if cell is not None and not cell.ok:
@@ -239,8 +268,9 @@ def memory_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))
     _legend_below(ax, len(uniq), uniq)
-    ax.set_xticks(range(len(batches)), [f"batch {b}" for b in batches])
-    ax.set_xlim(-0.6, len(batches) - 0.4)
+    ax.set_xticks(range(len(rows)), ["\n".join([f"batch {r.batch_size}", *r.variant]) for r in rows],
+                  fontsize=7.5 if any(r.variant for r in rows) else None)
+    ax.set_xlim(-0.6, len(rows) - 0.4)
     ax.set_ylabel("GiB")
     ax.set_ylim(top=ax.get_ylim()[1] * 1.15)
     ax.grid(axis="x", visible=False)
@@ -254,7 +284,7 @@ def memory_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
 @styled
 def data_chart(sections: list[Section], cc: dict[Column, str]) -> ChartSet:
     """Synthetic vs real data, side by side, for every configuration measured both ways."""
-    pairs: list[tuple[str, float, float, Column]] = []
+    pairs: list[tuple[str, float, float, str]] = []
     by_key = {(s.model, s.precision, s.device, s.input_size, s.data): s for s in sections}
     for (model, prec, dev, size, data), syn in by_key.items():
         real = by_key.get((model, prec, dev, size, "real"))
@@ -266,7 +296,7 @@ def data_chart(sections: list[Section], cc: dict[Column, str]) -> ChartSet:
             mr = other.point.result.metrics if other and other.ok else None
             if ms and mr:
                 pairs.append((f"{model_title(model)} {prec}\n{col.title} · {row.label}", ms.throughput,
-                              mr.throughput, col))
+                              mr.throughput, _ratio_text(cell.point.result, other.point.result)))  # type: ignore[union-attr]
     if not pairs:
         return ChartSet(notes=[("Synthetic vs real data: no configuration was measured with both "
                                 "(run the same points with --data real to see the input pipeline's cost).")])
@@ -274,17 +304,33 @@ def data_chart(sections: list[Section], cc: dict[Column, str]) -> ChartSet:
     x = np.arange(len(pairs))
     ax.bar(x - 0.2, [p[1] for p in pairs], 0.38, color="#3b6fb6", label="synthetic")
     ax.bar(x + 0.2, [p[2] for p in pairs], 0.38, color="#e07b39", label="real")
-    for i, (_, s, r, _) in enumerate(pairs):
-        ax.annotate(f"{r / s:.0%} of synthetic", (i + 0.2, r), textcoords="offset points", xytext=(0, 3),
+    for i, (_, s, r, ci) in enumerate(pairs):
+        ax.annotate(f"{r / s:.0%} of synthetic\n{ci}", (i + 0.2, r), textcoords="offset points", xytext=(0, 3),
                     ha="center", fontsize=7.5)
     ax.set_xticks(x, [p[0] for p in pairs], fontsize=7.5, rotation=20 if len(pairs) > 3 else 0,
                   ha="right" if len(pairs) > 3 else "center")
     ax.set_ylabel("samples/s")
+    ax.set_ylim(0, max(max(p[1], p[2]) for p in pairs) * 1.3)  # room for the ratio above the bars
     ax.grid(axis="x", visible=False)
-    ax.legend(loc="upper right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the axes: it covers no bar or label
     ax.set_title("Synthetic vs real data")
     return ChartSet([Chart("data-synthetic-vs-real", "Synthetic vs real data",
-                           "The same configuration fed synthetic tensors and the real input pipeline.", fig)])
+                           "The same configuration fed synthetic tensors and the real input pipeline; the ratio "
+                           "real / synthetic with its 95% CI (hierarchical bootstrap over repeats and steps, as "
+                           "`dlbench compare` computes it; none below 3 repeats).", fig)])
+
+
+def _ratio_text(synthetic: PointResult, real: PointResult) -> str:
+    """'95% CI 58-66%' of real / synthetic throughput (the bootstrap of `dlbench compare` over both points' step
+    times), or 'n=1: no CI' with fewer than 3 repeats on a side."""
+    ms, mr = synthetic.metrics, real.metrics
+    if ms is None or mr is None or not (ms.has_spread and mr.has_spread):
+        return f"n={min(ms.repeats if ms else 0, mr.repeats if mr else 0)}: no CI"
+    a, b = step_matrix(synthetic), step_matrix(real)
+    if not a.size or not b.size:
+        return "no CI"
+    lo, hi = ratio_ci(a, b)  # mean step synthetic / mean step real = throughput real / synthetic
+    return f"95% CI {lo:.0%}-{hi:.0%}"
 
 
 @styled

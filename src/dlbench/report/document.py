@@ -23,6 +23,7 @@ from dlbench.report.published import Beside, beside
 from dlbench.report.special import wide_deep_chart
 from dlbench.report.telemetry import contention_notes, energy_absent, energy_chart
 from dlbench.results.store import RunRecord, StoredPoint
+from dlbench.suite.maxbatch import MAXBATCH_KIND, PROBE_PRESET
 from dlbench.spec import Protocol
 
 THROUGHPUT_DEFINITION = ("Throughput = global samples in the measured steps / wall time of those steps (the slowest "
@@ -80,11 +81,20 @@ class Report:
     definition: str = THROUGHPUT_DEFINITION
     flops_definition: str = FLOPS_DEFINITION
     notes: list[str] = field(default_factory=list)
+    probes: dict[str, int] = field(default_factory=dict)  # max-search probes by status: not failures
 
     @property
     def points(self) -> int:
-        """How many points the report covers."""
+        """How many points the report covers (max-search probes apart)."""
         return sum(self.status_counts.values())
+
+    @property
+    def probes_text(self) -> str:
+        """'64 max-search probes (12 out of memory, as a search expects)', '' when there are none."""
+        n = sum(self.probes.values())
+        oom = self.probes.get("oom", 0)
+        return (f"{n} max-search probe{'s' if n != 1 else ''}"
+                + (f" ({oom} out of memory, as a search expects)" if oom else "")) if n else ""
 
 
 def _identity(points: list[StoredPoint]) -> tuple[list[KeyValue], list[KeyValue], list[str]]:
@@ -133,7 +143,14 @@ def describe_protocol(proto: Protocol) -> str:
 def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = "",
                  pool: list[StoredPoint] | None = None) -> Report:
     """Sections, published figures, charts, environment and protocol of the given runs' points; 1-device
-    points for speedups may come from pool (the whole store)."""
+    points for speedups may come from pool (the whole store). The probes of max searches (their runs' kind) are
+    counted apart, not as failures, and left out of the tables when other points are there."""
+    searches = {r.id for r in runs if r.kind == MAXBATCH_KIND}
+    probe_ids = {p.id for p in points if p.run_id in searches or p.result.spec.protocol.preset == PROBE_PRESET}
+    if len(probe_ids) == len(points):  # a report of probes only: show them as points
+        probe_ids = set()
+    probes = [p for p in points if p.id in probe_ids]
+    points = [p for p in points if p.id not in probe_ids]
     sections = build_sections(points, pool)
     cc = colours(sorted({c for s in sections for c in s.columns},
                         key=lambda c: (c.framework, c.compile, c.channels_last)))
@@ -158,8 +175,12 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         warnings.append("points were measured under different protocols; compare figures within one protocol")
     shown = {c.point.id for v in views for c in v.section.cells.values()}
     hidden = len(points) - len(shown)
-    notes = [(f"{hidden} earlier point(s) of a configuration measured again in a later run are not shown "
-              "(the newest is).")] if hidden else []
+    notes = [(f"{hidden} earlier exact repeat(s) of a configuration (same spec and identity keys) are not shown: "
+              "the newest is, with the count beside it. Points that differ in anything else have rows or "
+              "columns of their own.")] if hidden else []
+    if probes:
+        notes.append(f"{len(probes)} probe point(s) of max searches are not in the tables: the searches' outcomes "
+                     "are in the max batch chart and the largest-value table.")
     special, maxima = wide_deep_chart(points, cc), max_value_rows(points)
     if not special.charts and not maxima:  # no special-case section: say so where the other absent charts do
         overall.notes.extend(special.notes)
@@ -171,6 +192,7 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
                                                       for k, n in protos.most_common()],
         warnings=warnings, sections=views, overall=overall,
         status_counts=dict(Counter(p.result.status for p in points)), colours=cc, notes=notes,
+        probes=dict(Counter(p.result.status for p in probes)),
         special=special, max_values=maxima, max_reference=dlperf_max_classes())
 
 

@@ -95,15 +95,15 @@ def mfu_chart(sec: Section, rows: list[EffRow], cc: dict[Column, str]) -> ChartS
     """MFU by framework: batch groups on x, one bar per framework; unknown peaks and failures named at the base."""
     if not any(e.eff.achieved_tflops is not None for e in rows):
         return ChartSet(notes=[f"{sec.title}: no point measured a throughput, so no MFU."])
-    at = {(e.row.batch_size, e.row.devices, e.column): e for e in rows}
-    groups = sorted({(e.row.batch_size, e.row.devices) for e in rows})
+    at = {(e.row, e.column): e for e in rows}
+    groups = list(dict.fromkeys(e.row for e in rows))  # table order: batch, what sets a row apart, devices
     n = len(sec.columns)
     w = min(0.8 / max(n, 1), 0.3)
     fig, ax = figure(6.4, 3.4)
     top = 0.0
     for gi, key in enumerate(groups):
         for ci, col in enumerate(sec.columns):
-            e = at.get((*key, col))
+            e = at.get((key, col))
             if e is None:
                 continue
             x = gi - w * n / 2 + w * (ci + 0.5)
@@ -116,7 +116,9 @@ def mfu_chart(sec: Section, rows: list[EffRow], cc: dict[Column, str]) -> ChartS
             else:
                 ax.annotate(e.mfu, (x, 0), textcoords="offset points", xytext=(0, 4), ha="center", rotation=90,
                             fontsize=8, color=FAIL_COLOR, fontweight="bold")
-    ax.set_xticks(range(len(groups)), [f"batch {b} · {d} device{'s' if d > 1 else ''}" for b, d in groups])
+    ax.set_xticks(range(len(groups)), ["\n".join([f"batch {r.batch_size} · {r.devices} device{'s' if r.devices > 1 else ''}",
+                                                *r.variant]) for r in groups],
+                  fontsize=7.5 if any(r.variant for r in groups) else None)
     ax.set_xlim(-0.6, len(groups) - 0.4)
     ax.set_ylim(0, max(top, 1.0) * 1.2)
     ax.grid(axis="x", visible=False)
@@ -146,7 +148,7 @@ def roofline_chart(sec: Section, rows: list[EffRow], cc: dict[Column, str]) -> C
     peaks = {e.eff.peak.label: e.eff.peak.tflops for e in shown if e.eff.peak is not None}
     for label, tflops in peaks.items():
         ax.axvline(tflops, color="#444c56", ls="--", lw=1.2, label=f"peak: {label}")
-    ax.set_yticks(y, [e.label for e in shown], fontsize=7.5)
+    ax.set_yticks(y, [f"{e.column.title} · {e.row.chart_label}" for e in shown], fontsize=7.5)
     ax.invert_yaxis()
     ax.set_xlim(0, max([*per_device, *peaks.values()]) * 1.3)
     ax.set_xlabel("TFLOP/s per device")

@@ -3,12 +3,15 @@
 Both give a multi-device point's speedup, scaling efficiency and the id of the 1-device point they were
 measured against (results/scaling.py picks it, from `pool`: every stored point, since it may come from
 another run); empty / null where there is none. Both give each point's training FLOPs per sample, achieved
-TFLOP/s, the device peak of its math mode (datasheet or measured) and MFU (results/mfu.py), derived on export.
+TFLOP/s, the device peak of its math mode (datasheet or measured) and MFU (results/mfu.py), derived on export,
+and where and when it was measured (point uid, measured_at in ISO 8601, host, dlbench's git commit). A point
+with fewer than 3 repeats has no ci_low, ci_high, cv or noisy (null / empty), never a zero-width interval.
 """
 
 from __future__ import annotations
 
 import csv
+import datetime
 import io
 import json
 from collections.abc import Sequence
@@ -20,7 +23,8 @@ from dlbench.results.scaling import Scaled, scaled
 from dlbench.results.store import StoredPoint
 
 CSV_COLUMNS: tuple[str, ...] = (
-    "run_id", "point_id", "framework", "framework_version", "model", "case_params", "batch_size", "global_batch",
+    "run_id", "point_id", "point_uid", "measured_at", "host", "commit",
+    "framework", "framework_version", "model", "case_params", "batch_size", "global_batch",
     "precision", "compile", "channels_last", "device", "device_model", "data", "nodes", "devices_per_node",
     "world_size",
     "strategy", "launcher", "preset", "warmup", "steps", "repeats", "statistic", "status", "throughput",
@@ -29,6 +33,16 @@ CSV_COLUMNS: tuple[str, ...] = (
     "train_flops_per_sample", "achieved_tflops", "peak_tflops_per_device", "peak_kind", "mfu", "peak_note", "error",
     *TELEMETRY_FIELDS,
 )
+
+
+def provenance(p: StoredPoint) -> dict[str, str | None]:
+    """Where and when a point was measured: its global id, its start as ISO 8601 (UTC), the host and dlbench's
+    git commit (None where unknown)."""
+    r = p.result
+    when = (datetime.datetime.fromtimestamp(r.started, datetime.timezone.utc).isoformat(timespec="seconds")
+            if r.started else None)
+    return {"point_uid": p.uid or None, "measured_at": when, "host": r.env.descriptive.get("hostname") or None,
+            "commit": r.env.descriptive.get("git_commit") or None}
 
 
 def _scaling(p: StoredPoint, pool: Sequence[StoredPoint]) -> dict[str, float | int | None]:
@@ -43,8 +57,8 @@ def to_json(points: list[StoredPoint], pool: Sequence[StoredPoint] = ()) -> str:
     """Every point in full: spec, status, raw step times of every rank and repeat, metrics, environment,
     and its scaling against a 1-device point of `pool` (or of `points`)."""
     every = pool or points
-    return json.dumps([{"run_id": p.run_id, "point_id": p.id, **p.result.to_dict(), "scaling": _scaling(p, every),
-                        "efficiency": efficiency(p.result).as_dict(),
+    return json.dumps([{"run_id": p.run_id, "point_id": p.id, **provenance(p), **p.result.to_dict(),
+                        "scaling": _scaling(p, every), "efficiency": efficiency(p.result).as_dict(),
                         "telemetry_summary": telemetry_fields(p.result, None)} for p in points], indent=2)
 
 
@@ -58,7 +72,8 @@ def csv_row(p: StoredPoint, pool: Sequence[StoredPoint] = ()) -> dict[str, objec
            "peak_kind": e.peak.kind if e.peak else None, "mfu": e.mfu,
            "peak_note": "; ".join(t for t in (e.peak.label if e.peak else "", e.note) if t)}
     return {
-        "run_id": p.run_id, "point_id": p.id, "framework": s.framework,
+        "run_id": p.run_id, "point_id": p.id, **{k: v or "" for k, v in provenance(p).items()},
+        "framework": s.framework,
         "framework_version": r.env.identity.get("framework_version", ""), "model": s.model,
         "case_params": " ".join(f"{k}={v}" for k, v in s.case_params),
         "batch_size": s.batch_size, "global_batch": s.global_batch, "precision": s.precision,
@@ -67,8 +82,9 @@ def csv_row(p: StoredPoint, pool: Sequence[StoredPoint] = ()) -> dict[str, objec
         "devices_per_node": s.devices_per_node, "world_size": s.world_size, "strategy": s.strategy,
         "launcher": s.launcher, "preset": s.protocol.preset, "warmup": s.protocol.warmup,
         "steps": s.protocol.steps, "repeats": s.protocol.repeats, "statistic": s.protocol.statistic,
-        "status": r.status, "throughput": m.throughput if m else "", "ci_low": m.ci_low if m else "",
-        "ci_high": m.ci_high if m else "", "cv": m.cv if m else "", "noisy": m.noisy if m else "",
+        "status": r.status, "throughput": m.throughput if m else "", "ci_low": _blank(m.ci_low if m else None),
+        "ci_high": _blank(m.ci_high if m else None), "cv": _blank(m.cv if m else None),
+        "noisy": _blank(m.noisy if m else None),
         "median_step_s": m.median_step_s if m else "",
         "peak_memory_bytes": m.peak_memory_bytes if m and m.peak_memory_bytes is not None else "",
         "memory_kind": m.memory_kind if m else "", "final_loss": m.final_loss if m else "",
@@ -77,6 +93,11 @@ def csv_row(p: StoredPoint, pool: Sequence[StoredPoint] = ()) -> dict[str, objec
         "error": (r.error or "").splitlines()[0] if r.error else "",
         **telemetry_fields(r),
     }
+
+
+def _blank(v: object) -> object:
+    """A CSV cell: empty for None (no figure: a failed point, or too few repeats for a spread)."""
+    return "" if v is None else v
 
 
 def to_csv(points: list[StoredPoint], pool: Sequence[StoredPoint] = ()) -> str:

@@ -1,6 +1,12 @@
 """Stored points arranged the seeds' way: one section per model, precision and data, rows of configurations
 (batch per device, scale), columns of frameworks; failures as numbered footnotes; speedup against 1 device.
 
+No configuration is hidden: points of a section that differ in any other field of their spec's key (a case
+parameter such as vocab= or classes=, threads, the launcher, a memory limit ...) get rows of their own, labelled
+with what differs, and points of one framework that differ in an identity key (its version, the device ...)
+get columns of their own. Only exact repeats of one configuration share a cell: the newest is shown and the
+older ones are counted beside it.
+
 Plain data only: charts.py, html.py and markdown.py render it.
 """
 
@@ -54,12 +60,13 @@ class Column:
     framework: str
     compile: bool = False
     channels_last: bool = False
+    variant: tuple[str, ...] = ()  # identity keys that set this column apart, e.g. ('framework_version=2.13',)
 
     @property
     def title(self) -> str:
-        """'PyTorch +compile'."""
+        """'PyTorch +compile', with what sets the column apart: 'PyTorch · framework_version=2.13'."""
         return framework_title(self.framework) + (" +compile" if self.compile else "") + \
-            (" +channels-last" if self.channels_last else "")
+            (" +channels-last" if self.channels_last else "") + "".join(f" · {v}" for v in self.variant)
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,8 @@ class RowKey:
     nodes: int
     devices_per_node: int
     strategy: str = "none"
+    variant: tuple[str, ...] = ()  # what sets these points apart in the section, e.g. ('vocab=3.2M', 'threads=2')
+    order: tuple[tuple[int, float, str], ...] = field(default=(), compare=False)  # the variant's sort key
 
     @property
     def devices(self) -> int:
@@ -83,8 +92,20 @@ class RowKey:
 
     @property
     def label(self) -> str:
-        """'bs 64 · 1n4c (ddp)'."""
-        return f"bs {self.batch_size} · {self.scale}" + (f" ({self.strategy})" if self.strategy != "none" else "")
+        """'bs 64 · 1n4c (ddp)', then what sets the row apart: ' · vocab=3.2M threads=2'."""
+        return f"bs {self.batch_size} · {self.scale}" + (f" ({self.strategy})" if self.strategy != "none" else "") \
+            + (f" · {' '.join(self.variant)}" if self.variant else "")
+
+    @property
+    def chart_label(self) -> str:
+        """The label with what sets the row apart on a line of its own (chart tick labels stay narrow)."""
+        return f"bs {self.batch_size} · {self.scale}" + (f" ({self.strategy})" if self.strategy != "none" else "") \
+            + (f"\n{' '.join(self.variant)}" if self.variant else "")
+
+    @property
+    def config(self) -> tuple[int, tuple[str, ...]]:
+        """The row less its scale: the points a scaling line joins (batch per device and what sets it apart)."""
+        return self.batch_size, self.variant
 
 
 @dataclass(frozen=True)
@@ -95,8 +116,14 @@ class Cell:
     scaling: Scaling | None = None
     baseline_id: int | None = None
     footnote: int | None = None
-    hidden: int = 0  # earlier points of the same configuration (another run), not shown
+    hidden: int = 0  # earlier exact repeats of this configuration (same spec key and identity), not shown
     scaling_marks: tuple[str, ...] = ()  # where the speedup's evidence is weak (results/scaling.py Scaled.marks)
+
+    @property
+    def repeats_text(self) -> str:
+        """'+2 earlier repeats of this configuration' ('' when the point is the only one)."""
+        return f"+{self.hidden} earlier repeat{'s' if self.hidden != 1 else ''} of this configuration" \
+            if self.hidden else ""
 
     @property
     def ok(self) -> bool:
@@ -132,6 +159,7 @@ class Section:
     cells: dict[tuple[RowKey, Column], Cell] = field(default_factory=dict)
     footnotes: list[Footnote] = field(default_factory=list)
     groups: dict[RowKey, set[str]] = field(default_factory=dict)
+    common: tuple[str, ...] = ()  # case parameters every point of the section sets alike, e.g. ('vocab=4M',)
 
     @property
     def slug(self) -> str:
@@ -141,9 +169,15 @@ class Section:
 
     @property
     def title(self) -> str:
-        """'ResNet-50 v1.5 · fp32 · synthetic data · CPU'."""
+        """'ResNet-50 v1.5 · fp32 · synthetic data · CPU' (and the case parameters all its points set)."""
         size = f" · input {self.input_size}" if self.input_size else ""
-        return f"{model_title(self.model)} · {self.precision} · {self.data} data · {self.device.upper()}{size}"
+        return (f"{model_title(self.model)} · {self.precision} · {self.data} data · {self.device.upper()}{size}"
+                + "".join(f" · {c}" for c in self.common))
+
+    @property
+    def configs(self) -> list[tuple[int, tuple[str, ...]]]:
+        """Distinct rows less their scale (batch per device and variant), in row order."""
+        return list(dict.fromkeys(r.config for r in self.rows))
 
     @property
     def scales(self) -> list[int]:
@@ -210,25 +244,103 @@ def _add_footnotes(sec: Section) -> None:
             sec.cells[(row, col)] = Cell(cell.point, None, None, texts[text], cell.hidden)
 
 
+# Spec fields the section, a row or a column shows already; threads is read from the identity (the count used).
+_SHOWN = frozenset({"framework", "model", "batch_size", "precision", "compile", "channels_last", "device", "data",
+                    "input_size", "nodes", "devices_per_node", "strategy", "threads", "case_params",
+                    "timeout_s", "version", "protocol"})
+_NOT_IDENTITY = frozenset({"framework", "threads"})  # the column's own name; threads makes rows, not columns
+Field = tuple[tuple[int, float, str], str]  # (sort key, label)
+
+
+def _field(name: str, value: object) -> Field:
+    """A spec field's value as a sort key and a label: 'vocab=3.2M', 'memory_limit=1.5 GiB', 'launcher=local'."""
+    from dlbench.report.table import fmt_bytes, fmt_count  # here: table -> telemetry -> chart_base -> groups
+
+    if isinstance(value, bool) or value is None or not isinstance(value, (int, float)):
+        text = {None: "none", True: "yes", False: "no"}.get(value, str(value))  # type: ignore[call-overload]
+        return (1, 0.0, text), f"{name}={text}"
+    shown = fmt_bytes(int(value)) if name.endswith("_bytes") else fmt_count(int(value)) \
+        if float(value).is_integer() else f"{value:g}"
+    return (0, float(value), ""), f"{name.removesuffix('_bytes')}={shown}"
+
+
+def _row_fields(p: StoredPoint) -> dict[str, Field]:
+    """Every field of a point's configuration that a section's rows may differ in: its case parameters (at the
+    case's defaults where unset), the threads it ran with, and the spec fields no row or column shows."""
+    s = p.result.spec
+    out = {k: _field(k, v) for k, v in s.to_dict().items() if k not in _SHOWN}
+    try:
+        params = {c.name: c.default for c in get_case(s.model).params}
+    except UnknownCase:
+        params = {}
+    out.update({k: _field(k, v) for k, v in {**params, **s.params}.items()})
+    # local, torchrun, mpirun and hosts all run here (as results/scaling.py matches baselines); Slurm elsewhere
+    out["launcher"] = _field("launcher", "slurm" if s.launcher == "slurm" else "here")
+    threads = p.result.env.identity.get("threads") or (str(s.threads) if s.threads else "default")
+    out["threads"] = _field("threads", int(threads) if threads.isdigit() else threads)
+    return out
+
+
+def _varying(fields: Sequence[dict[str, Field]]) -> list[str]:
+    """The names whose labels differ between the given points (a name one point lacks counts as 'unknown')."""
+    names = sorted({k for f in fields for k in f})
+    return [k for k in names if len({f[k][1] if k in f else "?" for f in fields}) > 1]
+
+
+def _identity_fields(p: StoredPoint) -> dict[str, Field]:
+    return {k: ((1, 0.0, v), f"{k}={v}") for k, v in p.result.env.identity.items() if k not in _NOT_IDENTITY}
+
+
+def _column_variants(points: Sequence[StoredPoint]) -> dict[int, tuple[str, ...]]:
+    """Per point id, the identity keys that set it apart from other points of its framework's column ('unknown'
+    where it reported none: a worker that died before saying its version)."""
+    by_column: dict[tuple[str, bool, bool], list[StoredPoint]] = defaultdict(list)
+    for p in points:
+        s = p.result.spec
+        by_column[(s.framework, s.compile, s.channels_last)].append(p)
+    out: dict[int, tuple[str, ...]] = {}
+    for pts in by_column.values():
+        fields = [_identity_fields(p) for p in pts]
+        varying = [k for k in sorted({k for f in fields for k in f}) if len({f[k][1] for f in fields if k in f}) > 1]
+        for p, f in zip(pts, fields):
+            out[p.id] = tuple(f[k][1] if k in f else f"{k}=unknown" for k in varying)
+    return out
+
+
+def _common_params(points: Sequence[StoredPoint]) -> tuple[str, ...]:
+    """Case parameters every point of a section sets to the same value ('vocab=4M'), for the section's title."""
+    sets = [dict(p.result.spec.case_params) for p in points]
+    same = set.intersection(*(set(d.items()) for d in sets)) if sets else set()
+    return tuple(_field(k, v)[1] for k, v in sorted(same))
+
+
 def build_sections(points: list[StoredPoint], pool: Sequence[StoredPoint] | None = None) -> list[Section]:
-    """Points grouped into sections, rows, columns and cells; the newest point of a configuration wins.
+    """Points grouped into sections, rows, columns and cells. Points that differ in their configuration or
+    identity get rows or columns of their own; of exact repeats the newest is shown and the rest counted.
     Speedups use 1-device points from pool (the whole store, say), else from points."""
     grouped: dict[tuple[str, str, str, str, int | None], list[StoredPoint]] = defaultdict(list)
     for p in sorted(points, key=lambda p: p.id):
         grouped[_section_key(p)].append(p)
     sections = []
     for key in sorted(grouped, key=lambda k: (_order(k[0]), k[0], k[1], k[2] != "synthetic", k[3], k[4] or 0)):
-        sec = Section(*key)
+        sec = Section(*key, common=_common_params(grouped[key]))
         seen: dict[tuple[RowKey, Column], int] = defaultdict(int)
+        fields = {p.id: _row_fields(p) for p in grouped[key]}
+        varying = _varying(list(fields.values()))
+        columns = _column_variants(grouped[key])
         for p in grouped[key]:
-            s = p.result.spec
-            row = RowKey(s.batch_size, s.nodes, s.devices_per_node, s.strategy)
-            col = Column(s.framework, s.compile, s.channels_last)
+            s, f = p.result.spec, fields[p.id]
+            row = RowKey(s.batch_size, s.nodes, s.devices_per_node, s.strategy,
+                         tuple(f[k][1] if k in f else f"{k}=unknown" for k in varying),
+                         tuple(f[k][0] if k in f else (2, 0.0, "") for k in varying))
+            col = Column(s.framework, s.compile, s.channels_last, columns[p.id])
             seen[(row, col)] += 1
             sec.cells[(row, col)] = Cell(p, hidden=seen[(row, col)] - 1)
             sec.groups.setdefault(row, set()).update(batch_groups(p))
-        sec.rows = sorted({r for r, _ in sec.cells}, key=lambda r: (r.batch_size, r.devices, r.nodes, r.strategy))
-        sec.columns = sorted({c for _, c in sec.cells}, key=lambda c: (c.framework, c.compile, c.channels_last))
+        sec.rows = sorted({r for r, _ in sec.cells},
+                          key=lambda r: (r.batch_size, r.order, r.devices, r.nodes, r.strategy))
+        sec.columns = sorted({c for _, c in sec.cells},
+                             key=lambda c: (c.framework, c.compile, c.channels_last, c.variant))
         _add_scaling(sec, points if pool is None else pool)
         _add_footnotes(sec)
         sections.append(sec)

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import matplotlib.dates as mdates
 
-from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled
+from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled, whiskers
+from dlbench.report.groups import model_title
 from dlbench.results.history import REGRESSION, Series, build_series, series_key
 from dlbench.results.rows import StoredPoint
 
@@ -30,7 +31,8 @@ def _model_chart(model: str, series: list[Series]) -> Chart:
         xs = [float(mdates.date2num(datetime.datetime.fromtimestamp(hp.point.result.finished))) for hp in ok]
         ms = [hp.point.result.metrics for hp in ok]
         ys = [m.throughput for m in ms if m is not None]
-        err = [[max(m.throughput - m.ci_low, 0) for m in ms if m], [max(m.ci_high - m.throughput, 0) for m in ms if m]]
+        reach = [whiskers(m) for m in ms if m]  # no whisker below 3 repeats: no CI to draw
+        err = [[lo for lo, _ in reach], [hi for _, hi in reach]]
         colour = PALETTE[i % len(PALETTE)]
         ax.errorbar(xs, ys, yerr=err, color=colour, marker="o", markersize=3.5, linewidth=1.4, capsize=2.5,
                     label=s.label)
@@ -49,7 +51,11 @@ def _model_chart(model: str, series: list[Series]) -> Chart:
                             fontsize=7.5, fontweight="bold", color=FAIL_COLOR if bad else GOOD_COLOR)
                 notes.append(f"{hp.change} of {hp.comparison.change:+.1%} in {s.label} at run {hp.point.run_id} "
                              f"(p = {hp.comparison.p_value:.2g})")
-    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator()))
+    locator = mdates.AutoDateLocator(minticks=3, maxticks=7)  # date ticks (minutes, hours or days apart)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, show_offset=True))
+    ax.set_xlabel("when the point finished (local time)")
+    ax.set_title(f"{model_title(model)}: throughput over time")
     ax.set_ylabel("samples/s (95% CI)")
     ax.set_ylim(bottom=0)
     ax.legend(loc="lower left", fontsize=7)

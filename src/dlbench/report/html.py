@@ -61,8 +61,9 @@ def fmt_number(v: float | None) -> str:
 
 
 def fmt_half_ci(m: Metrics | None) -> str:
-    """'± 12.3': half the width of the confidence interval."""
-    if m is None or m.ci_high == m.ci_low:
+    """'± 12.3': half the width of the confidence interval; '' where there is none (fewer than 3 repeats: the
+    templates say 'n=1' instead)."""
+    if m is None or m.ci_low is None or m.ci_high is None or m.ci_high == m.ci_low:
         return ""
     return "± " + fmt_number((m.ci_high - m.ci_low) / 2)
 
@@ -85,12 +86,13 @@ def cell_title(c: Cell) -> str:
     parts = [f"point {c.point.id} of run {c.point.run_id}"]
     if r.metrics:
         m = r.metrics
-        parts += [f"CV {m.cv:.1%} over {len(m.repeat_throughputs)} repeats",
+        parts += [f"CV {m.cv:.1%} over {m.repeats} repeats" if m.cv is not None else
+                  f"{m.repeats} repeat{'s' if m.repeats != 1 else ''}: too few for a CI or a CV, noise unknown",
                   f"median step {m.median_step_s * 1000:.1f} ms", f"global batch {m.global_batch}"]
     if c.scaling is not None and c.baseline_id != c.point.id:
         parts.append(f"speedup vs 1-device point {c.baseline_id}")
     if c.hidden:
-        parts.append(f"{c.hidden} earlier measurement(s) of this configuration not shown")
+        parts.append(f"{c.hidden} earlier exact repeat(s) of this configuration not shown (the newest is)")
     return "; ".join(parts)
 
 

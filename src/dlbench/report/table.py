@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
+from rich import box
+from rich.cells import cell_len
 from rich.table import Table
 
 from dlbench.cases.gpt import lm_rates
 from dlbench.report.telemetry import contended, fmt_energy, samples_per_kwh
-from dlbench.results.mfu import efficiency, fmt_mfu, fmt_tflops, peak_notes
-from dlbench.results.scaling import Scaled
-from dlbench.results.schema import PointResult
+from dlbench.results.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
+from dlbench.results.scaling import Scaled, outgrows_one_device
+from dlbench.results.schema import Metrics, PointResult
 from dlbench.results.store import RunRecord
+from dlbench.spec import PointSpec, SpecError
 
 
 def fmt_bytes(n: int | None) -> str:
@@ -23,12 +29,22 @@ def fmt_bytes(n: int | None) -> str:
 
 
 def fmt_throughput(r: PointResult) -> str:
-    """'123.4 ± 2.1' (half-width of the confidence interval), '-' for a failed point."""
+    """'123.4 ± 2.1' (half-width of the confidence interval); '123.4 n=1' with fewer than 3 repeats (no interval
+    can be had from them); '-' for a failed point."""
     m = r.metrics
     if m is None:
         return "-"
+    if m.ci_low is None or m.ci_high is None:
+        return f"{m.throughput:,.1f} n={m.repeats}"
     half = (m.ci_high - m.ci_low) / 2
     return f"{m.throughput:,.1f} ± {half:,.1f}"
+
+
+def fmt_cv(m: Metrics | None) -> str:
+    """'3.2%', 'n=1' where too few repeats give none, '-' for a failed point."""
+    if m is None:
+        return "-"
+    return f"n={m.repeats}" if m.cv is None else f"{m.cv:.1%}"
 
 
 def fmt_lm_rates(r: PointResult) -> str:
@@ -71,33 +87,107 @@ def footnotes(results: list[PointResult]) -> list[str]:
     return notes
 
 
+@dataclass(frozen=True)
+class PointCell:
+    """What a cell of the points table is made from: the point, its scaling and (on demand) its efficiency."""
+
+    result: PointResult
+    scaled: Scaled | None
+    efficiency: Callable[[], Efficiency]
+
+
+@dataclass(frozen=True)
+class TableColumn:
+    """A column of the points table: its header, alignment and cell; `whole` columns (the ones that tell rows
+    apart, and the throughput) are wrapped at spaces only, never cut."""
+
+    header: str
+    justify: Literal["left", "right"]
+    cell: Callable[[PointCell], str]
+    whole: bool = False
+
+
+def _precision(s: PointSpec) -> str:
+    return s.precision + (" +compile" if s.compile else "") + (" +cl" if s.channels_last else "")
+
+
+# Every column `run` and `results` can show, by the name --columns takes, in table order.
+COLUMNS: dict[str, TableColumn] = {
+    "framework": TableColumn("framework", "left", lambda c: c.result.spec.framework, whole=True),
+    "model": TableColumn("model", "left", lambda c: c.result.spec.model + fmt_case_params(c.result.spec.case_params),
+                         whole=True),
+    "batch": TableColumn("batch", "right", lambda c: str(c.result.spec.batch_size), whole=True),
+    "precision": TableColumn("precision", "left", lambda c: _precision(c.result.spec), whole=True),
+    "scale": TableColumn("scale", "left", lambda c: c.result.spec.scale, whole=True),
+    "threads": TableColumn("threads", "right", lambda c: c.result.env.identity.get("threads", "-"), whole=True),
+    "throughput": TableColumn("samples/s", "right", lambda c: fmt_throughput(c.result) + fmt_lm_rates(c.result),
+                              whole=True),
+    "tflops": TableColumn("TFLOP/s", "right", lambda c: fmt_tflops(c.efficiency())),
+    "mfu": TableColumn("MFU", "right", lambda c: fmt_mfu(c.efficiency())),
+    "speedup": TableColumn("speedup", "right", lambda c: fmt_speedup(c.result, c.scaled)),
+    "efficiency": TableColumn("efficiency", "right", lambda c: fmt_efficiency(c.scaled)),
+    "cv": TableColumn("CV", "right", lambda c: fmt_cv(c.result.metrics)),
+    "step": TableColumn("median step", "right", lambda c: f"{c.result.metrics.median_step_s * 1000:,.1f} ms"
+                        if c.result.metrics else "-"),
+    "memory": TableColumn("peak memory", "right", lambda c: fmt_bytes(c.result.metrics.peak_memory_bytes)
+                          if c.result.metrics else "-"),
+    "energy": TableColumn("samples/kWh", "right", lambda c: fmt_energy(c.result)),
+    "status": TableColumn("status", "left", lambda c: status_text(c.result), whole=True),
+}
+# The default: what tells points apart, the throughput and the status; at 80 columns nothing of it is cut.
+COMPACT: tuple[str, ...] = ("framework", "model", "batch", "precision", "scale", "throughput", "status")
+# Compact columns that every row of a titled table shares are said once, in the title ('run X · fp32 · 1n1c').
+SAID_ONCE: tuple[str, ...] = ("precision", "scale")
+# Two spaces between columns, a rule under the headers, no frame: the most room for the cells.
+TABLE_STYLE: dict[str, object] = {"box": box.SIMPLE_HEAD, "pad_edge": False, "show_edge": False,
+                                  "collapse_padding": True}
+
+
+def pick_columns(text: str | None, wide: bool) -> tuple[str, ...] | None:
+    """--columns a,b,c (names from COLUMNS) or --wide (every column) -> the columns to show; None: the compact
+    default. An unknown name is a SpecError that lists the known ones."""
+    if wide:
+        return tuple(COLUMNS)
+    if text is None:
+        return None
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in COLUMNS]
+    if unknown or not names:
+        raise SpecError(f"--columns: unknown column {', '.join(unknown) or '(none given)'}; "
+                        f"known: {', '.join(COLUMNS)}")
+    return names
+
+
+def _longest_word(texts: Sequence[str]) -> int:
+    return max((cell_len(w) for t in texts for w in t.split()), default=1)
+
+
 def points_table(results: list[PointResult], title: str = "",
-                 scaled: Sequence[Scaled | None] | None = None) -> Table:
-    """One row per point: framework, model, batch, precision, throughput ± CI, achieved TFLOP/s and MFU, step
-    time, memory, status; given `scaled` (one entry per result), also speedup and efficiency against the 1-device
-    point. The caption names each device peak the MFU divides by."""
-    effs = [efficiency(r) for r in results]
-    notes = footnotes(results) + peak_notes(effs)
-    t = Table(title=title or None, caption="\n".join(notes) or None, caption_justify="left")
-    scaling_cols = (("speedup", "right"), ("efficiency", "right")) if scaled is not None else ()
-    energy = any(samples_per_kwh(r) is not None for r in results)  # a column only where some point has it
-    for col, justify in (("framework", "left"), ("model", "left"), ("batch", "right"), ("precision", "left"),
-                         ("scale", "left"), ("samples/s ± 95% CI", "right"), ("TFLOP/s", "right"),
-                         ("MFU", "right"), *scaling_cols, ("CV", "right"),
-                         ("median step", "right"), ("peak memory", "right"),
-                         *((("samples/kWh", "right"),) if energy else ()), ("status", "left")):
-        t.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for i, r in enumerate(results):
-        s, m = r.spec, r.metrics
-        prec = s.precision + (" +compile" if s.compile else "") + (" +cl" if s.channels_last else "")
-        sc = scaled[i] if scaled is not None else None
-        scaling = (fmt_speedup(r, sc), fmt_efficiency(sc)) if scaled is not None else ()
-        t.add_row(s.framework, s.model + fmt_case_params(s.case_params),
-                  str(s.batch_size), prec, s.scale, fmt_throughput(r) + fmt_lm_rates(r),
-                  fmt_tflops(effs[i]), fmt_mfu(effs[i]), *scaling,
-                  f"{m.cv:.1%}" if m else "-", f"{m.median_step_s * 1000:,.1f} ms" if m else "-",
-                  fmt_bytes(m.peak_memory_bytes) if m else "-", *((fmt_energy(r),) if energy else ()),
-                  status_text(r))
+                 scaled: Sequence[Scaled | None] | None = None, columns: Sequence[str] | None = None) -> Table:
+    """One row per point, in the columns asked for (names of COLUMNS); by default COMPACT, with the speedup
+    against the 1-device point where `scaled` (one entry per result) holds a multi-device point, and samples/kWh
+    where some point has an energy reading. Columns that
+    identify a point and the throughput are never cut: they wrap at spaces and are at least their longest word
+    wide. With TFLOP/s or MFU shown, the caption names each device peak the MFU divides by."""
+    effs = {i: functools.cache(lambda r=r: efficiency(r)) for i, r in enumerate(results)}
+    cells = [PointCell(r, scaled[i] if scaled is not None else None, effs[i]) for i, r in enumerate(results)]
+    if columns is None:
+        many = scaled is not None and any(r.spec.world_size > 1 for r in results)
+        energy = any(samples_per_kwh(r) is not None for r in results)  # a column only where some point has it
+        columns = (*COMPACT[:-1], *(("speedup",) if many else ()), *(("energy",) if energy else ()), COMPACT[-1])
+        same = [n for n in SAID_ONCE if title and len(cells) > 1 and len({COLUMNS[n].cell(c) for c in cells}) == 1]
+        title = " · ".join([title, *(COLUMNS[n].cell(cells[0]) for n in same)])
+        columns = tuple(n for n in columns if n not in same)
+    grid = [[COLUMNS[name].cell(c) for name in columns] for c in cells]
+    peaks = peak_notes([effs[i]() for i in effs]) if {"tflops", "mfu"} & set(columns) else []
+    t = Table(title=title or None, caption="\n".join(footnotes(results) + peaks) or None, caption_justify="left",
+              **TABLE_STYLE)  # type: ignore[arg-type]
+    for j, name in enumerate(columns):
+        col = COLUMNS[name]
+        least = _longest_word([col.header, *(row[j] for row in grid)]) if col.whole else None
+        t.add_column(col.header, justify=col.justify, min_width=least, overflow="fold" if col.whole else "ellipsis")
+    for row in grid:
+        t.add_row(*row)
     return t
 
 
@@ -127,6 +217,9 @@ def scaling_notes(results: list[PointResult], scaled: Sequence[Scaled | None]) -
             marks = f". Marks: {'; '.join(sc.marks)}" if sc.marks else ""
             out.append(f"{label}: speedup {sc.scaling.speedup:.2f}x, efficiency {sc.scaling.efficiency:.0%} "
                        f"over {r.spec.world_size} devices, against {sc.evidence}{marks}")
+        elif r.status == "ok" and r.spec.world_size > 1 and outgrows_one_device(r):
+            out.append(f"{label}: a model-parallel maximum outgrows one device by design, so no 1-device baseline "
+                       "and no speedup")
         elif r.status == "ok" and r.spec.world_size > 1:
             out.append(f"{label}: no ok 1-device point of the same configuration and environment, so no speedup")
     return out
@@ -134,10 +227,11 @@ def scaling_notes(results: list[PointResult], scaled: Sequence[Scaled | None]) -
 
 def runs_table(runs: list[RunRecord]) -> Table:
     """Recent runs: id, when, kind, points, status, command."""
-    t = Table(title="runs")
+    rows = [(r.id, datetime.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M"), r.kind, str(r.points),
+             r.status, r.command) for r in runs]
+    t = Table(title="runs", **TABLE_STYLE)  # type: ignore[arg-type]
     for col in ("run", "created", "kind", "points", "status", "command"):
-        t.add_column(col)
-    for r in runs:
-        when = datetime.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M")
-        t.add_row(r.id, when, r.kind, str(r.points), r.status, r.command)
+        t.add_column(col, no_wrap=col == "run", overflow="fold")  # the run id whole; the rest wraps, the command too
+    for row in rows:
+        t.add_row(*row)
     return t

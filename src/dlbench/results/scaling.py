@@ -19,9 +19,10 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from dlbench.cases import UnknownCase, get_case
 from dlbench.results.schema import PointResult
 from dlbench.results.store import StoredPoint
-from dlbench.spec import PointSpec, Protocol
+from dlbench.spec import PointSpec, Protocol, SpecError
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,8 @@ class Scaled:
         samples/s)'."""
         b = self.baseline.result
         m = b.metrics
-        cv = f"CV {m.cv:.1%}" if m is not None else "CV unknown"
+        cv = f"CV {m.cv:.1%}" if m is not None and m.cv is not None else \
+            f"n={len(m.repeat_throughputs)}: CV unknown" if m is not None else "CV unknown"
         rate = f"{m.throughput:,.1f} samples/s" if m is not None else "no throughput"
         return (f"1-device point #{self.baseline.id} (run {self.baseline.run_id}, protocol "
                 f"{describe_protocol(b.spec.protocol)}; {cv}; {rate})")
@@ -141,9 +143,19 @@ def find_baseline(points: Sequence[StoredPoint], result: PointResult, run_id: st
                key=lambda p: (p.run_id == run_id, p.result.spec.protocol == result.spec.protocol, p.id))
 
 
+def outgrows_one_device(result: PointResult) -> bool:
+    """A searched maximum of a configuration that splits the model across its devices (face's model parallel
+    and Partial FC): one device must run out of memory there, so it has no 1-device baseline."""
+    try:
+        split = get_case(result.spec.model).configured(result.spec.params).splits_model
+    except (UnknownCase, SpecError):
+        return False
+    return split and isinstance(result.extra.get("max_param"), dict)
+
+
 def scaled(points: Sequence[StoredPoint], result: PointResult) -> Scaled | None:
     """Speedup and efficiency of an ok multi-device point against its baseline; None when either is missing."""
-    if result.status != "ok" or result.metrics is None or result.spec.world_size == 1:
+    if result.status != "ok" or result.metrics is None or result.spec.world_size == 1 or outgrows_one_device(result):
         return None
     run_id = _run_of(points, result)
     base = find_baseline(points, result, run_id)

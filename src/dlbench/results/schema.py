@@ -14,6 +14,8 @@ from dlbench.spec import PointSpec
 Status = Literal["ok", "oom", "crashed", "timeout", "error", "unsupported", "failed_check"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "crashed", "timeout", "error", "unsupported", "failed_check")
 FINE_STATUSES: tuple[str, ...] = ("ok", "unsupported")  # ended as it should: measured, or refused with a reason
+# Fewer repeats than this give no spread: no confidence interval, no CV, and "noisy" unknown (None), never false.
+MIN_REPEATS_FOR_SPREAD = 3
 
 
 def exit_code(statuses: Iterable[str]) -> int:
@@ -107,16 +109,16 @@ class Metrics:
     throughput: float
     statistic: str
     repeat_throughputs: tuple[float, ...]
-    ci_low: float
-    ci_high: float
+    ci_low: float | None  # None below MIN_REPEATS_FOR_SPREAD repeats (as are cv and noisy)
+    ci_high: float | None
     ci_level: float
-    cv: float
+    cv: float | None
     median_step_s: float
     global_batch: int
     peak_memory_bytes: int | None
     memory_kind: str
     final_loss: float | None
-    noisy: bool
+    noisy: bool | None
     input_wait_share: float = 0.0
     input_bound: bool = False  # input_wait_share above protocol.stats.INPUT_BOUND_SHARE
     measured_steps: int = 0  # per repeat and rank
@@ -125,13 +127,32 @@ class Metrics:
     allocator_peak_bytes: int | None = None
     allocator_kind: str = ""
 
+    @property
+    def repeats(self) -> int:
+        """How many repeats the figure is over (n)."""
+        return len(self.repeat_throughputs)
+
+    @property
+    def has_spread(self) -> bool:
+        """Whether there are enough repeats for a confidence interval, a CV and a noisy verdict."""
+        return self.ci_low is not None and self.ci_high is not None and self.cv is not None
+
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> Metrics:
-        """Rebuild from JSON."""
-        d = dict(d)
+        """Rebuild from JSON; a point stored with fewer than MIN_REPEATS_FOR_SPREAD repeats (older stores kept
+        ci_low = ci_high, cv 0 and noisy false for it) reads without a spread."""
+        d = without_spread(dict(d))
         d["repeat_throughputs"] = tuple(d["repeat_throughputs"])  # type: ignore[arg-type]
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})  # type: ignore[arg-type]
+
+
+def without_spread(d: dict[str, object]) -> dict[str, object]:
+    """Metrics JSON with ci_low, ci_high, cv and noisy set to None when it has too few repeats for them."""
+    repeats = d.get("repeat_throughputs")
+    if isinstance(repeats, (list, tuple)) and len(repeats) < MIN_REPEATS_FOR_SPREAD:
+        return {**d, "ci_low": None, "ci_high": None, "cv": None, "noisy": None}
+    return d
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 
 from dlbench.protocol.stats import summarize
 from dlbench.results.rows import StoredPoint
+from dlbench.results.schema import without_spread
 
 REL_TOL = 1e-9
 
@@ -43,6 +44,7 @@ def verify_point(p: StoredPoint, stored: dict[str, object] | None) -> Mismatch |
         derived = asdict(summarize(s, r.ranks))
     except Exception as exc:  # raw samples that the statistics cannot read are a finding, not a crash
         return Mismatch(p.run_id, p.uid, label, (f"raw samples cannot be summarised: {exc}",))
+    stored = without_spread(stored)  # older stores kept a zero-width CI for one repeat: read as no spread
     problems = tuple(f"{k}: stored {stored[k]!r}, raw samples give {derived[k]!r}"
                      for k in sorted(set(stored) & set(derived)) if not _same(stored[k], derived[k]))
     return Mismatch(p.run_id, p.uid, label, problems) if problems else None

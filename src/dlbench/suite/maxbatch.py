@@ -41,6 +41,7 @@ from dlbench.results.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol, SpecError
 
 MAXBATCH_KIND = "maxbatch"
+PROBE_PRESET = "maxbatch-probe"  # the protocol preset of every probe point
 CHECK = "boundary_check"  # extra flag of a probe that runs a found boundary again (confirm)
 BATCH = "batch"  # the searched quantity of a max-batch search; any other name is a case parameter's
 
@@ -213,7 +214,7 @@ def probe_spec(base: PointSpec, value: int, warmup: int, steps: int, memory_limi
     device budget as memory limit."""
     return dataclasses.replace(with_value(base, quantity, value), data="synthetic", data_dir=None,
                                protocol=Protocol(warmup=warmup, steps=steps, repeats=1, statistic="mean",
-                                                 preset="maxbatch-probe"),
+                                                 preset=PROBE_PRESET),
                                memory_limit_bytes=memory_limit)
 
 
