@@ -73,6 +73,24 @@ def _environment(backend: object, spec: PointSpec) -> dict[str, str]:
     return env
 
 
+def _oom(backend: object, exc: BaseException) -> bool:
+    """Whether the backend calls exc out of memory; False when its check fails itself (an API this version of the
+    framework lacks), so that the point keeps its error instead of losing its result."""
+    try:
+        return bool(backend.is_oom(exc))  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _gpu_refusal(backend: object, spec: PointSpec, ctx: RankContext) -> str | None:
+    """Why this rank's GPU cannot run the framework's build (no kernels for its architecture), or None."""
+    if spec.device != "cuda":
+        return None
+    from dlbench.backends.gpu_arch import rank_refusal
+
+    return rank_refusal(backend.gpu_build(), ctx)  # type: ignore[attr-defined]
+
+
 def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     """Build, measure and describe one point in this process."""
     from dlbench.backends import load_backend
@@ -84,7 +102,7 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
 
     case = get_case(spec.model).configured(spec.params)
     backend = load_backend(spec.framework)
-    reason = backend.case_support(case) or backend.refuse(spec)
+    reason = backend.case_support(case) or _gpu_refusal(backend, spec, ctx) or backend.refuse(spec)
     if reason:
         return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec))
     sampler = ProcessMemory().start() if spec.device == "cuda" else None
@@ -102,7 +120,7 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a recorded status
         if isinstance(exc, KeyboardInterrupt):
             raise
-        status = "oom" if backend.is_oom(exc) else "error"
+        status = "oom" if _oom(backend, exc) else "error"
         tail = traceback.format_exc().strip().splitlines()[-12:]
         return WorkerResult(status=status, error=f"{type(exc).__name__}: {exc}".strip()[:2000], traceback=tail,
                             env=_environment(backend, spec))
