@@ -69,7 +69,7 @@ def efficiency(r: PointResult) -> Efficiency:
         return Efficiency(mode, flops, note=r.status)
     achieved, devices = m.throughput * flops / 1e12, r.spec.world_size
     found = peak_for(r.spec.device, r.env.identity.get("device_model", ""), mode,
-                     r.env.descriptive.get("hostname", ""), achieved / devices)
+                     r.env.descriptive.get("hostname", ""), achieved / devices, r.env.descriptive.get("gpu_mig", ""))
     if found.peak is None:
         return Efficiency(mode, flops, achieved, devices=devices, note=found.reason)
     mfu = achieved / (found.peak.tflops * devices)
