@@ -105,7 +105,8 @@ def find_gpu(nvml_name: str) -> GpuPeaks | None:
 # A MIG slice's device name: the card's, then " MIG " and the profile, e.g. "NVIDIA H100 80GB HBM3 MIG 1g.10gb"
 # (a GPU instance of 1 compute slice and 10 GB) or "... MIG 1c.3g.40gb" (a compute instance of 1 slice inside one
 # of 3). The slices it computes on are the leading number.
-_MIG_NAME = re.compile(r"(?P<card>.+?)\s+MIG\s+(?P<profile>(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.\d+gb(?:\+\w+)?)", re.I)
+_MIG_NAME = re.compile(r"(?P<card>.+?)\s+MIG\s+(?P<profile>(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.\d+gb(?:\+\w+)?)",
+                       re.IGNORECASE)
 
 
 def gpu_peak(nvml_name: str, math_mode: str, mig: str = "") -> PeakLookup:
