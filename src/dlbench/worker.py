@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 
 from dlbench.spec import PointSpec
-from dlbench.wire import RankContext, WorkerResult, configure_rank, progress_line, rank_result_path
+from dlbench.wire import RANK_GPU, RankContext, WorkerResult, configure_rank, progress_line, rank_result_path
 
 
 def _peak_rss_bytes() -> int:
@@ -60,14 +60,24 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def _environment(backend: object, spec: PointSpec) -> dict[str, str]:
-    """The backend's facts about the framework, plus this node's topology on several ranks; never raises."""
+def _environment(backend: object, spec: PointSpec, ctx: RankContext | None = None) -> dict[str, str]:
+    """The backend's facts about the framework, plus this node's topology on several ranks and, on a GPU, the one
+    this rank ran on as NVML names it here (`rank_gpu`, the max-batch cache's device; `device_model` where the
+    backend gives none) with its MIG mode; never raises."""
     from dlbench.results.env import node_topology
 
     try:
         env = dict(backend.environment(spec))  # type: ignore[attr-defined]
     except Exception as exc:  # noqa: BLE001 - a failed version query must not lose the point
         env = {"environment_error": f"{type(exc).__name__}: {exc}"[:300]}
+    if spec.device == "cuda" and ctx is not None:
+        from dlbench.backends.gpu_arch import rank_gpu
+
+        gpu = rank_gpu(ctx)
+        if gpu:
+            env[RANK_GPU] = gpu["name"]
+            env.setdefault("device_model", gpu["name"])
+            env["gpu_mig"] = gpu["mig"]
     if spec.world_size > 1:
         env.update(node_topology(spec.device))
     return env
@@ -104,7 +114,7 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     backend = load_backend(spec.framework)
     reason = backend.case_support(case) or _gpu_refusal(backend, spec, ctx) or backend.refuse(spec)
     if reason:
-        return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec))
+        return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec, ctx))
     sampler = ProcessMemory().start() if spec.device == "cuda" else None
     try:
         trainer = backend.build(spec, case, ctx)
@@ -116,14 +126,14 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
         checksum = trainer.param_checksum() if spec.processes > 1 else None
         trainer.close()
     except Unsupported as exc:
-        return WorkerResult(status="unsupported", error=str(exc), env=_environment(backend, spec))
+        return WorkerResult(status="unsupported", error=str(exc), env=_environment(backend, spec, ctx))
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a recorded status
         if isinstance(exc, KeyboardInterrupt):
             raise
         status = "oom" if _oom(backend, exc) else "error"
         tail = traceback.format_exc().strip().splitlines()[-12:]
         return WorkerResult(status=status, error=f"{type(exc).__name__}: {exc}".strip()[:2000], traceback=tail,
-                            env=_environment(backend, spec))
+                            env=_environment(backend, spec, ctx))
     finally:
         device_peak = sampler.stop() if sampler is not None else None
     peak, kind = device_peak if device_peak is not None else (_peak_rss_bytes(), "rss")
@@ -137,7 +147,7 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
                                  f"repeat lasts at least {spec.protocol.on(spec.device).min_time_s:g} s")
     if sampler is not None and sampler.error:
         facts["nvml_memory_error"] = sampler.error
-    env = _environment(backend, spec)
+    env = _environment(backend, spec, ctx)
     if not math.isfinite(loss):
         return WorkerResult(status="failed_check", error=f"final loss is not finite: {loss}", ranks=[raw], env=env,
                             facts=facts)
