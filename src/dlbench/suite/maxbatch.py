@@ -41,8 +41,8 @@ from dlbench.launch.registry import Launchers
 from dlbench.results.env import host_identity, physical_cores
 from dlbench.results.schema import PointResult
 from dlbench.results.store import Store, StoredPoint
-from dlbench.wire import RANK_GPU
 from dlbench.spec import PointSpec, Protocol, SpecError
+from dlbench.wire import RANK_GPU
 
 MAXBATCH_KIND = "maxbatch"
 CHECK = "boundary_check"  # extra flag of a probe that runs a found boundary again (confirm)
