@@ -119,8 +119,10 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     try:
         trainer = backend.build(spec, case, ctx)
         progress = _Progress() if ctx.rank == 0 else _silent
+        # Several ranks calibrate only through a trainer that makes them agree on rank 0's step count.
+        calibrate = spec.processes == 1 or trainer.agrees_steps
         measured = measure(trainer, spec.protocol.on(spec.device), progress=progress,
-                           sync_every_step=spec.sync_every_step, calibrate=spec.processes == 1)
+                           sync_every_step=spec.sync_every_step, calibrate=calibrate, agree=trainer.agree_steps)
         loss = trainer.loss()
         allocator = trainer.allocator_peak()
         checksum = trainer.param_checksum() if spec.processes > 1 else None
@@ -145,6 +147,9 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     if measured.calibrated:
         facts["steps_raised"] = (f"{measured.steps_asked} -> {measured.steps} measured steps per repeat, so that a "
                                  f"repeat lasts at least {spec.protocol.on(spec.device).min_time_s:g} s")
+    elif not calibrate and spec.protocol.on(spec.device).min_time_s > 0:
+        facts["steps_not_calibrated"] = (f"{spec.framework}'s ranks cannot agree on a step count here: each repeat "
+                                         f"measured the protocol's {measured.steps} steps, not a minimum time")
     if sampler is not None and sampler.error:
         facts["nvml_memory_error"] = sampler.error
     env = _environment(backend, spec, ctx)

@@ -73,6 +73,17 @@ class Trainer(ABC):
         """Device events timing each step, where the framework has them (None: not offered)."""
         return None
 
+    def agree_steps(self, steps: int) -> int:
+        """The measured steps per repeat every rank takes: rank 0's `steps`, which the other ranks adopt through
+        the framework's own collective (their collectives pair up step by step). This default serves one rank; a
+        trainer that trains on several overrides it, else several ranks are not calibrated (`agrees_steps`)."""
+        return steps
+
+    @property
+    def agrees_steps(self) -> bool:
+        """Whether this trainer's ranks can agree on a step count (it overrides `agree_steps`)."""
+        return type(self).agree_steps is not Trainer.agree_steps
+
     def param_checksum(self) -> float | None:
         """A number that differs when the parameters differ, compared across ranks after the timed steps;
         None when this trainer cannot tell (a multi-rank point then fails its check)."""

@@ -91,6 +91,14 @@ class JaxTrainer(Trainer):
     def loss(self) -> float:
         return float(self._last) if self._last is not None else float("nan")
 
+    def agree_steps(self, steps: int) -> int:
+        """Rank 0's step count, broadcast to every process of the job by JAX's own collective; as is alone."""
+        if jax.process_count() == 1:
+            return steps
+        from jax.experimental import multihost_utils
+
+        return int(multihost_utils.broadcast_one_to_all(np.int32(steps)))
+
     def param_checksum(self) -> float:
         """A position-weighted float64 sum of every parameter, from this process's replica."""
         leaves = jax.tree_util.tree_leaves(self.state.params)

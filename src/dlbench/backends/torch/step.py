@@ -125,6 +125,15 @@ class TorchTrainer(Trainer):
     def param_checksum(self) -> float:
         return param_checksum(self.model)
 
+    def agree_steps(self, steps: int) -> int:
+        """Rank 0's step count, broadcast over the process group (on the GPU with NCCL); as is on one rank."""
+        if not torch.distributed.is_available() or not torch.distributed.is_initialized():
+            return steps
+        on = self.device if torch.distributed.get_backend() == "nccl" else torch.device("cpu")
+        count = torch.tensor([steps], dtype=torch.int64, device=on)
+        torch.distributed.broadcast(count, src=0)
+        return int(count.item())
+
     def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
