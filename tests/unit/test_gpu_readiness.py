@@ -441,3 +441,31 @@ def test_multi_rank_calibration_takes_rank_zeros_steps() -> None:
     assert (status0, status1) == ("ok", "ok"), (error0, error1)
     assert steps0 == steps1 and steps0[0] >= 3  # rank 0's count (its own + 2), not rank 1's (its own + 5)
     assert raised0 == raised1 and raised0 is not None and raised0.startswith(f"1 -> {steps0[0]} ")
+
+
+def test_face_and_wide_deep_host_sync_per_step() -> None:
+    """The torch face step reads nothing on the host (no nonzero/unique/.item() mid-step, which wait for the GPU
+    every step), full classifier and Partial FC alike: run under torch's FakeTensorMode, where any such read
+    raises. Wide & Deep's sparse tables train with torch's own SparseAdam, whose per-step host sync is torch's:
+    recorded on the point (absent on the dense path)."""
+    torch = _torch()
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from dlbench.backends.torch.backend import SPARSE_ADAM_SYNC, TorchBackend
+    from dlbench.backends.torch.face import FaceModel, arcface_loss
+    from dlbench.spec import PointSpec, Protocol
+    from dlbench.wire import RankContext
+
+    for sample in (100, 50):  # the whole classifier; Partial FC, half the classes
+        case = get_case("face").configured({"classes": 12, "model_parallel": 1, "sample": sample})
+        case = dataclasses.replace(case, arch=dataclasses.replace(case.arch, embedding=8))  # type: ignore[arg-type]
+        model = FaceModel(case, torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 8)))
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            batch = {"images": torch.randn(6, 3, 4, 4), "labels": torch.tensor([0, 5, 11, 3, 7, 5])}
+            arcface_loss(model, batch).backward()  # raises on a data-dependent (host) read
+    backend = TorchBackend()
+    for sparse, fact in ((1, SPARSE_ADAM_SYNC), (0, None)):
+        spec = PointSpec(framework="torch", model="wide_deep", batch_size=2, protocol=Protocol(0, 1, 1, "median"),
+                         case_params=(("sparse", sparse), ("vocab", 64)))
+        backend.build(spec, get_case("wide_deep").configured(spec.params), RankContext()).close()
+        assert backend.facts().get("host_sync_per_step") == fact

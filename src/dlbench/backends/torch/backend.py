@@ -30,6 +30,13 @@ _OOM_TYPES: tuple[type[BaseException], ...] = tuple(
     t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None))
     if isinstance(t, type) and issubclass(t, BaseException))
 
+# Wide & Deep's sparse tables train with torch's own lazy Adam, which waits for the device every step; recorded on
+# the point, as the TF and Paddle amp host reads are, so that it reads as torch's cost and not dlbench's.
+SPARSE_ADAM_SYNC = ("torch.optim.SparseAdam coalesces each step's sparse table gradients, which on a GPU reads their "
+                    "row count on the host (a device sync per step); under amp the GradScaler also reads its overflow "
+                    "flag on the host, as SparseAdam cannot skip a step on the device. The dense path (sparse=0) "
+                    "does neither.")
+
 
 def set_tf32(allow: bool) -> None:
     """TF32 for matmuls and cuDNN convolutions on or off, through torch's fp32_precision API where it has one
@@ -119,6 +126,8 @@ class TorchBackend(Backend):
                        "loss_scaling": "GradScaler (dynamic)" if numerics.loss_scaling else "none"}
         if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
             self._facts["embedding"] = model.embedding_path()
+            if getattr(model, "sparse", False):
+                self._facts["host_sync_per_step"] = SPARSE_ADAM_SYNC
         return TorchTrainer(case, model, data.batches(spec, case, device, seed), device, numerics, spec.compile,
                             spec.global_batch, sync=sync)
 
