@@ -15,13 +15,12 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax.training.dynamic_scale import DynamicScale
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
 from dlbench.backends.jax import PREALLOCATE_VAR, data, distributed, memory_fraction_fact, wide_deep
 from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.models import MODELS, build_module, model_inputs
-from dlbench.backends.jax.step import JaxTrainer, State, make_optimizer, make_train_step
+from dlbench.backends.jax.step import JaxTrainer, State, loss_scale, make_optimizer, make_train_step
 from dlbench.cases import Case
 from dlbench.numerics import Numerics, describe, resolve_precision
 from dlbench.results.nvml import gpu_info
@@ -73,7 +72,7 @@ def make_state(case: Case, dtype: Any, input_size: int | None, seed: int, device
         k_params, k_dropout, k_state = jax.random.split(jax.random.PRNGKey(seed), 3)
         variables = module.lazy_init({"params": k_params, "dropout": k_dropout}, *_example(case, input_size),
                                      train=True)
-        scale = DynamicScale() if dtype == jnp.float16 else None
+        scale = loss_scale(dtype)
         return State.create(apply_fn=module.apply, params=variables["params"], tx=make_optimizer(case, global_batch),
                             batch_stats=variables.get("batch_stats", {}), key=k_state, dynamic_scale=scale)
 

@@ -32,6 +32,15 @@ class State(train_state.TrainState):
     dynamic_scale: DynamicScale | None = None
 
 
+def loss_scale(dtype: Any) -> DynamicScale | None:
+    """flax's dynamic loss scale for float16 (None otherwise), its counters typed arrays from the start: flax's
+    defaults are weak-typed Python numbers that the first step returns as strong int32/float32, so the jitted step
+    would trace and compile again on step 2, inside the measured steps of a one-warm-up-step max-batch probe."""
+    if dtype != jnp.float16:
+        return None
+    return DynamicScale(fin_steps=jnp.zeros((), jnp.int32), scale=jnp.asarray(2.0**16, jnp.float32))
+
+
 def make_optimizer(case: Case, global_batch: int) -> optax.GradientTransformation:
     """The case's optimizer at its lr for this global batch: SGD with momentum or Adam (coupled weight decay)."""
     o = case.optimizer
