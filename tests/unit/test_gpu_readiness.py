@@ -426,7 +426,7 @@ def test_max_batch_cache_keyed_on_the_probes_device(monkeypatch: pytest.MonkeyPa
     assert again.max_batch == 50 and again.new_probes == 1 and again.probes[0].value == 1
 
 
-def _calibrating_rank(rank: int, port: int, out: dict[int, object]) -> None:
+def _calibrating_rank(rank: int, port: int) -> tuple[object, ...]:
     """One of two gloo ranks running a torch point through the worker, its own calibration made to differ from
     the other rank's (rank 1 counts 3 steps more): the agreed count must be rank 0's."""
     import os
@@ -446,32 +446,24 @@ def _calibrating_rank(rank: int, port: int, out: dict[int, object]) -> None:
                      case_params=(("vocab", 64),))
     result = worker.run(spec, configure_rank(spec, os.environ))
     steps = [sum(r.window_steps) for rr in result.ranks for r in rr.repeats]
-    out[rank] = (result.status, result.error, steps, result.facts.get("steps_raised"))
+    return result.status, result.error, steps, result.facts.get("steps_raised")
 
 
 def test_multi_rank_calibration_takes_rank_zeros_steps() -> None:
     """Several ranks calibrate too (a multi-GPU `quick` point measured 5 steps, 0.3-0.5 s, not the 2 s promised):
     rank 0 decides the step count and the other ranks follow through the framework's collective (torch: a
     broadcast over the process group), here 2 gloo ranks on the CPU whose own counts differ."""
+    import concurrent.futures
     import socket
 
     torch = _torch()
     importlib.import_module("torch._dynamo")  # torch.optim imports it for its first optimizer: once, not per rank
-
-    mp = torch.multiprocessing.get_context("fork")
-    with mp.Manager() as manager, socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        out = manager.dict()
-        procs = [mp.Process(target=_calibrating_rank, args=(r, port, out)) for r in range(2)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(240)
-        assert [p.exitcode for p in procs] == [0, 0]
-        results = dict(out)
-    (status0, error0, steps0, raised0), (status1, error1, steps1, raised1) = results[0], results[1]
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]
+    fork = torch.multiprocessing.get_context("fork")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=fork) as ranks:
+        running = [ranks.submit(_calibrating_rank, rank, port) for rank in range(2)]
+        (status0, error0, steps0, raised0), (status1, error1, steps1, raised1) = [r.result(240) for r in running]
     assert (status0, status1) == ("ok", "ok"), (error0, error1)
     assert steps0 == steps1 and steps0[0] >= 3  # rank 0's count (its own + 2), not rank 1's (its own + 5)
     assert raised0 == raised1 and raised0 is not None and raised0.startswith(f"1 -> {steps0[0]} ")
