@@ -405,7 +405,7 @@ def test_max_batch_cache_keyed_on_the_probes_device(monkeypatch: pytest.MonkeyPa
     env = worker._environment(FakeBackend(), base, RankContext(local_rank=1, local_world_size=2))
     assert env[RANK_GPU] == H100 and env["device_model"] == H100  # rank 1's GPU, as its worker sees it
 
-    node = {"gpu": a100, "fits": 37}  # the compute node Slurm places the probes on
+    node: dict[str, Any] = {"gpu": a100, "fits": 37}  # the compute node Slurm places the probes on
 
     def on_node(spec: PointSpec, launchers: Launchers, python: str, on_progress: object = None) -> PointResult:
         fits = spec.batch_size <= node["fits"]
@@ -426,7 +426,7 @@ def test_max_batch_cache_keyed_on_the_probes_device(monkeypatch: pytest.MonkeyPa
     assert again.max_batch == 50 and again.new_probes == 1 and again.probes[0].value == 1
 
 
-def _calibrating_rank(rank: int, port: int) -> tuple[object, ...]:
+def _calibrating_rank(rank: int, port: int) -> tuple[str, str | None, list[int], str | None]:
     """One of two gloo ranks running a torch point through the worker, its own calibration made to differ from
     the other rank's (rank 1 counts 3 steps more): the agreed count must be rank 0's."""
     import os
@@ -446,7 +446,8 @@ def _calibrating_rank(rank: int, port: int) -> tuple[object, ...]:
                      case_params=(("vocab", 64),))
     result = worker.run(spec, configure_rank(spec, os.environ))
     steps = [sum(r.window_steps) for rr in result.ranks for r in rr.repeats]
-    return result.status, result.error, steps, result.facts.get("steps_raised")
+    raised = result.facts.get("steps_raised")
+    return result.status, result.error, steps, None if raised is None else str(raised)
 
 
 def test_multi_rank_calibration_takes_rank_zeros_steps() -> None:
