@@ -66,10 +66,22 @@ class ResNet50(nn.Module):
         return self.fc(torch.flatten(self.avgpool(self.layers(x)), 1))
 
 
+def set_tf32(allow: bool) -> None:
+    """TF32 for matmuls and cuDNN convolutions on or off, as dlbench sets it: through torch's fp32_precision API
+    where it has one (torch >= 2.9 refuses a mix of it and the legacy allow_tf32 flags), else the legacy flags."""
+    if hasattr(torch.backends, "fp32_precision"):
+        mode = "tf32" if allow else "ieee"
+        torch.backends.cuda.matmul.fp32_precision = mode
+        torch.backends.cudnn.conv.fp32_precision = mode
+        torch.backends.cudnn.rnn.fp32_precision = mode
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allow
+
+
 def main() -> None:
     """Train torchvision's ResNet-50 on one synthetic batch, the way its reference script does."""
     args = parse_args(__doc__)
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = args.precision == "tf32"
+    set_tf32(args.precision == "tf32")
     torch.backends.cudnn.benchmark = True
     try:
         from torchvision.models import resnet50

@@ -31,6 +31,7 @@ RESULT_VERSION = 2  # 2: typed WorkerResult, `facts` (was `extra`), window timin
 
 RDZV_TIMEOUT_VAR = "DLBENCH_RDZV_TIMEOUT"
 NODE_HOSTS_VAR = "DLBENCH_NODE_HOSTS"
+RANK_GPU = "rank_gpu"  # environment key: NVML's name of the GPU a worker's rank ran on, as the worker saw it
 RANK_VARS: tuple[str, ...] = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK")
 THREAD_VARS: tuple[str, ...] = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 # glibc's allocator policy, the same for every framework's worker: without it, a training loop that frees and

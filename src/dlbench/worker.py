@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from dlbench.spec import PointSpec
 from dlbench.wire import (
     CONTROLLER_MEMORY,
+    RANK_GPU,
     RankContext,
     WorkerResult,
     configure_rank,
@@ -98,17 +99,45 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def _environment(backend: object, spec: PointSpec) -> dict[str, str]:
-    """The backend's facts about the framework, plus this node's topology on several ranks; never raises."""
+def _environment(backend: object, spec: PointSpec, ctx: RankContext | None = None) -> dict[str, str]:
+    """The backend's facts about the framework, plus this node's topology on several ranks and, on a GPU, the one
+    this rank ran on as NVML names it here (`rank_gpu`, the max-batch cache's device; `device_model` where the
+    backend gives none) with its MIG mode; never raises."""
     from dlbench.results.env import node_topology
 
     try:
         env = dict(backend.environment(spec))  # type: ignore[attr-defined]
     except Exception as exc:  # noqa: BLE001 - a failed version query must not lose the point
         env = {"environment_error": f"{type(exc).__name__}: {exc}"[:300]}
+    if spec.device == "cuda" and ctx is not None:
+        from dlbench.backends.gpu_arch import rank_gpu
+
+        gpu = rank_gpu(ctx)
+        if gpu:
+            env[RANK_GPU] = gpu["name"]
+            env.setdefault("device_model", gpu["name"])
+            env["gpu_mig"] = gpu["mig"]
     if spec.world_size > 1:
         env.update(node_topology(spec.device))
     return env
+
+
+def _oom(backend: object, exc: BaseException) -> bool:
+    """Whether the backend calls exc out of memory; False when its check fails itself (an API this version of the
+    framework lacks), so that the point keeps its error instead of losing its result."""
+    try:
+        return bool(backend.is_oom(exc))  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _gpu_refusal(backend: object, spec: PointSpec, ctx: RankContext) -> str | None:
+    """Why this rank's GPU cannot run the framework's build (no kernels for its architecture), or None."""
+    if spec.device != "cuda":
+        return None
+    from dlbench.backends.gpu_arch import rank_refusal
+
+    return rank_refusal(backend.gpu_build(), ctx)  # type: ignore[attr-defined]
 
 
 def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
@@ -121,29 +150,31 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
 
     case = get_case(spec.model).configured(spec.params)
     backend = load_backend(spec.framework)
-    reason = backend.case_support(case) or backend.refuse(spec)
+    reason = backend.case_support(case) or _gpu_refusal(backend, spec, ctx) or backend.refuse(spec)
     if reason:
-        return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec))
+        return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec, ctx))
     with _own_memory_sampler(spec, ctx) as sampler:
         try:
             trainer = backend.build(spec, case, ctx)
             progress = _Progress() if ctx.rank == 0 else _silent
+            # Several ranks calibrate only through a trainer that makes them agree on rank 0's step count.
+            calibrate = spec.processes == 1 or trainer.agrees_steps
             measured = measure(trainer, spec.protocol.on(spec.device), progress=progress,
-                               sync_every_step=spec.sync_every_step, calibrate=spec.processes == 1,
+                               sync_every_step=spec.sync_every_step, calibrate=calibrate, agree=trainer.agree_steps,
                                window_edge=_edge if ctx.rank == 0 else _no_edge)
             loss = trainer.loss()
             allocator = trainer.allocator_peak()
             checksum = trainer.param_checksum() if spec.processes > 1 else None
             trainer.close()
         except Unsupported as exc:
-            return WorkerResult(status="unsupported", error=str(exc), env=_environment(backend, spec))
+            return WorkerResult(status="unsupported", error=str(exc), env=_environment(backend, spec, ctx))
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a recorded status
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            status = "oom" if backend.is_oom(exc) else "error"
+            status = "oom" if _oom(backend, exc) else "error"
             tail = traceback.format_exc().strip().splitlines()[-12:]
             return WorkerResult(status=status, error=f"{type(exc).__name__}: {exc}".strip()[:2000], traceback=tail,
-                                env=_environment(backend, spec))
+                                env=_environment(backend, spec, ctx))
     if spec.device != "cuda":
         peak, kind = _peak_rss_bytes(), "rss"
     elif sampler is None:  # the controller samples this rank's device from outside and fills this in
@@ -158,9 +189,12 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     if measured.calibrated:
         facts["steps_raised"] = (f"{measured.steps_asked} -> {measured.steps} measured steps per repeat, so that a "
                                  f"repeat lasts at least {spec.protocol.on(spec.device).min_time_s:g} s")
+    elif not calibrate and spec.protocol.on(spec.device).min_time_s > 0:
+        facts["steps_not_calibrated"] = (f"{spec.framework}'s ranks cannot agree on a step count here: each repeat "
+                                         f"measured the protocol's {measured.steps} steps, not a minimum time")
     if sampler is not None and sampler.errors:
         facts["nvml_memory_errors"] = f"{sampler.errors} failed NVML call(s), the last: {sampler.error}"
-    env = _environment(backend, spec)
+    env = _environment(backend, spec, ctx)
     if not math.isfinite(loss):
         return WorkerResult(status="failed_check", error=f"final loss is not finite: {loss}", ranks=[raw], env=env,
                             facts=facts)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from dlbench.backends.gpu_arch import GpuBuild
 from dlbench.cases import Case
 from dlbench.numerics import resolve_precision
 from dlbench.protocol.runner import StepTimer
@@ -70,6 +72,17 @@ class Trainer(ABC):
     def step_timer(self) -> StepTimer | None:
         """Device events timing each step, where the framework has them (None: not offered)."""
         return None
+
+    def agree_steps(self, steps: int) -> int:
+        """The measured steps per repeat every rank takes: rank 0's `steps`, which the other ranks adopt through
+        the framework's own collective (their collectives pair up step by step). This default serves one rank; a
+        trainer that trains on several overrides it, else several ranks are not calibrated (`agrees_steps`)."""
+        return steps
+
+    @property
+    def agrees_steps(self) -> bool:
+        """Whether this trainer's ranks can agree on a step count (it overrides `agree_steps`)."""
+        return type(self).agree_steps is not Trainer.agree_steps
 
     def param_checksum(self) -> float | None:
         """A number that differs when the parameters differ, compared across ranks after the timed steps;
@@ -129,6 +142,21 @@ def gpu_binding_problem(ctx: RankContext, visible: int) -> str | None:
             "node, or bind one GPU per rank (Slurm --gpus-per-task=1)")
 
 
+# Out-of-memory failures that CUDA's libraries report in their own words, not as the framework's OOM error: a
+# cuDNN, cuBLAS, cuSOLVER or cuFFT handle or workspace that could not be allocated, NCCL's CUDA calls failing
+# with 'out of memory' (torch's DistBackendError, XLA's INTERNAL status), the CUDA runtime's and driver's names
+# for it. Near the memory limit a max-batch probe reaches, this is what running out of memory looks like.
+LIBRARY_OOM = re.compile(r"CUDNN_STATUS_ALLOC_FAILED|CUBLAS_STATUS_ALLOC_FAILED|CUSOLVER_STATUS_ALLOC_FAILED|"
+                         r"CUSPARSE_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED|cudaErrorMemoryAllocation|"
+                         r"CUDA_ERROR_OUT_OF_MEMORY|CUDA error: out of memory|Cuda failure( \d+)? 'out of memory'",
+                         re.IGNORECASE)
+
+
+def library_oom(exc: BaseException) -> bool:
+    """Whether an exception's message is a CUDA library's out-of-memory failure (LIBRARY_OOM)."""
+    return LIBRARY_OOM.search(str(exc)) is not None
+
+
 def exception_chain(exc: BaseException) -> Iterator[BaseException]:
     """The exception, then its causes and contexts (an OOM inside compilation is often wrapped)."""
     seen: set[int] = set()
@@ -176,6 +204,12 @@ class Backend(ABC):
     def count_params(self, case: Case) -> int:
         """Trainable parameters of this backend's model for the case."""
 
+    def gpu_build(self) -> GpuBuild | None:
+        """What this framework's GPU build was compiled for (CUDA version, kernel architectures), read without
+        starting CUDA, so that a GPU it has no kernels for is refused before build (worker, gpu_arch); None where
+        the framework cannot say, or compiles its kernels for the device itself."""
+        return None
+
     # The framework's out-of-memory errors, as the default `oom_error` recognises them: an exception of one of
     # `oom_kinds` whose lower-cased message holds one of `oom_texts`.
     oom_kinds: tuple[type[BaseException], ...] = (RuntimeError,)
@@ -189,8 +223,9 @@ class Backend(ABC):
         return isinstance(exc, self.oom_kinds) and any(text in str(exc).lower() for text in self.oom_texts)
 
     def is_oom(self, exc: BaseException) -> bool:
-        """Whether an exception, or any cause or context of it, is the framework's out-of-memory error."""
-        return any(self.oom_error(e) for e in exception_chain(exc))
+        """Whether an exception, or any cause or context of it, is the framework's out-of-memory error, or a CUDA
+        library's (`library_oom`)."""
+        return any(self.oom_error(e) or library_oom(e) for e in exception_chain(exc))
 
     def facts(self) -> dict[str, object]:
         """What build chose, recorded beside the point, e.g. {"compiled": "xla", "cudnn_benchmark": True}: by

@@ -31,8 +31,8 @@ FORWARD_NAMES: tuple[str, ...] = (*RANK_VARS, *THREAD_VARS, "MASTER_ADDR", "MAST
                                   "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TF_CPP_MIN_LOG_LEVEL",
                                   "TF_ENABLE_ONEDNN_OPTS", "TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR",
                                   "TF_XLA_FLAGS", "XLA_FLAGS", "XLA_PYTHON_CLIENT_PREALLOCATE",
-                                  "XLA_PYTHON_CLIENT_MEM_FRACTION", "MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
-                                  "LD_LIBRARY_PATH", "PYTHONPATH")
+                                  "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION", "MALLOC_TRIM_THRESHOLD_",
+                                  "MALLOC_MMAP_THRESHOLD_", "LD_LIBRARY_PATH", "PYTHONPATH")
 FORWARD_PREFIXES: tuple[str, ...] = ("DLBENCH_", "GLOO_", "NCCL_", "TORCH_", "PYTORCH_", "JAX_", "FLAGS_",
                                      "PADDLE_", "MXNET_", "KMP_")
 REMOTE_SHELLS: tuple[str, ...] = ("ssh", "rsh")

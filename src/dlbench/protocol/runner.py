@@ -8,8 +8,9 @@ window (today's latency view). The time spent in ``next_batch()`` during measure
 
 A protocol with a minimum measured time raises the measured steps, once, before the first repeat: it times
 one calibration window of `steps` steps (extra warm-up, never stored) and takes enough steps for a repeat to
-last that long. Ranks must take the same number of steps (their collectives pair up step by step), so only
-single-rank points calibrate.
+last that long. Ranks must take the same number of steps (their collectives pair up step by step): `agree`
+gives every rank rank 0's count (the trainer's `agree_steps`, through the framework's own collective); a point
+whose trainer cannot agree runs several ranks uncalibrated (the worker says so in its facts).
 """
 
 from __future__ import annotations
@@ -107,11 +108,16 @@ def calibrated_steps(trainer: Steppable, protocol: Protocol, clock: Clock) -> in
     return int(min(MAX_CALIBRATED_STEPS, max(protocol.steps, math.ceil(protocol.min_time_s / per_step))))
 
 
+def _own(steps: int) -> int:
+    return steps
+
+
 def measure(trainer: Steppable, protocol: Protocol, clock: Clock = time.perf_counter,
             progress: Progress = _quiet, sync_every_step: bool = False, calibrate: bool = True,
-            window_edge: Edge = _no_edge) -> Measured:
+            window_edge: Edge = _no_edge, agree: Callable[[int], int] = _own) -> Measured:
     """Warm up, then time the measured steps in windows; repeat. Warm-up steps are never timed. `window_edge` is
-    called just before each repeat's first clock read and just after its last, never between them."""
+    called just before each repeat's first clock read and just after its last, never between them. A calibrated
+    step count goes through `agree` (several ranks: rank 0's count for every rank)."""
     timer = trainer.step_timer()
     steps, waited = protocol.steps, 0.0
     repeats = []
@@ -121,7 +127,7 @@ def measure(trainer: Steppable, protocol: Protocol, clock: Clock = time.perf_cou
             progress("warmup", r, w + 1, protocol.warmup)
         trainer.sync()
         if r == 0 and calibrate and protocol.min_time_s > 0:
-            steps = calibrated_steps(trainer, protocol, clock)
+            steps = agree(calibrated_steps(trainer, protocol, clock))
         if timer is not None:
             timer.read()  # forget warm-up and calibration steps
         sizes = (1,) * steps if sync_every_step else window_sizes(steps, protocol.windows)

@@ -87,16 +87,17 @@ def cores_per_device(spec: PointSpec, physical: int) -> float:
     return node / spec.devices_per_node
 
 
-def _lookup(spec: PointSpec, identity: dict[str, str], hostname: str, mode: str) -> PeakLookup:
+def _lookup(spec: PointSpec, identity: dict[str, str], descriptive: dict[str, str], mode: str) -> PeakLookup:
     cores = cores_per_device(spec, int(identity.get("cpu_cores", "0") or 0))
-    return peak_for(spec.device, identity.get("device_model", ""), mode, hostname, cores)
+    mig = identity.get("gpu_mig") or descriptive.get("gpu_mig", "")
+    return peak_for(spec.device, identity.get("device_model", ""), mode, descriptive.get("hostname", ""), cores, mig)
 
 
 def stored_peak(spec: PointSpec, identity: dict[str, str], descriptive: dict[str, str]) -> dict[str, object]:
     """The peak a point is judged against, to store with it when it is recorded (and the achievable GEMM rate
     beside it on a CPU): JSON-able, read back by `efficiency`."""
     mode = identity.get("math_mode") or resolve_precision(spec.precision, spec.device).math_mode
-    found = _lookup(spec, identity, descriptive.get("hostname", ""), mode)
+    found = _lookup(spec, identity, descriptive, mode)
     ach = cpu_achievable(cpu_model(), mode) if spec.device == "cpu" and found.peak is not None else None
     p = found.peak
     return {"tflops": p.tflops if p else None, "math_mode": mode, "kind": p.kind if p else None,
@@ -135,7 +136,7 @@ def efficiency(r: PointResult) -> Efficiency:
     if isinstance(stored, dict):
         found, ach, when = _from_store(stored)
     else:
-        found, ach, when = _lookup(r.spec, r.env.identity, r.env.descriptive.get("hostname", ""), mode), None, None
+        found, ach, when = _lookup(r.spec, r.env.identity, r.env.descriptive, mode), None, None
     if found.peak is None:
         return Efficiency(mode, flops, achieved, devices=devices, note=found.reason, achievable=ach, recorded=when)
     ratio = achieved / (found.peak.tflops * devices)

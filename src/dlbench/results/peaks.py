@@ -44,6 +44,7 @@ class GpuPeaks:
     nvml: tuple[str, ...]
     tflops: dict[str, float | None]
     source: str
+    mig_slices: int | None = None  # the compute slices of a MIG-capable card (7 on A100/H100/H200), else None
 
     def matches(self, nvml_name: str) -> bool:
         """Whether an NVML device name is this GPU (a pattern matches the whole name, case-insensitive)."""
@@ -81,8 +82,9 @@ def _parse_table(raw: object) -> tuple[GpuPeaks, ...]:
     out = []
     for g in raw["gpus"]:
         tflops = {m: (None if g.get(m) is None else float(g[m])) for m in MATH_MODES}
+        slices = g.get("mig_slices")
         out.append(GpuPeaks(name=str(g["name"]), nvml=tuple(str(p) for p in g["nvml"]), tflops=tflops,
-                            source=str(g["source"])))
+                            source=str(g["source"]), mig_slices=None if slices is None else int(slices)))
     return tuple(out)
 
 
@@ -98,15 +100,36 @@ def find_gpu(nvml_name: str) -> GpuPeaks | None:
     return next((g for g in gpu_table() if g.matches(nvml_name)), None)
 
 
-def gpu_peak(nvml_name: str, math_mode: str) -> PeakLookup:
-    """The datasheet peak of a GPU in a math mode, or why there is none."""
-    g = find_gpu(nvml_name)
+# A MIG slice's device name: the card's, then " MIG " and the profile, e.g. "NVIDIA H100 80GB HBM3 MIG 1g.10gb"
+# (a GPU instance of 1 compute slice and 10 GB) or "... MIG 1c.3g.40gb" (a compute instance of 1 slice inside one
+# of 3). The slices it computes on are the leading number.
+_MIG_NAME = re.compile(r"(?P<card>.+?)\s+MIG\s+(?P<profile>(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.\d+gb(?:\+\w+)?)",
+                       re.IGNORECASE)
+
+
+def gpu_peak(nvml_name: str, math_mode: str, mig: str = "") -> PeakLookup:
+    """The datasheet peak of a GPU in a math mode, or why there is none. A MIG slice (named by its profile) gets
+    its compute slices' share of its card's peak; a GPU whose MIG mode is on (`mig`, NVML's 'on' recorded as
+    gpu_mig) under a name without a profile has no peak: the slice it ran on is not known, and the whole card's
+    peak would be up to 7 times too high."""
+    slice_ = _MIG_NAME.fullmatch(nvml_name.strip())
+    g = find_gpu(slice_.group("card") if slice_ else nvml_name)
     if g is None:
         return PeakLookup(None, f"peak unknown: {nvml_name or 'an unnamed GPU'} is not in gpu_peaks.yaml")
     value = g.tflops.get(math_mode)
     if value is None:
         return PeakLookup(None, f"peak unknown: the {g.name} datasheet has no {math_mode} figure")
-    return PeakLookup(Peak(value, math_mode, "datasheet", g.name, g.source))
+    if slice_ is None:
+        if mig.strip().lower().startswith("on"):
+            return PeakLookup(None, f"peak unknown: MIG is on for this {g.name}, and the point does not say which "
+                                    "slice it ran on (run it with CUDA_VISIBLE_DEVICES=MIG-<uuid>)")
+        return PeakLookup(Peak(value, math_mode, "datasheet", g.name, g.source))
+    used = int(slice_.group("c") or slice_.group("g"))
+    if not g.mig_slices or used > g.mig_slices:
+        return PeakLookup(None, f"peak unknown: gpu_peaks.yaml has no MIG slices for the {g.name} "
+                                f"({slice_.group('profile')})")
+    device = f"{g.name} MIG {slice_.group('profile')}, {used}/{g.mig_slices} of its compute"
+    return PeakLookup(Peak(value * used / g.mig_slices, math_mode, "datasheet", device, g.source))
 
 
 # ------------------------------------------------------------------------------------------- CPU
@@ -247,12 +270,14 @@ def forget_probes() -> None:
     _seen.clear()
 
 
-def peak_for(device: str, device_model: str, math_mode: str, hostname: str = "", cores: float = 0.0) -> PeakLookup:
-    """The peak of a point's device in its math mode: a GPU from the table, this host's CPU from its instruction
-    set (`cores`: the physical cores one device of the point was given, 0 for all); a CPU point from another
-    host or CPU has no peak here (its flags and clock were not recorded)."""
+def peak_for(device: str, device_model: str, math_mode: str, hostname: str = "", cores: float = 0.0,
+             mig: str = "") -> PeakLookup:
+    """The peak of a point's device in its math mode: a GPU from the table (a MIG slice's share of it, `mig` being
+    the recorded MIG mode), this host's CPU from its instruction set (`cores`: the physical cores one device of the
+    point was given, 0 for all); a CPU point from another host or CPU has no peak here (its flags and clock were
+    not recorded)."""
     if device == "cuda":
-        return gpu_peak(device_model, math_mode)
+        return gpu_peak(device_model, math_mode, mig)
     if hostname and hostname != socket.gethostname():
         return PeakLookup(None, f"peak unknown: the CPU peak is read from this host's CPU, and {hostname} is not "
                                 "this one")

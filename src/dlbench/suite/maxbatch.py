@@ -16,9 +16,12 @@ a little from run to run, so a max is called exact only when it trains again and
 memory again; a max that fails its re-run gives way to the largest value below it that trains twice.
 
 Probes are stored as the points of a run of kind "maxbatch" whose meta holds the search key, so a later search
-with the same key (the configuration, the device model and the framework version) reuses those that fit or ran
-out of memory; a probe that failed for another reason is never reused, so a passing fault cannot poison later
-searches.
+with the same key (the configuration and the framework version) reuses those that fit or ran out of memory *on
+the same device*: the one the probe's worker ran on, as it reported it (NVML's name of its GPU, `rank_gpu`, or
+the CPU model), never the controller's (a Slurm search from a GPU-less login node would otherwise mix GPU
+types). The local launcher's probes run on this machine, so the device is known before the first probe; another
+launcher's first probe runs afresh and its worker says. A probe that failed for another reason than memory is
+never reused, so a passing fault cannot poison later searches.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from dlbench.results.env import host_identity, physical_cores
 from dlbench.results.schema import PointResult
 from dlbench.results.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol, SpecError
+from dlbench.wire import RANK_GPU
 
 MAXBATCH_KIND = "maxbatch"
 PROBE_PRESET = "maxbatch-probe"  # the protocol preset of every probe point
@@ -219,18 +223,34 @@ def probe_spec(base: PointSpec, value: int, warmup: int, steps: int, memory_limi
 
 
 def search_key(base: PointSpec, memory_limit: int | None, quantity: str = BATCH, unit: int = 1) -> str:
-    """What makes two searches the same: the spec less the searched quantity, data and protocol; the device and
-    framework (a parameter search also names its parameter and unit; a batch search's key is as it always was)."""
+    """What makes two searches the same: the spec less the searched quantity, data and protocol; the framework's
+    version (a parameter search also names its parameter and unit). The device is not in it: each stored probe
+    carries the one it ran on (`probe_device`)."""
     d = json.loads(probe_spec(base, 1, 0, 1, memory_limit, quantity).key())
     if quantity == BATCH:
         d.pop("batch_size")
     else:
         d["case_params"] = [kv for kv in d.get("case_params", []) if kv[0] != quantity]
         d["searched"], d["unit"] = quantity, unit
-    ident = host_identity(base.device, base.threads or physical_cores())
-    d["device_model"] = ident["device_model"]
     d["framework_version"] = state(base.framework).version or ""
     return json.dumps(d, sort_keys=True)
+
+
+def probe_device(result: PointResult) -> str:
+    """The device a probe ran on, as its worker reported it: NVML's name of the rank's GPU (a MIG slice's with its
+    profile), or the CPU model; '' when the worker did not say (never reused then)."""
+    if result.spec.device == "cuda":
+        return result.env.descriptive.get(RANK_GPU, "")
+    return result.env.identity.get("device_model", "")
+
+
+def expected_device(base: PointSpec) -> str | None:
+    """The device a search's probes will run on, where the controller can tell: with the local launcher this
+    machine's first visible GPU (NVML's name, as the worker reports it) or its CPU; None with a launcher that may
+    place them elsewhere (Slurm, hosts, mpirun, torchrun): then the first probe's worker says."""
+    if base.launcher != "local":
+        return None
+    return host_identity(base.device, base.threads or physical_cores())["device_model"]
 
 
 def to_probe(result: PointResult, cached: bool = False, quantity: str = BATCH) -> Probe:
@@ -246,31 +266,34 @@ def to_probe(result: PointResult, cached: bool = False, quantity: str = BATCH) -
                  peak_memory_bytes=peak, error=error, cached=cached)
 
 
-def cached_probes(store: Store, key: str, quantity: str = BATCH) -> dict[int, Probe]:
-    """Probes of earlier searches with this key that fit or ran out of memory, by searched value (the latest
-    wins); a probe that failed for another reason is not reused."""
+def cached_probes(store: Store, key: str, quantity: str = BATCH, device: str = "") -> dict[int, Probe]:
+    """Probes of earlier searches with this key, run on this device, that fit or ran out of memory, by searched
+    value (the latest wins); a probe that failed for another reason is not reused."""
     out: dict[int, Probe] = {}
-    for p in _search_points(store, key):
+    for p in _search_points(store, key, device):
         probe = to_probe(p.result, cached=True, quantity=quantity)
         if not p.result.extra.get(CHECK) and (probe.fits or probe.too_big):
             out[probe.value] = probe
     return out
 
 
-def cached_checks(store: Store, key: str, quantity: str = BATCH) -> dict[int, list[Probe]]:
-    """The boundary checks (confirm) of earlier searches with this key that fit or ran out of memory, by value,
-    oldest first."""
+def cached_checks(store: Store, key: str, quantity: str = BATCH, device: str = "") -> dict[int, list[Probe]]:
+    """The boundary checks (confirm) of earlier searches with this key, run on this device, that fit or ran out of
+    memory, by value, oldest first."""
     out: dict[int, list[Probe]] = {}
-    for p in _search_points(store, key):
+    for p in _search_points(store, key, device):
         probe = to_probe(p.result, cached=True, quantity=quantity)
         if p.result.extra.get(CHECK) and (probe.fits or probe.too_big):
             out.setdefault(probe.value, []).append(probe)
     return out
 
 
-def _search_points(store: Store, key: str) -> list[StoredPoint]:
+def _search_points(store: Store, key: str, device: str) -> list[StoredPoint]:
+    if not device:  # a device nobody reported: nothing to reuse
+        return []
     runs = [r.id for r in store.runs() if r.kind == MAXBATCH_KIND and r.meta.get("search_key") == key]
-    return sorted(store.points(runs), key=lambda p: p.result.started or 0.0) if runs else []
+    points = store.points(runs) if runs else []
+    return sorted((p for p in points if probe_device(p.result) == device), key=lambda p: p.result.started or 0.0)
 
 
 ProbeStarted = Callable[[int, PointSpec], ProgressSink | None]
@@ -283,7 +306,16 @@ def search(store: Store, base: PointSpec, lo: int, hi: int, warmup: int = 1, ste
     """Search the max of the quantity (the batch, or a case parameter in multiples of unit) for base's
     configuration, reusing stored probes and storing new ones."""
     key = search_key(base, memory_limit, quantity, unit)
-    known, rechecked = cached_probes(store, key, quantity), cached_checks(store, key, quantity)
+    device = expected_device(base)
+    known: dict[int, Probe] = {}
+    rechecked: dict[int, list[Probe]] = {}
+
+    def reuse(on: str) -> None:  # the stored probes of this device, once it is known
+        known.update(cached_probes(store, key, quantity, on))
+        rechecked.update(cached_checks(store, key, quantity, on))
+
+    if device is not None:
+        reuse(device)
     run_id: list[str] = []
     what = "batch" if quantity == BATCH else quantity
 
@@ -296,6 +328,10 @@ def search(store: Store, base: PointSpec, lo: int, hi: int, warmup: int = 1, ste
         result = execute(spec, launchers, python=python, on_progress=sink)
         if check:
             result = dataclasses.replace(result, extra={**result.extra, CHECK: True})
+        nonlocal device
+        if device is None:  # the first probe of a search placed elsewhere: its worker names the device
+            device = probe_device(result)
+            reuse(device)
         store.add_point(run_id[0], result)
         return to_probe(result, quantity=quantity)
 
@@ -332,7 +368,10 @@ def lookup(store: Store, base: PointSpec, lo: int, hi: int, memory_limit: int | 
            quantity: str = BATCH, unit: int = 1) -> MaxBatch | None:
     """The search's outcome from stored probes alone, or None when some probe on its path is missing."""
     key = search_key(base, memory_limit, quantity, unit)
-    known = cached_probes(store, key, quantity)
+    device = expected_device(base)
+    if device is None:  # probes placed elsewhere: which device they would run on is not known before they run
+        return None
+    known = cached_probes(store, key, quantity, device)
 
     class Missing(Exception):
         pass
@@ -342,7 +381,7 @@ def lookup(store: Store, base: PointSpec, lo: int, hi: int, memory_limit: int | 
             raise Missing
         return known[value]
 
-    rechecked = cached_checks(store, key, quantity)
+    rechecked = cached_checks(store, key, quantity, device)
 
     def again(value: int) -> Probe:
         stored = rechecked.get(value)

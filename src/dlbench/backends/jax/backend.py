@@ -15,13 +15,12 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax.training.dynamic_scale import DynamicScale
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
-from dlbench.backends.jax import PREALLOCATE_VAR, data, distributed, wide_deep
+from dlbench.backends.jax import PREALLOCATE_VAR, data, distributed, memory_fraction_fact, wide_deep
 from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.models import MODELS, build_module, model_inputs
-from dlbench.backends.jax.step import JaxTrainer, State, make_optimizer, make_train_step
+from dlbench.backends.jax.step import JaxTrainer, State, loss_scale, make_optimizer, make_train_step
 from dlbench.cases import Case
 from dlbench.numerics import Numerics, describe, resolve_precision
 from dlbench.results.nvml import gpu_info
@@ -73,7 +72,7 @@ def make_state(case: Case, dtype: Any, input_size: int | None, seed: int, device
         k_params, k_dropout, k_state = jax.random.split(jax.random.PRNGKey(seed), 3)
         variables = module.lazy_init({"params": k_params, "dropout": k_dropout}, *_example(case, input_size),
                                      train=True)
-        scale = DynamicScale() if dtype == jnp.float16 else None
+        scale = loss_scale(dtype)
         return State.create(apply_fn=module.apply, params=variables["params"], tx=make_optimizer(case, global_batch),
                             batch_stats=variables.get("batch_stats", {}), key=k_state, dynamic_scale=scale)
 
@@ -90,6 +89,12 @@ def make_trainer(spec: PointSpec, case: Case, dtype: Any, device: jax.Device, wh
 def count_leaves(tree: Any) -> int:
     """Total number of elements in a pytree of arrays or shape structs."""
     return sum(int(x.size) for x in jax.tree_util.tree_leaves(tree))
+
+
+def restrict_gpus(gpu: int) -> None:
+    """JAX's GPU client on this process's GPU only (its ordinal among the visible ones), as jax.distributed does
+    for a rank's local devices: set before the client starts, which creates a context on each GPU it may use."""
+    jax.config.update("jax_cuda_visible_devices", str(gpu))
 
 
 def _visible_gpus() -> int:
@@ -140,6 +145,8 @@ class JaxBackend(Backend):
             if problem:
                 raise Unsupported(problem)
             gpu = ctx.device_index(visible)
+            if spec.processes == 1:  # JAX would start a context (0.3-0.6 GB) on every visible GPU, not only ours
+                restrict_gpus(gpu)
         distributed.join(spec, ctx, gpu if spec.processes > 1 else None)  # before any JAX backend starts
         precision = apply_numerics(numerics)
         cache = str(cache_dir("jax")) if spec.processes == 1 else "off: several processes"
@@ -161,7 +168,8 @@ class JaxBackend(Backend):
             self._facts["embedding"] = wide_deep.EMBEDDING_PATH
         if platform == "gpu":
             self._facts[PREALLOCATE_VAR] = os.environ.get(PREALLOCATE_VAR, "")
-            self._facts["XLA_PYTHON_CLIENT_MEM_FRACTION"] = os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION", "")
+            self._facts["xla_gpu_memory_fraction"] = memory_fraction_fact(os.environ)
+            self._facts["jax_cuda_visible_devices"] = str(jax.config.jax_cuda_visible_devices)
         if distributed.strategy(spec) != "none":
             self._facts.update(strategy=distributed.strategy(spec), jax_processes=jax.process_count())
             if device.platform == "cpu":

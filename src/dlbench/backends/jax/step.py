@@ -32,6 +32,15 @@ class State(train_state.TrainState):
     dynamic_scale: DynamicScale | None = None
 
 
+def loss_scale(dtype: Any) -> DynamicScale | None:
+    """flax's dynamic loss scale for float16 (None otherwise), its counters typed arrays from the start: flax's
+    defaults are weak-typed Python numbers that the first step returns as strong int32/float32, so the jitted step
+    would trace and compile again on step 2, inside the measured steps of a one-warm-up-step max-batch probe."""
+    if dtype != jnp.float16:
+        return None
+    return DynamicScale(fin_steps=jnp.zeros((), jnp.int32), scale=jnp.asarray(2.0**16, jnp.float32))
+
+
 def make_optimizer(case: Case, global_batch: int) -> optax.GradientTransformation:
     """The case's optimizer at its lr for this global batch: SGD with momentum or Adam (coupled weight decay)."""
     o = case.optimizer
@@ -90,6 +99,14 @@ class JaxTrainer(Trainer):
 
     def loss(self) -> float:
         return float(self._last) if self._last is not None else float("nan")
+
+    def agree_steps(self, steps: int) -> int:
+        """Rank 0's step count, broadcast to every process of the job by JAX's own collective; as is alone."""
+        if jax.process_count() == 1:
+            return steps
+        from jax.experimental import multihost_utils
+
+        return int(multihost_utils.broadcast_one_to_all(np.int32(steps)))
 
     def param_checksum(self) -> float:
         """A position-weighted float64 sum of every parameter, from this process's replica."""

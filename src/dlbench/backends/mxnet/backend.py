@@ -9,11 +9,13 @@ the math is IEEE FP32 (the package turns tensor cores and TF32 off before mxnet 
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 
 import mxnet as mx
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem, single_device_refusal
+from dlbench.backends.gpu_arch import GpuBuild, cuda_version
 from dlbench.backends.mxnet import TENSOR_CORE_VAR, TF32_OVERRIDE_VAR, data
 from dlbench.backends.mxnet.models import MODELS, TrainLoss, build_model, count_trainable, initialize
 from dlbench.backends.mxnet.step import MxnetTrainer
@@ -62,6 +64,13 @@ class MxnetBackend(Backend):
     title = "MXNet"
     oom_kinds = (mx.base.MXNetError,)
     oom_texts = OOM_TEXT
+
+    def gpu_build(self) -> GpuBuild | None:
+        """MXNet does not list its kernels' architectures: its CUDA version from the distribution's name
+        (mxnet-cu112 is CUDA 11.2); the CPU distribution `mxnet` has none."""
+        names = importlib.metadata.packages_distributions().get("mxnet", [])
+        cuda = next((cuda_version(n) for n in names if cuda_version(n)), "")
+        return GpuBuild("mxnet", cuda, (), f"the distribution {names[0]}") if cuda else None
 
     def cases(self) -> frozenset[str]:
         return frozenset(MODELS)

@@ -12,6 +12,7 @@ import os
 import oneflow as flow
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.gpu_arch import GpuBuild, cuda_version
 from dlbench.backends.oneflow import TF32_VAR, data, distributed
 from dlbench.backends.oneflow.models import MODELS, build_model, count_trainable
 from dlbench.backends.oneflow.step import OneflowTrainer
@@ -30,6 +31,14 @@ class OneflowBackend(Backend):
     name = "oneflow"
     title = "OneFlow"
     oom_texts = OOM_TEXT
+
+    def gpu_build(self) -> GpuBuild | None:
+        """OneFlow does not list its kernels' architectures: the CUDA version it was built with."""
+        try:
+            cuda = cuda_version(str(flow._oneflow_internal.flags.cuda_version()))
+        except (AttributeError, RuntimeError):  # a CPU-only build has no CUDA version to give
+            return None
+        return GpuBuild("oneflow", cuda, (), "oneflow's flags.cuda_version()") if cuda else None
 
     def cases(self) -> frozenset[str]:
         return frozenset(MODELS)

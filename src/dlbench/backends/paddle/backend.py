@@ -15,6 +15,7 @@ import os
 import paddle
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.gpu_arch import GpuBuild, cuda_version
 from dlbench.backends.paddle import data, distributed
 from dlbench.backends.paddle.models import MODELS, build_model, count_trainable
 from dlbench.backends.paddle.step import PaddleTrainer
@@ -86,6 +87,12 @@ class PaddleBackend(Backend):
 
     name = "paddle"
     title = "PaddlePaddle"
+
+    def gpu_build(self) -> GpuBuild | None:
+        """Paddle does not list its kernels' architectures: the CUDA version of a CUDA build."""
+        if not paddle.is_compiled_with_cuda():
+            return None
+        return GpuBuild("paddle", cuda_version(str(paddle.version.cuda())), (), "paddle.version.cuda()")
 
     def cases(self) -> frozenset[str]:
         return frozenset(MODELS)

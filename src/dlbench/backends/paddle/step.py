@@ -80,6 +80,14 @@ class PaddleTrainer(Trainer):
         """A float64 sum over the trainable parameters, compared across ranks after the timed steps."""
         return distributed.param_checksum(self.model)
 
+    def agree_steps(self, steps: int) -> int:
+        """Rank 0's step count, broadcast to the job's ranks by paddle.distributed; as is on one rank."""
+        if paddle.distributed.get_world_size() <= 1:
+            return steps
+        count = paddle.to_tensor([steps], dtype="int64")
+        paddle.distributed.broadcast(count, src=0)
+        return int(count.item())
+
     def loss(self) -> float:
         return float(self._last.astype("float32").item()) if self._last is not None else float("nan")
 

@@ -22,6 +22,7 @@ import keras
 import tensorflow as tf
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.gpu_arch import GpuBuild
 from dlbench.backends.tf import data, distributed
 from dlbench.backends.tf.wide_deep import EMBEDDING_PATH
 from dlbench.backends.tf.models import MODELS, build_model, count_trainable
@@ -68,6 +69,14 @@ class TfBackend(Backend):
 
     name = "tf"
     title = "TensorFlow/Keras"
+
+    def gpu_build(self) -> GpuBuild | None:
+        """The CUDA version and kernel architectures of a CUDA build, from tf.sysconfig's build info."""
+        info = tf.sysconfig.get_build_info()
+        if not info.get("is_cuda_build"):
+            return None
+        archs = tuple(str(a) for a in info.get("cuda_compute_capabilities", []) or [])
+        return GpuBuild("tf", str(info.get("cuda_version", "")), archs, "tf.sysconfig.get_build_info()")
 
     def __init__(self) -> None:
         super().__init__()

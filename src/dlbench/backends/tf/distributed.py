@@ -166,6 +166,7 @@ class TfDistTrainer(Trainer):
         self._grads = tf.function(self._loss_and_grads, jit_compile=True) if spec.compile else self._loss_and_grads
         self._step = tf.function(self._train_step, autograph=False)
         self._device = devices[0]
+        self._several_workers = strategy_name(spec) == "multiworker"  # else one process (mirrored)
         self._last: tf.Tensor | None = None
         self._host: float | None = None
 
@@ -201,6 +202,19 @@ class TfDistTrainer(Trainer):
         if self._host is None:
             self.sync()
         return self._host if self._host is not None else float("nan")
+
+    def agree_steps(self, steps: int) -> int:
+        """Worker 0's step count on every worker: the sum over the replicas of (steps on replica 0, worker 0's
+        first, and 0 on the others), reduced by the strategy's own collective; as is in one process (mirrored)."""
+        if not self._several_workers:
+            return steps
+
+        def contribution() -> tf.Tensor:
+            first = tf.distribute.get_replica_context().replica_id_in_sync_group == 0
+            return tf.where(first, tf.constant(steps, tf.int64), tf.constant(0, tf.int64))
+
+        per_replica = self.strategy.run(tf.function(contribution))
+        return int(self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None).numpy())
 
     def param_checksum(self) -> float:
         """A position-weighted float64 sum of every trainable weight: equal on workers holding the same weights."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.gpu_arch import GpuBuild
 from dlbench.backends.torch import data, distributed
 from dlbench.backends.torch.models import MODELS, build_model, count_trainable
 from dlbench.backends.torch.step import TorchTrainer
@@ -22,6 +23,19 @@ from dlbench.wire import RankContext
 # allocator refusing a tensor, e.g. a Wide & Deep table larger than the memory left).
 _OOM_TEXT: tuple[str, ...] = ("CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDA error: out of memory",
                               "DefaultCPUAllocator: can't allocate memory")
+
+# torch's out-of-memory exception types: torch.OutOfMemoryError from 2.5, torch.cuda.OutOfMemoryError before (the
+# extra allows 2.1); whichever this torch has, never an AttributeError inside the worker's `except`.
+_OOM_TYPES: tuple[type[BaseException], ...] = tuple(
+    t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None))
+    if isinstance(t, type) and issubclass(t, BaseException))
+
+# Wide & Deep's sparse tables train with torch's own lazy Adam, which waits for the device every step; recorded on
+# the point, as the TF and Paddle amp host reads are, so that it reads as torch's cost and not dlbench's.
+SPARSE_ADAM_SYNC = ("torch.optim.SparseAdam coalesces each step's sparse table gradients, which on a GPU reads their "
+                    "row count on the host (a device sync per step); under amp the GradScaler also reads its overflow "
+                    "flag on the host, as SparseAdam cannot skip a step on the device. The dense path (sparse=0) "
+                    "does neither.")
 
 
 def set_tf32(allow: bool) -> None:
@@ -112,6 +126,8 @@ class TorchBackend(Backend):
                        "loss_scaling": "GradScaler (dynamic)" if numerics.loss_scaling else "none"}
         if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
             self._facts["embedding"] = model.embedding_path()
+            if getattr(model, "sparse", False):
+                self._facts["host_sync_per_step"] = SPARSE_ADAM_SYNC
         return TorchTrainer(case, model, data.batches(spec, case, device, seed), device, numerics, spec.compile,
                             spec.global_batch, sync=sync)
 
@@ -119,7 +135,13 @@ class TorchBackend(Backend):
         return count_trainable(build_model(case))
 
     def oom_error(self, exc: BaseException) -> bool:
-        if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+        if isinstance(exc, (MemoryError, *_OOM_TYPES)):
             return True
         return isinstance(exc, RuntimeError) and any(text in str(exc) for text in _OOM_TEXT)
+
+    def gpu_build(self) -> GpuBuild | None:
+        if not torch.version.cuda:  # a CPU (or ROCm) build
+            return None
+        return GpuBuild("torch", str(torch.version.cuda), tuple(torch.cuda.get_arch_list()),
+                        "torch.cuda.get_arch_list()")
 

@@ -50,24 +50,25 @@ class FaceModel(nn.Module):
 
 
 def _classes_used(model: FaceModel, labels: Tensor) -> Tensor | None:
-    """Partial FC: the shard's rows a step uses (its positives first, then sampled negatives), or None for all."""
+    """Partial FC: the shard's rows a step uses, or None for all: every class of the global batch in this shard,
+    then uniformly sampled others, `sampled_classes` rows in all (as many as the global batch where it outnumbers
+    them, so that every positive stays). Without a host read: the positives' random scores are raised above any
+    other's and the top rows taken, as arcface_torch's PartialFC does, so no count reaches the host mid-step."""
     shard = model.hi - model.lo
-    k = sampled_classes(model.arch, shard)
+    k = max(sampled_classes(model.arch, shard), min(shard, labels.numel()))
     if k >= shard:
         return None
-    here = labels[(labels >= model.lo) & (labels < model.hi)] - model.lo
-    positive = torch.unique(here)
-    mask = torch.ones(shard, dtype=torch.bool, device=labels.device)
-    mask[positive] = False
-    others = torch.nonzero(mask).squeeze(1)
-    take = max(0, k - positive.numel())
-    chosen = others[torch.randperm(others.numel(), device=labels.device)[:take]]
-    return torch.cat([positive, chosen])
+    score = torch.rand(shard, device=labels.device)
+    here = (labels >= model.lo) & (labels < model.hi)
+    raised = torch.where(here, 2.0, 0.0).to(score.dtype)
+    score = score.scatter_reduce(0, (labels - model.lo).clamp(0, shard - 1), raised, reduce="amax")
+    return torch.topk(score, k).indices
 
 
 def arcface_loss(model: nn.Module, batch: Mapping[str, Tensor]) -> Tensor:
     """ArcFace's loss on the batch: cos(theta + m) at the true class, s x cos elsewhere, softmax cross-entropy over
-    every class (across the ranks when the classifier is split); mean over the global batch."""
+    every class (across the ranks when the classifier is split); mean over the global batch. Every shape is known
+    before the step (gathers and masks, no nonzero): nothing waits for the device mid-step."""
     face: FaceModel = model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model  # type: ignore[assignment]
     emb, labels = model(batch["images"]), batch["labels"]
     if face.sharded:
@@ -80,25 +81,28 @@ def arcface_loss(model: nn.Module, batch: Mapping[str, Tensor]) -> Tensor:
         labels = torch.cat(gathered)
     a = face.arch
     weight: Tensor = face.weight
-    local = labels - face.lo
-    local = torch.where((labels >= face.lo) & (labels < face.hi), local, torch.full_like(local, -1))
+    shard = face.hi - face.lo
+    valid = (labels >= face.lo) & (labels < face.hi)  # rows whose class is in this rank's shard
+    local = (labels - face.lo).clamp(0, shard - 1)
     used = _classes_used(face, labels)
     if used is not None:
         weight = weight[used]
-        position = torch.full((face.hi - face.lo,), -1, dtype=local.dtype, device=local.device)
+        position = torch.full((shard,), -1, dtype=local.dtype, device=local.device)
         position[used] = torch.arange(used.numel(), device=local.device)
-        local = torch.where(local >= 0, position[local.clamp(min=0)], local)
+        valid = valid & (position[local] >= 0)
+        local = position[local].clamp(min=0)
     cos = F.normalize(emb.float()) @ F.normalize(weight.float()).t()  # [global batch, classes used here]
-    rows = torch.nonzero(local >= 0).squeeze(1)
-    target = cos[rows, local[rows]].clamp(-1 + 1e-7, 1 - 1e-7)
-    cos = cos.index_put((rows, local[rows]), torch.cos(torch.acos(target) + a.margin))
+    column = local[:, None]  # a valid row's class; column 0 elsewhere, left as it is
+    here = cos.gather(1, column).squeeze(1)
+    margin = torch.cos(torch.acos(here.clamp(-1 + 1e-7, 1 - 1e-7)) + a.margin)
+    cos = cos.scatter(1, column, torch.where(valid, margin, here)[:, None])
     logits = a.scale * cos
     top = logits.detach().max(dim=1).values
     if face.sharded:
         dist.all_reduce(top, op=dist.ReduceOp.MAX)
     z = logits - top[:, None]
     total = z.exp().sum(dim=1)
-    picked = torch.zeros_like(total).index_put((rows,), z[rows, local[rows]])
+    picked = torch.where(valid, z.gather(1, column).squeeze(1), torch.zeros_like(total))
     if face.sharded:
         total, picked = _summed(total), _summed(picked)
     return (total.log() - picked).mean()

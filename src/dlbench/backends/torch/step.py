@@ -22,19 +22,42 @@ _DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
 def make_optimizer(case: Case, model: torch.nn.Module, global_batch: int, fused: bool) -> torch.optim.Optimizer:
     """The case's optimizer with the seeds' hyper-parameters (lr scaled by Optimizer.lr_for); on a GPU the fused
-    implementation (one kernel for every parameter, and a GradScaler step without a host read)."""
+    implementation (one kernel for every parameter, and a GradScaler step without a host read), its state
+    initialised before the first step (`prime_state`)."""
     o = case.optimizer
     params = [p for p in model.parameters() if p.requires_grad]
     lr = o.lr_for(global_batch)
     split = optimizer_for(model, lr, fused)  # sparse embedding tables need a sparse-aware optimizer
     if split is not None:
         return split
-    extra = {"fused": True} if fused else {}
+    use = True if fused else None  # None: torch's default (foreach where it can)
     if o.name == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay, **extra)
-    if o.name == "adamw":
-        return torch.optim.AdamW(params, lr=lr, weight_decay=o.weight_decay, fused=True if fused else None)
-    return torch.optim.Adam(params, lr=lr, weight_decay=o.weight_decay, **extra)
+        opt: torch.optim.Optimizer = torch.optim.SGD(params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay,
+                                                     fused=use)
+    elif o.name == "adamw":
+        opt = torch.optim.AdamW(params, lr=lr, weight_decay=o.weight_decay, fused=use)
+    else:
+        opt = torch.optim.Adam(params, lr=lr, weight_decay=o.weight_decay, fused=use)
+    return prime_state(opt)
+
+
+def prime_state(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """SGD's momentum buffers as zeros before the first step, so that no step is the one that creates them.
+
+    Fused SGD creates them with `empty_like` inside its first step and, when a GradScaler found an inf or a NaN
+    there, returns before writing them: the next step then adds momentum x uninitialised memory to the weights.
+    A zero buffer makes the first real step's update momentum x 0 + grad = grad, torch's own first step (which
+    copies the gradient) for dampening 0, fused or not; a skipped step leaves it zero. Adam and AdamW need
+    nothing: they create zeros and count their step on the device, which the fused kernels leave as they were
+    on an overflow."""
+    for group in optimizer.param_groups:
+        if "momentum" not in group or group["momentum"] == 0:
+            continue
+        if group.get("dampening", 0) != 0:
+            raise ValueError("prime_state: SGD with dampening updates its first step differently; dlbench uses none")
+        for p in group["params"]:
+            optimizer.state[p].setdefault("momentum_buffer", torch.zeros_like(p, memory_format=torch.preserve_format))
+    return optimizer
 
 
 class CudaStepTimer:
@@ -62,13 +85,16 @@ class TorchTrainer(Trainer):
     """Model, optimizer and input on one device."""
 
     def __init__(self, case: Case, model: torch.nn.Module, batches: Iterator[Batch], device: torch.device,
-                 numerics: Numerics, compile_model: bool, global_batch: int, sync: GradSync | None = None) -> None:
+                 numerics: Numerics, compile_model: bool, global_batch: int, sync: GradSync | None = None,
+                 fused: bool | None = None) -> None:
         super().__init__(batches)
         self.case, self.model, self.device = case, model, device
         self.sync_grads = sync or GradSync()  # the gradient strategy on several devices
-        self.optimizer = make_optimizer(case, model, global_batch, fused=device.type == "cuda")
+        # Fused optimizers on a GPU (`fused` asks for them elsewhere: torch has CPU kernels too, which tests use).
+        self.fused = device.type == "cuda" if fused is None else fused
+        self.optimizer = make_optimizer(case, model, global_batch, fused=self.fused)
         self.amp_dtype = _DTYPES.get(numerics.compute_dtype)
-        self.scaler = torch.amp.GradScaler("cuda") if numerics.loss_scaling else None
+        self.scaler = torch.amp.GradScaler(device.type) if numerics.loss_scaling else None
         self._last: torch.Tensor | None = None
         forward: Callable[[torch.nn.Module, Batch], torch.Tensor] = lambda m, b: train_loss(case, m, b)
         self.forward = torch.compile(forward) if compile_model else forward
@@ -98,6 +124,15 @@ class TorchTrainer(Trainer):
 
     def param_checksum(self) -> float:
         return param_checksum(self.model)
+
+    def agree_steps(self, steps: int) -> int:
+        """Rank 0's step count, broadcast over the process group (on the GPU with NCCL); as is on one rank."""
+        if not torch.distributed.is_available() or not torch.distributed.is_initialized():
+            return steps
+        on = self.device if torch.distributed.get_backend() == "nccl" else torch.device("cpu")
+        count = torch.tensor([steps], dtype=torch.int64, device=on)
+        torch.distributed.broadcast(count, src=0)
+        return int(count.item())
 
     def sync(self) -> None:
         if self.device.type == "cuda":
