@@ -19,6 +19,8 @@ class FakeGpu:
     exception it raises once / every time; `energy_mj` None means the GPU has no energy counter."""
 
     uuid: str
+    name: str = "NVIDIA H100 80GB HBM3"
+    compute_capability: tuple[int, int] = (9, 0)
     used: int = 0
     total: int = 80 << 30
     procs: list[Any] = field(default_factory=list)
@@ -71,6 +73,14 @@ def fake_module(gpus: list[FakeGpu]) -> types.ModuleType:
                                          lambda h: SimpleNamespace(total=h.total, used=h.used, free=h.total - h.used)),
         "nvmlDeviceGetComputeRunningProcesses": guard("nvmlDeviceGetComputeRunningProcesses", lambda h: list(h.procs)),
         "nvmlDeviceGetGraphicsRunningProcesses": guard("nvmlDeviceGetGraphicsRunningProcesses", lambda h: []),
+        "nvmlDeviceGetName": guard("nvmlDeviceGetName", lambda h: h.name),
+        "nvmlDeviceGetCudaComputeCapability": guard("nvmlDeviceGetCudaComputeCapability",
+                                                    lambda h: h.compute_capability),
+        "nvmlDeviceGetMaxClockInfo": guard("nvmlDeviceGetMaxClockInfo",
+                                           lambda h, kind: 1980 if kind == pynvml.NVML_CLOCK_SM else 2619),
+        "nvmlDeviceGetEnforcedPowerLimit": guard("nvmlDeviceGetEnforcedPowerLimit", lambda h: 700_000),
+        "nvmlDeviceGetEccMode": guard("nvmlDeviceGetEccMode", lambda h: (1, 1)),
+        "nvmlDeviceGetMigMode": guard("nvmlDeviceGetMigMode", lambda h: (0, 0)),
         "nvmlDeviceGetClockInfo": guard("nvmlDeviceGetClockInfo",
                                         lambda h, kind: h.sm_mhz if kind == pynvml.NVML_CLOCK_SM else h.mem_mhz),
         "nvmlDeviceGetTemperature": guard("nvmlDeviceGetTemperature", lambda h, kind: h.temperature_c),
@@ -84,8 +94,11 @@ def fake_module(gpus: list[FakeGpu]) -> types.ModuleType:
 
 def install(monkeypatch: pytest.MonkeyPatch, gpus: list[FakeGpu], visible: str | None = None) -> types.ModuleType:
     """Make `import pynvml` give the fake machine; CUDA_VISIBLE_DEVICES as given (unset for None)."""
+    from dlbench.results import env
+
     module = fake_module(gpus)
     monkeypatch.setitem(sys.modules, "pynvml", module)
+    env.gpus.cache_clear()  # env.gpus() remembers a process's GPUs; conftest forgets the fake's after the test
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:
