@@ -58,8 +58,10 @@ _register()
 
 
 def _one_line(exc: BaseException) -> str:
+    from dlbench.redact import redact
+
     text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+    return redact(text[0]) if text else type(exc).__name__
 
 
 def _interrupt(signum: int, frame: object) -> None:
