@@ -21,10 +21,22 @@ from pathlib import Path
 
 from dlbench.launch.folder import PointFolder, free_port, point_folder
 from dlbench.launch.merge import collect
-from dlbench.launch.process import (CONTROLLER_ONLY_VARS, ChildOutcome, ProgressSink, group_failure, run_group,
-                                    worker_env)
+from dlbench.launch.process import (
+    CONTROLLER_ONLY_VARS,
+    ChildOutcome,
+    ProgressSink,
+    group_failure,
+    run_group,
+    worker_env,
+)
 from dlbench.spec import PointSpec, SpecError
-from dlbench.wire import DEFAULT_RDZV_TIMEOUT_S, NODE_HOSTS_VAR, RANK_VARS, RDZV_TIMEOUT_VAR, THREAD_VARS
+from dlbench.wire import (
+    DEFAULT_RDZV_TIMEOUT_S,
+    NODE_HOSTS_VAR,
+    RANK_VARS,
+    RDZV_TIMEOUT_VAR,
+    THREAD_VARS,
+)
 
 DEFAULT_REACH: tuple[str, ...] = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "{host}")
 # The frameworks' own variables a remote rank receives: exact names, and prefixes each framework owns.

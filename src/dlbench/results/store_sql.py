@@ -134,7 +134,7 @@ def parse_target(path_or_url: str | os.PathLike[str] | None) -> Target:
                          "postgresql://user@host/db")
     if SCHEMES[scheme] == "sqlite":
         rest = urllib.parse.unquote(raw[len(m.group(0)):])  # sqlite:///relative or sqlite:////absolute
-        file = Path(rest[1:] if rest.startswith("/") else rest)
+        file = Path(rest.removeprefix("/"))
         return Target("sqlite", None, str(file), file)
     if raw[len(m.group(0)):].split("/")[0].count("@") > 1:  # SQLAlchemy would read the password up to the first
         raise ValueError(f"the store URL {mask(raw)} has '@' more than once before the host: write an '@' in the "
