@@ -70,7 +70,9 @@ def recover_points(store_path: str | None) -> int:
         click.echo(f"no recovery file for {store.path} (looked at {', '.join(map(str, store.recovery_paths))})")
         return 0
     click.echo(f"recovered {r.added} point(s) into {store.path} from {', '.join(map(str, r.files))}; "
-               f"{r.present} were already there; {r.failed} could not be read back")
+               f"{r.present} were already there; {r.failed} could not be written to the store"
+               + (f"; {r.quarantined} unreadable line(s) moved to a quarantine file beside it" if r.quarantined
+                  else ""))
     for e in r.errors[:3]:
         click.echo(f"  {e}", err=True)
     if not r.failed:

@@ -248,7 +248,7 @@ class Store:
 
     def recover(self) -> Recovered:
         """Read the recovery files back into the store (idempotent: keyed on each point's unique id)."""
-        return recovery.read_back(self)
+        return recovery.read_back(self.recovery_paths, self.transaction)
 
     @contextmanager
     def claim_run(self, run_id: str) -> Iterator[None]:
