@@ -54,7 +54,7 @@ def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | Non
 def verify_runs(store: Store, run_ids: list[str]) -> int:
     """Check each point's stored metrics against its raw samples; 1 when any differs."""
     points = store.points(run_ids)
-    bad = verify_points(points, store.stored_metrics(run_ids))
+    bad = verify_points(points, store.stored_rows(run_ids))
     for m in bad:
         click.echo(f"MISMATCH run {m.run_id} point {m.uid} ({m.label}): " + "; ".join(m.problems), err=True)
     click.echo(f"verified {len(points)} point(s) of {len(run_ids)} run(s) against their raw samples: "

@@ -29,6 +29,7 @@ from sqlalchemy.engine import Connection
 
 from dlbench.results.rows import POINT_COLUMNS, stored_point
 from dlbench.results.store_sql import StoreError, points, runs
+from dlbench.results.validate import INVALID
 
 FORMAT_VERSION = 1
 Transaction = Callable[..., AbstractContextManager[Connection]]  # Store.transaction(write=True)
@@ -131,10 +132,10 @@ def problem(rec: object) -> str | None:
     if not (_number(row["started"]) and _number(row["finished"])):
         return "started or finished is not a finite number"
     try:
-        stored_point({**row, "id": 0})
+        back = stored_point({**row, "id": 0}).result
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
         return f"the point cannot be read back ({str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__})"
-    return None
+    return back.error if back.status == INVALID else None
 
 
 def _parse(line: bytes) -> tuple[dict[str, object] | None, str]:

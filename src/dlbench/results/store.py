@@ -338,19 +338,13 @@ class Store:
         with self.transaction() as c:
             return {str(r[0]) for r in c.execute(sa.select(points.c.spec_key).where(points.c.run_id == run_id))}
 
-    def stored_metrics(self, run_ids: Sequence[str]) -> dict[str, dict[str, object]]:
-        """The metrics of these runs' points exactly as stored (parsed JSON), by point uid, for verification."""
+    def stored_rows(self, run_ids: Sequence[str]) -> dict[str, dict[str, object]]:
+        """The points of these runs exactly as stored (their raw columns), by point uid, for verification."""
+        cols = (points.c.uid, points.c.run_id, points.c.status, points.c.batch_size, points.c.framework,
+                points.c.model, points.c.precision, points.c.spec_key, points.c.metrics_json, points.c.ranks_json)
         with self.transaction() as c:
-            rows = c.execute(sa.select(points.c.uid, points.c.run_id, points.c.metrics_json)
-                             .where(points.c.run_id.in_(list(run_ids))).where(points.c.metrics_json.is_not(None)))
-            out: dict[str, dict[str, object]] = {}
-            for uid, run_id, text in rows:
-                try:
-                    out[str(uid)] = dict(json.loads(text))
-                except (TypeError, ValueError) as exc:
-                    raise StoreError(f"point {uid} of run {run_id} in {self.path}: corrupt metrics_json "
-                                     f"({exc})") from None
-        return out
+            rows = c.execute(sa.select(*cols).where(points.c.run_id.in_(list(run_ids)))).mappings().all()
+        return {str(r["uid"]): dict(r) for r in rows}
 
     def point_uids(self, run_ids: Sequence[str]) -> set[str]:
         """The unique ids of the points of these runs."""
