@@ -204,7 +204,7 @@ def test_verify_catches_a_tampered_throughput(store_url: str, cli: Callable[...,
 
 
 @pytest.mark.parametrize("column,value,named", [("spec_json", "{not json", "corrupt spec_json"),
-                                                ("ranks_json", "[{\"rank\": 0}]", "corrupt ranks_json"),
+                                                ("ranks_json", "[{\"rank\": 0", "corrupt ranks_json"),
                                                 ("meta_json", "[1, 2", "corrupt meta_json")])
 def test_corrupt_rows_are_one_line_errors(store_url: str, cli: Callable[..., CliResult], column: str, value: str,
                                           named: str) -> None:

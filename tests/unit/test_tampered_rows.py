@@ -88,3 +88,10 @@ def test_verify_sees_status_batch_and_added_fields(tmp_path: Path, cli: Callable
     assert code == 1 and "1 mismatch" in out and why in err, (out, err)
     code, _, err = cli("results", run, "--store", str(db))
     assert code == 0, err  # readers never crash on it
+
+
+def test_raw_samples_of_the_wrong_shape_read_invalid(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    db, run, uid = one_point_store(tmp_path)
+    tamper(db, "UPDATE points SET ranks_json=?", '[{"rank": 0}]')  # a rank without its repeats
+    code, out, err = cli("results", run, "--store", str(db))
+    assert code == 0 and "invalid" in out and uid in "".join(out.split()), err

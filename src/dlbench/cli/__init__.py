@@ -13,7 +13,7 @@ from dlbench import __version__
 from dlbench.backends import UnknownFramework
 from dlbench.cases import UnknownCase
 from dlbench.launch.interpreters import NotInstalled
-from dlbench.results.store import StoreError
+from dlbench.results.errors import EXIT_NOT_STORED, PointNotStored, StoreError
 from dlbench.spec import SpecError
 
 USER_ERRORS = (SpecError, StoreError, UnknownCase, UnknownFramework, NotInstalled)
@@ -90,6 +90,9 @@ def _main(argv: list[str] | None) -> int:
     except click.ClickException as exc:
         print(f"dlbench: error: {_one_line(Exception(exc.format_message()))}", file=sys.stderr)
         return 2 if exc.exit_code in (1, 2) else exc.exit_code
+    except PointNotStored as exc:  # it ran, but the store could not keep a point: not bad input
+        print(f"dlbench: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_NOT_STORED
     except USER_ERRORS as exc:
         print(f"dlbench: error: {_one_line(exc)}", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import sqlite3
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -20,10 +21,31 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from dlbench.results import recovery
-from dlbench.results.claims import ClaimTaken, advisory_claim, controller, controller_gone, file_claim, lock_file
-from dlbench.results.migrations import STORE_SCHEMA_VERSION, SchemaError, check_version, stored_version, upgrade
+from dlbench.results.claims import (
+    ClaimTaken,
+    advisory_claim,
+    controller,
+    controller_gone,
+    file_claim,
+    lock_file,
+)
+from dlbench.results.errors import PointNotStored
+from dlbench.results.migrations import (
+    STORE_SCHEMA_VERSION,
+    SchemaError,
+    check_version,
+    stored_version,
+    upgrade,
+)
 from dlbench.results.recovery import Recovered
-from dlbench.results.rows import CorruptRow, RunRecord, StoredPoint, point_row, run_record, stored_point
+from dlbench.results.rows import (
+    CorruptRow,
+    RunRecord,
+    StoredPoint,
+    point_row,
+    run_record,
+    stored_point,
+)
 from dlbench.results.schema import PointResult
 from dlbench.results.store_sql import (
     DEFAULT_STORE,
@@ -215,7 +237,9 @@ class Store:
 
     def add_point(self, run_id: str, result: PointResult) -> int:
         """Commit one point at once; returns its row id. The one place a result becomes a row: when the store
-        fails, the point goes to the recovery file, the run is marked failed, and StoreError says where."""
+        fails, the point goes to the recovery file, the run is marked failed, and PointNotStored says where. When
+        no recovery file can be written either, the record is printed on stderr as one JSON line, the last place
+        left, and the run is still marked failed with the reason."""
         uid = str(uuid.uuid4())
         row = point_row(run_id, uid, result)
         try:
@@ -224,19 +248,25 @@ class Store:
         except StoreError as exc:
             failure = str(exc)
         what = f"{result.spec.framework} {result.spec.model} batch {result.spec.batch_size}"
+        record = {"run": self._run_row(run_id), "row": row, "store": self.target.display, "error": failure,
+                  "time": time.time()}
         try:
-            where = recovery.append(self.recovery_paths, {"run": self._run_row(run_id), "row": row,
-                                                           "store": self.target.display, "error": failure,
-                                                           "time": time.time()})
+            where = recovery.append(self.recovery_paths, record)
         except OSError as exc:
-            raise StoreError(f"{failure}; the point ({what}) could not be kept in a recovery file either "
-                             f"({exc}): it is lost") from None
+            print(json.dumps({"format": recovery.FORMAT_VERSION, **record}, sort_keys=True), file=sys.stderr)
+            lost = (f"{failure}; the point ({what}) could not be kept in a recovery file either "
+                    f"({exc.strerror or exc}): its record is the JSON line above on stderr")
+            self._fail_run(run_id, f"store write failed and no recovery file could be written: {failure}")
+            raise PointNotStored(lost) from None
+        self._fail_run(run_id, f"store write failed: {failure}")
+        raise PointNotStored(f"{failure}; the point ({what}) was kept in {where}: after fixing the store, run "
+                             f"`dlbench results --recover --store {self.target.display}`")
+
+    def _fail_run(self, run_id: str, reason: str) -> None:
         try:
-            self.finish_run(run_id, "failed", f"store write failed: {failure}")
+            self.finish_run(run_id, "failed", reason)
         except StoreError:
-            pass  # the store refuses even that; the recovery file has the point
-        raise StoreError(f"{failure}; the point ({what}) was kept in {where}: after fixing the store, run "
-                         f"`dlbench results --recover --store {self.target.display}`")
+            pass  # the store refuses even that; the point is in the recovery file (or on stderr)
 
     def _run_row(self, run_id: str) -> dict[str, object] | None:
         try:
@@ -352,4 +382,5 @@ class Store:
             return {str(r[0]) for r in c.execute(sa.select(points.c.uid).where(points.c.run_id.in_(list(run_ids))))}
 
 
-__all__ = ["DEFAULT_STORE", "Recovered", "RunRecord", "Store", "StoreError", "StoredPoint", "resolve_path"]
+__all__ = ["DEFAULT_STORE", "PointNotStored", "Recovered", "RunRecord", "Store", "StoreError", "StoredPoint",
+           "resolve_path"]

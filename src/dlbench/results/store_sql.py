@@ -20,6 +20,7 @@ from sqlalchemy.pool import NullPool, StaticPool
 
 from dlbench.redact import is_libpq_string
 from dlbench.redact import redact as mask
+from dlbench.results.errors import StoreError
 
 DEFAULT_STORE = Path("dlbench-results") / "results.db"
 SCHEMES = {"postgresql": "postgresql", "postgres": "postgresql", "postgresql+psycopg": "postgresql",
@@ -104,10 +105,6 @@ def _raw_store(path: str | os.PathLike[str] | None) -> str | None:
         raise StoreError(f"{mask(raw)!r} is a libpq keyword string, not a store: give the store as "
                          "postgresql://user@host/db (the password from ~/.pgpass or PGPASSWORD)")
     return raw
-
-
-class StoreError(Exception):
-    """The store cannot be opened, written or understood; the message is one line for the user."""
 
 
 @dataclass(frozen=True)
