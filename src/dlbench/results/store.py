@@ -47,11 +47,13 @@ from dlbench.results.rows import (
     stored_point,
 )
 from dlbench.results.schema import PointResult
+from dlbench.results.store_file import create_store_file, nearest_folder_problem
 from dlbench.results.store_sql import (
     DEFAULT_STORE,
     StoreError,
     Target,
     mask,
+    metadata,
     one_line,
     parse_target,
     points,
@@ -80,6 +82,7 @@ class Store:
         self.recovery_paths = recovery.recovery_paths(self.target.file, self.target.display)
         self.engine: Engine
         self.db: Connection
+        self._pending: Path | None = None  # a SQLite file to make at the first write
         if self.target.file is not None:
             self._open_sqlite(self.target.file)
         else:
@@ -100,9 +103,11 @@ class Store:
             if not file.exists():
                 raise StoreError(f"no store at {file}: run `dlbench run` first, or pass --store")
             raw = self._sqlite_readable(file)
+        elif not file.exists():  # made when its first row is written (store_file.py): until then, empty
+            self._open_pending(file)
+            return
         else:
             try:
-                file.parent.mkdir(parents=True, exist_ok=True)
                 raw = sqlite_connect(file, "rwc")
                 self._probe_version(raw, empty_ok=True)  # a foreign file is refused before any change to it
                 writer_pragmas(raw)
@@ -115,6 +120,33 @@ class Store:
         self.engine = sqlite_engine(raw)
         self.db = self.engine.connect()
         self._check_and_migrate()
+
+    def _open_pending(self, file: Path) -> None:
+        """A writer's store that does not exist yet: checked to be creatable, read as an empty store in memory,
+        and made on the first write (_materialise)."""
+        problem = nearest_folder_problem(file)
+        if problem:
+            raise StoreError(f"cannot open the store at {file}: {problem}")
+        self._pending = file
+        self.engine = sqlite_engine(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False))
+        self.db = self.engine.connect()
+        with self.db.begin():
+            metadata.create_all(self.db)
+
+    def _materialise(self) -> None:
+        """Make the pending store file, all at once (or take the one another process just made), and open it."""
+        file, self._pending = self._pending, None
+        assert file is not None
+        try:
+            create_store_file(file)
+        except SchemaError as exc:
+            raise StoreError(f"the store at {file}: {exc}") from None
+        except (sqlite3.Error, OSError) as exc:
+            self._pending = file
+            raise self._fail_open(exc) from None
+        self.db.close()
+        self.engine.dispose()
+        self._open_sqlite(file)
 
     def _sqlite_readable(self, file: Path) -> sqlite3.Connection:
         """mode=ro; on a read-only file system (WAL needs its -shm file) immutable=1. An old store is copied
@@ -193,6 +225,8 @@ class Store:
         """A transaction (BEGIN IMMEDIATE for SQLite writers); any database error becomes a one-line StoreError."""
         if write and self.readonly:
             raise StoreError(f"the store at {self.path} was opened read-only")
+        if write and self._pending is not None:
+            self._materialise()
         try:
             self.db.info["write"] = write
             with self.db.begin():
@@ -202,7 +236,9 @@ class Store:
                              f"{one_line(exc)}") from None
 
     def schema_version(self) -> int:
-        """The version this store is at."""
+        """The version this store is at (a store not made yet will be made at the newest)."""
+        if self._pending is not None:
+            return STORE_SCHEMA_VERSION
         with self.transaction():
             try:
                 return stored_version(self.db)
@@ -248,8 +284,8 @@ class Store:
         except StoreError as exc:
             failure = str(exc)
         what = f"{result.spec.framework} {result.spec.model} batch {result.spec.batch_size}"
-        record = {"run": self._run_row(run_id), "row": row, "store": self.target.display, "error": failure,
-                  "time": time.time()}
+        record: dict[str, object] = {"run": self._run_row(run_id), "row": row, "store": self.target.display,
+                                     "error": failure, "time": time.time()}
         try:
             where = recovery.append(self.recovery_paths, record)
         except OSError as exc:
