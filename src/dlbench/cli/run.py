@@ -14,6 +14,7 @@ from dlbench.cases import get_case
 from dlbench.cli.options import build_specs, parse_params, protocol_from, say_device
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
+from dlbench.launch.bounds import check_bounds
 from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.interpreters import interpreter_for
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
@@ -72,13 +73,15 @@ from dlbench.suite.maxbatch import param_bounds, search
               "(latency studies; part of the point's identity). Default: only at the ends of each timed window.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store. Default: $DLBENCH_STORE or "
               "./dlbench-results/results.db.")
+@click.option("--force", is_flag=True, help="Start more ranks or threads than this machine has GPUs or logical "
+              "CPUs (see README, Run it: bounds).")
 def run(framework: str | None, model: str | None, batch_size: str | None, precision: str | None,
         compile_: bool, channels_last: bool, device: str, preset_name: str, warmup: int | None,
         steps: int | None, repeats: int | None, statistic: str | None, timeout: float, input_size: int | None,
         threads: int | None, data: str, data_dir: str | None, scale: str | None, nodes: int | None,
         devices_per_node: int | None, strategy: str, launcher: str | None, hosts: str | None, reach: str | None,
         master_addr: str | None, rendezvous_timeout: float, memory_limit: str | None,
-        params: tuple[str, ...], sync_every_step: bool, store_path: str | None) -> int:
+        params: tuple[str, ...], sync_every_step: bool, store_path: str | None, force: bool = False) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
     specs = build_specs(
         framework=framework, model=model, batch_size=batch_size, precision=precision, compile_=compile_,
@@ -98,6 +101,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         specs = [dataclasses.replace(s, launcher=Launchers.default_for(s)) for s in specs]
     for s in specs:
         launchers.check(s)
+    check_bounds(specs, force, remote_hosts=bool(launchers.config.hosts))  # no fork bomb from a typo
     for fw in {s.framework for s in specs}:
         interpreter_for(fw)  # refuse a missing framework before anything is written
     store = Store(store_path)

@@ -13,6 +13,8 @@ from rich.table import Table
 
 from dlbench.cli.options import resolve_device, say_device
 from dlbench.cli.progress import RunProgress, describe
+from dlbench.launch.bounds import check_bounds
+from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.registry import Launchers
 from dlbench.report.table import fmt_bytes, fmt_case_params, fmt_throughput, footnotes, status_text
 from dlbench.results.schema import PointResult, exit_code
@@ -167,9 +169,11 @@ def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], ba
               "(overrides the suite's).")
 @click.option("--list", "list_suites", is_flag=True, help="List the built-in suites.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store.")
+@click.option("--force", is_flag=True, help="Start more ranks or threads than this machine has GPUs or logical "
+              "CPUs (see README, Run it: bounds).")
 def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tuple[str, ...], framework: str | None,
           device: str, data_dir: str | None, memory_limit: str | None, list_suites: bool,
-          store_path: str | None) -> int:
+          store_path: str | None, force: bool = False) -> int:
     """Run a suite (built-in name or YAML file) as one resumable run; Ctrl-C keeps every finished point."""
     if list_suites:
         for name in builtin_names():
@@ -184,6 +188,12 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
     if framework and framework.strip() != "all":
         only = (*only, f"framework={framework}")
     if resume_id:
+        if resume_id.startswith("-") or not resume_id.strip():
+            raise click.UsageError(f"--resume takes the id of a stored sweep run; got {resume_id!r}: give the run "
+                                   "id (`dlbench results` lists them)")
+        if suite_name:
+            raise click.UsageError(f"--resume {resume_id} resumes a stored sweep with its own suite: give no suite "
+                                   f"({suite_name}) with it")
         store = Store(store_path)
         run = store.get_run(resume_id)
         if run.kind != SWEEP_KIND:
@@ -206,6 +216,7 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
         folder = data_dir or str(default_data_dir(suite, resolve_path(store_path)))
         store = None
     planned = expand(suite, dev, str(Path(folder).resolve()) if folder else None, only_axes)
+    check_bounds([p.spec for p in planned], force, remote_hosts=bool(HostsConfig.from_env().hosts))
     settings = settings_for(suite, planned, memory_limit)
     if dry_run:  # stored max batches come from the store itself: a server, or a file that exists
         target = parse_target(store_path)
