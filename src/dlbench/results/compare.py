@@ -24,7 +24,6 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
-from scipy import stats as sps
 
 from dlbench.results.mfu import efficiency
 from dlbench.results.schema import PointResult
@@ -182,7 +181,10 @@ def compare_points(a: PointResult, b: PointResult, min_effect: float = MIN_EFFEC
     if np.array_equal(np.sort(ma, axis=None), np.sort(mb, axis=None)):
         p = 1.0  # identical samples: Mann-Whitney's normal approximation would still return a number
     else:
-        p = float(sps.mannwhitneyu(ma.ravel(), mb.ravel(), alternative="two-sided").pvalue)
+        # scipy.stats takes about a second to import: only where a comparison is made
+        from scipy.stats import mannwhitneyu
+
+        p = float(mannwhitneyu(ma.ravel(), mb.ravel(), alternative="two-sided").pvalue)
     return replace(head, ratio=ratio, ci_low=lo, ci_high=hi, p_value=p,
                    verdict=verdict(ratio, (lo, hi), p, min_effect=min_effect))
 
