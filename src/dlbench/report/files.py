@@ -47,19 +47,13 @@ def check_output(path: Path) -> None:
                           "give another -o")
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_atomic(path: Path, text: str) -> None:
     """Write text to path: a new temporary file (O_EXCL, random name) in the same folder, then rename over.
     The file's mode is what any new file gets (0666 less the umask)."""
     check_output(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        os.fchmod(fd, 0o666 & ~_umask())
+        os.fchmod(fd, 0o666 & ~umask())  # mkstemp makes 0600; a report is read like any other output
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         check_output(path)  # once more just before the rename: nothing swapped in since
@@ -71,7 +65,16 @@ def write_atomic(path: Path, text: str) -> None:
 
 def temp_folder_beside(path: Path) -> Path:
     """A new empty folder with a random name beside path (mkdtemp: created, never an existing one)."""
-    return Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    folder = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    folder.chmod(0o777 & ~umask())  # mkdtemp makes 0700; the report's chart folder is read like the report
+    return folder
+
+
+def umask() -> int:
+    """The process's umask (read by setting it and putting it back: os has no getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def check_chart_folder(folder: Path) -> None:
