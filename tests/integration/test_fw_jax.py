@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 from conftest import check_loss_falls, convergence_cases, framework_python, run_check
+from fw_helpers import assert_compiled_point, assert_param_counts, only_point
 from scale_helpers import assert_ranks_in_sync, stored
 
-from dlbench.cases import all_cases, get_case
+from dlbench.cases import get_case
 from dlbench.results.store import Store
 
 pytestmark = [pytest.mark.framework("jax"), pytest.mark.slow]
@@ -38,14 +39,7 @@ def jax_python() -> str:
 
 
 def test_parameter_counts_of_all_cases(jax_python: str) -> None:
-    answer = run_check(jax_python, "params", "jax")
-    assert str(answer["version"]).startswith("0.")
-    for case in all_cases():  # the cases built here exactly; a case added since is refused, saying so
-        if case.name in TINY or case.name == "wide_deep":  # wide_deep at its default vocabulary (3.2 M)
-            assert answer[case.name] == case.param_count, case.name
-        else:
-            assert str(answer[case.name]).startswith("unsupported: "), (case.name, answer[case.name])
-    assert all(name in answer for name in TINY)
+    assert_param_counts(jax_python, "jax", "0.", [*TINY, "wide_deep"])  # wide_deep at its default vocabulary
 
 
 @pytest.mark.parametrize("model", convergence_cases(list(TINY)))
@@ -61,15 +55,10 @@ def test_bf16_trains(jax_python: str) -> None:
 
 
 def test_one_real_point_through_the_cli(jax_python: str, cli: Callable[..., CliResult], store_path: Path) -> None:
-    code, _, err = cli("run", *POINT, "-m", "resnet50", "--compile", "--store", str(store_path))
-    assert code == 0, err
-    [p] = [s.result for s in Store(store_path).points()]
-    assert p.status == "ok" and p.metrics is not None and p.metrics.throughput > 0
-    assert p.env.identity["framework_version"].startswith("0.")
-    assert p.env.identity["framework"] == "jax"
-    assert p.extra.get("compiled") == "jit (always)" and str(p.extra.get("loader")).startswith("synthetic")
+    assert_compiled_point(cli, store_path, POINT, "resnet50", "32", "jax", "0.", "jit (always)")
+    p = only_point(store_path)
+    assert str(p.extra.get("loader")).startswith("synthetic")
     assert p.env.identity["math_mode"] == "fp32" and p.extra.get("jax_default_matmul_precision") == "highest"
-    assert [sum(r.window_steps) for r in p.ranks[0].repeats] == [2]  # window timing: synchronised at the ends
     assert get_case(p.spec.model).param_count == 25_557_032
 
 

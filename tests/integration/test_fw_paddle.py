@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 from conftest import check_loss_falls, convergence_cases, framework_python, run_check
+from fw_helpers import assert_compiled_point, assert_param_counts, only_point
 from scale_helpers import assert_ranks_in_sync, stored
 
-from dlbench.cases import all_cases, get_case
+from dlbench.cases import get_case
 from dlbench.launch.folder import free_port
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec, Protocol
@@ -43,14 +44,7 @@ def paddle_python() -> str:
 
 
 def test_parameter_counts_of_all_cases(paddle_python: str) -> None:
-    answer = run_check(paddle_python, "params", "paddle")
-    assert str(answer["version"]).startswith("3.")
-    for case in all_cases():  # the cases paddle builds exactly; a case added since is refused, saying so
-        if case.name in TINY or case.name == "wide_deep":  # wide_deep at its default vocabulary (3.2 M)
-            assert answer[case.name] == case.param_count, case.name
-        else:
-            assert str(answer[case.name]).startswith("unsupported: "), (case.name, answer[case.name])
-    assert all(name in answer for name in TINY)
+    assert_param_counts(paddle_python, "paddle", "3.", [*TINY, "wide_deep"])  # wide_deep at its default vocabulary
 
 
 @pytest.mark.parametrize("model", convergence_cases(list(TINY)))
@@ -59,17 +53,11 @@ def test_loss_falls_in_20_steps(paddle_python: str, model: str) -> None:
 
 
 def test_one_real_point_through_the_cli(paddle_python: str, cli: Callable[..., CliResult], store_path: Path) -> None:
-    code, _, err = cli("run", *POINT, "-m", "resnet50", "--store", str(store_path))
-    assert code == 0, err
-    [p] = [s.result for s in Store(store_path).points()]
-    assert p.status == "ok" and p.metrics is not None and p.metrics.throughput > 0
-    assert p.env.identity["framework"] == "paddle"
-    assert p.env.identity["framework_version"].startswith("3.")
+    assert_compiled_point(cli, store_path, POINT, "resnet50", "32", "paddle", "3.", "eager", flag=False)
+    p = only_point(store_path)
     assert p.env.descriptive["paddle_threads"] == p.env.identity["threads"]  # paddle runs the threads asked for
-    assert p.extra.get("compiled") == "eager"
     assert p.extra.get("loader") == "synthetic: one batch made on the device"
     assert p.env.identity["math_mode"] == "fp32"
-    assert [r.steps for r in p.ranks[0].repeats] == [2]
     assert get_case(p.spec.model).param_count == 25_557_032
 
 

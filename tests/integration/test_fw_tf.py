@@ -16,10 +16,15 @@ from pathlib import Path
 
 import pytest
 from conftest import convergence_cases, framework_python, run_check
+from fw_helpers import (
+    assert_compiled_point,
+    assert_param_counts,
+    assert_refused,
+    only_point,
+)
 from real_helpers import check_real_points, make_real_data
 from scale_helpers import assert_ranks_in_sync
 
-from dlbench.cases import all_cases, get_case
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec, preset
 
@@ -33,14 +38,7 @@ SIZES = {"resnet50": 32, "resnet152": 32, "vgg16": 32, "alexnet": 64, "inception
 
 
 def test_parameter_counts_match_every_case() -> None:
-    answer = run_check(framework_python("tf"), "params", "tf")
-    assert str(answer["version"]).startswith("2.")
-    built = {c.name: answer[c.name] for c in all_cases() if c.name in SIZES}
-    assert built == {c.name: c.param_count for c in all_cases() if c.name in SIZES} and len(built) == len(SIZES)
-    assert answer["wide_deep"] == get_case("wide_deep").param_count  # at its default vocabulary (3.2 M)
-    for case in all_cases():  # a case added since the six is refused, saying so, until tf builds it
-        if case.name not in SIZES and case.name != "wide_deep":
-            assert str(answer[case.name]).startswith("unsupported: "), (case.name, answer[case.name])
+    assert_param_counts(framework_python("tf"), "tf", "2.", [*SIZES, "wide_deep"])  # wide_deep at its default vocab
 
 
 @pytest.mark.parametrize("model", convergence_cases(list(SIZES)))
@@ -58,16 +56,9 @@ def test_loss_falls_on_a_fixed_batch(model: str) -> None:
 
 def test_resnet50_point_through_the_cli(cli: Callable[..., CliResult], store_path: Path) -> None:
     framework_python("tf")
-    code, out, err = cli("run", "-f", "tf", "-m", "resnet50", "--input-size", "32", *TINY, "--store", str(store_path))
-    assert code == 0, err
-    assert "resnet50" in out
-    [p] = Store(store_path).points()
-    r = p.result
-    assert r.status == "ok" and r.metrics is not None, r.error
-    assert r.metrics.throughput > 0 and r.metrics.final_loss is not None and math.isfinite(r.metrics.final_loss)
-    assert [rep.steps for rep in r.ranks[0].repeats] == [2]
-    assert r.env.identity["framework"] == "tf" and r.env.identity["framework_version"].startswith("2.")
-    assert r.extra["layout"] == "NHWC" and r.extra["compiled"] == "none"
+    assert_compiled_point(cli, store_path, ("-f", "tf", *TINY), "resnet50", "32", "tf", "2.", "none", flag=False)
+    r = only_point(store_path)
+    assert r.extra["layout"] == "NHWC"
     assert r.extra["precision_policy"] == "float32" and r.extra["loader"].startswith("synthetic")
     assert r.extra["tf32_execution"] is False and r.env.identity["math_mode"] == "fp32"
 
@@ -88,11 +79,8 @@ def test_bf16_is_mixed_bfloat16_and_compile_is_xla(cli: Callable[..., CliResult]
 def test_gpu_only_precisions_are_refused_on_the_cpu(cli: Callable[..., CliResult], store_path: Path,
                                                     precision: str) -> None:
     framework_python("tf")
-    code, _, _ = cli("run", "-f", "tf", "-m", "alexnet", "--input-size", "64", "-p", precision, *TINY,
-                     "--store", str(store_path))
-    [p] = Store(store_path).points()
-    assert code == 0 and p.result.status == "unsupported", p.result.error
-    assert "GPU" in (p.result.error or "") and "\n" not in (p.result.error or "")
+    assert_refused(cli, store_path, ("-f", "tf", *TINY), "32", precision, "GPU")
+    assert "\n" not in (only_point(store_path).error or "")
 
 
 def test_channels_last_is_refused_for_bert(cli: Callable[..., CliResult], store_path: Path) -> None:

@@ -4,6 +4,7 @@ hostile files made by `hostile_files`."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 BILLION_LAUGHS = ('a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
@@ -55,6 +56,12 @@ def hostile_files(folder: Path) -> None:
     (folder / "a_folder.yaml").mkdir()
     (folder / "not_a_store.db").write_bytes(b"this is not SQLite at all, just bytes " * 100)
     (folder / "notes.txt").write_text("hello\n")
+    # reliability (#25): a FIFO as report output, a chart folder dlbench did not make, and two suite files
+    os.mkfifo(folder / "pipe.html")
+    (folder / "user_files").mkdir()
+    (folder / "user_files" / "mine.txt").write_text("the user's own file\n")
+    (folder / "dupkey.yaml").write_text("name: x\naxes: {framework: fake, model: resnet50}\nname: y\n")
+    (folder / "hugescale.yaml").write_text("name: x\naxes: {framework: fake, model: resnet50, scale: [1n100000c]}\n")
 
 
 # (command line, a piece of the error). Every one must exit 2 with one line on stderr, no traceback, store unchanged.
@@ -222,4 +229,19 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("run -f fake -m inception_v3 --input-size 64 --store {store}", "takes at least 75"),
     ("run -f fake --columns framework,colour --store {store}", "unknown column colour"),
     ("results --columns nope --store {store}", "unknown column nope"),
+    # reliability (#25): output files, bounds, secrets, empty paths, empty values, duplicate keys, resume
+    ("report -o {dir}/pipe.html --store {store}", "is a FIFO"),
+    ("report --format md -o {dir}/user.md --store {store}", "dlbench did not make it"),
+    ("run -f fake --scale 1n100000c --store {store}", "pass --force"),
+    ("run -f fake --threads 100000 --store {store}", "pass --force"),
+    ("sweep {dir}/hugescale.yaml --dry-run --store {store}", "pass --force"),
+    ("run -f fake --store ''", "the store path is empty"),
+    ("results --store ''", "the store path is empty"),
+    ("store push {run} --to '' --store {store}", "the store path is empty"),
+    ("results --store 'host=db.example.org password=s3cret dbname=x'", "libpq keyword string"),
+    ("run -f fake --store postgresql://bench:ret@99@db.example.org/x", "more than once"),
+    ("run -f fake -m wide_deep --param vocab=1K,,2K --store {store}", "empty value"),
+    ("sweep {dir}/dupkey.yaml --dry-run --store {store}", "given twice"),
+    ("sweep --resume --store {store}", "--resume takes the id"),
+    ("sweep --resume nosuchrun --store {dir}/new.db", "no run 'nosuchrun'"),
 ]

@@ -309,6 +309,10 @@ def test_report_never_writes_through_a_planted_link(fixture_store: Path, tmp_pat
     out = tmp_path / f"r.{fmt}"
     for planted in (f"r.{fmt}.part", ".r_files.part", "r_files"):
         (tmp_path / planted).symlink_to(victim)
+    if fmt == "md":  # r_files is not a folder dlbench made: refused, the link left as it is (#25)
+        code, _, err = cli("report", "--all", "--format", fmt, "-o", str(out), "--store", str(fixture_store))
+        assert code == 2 and "r_files is a symbolic link" in err and (tmp_path / "r_files").is_symlink()
+        (tmp_path / "r_files").unlink()
     code, _, err = cli("report", "--all", "--format", fmt, "-o", str(out), "--store", str(fixture_store))
     assert code == 0, err
     assert victim.read_text() == "keep me"

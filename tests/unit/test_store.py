@@ -50,6 +50,7 @@ def test_round_trip_keeps_raw_samples_metrics_and_env(store_url: str) -> None:
 
 def test_sqlite_store_uses_wal_and_full_sync(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.db")
+    store.create_run("x")  # the file is made with its first row (#25)
     assert store.schema_version() == STORE_SCHEMA_VERSION
     assert store.db.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
     assert store.db.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
@@ -95,6 +96,7 @@ def test_migrates_a_version_1_store_forward(store_url: str) -> None:
 
 def test_newer_store_is_refused(store_url: str) -> None:
     store = Store(store_url)
+    store.create_run("x")  # a SQLite store file is made with its first row (#25)
     with store.db.begin():
         store.db.exec_driver_sql("UPDATE alembic_version SET version_num='v999'")
     for readonly in (False, True):
@@ -104,6 +106,7 @@ def test_newer_store_is_refused(store_url: str) -> None:
 
 def test_unreadable_schema_version_is_one_line(store_url: str) -> None:
     store = Store(store_url)
+    store.create_run("x")  # a SQLite store file is made with its first row (#25)
     with store.db.begin():
         store.db.exec_driver_sql("UPDATE alembic_version SET version_num='garbage'")
     with pytest.raises(StoreError, match="unreadable schema version") as exc:

@@ -84,7 +84,10 @@ def test_an_integer_the_database_cannot_hold_is_a_store_error(store_url: str, tm
         store.add_point(run, huge)
     assert "\n" not in str(exc.value)
     assert Store(store_url, readonly=True).get_run(run).status == "failed"
-    assert Store(store_url).recovered.failed == 1  # it still cannot be stored: it stays in the file
+    again = Store(store_url).recovered  # it can never be stored or read: quarantined beside the file, not lost (#25)
+    assert (again.added, again.failed, again.quarantined) == (0, 0, 1)
+    [kept] = [p for p in again.files[0].parent.glob("*.quarantine.jsonl")]
+    assert "99999999999999999999" in kept.read_text()
 
 
 def test_a_run_has_one_controller(store_url: str) -> None:
@@ -201,7 +204,7 @@ def test_verify_catches_a_tampered_throughput(store_url: str, cli: Callable[...,
 
 
 @pytest.mark.parametrize("column,value,named", [("spec_json", "{not json", "corrupt spec_json"),
-                                                ("ranks_json", "[{\"rank\": 0}]", "corrupt ranks_json"),
+                                                ("ranks_json", "[{\"rank\": 0", "corrupt ranks_json"),
                                                 ("meta_json", "[1, 2", "corrupt meta_json")])
 def test_corrupt_rows_are_one_line_errors(store_url: str, cli: Callable[..., CliResult], column: str, value: str,
                                           named: str) -> None:

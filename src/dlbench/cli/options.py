@@ -33,6 +33,9 @@ def parse_params(texts: Sequence[str]) -> tuple[list[dict[str, int]], str | None
             raise SpecError(f"--param takes NAME=VALUE[,VALUE...] (e.g. vocab=3.2M,6.4M or vocab=max); got {text!r}")
         if name in values or name == searched:
             raise SpecError(f"--param {name} is given twice; list its values once, comma-separated")
+        if any(not v.strip() for v in rest.split(",")):
+            raise SpecError(f"--param {name}= lists an empty value ({text!r}): give values separated by single "
+                            "commas, e.g. vocab=1K,2K")
         items = split(rest, f"--param {name}=")
         if MAX in items:
             if items != [MAX]:

@@ -33,7 +33,17 @@ def report(run_ids: tuple[str, ...], fmt: str, output: Path | None, last: int, a
     out = output or Path(f"dlbench-report.{fmt}")
     if out.parent and not out.parent.exists():
         raise click.UsageError(f"the folder {out.parent} does not exist")
-    from dlbench.report.document import build_report  # matplotlib is imported only when a report is made
+    from dlbench.report.files import OutputError, check_markdown_output, check_output
+
+    try:  # before anything is built: a device, a FIFO, a folder or a chart folder dlbench did not make
+        if fmt == "html":
+            check_output(out)
+        else:
+            check_markdown_output(out)
+    except OutputError as exc:
+        raise click.UsageError(str(exc)) from None
+    # matplotlib is imported only when a report is made
+    from dlbench.report.document import build_report
 
     doc = build_report(runs, points, title=title, pool=store.points())
     if fmt == "html":

@@ -65,7 +65,7 @@ def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | Non
 def verify_runs(store: Store, run_ids: list[str]) -> int:
     """Check each point's stored metrics against its raw samples; 1 when any differs."""
     points = store.points(run_ids)
-    bad = verify_points(points, store.stored_metrics(run_ids))
+    bad = verify_points(points, store.stored_rows(run_ids))
     for m in bad:
         click.echo(f"MISMATCH run {m.run_id} point {m.uid} ({m.label}): " + "; ".join(m.problems), err=True)
     click.echo(f"verified {len(points)} point(s) of {len(run_ids)} run(s) against their raw samples: "
@@ -81,7 +81,9 @@ def recover_points(store_path: str | None) -> int:
         click.echo(f"no recovery file for {store.path} (looked at {', '.join(map(str, store.recovery_paths))})")
         return 0
     click.echo(f"recovered {r.added} point(s) into {store.path} from {', '.join(map(str, r.files))}; "
-               f"{r.present} were already there; {r.failed} could not be read back")
+               f"{r.present} were already there; {r.failed} could not be written to the store"
+               + (f"; {r.quarantined} unreadable line(s) moved to a quarantine file beside it" if r.quarantined
+                  else ""))
     for e in r.errors[:3]:
         click.echo(f"  {e}", err=True)
     if not r.failed:

@@ -21,6 +21,7 @@ from dlbench.cli.options import (
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.cli.watch_options import watch_options
+from dlbench.launch.bounds import check_bounds
 from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.interpreters import interpreter_for
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
@@ -93,6 +94,8 @@ from dlbench.suite.maxbatch import param_bounds, search
 @click.option("--columns", help=f"Table columns, comma-separated, from {', '.join(COLUMNS)}. Default: "
               f"{', '.join(COMPACT)}.")
 @click.option("--wide", is_flag=True, help="Every table column (cells may be cut to fit the terminal).")
+@click.option("--force", is_flag=True, help="Start more ranks or threads than this machine has GPUs or logical "
+              "CPUs (see README, Run it: bounds).")
 @watch_options
 def run(framework: str | None, model: str | None, batch_size: str | None, precision: str | None,
         compile_: bool, channels_last: bool, device: str, preset_name: str, warmup: int | None,
@@ -101,7 +104,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         devices_per_node: int | None, strategy: str, launcher: str | None, hosts: str | None, reach: str | None,
         master_addr: str | None, rendezvous_timeout: float, memory_limit: str | None,
         params: tuple[str, ...], sync_every_step: bool, store_path: str | None, fmt: str, columns: str | None,
-        wide: bool, wait_quiet: float = 0.0, price_per_hour: float | None = None) -> int:
+        wide: bool, force: bool = False, wait_quiet: float = 0.0, price_per_hour: float | None = None) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
     shown = pick_columns(columns, wide)
     specs = build_specs(
@@ -123,6 +126,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
     for s in specs:
         launchers.check(s)
     require_gpu(specs, hosts)
+    check_bounds(specs, force, remote_hosts=bool(launchers.config.hosts))  # no fork bomb from a typo
     for fw in {s.framework for s in specs}:
         interpreter_for(fw)  # refuse a missing framework before anything is written
     store = Store(store_path)

@@ -14,8 +14,16 @@ from rich.table import Table
 from dlbench.cli.options import resolve_device, say_device
 from dlbench.cli.progress import RunProgress, describe
 from dlbench.cli.watch_options import watch_options
+from dlbench.launch.bounds import check_bounds
+from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.registry import Launchers
-from dlbench.report.table import fmt_bytes, fmt_case_params, fmt_throughput, footnotes, status_text
+from dlbench.report.table import (
+    fmt_bytes,
+    fmt_case_params,
+    fmt_throughput,
+    footnotes,
+    status_text,
+)
 from dlbench.results.schema import PointResult, exit_code
 from dlbench.results.store import Store, StoreError, resolve_path
 from dlbench.results.store_sql import parse_target
@@ -24,7 +32,14 @@ from dlbench.suite import Suite, SuiteError, builtin_names, load
 from dlbench.suite.expand import PlannedPoint, expand, memory_limit_bytes
 from dlbench.suite.maxbatch import BATCH, MaxBatch, lookup, probe_bound, value_of
 from dlbench.suite.schema import AXES
-from dlbench.suite.sweep import MaxBatchSettings, pending, resolve, run_searches, run_sweep_points, search_base
+from dlbench.suite.sweep import (
+    MaxBatchSettings,
+    pending,
+    resolve,
+    run_searches,
+    run_sweep_points,
+    search_base,
+)
 
 SWEEP_KIND = "sweep"
 
@@ -168,10 +183,13 @@ def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], ba
               "(overrides the suite's).")
 @click.option("--list", "list_suites", is_flag=True, help="List the built-in suites.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store.")
+@click.option("--force", is_flag=True, help="Start more ranks or threads than this machine has GPUs or logical "
+              "CPUs (see README, Run it: bounds).")
 @watch_options
 def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tuple[str, ...], framework: str | None,
           device: str, data_dir: str | None, memory_limit: str | None, list_suites: bool,
-          store_path: str | None, wait_quiet: float = 0.0, price_per_hour: float | None = None) -> int:
+          store_path: str | None, force: bool = False, wait_quiet: float = 0.0,
+          price_per_hour: float | None = None) -> int:
     """Run a suite (built-in name or YAML file) as one resumable run; Ctrl-C keeps every finished point."""
     if list_suites:
         for name in builtin_names():
@@ -186,6 +204,12 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
     if framework and framework.strip() != "all":
         only = (*only, f"framework={framework}")
     if resume_id:
+        if resume_id.startswith("-") or not resume_id.strip():
+            raise click.UsageError(f"--resume takes the id of a stored sweep run; got {resume_id!r}: give the run "
+                                   "id (`dlbench results` lists them)")
+        if suite_name:
+            raise click.UsageError(f"--resume {resume_id} resumes a stored sweep with its own suite: give no suite "
+                                   f"({suite_name}) with it")
         store = Store(store_path)
         run = store.get_run(resume_id)
         if run.kind != SWEEP_KIND:
@@ -208,6 +232,7 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
         folder = data_dir or str(default_data_dir(suite, resolve_path(store_path)))
         store = None
     planned = expand(suite, dev, str(Path(folder).resolve()) if folder else None, only_axes)
+    check_bounds([p.spec for p in planned], force, remote_hosts=bool(HostsConfig.from_env().hosts))
     settings = settings_for(suite, planned, memory_limit)
     if dry_run:  # stored max batches come from the store itself: a server, or a file that exists
         target = parse_target(store_path)

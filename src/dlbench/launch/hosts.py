@@ -21,9 +21,22 @@ from pathlib import Path
 
 from dlbench.launch.folder import PointFolder, free_port, point_folder
 from dlbench.launch.merge import collect
-from dlbench.launch.process import ChildOutcome, ProgressSink, group_failure, run_group, worker_env
+from dlbench.launch.process import (
+    CONTROLLER_ONLY_VARS,
+    ChildOutcome,
+    ProgressSink,
+    group_failure,
+    run_group,
+    worker_env,
+)
 from dlbench.spec import PointSpec, SpecError
-from dlbench.wire import DEFAULT_RDZV_TIMEOUT_S, NODE_HOSTS_VAR, RANK_VARS, RDZV_TIMEOUT_VAR, THREAD_VARS
+from dlbench.wire import (
+    DEFAULT_RDZV_TIMEOUT_S,
+    NODE_HOSTS_VAR,
+    RANK_VARS,
+    RDZV_TIMEOUT_VAR,
+    THREAD_VARS,
+)
 
 DEFAULT_REACH: tuple[str, ...] = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "{host}")
 # The frameworks' own variables a remote rank receives: exact names, and prefixes each framework owns.
@@ -40,8 +53,10 @@ ENV_FILE_ARG = "--env-file"
 
 
 def forwarded(env: Mapping[str, str]) -> dict[str, str]:
-    """The part of an environment that ranks on another host receive: the frameworks' own variables only."""
-    return {k: v for k, v in env.items() if k in FORWARD_NAMES or k.startswith(FORWARD_PREFIXES)}
+    """The part of an environment that ranks on another host receive: the frameworks' own variables only, never
+    the store or its credentials (the controller alone stores)."""
+    return {k: v for k, v in env.items() if (k in FORWARD_NAMES or k.startswith(FORWARD_PREFIXES))
+            and k not in CONTROLLER_ONLY_VARS}
 
 
 def env_file(folder: PointFolder, label: str, env: Mapping[str, str]) -> Path:

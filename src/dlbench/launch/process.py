@@ -33,6 +33,9 @@ from dlbench.wire import (
 
 ProgressSink = Callable[[dict[str, object]], None]
 TAIL_LINES = 15
+# The store and its credentials stay with the controller, which alone writes results: no worker, local or remote,
+# receives them (a remote rank's env file lies in a shared job folder; Slurm keeps a job's environment).
+CONTROLLER_ONLY_VARS: tuple[str, ...] = ("DLBENCH_STORE", "PGPASSWORD")
 GRACE_S = 15.0  # after one command fails, how long the others get to write their own error before the kill
 
 
@@ -112,9 +115,9 @@ def _die_with_controller() -> None:
 
 
 def worker_env(spec: PointSpec, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The child's environment: this one, the thread count and the allocator policy set the same way for every
-    framework, unbuffered output."""
-    env = dict(os.environ)
+    """The child's environment: this one less the store's credentials (CONTROLLER_ONLY_VARS), the thread count and
+    the allocator policy set the same way for every framework, unbuffered output."""
+    env = {k: v for k, v in os.environ.items() if k not in CONTROLLER_ONLY_VARS}
     threads = spec.threads or psutil.cpu_count(logical=False) or os.cpu_count() or 1
     for var in THREAD_VARS:
         env[var] = str(threads)
@@ -283,5 +286,5 @@ def group_failure(spec: PointSpec, group: GroupOutcome, labels: Sequence[str]) -
                         tail=tail, wall_s=group.wall_s)
 
 
-__all__ = ["ChildOutcome", "GroupOutcome", "OutputReader", "ProgressSink", "TAIL_LINES", "group_failure",
-           "kill_group", "largest_rss", "oom_kills", "run_group", "signal_name", "worker_env"]
+__all__ = ["CONTROLLER_ONLY_VARS", "ChildOutcome", "GroupOutcome", "OutputReader", "ProgressSink", "TAIL_LINES",
+           "group_failure", "kill_group", "largest_rss", "oom_kills", "run_group", "signal_name", "worker_env"]

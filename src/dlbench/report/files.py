@@ -1,20 +1,62 @@
 """Writing report files atomically through unpredictable temporary names: nothing planted beside the output
-(a symlink named X.part, say) is ever followed, and a reader sees the old file or the new one, never half."""
+(a symlink named X.part, say) is ever followed, and a reader sees the old file or the new one, never half.
+
+An output path is a new path or a regular file: a directory, a device (/dev/full, /dev/null), a FIFO, a socket
+or a symbolic link is refused in one line before anything is written, so a typo in `-o` never replaces what is
+there. A folder of charts is replaced only when dlbench made it: it carries a marker file listing what dlbench
+wrote into it, and a folder without that marker, or holding anything else, is refused, never deleted.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import stat
 import tempfile
 from pathlib import Path
 
+MARKER = ".dlbench-report-files"  # inside a chart folder dlbench made: JSON, the files it wrote there
+
+
+class OutputError(ValueError):
+    """An output path dlbench will not write: the message is one line naming it and what is there."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_output(path: Path) -> None:
+    """OutputError unless path is new or a regular file (a symbolic link is refused, never followed)."""
+    if not str(path) or str(path).endswith(os.sep):
+        raise OutputError(f"the output path {str(path)!r} names no file")
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise OutputError(f"cannot use {path} as output: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise OutputError(f"{path} is {_kind(mode)}: dlbench writes only a new file or replaces a regular file; "
+                          "give another -o")
+
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write text to path: a new temporary file (O_EXCL, random name) in the same folder, then rename over."""
+    """Write text to path: a new temporary file (O_EXCL, random name) in the same folder, then rename over.
+    The file's mode is what any new file gets (0666 less the umask)."""
+    check_output(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~umask())  # mkstemp makes 0600; a report is read like any other output
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        check_output(path)  # once more just before the rename: nothing swapped in since
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -33,3 +75,56 @@ def umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def check_chart_folder(folder: Path) -> None:
+    """OutputError unless folder is absent, or a folder dlbench made (its marker lists everything in it)."""
+    try:
+        mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISDIR(mode):
+        raise OutputError(f"{folder} is {_kind(mode)}, not a chart folder dlbench made: move it or give another -o")
+    try:
+        listed = set(json.loads((folder / MARKER).read_text(encoding="utf-8"))["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise OutputError(f"{folder} exists and dlbench did not make it (no {MARKER} in it): move it or give "
+                          "another -o") from None
+    extra = sorted(p.name for p in folder.iterdir() if p.name not in listed | {MARKER})
+    if extra or any(not (folder / name).is_file() or (folder / name).is_symlink() for name in listed
+                    if (folder / name).exists()):
+        raise OutputError(f"{folder} holds files dlbench did not write ({', '.join(extra[:3]) or 'a changed file'}): "
+                          "move them or give another -o")
+
+
+def chart_folder(path: Path) -> Path:
+    """Where the charts of the Markdown report at path go: <stem>_files/ beside it."""
+    return path.with_name(f"{path.stem}_files")
+
+
+def check_markdown_output(path: Path) -> None:
+    """OutputError unless path and its chart folder can be written without replacing what is not dlbench's."""
+    check_output(path)
+    check_chart_folder(chart_folder(path))
+
+
+def mark_chart_folder(folder: Path, names: list[str]) -> None:
+    """Write the marker that says dlbench made this folder and what it put there."""
+    (folder / MARKER).write_text(json.dumps({"made_by": "dlbench report", "files": sorted(names)}) + "\n",
+                                 encoding="utf-8")
+
+
+def replace_chart_folder(new: Path, folder: Path) -> None:
+    """Put the finished folder `new` at `folder`: an old one is removed only if dlbench made it (checked again)."""
+    check_chart_folder(folder)
+    if not folder.exists():
+        os.replace(new, folder)
+        return
+    old = temp_folder_beside(folder)
+    os.replace(folder, old / "old")  # aside, then the new one in; a failure puts the old one back
+    try:
+        os.replace(new, folder)
+    except BaseException:
+        os.replace(old / "old", folder)
+        raise
+    shutil.rmtree(old)

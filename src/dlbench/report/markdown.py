@@ -9,9 +9,15 @@ from pathlib import Path
 
 from dlbench.report.chart_base import Chart, render_png
 from dlbench.report.document import Report
-from dlbench.report.files import temp_folder_beside, write_atomic
+from dlbench.report.files import (
+    chart_folder,
+    check_markdown_output,
+    mark_chart_folder,
+    replace_chart_folder,
+    temp_folder_beside,
+    write_atomic,
+)
 from dlbench.report.html import environment
-
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#|~])")  # ".", "-", "+" matter only at a line's start: never here
 
@@ -31,27 +37,30 @@ def md_code(text: object) -> str:
 
 
 def write_markdown(report: Report, path: Path) -> list[Path]:
-    """Write PATH and PATH's charts under <stem>_files/; returns every file written (the Markdown first)."""
-    folder = path.with_name(f"{path.stem}_files")
+    """Write PATH and PATH's charts under <stem>_files/ (replacing only a folder dlbench made); returns every
+    file written (the Markdown first)."""
+    folder = chart_folder(path)
+    check_markdown_output(path)
     tmp_folder = temp_folder_beside(folder)
-    images: dict[str, str] = {}
-    written: list[Path] = []
-    charts: list[Chart] = [c for v in report.sections for c in v.charts.charts]
-    charts += report.special.charts + report.overall.charts
-    for chart in charts:
-        name = f"{chart.slug}.png"
-        (tmp_folder / name).write_bytes(render_png(chart))
-        images[chart.slug] = f"{folder.name}/{name}"
-        written.append(folder / name)
-    env = environment()
-    env.autoescape = False
-    env.filters["md"] = md_escape
-    env.filters["code"] = md_code
-    text = env.get_template("report.md.j2").render(r=report, images=images)
-    if folder.is_symlink() or folder.is_file():
-        folder.unlink()  # the link itself, never what it points at
-    else:
-        shutil.rmtree(folder, ignore_errors=True)
-    tmp_folder.replace(folder)
+    try:
+        images: dict[str, str] = {}
+        written: list[Path] = []
+        charts: list[Chart] = [c for v in report.sections for c in v.charts.charts]
+        charts += report.special.charts + report.overall.charts
+        for chart in charts:
+            name = f"{chart.slug}.png"
+            (tmp_folder / name).write_bytes(render_png(chart))
+            images[chart.slug] = f"{folder.name}/{name}"
+            written.append(folder / name)
+        mark_chart_folder(tmp_folder, [p.name for p in written])
+        env = environment()
+        env.autoescape = False
+        env.filters["md"] = md_escape
+        env.filters["code"] = md_code
+        text = env.get_template("report.md.j2").render(r=report, images=images)
+        replace_chart_folder(tmp_folder, folder)
+    except BaseException:
+        shutil.rmtree(tmp_folder, ignore_errors=True)
+        raise
     write_atomic(path, text)
     return [path, *written]

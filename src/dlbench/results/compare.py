@@ -27,7 +27,6 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
-from scipy import stats as sps
 
 from dlbench.results.mfu import Efficiency, efficiency
 from dlbench.results.power import detectability
@@ -201,7 +200,10 @@ def compare_points(a: PointResult, b: PointResult, min_effect: float = MIN_EFFEC
     if np.array_equal(np.sort(ma, axis=None), np.sort(mb, axis=None)):
         p = 1.0  # identical samples: Mann-Whitney's normal approximation would still return a number
     else:
-        p = float(sps.mannwhitneyu(ma.ravel(), mb.ravel(), alternative="two-sided").pvalue)
+        # scipy.stats takes about a second to import: only where a comparison is made
+        from scipy.stats import mannwhitneyu  # type: ignore[import-untyped]
+
+        p = float(mannwhitneyu(ma.ravel(), mb.ravel(), alternative="two-sided").pvalue)
     called = verdict(ratio, (lo, hi), p, min_effect=min_effect)
     det = detectability(ma, mb, target if target is not None else min_effect, ALPHA, power_required=target is not None)
     head = replace(head, ratio=ratio, ci_low=lo, ci_high=hi, p_value=p, min_p=det.min_p,

@@ -30,14 +30,36 @@ GPU_DESCRIPTIVE: tuple[str, ...] = ("uuid", "memory_bytes", "compute_capability"
                                     "mem_clock_max_mhz", "power_limit_w", "ecc", "mig")
 
 
+_BRAND_FIELDS = ("model name", "cpu", "processor", "uarch")  # py-cpuinfo's own order for /proc/cpuinfo
+
+
+def proc_cpuinfo_brand(text: str) -> str | None:
+    """The brand py-cpuinfo reads from /proc/cpuinfo text: the first line, in file order, whose key is one of
+    _BRAND_FIELDS and whose value is not a bare number (ARM's 'processor : 0'); None when there is none."""
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        value = value.strip()
+        if sep and key.strip().lower() in _BRAND_FIELDS and value and not value.isdigit():
+            return value
+    return None
+
+
 @functools.lru_cache(maxsize=1)
 def cpu_model() -> str:
-    """The CPU's brand string, from py-cpuinfo (falls back to platform.processor())."""
+    """The CPU's brand string, once per process: from /proc/cpuinfo on Linux, read as py-cpuinfo reads it first
+    (the same string, without its ~1 s of probing), else from py-cpuinfo (falls back to platform.processor())."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            brand = proc_cpuinfo_brand(f.read())
+        if brand:
+            return brand
+    except OSError:
+        pass
     try:
         import cpuinfo
 
         return str(cpuinfo.get_cpu_info().get("brand_raw") or platform.processor() or "unknown")
-    except Exception:  # py-cpuinfo can fail on exotic CPUs; the brand is then unknown, not fatal
+    except Exception:  # noqa: BLE001 - py-cpuinfo can fail on exotic CPUs; the brand is then unknown, not fatal
         return platform.processor() or "unknown"
 
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 from sqlalchemy.engine import Connection
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 STORE_SCHEMA_VERSION = 3  # the newest revision, v3; see results/alembic/versions
 SCRIPTS = Path(__file__).with_name("alembic")
@@ -27,6 +29,9 @@ class SchemaError(Exception):
 
 
 def _config(conn: Connection) -> Config:
+    # Alembic is imported only when a store is made or migrated
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(SCRIPTS))
     cfg.attributes["connection"] = conn
@@ -71,6 +76,8 @@ def upgrade(conn: Connection, to: int = STORE_SCHEMA_VERSION) -> int:
     check_version(before)
     if before >= to:
         return before
+    from alembic import command
+
     cfg = _config(conn)
     tables = set(sa.inspect(conn).get_table_names())
     if before > 0 and "alembic_version" not in tables:

@@ -23,9 +23,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
-import yaml
-
 from dlbench.results.cpu_peak import CpuInfo, core_peak, read_cpu
 from dlbench.results.env import cpu_model
 from dlbench.wire import cache_dir
@@ -91,6 +88,8 @@ def _parse_table(raw: object) -> tuple[GpuPeaks, ...]:
 @functools.cache
 def gpu_table() -> tuple[GpuPeaks, ...]:
     """Every GPU of the packaged data file."""
+    import yaml  # type: ignore[import-untyped]  # read with the table, not with every command (#25)
+
     text = resources.files("dlbench.results").joinpath("gpu_peaks.yaml").read_text(encoding="utf-8")
     return _parse_table(yaml.safe_load(text))
 
@@ -153,6 +152,8 @@ PROBE_DTYPES: dict[str, str] = {"fp32": "float32"}  # math mode -> numpy dtype t
 
 def probe_gemm(dtype: str = "float32", n: int = 1024, budget_s: float = 0.3) -> float:
     """Best TFLOP/s of n x n x n numpy matrix products over about budget_s (one warm-up product first)."""
+    import numpy as np  # only the probe needs it
+
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((n, n)).astype(dtype) for _ in range(2))
     out = np.empty((n, n), dtype)

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dlbench.results.schema import Environment, Metrics, PointResult, RankRaw
+from dlbench.results.schema import STATUSES, Environment, Metrics, PointResult, RankRaw
+from dlbench.results.validate import INVALID, metric_problems, rank_problems
 from dlbench.spec import PointSpec
 
 POINT_COLUMNS = ("uid", "run_id", "spec_key", "framework", "model", "batch_size", "precision", "status", "error",
@@ -84,6 +85,11 @@ def stored_point(row: Mapping[Any, Any]) -> StoredPoint:
     if not (isinstance(ranks, list) and isinstance(ident, dict) and isinstance(desc, dict)
             and isinstance(extra, dict) and (metrics is None or isinstance(metrics, dict))):
         raise CorruptRow("corrupt JSON: a list or object has the wrong shape")
+    problems = rank_problems(ranks) + (metric_problems(metrics) if metrics is not None else [])
+    if row["status"] not in STATUSES:
+        problems.insert(0, f"status {row['status']!r} is not one dlbench writes")
+    if problems:  # shown as `invalid` with its id by every reader, never a crash; --verify says the rest
+        return invalid_point(row, spec, Environment(identity=ident, descriptive=desc), extra, problems)
     try:
         result = PointResult(
             spec=spec, status=str(row["status"]), error=row["error"],  # type: ignore[arg-type]
@@ -93,6 +99,25 @@ def stored_point(row: Mapping[Any, Any]) -> StoredPoint:
             started=float(row["started"]), finished=float(row["finished"]))
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise CorruptRow(f"corrupt ranks_json or metrics_json ({exc})") from None
+    return StoredPoint(int(row["id"]), str(row["run_id"]), result, str(row.get("uid") or ""))
+
+
+def _seconds(value: object) -> float:
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def invalid_point(row: Mapping[Any, Any], spec: PointSpec, env: Environment, extra: dict[str, object],
+                  problems: list[str]) -> StoredPoint:
+    """A row whose figures cannot be trusted, as readers show it: status `invalid`, no metrics or samples, the
+    first problem and the point's id in its error."""
+    uid = str(row.get("uid") or row["id"])
+    more = f" (and {len(problems) - 1} more: dlbench results {row['run_id']} --verify)" if len(problems) > 1 else ""
+    result = PointResult(spec=spec, status=INVALID, env=env, extra=extra,  # type: ignore[arg-type]
+                         error=f"invalid stored point {uid}: {problems[0]}{more}",
+                         started=_seconds(row["started"]), finished=_seconds(row["finished"]))
     return StoredPoint(int(row["id"]), str(row["run_id"]), result, str(row.get("uid") or ""))
 
 

@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import sqlite3
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -20,16 +21,39 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from dlbench.results import recovery
-from dlbench.results.claims import ClaimTaken, advisory_claim, controller, controller_gone, file_claim, lock_file
-from dlbench.results.migrations import STORE_SCHEMA_VERSION, SchemaError, check_version, stored_version, upgrade
+from dlbench.results.claims import (
+    ClaimTaken,
+    advisory_claim,
+    controller,
+    controller_gone,
+    file_claim,
+    lock_file,
+)
+from dlbench.results.errors import PointNotStored
+from dlbench.results.migrations import (
+    STORE_SCHEMA_VERSION,
+    SchemaError,
+    check_version,
+    stored_version,
+    upgrade,
+)
 from dlbench.results.recovery import Recovered
-from dlbench.results.rows import CorruptRow, RunRecord, StoredPoint, point_row, run_record, stored_point
+from dlbench.results.rows import (
+    CorruptRow,
+    RunRecord,
+    StoredPoint,
+    point_row,
+    run_record,
+    stored_point,
+)
 from dlbench.results.schema import PointResult
+from dlbench.results.store_file import create_store_file, nearest_folder_problem
 from dlbench.results.store_sql import (
     DEFAULT_STORE,
     StoreError,
     Target,
     mask,
+    metadata,
     one_line,
     parse_target,
     points,
@@ -58,6 +82,7 @@ class Store:
         self.recovery_paths = recovery.recovery_paths(self.target.file, self.target.display)
         self.engine: Engine
         self.db: Connection
+        self._pending: Path | None = None  # a SQLite file to make at the first write
         if self.target.file is not None:
             self._open_sqlite(self.target.file)
         else:
@@ -78,9 +103,11 @@ class Store:
             if not file.exists():
                 raise StoreError(f"no store at {file}: run `dlbench run` first, or pass --store")
             raw = self._sqlite_readable(file)
+        elif not file.exists():  # made when its first row is written (store_file.py): until then, empty
+            self._open_pending(file)
+            return
         else:
             try:
-                file.parent.mkdir(parents=True, exist_ok=True)
                 raw = sqlite_connect(file, "rwc")
                 self._probe_version(raw, empty_ok=True)  # a foreign file is refused before any change to it
                 writer_pragmas(raw)
@@ -93,6 +120,33 @@ class Store:
         self.engine = sqlite_engine(raw)
         self.db = self.engine.connect()
         self._check_and_migrate()
+
+    def _open_pending(self, file: Path) -> None:
+        """A writer's store that does not exist yet: checked to be creatable, read as an empty store in memory,
+        and made on the first write (_materialise)."""
+        problem = nearest_folder_problem(file)
+        if problem:
+            raise StoreError(f"cannot open the store at {file}: {problem}")
+        self._pending = file
+        self.engine = sqlite_engine(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False))
+        self.db = self.engine.connect()
+        with self.db.begin():
+            metadata.create_all(self.db)
+
+    def _materialise(self) -> None:
+        """Make the pending store file, all at once (or take the one another process just made), and open it."""
+        file, self._pending = self._pending, None
+        assert file is not None
+        try:
+            create_store_file(file)
+        except SchemaError as exc:
+            raise StoreError(f"the store at {file}: {exc}") from None
+        except (sqlite3.Error, OSError) as exc:
+            self._pending = file
+            raise self._fail_open(exc) from None
+        self.db.close()
+        self.engine.dispose()
+        self._open_sqlite(file)
 
     def _sqlite_readable(self, file: Path) -> sqlite3.Connection:
         """mode=ro; on a read-only file system (WAL needs its -shm file) immutable=1. An old store is copied
@@ -171,6 +225,8 @@ class Store:
         """A transaction (BEGIN IMMEDIATE for SQLite writers); any database error becomes a one-line StoreError."""
         if write and self.readonly:
             raise StoreError(f"the store at {self.path} was opened read-only")
+        if write and self._pending is not None:
+            self._materialise()
         try:
             self.db.info["write"] = write
             with self.db.begin():
@@ -180,7 +236,9 @@ class Store:
                              f"{one_line(exc)}") from None
 
     def schema_version(self) -> int:
-        """The version this store is at."""
+        """The version this store is at (a store not made yet will be made at the newest)."""
+        if self._pending is not None:
+            return STORE_SCHEMA_VERSION
         with self.transaction():
             try:
                 return stored_version(self.db)
@@ -215,7 +273,9 @@ class Store:
 
     def add_point(self, run_id: str, result: PointResult) -> int:
         """Commit one point at once; returns its row id. The one place a result becomes a row: when the store
-        fails, the point goes to the recovery file, the run is marked failed, and StoreError says where."""
+        fails, the point goes to the recovery file, the run is marked failed, and PointNotStored says where. When
+        no recovery file can be written either, the record is printed on stderr as one JSON line, the last place
+        left, and the run is still marked failed with the reason."""
         uid = str(uuid.uuid4())
         row = point_row(run_id, uid, result)
         try:
@@ -224,19 +284,25 @@ class Store:
         except StoreError as exc:
             failure = str(exc)
         what = f"{result.spec.framework} {result.spec.model} batch {result.spec.batch_size}"
+        record: dict[str, object] = {"run": self._run_row(run_id), "row": row, "store": self.target.display,
+                                     "error": failure, "time": time.time()}
         try:
-            where = recovery.append(self.recovery_paths, {"run": self._run_row(run_id), "row": row,
-                                                           "store": self.target.display, "error": failure,
-                                                           "time": time.time()})
+            where = recovery.append(self.recovery_paths, record)
         except OSError as exc:
-            raise StoreError(f"{failure}; the point ({what}) could not be kept in a recovery file either "
-                             f"({exc}): it is lost") from None
+            print(json.dumps({"format": recovery.FORMAT_VERSION, **record}, sort_keys=True), file=sys.stderr)
+            lost = (f"{failure}; the point ({what}) could not be kept in a recovery file either "
+                    f"({exc.strerror or exc}): its record is the JSON line above on stderr")
+            self._fail_run(run_id, f"store write failed and no recovery file could be written: {failure}")
+            raise PointNotStored(lost) from None
+        self._fail_run(run_id, f"store write failed: {failure}")
+        raise PointNotStored(f"{failure}; the point ({what}) was kept in {where}: after fixing the store, run "
+                             f"`dlbench results --recover --store {self.target.display}`")
+
+    def _fail_run(self, run_id: str, reason: str) -> None:
         try:
-            self.finish_run(run_id, "failed", f"store write failed: {failure}")
+            self.finish_run(run_id, "failed", reason)
         except StoreError:
-            pass  # the store refuses even that; the recovery file has the point
-        raise StoreError(f"{failure}; the point ({what}) was kept in {where}: after fixing the store, run "
-                         f"`dlbench results --recover --store {self.target.display}`")
+            pass  # the store refuses even that; the point is in the recovery file (or on stderr)
 
     def _run_row(self, run_id: str) -> dict[str, object] | None:
         try:
@@ -248,7 +314,7 @@ class Store:
 
     def recover(self) -> Recovered:
         """Read the recovery files back into the store (idempotent: keyed on each point's unique id)."""
-        return recovery.read_back(self)
+        return recovery.read_back(self.recovery_paths, self.transaction)
 
     @contextmanager
     def claim_run(self, run_id: str) -> Iterator[None]:
@@ -338,19 +404,13 @@ class Store:
         with self.transaction() as c:
             return {str(r[0]) for r in c.execute(sa.select(points.c.spec_key).where(points.c.run_id == run_id))}
 
-    def stored_metrics(self, run_ids: Sequence[str]) -> dict[str, dict[str, object]]:
-        """The metrics of these runs' points exactly as stored (parsed JSON), by point uid, for verification."""
+    def stored_rows(self, run_ids: Sequence[str]) -> dict[str, dict[str, object]]:
+        """The points of these runs exactly as stored (their raw columns), by point uid, for verification."""
+        cols = (points.c.uid, points.c.run_id, points.c.status, points.c.batch_size, points.c.framework,
+                points.c.model, points.c.precision, points.c.spec_key, points.c.metrics_json, points.c.ranks_json)
         with self.transaction() as c:
-            rows = c.execute(sa.select(points.c.uid, points.c.run_id, points.c.metrics_json)
-                             .where(points.c.run_id.in_(list(run_ids))).where(points.c.metrics_json.is_not(None)))
-            out: dict[str, dict[str, object]] = {}
-            for uid, run_id, text in rows:
-                try:
-                    out[str(uid)] = dict(json.loads(text))
-                except (TypeError, ValueError) as exc:
-                    raise StoreError(f"point {uid} of run {run_id} in {self.path}: corrupt metrics_json "
-                                     f"({exc})") from None
-        return out
+            rows = c.execute(sa.select(*cols).where(points.c.run_id.in_(list(run_ids)))).mappings().all()
+        return {str(r["uid"]): dict(r) for r in rows}
 
     def point_uids(self, run_ids: Sequence[str]) -> set[str]:
         """The unique ids of the points of these runs."""
@@ -358,4 +418,5 @@ class Store:
             return {str(r[0]) for r in c.execute(sa.select(points.c.uid).where(points.c.run_id.in_(list(run_ids))))}
 
 
-__all__ = ["DEFAULT_STORE", "Recovered", "RunRecord", "Store", "StoreError", "StoredPoint", "resolve_path"]
+__all__ = ["DEFAULT_STORE", "PointNotStored", "Recovered", "RunRecord", "Store", "StoreError", "StoredPoint",
+           "resolve_path"]

@@ -2,7 +2,7 @@
 
 The tables below are the current schema (the Alembic revisions in results/alembic/versions build it); every
 read and write of the store goes through them, for both dialects. Passwords are never shown: every message
-and every display string passes through `mask`.
+and every display string passes through `mask`, which is `dlbench.redact.redact`, the one redaction function.
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.pool import NullPool, StaticPool
 
+from dlbench.redact import is_libpq_string
+from dlbench.redact import redact as mask
+from dlbench.results.errors import StoreError
+
 DEFAULT_STORE = Path("dlbench-results") / "results.db"
 SCHEMES = {"postgresql": "postgresql", "postgres": "postgresql", "postgresql+psycopg": "postgresql",
            "sqlite": "sqlite"}
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-_SECRET = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)[^@\s]*@")
-_PASSWORD_KW = re.compile(r"(password\s*=\s*)[^\s&]+", re.IGNORECASE)
 CONNECT_TIMEOUT_S = 10
 BUSY_TIMEOUT_S = 30.0
 
@@ -66,11 +68,6 @@ points = sa.Table(
 )
 
 
-def mask(text: str) -> str:
-    """Hide every password in text: postgresql://user:secret@host/db -> postgresql://user:***@host/db."""
-    return _PASSWORD_KW.sub(r"\1***", _SECRET.sub(r"\1***@", text))
-
-
 def one_line(exc: BaseException) -> str:
     """The first line of an error (the driver's own, where SQLAlchemy wrapped it), passwords masked."""
     orig = getattr(exc, "orig", None) or exc
@@ -83,16 +80,31 @@ def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
 
     For a PostgreSQL store this is the local default file: its folder is where local files go (sweep data).
     """
-    raw = os.fspath(path) if path is not None else os.environ.get("DLBENCH_STORE")
+    raw = _raw_store(path)
     if raw and _URL.match(raw):
-        target = parse_target(raw)
+        try:
+            target = parse_target(raw)
+        except ValueError as exc:
+            raise StoreError(str(exc)) from None
         return target.file if target.file is not None else DEFAULT_STORE
     p = Path(raw) if raw else DEFAULT_STORE
     return p / "results.db" if p.is_dir() else p
 
 
-class StoreError(Exception):
-    """The store cannot be opened, written or understood; the message is one line for the user."""
+def _raw_store(path: str | os.PathLike[str] | None) -> str | None:
+    """The store as given (--store, else $DLBENCH_STORE; an empty variable is unset). An empty --store and a libpq
+    keyword string (host=... password=...) are refused: neither names a file, and the second holds secrets."""
+    if path is not None:
+        raw: str | None = os.fspath(path)
+        if not str(raw).strip():
+            raise StoreError("the store path is empty: give a file path or postgresql://user@host/db, or leave the "
+                             "option out for the default store")
+    else:
+        raw = os.environ.get("DLBENCH_STORE") or None
+    if raw is not None and is_libpq_string(raw):
+        raise StoreError(f"{mask(raw)!r} is a libpq keyword string, not a store: give the store as "
+                         "postgresql://user@host/db (the password from ~/.pgpass or PGPASSWORD)")
+    return raw
 
 
 @dataclass(frozen=True)
@@ -108,19 +120,22 @@ class Target:
 def parse_target(path_or_url: str | os.PathLike[str] | None) -> Target:
     """A file path (SQLite) or a store URL (postgresql://user@host/db, sqlite:///path); an unknown scheme is
     refused in one line."""
-    raw = os.fspath(path_or_url) if path_or_url is not None else os.environ.get("DLBENCH_STORE")
+    raw = _raw_store(path_or_url)
     m = _URL.match(raw or "")
     if raw is None or m is None:
         file = resolve_path(raw)
-        return Target("sqlite", None, str(file), file)
+        return Target("sqlite", None, mask(str(file)), file)
     scheme = m.group(1).lower()
     if scheme not in SCHEMES:
         raise ValueError(f"unknown store URL scheme {scheme!r} in {mask(raw)}: use a file path (SQLite) or "
                          "postgresql://user@host/db")
     if SCHEMES[scheme] == "sqlite":
         rest = urllib.parse.unquote(raw[len(m.group(0)):])  # sqlite:///relative or sqlite:////absolute
-        file = Path(rest[1:] if rest.startswith("/") else rest)
+        file = Path(rest.removeprefix("/"))
         return Target("sqlite", None, str(file), file)
+    if raw[len(m.group(0)):].split("/")[0].count("@") > 1:  # SQLAlchemy would read the password up to the first
+        raise ValueError(f"the store URL {mask(raw)} has '@' more than once before the host: write an '@' in the "
+                         "user name or password as %40")
     try:
         url = sa.make_url("postgresql+psycopg://" + raw[len(m.group(0)):])
     except sa.exc.ArgumentError as exc:

@@ -1,6 +1,7 @@
 """Reading untrusted suite YAML with bounds: size, text, nesting depth and alias expansion are checked
 before anything is built, so a binary file, a 5,000-level nest or a "billion laughs" alias bomb is a one-line
-error in milliseconds, never a traceback or gigabytes of memory."""
+error in milliseconds, never a traceback or gigabytes of memory. A key given twice in one mapping is refused too
+(YAML would keep the last one silently)."""
 
 from __future__ import annotations
 
@@ -70,6 +71,28 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
     return size
 
 
+def _check_duplicate_keys(root: yaml.Node) -> None:
+    """Refuse a mapping that gives a key twice: YAML keeps the last silently, so the first would be lost."""
+    seen: set[int] = set()
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            lines: dict[str, int] = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value != "<<":
+                    if key.value in lines:
+                        raise BoundedYamlError(f"key {key.value!r} is given twice (first on line {lines[key.value]}): "
+                                               "give each key once", key.start_mark.line + 1)
+                    lines[key.value] = key.start_mark.line + 1
+                todo += [key, value]
+        elif isinstance(node, yaml.SequenceNode):
+            todo += node.value
+
+
 def load(text: str) -> tuple[yaml.Node | None, Any]:
     """The composed node graph (for line numbers) and the plain data of one YAML document, within bounds.
 
@@ -80,4 +103,6 @@ def load(text: str) -> tuple[yaml.Node | None, Any]:
     if node is not None and _expanded_size(node, {}) > MAX_NODES:
         raise BoundedYamlError(f"expands to more than {MAX_NODES:,} values through aliases (an alias bomb?)",
                                node.start_mark.line + 1)
+    if node is not None:
+        _check_duplicate_keys(node)
     return node, yaml.safe_load(text)
