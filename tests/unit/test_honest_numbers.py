@@ -84,7 +84,7 @@ def test_a_one_repeat_point_stored_before_reads_without_a_spread(tmp_path: Path)
     [p] = again.points()
     m = p.result.metrics
     assert m is not None and (m.ci_low, m.ci_high, m.cv, m.noisy) == (None, None, None, None)
-    assert verify(again.points(), again.stored_metrics([run])) == []
+    assert verify(again.points(), again.stored_rows([run])) == []
 
 
 # -- item 8: tables for people ----------------------------------------------------------------------------------

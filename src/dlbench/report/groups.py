@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from dlbench.backends import all_backends
 from dlbench.cases import CASES, UnknownCase, get_case
+from dlbench.report.table import fmt_bytes, fmt_count
 from dlbench.results.scaling import Scaling, scaled
 from dlbench.results.store import StoredPoint
 
@@ -254,8 +255,6 @@ Field = tuple[tuple[int, float, str], str]  # (sort key, label)
 
 def _field(name: str, value: object) -> Field:
     """A spec field's value as a sort key and a label: 'vocab=3.2M', 'memory_limit=1.5 GiB', 'launcher=local'."""
-    from dlbench.report.table import fmt_bytes, fmt_count  # here: table -> telemetry -> chart_base -> groups
-
     if isinstance(value, bool) or value is None or not isinstance(value, (int, float)):
         text = {None: "none", True: "yes", False: "no"}.get(value, str(value))  # type: ignore[call-overload]
         return (1, 0.0, text), f"{name}={text}"

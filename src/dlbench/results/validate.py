@@ -15,10 +15,11 @@ from dlbench.results.schema import STATUSES, Metrics, RankRaw, RepeatRaw
 
 INVALID = "invalid"  # the status readers show for a row they cannot trust; never written to a store
 
-_FINITE = ("throughput", "ci_low", "ci_high", "ci_level", "cv", "median_step_s", "input_wait_share")
+_FINITE = ("throughput", "ci_level", "median_step_s", "input_wait_share")
+_SPREAD = ("ci_low", "ci_high", "cv")  # null below MIN_REPEATS_FOR_SPREAD repeats (schema.Metrics)
 _COUNTS = ("global_batch", "measured_steps")
 _OPTIONAL_COUNTS = ("peak_memory_bytes", "allocator_peak_bytes")
-_FLAGS = ("noisy", "input_bound")
+_FLAGS = ("input_bound",)
 _TEXTS = ("statistic", "memory_kind", "timing", "allocator_kind")
 _SECONDS = ("step_times", "window_s", "device_step_s")
 
@@ -50,7 +51,10 @@ def metric_problems(d: Mapping[str, object]) -> list[str]:
     out += [f"{k} is {_what(d[k])}, not a whole number" for k in _COUNTS if k in d and not _count(d[k])]
     out += [f"{k} is {_what(d[k])}, not a whole number" for k in _OPTIONAL_COUNTS
             if d.get(k) is not None and not _count(d[k])]
+    out += [f"{k} is {_what(d[k])}, not a finite number" for k in _SPREAD if d.get(k) is not None and not _finite(d[k])]
     out += [f"{k} is {_what(d[k])}, not true or false" for k in _FLAGS if k in d and not isinstance(d[k], bool)]
+    if d.get("noisy") is not None and not isinstance(d["noisy"], bool):  # null: too few repeats to tell
+        out.append(f"noisy is {_what(d['noisy'])}, not true, false or unknown")
     out += [f"{k} is {_what(d[k])}, not text" for k in _TEXTS if k in d and not isinstance(d[k], str)]
     for k in ("final_loss", "device_median_step_s"):
         if d.get(k) is not None and not _finite(d[k]):
