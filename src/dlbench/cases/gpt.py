@@ -57,13 +57,17 @@ CASE = register(Case(
 # The family (#23): DLPerf's shapes as parameters, GPT-2 small's as defaults. One sequence fills the learned
 # positions (Megatron's --max-position-embeddings = --seq-length, as DLPerf ran it).
 FAMILY_DEFAULTS: dict[str, int] = {"hidden": 768, "layers": 12, "heads": 12, "seq": 1024, "vocab": 50257}
+HEAD_SIZE = 64  # heads not given: hidden / 64 of them
 
 
 def _shaped(case: Case) -> Case:
     """The family member at its parameters: hidden width, layers, heads, sequence (= positions) and vocabulary."""
     hidden, layers, heads, seq, vocab = (case.param(n) for n in FAMILY_DEFAULTS)
+    if "heads" not in dict(case.values):  # not given: heads of 64, as GPT-2 has them (12 at width 768)
+        heads = max(1, hidden // HEAD_SIZE)
     if hidden % heads:
-        raise SpecError(f"case {case.name}: hidden ({hidden}) must be a multiple of heads ({heads})")
+        raise SpecError(f"case {case.name}: hidden ({hidden}) must be a multiple of heads ({heads}); set --param "
+                        "heads")
     arch = GptConfig(vocab_size=vocab, hidden_size=hidden, num_layers=layers, num_heads=heads, max_positions=seq)
     return dataclasses.replace(case, arch=arch, param_count=param_count(arch),
                                input=TextInput(seq_len=seq, vocab=vocab))
@@ -76,7 +80,8 @@ FAMILY = register(Case(
     derive=_shaped,
     params=(CaseParam("hidden", 768, "width of the decoder (DLPerf: 768, 1536, 2304, 3072)"),
             CaseParam("layers", 12, "decoder layers (DLPerf: 12, 16, 24, 32)"),
-            CaseParam("heads", 12, "attention heads; hidden must be a multiple (DLPerf: 12, 16, 24, 32)"),
+            CaseParam("heads", 12, "attention heads; hidden must be a multiple; not given: hidden / 64 "
+                      "(DLPerf: 12, 16, 24, 32)"),
             CaseParam("seq", 1024, "tokens per sequence, = learned positions (DLPerf: 2048)"),
             CaseParam("vocab", 50257, "vocabulary size (DLPerf: 51200)")),
     notes="A GPT-2 decoder of any shape (DLPerf's GPT study: 117M to 3.5B), trained with Megatron-LM's GPT-2 "
