@@ -84,7 +84,7 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
 
     case = get_case(spec.model).configured(spec.params)
     backend = load_backend(spec.framework)
-    reason = backend.case_support(case) or backend.refuse(spec)
+    reason = backend.case_support(case) or backend.layout_refusal(spec) or backend.refuse(spec)
     if reason:
         return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec))
     sampler = ProcessMemory().start() if spec.device == "cuda" else None

@@ -209,4 +209,12 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("env --device tpu", "device"),
     ("list --colour", "No such option"),
     ("frobnicate", "No such command"),
+    # GPT layouts (#23)
+    ("run -f fake -m gpt --scale 1n4c --tensor-parallel 3 --store {store}", "do not divide by 3 x 1"),
+    ("run -f fake -m gpt --micro-batches 2 --store {store}", "with --pipeline-parallel 2"),
+    ("run -f fake -m gpt --scale 1n2c --pipeline-parallel 2 --micro-batches 3 -b 4 --store {store}",
+     "multiple of --micro-batches"),
+    ("run -f fake -m gpt --tensor-parallel 0 --store {store}", "tensor-parallel"),
+    ("run -f fake -m gpt --param hidden=100 --param heads=3 --store {store}", "multiple of heads"),
+    ("run -f fake -m gpt --schedule zb --store {store}", "schedule"),
 ]

@@ -129,3 +129,12 @@ def test_torch_refuses_what_its_split_cannot_do() -> None:
                                                     case_params=(("layers", 3),))) or "")
     assert "--strategy" in (refuse(_spec(strategy="allreduce", **tp)) or "")
     assert refuse(_spec(**tp)) is None and refuse(_spec(recompute=True)) is None
+
+
+def test_a_backend_without_a_split_refuses_in_one_line() -> None:
+    from dlbench.backends.fake import FakeBackend
+
+    msg = FakeBackend().layout_refusal(_spec(devices_per_node=2, tensor_parallel=2)) or ""
+    assert "does not split a model" in msg and "\n" not in msg
+    assert "recompute" in (FakeBackend().layout_refusal(_spec(recompute=True)) or "")
+    assert FakeBackend().layout_refusal(_spec(devices_per_node=2)) is None

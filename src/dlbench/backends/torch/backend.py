@@ -75,6 +75,9 @@ class TorchBackend(Backend):
         env.update(distributed.environment(spec))
         return env
 
+    def layout_refusal(self, spec: PointSpec) -> str | None:
+        return None  # refuse() says what a split GPT cannot do (split.refuse)
+
     def refuse(self, spec: PointSpec) -> str | None:
         numerics = resolve_precision(spec.precision, spec.device)
         if numerics.refusal:
