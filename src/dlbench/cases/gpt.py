@@ -129,6 +129,18 @@ def layout_flops_per_sample(case: Case, input_size: int | None, recompute: bool)
     return model, megatron_flops_per_sample(case, input_size, recompute=True) if recompute else model
 
 
+def hardware_ratio(model: str, params: dict[str, int], input_size: int | None) -> float:
+    """Hardware over model FLOPs of a GPT point that recomputes activations (1.0 for any other case)."""
+    try:
+        case = get_case(model).configured(params)
+        if not isinstance(case.arch, GptConfig):
+            return 1.0
+        model_flops, hardware = layout_flops_per_sample(case, input_size, recompute=True)
+    except (UnknownCase, SpecError):
+        return 1.0
+    return hardware / model_flops
+
+
 def tokens_per_sample(model: str, input_size: int | None = None, params: dict[str, int] | None = None) -> int | None:
     """Tokens one sample of a causal-LM case holds (its sequence length, or its `seq` parameter); None for any
     other case or name."""
@@ -156,8 +168,9 @@ def lm_rates(model: str, params: dict[str, int], input_size: int | None,
     return samples_per_s * tokens, samples_per_s * flops / 1e12
 
 
-__all__ = ["CASE", "FAMILY", "FAMILY_DEFAULTS", "SIZES", "GptConfig", "gpt_arch", "layout_flops_per_sample",
-           "lm_rates", "megatron_flops_per_sample", "param_count", "sequence_length", "tokens_per_sample"]
+__all__ = ["CASE", "FAMILY", "FAMILY_DEFAULTS", "SIZES", "GptConfig", "gpt_arch", "hardware_ratio",
+           "layout_flops_per_sample", "lm_rates", "megatron_flops_per_sample", "param_count", "sequence_length",
+           "tokens_per_sample"]
 
 
 # The case's model-FLOPs count is the Megatron-LM formula without recomputation (3x the forward pass); torch's

@@ -7,11 +7,12 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from dlbench.cases.gpt import lm_rates
+from dlbench.cases.gpt import hardware_ratio, lm_rates
 from dlbench.results.mfu import efficiency, fmt_mfu, fmt_tflops, peak_notes
 from dlbench.results.scaling import Scaled
 from dlbench.results.schema import PointResult
 from dlbench.results.store import RunRecord
+from dlbench.spec import PointSpec
 
 
 def fmt_bytes(n: int | None) -> str:
@@ -33,7 +34,18 @@ def fmt_throughput(r: PointResult) -> str:
 def fmt_lm_rates(r: PointResult) -> str:
     """A causal-LM point's tokens/s and achieved TFLOP/s by the Megatron-LM formula, each on a line of its own."""
     rates = lm_rates(r.spec.model, r.spec.params, r.spec.input_size, r.metrics.throughput) if r.metrics else None
-    return "" if rates is None else f"\n{rates[0]:,.0f} tokens/s\n{rates[1]:,.3g} TFLOP/s Megatron"
+    if rates is None:
+        return ""
+    hardware = ""
+    if r.spec.recompute and rates[1] > 0:  # the devices also ran a second forward: DLPerf's and Megatron's count
+        hardware = f"\n{rates[1] * hardware_ratio(r.spec.model, r.spec.params, r.spec.input_size):,.3g} hardware"
+    return f"\n{rates[0]:,.0f} tokens/s\n{rates[1]:,.3g} TFLOP/s Megatron{hardware}"
+
+
+def fmt_scale(s: PointSpec) -> str:
+    """'1n4c', or '1n4c TP2 PP2 M4' where the point splits its model (and 'recompute' where it recomputes)."""
+    lay = s.layout
+    return s.scale + (f" {lay.label}" if lay.splits_model or lay.recompute else "")
 
 
 def fmt_count(n: int) -> str:
@@ -89,7 +101,7 @@ def points_table(results: list[PointResult], title: str = "",
         sc = scaled[i] if scaled is not None else None
         scaling = (fmt_speedup(r, sc), f"{sc.scaling.efficiency:.0%}" if sc else "-") if scaled is not None else ()
         t.add_row(s.framework, s.model + fmt_case_params(s.case_params),
-                  str(s.batch_size), prec, s.scale, fmt_throughput(r) + fmt_lm_rates(r),
+                  str(s.batch_size), prec, fmt_scale(s), fmt_throughput(r) + fmt_lm_rates(r),
                   fmt_tflops(effs[i]), fmt_mfu(effs[i]), *scaling,
                   f"{m.cv:.1%}" if m else "-", f"{m.median_step_s * 1000:,.1f} ms" if m else "-",
                   fmt_bytes(m.peak_memory_bytes) if m else "-", status_text(r))
