@@ -16,6 +16,7 @@ from dlbench.report.charts import (
     throughput_charts,
 )
 from dlbench.report.efficiency import FLOPS_DEFINITION, EffRow, efficiency_rows, mfu_chart, roofline_chart
+from dlbench.report.gpt_layouts import LayoutRow, layout_chart, layout_rows
 from dlbench.report.groups import Cell, Column, Section, build_sections, framework_title
 from dlbench.report.history import history_charts
 from dlbench.report.max_values import REFERENCE_NOTE, MaxValueRow, PublishedMax, dlperf_max_classes, max_value_rows
@@ -76,6 +77,7 @@ class Report:
     max_values: list[MaxValueRow] = field(default_factory=list)  # searched case-parameter maxima (face classes)
     max_reference: list[PublishedMax] = field(default_factory=list)
     max_reference_note: str = REFERENCE_NOTE
+    gpt_layouts: list[LayoutRow] = field(default_factory=list)  # GPT points by parallel layout (DLPerf's GPT)
     definition: str = THROUGHPUT_DEFINITION
     flops_definition: str = FLOPS_DEFINITION
     notes: list[str] = field(default_factory=list)
@@ -157,6 +159,8 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
     notes = [(f"{hidden} earlier point(s) of a configuration measured again in a later run are not shown "
               "(the newest is).")] if hidden else []
     special, maxima = wide_deep_chart(points, cc), max_value_rows(points)
+    layouts = layout_rows(points)
+    special.extend(layout_chart(layouts, cc))
     if not special.charts and not maxima:  # no special-case section: say so where the other absent charts do
         overall.notes.extend(special.notes)
         special = ChartSet()
@@ -167,7 +171,7 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
                                                       for k, n in protos.most_common()],
         warnings=warnings, sections=views, overall=overall,
         status_counts=dict(Counter(p.result.status for p in points)), colours=cc, notes=notes,
-        special=special, max_values=maxima, max_reference=dlperf_max_classes())
+        special=special, max_values=maxima, max_reference=dlperf_max_classes(), gpt_layouts=layouts)
 
 
 __all__ = ["Column", "KeyValue", "Report", "SectionView", "build_report", "describe_protocol"]
