@@ -10,7 +10,10 @@ import pytest
 
 from dlbench import reference
 from dlbench.cases import get_case
-from dlbench.cases.gpt import layout_flops_per_sample, megatron_flops_per_sample, param_count
+from dlbench.cases.gpt import (
+    layout_flops_per_sample,
+    megatron_flops_per_sample,
+)
 from dlbench.parallel import Layout
 from dlbench.spec import PointSpec, Protocol, SpecError
 
@@ -79,7 +82,7 @@ def test_dlperf_table_is_the_recompute_formula_times_its_throughput() -> None:
 
 
 def _spec(**kw: object) -> PointSpec:
-    base = dict(framework="torch", model="gpt", batch_size=4, protocol=Protocol(0, 1, 1, "median"))
+    base = {"framework": "torch", "model": "gpt", "batch_size": 4, "protocol": Protocol(0, 1, 1, "median")}
     return PointSpec(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -96,11 +99,11 @@ def test_layout_fields_keep_old_keys_and_count_the_global_batch() -> None:
 
 
 @pytest.mark.parametrize(("fields", "message"), [
-    (dict(devices_per_node=4, tensor_parallel=3), "do not divide by 3 x 1"),
-    (dict(micro_batches=2), "with --pipeline-parallel 2"),
-    (dict(devices_per_node=2, pipeline_parallel=2, micro_batches=3), "multiple of --micro-batches"),
-    (dict(pipeline_schedule="zb"), "pipeline schedule must be one of"),
-    (dict(tensor_parallel=0), "tensor parallel must be a whole number"),
+    ({"devices_per_node": 4, "tensor_parallel": 3}, "do not divide by 3 x 1"),
+    ({"micro_batches": 2}, "with --pipeline-parallel 2"),
+    ({"devices_per_node": 2, "pipeline_parallel": 2, "micro_batches": 3}, "multiple of --micro-batches"),
+    ({"pipeline_schedule": "zb"}, "pipeline schedule must be one of"),
+    ({"tensor_parallel": 0}, "tensor parallel must be a whole number"),
 ])
 def test_a_layout_the_devices_cannot_take_is_refused(fields: dict[str, object], message: str) -> None:
     with pytest.raises(SpecError, match=message):
@@ -121,7 +124,7 @@ def test_torch_refuses_what_its_split_cannot_do() -> None:
     pytest.importorskip("torch", reason="torch is not installed in this environment")
     from dlbench.backends.torch.split import refuse
 
-    tp = dict(devices_per_node=2, tensor_parallel=2)
+    tp = {"devices_per_node": 2, "tensor_parallel": 2}
     assert "GPT cases only" in (refuse(_spec(model="resnet50", **tp)) or "")
     assert "GPT cases only" in (refuse(_spec(model="bert_base", recompute=True)) or "")
     assert "heads do not split" in (refuse(_spec(case_params=(("heads", 3), ("hidden", 96)), **tp)) or "")

@@ -23,7 +23,7 @@ from dlbench.wire import RankContext
 
 torch = pytest.importorskip("torch", reason="torch is not installed in this environment")
 
-from dlbench.backends.torch.backend import TorchBackend  # noqa: E402
+from dlbench.backends.torch.backend import TorchBackend
 
 PARAMS = {"heads": 4, "hidden": 64, "layers": 2, "seq": 32, "vocab": 1000}
 GLOBAL_BATCH, STEPS, REL = 8, 3, 2e-5

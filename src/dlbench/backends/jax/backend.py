@@ -18,7 +18,13 @@ import jax.numpy as jnp
 from flax.training.dynamic_scale import DynamicScale
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
-from dlbench.backends.jax import PREALLOCATE_VAR, data, distributed, tensor_parallel, wide_deep
+from dlbench.backends.jax import (
+    PREALLOCATE_VAR,
+    data,
+    distributed,
+    tensor_parallel,
+    wide_deep,
+)
 from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.models import MODELS, build_module, model_inputs
 from dlbench.backends.jax.step import JaxTrainer, State, make_optimizer, make_train_step

@@ -14,7 +14,7 @@ JAX has no pipeline schedule in its public API; a pipeline-parallel point is ref
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import jax
@@ -65,7 +65,7 @@ def _key(entry: Any) -> str:
 class TensorPlacement(Placement):
     """A (data, model) mesh: the batch split over data, the weights as RULES say."""
 
-    layout: Layout = Layout()
+    layout: Layout = field(default_factory=Layout)
 
     @classmethod
     def of(cls, devices: list[jax.Device], layout: Layout) -> TensorPlacement:
