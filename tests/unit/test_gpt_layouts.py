@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 from typing import Any
 
 import pytest
+from gloo_ranks import run_ranks
 
 from dlbench.cases import get_case
 from dlbench.spec import PointSpec, Protocol
@@ -62,10 +62,9 @@ def _losses(trainer: Any, batch: dict[str, Any]) -> list[float]:
     return out
 
 
-def _rank(rank: int, spec: PointSpec, port: int, out: Any) -> None:
+def _rank(rank: int, port: int, spec: PointSpec) -> tuple[list[float], float, dict[str, object]]:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(spec.world_size), LOCAL_RANK=str(rank))
-    torch.set_num_threads(1)
     ctx = RankContext(rank=rank, world_size=spec.world_size, local_rank=rank, local_world_size=spec.world_size,
                       rdzv_timeout_s=60)
     backend = TorchBackend()
@@ -76,23 +75,7 @@ def _rank(rank: int, spec: PointSpec, port: int, out: Any) -> None:
     losses = _losses(trainer, mine)
     checksum = trainer.param_checksum()
     trainer.close()
-    out[rank] = (losses, checksum, backend.facts())
-
-
-def _run(spec: PointSpec) -> dict[int, Any]:
-    mp = torch.multiprocessing.get_context("fork")
-    with mp.Manager() as manager, socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        out = manager.dict()
-        procs = [mp.Process(target=_rank, args=(r, spec, port, out)) for r in range(spec.world_size)]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(180)
-        assert [p.exitcode for p in procs] == [0] * spec.world_size
-        return dict(out)
+    return losses, checksum, backend.facts()
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +89,7 @@ def one_device() -> list[float]:
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_a_split_gpt_trains_as_one_device(name: str, one_device: list[float]) -> None:
     spec = _spec(*LAYOUTS[name])
-    results = _run(spec)
+    results = run_ranks(_rank, spec.world_size, spec)
     for rank, (losses, _, _) in results.items():
         assert losses == pytest.approx(one_device, rel=REL), f"rank {rank} of {spec.layout.label}"
     assert one_device[-1] < one_device[0]  # it trains

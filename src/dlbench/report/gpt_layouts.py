@@ -68,7 +68,9 @@ class LayoutRow:
 
     @property
     def counted(self) -> str:
-        """Which FLOPs the TFLOP/s count: 'hardware (recompute)' or 'model'."""
+        """Which FLOPs the TFLOP/s count: 'hardware (recompute)' or 'model' ('-' when nothing was measured)."""
+        if self.tflops_per_device is None:
+            return "-"
         return "hardware (recompute)" if self.tflops_per_device != self.model_tflops_per_device else "model"
 
 

@@ -80,7 +80,7 @@ class TensorPlacement(Placement):
         """A sharding per leaf of a state (parameters, and the optimizer's moments that mirror them)."""
         def rule(path: tuple[Any, ...], _: Any) -> NamedSharding:
             names = tuple(_key(p) for p in path[-2:])
-            return NamedSharding(self.mesh, RULES.get(names, PartitionSpec()))  # type: ignore[call-overload]
+            return NamedSharding(self.mesh, RULES.get(names, PartitionSpec()))  # type: ignore[arg-type]
 
         return jax.tree_util.tree_map_with_path(rule, tree)
 

@@ -93,11 +93,11 @@ def build_stage(cfg: GptConfig, ctx: BuildContext) -> nn.Module:
         stage.lm_head.weight = nn.Parameter(torch.empty_like(stage.wte.weight))
     tp = mesh["tp"] if lay.tensor > 1 else None
     for name, child in stage.named_children():
-        if name == "blocks":
+        if isinstance(child, nn.ModuleDict):  # the blocks
             for i, block in child.items():
                 _materialise(block, f"blocks.{i}.", cfg)
                 if tp is not None:
-                    _heads_per_rank(block.attn.qkv, cfg.hidden_size, lay.tensor)
+                    _heads_per_rank(block.get_submodule("attn.qkv"), cfg.hidden_size, lay.tensor)  # type: ignore[arg-type]
                     parallelize_module(block, tp, dict(BLOCK_PLAN))
         else:
             _materialise(child, f"{name}.", cfg)
@@ -130,7 +130,8 @@ def tied_weight(stage: nn.Module) -> nn.Parameter | None:
     part: Part = stage.part  # type: ignore[assignment]
     if not stage.cfg.tied_embeddings or (part.first and part.last):  # type: ignore[union-attr]
         return None
-    return stage.wte.weight if part.first else stage.lm_head.weight  # type: ignore[return-value]
+    owner = stage.get_submodule("wte" if part.first else "lm_head")
+    return owner.weight  # type: ignore[return-value]
 
 
 def settle_gradients(stage: nn.Module, group: dist.ProcessGroup | None) -> None:

@@ -58,13 +58,18 @@ def _gpt(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
     return GptLMHeadModel(gpt_arch(case), recompute=ctx.layout.recompute)
 
 
+def _wide_deep(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
+    """Wide & Deep: the same tables on every rank."""
+    return WideDeep(case)
+
+
 # The model table: case name -> builder(case, ctx) reading the case's architecture and where it builds
 # (backends/context.py). The only place a case is named.
 MODELS: dict[str, Callable[[Case, BuildContext], nn.Module]] = {
     "resnet50": CNN.resnet, "resnet152": CNN.resnet, "vgg16": CNN.vgg, "alexnet": CNN.alexnet,
     "inception_v3": CNN.inception_v3, "bert_base": bert.builder(OPS),
     "gpt2_small": _gpt, "gpt": _gpt,
-    "wide_deep": lambda c, ctx=SINGLE: WideDeep(c),
+    "wide_deep": _wide_deep,
     "face": _face,
 }
 

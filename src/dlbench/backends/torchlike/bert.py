@@ -23,7 +23,11 @@ from dlbench.cases.arch import BertConfig
 def builder(ops: TorchOps) -> Callable[[Case, BuildContext], Any]:
     """The BERT case's model builder: ``builder(ops)(case, ctx)`` (the same model on every rank)."""
     model = define(ops)
-    return lambda case, ctx=SINGLE: model(case.arch)
+
+    def build(case: Case, ctx: BuildContext = SINGLE) -> Any:
+        return model(case.arch)
+
+    return build
 
 
 @cache
