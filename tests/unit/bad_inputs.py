@@ -217,4 +217,6 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("run -f fake -m gpt --tensor-parallel 0 --store {store}", "tensor-parallel"),
     ("run -f fake -m gpt --param hidden=100 --param heads=3 --store {store}", "multiple of heads"),
     ("run -f fake -m gpt --schedule zb --store {store}", "schedule"),
+    ("sweep --resume {run} --launcher slurm --store {store}", "--launcher with --resume"),
+    ("sweep dlperf-gpt-cpu --launcher nosuch --store {store}", "launcher"),
 ]
