@@ -10,6 +10,8 @@ from decimal import Decimal
 from dataclasses import dataclass, field
 from typing import Literal
 
+from dlbench.parallel import SCHEDULES, Layout, layout_of, layout_problem
+
 Precision = Literal["fp32", "tf32", "amp", "bf16"]
 Statistic = Literal["mean", "median"]
 DataSource = Literal["synthetic", "real"]
@@ -172,6 +174,11 @@ class PointSpec:
     seed: int = 0
     sync_every_step: bool = False
     case_params: tuple[tuple[str, int], ...] = ()
+    tensor_parallel: int = 1  # the parallel layout (dlbench.parallel): data parallel = devices / (T x P)
+    pipeline_parallel: int = 1
+    micro_batches: int = 1
+    pipeline_schedule: str = "1f1b"
+    recompute: bool = False
     version: int = field(default=SPEC_VERSION)
 
     def __post_init__(self) -> None:
@@ -202,6 +209,14 @@ class PointSpec:
             _count(f"case parameter {name}", value, 0)  # its case checks its own range (Case.configured)
         if list(self.case_params) != sorted(dict(self.case_params).items()):
             raise SpecError("case parameters must be unique and sorted by name")
+        _count("tensor parallel", self.tensor_parallel, 1)
+        _count("pipeline parallel", self.pipeline_parallel, 1)
+        _count("micro-batches", self.micro_batches, 1)
+        _choice("pipeline schedule", self.pipeline_schedule, SCHEDULES)
+        problem = layout_problem(self.world_size, self.batch_size, self.tensor_parallel, self.pipeline_parallel,
+                                 self.micro_batches)
+        if problem:
+            raise SpecError(problem)
 
     @property
     def world_size(self) -> int:
@@ -214,9 +229,16 @@ class PointSpec:
         return 1 if self.strategy in SINGLE_PROCESS_STRATEGIES else self.world_size
 
     @property
+    def layout(self) -> Layout:
+        """The parallel layout: data x tensor x pipeline, micro-batches, recomputation."""
+        return layout_of(self.nodes, self.devices_per_node, self.tensor_parallel, self.pipeline_parallel,
+                         self.micro_batches, self.recompute)
+
+    @property
     def global_batch(self) -> int:
-        """Samples per step across all devices: per-device batch x world size."""
-        return self.batch_size * self.world_size
+        """Samples per step across all devices: per-device batch x world size, where the batch of a split model
+        (tensor or pipeline parallel) is its data-parallel replica's: x devices / (T x P)."""
+        return self.batch_size * self.layout.data
 
     @property
     def scale(self) -> str:
@@ -276,3 +298,5 @@ class PointSpec:
 
 # Spec fields added after version 1, with the default that leaves them out of a point's key.
 _LATER_FIELDS: dict[str, object] = {"sync_every_step": False, "case_params": ()}
+_LATER_FIELDS.update(tensor_parallel=1, pipeline_parallel=1, micro_batches=1, pipeline_schedule="1f1b",
+                     recompute=False)  # the parallel layout (#23)

@@ -39,7 +39,8 @@ def jax_python() -> str:
 
 
 def test_parameter_counts_of_all_cases(jax_python: str) -> None:
-    assert_param_counts(jax_python, "jax", "0.", [*TINY, "wide_deep"])  # wide_deep at its default vocabulary
+    # wide_deep at its default vocabulary, gpt at GPT-2's
+    assert_param_counts(jax_python, "jax", "0.", [*TINY, "wide_deep", "gpt"])
 
 
 @pytest.mark.parametrize("model", convergence_cases(list(TINY)))

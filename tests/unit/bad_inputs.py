@@ -244,4 +244,14 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("sweep {dir}/dupkey.yaml --dry-run --store {store}", "given twice"),
     ("sweep --resume --store {store}", "--resume takes the id"),
     ("sweep --resume nosuchrun --store {dir}/new.db", "no run 'nosuchrun'"),
+    # GPT layouts (#23)
+    ("run -f fake -m gpt --scale 1n4c --tensor-parallel 3 --store {store}", "do not divide by 3 x 1"),
+    ("run -f fake -m gpt --micro-batches 2 --store {store}", "with --pipeline-parallel 2"),
+    ("run -f fake -m gpt --scale 1n2c --pipeline-parallel 2 --micro-batches 3 -b 4 --store {store}",
+     "multiple of --micro-batches"),
+    ("run -f fake -m gpt --tensor-parallel 0 --store {store}", "tensor-parallel"),
+    ("run -f fake -m gpt --param hidden=100 --param heads=3 --store {store}", "multiple of heads"),
+    ("run -f fake -m gpt --schedule zb --store {store}", "schedule"),
+    ("sweep --resume {run} --launcher slurm --store {store}", "--launcher with --resume"),
+    ("sweep dlperf-gpt-cpu --launcher nosuch --store {store}", "launcher"),
 ]

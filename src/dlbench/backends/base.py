@@ -191,6 +191,17 @@ class Backend(ABC):
             return f"the {self.title or self.name} backend does not build {case.name} yet"
         return None
 
+    def layout_refusal(self, spec: PointSpec) -> str | None:
+        """A one-line reason when this framework cannot run the point's parallel layout (dlbench.parallel), else
+        None. By default a backend splits no model and recomputes nothing; torch and JAX say what they can."""
+        lay, title = spec.layout, self.title or self.name
+        if lay.splits_model:
+            return (f"dlbench's {title} backend does not split a model (tensor or pipeline parallel is wired for "
+                    "torch, and tensor parallel for JAX): use --tensor-parallel 1 --pipeline-parallel 1")
+        if lay.recompute:
+            return f"dlbench's {title} backend does not recompute activations: drop --recompute"
+        return None
+
     def refuse(self, spec: PointSpec) -> str | None:
         """A one-line reason when this framework cannot run the spec as asked, else None. Must not start a
         distributed runtime (build does that); checks that need one raise `Unsupported` from build."""

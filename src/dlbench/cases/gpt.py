@@ -54,6 +54,42 @@ CASE = register(Case(
 ))
 
 
+# The family (#23): DLPerf's shapes as parameters, GPT-2 small's as defaults. One sequence fills the learned
+# positions (Megatron's --max-position-embeddings = --seq-length, as DLPerf ran it).
+FAMILY_DEFAULTS: dict[str, int] = {"hidden": 768, "layers": 12, "heads": 12, "seq": 1024, "vocab": 50257}
+HEAD_SIZE = 64  # heads not given: hidden / 64 of them
+
+
+def _shaped(case: Case) -> Case:
+    """The family member at its parameters: hidden width, layers, heads, sequence (= positions) and vocabulary."""
+    hidden, layers, heads, seq, vocab = (case.param(n) for n in FAMILY_DEFAULTS)
+    if "heads" not in dict(case.values):  # not given: heads of 64, as GPT-2 has them (12 at width 768)
+        heads = max(1, hidden // HEAD_SIZE)
+    if hidden % heads:
+        raise SpecError(f"case {case.name}: hidden ({hidden}) must be a multiple of heads ({heads}); set --param "
+                        "heads")
+    arch = GptConfig(vocab_size=vocab, hidden_size=hidden, num_layers=layers, num_heads=heads, max_positions=seq)
+    return dataclasses.replace(case, arch=arch, param_count=param_count(arch),
+                               input=TextInput(seq_len=seq, vocab=vocab))
+
+
+FAMILY = register(Case(
+    name="gpt", title="GPT", task="causal_lm",
+    input=TextInput(seq_len=1024, vocab=50257), optimizer=Optimizer("adamw", lr=6e-4, weight_decay=0.1),
+    param_count=param_count(GptConfig()), batch_fixed=8, batch_cpu=1, arch=GptConfig(), loss=Loss("causal_lm"),
+    derive=_shaped,
+    params=(CaseParam("hidden", 768, "width of the decoder (DLPerf: 768, 1536, 2304, 3072)"),
+            CaseParam("layers", 12, "decoder layers (DLPerf: 12, 16, 24, 32)"),
+            CaseParam("heads", 12, "attention heads; hidden must be a multiple; not given: hidden / 64 "
+                      "(DLPerf: 12, 16, 24, 32)"),
+            CaseParam("seq", 1024, "tokens per sequence, = learned positions (DLPerf: 2048)"),
+            CaseParam("vocab", 50257, "vocabulary size (DLPerf: 51200)")),
+    notes="A GPT-2 decoder of any shape (DLPerf's GPT study: 117M to 3.5B), trained with Megatron-LM's GPT-2 "
+          "recipe; the parallel layout is the point's (--tensor-parallel, --pipeline-parallel, --micro-batches, "
+          "--recompute).",
+))
+
+
 def gpt_arch(case: Case) -> GptConfig:
     """The case's decoder architecture (a GPT case's, at its configured size)."""
     if not isinstance(case.arch, GptConfig):
@@ -74,9 +110,10 @@ def megatron_flops_per_sample(case: Case, input_size: int | None = None, recompu
     """Training FLOPs of one sequence by the Megatron-LM formula (Narayanan et al., SC'21, section 5.1).
 
     The paper's F per iteration of B sequences, with full activation recomputation (a second forward), is
-    ``96 B s l h^2 (1 + s/(6h) + V/(16 l h))``. dlbench recomputes nothing, so by default this is the same count
-    with backward = 2x forward: ``72 B s l h^2 (1 + s/(6h) + V/(12 l h))`` (per layer 24 s h^2 + 4 s^2 h forward,
-    plus the logits' 2 s h V, all x3). Divided by B here."""
+    ``96 B s l h^2 (1 + s/(6h) + V/(16 l h))`` (`recompute`: what the devices execute, the count DLPerf's
+    figures use). Without recomputation (the model FLOPs MFU divides) the same count with backward = 2x forward:
+    ``72 B s l h^2 (1 + s/(6h) + V/(12 l h))`` (per layer 24 s h^2 + 4 s^2 h forward, plus the logits' 2 s h V,
+    all x3). Divided by B here."""
     a, s = gpt_arch(case), float(sequence_length(case, input_size))
     n, h, v = float(a.num_layers), float(a.hidden_size), float(a.vocab_size)  # the paper's l, h, V
     if recompute:
@@ -84,22 +121,43 @@ def megatron_flops_per_sample(case: Case, input_size: int | None = None, recompu
     return 72.0 * s * n * h * h * (1.0 + s / (6.0 * h) + v / (12.0 * n * h))
 
 
-def tokens_per_sample(model: str, input_size: int | None = None) -> int | None:
-    """Tokens one sample of a causal-LM case holds (its sequence length); None for any other case or name."""
+def layout_flops_per_sample(case: Case, input_size: int | None, recompute: bool) -> tuple[float, float]:
+    """(model FLOPs, hardware FLOPs) of one sequence: the Megatron-LM count without recomputation (what MFU
+    divides), and the FLOPs the devices execute, which add a second forward where activations are recomputed
+    (the count DLPerf's and Megatron's TFLOP/s figures use)."""
+    model = megatron_flops_per_sample(case, input_size)
+    return model, megatron_flops_per_sample(case, input_size, recompute=True) if recompute else model
+
+
+def hardware_ratio(model: str, params: dict[str, int], input_size: int | None) -> float:
+    """Hardware over model FLOPs of a GPT point that recomputes activations (1.0 for any other case)."""
+    try:
+        case = get_case(model).configured(params)
+        if not isinstance(case.arch, GptConfig):
+            return 1.0
+        model_flops, hardware = layout_flops_per_sample(case, input_size, recompute=True)
+    except (UnknownCase, SpecError):
+        return 1.0
+    return hardware / model_flops
+
+
+def tokens_per_sample(model: str, input_size: int | None = None, params: dict[str, int] | None = None) -> int | None:
+    """Tokens one sample of a causal-LM case holds (its sequence length, or its `seq` parameter); None for any
+    other case or name."""
     try:
         case = get_case(model)
     except UnknownCase:
         return None
     if case.task != "causal_lm" or not isinstance(case.input, TextInput):
         return None
-    return input_size or case.input.seq_len
+    return input_size or (seq if (seq := dict(params or {}).get("seq")) else case.input.seq_len)
 
 
 def lm_rates(model: str, params: dict[str, int], input_size: int | None,
              samples_per_s: float) -> tuple[float, float] | None:
     """(tokens/s, achieved TFLOP/s by the Megatron-LM formula) of a causal-LM point at this samples/s; None for any
     other case, or a point its case can no longer configure."""
-    tokens = tokens_per_sample(model, input_size)
+    tokens = tokens_per_sample(model, input_size, params)
     if tokens is None:
         return None
     try:
@@ -110,8 +168,9 @@ def lm_rates(model: str, params: dict[str, int], input_size: int | None,
     return samples_per_s * tokens, samples_per_s * flops / 1e12
 
 
-__all__ = ["CASE", "SIZES", "GptConfig", "gpt_arch", "lm_rates", "megatron_flops_per_sample", "param_count",
-           "sequence_length", "tokens_per_sample"]
+__all__ = ["CASE", "FAMILY", "FAMILY_DEFAULTS", "SIZES", "GptConfig", "gpt_arch", "hardware_ratio",
+           "layout_flops_per_sample", "lm_rates", "megatron_flops_per_sample", "param_count", "sequence_length",
+           "tokens_per_sample"]
 
 
 # The case's model-FLOPs count is the Megatron-LM formula without recomputation (3x the forward pass); torch's

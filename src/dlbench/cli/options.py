@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import re
@@ -150,3 +151,15 @@ def protocol_from(preset_name: str, warmup: int | None, steps: int | None, repea
                   statistic: str | None) -> Protocol:
     """The named preset with any CLI overrides applied."""
     return preset(preset_name).override(warmup=warmup, steps=steps, repeats=repeats, statistic=statistic)
+
+
+def with_layout(specs: list[PointSpec], tensor: int, pipeline: int, micro_batches: int, schedule: str,
+                recompute: bool, round_batch: bool = False) -> list[PointSpec]:
+    """The specs with a parallel layout (--tensor-parallel ...); a layout the devices cannot take: SpecError.
+    `round_batch` (no --batch-size given): the case's default batch rounded up to whole micro-batches."""
+    out = []
+    for s in specs:
+        batch = -(-s.batch_size // micro_batches) * micro_batches if round_batch else s.batch_size
+        out.append(dataclasses.replace(s, batch_size=batch, tensor_parallel=tensor, pipeline_parallel=pipeline,
+                                       micro_batches=micro_batches, pipeline_schedule=schedule, recompute=recompute))
+    return out

@@ -17,6 +17,7 @@ from dlbench.cli.options import (
     protocol_from,
     require_gpu,
     say_device,
+    with_layout,
 )
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
@@ -85,6 +86,16 @@ from dlbench.suite.maxbatch import param_bounds, search
 @click.option("--memory-limit", help="Emulated device memory budget on the CPU, e.g. 8GiB (over it = oom).")
 @click.option("--param", "params", multiple=True, help="A case parameter's values, e.g. vocab=3.2M,6.4M (K, M, G "
               "suffixes; each value a point; repeatable), or NAME=max to search the largest that trains.")
+@click.option("--tensor-parallel", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Split each layer over T devices (Megatron's column/row split; GPT cases).")
+@click.option("--pipeline-parallel", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Split the layers into P pipeline stages (GPT cases). Data parallel = devices / (T x P).")
+@click.option("--micro-batches", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Micro-batches a pipeline splits each replica's batch into.")
+@click.option("--schedule", "pipeline_schedule", type=click.Choice(["1f1b", "gpipe"]), default="1f1b",
+              show_default=True, help="The pipeline's schedule.")
+@click.option("--recompute", is_flag=True, help="Recompute activations in the backward pass (activation "
+              "checkpointing, as DLPerf's GPT runs did).")
 @click.option("--sync-every-step", is_flag=True, help="Synchronise with the device after every measured step "
               "(latency studies; part of the point's identity). Default: only at the ends of each timed window.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store. Default: $DLBENCH_STORE or "
@@ -103,8 +114,10 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         threads: int | None, data: str, data_dir: str | None, scale: str | None, nodes: int | None,
         devices_per_node: int | None, strategy: str, launcher: str | None, hosts: str | None, reach: str | None,
         master_addr: str | None, rendezvous_timeout: float, memory_limit: str | None,
-        params: tuple[str, ...], sync_every_step: bool, store_path: str | None, fmt: str, columns: str | None,
-        wide: bool, force: bool = False, wait_quiet: float = 0.0, price_per_hour: float | None = None) -> int:
+        params: tuple[str, ...], tensor_parallel: int, pipeline_parallel: int, micro_batches: int,
+        pipeline_schedule: str, recompute: bool, sync_every_step: bool, store_path: str | None, fmt: str,
+        columns: str | None, wide: bool, force: bool = False, wait_quiet: float = 0.0,
+        price_per_hour: float | None = None) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
     shown = pick_columns(columns, wide)
     specs = build_specs(
@@ -114,6 +127,8 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         input_size=input_size, threads=threads, data=data, data_dir=data_dir, scale=scale, nodes=nodes,
         devices_per_node=devices_per_node, strategy=strategy, launcher=launcher or "local", memory_limit=memory_limit,
         params=params)
+    specs = with_layout(specs, tensor_parallel, pipeline_parallel, micro_batches, pipeline_schedule, recompute,
+                        round_batch=batch_size is None)
     if sync_every_step:
         specs = [dataclasses.replace(s, sync_every_step=True) for s in specs]
     searched = parse_params(params)[1]

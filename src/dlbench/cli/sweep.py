@@ -16,6 +16,7 @@ from dlbench.cli.progress import RunProgress, describe
 from dlbench.cli.watch_options import watch_options
 from dlbench.launch.bounds import check_bounds
 from dlbench.launch.hosts import HostsConfig
+from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
 from dlbench.launch.registry import Launchers
 from dlbench.report.table import (
     fmt_bytes,
@@ -181,13 +182,15 @@ def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], ba
               "generated beside the store as the suite's real_data says.")
 @click.option("--memory-limit", help="Emulated device budget of max-batch probes on the CPU, e.g. 8GiB "
               "(overrides the suite's).")
+@click.option("--launcher", type=click.Choice(["auto", *LAUNCHER_NAMES]), help="Override the suite's launcher, "
+              "e.g. slurm to run every point as a Slurm job.")
 @click.option("--list", "list_suites", is_flag=True, help="List the built-in suites.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store.")
 @click.option("--force", is_flag=True, help="Start more ranks or threads than this machine has GPUs or logical "
               "CPUs (see README, Run it: bounds).")
 @watch_options
 def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tuple[str, ...], framework: str | None,
-          device: str, data_dir: str | None, memory_limit: str | None, list_suites: bool,
+          device: str, data_dir: str | None, memory_limit: str | None, launcher: str | None, list_suites: bool,
           store_path: str | None, force: bool = False, wait_quiet: float = 0.0,
           price_per_hour: float | None = None) -> int:
     """Run a suite (built-in name or YAML file) as one resumable run; Ctrl-C keeps every finished point."""
@@ -199,6 +202,8 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
     if memory_limit is not None:
         parse_size(memory_limit)  # bad input fails here, dry run or not
     console = Console(stderr=True)
+    if launcher and resume_id:
+        raise click.UsageError("--launcher with --resume: a resumed sweep keeps the launcher it started with")
     if framework and resume_id:
         raise click.UsageError("--framework with --resume: a resumed sweep keeps the frameworks it started with")
     if framework and framework.strip() != "all":
@@ -227,6 +232,8 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
         if not suite_name:
             raise click.UsageError(f"name a suite ({', '.join(builtin_names())}) or a suite file, or --resume RUN_ID")
         suite = load(suite_name)
+        if launcher:
+            suite = suite.model_copy(update={"launcher": launcher})
         dev = resolve_device(suite.device if device == "suite" else device)
         only_axes = parse_only(only)
         folder = data_dir or str(default_data_dir(suite, resolve_path(store_path)))

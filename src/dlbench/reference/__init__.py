@@ -25,7 +25,8 @@ _SOURCE_KEYS = ("title", "organisation", "year", "seed_file", "url")
 _ROW_REQUIRED = ("framework", "framework_version", "model", "hardware", "devices", "nodes", "devices_per_node",
                  "precision", "batch_size", "data", "conditions", "throughput", "unit", "speedup", "table",
                  "source_line")
-_ROW_OPTIONAL = ("model_variant",)
+_ROW_OPTIONAL = ("model_variant", "case_params", "parallel", "tflops_per_device", "tflops_line")
+_LAYOUT_KEYS = ("data", "tensor", "pipeline", "micro_batches")  # a row's `parallel` mapping (GPT, #23)
 
 
 class ReferenceDataError(ValueError):
@@ -68,6 +69,20 @@ class ReferenceRow:
     speedup: float | None
     table: str
     source_line: int
+    case_params: tuple[tuple[str, int], ...] = ()  # the case's parameters the figure was measured at (GPT's shape)
+    parallel: tuple[tuple[str, int], ...] = ()  # data, tensor, pipeline, micro_batches (DLPerf's GPT layouts)
+    tflops_per_device: float | None = None  # the achieved TFLOP/s per device the source gives beside it
+    tflops_line: int | None = None
+
+    @property
+    def params(self) -> dict[str, int]:
+        """The case parameters, by name."""
+        return dict(self.case_params)
+
+    @property
+    def layout(self) -> dict[str, int]:
+        """The parallel layout, by name (empty: not stated, one replica per device)."""
+        return dict(self.parallel)
 
 
 def _is_int(value: object) -> bool:
@@ -161,7 +176,30 @@ def _row(source: ReferenceSource, index: int, raw: Any) -> ReferenceRow:
     if nodes is not None and per_node is not None and nodes * per_node != values["devices"]:
         raise fail(f"nodes x devices_per_node ({nodes} x {per_node}) != devices ({values['devices']})")
     values["conditions"] = tuple(values["conditions"])
-    return ReferenceRow(source=source, index=index, **values)
+    return ReferenceRow(source=source, index=index, **values, **_gpt_fields(raw, fail))
+
+
+def _int_map(value: object, keys: tuple[str, ...] | None) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and (keys is None or k in keys) and _pos_int(v)
+                                           for k, v in value.items())
+
+
+def _gpt_fields(raw: dict[str, Any], fail: Any) -> dict[str, Any]:
+    """The optional fields of a row measured at case parameters and a parallel layout (DLPerf's GPT table)."""
+    params, layout = raw.get("case_params", {}), raw.get("parallel", {})
+    if not _int_map(params, None):
+        raise fail(f"case_params must map parameter names to positive integers, got {params!r}")
+    if not _int_map(layout, _LAYOUT_KEYS):
+        raise fail(f"parallel must map {', '.join(_LAYOUT_KEYS)} to positive integers, got {layout!r}")
+    if layout and layout.get("data", 1) * layout.get("tensor", 1) * layout.get("pipeline", 1) != raw["devices"]:
+        raise fail(f"parallel data x tensor x pipeline != devices ({raw['devices']})")
+    tflops, line = raw.get("tflops_per_device"), raw.get("tflops_line")
+    if tflops is not None and not (_is_number(tflops) and tflops > 0):
+        raise fail(f"tflops_per_device must be a number > 0 or absent, got {tflops!r}")
+    if line is not None and not _pos_int(line):
+        raise fail(f"tflops_line must be a positive integer or absent, got {line!r}")
+    return {"case_params": tuple(sorted(params.items())), "parallel": tuple(sorted(layout.items())),
+            "tflops_per_device": tflops, "tflops_line": line}
 
 
 def load_file(name: str, text: str) -> list[ReferenceRow]:
@@ -203,11 +241,13 @@ def load_all() -> list[ReferenceRow]:
 
 
 def find(model: str, precision: str, batch_size: int, framework: str | None = None) -> list[ReferenceRow]:
-    """Published rows for a model (name or alias), precision and per-device batch, optionally one framework."""
+    """Published rows for a model (name or alias), precision and per-device batch, optionally one framework; rows
+    measured at case parameters or a parallel layout (DLPerf's GPT table) match only where those are compared too
+    (report/gpt_layouts.py), so they are left out here."""
     name = get_case(model).name
     return [r for r in load_all()
             if r.model == name and r.precision == precision and r.batch_size == batch_size
-            and (framework is None or r.framework == framework)]
+            and (framework is None or r.framework == framework) and not r.case_params and not r.parallel]
 
 
 __all__ = ["ReferenceDataError", "ReferenceRow", "ReferenceSource", "FRAMEWORKS", "PRECISIONS", "DATA_KINDS",

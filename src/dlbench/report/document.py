@@ -23,6 +23,7 @@ from dlbench.report.efficiency import (
     roofline_chart,
 )
 from dlbench.report.energy import contention_notes, energy_absent, energy_chart
+from dlbench.report.gpt_layouts import LayoutRow, layout_chart, layout_rows
 from dlbench.report.groups import Cell, Column, Section, build_sections, framework_title
 from dlbench.report.history import history_charts
 from dlbench.report.max_values import (
@@ -90,6 +91,7 @@ class Report:
     max_values: list[MaxValueRow] = field(default_factory=list)  # searched case-parameter maxima (face classes)
     max_reference: list[PublishedMax] = field(default_factory=list)
     max_reference_note: str = REFERENCE_NOTE
+    gpt_layouts: list[LayoutRow] = field(default_factory=list)  # GPT points by parallel layout (DLPerf's GPT)
     definition: str = THROUGHPUT_DEFINITION
     flops_definition: str = FLOPS_DEFINITION
     notes: list[str] = field(default_factory=list)
@@ -194,6 +196,8 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         notes.append(f"{len(probes)} probe point(s) of max searches are not in the tables: the searches' outcomes "
                      "are in the max batch chart and the largest-value table.")
     special, maxima = wide_deep_chart(points, cc), max_value_rows(points)
+    layouts = layout_rows(points)
+    special.extend(layout_chart(layouts, cc))
     if not special.charts and not maxima:  # no special-case section: say so where the other absent charts do
         overall.notes.extend(special.notes)
         special = ChartSet()
@@ -205,7 +209,7 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         warnings=warnings, sections=views, overall=overall,
         status_counts=dict(Counter(p.result.status for p in points)), colours=cc, notes=notes,
         probes=dict(Counter(p.result.status for p in probes)),
-        special=special, max_values=maxima, max_reference=dlperf_max_classes())
+        special=special, max_values=maxima, max_reference=dlperf_max_classes(), gpt_layouts=layouts)
 
 
 __all__ = ["Column", "KeyValue", "Report", "SectionView", "build_report", "describe_protocol"]

@@ -12,7 +12,7 @@ from rich import box
 from rich.cells import cell_len
 from rich.table import Table
 
-from dlbench.cases.gpt import lm_rates
+from dlbench.cases.gpt import hardware_ratio, lm_rates
 from dlbench.report.telemetry import contended, fmt_energy, samples_per_kwh
 from dlbench.results.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
 from dlbench.results.scaling import Scaled, outgrows_one_device
@@ -50,7 +50,18 @@ def fmt_cv(m: Metrics | None) -> str:
 def fmt_lm_rates(r: PointResult) -> str:
     """A causal-LM point's tokens/s and achieved TFLOP/s by the Megatron-LM formula, each on a line of its own."""
     rates = lm_rates(r.spec.model, r.spec.params, r.spec.input_size, r.metrics.throughput) if r.metrics else None
-    return "" if rates is None else f"\n{rates[0]:,.0f} tokens/s\n{rates[1]:,.3g} TFLOP/s Megatron"
+    if rates is None:
+        return ""
+    hardware = ""
+    if r.spec.recompute and rates[1] > 0:  # the devices also ran a second forward: DLPerf's and Megatron's count
+        hardware = f"\n{rates[1] * hardware_ratio(r.spec.model, r.spec.params, r.spec.input_size):,.3g} hardware"
+    return f"\n{rates[0]:,.0f} tokens/s\n{rates[1]:,.3g} TFLOP/s Megatron{hardware}"
+
+
+def fmt_scale(s: PointSpec) -> str:
+    """'1n4c', or '1n4c TP2 PP2 M4' where the point splits its model (and 'recompute' where it recomputes)."""
+    lay = s.layout
+    return s.scale + (f" {lay.label}" if lay.splits_model or lay.recompute else "")
 
 
 def fmt_count(n: int) -> str:
@@ -118,7 +129,7 @@ COLUMNS: dict[str, TableColumn] = {
                          whole=True),
     "batch": TableColumn("batch", "right", lambda c: str(c.result.spec.batch_size), whole=True),
     "precision": TableColumn("precision", "left", lambda c: _precision(c.result.spec), whole=True),
-    "scale": TableColumn("scale", "left", lambda c: c.result.spec.scale, whole=True),
+    "scale": TableColumn("scale", "left", lambda c: fmt_scale(c.result.spec), whole=True),
     "threads": TableColumn("threads", "right", lambda c: c.result.env.identity.get("threads", "-"), whole=True),
     "throughput": TableColumn("samples/s", "right", lambda c: fmt_throughput(c.result) + fmt_lm_rates(c.result),
                               whole=True),

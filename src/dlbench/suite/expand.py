@@ -68,6 +68,8 @@ def expand(suite: Suite, device: str, data_dir: str | None = None,
     for axis, wanted in (only or {}).items():
         if axis not in AXES:
             raise SuiteError(f"--only names an unknown axis {axis!r}; axes: {', '.join(AXES)}")
+        if axis == "scale" and suite.layouts:
+            continue  # each layout has its scale (_with_layouts)
         values[axis] = [v for v in values[axis] if _text(v) in wanted]
     protocol = suite_protocol(suite)
     points: list[PlannedPoint] = []
@@ -77,8 +79,28 @@ def expand(suite: Suite, device: str, data_dir: str | None = None,
         if any(rule.matches(point) for rule in suite.exclude):
             continue
         planned = _planned(suite, point, device, protocol, data_dir)
-        points += _with_params(suite, planned)
+        points += [q for p in _with_layouts(suite, planned, only or {}) for q in _with_params(suite, p)]
     return points
+
+
+def _with_layouts(suite: Suite, point: PlannedPoint, only: dict[str, list[str]]) -> list[PlannedPoint]:
+    """The point once per named layout of the suite (its scale, batch, split and parameters; the layout's name
+    is its batch group), or the point itself when the suite names none. --only scale=... picks layouts too."""
+    if not suite.layouts:
+        return [point]
+    out = []
+    for e in suite.layouts:
+        if "scale" in only and e.scale not in only["scale"]:
+            continue
+        nodes, per_node = parse_scale(e.scale)
+        spec = dataclasses.replace(
+            point.spec, nodes=nodes, devices_per_node=per_node, batch_size=e.batch, tensor_parallel=e.tensor_parallel,
+            pipeline_parallel=e.pipeline_parallel, micro_batches=e.micro_batches, pipeline_schedule=e.schedule,
+            recompute=e.recompute, case_params=tuple(sorted({**point.spec.params, **e.params}.items())))
+        if suite.launcher == "auto":
+            spec = dataclasses.replace(spec, launcher=Launchers.default_for(spec))
+        out.append(PlannedPoint(spec, e.name))
+    return out
 
 
 def _with_params(suite: Suite, point: PlannedPoint) -> list[PlannedPoint]:
@@ -93,7 +115,7 @@ def _with_params(suite: Suite, point: PlannedPoint) -> list[PlannedPoint]:
         values = dict(zip(lists, combo))
         if searched is not None:
             values[searched] = search_floor(case, searched)
-        spec = dataclasses.replace(point.spec, case_params=tuple(sorted(values.items())))
+        spec = dataclasses.replace(point.spec, case_params=tuple(sorted({**point.spec.params, **values}.items())))
         out.append(dataclasses.replace(point, spec=spec, param_search=searched))
     return out
 

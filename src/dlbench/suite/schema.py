@@ -12,6 +12,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from dlbench.backends import UnknownFramework, get_info
 from dlbench.cases import UnknownCase, get_case
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
+from dlbench.parallel import layout_problem
 from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, SpecError, parse_count, parse_scale, parse_size
 from dlbench.suite import bounded
 
@@ -209,6 +210,29 @@ class RealDataConfig(_Strict):
     seed: int = 0
 
 
+class LayoutEntry(_Strict):
+    """One named parallel layout of a suite (DLPerf's GPT cases): devices, batch per data-parallel replica, the
+    split, and the case parameters it runs at. Each replaces the scale and batch axes for the points it makes."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    scale: Scale
+    batch: PositiveInt
+    tensor_parallel: PositiveInt = 1
+    pipeline_parallel: PositiveInt = 1
+    micro_batches: PositiveInt = 1
+    schedule: Literal["1f1b", "gpipe"] = "1f1b"
+    recompute: bool = False
+    params: dict[str, Annotated[int, BeforeValidator(lambda v: _param_values(v)[0])]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _fits(self) -> LayoutEntry:
+        n, k = parse_scale(self.scale)
+        problem = layout_problem(n * k, self.batch, self.tensor_parallel, self.pipeline_parallel, self.micro_batches)
+        if problem:
+            raise ValueError(problem)
+        return self
+
+
 class Suite(_Strict):
     """A benchmark matrix: axes, exclusions, and how every point is measured."""
 
@@ -247,6 +271,23 @@ class Suite(_Strict):
     # Case parameters: each a list of values (every point of a model that declares it takes each), or max
     # (searched per configuration, as `--param NAME=max`); models that do not declare a parameter ignore it.
     params: dict[str, Annotated[list[int] | str, BeforeValidator(_param_values)]] = Field(default_factory=dict)
+    # Named parallel layouts (#23): each point of the axes once per layout, at its scale, batch and parameters.
+    layouts: list[LayoutEntry] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _layouts_apply(self) -> Suite:
+        if self.layouts and (self.axes.scale != ["1n1c"] or self.axes.batch != list(_FIXED)):
+            raise ValueError("layouts: each layout sets its scale and batch; leave the scale and batch axes out")
+        names = [e.name for e in self.layouts]
+        if len(set(names)) != len(names):
+            raise ValueError(f"layouts: a name is given twice: {names}")
+        for entry in self.layouts:
+            for case in (get_case(m) for m in self.axes.model):
+                try:
+                    case.configured(entry.params)
+                except SpecError as exc:
+                    raise ValueError(f"layouts: {entry.name}: {exc}") from None
+        return self
 
     @model_validator(mode="after")
     def _params_declared(self) -> Suite:

@@ -17,11 +17,18 @@ import jax
 import jax.numpy as jnp
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
-from dlbench.backends.jax import PREALLOCATE_VAR, data, distributed, memory_fraction_fact, wide_deep
+from dlbench.backends.jax import (
+    PREALLOCATE_VAR,
+    data,
+    distributed,
+    memory_fraction_fact,
+    tensor_parallel,
+    wide_deep,
+)
 from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.models import MODELS, build_module, model_inputs
 from dlbench.backends.jax.step import JaxTrainer, State, loss_scale, make_optimizer, make_train_step
-from dlbench.cases import Case
+from dlbench.cases import Case, get_case
 from dlbench.numerics import Numerics, describe, resolve_precision
 from dlbench.results.nvml import gpu_info
 from dlbench.spec import PointSpec
@@ -64,10 +71,10 @@ def _example(case: Case, input_size: int | None) -> tuple[jax.ShapeDtypeStruct, 
 
 
 def make_state(case: Case, dtype: Any, input_size: int | None, seed: int, device: jax.Device,
-               global_batch: int) -> State:
+               global_batch: int, recompute: bool = False) -> State:
     """Parameters (float32) and optimizer state on this process's device, the same on every process for a
     seed; fp16 adds dynamic loss scaling."""
-    module = build_module(case, dtype)
+    module = build_module(case, dtype, recompute)
     with jax.default_device(device):
         k_params, k_dropout, k_state = jax.random.split(jax.random.PRNGKey(seed), 3)
         variables = module.lazy_init({"params": k_params, "dropout": k_dropout}, *_example(case, input_size),
@@ -79,10 +86,15 @@ def make_state(case: Case, dtype: Any, input_size: int | None, seed: int, device
 
 def make_trainer(spec: PointSpec, case: Case, dtype: Any, device: jax.Device, where: Placement,
                  rank: int) -> JaxTrainer:
-    """The state replicated on the placement's mesh, the jitted step, and this rank's input (seed + rank)."""
-    state = where.replicate(make_state(case, dtype, spec.input_size, spec.seed, device, spec.global_batch))
+    """The state replicated on the placement's mesh (split where the point is tensor parallel), the jitted step,
+    and this rank's input (seed + its data-parallel replica: a replica's processes share their rows)."""
+    state = where.replicate(make_state(case, dtype, spec.input_size, spec.seed, device, spec.global_batch,
+                                       spec.recompute))
     with jax.default_device(device):
-        batches = data.batches(spec, case, where, spec.seed + rank)
+        batches = data.batches(spec, case, where, spec.seed + rank // spec.tensor_parallel)
+    if isinstance(where, tensor_parallel.TensorPlacement):
+        step = make_train_step(case, where, where.state_shardings(state))
+        return tensor_parallel.TensorTrainer(batches, state, step, device, where)
     return JaxTrainer(batches, state, make_train_step(case, where), device)
 
 
@@ -126,6 +138,9 @@ class JaxBackend(Backend):
             env["math_mode"] = numerics.math_mode
         env.update(distributed.facts(spec))
         return env
+
+    def layout_refusal(self, spec: PointSpec) -> str | None:
+        return tensor_parallel.refusal(spec, get_case(spec.model).configured(spec.params))
 
     def refuse(self, spec: PointSpec) -> str | None:
         numerics = resolve_precision(spec.precision, spec.device)
@@ -175,6 +190,12 @@ class JaxBackend(Backend):
             if device.platform == "cpu":
                 self._facts["cpu_collectives"] = distributed.CPU_COLLECTIVES
         where = distributed.placement(spec, device)
+        if spec.tensor_parallel > 1:  # a (data, model) mesh, Megatron's split as shardings (#23)
+            where = tensor_parallel.TensorPlacement.of(jax.devices(device.platform), spec.layout)
+            self._facts.update(layout=spec.layout.label, tensor_parallel="GSPMD: NamedSharding of the weights over "
+                               "a (data, model) mesh, Megatron's column/row split, vocabulary-parallel embedding")
+        if spec.recompute:
+            self._facts["recompute"] = "flax nn.remat per block"
         return make_trainer(spec, case, _DTYPES[numerics.compute_dtype], device, where, jax.process_index())
 
     def count_params(self, case: Case) -> int:

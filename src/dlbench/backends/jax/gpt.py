@@ -36,9 +36,11 @@ class GptBlock(nn.Module):
                            kernel_init=nn.initializers.normal(c.initializer_range / math.sqrt(2 * c.num_layers)))
         norm = partial(nn.LayerNorm, epsilon=c.layer_norm_eps, dtype=self.dtype)
         drop = partial(nn.Dropout, c.dropout, deterministic=not train)
-        qkv = dense(3 * h, name="qkv")(norm(name="ln_1")(x)).reshape(b, s, 3, c.num_heads, h // c.num_heads)
+        # The fused projection's columns head by head ([q k v] of head 0, then head 1 ...), as Megatron-LM lays
+        # them out: a column split over tensor-parallel devices (tensor_parallel.py) leaves each whole heads.
+        qkv = dense(3 * h, name="qkv")(norm(name="ln_1")(x)).reshape(b, s, c.num_heads, 3, h // c.num_heads)
         dropout_rng = self.make_rng("dropout") if train and c.dropout > 0 else None
-        y = nn.dot_product_attention(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], mask=mask, dropout_rng=dropout_rng,
+        y = nn.dot_product_attention(qkv[..., 0, :], qkv[..., 1, :], qkv[..., 2, :], mask=mask, dropout_rng=dropout_rng,
                                      dropout_rate=c.dropout, deterministic=not train, dtype=self.dtype)
         x = x + drop()(residual(name="attn_proj")(y.reshape(b, s, h)))
         ff = nn.gelu(dense(c.mlp_ratio * h, name="fc")(norm(name="ln_2")(x)), approximate=True)
@@ -51,6 +53,7 @@ class GptLMHeadModel(nn.Module):
 
     cfg: GptConfig
     dtype: Any = jnp.float32
+    recompute: bool = False  # each block's activations recomputed in the backward pass (nn.remat)
 
     @nn.compact
     def __call__(self, input_ids: Array, train: bool = True) -> Array:
@@ -65,8 +68,9 @@ class GptLMHeadModel(nn.Module):
         wpe = nn.Embed(c.max_positions, c.hidden_size, embedding_init=init, dtype=self.dtype, name="wpe")
         x = nn.Dropout(c.dropout, deterministic=not train)(wte(input_ids) + wpe(jnp.arange(s))[None])
         mask = nn.make_causal_mask(input_ids)  # [B, 1, S, S]: position i sees 0..i
+        block = nn.remat(GptBlock, static_argnums=(3,)) if self.recompute else GptBlock
         for i in range(c.num_layers):
-            x = GptBlock(c, dtype=self.dtype, name=f"block_{i}")(x, mask, train)
+            x = block(c, dtype=self.dtype, name=f"block_{i}")(x, mask, train)
         return wte.attend(nn.LayerNorm(epsilon=c.layer_norm_eps, dtype=self.dtype, name="ln_f")(x))
 
 

@@ -303,13 +303,16 @@ MODELS: dict[str, Builder] = {
     "inception_v3": lambda c, dt: InceptionV3(c.arch, _classes(c), dtype=dt),  # type: ignore[arg-type]
     "bert_base": lambda c, dt: BertForPretraining(c.arch, dtype=dt),  # type: ignore[arg-type]
     "gpt2_small": lambda c, dt: GptLMHeadModel(gpt_arch(c), dtype=dt),
+    "gpt": lambda c, dt: GptLMHeadModel(gpt_arch(c), dtype=dt),
     "wide_deep": lambda c, dt: wide_deep.WideDeep(c, dtype=dt),
 }
 
 
-def build_module(case: Case, dtype: Any = jnp.float32) -> nn.Module:
-    """The flax module for a case (compute in dtype, parameters in float32)."""
-    return MODELS[case.name](case, dtype)
+def build_module(case: Case, dtype: Any = jnp.float32, recompute: bool = False) -> nn.Module:
+    """The flax module for a case (compute in dtype, parameters in float32); `recompute`: a GPT's blocks under
+    nn.remat (the backend refuses it for the other cases)."""
+    module = MODELS[case.name](case, dtype)
+    return module.clone(recompute=True) if recompute else module
 
 
 def model_inputs(case: Case, batch: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -60,9 +60,10 @@ def _loss_fn(case: Case, state: State, params: Any, batch: Batch, key: jax.Array
 TrainStep = Callable[[State, Batch], tuple[State, jax.Array]]
 
 
-def make_train_step(case: Case, placement: Placement) -> TrainStep:
-    """The jitted step: state replicated and batch sharded on the placement's mesh, so that on several devices
-    XLA all-reduces the gradients; the state's buffers are donated, so the old state is not kept alive."""
+def make_train_step(case: Case, placement: Placement, state_shardings: Any = None) -> TrainStep:
+    """The jitted step: state replicated (or split as `state_shardings` says: tensor parallel) and batch sharded
+    on the placement's mesh, so that on several devices XLA all-reduces the gradients; the state's buffers are
+    donated, so the old state is not kept alive."""
 
     def train_step(state: State, batch: Batch) -> tuple[State, jax.Array]:
         key = jax.random.fold_in(state.key, state.step)
@@ -79,7 +80,8 @@ def make_train_step(case: Case, placement: Placement) -> TrainStep:
         return new, loss
 
     rep = placement.replicated
-    return jax.jit(train_step, in_shardings=(rep, placement.sharded), out_shardings=(rep, rep), donate_argnums=0)
+    state = rep if state_shardings is None else state_shardings
+    return jax.jit(train_step, in_shardings=(state, placement.sharded), out_shardings=(state, rep), donate_argnums=0)
 
 
 class JaxTrainer(Trainer):

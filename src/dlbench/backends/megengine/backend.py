@@ -16,6 +16,7 @@ import psutil
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
 from dlbench.backends.megengine import data
+from dlbench.backends.context import BuildContext
 from dlbench.backends.megengine.models import MODELS, build_model, count_trainable
 from dlbench.backends.megengine.step import MegengineTrainer
 from dlbench.cases import Case
@@ -76,7 +77,7 @@ class MegengineBackend(Backend):
             threads = spec.threads or psutil.cpu_count(logical=False) or os.cpu_count() or 1
             device = f"multithread{threads}:0" if threads > 1 else "cpu0"  # "cpu0" runs its kernels on one thread
         mge.set_default_device(device)
-        model = build_model(case)
+        model = build_model(case, BuildContext.of(spec, ctx, device))
         source = data.batches(spec, case, device)
         self._facts = {"compiled": "megengine.jit.trace(symbolic=True)" if spec.compile else "eager",
                        "loader": data.describe(spec), "optimizer": case.optimizer.name, "device": device}

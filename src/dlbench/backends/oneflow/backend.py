@@ -14,6 +14,7 @@ import oneflow as flow
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
 from dlbench.backends.gpu_arch import GpuBuild, cuda_version
 from dlbench.backends.oneflow import TF32_VAR, data, distributed
+from dlbench.backends.context import BuildContext
 from dlbench.backends.oneflow.models import MODELS, build_model, count_trainable
 from dlbench.backends.oneflow.step import OneflowTrainer
 from dlbench.cases import Case
@@ -76,7 +77,7 @@ class OneflowBackend(Backend):
         if spec.compile and spec.world_size > 1:
             raise Unsupported("OneFlow's DDP wraps eager modules; an nn.Graph on several devices needs global "
                               "tensors, not wired: drop --compile")
-        model = build_model(case).to(device)
+        model = build_model(case, BuildContext.of(spec, ctx, device)).to(device)
         model = distributed.setup(spec, model)
         source = data.batches(spec, case, device, spec.seed + ctx.rank)  # each rank its own samples
         self._facts = {"compiled": "oneflow.nn.Graph" if spec.compile else "eager", "loader": data.describe(spec),

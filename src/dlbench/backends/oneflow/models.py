@@ -12,6 +12,7 @@ from collections.abc import Callable
 import oneflow as flow
 from oneflow import nn
 
+from dlbench.backends.context import BuildContext
 from dlbench.backends.torchlike import bert, cnn, models
 from dlbench.backends.torchlike.ops import TorchOps
 from dlbench.cases import Case
@@ -20,7 +21,7 @@ OPS = TorchOps(flow)
 CNN = cnn.define(OPS)
 
 # The model table: case name -> builder reading the case's architecture. The only place a case is named.
-MODELS: dict[str, Callable[[Case], nn.Module]] = {
+MODELS: dict[str, Callable[[Case, BuildContext], nn.Module]] = {
     "resnet50": CNN.resnet, "resnet152": CNN.resnet, "vgg16": CNN.vgg, "alexnet": CNN.alexnet,
     "inception_v3": CNN.inception_v3, "bert_base": bert.builder(OPS),
 }

@@ -9,8 +9,9 @@ from __future__ import annotations
 import torch
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.context import BuildContext
 from dlbench.backends.gpu_arch import GpuBuild
-from dlbench.backends.torch import data, distributed
+from dlbench.backends.torch import data, distributed, split
 from dlbench.backends.torch.models import MODELS, build_model, count_trainable
 from dlbench.backends.torch.step import TorchTrainer
 from dlbench.cases import Case, ImageInput, get_case
@@ -88,6 +89,9 @@ class TorchBackend(Backend):
         env.update(distributed.environment(spec))
         return env
 
+    def layout_refusal(self, spec: PointSpec) -> str | None:
+        return None  # refuse() says what a split GPT cannot do (split.refuse)
+
     def refuse(self, spec: PointSpec) -> str | None:
         numerics = resolve_precision(spec.precision, spec.device)
         if numerics.refusal:
@@ -96,6 +100,9 @@ class TorchBackend(Backend):
             return "torch here has no CUDA device (a CPU build, or no GPU): use --device cpu"
         if spec.channels_last and not isinstance(get_case(spec.model).input, ImageInput):
             return "channels-last applies to image models only"
+        reason = split.refuse(spec)  # tensor/pipeline parallel, recomputation (#23)
+        if reason:
+            return reason
         if spec.world_size > 1 and distributed.strategy(spec) != "ddp":
             case = get_case(spec.model).configured(dict(spec.case_params))
             if isinstance(case.arch, FaceArch) and case.arch.model_parallel:
@@ -115,7 +122,9 @@ class TorchBackend(Backend):
             torch.cuda.set_device(device)
             set_tf32(numerics.allow_tf32)
             torch.backends.cudnn.benchmark = True  # pick the fastest conv algorithms during warm-up
-        model = build_model(case, ctx.rank, spec.world_size).to(device)
+        if spec.layout.splits_model:  # this rank's stage and shards over a (pp, dp, tp) mesh
+            return split.build(spec, case, ctx, device, numerics, self._facts)
+        model = build_model(case, BuildContext.of(spec, ctx, device)).to(device)
         if spec.channels_last:
             model = model.to(memory_format=torch.channels_last)
         model, sync = distributed.setup(spec, model, device, ctx)  # several devices: process group, strategy
@@ -124,6 +133,8 @@ class TorchBackend(Backend):
                        "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
                        "channels_last": spec.channels_last,
                        "loss_scaling": "GradScaler (dynamic)" if numerics.loss_scaling else "none"}
+        if case.loss.kind == "causal_lm":
+            self._facts["gpt_flops_per_sample"] = split.flops_facts(spec, case)
         if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
             self._facts["embedding"] = model.embedding_path()
             if getattr(model, "sparse", False):

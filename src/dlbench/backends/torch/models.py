@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from dlbench.backends.context import SINGLE, BuildContext
 from dlbench.backends.torch.face import FaceModel, arcface_loss
 from dlbench.backends.torch.gpt import GptLMHeadModel
 from dlbench.backends.torch.wide_deep import WideDeep, bce_loss
@@ -39,27 +40,44 @@ CNN = cnn.define(OPS)
 BertForPretraining = bert.define(OPS)
 
 
-def _face(case: Case, rank: int = 0, world: int = 1) -> nn.Module:
+def _face(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
     """The face model: ResNet backbone with the embedding as its head, and this rank's classifier shard."""
     a = face_arch(case)
-    return FaceModel(case, CNN.ResNet(a.backbone, a.embedding), rank, world)
+    return FaceModel(case, CNN.ResNet(a.backbone, a.embedding), ctx.rank, ctx.world)
 
 
-# The model table: case name -> builder reading the case's architecture. The only place a case is named.
-MODELS: dict[str, Callable[[Case], nn.Module]] = {
+def _gpt(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
+    """A GPT decoder: the whole model, or this rank's pipeline stage with its tensor-parallel shards
+    (gpt_parallel.py) where the layout splits it; activations recomputed where the layout says."""
+    if ctx.layout.splits_model:
+        from dlbench.backends.torch import (
+            gpt_parallel,  # the distributed machinery, only where it is used
+        )
+
+        return gpt_parallel.build_stage(gpt_arch(case), ctx)
+    return GptLMHeadModel(gpt_arch(case), recompute=ctx.layout.recompute)
+
+
+def _wide_deep(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
+    """Wide & Deep: the same tables on every rank."""
+    return WideDeep(case)
+
+
+# The model table: case name -> builder(case, ctx) reading the case's architecture and where it builds
+# (backends/context.py). The only place a case is named.
+MODELS: dict[str, Callable[[Case, BuildContext], nn.Module]] = {
     "resnet50": CNN.resnet, "resnet152": CNN.resnet, "vgg16": CNN.vgg, "alexnet": CNN.alexnet,
     "inception_v3": CNN.inception_v3, "bert_base": bert.builder(OPS),
-    "gpt2_small": lambda c: GptLMHeadModel(gpt_arch(c)),
-    "wide_deep": WideDeep,
+    "gpt2_small": _gpt, "gpt": _gpt,
+    "wide_deep": _wide_deep,
     "face": _face,
 }
-PER_RANK = {_face}  # builders that take (case, rank, world): a model-parallel classifier holds a shard per rank
 
 
-def build_model(case: Case, rank: int = 0, world: int = 1) -> nn.Module:
-    """A freshly initialised model for a case (rank `rank` of `world`'s part where the model is split)."""
-    builder = MODELS[case.name]
-    return builder(case, rank, world) if builder in PER_RANK else builder(case)  # type: ignore[call-arg]
+def build_model(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
+    """A freshly initialised model for a case, built where `ctx` says (one device and the whole model by
+    default; a rank's shard or stage where the point splits the model)."""
+    return MODELS[case.name](case, ctx)
 
 
 def count_trainable(model: nn.Module) -> int:

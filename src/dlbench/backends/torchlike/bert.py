@@ -14,15 +14,20 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
+from dlbench.backends.context import SINGLE, BuildContext
 from dlbench.backends.torchlike.ops import TorchOps
 from dlbench.cases import Case
 from dlbench.cases.arch import BertConfig
 
 
-def builder(ops: TorchOps) -> Callable[[Case], Any]:
-    """The BERT case's model builder: ``builder(ops)(case)``."""
+def builder(ops: TorchOps) -> Callable[[Case, BuildContext], Any]:
+    """The BERT case's model builder: ``builder(ops)(case, ctx)`` (the same model on every rank)."""
     model = define(ops)
-    return lambda case: model(case.arch)
+
+    def build(case: Case, ctx: BuildContext = SINGLE) -> Any:
+        return model(case.arch)
+
+    return build
 
 
 @cache

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from dlbench.backends.context import SINGLE, BuildContext
 from dlbench.backends.torchlike.ops import TorchOps
 from dlbench.cases import Case, ImageInput
 from dlbench.cases.arch import POOL, AlexNetArch, InceptionArch, ResNetArch, VggArch
@@ -17,23 +18,24 @@ from dlbench.cases.arch import POOL, AlexNetArch, InceptionArch, ResNetArch, Vgg
 
 @dataclass(frozen=True)
 class Cnns:
-    """The CNN classes of one framework (``ResNet(arch, classes)`` and the like), and builders from a case."""
+    """The CNN classes of one framework (``ResNet(arch, classes)`` and the like), and builders from a case (each
+    takes the build context as every builder does; a CNN is the same on every rank)."""
 
     ResNet: type
     VGG: type
     AlexNet: type
     InceptionV3: type
 
-    def resnet(self, case: Case) -> Any:
+    def resnet(self, case: Case, ctx: BuildContext = SINGLE) -> Any:
         return self.ResNet(case.arch, _classes(case))
 
-    def vgg(self, case: Case) -> Any:
+    def vgg(self, case: Case, ctx: BuildContext = SINGLE) -> Any:
         return self.VGG(case.arch, _classes(case))
 
-    def alexnet(self, case: Case) -> Any:
+    def alexnet(self, case: Case, ctx: BuildContext = SINGLE) -> Any:
         return self.AlexNet(case.arch, _classes(case))
 
-    def inception_v3(self, case: Case) -> Any:
+    def inception_v3(self, case: Case, ctx: BuildContext = SINGLE) -> Any:
         return self.InceptionV3(case.arch, _classes(case))
 
 

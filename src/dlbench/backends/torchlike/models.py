@@ -5,21 +5,23 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from dlbench.backends.context import SINGLE, BuildContext
 from dlbench.backends.torchlike import bert
 from dlbench.backends.torchlike.ops import TorchOps
 from dlbench.cases import Case
 
-Builder = Callable[[Case], Any]
+Builder = Callable[[Case, BuildContext], Any]  # every builder: the case, and where it builds (backends/context.py)
 
 
-def functions(ops: TorchOps, models: Mapping[str, Builder]) -> tuple[Callable[[Case], Any], Callable[[Any], int],
+def functions(ops: TorchOps, models: Mapping[str, Builder]) -> tuple[Callable[[Case, BuildContext], Any],
+                                                                     Callable[[Any], int],
                                                                      Callable[[Case, Any, Mapping[str, Any]], Any]]:
-    """``build_model(case)``, ``count_trainable(model)`` (tied parameters once) and ``train_loss(case, model,
+    """``build_model(case, ctx)``, ``count_trainable(model)`` (tied parameters once) and ``train_loss(case, model,
     batch)`` (`bert.train_loss`: the image and BERT cases) for a backend whose table is `models`."""
 
-    def build_model(case: Case) -> Any:
-        """A freshly initialised model for a case."""
-        return models[case.name](case)
+    def build_model(case: Case, ctx: BuildContext = SINGLE) -> Any:
+        """A freshly initialised model for a case, built where `ctx` says (one device by default)."""
+        return models[case.name](case, ctx)
 
     def train_loss(case: Case, model: Any, batch: Mapping[str, Any]) -> Any:
         """The case's training loss on one batch."""

@@ -1,0 +1,100 @@
+"""A model split over devices (tensor and pipeline parallel, #23) in torch: what is refused, the FLOPs a GPT
+point records, and how such a point is built. Light: the distributed machinery (gpt_parallel.py, the trainer in
+pipeline.py) is imported only when a point splits its model.
+
+- data parallel across replicas of a split model: FSDP2 (``fully_shard`` over the mesh's dp dimension, the
+  parameters kept gathered between forward and backward), the native way to data-parallel DTensor shards;
+- pipeline: ``torch.distributed.pipelining``'s ``PipelineStage`` with the 1F1B or GPipe schedule over M
+  micro-batches (pipeline.py);
+- the loss: under ``loss_parallel`` where the vocabulary is split; the reported loss is the mean over the
+  data-parallel replicas of the last stage's mean over micro-batches, the loss of the global batch.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dlbench.backends.base import Trainer
+from dlbench.backends.context import BuildContext
+from dlbench.backends.torch import data
+from dlbench.backends.torch.models import build_model
+from dlbench.cases import Case, get_case
+from dlbench.cases.arch import GptConfig
+from dlbench.cases.gpt import layout_flops_per_sample
+from dlbench.numerics import Numerics
+from dlbench.spec import PointSpec
+from dlbench.wire import RankContext
+
+TITLES = {"1f1b": "1F1B", "gpipe": "GPipe"}
+
+
+def shape_problem(spec: PointSpec, cfg: GptConfig) -> str | None:
+    """Why this GPT's shape does not split as the layout asks (one line), or None."""
+    lay = spec.layout
+    if cfg.num_heads % lay.tensor:
+        return f"{cfg.num_heads} attention heads do not split over {lay.tensor} tensor-parallel ranks"
+    if (cfg.mlp_ratio * cfg.hidden_size) % lay.tensor:
+        return f"the MLP's {cfg.mlp_ratio * cfg.hidden_size} units do not split over {lay.tensor} ranks"
+    if cfg.num_layers % lay.pipeline:
+        return f"{cfg.num_layers} layers do not split into {lay.pipeline} equal pipeline stages"
+    if cfg.vocab_size < lay.tensor:
+        return f"a vocabulary of {cfg.vocab_size} does not split over {lay.tensor} ranks"
+    return None
+
+
+def refuse(spec: PointSpec) -> str | None:
+    """Why torch cannot run the point's layout (one line), or None; nothing to say when nothing is split."""
+    lay, case = spec.layout, get_case(spec.model).configured(spec.params)
+    if not lay.splits_model and not lay.recompute:
+        return None
+    if not isinstance(case.arch, GptConfig):
+        return f"tensor/pipeline parallel and --recompute are wired for the GPT cases only, not {case.name}"
+    if not lay.splits_model:
+        return None
+    if spec.strategy != "none":
+        return ("a tensor- or pipeline-parallel point keeps its data-parallel replicas in step with FSDP2: "
+                "leave --strategy at none")
+    if spec.compile:
+        return "torch.compile of a split model is not wired: drop --compile"
+    if spec.precision == "amp" and spec.device == "cuda":
+        return ("fp16 loss scaling across shards is not wired (every rank would need the others' overflow "
+                "check): use --precision bf16")
+    return shape_problem(spec, case.arch)
+
+
+def flops_facts(spec: PointSpec, case: Case) -> dict[str, object]:
+    """The Megatron-LM FLOPs of one sequence recorded with a GPT point: model (MFU's) and hardware."""
+    model, hardware = layout_flops_per_sample(case, spec.input_size, spec.recompute)
+    return {"model": model, "hardware": hardware, "recompute": spec.recompute}
+
+
+def build(spec: PointSpec, case: Case, ctx: RankContext, device: torch.device, numerics: Numerics,
+          facts: dict[str, object]) -> Trainer:
+    """Join the ranks as a (pp, dp, tp) mesh, build this rank's stage and shards (models.build_model with the
+    mesh in its build context), shard the replicas with FSDP2, and the trainer; what was chosen goes in facts."""
+    from torch.distributed.fsdp import fully_shard
+
+    from dlbench.backends.torch import gpt_parallel, pipeline
+
+    mesh = gpt_parallel.mesh_for(spec, device, ctx)
+    stage = build_model(case, BuildContext.of(spec, ctx, device, mesh)).to(device)
+    lay = spec.layout
+    if lay.data > 1:
+        fully_shard(stage, mesh=mesh["dp"], reshard_after_forward=False)
+    dp = mesh["dp"].get_local_rank()
+    facts.update({
+        "layout": lay.label, "parallel": {"data": lay.data, "tensor": lay.tensor, "pipeline": lay.pipeline},
+        "data_parallel": "FSDP2 (fully_shard over the dp mesh dimension)" if lay.data > 1 else "none",
+        "tensor_parallel": ("torch.distributed.tensor.parallel: column/row-split attention and MLP, "
+                            "vocabulary-parallel embedding and loss") if lay.tensor > 1 else "none",
+        "recompute": "torch.utils.checkpoint per block" if lay.recompute else "none",
+        "gpt_flops_per_sample": flops_facts(spec, case), "loader": data.describe(spec), "compiled": "eager",
+        "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}"})
+    if lay.pipeline > 1:
+        facts["pipeline"] = {"schedule": TITLES[spec.pipeline_schedule], "stages": lay.pipeline,
+                             "micro_batches": lay.micro_batches, "bubble": lay.bubble}
+    batches = data.batches(spec, case, device, spec.seed + dp)  # a replica's ranks share its samples
+    return pipeline.SplitTrainer(spec, case, stage, batches, device, numerics, mesh, facts)
+
+
+__all__ = ["TITLES", "build", "flops_facts", "refuse", "shape_problem"]
