@@ -19,9 +19,21 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "amp", "bf16")
 STATISTICS: tuple[str, ...] = ("mean", "median")
 DATA_SOURCES: tuple[str, ...] = ("synthetic", "real")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
-STRATEGIES: tuple[str, ...] = ("none", "ddp", "allreduce", "ps", "mirrored", "multiworker", "sharding", "fleet")
-# Strategies where one process drives every device of the point (TF's MirroredStrategy): one worker, N devices.
-SINGLE_PROCESS_STRATEGIES: tuple[str, ...] = ("mirrored",)
+STRATEGIES: tuple[str, ...] = ("none", "ddp", "allreduce", "ps", "mirrored", "multiworker", "sharding", "fleet",
+                               # gradient strategies (#22): where parameters live and how gradients meet
+                               "ps-cpu", "ps-gpu", "replicated-nccl", "replicated-copy", "replicated-pscpu",
+                               "independent", "dp", "ddp-fp16", "ddp-bf16", "powersgd", "horovod")
+# Strategies where one process drives every device of the point (TF's MirroredStrategy and variable managers,
+# MXNet's kvstores over N contexts, torch's DataParallel): one worker, N devices.
+SINGLE_PROCESS_STRATEGIES: tuple[str, ...] = ("mirrored", "ps-cpu", "ps-gpu", "replicated-nccl", "replicated-copy",
+                                              "replicated-pscpu", "independent", "dp")
+# ... except where a framework runs the same mechanism as one process per device (torch's replicated-pscpu is DDP
+# with its buckets reduced on the CPU; paddle's ps-cpu is fleet's parameter-server mode).
+PROCESS_PER_DEVICE: tuple[tuple[str, str], ...] = (("torch", "replicated-pscpu"), ("paddle", "ps-cpu"))
+# Strategies whose replicas exchange nothing: their parameters are expected to differ after the measured steps.
+NO_EXCHANGE_STRATEGIES: tuple[str, ...] = ("independent",)
+# Strategies with gradient buckets whose size --bucket-mb sets (torch's DDP and its communication hooks).
+BUCKET_STRATEGIES: tuple[str, ...] = ("ddp", "ddp-fp16", "ddp-bf16", "powersgd", "replicated-pscpu")
 
 SPEC_VERSION = 2  # 2: tf32, sync_every_step, case_params
 # Whole numbers a store can hold (a signed 64-bit SQL integer) and a worker can allocate; larger is a typo.
@@ -172,6 +184,7 @@ class PointSpec:
     seed: int = 0
     sync_every_step: bool = False
     case_params: tuple[tuple[str, int], ...] = ()
+    bucket_mb: int | None = None  # DDP's gradient bucket size in MB; None: the framework's default
     version: int = field(default=SPEC_VERSION)
 
     def __post_init__(self) -> None:
@@ -202,6 +215,11 @@ class PointSpec:
             _count(f"case parameter {name}", value, 0)  # its case checks its own range (Case.configured)
         if list(self.case_params) != sorted(dict(self.case_params).items()):
             raise SpecError("case parameters must be unique and sorted by name")
+        if self.bucket_mb is not None:
+            _count("bucket size (MB)", self.bucket_mb, 1)
+            if self.strategy not in BUCKET_STRATEGIES:
+                raise SpecError(f"--bucket-mb sets the gradient bucket size of {', '.join(BUCKET_STRATEGIES)}; "
+                                f"strategy {self.strategy} has no buckets")
 
     @property
     def world_size(self) -> int:
@@ -211,7 +229,8 @@ class PointSpec:
     @property
     def processes(self) -> int:
         """Worker processes the point runs: one per device, or one for a single-process strategy."""
-        return 1 if self.strategy in SINGLE_PROCESS_STRATEGIES else self.world_size
+        single = self.strategy in SINGLE_PROCESS_STRATEGIES and (self.framework, self.strategy) not in PROCESS_PER_DEVICE
+        return 1 if single else self.world_size
 
     @property
     def global_batch(self) -> int:
@@ -275,4 +294,4 @@ class PointSpec:
 
 
 # Spec fields added after version 1, with the default that leaves them out of a point's key.
-_LATER_FIELDS: dict[str, object] = {"sync_every_step": False, "case_params": ()}
+_LATER_FIELDS: dict[str, object] = {"sync_every_step": False, "case_params": (), "bucket_mb": None}

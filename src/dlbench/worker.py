@@ -96,6 +96,7 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
         loss = trainer.loss()
         allocator = trainer.allocator_peak()
         checksum = trainer.param_checksum() if spec.processes > 1 else None
+        replicas = trainer.replica_checksums() if spec.processes == 1 and spec.world_size > 1 else None
         trainer.close()
     except Unsupported as exc:
         return WorkerResult(status="unsupported", error=str(exc), env=_environment(backend, spec))
@@ -114,6 +115,8 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
                   allocator_peak_bytes=allocator.bytes if allocator else None,
                   allocator_kind=allocator.kind if allocator else "", device_timer=measured.device_timer)
     facts = dict(backend.facts())
+    if replicas is not None:  # compared by the controller (launch/merge.py), as ranks' checksums are
+        facts["replica_checksums"] = replicas
     if measured.calibrated:
         facts["steps_raised"] = (f"{measured.steps_asked} -> {measured.steps} measured steps per repeat, so that a "
                                  f"repeat lasts at least {spec.protocol.on(spec.device).min_time_s:g} s")

@@ -76,6 +76,12 @@ class Trainer(ABC):
         None when this trainer cannot tell (a multi-rank point then fails its check)."""
         return None
 
+    def replica_checksums(self) -> list[float] | None:
+        """One param_checksum per copy of the parameters a single process keeps for its devices (TF's variable
+        managers, MXNet's contexts); one value where the strategy keeps one copy (a parameter server). None when
+        this trainer cannot tell (a one-process point on several devices then fails its check)."""
+        return None
+
     def close(self) -> None:
         """Release the input (loader workers) and other resources."""
         close = getattr(self.batches, "close", None)
@@ -99,6 +105,11 @@ def strategy_refusal(spec: PointSpec, default: str, supported: tuple[str, ...], 
     if spec.world_size > 1 and strategy_run(spec, default) not in supported:
         return f"{spec.framework} has no {spec.strategy} strategy; {advice}"
     return None
+
+
+HOROVOD_GONE = ("Horovod is not installed in this interpreter, and cannot be today: its last release (0.28.1, "
+                "2023) does not build against torch >= 2.1 nor work with TF >= 2.16; register an old container's "
+                "Python that has it with `dlbench setup FW --existing PATH`")
 
 
 def single_device_only(spec: PointSpec, title: str) -> str | None:

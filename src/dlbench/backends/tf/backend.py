@@ -22,7 +22,7 @@ import keras
 import tensorflow as tf
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
-from dlbench.backends.tf import data, distributed
+from dlbench.backends.tf import data, distributed, variables
 from dlbench.backends.tf.wide_deep import EMBEDDING_PATH
 from dlbench.backends.tf.models import MODELS, build_model, count_trainable
 from dlbench.backends.tf.step import TfTrainer
@@ -92,11 +92,14 @@ class TfBackend(Backend):
             gpus = _gpus()
             if spec.device == "cpu":
                 tf.config.set_visible_devices([], "GPU")
+                if distributed.strategy_name(spec) in variables.STRATEGIES and spec.devices_per_node > 1:
+                    variables.split_cpu(spec.devices_per_node + 1)  # N compute devices and the host
+                    applied["logical_cpu_devices"] = spec.devices_per_node + 1
             elif gpus:
                 problem = gpu_binding_problem(ctx, len(gpus)) if spec.processes > 1 else None
                 if problem:
                     raise Unsupported(problem)
-                if distributed.strategy_name(spec) != "mirrored":  # this rank's GPU only
+                if not distributed.drives_all(spec):  # this rank's GPU only
                     gpus = [gpus[ctx.device_index(len(gpus))]]
                     tf.config.set_visible_devices(gpus, "GPU")
                 for gpu in gpus:  # grow on demand, so that the peak we report is what the step needed
@@ -152,8 +155,14 @@ class TfBackend(Backend):
         keras.utils.set_random_seed(spec.seed)
         apply_numerics(numerics)
         self._built = True
-        with strategy.scope() if strategy else tf.device(device):  # variables mirrored on every replica
-            model = build_model(case, spec.input_size)
+        chosen = distributed.strategy_name(spec)
+        managed = chosen in variables.STRATEGIES
+        devices = (variables.gpus(spec.devices_per_node) if on_gpu else variables.logical_cpus(spec.devices_per_node))
+        if managed:  # variables where the strategy keeps them (its first copy)
+            model = variables.build_placed(chosen, devices, lambda: build_model(case, spec.input_size))
+        else:
+            with strategy.scope() if strategy else tf.device(device):  # variables mirrored on every replica
+                model = build_model(case, spec.input_size)
         self._facts = {"compiled": "xla" if spec.compile else "none", "layout": "NHWC",
                        "precision_policy": policy_name(numerics),
                        "loss_scale": "dynamic" if numerics.loss_scaling else "none",
@@ -161,6 +170,12 @@ class TfBackend(Backend):
                        "keras_version": keras.__version__, "loader": data.describe(spec), **applied}
         if case.loss.kind == "bce":  # Wide & Deep: how its tables train
             self._facts["embedding"] = EMBEDDING_PATH
+        if managed:
+            trainer = variables.VariableMgrTrainer(case, model, chosen, devices,
+                                                   variables.replica_batches(spec, case, devices), spec.global_batch,
+                                                   jit_compile=spec.compile)
+            self._facts.update(variables.facts(chosen, devices, trainer))
+            return trainer
         if strategy is not None:
             self._facts.update(distributed.facts(spec, strategy))
             return distributed.TfDistTrainer(spec, case, strategy, model, numerics.loss_scaling, ctx)
