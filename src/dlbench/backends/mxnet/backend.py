@@ -13,8 +13,8 @@ import os
 
 import mxnet as mx
 
-from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem, single_device_refusal
-from dlbench.backends.mxnet import TENSOR_CORE_VAR, TF32_OVERRIDE_VAR, data
+from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.mxnet import TENSOR_CORE_VAR, TF32_OVERRIDE_VAR, data, kvstores
 from dlbench.backends.mxnet.models import MODELS, TrainLoss, build_model, count_trainable, initialize
 from dlbench.backends.mxnet.step import MxnetTrainer
 from dlbench.cases import Case, ImageInput, TextInput
@@ -81,7 +81,13 @@ class MxnetBackend(Backend):
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
-        reason = single_device_refusal(spec, self.title)
+        if spec.world_size > 1:  # several contexts in one process, exchanging through a kvstore
+            reason = kvstores.refuse(spec, mx.context.num_gpus())
+            if reason:
+                return reason
+        if spec.world_size == 1 and spec.strategy != "none":
+            return f"strategy {spec.strategy} needs several devices: use --scale 1n2c or more, or --strategy none"
+        reason = resolve_precision(spec.precision, spec.device).refusal
         if reason:
             return reason
         if spec.device == "cuda":
@@ -110,8 +116,18 @@ class MxnetBackend(Backend):
             device = mx.gpu(ctx.device_index(visible))
         else:
             device = mx.cpu()
-        source = data.batches(spec, case, device)  # a real loader's workers fork now, before the model exists
         side = spec.input_size if isinstance(case.input, ImageInput) else None
+        if spec.world_size > 1:  # one process, N contexts, a kvstore
+            ctxs = kvstores.contexts(spec)
+            net = TrainLoss(case, build_model(case, side))
+            initialize(net, ctxs)  # the same initial values on every context
+            if spec.compile:
+                net.hybridize(static_alloc=True, static_shape=True)
+            self._kvstore_trainer = kvstores.KvstoreTrainer(case, net, ctxs, spec, spec.strategy)
+            self._facts = {"compiled": "hybridize(static_alloc, static_shape)" if spec.compile else "imperative",
+                           "loader": data.describe(spec), "strategy_run": spec.strategy}
+            return self._kvstore_trainer
+        source = data.batches(spec, case, device)  # a real loader's workers fork now, before the model exists
         net = TrainLoss(case, build_model(case, side))
         initialize(net, device)
         if spec.compile:
@@ -121,6 +137,11 @@ class MxnetBackend(Backend):
         if spec.device == "cuda":
             self._facts.update(tf32_state())
         return MxnetTrainer(case, net, source, device, spec.global_batch)
+
+    def facts(self) -> dict[str, object]:
+        """What build chose, and on several contexts the kvstore Gluon made at the first step, read back."""
+        trainer = getattr(self, "_kvstore_trainer", None)
+        return {**self._facts, **(trainer.facts() if trainer is not None else {})}
 
     def count_params(self, case: Case) -> int:
         model = build_model(case)

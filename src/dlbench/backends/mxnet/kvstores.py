@@ -1,0 +1,105 @@
+"""MXNet's kvstores as gradient strategies: one process, the model's parameters on N contexts (``mx.cpu(i)`` on
+the CPU, ``mx.gpu(i)`` on GPUs), each context its own batch, and Gluon's Trainer exchanging through a kvstore:
+
+- ``ps-cpu``: kvstore ``local``: gradients summed on the CPU, where the update runs, and pulled back;
+- ``ps-gpu``: kvstore ``device``: gradients summed on the devices (each key on one), the update there;
+- ``replicated-nccl``: kvstore ``nccl`` (GPUs only; refused on the CPU);
+- ``independent``: no kvstore: every context updates its own copy with its own gradients.
+
+On the CPU the contexts share one memory and the same cores: ``local`` and ``device`` then differ only in which
+engine queues run the sums, not in any copy across a bus.
+"""
+
+from __future__ import annotations
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+
+from dlbench.backends.base import AllocatorPeak, Trainer, fixed
+from dlbench.backends.mxnet.data import Batch, synthetic_batch
+from dlbench.cases import Case
+from dlbench.spec import PointSpec
+
+KVSTORE: dict[str, str | None] = {"ps-cpu": "local", "ps-gpu": "device", "replicated-nccl": "nccl",
+                                  "independent": None}
+STRATEGIES: tuple[str, ...] = tuple(KVSTORE)
+
+
+def refuse(spec: PointSpec, gpus: int) -> str | None:
+    """A one-line reason when MXNet cannot run the spec's strategy on several contexts, else None."""
+    if spec.strategy not in KVSTORE:
+        return (f"mxnet has no {spec.strategy} strategy; on several devices name its kvstore: --strategy ps-cpu "
+                "(local), ps-gpu (device), replicated-nccl (nccl) or independent (none)")
+    if spec.nodes > 1:
+        return f"{spec.strategy} runs MXNet's kvstore in one process over one node's devices; it has no several-node mode here"
+    if spec.strategy == "replicated-nccl" and spec.device != "cuda":
+        return "MXNet's nccl kvstore needs GPUs (NCCL): on the CPU use ps-cpu (local) or ps-gpu (device)"
+    if spec.device == "cuda" and gpus < spec.devices_per_node:
+        return f"{spec.strategy} at {spec.scale} needs {spec.devices_per_node} GPUs in one process; it sees {gpus}"
+    if spec.precision != "fp32":
+        return "dlbench runs MXNet's kvstores in fp32 only (AMP over several contexts is not wired): use fp32"
+    if spec.data == "real":
+        return "real data is not split over MXNet contexts yet: use --data synthetic with several devices"
+    return None
+
+
+def contexts(spec: PointSpec) -> list[mx.Context]:
+    """One context per device of the point."""
+    make = mx.gpu if spec.device == "cuda" else mx.cpu
+    return [make(i) for i in range(spec.devices_per_node)]
+
+
+def make_trainer(case: Case, net: gluon.Block, global_batch: int, strategy: str) -> gluon.Trainer:
+    """A Gluon Trainer with the case's optimizer (lr from Optimizer.lr_for), exchanging through the kvstore."""
+    o = case.optimizer
+    lr = o.lr_for(global_batch)
+    params = {"learning_rate": lr, "wd": o.weight_decay, **({"momentum": o.momentum} if o.name == "sgd" else {})}
+    return gluon.Trainer(net.collect_params(), o.name, params, kvstore=KVSTORE[strategy])
+
+
+class KvstoreTrainer(Trainer):
+    """The loss block's parameters on every context; each context's batch recorded, backward, then one Trainer
+    step: the kvstore sums the N contexts' gradients (of batch means), rescaled by 1/N to the global batch's."""
+
+    def __init__(self, case: Case, net: gluon.HybridBlock, ctxs: list[mx.Context], spec: PointSpec,
+                 strategy: str) -> None:
+        batches = [synthetic_batch(case, spec.batch_size, c, spec.input_size, spec.seed + i)
+                   for i, c in enumerate(ctxs)]  # replica 0: the 1-device batch
+        super().__init__(fixed(batches))
+        self.net, self.ctxs, self.strategy = net, ctxs, strategy
+        self.trainer = make_trainer(case, net, spec.global_batch, strategy)
+        self.scale = 1 if strategy == "independent" else len(ctxs)
+        self._last: list[mx.nd.NDArray] = []
+
+    def train_step(self, batch: list[Batch]) -> None:
+        with autograd.record():
+            losses = [self.net(*b) for b in batch]
+        autograd.backward(losses)
+        self.trainer.step(self.scale)  # gradients / N: the mean over the global batch
+        self._last = losses
+
+    def sync(self) -> None:
+        mx.nd.waitall()
+
+    def loss(self) -> float:
+        if not self._last:
+            return float("nan")
+        return float(np.mean([float(x.astype("float32").asscalar()) for x in self._last]))
+
+    def replica_checksums(self) -> list[float]:
+        """One position-weighted float64 sum of the trainable parameters per context."""
+        params = [p for p in self.net.collect_params().values() if p.grad_req != "null"]
+        return [float(sum((i + 1) * np.sum(p.data(c).asnumpy(), dtype=np.float64) for i, p in enumerate(params)))
+                for c in self.ctxs]
+
+    def facts(self) -> dict[str, object]:
+        """The kvstore the Trainer made, read back, and where it updates."""
+        kv = self.trainer._kvstore  # created at the first step
+        return {"kvstore": kv.type if kv is not None else "none (no exchange)",
+                "update_on_kvstore": bool(self.trainer._update_on_kvstore) if kv is not None else False,
+                "contexts": ",".join(str(c) for c in self.ctxs)}
+
+    def allocator_peak(self) -> AllocatorPeak | None:
+        """None: MXNet 1.9's pooled allocator exposes no peak."""
+        return None
