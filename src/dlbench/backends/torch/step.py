@@ -99,6 +99,10 @@ class TorchTrainer(Trainer):
     def param_checksum(self) -> float:
         return param_checksum(self.model)
 
+    def replica_checksums(self) -> list[float]:
+        """dp keeps one copy, on GPU 0 (DataParallel replicates it afresh every step)."""
+        return [param_checksum(self.model)]
+
     def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
