@@ -209,4 +209,8 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("env --device tpu", "device"),
     ("list --colour", "No such option"),
     ("frobnicate", "No such command"),
+    # gradient strategies (#22): --bucket-mb only where there are buckets, and a whole number
+    ("run -f fake --scale 1n2c --strategy allreduce --bucket-mb 5 --store {store}", "has no buckets"),
+    ("run -f fake --scale 1n2c --strategy ddp --bucket-mb 0 --store {store}", "bucket-mb"),
+    ("run -f fake --scale 1n2c --strategy warp-drive --store {store}", "warp-drive"),
 ]

@@ -32,7 +32,11 @@ def merge(spec: PointSpec, results: dict[int, WorkerResult], unreadable: dict[in
         silent = [r for r in missing if r not in unreadable]
         if silent:
             reasons.append(f"rank(s) {', '.join(map(str, silent))} of {spec.processes} wrote no result")
-        reasons += [f"rank {r}: {_first_line(results[r].error, results[r].status)}" for r in failed]
+        said = {_first_line(results[r].error, results[r].status) for r in failed}
+        if len(failed) == spec.processes and len(said) == 1:  # every rank said the same: say it once
+            reasons.append(f"{said.pop()} (all {spec.processes} ranks)")
+        else:
+            reasons += [f"rank {r}: {_first_line(results[r].error, results[r].status)}" for r in failed]
         first = results[failed[0]] if failed else None
         status = "error" if missing or first is None else first.status
         kept = WorkerResult(status=status, env=first.env) if first else None

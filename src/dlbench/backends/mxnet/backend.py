@@ -123,7 +123,8 @@ class MxnetBackend(Backend):
             initialize(net, ctxs)  # the same initial values on every context
             if spec.compile:
                 net.hybridize(static_alloc=True, static_shape=True)
-            self._kvstore_trainer = kvstores.KvstoreTrainer(case, net, ctxs, spec, spec.strategy)
+            self._kvstore_trainer = kvstores.KvstoreTrainer(case, net, ctxs, kvstores.replica_batches(spec, case, ctxs),
+                                                            spec.global_batch, spec.strategy)
             self._facts = {"compiled": "hybridize(static_alloc, static_shape)" if spec.compile else "imperative",
                            "loader": data.describe(spec), "strategy_run": spec.strategy}
             return self._kvstore_trainer

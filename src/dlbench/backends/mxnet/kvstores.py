@@ -58,17 +58,20 @@ def make_trainer(case: Case, net: gluon.Block, global_batch: int, strategy: str)
     return gluon.Trainer(net.collect_params(), o.name, params, kvstore=KVSTORE[strategy])
 
 
+def replica_batches(spec: PointSpec, case: Case, ctxs: list[mx.Context]) -> list[Batch]:
+    """Each context's fixed synthetic batch, seeded spec.seed + i (context 0: the 1-device batch)."""
+    return [synthetic_batch(case, spec.batch_size, c, spec.input_size, spec.seed + i) for i, c in enumerate(ctxs)]
+
+
 class KvstoreTrainer(Trainer):
     """The loss block's parameters on every context; each context's batch recorded, backward, then one Trainer
     step: the kvstore sums the N contexts' gradients (of batch means), rescaled by 1/N to the global batch's."""
 
-    def __init__(self, case: Case, net: gluon.HybridBlock, ctxs: list[mx.Context], spec: PointSpec,
-                 strategy: str) -> None:
-        batches = [synthetic_batch(case, spec.batch_size, c, spec.input_size, spec.seed + i)
-                   for i, c in enumerate(ctxs)]  # replica 0: the 1-device batch
+    def __init__(self, case: Case, net: gluon.HybridBlock, ctxs: list[mx.Context], batches: list[Batch],
+                 global_batch: int, strategy: str) -> None:
         super().__init__(fixed(batches))
         self.net, self.ctxs, self.strategy = net, ctxs, strategy
-        self.trainer = make_trainer(case, net, spec.global_batch, strategy)
+        self.trainer = make_trainer(case, net, global_batch, strategy)
         self.scale = 1 if strategy == "independent" else len(ctxs)
         self._last: list[mx.nd.NDArray] = []
 

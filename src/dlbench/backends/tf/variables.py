@@ -136,10 +136,14 @@ def _copy_of(model: keras.Model, device: str | None) -> tuple[list[keras.Variabl
     """The model's variables (device None), or new variables with the same values on `device`."""
     if device is None:
         return list(model.trainable_variables), list(model.non_trainable_variables)
+
+    def fresh(v: keras.Variable, trainable: bool) -> keras.Variable:
+        # A read value, not the variable: Keras would wrap a tf.Variable initializer as is (one shared variable).
+        return keras.Variable(tf.identity(v.value), dtype=v.dtype, trainable=trainable, name=v.name)
+
     with tf.device(device):
-        return ([keras.Variable(v.value, dtype=v.dtype, trainable=True, name=v.name) for v in model.trainable_variables],
-                [keras.Variable(v.value, dtype=v.dtype, trainable=False, name=v.name)
-                 for v in model.non_trainable_variables])
+        return ([fresh(v, True) for v in model.trainable_variables],
+                [fresh(v, False) for v in model.non_trainable_variables])
 
 
 def _optimizers(case: Case, global_batch: int, trainable: list[keras.Variable]) -> list[tuple[str, list[int],

@@ -4,13 +4,15 @@
   ``fp16_compress_hook`` / ``bf16_compress_hook``). torch refuses its bf16 hook unless NCCL >= 2.10 runs it, by the
   hook's name; gloo reduces bf16 as well, so on the CPU the same function (``_compress_hook`` with bf16) is
   registered under another name, and the point says so.
-- ``powersgd``: PowerSGD (Vogels et al. 2019), rank 1, error feedback and warm start, plain all-reduce for the
-  first iteration (DDP's bucket rebuild needs it) and compressed from the second.
+- ``powersgd``: PowerSGD (Vogels et al. 2019), rank 1, error feedback and warm start; plain all-reduce for the
+  first two iterations (DDP's bucket rebuild needs the first; PowerSGDState wants start_powerSGD_iter > 1) and
+  compressed from the third.
 - ``replicated-pscpu``: every bucket copied to the host, summed there by gloo, averaged and copied back (on CPU
   devices the buckets are already on the host: the hook is then DDP's all-reduce with one more copy).
-"""
 
-from __future__ import annotations
+No ``from __future__ import annotations`` here: DDP checks a hook's annotations against the real
+``dist.GradBucket`` and ``Future`` objects, which string annotations fail.
+"""
 
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 HOOKED: tuple[str, ...] = ("ddp-fp16", "ddp-bf16", "powersgd", "replicated-pscpu")
 DEFAULT_BUCKET_MB = 25  # DistributedDataParallel's bucket_cap_mb default
 POWERSGD_RANK = 1
-POWERSGD_START = 2  # the first compressed iteration (PowerSGDState needs > 1 with error feedback or warm start)
+POWERSGD_START = 2  # the first compressed iteration, counted from 0 (PowerSGDState needs > 1 with error feedback)
 
 
 def bucket_mb(requested: int | None) -> int:
@@ -69,8 +71,8 @@ def register(strategy: str, model: DistributedDataParallel, device: torch.device
         state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=POWERSGD_RANK,
                                             start_powerSGD_iter=POWERSGD_START)
         model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
-        return {"comm_hook": f"powerSGD_hook (torch): rank {POWERSGD_RANK}, error feedback, warm start, plain "
-                             f"all-reduce before iteration {POWERSGD_START}"}
+        return {"comm_hook": f"powerSGD_hook (torch): rank {POWERSGD_RANK}, error feedback, warm start; plain "
+                             f"all-reduce for the first {POWERSGD_START} iterations"}
     if strategy == "replicated-pscpu":
         group = dist.new_group(backend="gloo") if device.type == "cuda" else dist.group.WORLD
         model.register_comm_hook(None, cpu_reduce_hook(group))  # type: ignore[arg-type]
