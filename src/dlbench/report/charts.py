@@ -152,6 +152,11 @@ def throughput_charts(sec: Section, cc: dict[Column, str]) -> ChartSet:
         out.notes.append(f"{sec.title}: speedup needs more than one scale; only {sec.rows[0].scale} was measured.")
         return out
     for bs in sec.batches:
+        scales = [r.devices for r in sec.rows if r.batch_size == bs]
+        if len(scales) != len(set(scales)):  # several strategies at one scale: one line per framework would zigzag
+            out.notes.append(f"{sec.title}, batch {bs}: several strategies at one scale; their lines are under "
+                             "Gradient strategies.")
+            continue
         for speedup in (False, True):
             chart = _scale_lines(sec, cc, bs, speedup)
             if chart is not None:

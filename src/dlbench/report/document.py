@@ -21,6 +21,7 @@ from dlbench.report.history import history_charts
 from dlbench.report.max_values import REFERENCE_NOTE, MaxValueRow, PublishedMax, dlperf_max_classes, max_value_rows
 from dlbench.report.published import Beside, beside
 from dlbench.report.special import wide_deep_chart
+from dlbench.report.strategies import StrategyReport, strategy_report
 from dlbench.results.store import RunRecord, StoredPoint
 from dlbench.spec import Protocol
 
@@ -76,6 +77,7 @@ class Report:
     max_values: list[MaxValueRow] = field(default_factory=list)  # searched case-parameter maxima (face classes)
     max_reference: list[PublishedMax] = field(default_factory=list)
     max_reference_note: str = REFERENCE_NOTE
+    strategies: StrategyReport = field(default_factory=StrategyReport)  # seed 004's view: strategy studies
     definition: str = THROUGHPUT_DEFINITION
     flops_definition: str = FLOPS_DEFINITION
     notes: list[str] = field(default_factory=list)
@@ -167,7 +169,8 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
                                                       for k, n in protos.most_common()],
         warnings=warnings, sections=views, overall=overall,
         status_counts=dict(Counter(p.result.status for p in points)), colours=cc, notes=notes,
-        special=special, max_values=maxima, max_reference=dlperf_max_classes())
+        special=special, max_values=maxima, max_reference=dlperf_max_classes(),
+        strategies=strategy_report(sections))
 
 
 __all__ = ["Column", "KeyValue", "Report", "SectionView", "build_report", "describe_protocol"]
