@@ -79,3 +79,34 @@ def test_torch_refuses_dp_on_the_cpu_and_horovod_where_it_is_absent() -> None:
     import importlib.util
     if importlib.util.find_spec("horovod") is None:
         assert "0.28.1" in str(distributed.refuse(_spec("torch", "horovod")))
+
+
+def test_the_strategy_suites_expand_to_the_seeds_matrices() -> None:
+    from dlbench.suite import load
+    from dlbench.suite.expand import expand
+
+    gpu = expand(load("alibaba-strategies"), "cuda")
+    assert {p.spec.model for p in gpu} == {"inception_v3", "resnet50", "resnet152", "alexnet", "vgg16"}
+    assert len(gpu) == 5 * (1 + 5 * 3)  # five strategies at 2, 4 and 8 GPUs, one shared 1-GPU point per model
+    assert {p.spec.strategy for p in gpu if p.spec.world_size > 1} == {
+        "ps-cpu", "ps-gpu", "replicated-nccl", "replicated-copy", "replicated-pscpu"}
+    assert all(p.spec.processes == 1 for p in gpu)  # one process drives the server's GPUs, as tf_cnn did
+    cpu = expand(load("alibaba-strategies-cpu"), "cpu")
+    assert len(cpu) == 5 * (1 + 4 * 2) and {p.spec.world_size for p in cpu} == {1, 2, 4}
+    assert "replicated-nccl" not in {p.spec.strategy for p in cpu}  # refused on the CPU: left out, said so
+    sizes = {p.spec.model: p.spec.input_size for p in cpu}
+    assert sizes["inception_v3"] == 80 and sizes["resnet50"] == 64  # per model: Inception's stem needs 75
+    tf_cnn = expand(load("tf-cnn-strategies-cpu"), "cpu")
+    assert {"independent", "multiworker"} <= {p.spec.strategy for p in tf_cnn}
+
+
+def test_a_per_model_input_size_names_known_models_and_whole_numbers() -> None:
+    from dlbench.suite.schema import SuiteError, parse_suite
+
+    base = "name: s\naxes: {framework: fake, model: [resnet50, alexnet]}\n"
+    suite = parse_suite(base + "input_size: {resnet50: 32}\n", "s.yaml")
+    assert suite.input_size == {"resnet50": 32}
+    with pytest.raises(SuiteError, match="resnet51"):
+        parse_suite(base + "input_size: {resnet51: 32}\n", "s.yaml")
+    with pytest.raises(SuiteError, match="whole number"):
+        parse_suite(base + "input_size: {resnet50: 0}\n", "s.yaml")
