@@ -28,8 +28,11 @@ STRATEGIES: tuple[str, ...] = ("none", "ddp", "allreduce", "ps", "mirrored", "mu
 SINGLE_PROCESS_STRATEGIES: tuple[str, ...] = ("mirrored", "ps-cpu", "ps-gpu", "replicated-nccl", "replicated-copy",
                                               "replicated-pscpu", "independent", "dp")
 # ... except where a framework runs the same mechanism as one process per device (torch's replicated-pscpu is DDP
-# with its buckets reduced on the CPU; paddle's ps-cpu is fleet's parameter-server mode).
-PROCESS_PER_DEVICE: tuple[tuple[str, str], ...] = (("torch", "replicated-pscpu"), ("paddle", "ps-cpu"))
+# with its buckets reduced on the CPU).
+PROCESS_PER_DEVICE: tuple[tuple[str, str], ...] = (("torch", "replicated-pscpu"),)
+# Parameter-server processes a launcher starts beside the point's workers (they train nothing and report nothing):
+# MXNet's dist_sync kvstore (`ps`) needs its scheduler and one server.
+SERVER_PROCESSES: tuple[tuple[str, str, int], ...] = (("mxnet", "ps", 2),)
 # Strategies whose replicas exchange nothing: their parameters are expected to differ after the measured steps.
 NO_EXCHANGE_STRATEGIES: tuple[str, ...] = ("independent",)
 # Strategies with gradient buckets whose size --bucket-mb sets (torch's DDP and its communication hooks).
@@ -231,6 +234,13 @@ class PointSpec:
         """Worker processes the point runs: one per device, or one for a single-process strategy."""
         single = self.strategy in SINGLE_PROCESS_STRATEGIES and (self.framework, self.strategy) not in PROCESS_PER_DEVICE
         return 1 if single else self.world_size
+
+    @property
+    def servers(self) -> int:
+        """Parameter-server processes started beside the workers (0 for most strategies)."""
+        if self.world_size == 1:
+            return 0
+        return next((n for fw, s, n in SERVER_PROCESSES if (fw, s) == (self.framework, self.strategy)), 0)
 
     @property
     def global_batch(self) -> int:

@@ -30,6 +30,7 @@ PROGRESS_PREFIX = "@@dlbench "
 RESULT_VERSION = 2  # 2: typed WorkerResult, `facts` (was `extra`), window timing in the rank records
 
 RDZV_TIMEOUT_VAR = "DLBENCH_RDZV_TIMEOUT"
+SERVER_VAR = "DLBENCH_SERVER"  # set (0, 1 ...) on a parameter-server process a launcher starts beside the ranks
 NODE_HOSTS_VAR = "DLBENCH_NODE_HOSTS"
 RANK_VARS: tuple[str, ...] = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK")
 THREAD_VARS: tuple[str, ...] = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -61,6 +62,7 @@ class RankContext:
     master_port: int = 0
     rdzv_timeout_s: float = DEFAULT_RDZV_TIMEOUT_S
     node_hosts: tuple[str, ...] = ()
+    server: int = -1  # this process's index among the point's parameter servers (spec.servers); -1: a rank
 
     def device_index(self, visible: int) -> int:
         """The ordinal, among the devices this process sees, of this rank's device: its local rank modulo the
@@ -102,7 +104,7 @@ def configure_rank(spec: PointSpec, environ: MutableMapping[str, str]) -> RankCo
                        node_rank=_int(environ, "NODE_RANK", rank // spec.devices_per_node),
                        master_addr=environ.get("MASTER_ADDR", "127.0.0.1"),
                        master_port=_int(environ, "MASTER_PORT", 0), rdzv_timeout_s=_timeout(environ, spec),
-                       node_hosts=hosts)
+                       node_hosts=hosts, server=_int(environ, SERVER_VAR, -1))
 
 
 def _timeout(environ: Mapping[str, str], spec: PointSpec) -> float:
@@ -193,5 +195,5 @@ def read_result(path: Path) -> WorkerResult:
 
 
 __all__ = ["ALLOCATOR_VARS", "DEFAULT_RDZV_TIMEOUT_S", "ENGINE_VARS", "NODE_HOSTS_VAR", "PROGRESS_PREFIX",
-           "RANK_VARS", "RDZV_TIMEOUT_VAR", "RESULT_VERSION", "THREAD_VARS", "RankContext", "ResultError",
+           "RANK_VARS", "RDZV_TIMEOUT_VAR", "RESULT_VERSION", "SERVER_VAR", "THREAD_VARS", "RankContext", "ResultError",
            "WorkerResult", "cache_dir", "configure_rank", "home", "parse_progress", "progress_line", "rank_result_path", "read_result"]

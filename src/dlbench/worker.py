@@ -139,6 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     spec_path, out_path = Path(args[0]), Path(args[1])
     spec = PointSpec.from_json(spec_path.read_text())
     ctx = configure_rank(spec, os.environ)  # torchrun, Slurm and MPI name ranks differently; before any import
+    if ctx.server >= 0:  # a parameter server beside the ranks: serves until every rank has written its result
+        from dlbench.backends import load_backend
+
+        load_backend(spec.framework).serve(spec, ctx, [rank_result_path(out_path, r) for r in range(spec.processes)])
+        return 0
     result = run(spec, ctx)
     result.write(rank_result_path(out_path, ctx.rank) if spec.processes > 1 else out_path)
     return 0

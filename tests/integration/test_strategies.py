@@ -108,9 +108,15 @@ def test_torch_strategies_match_one_device_on_two_ranks() -> None:
 # ------------------------------------------------------------------------------------------------- MXNet
 
 
+@pytest.fixture(scope="module")
+def mxnet_probe() -> dict[str, object]:
+    """MXNet's kvstores over 2 CPU contexts and one context, in one process."""
+    return _probe(framework_python("mxnet"), "strategy_probe_mxnet.py", "2", str(STEPS))
+
+
 @pytest.mark.framework("mxnet")
-def test_mxnet_kvstores_match_one_context_and_independent_differs() -> None:
-    answer = _probe(framework_python("mxnet"), "strategy_probe_mxnet.py", "2", str(STEPS))
+def test_mxnet_kvstores_match_one_context_and_independent_differs(mxnet_probe: dict[str, object]) -> None:
+    answer = mxnet_probe
     for strategy, kvstore in (("ps-cpu", "local"), ("ps-gpu", "device")):
         got = answer[strategy]
         assert isinstance(got, dict) and got["kvstore"] == kvstore and got["update_on_kvstore"] is True
@@ -119,3 +125,12 @@ def test_mxnet_kvstores_match_one_context_and_independent_differs() -> None:
     alone = answer["independent"]
     assert isinstance(alone, dict) and alone["kvstore"].startswith("none") and not _equal(alone["checksums"])
     assert "GPUs (NCCL)" in str(answer["nccl_refusal"])
+
+
+@pytest.mark.framework("mxnet")
+def test_mxnet_dist_sync_across_processes_matches_one_context(mxnet_probe: dict[str, object]) -> None:
+    """ps: MXNet's dist_sync kvstore with its scheduler, one server and 2 workers as processes of their own."""
+    one = mxnet_probe["one_device"]
+    got = _probe(framework_python("mxnet"), "strategy_probe_mxnet.py", "dist", "2", str(STEPS))
+    assert got["kvstore"] == "dist_sync" and _equal(got["checksums"])  # type: ignore[arg-type]
+    _assert_matches(one, got["losses"], EXACT, "ps (dist_sync)")  # type: ignore[arg-type]

@@ -22,7 +22,7 @@ def _spec(framework: str = "tf", strategy: str = "replicated-copy", k: int = 2, 
 
 @pytest.mark.parametrize(("framework", "strategy", "processes"), [
     ("tf", "ps-cpu", 1), ("tf", "replicated-pscpu", 1), ("tf", "independent", 1), ("mxnet", "ps-gpu", 1),
-    ("torch", "dp", 1), ("torch", "replicated-pscpu", 4), ("paddle", "ps-cpu", 4), ("torch", "ddp-fp16", 4),
+    ("torch", "dp", 1), ("torch", "replicated-pscpu", 4), ("mxnet", "ps", 4), ("torch", "ddp-fp16", 4),
     ("tf", "multiworker", 4)])
 def test_one_process_drives_every_device_only_where_the_framework_does(framework: str, strategy: str,
                                                                         processes: int) -> None:
@@ -110,3 +110,23 @@ def test_a_per_model_input_size_names_known_models_and_whole_numbers() -> None:
         parse_suite(base + "input_size: {resnet51: 32}\n", "s.yaml")
     with pytest.raises(SuiteError, match="whole number"):
         parse_suite(base + "input_size: {resnet50: 0}\n", "s.yaml")
+
+
+def test_mxnet_ps_starts_its_scheduler_and_server_beside_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dlbench.launch import hosts
+    from dlbench.launch.process import GroupOutcome
+    from dlbench.wire import SERVER_VAR
+
+    spec = _spec("mxnet", "ps", k=2)
+    assert spec.servers == 2 and spec.processes == 2
+    assert _spec("torch", "ps").servers == 0 and _spec("tf", "ps-cpu").servers == 0
+    seen: list[dict[str, str]] = []
+
+    def fake_group(commands: list[list[str]], spec: PointSpec, envs: list[dict[str, str]], *_: object) -> GroupOutcome:
+        seen.extend(envs)
+        return GroupOutcome([0] * len(commands))
+
+    monkeypatch.setattr(hosts, "run_group", fake_group)
+    hosts.local(spec, "python", None)
+    assert [e.get("RANK") for e in seen] == ["0", "1", None, None]  # two ranks, then the two servers
+    assert [e.get(SERVER_VAR) for e in seen] == [None, None, "0", "1"]

@@ -13,6 +13,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dlbench.cases import Case
@@ -182,6 +183,11 @@ class Backend(ABC):
     @abstractmethod
     def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
         """Join the ranks (several devices), build model, optimizer and data on this rank's device. Never timed."""
+
+    def serve(self, spec: PointSpec, ctx: RankContext, results: list[Path]) -> None:
+        """Run parameter-server process number ctx.server of the point (spec.servers of them) until every rank's
+        result file in `results` exists; only backends with such strategies have it."""
+        raise RuntimeError(f"the {self.title or self.name} backend starts no parameter-server processes")
 
     @abstractmethod
     def count_params(self, case: Case) -> int:

@@ -23,7 +23,8 @@ from dlbench.launch.folder import PointFolder, free_port, point_folder
 from dlbench.launch.merge import collect
 from dlbench.launch.process import ChildOutcome, ProgressSink, group_failure, run_group, worker_env
 from dlbench.spec import PointSpec, SpecError
-from dlbench.wire import DEFAULT_RDZV_TIMEOUT_S, NODE_HOSTS_VAR, RANK_VARS, RDZV_TIMEOUT_VAR, THREAD_VARS
+from dlbench.wire import (DEFAULT_RDZV_TIMEOUT_S, NODE_HOSTS_VAR, RANK_VARS, RDZV_TIMEOUT_VAR, SERVER_VAR,
+                          THREAD_VARS)
 
 DEFAULT_REACH: tuple[str, ...] = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "{host}")
 # The frameworks' own variables a remote rank receives: exact names, and prefixes each framework owns.
@@ -166,6 +167,12 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
                 commands.append(config.command(node, worker_argv(python, folder), path))
                 envs.append(env)
                 labels.append(f"rank {rank} on {config.label(node)}")
+        for index in range(spec.servers):  # parameter servers (MXNet's dist_sync), on node 0, beside the ranks
+            env = {**base, SERVER_VAR: str(index)}
+            path = env_file(folder, f"server{index}", env) if config.hosts else None
+            commands.append(config.command(0, worker_argv(python, folder), path))
+            envs.append(env)
+            labels.append(f"parameter server {index} on {config.label(0)}")
         group = run_group(commands, spec, envs, on_progress)
         return collect(spec, folder.result, group_failure(spec, group, labels), env=topology(spec, config))
 

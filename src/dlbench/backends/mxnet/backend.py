@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
 
 import mxnet as mx
 
@@ -117,6 +118,16 @@ class MxnetBackend(Backend):
         else:
             device = mx.cpu()
         side = spec.input_size if isinstance(case.input, ImageInput) else None
+        if spec.strategy == "ps" and spec.world_size > 1:  # this rank's device, a dist_sync kvstore across processes
+            kvstores.dist_env(spec, ctx, "worker")
+            net = TrainLoss(case, build_model(case, side))
+            initialize(net, device)  # the same seed on every worker; the server's copy starts from worker 0's
+            self._kvstore_trainer = kvstores.KvstoreTrainer(
+                case, net, [device], [data.synthetic_batch(case, spec.batch_size, device, spec.input_size,
+                                                           spec.seed + ctx.rank)],
+                spec.global_batch, "ps", workers=spec.world_size)
+            self._facts = {"compiled": "imperative", "loader": data.describe(spec), "strategy_run": "ps"}
+            return self._kvstore_trainer
         if spec.world_size > 1:  # one process, N contexts, a kvstore
             ctxs = kvstores.contexts(spec)
             net = TrainLoss(case, build_model(case, side))
@@ -143,6 +154,10 @@ class MxnetBackend(Backend):
         """What build chose, and on several contexts the kvstore Gluon made at the first step, read back."""
         trainer = getattr(self, "_kvstore_trainer", None)
         return {**self._facts, **(trainer.facts() if trainer is not None else {})}
+
+    def serve(self, spec: PointSpec, ctx: RankContext, results: list[Path]) -> None:
+        """ps (dist_sync): the scheduler (server 0) or the server (1) until every worker has written its result."""
+        kvstores.serve(spec, ctx, results)
 
     def count_params(self, case: Case) -> int:
         model = build_model(case)
