@@ -30,9 +30,11 @@ SINGLE_PROCESS_STRATEGIES: tuple[str, ...] = ("mirrored", "ps-cpu", "ps-gpu", "r
 # ... except where a framework runs the same mechanism as one process per device (torch's replicated-pscpu is DDP
 # with its buckets reduced on the CPU).
 PROCESS_PER_DEVICE: tuple[tuple[str, str], ...] = (("torch", "replicated-pscpu"),)
-# Parameter-server processes a launcher starts beside the point's workers (they train nothing and report nothing):
-# MXNet's dist_sync kvstore (`ps`) needs its scheduler and one server.
-SERVER_PROCESSES: tuple[tuple[str, str, int], ...] = (("mxnet", "ps", 2),)
+# Server processes a launcher starts beside the point's workers (they report nothing), as (framework, strategy,
+# fixed count, count per device): MXNet's dist_sync kvstore (`ps`) needs its scheduler and one server; TF's
+# ParameterServerStrategy (`ps`) one worker server per device and one ps task, driven by ONE coordinator process.
+SERVER_PROCESSES: tuple[tuple[str, str, int, int], ...] = (("mxnet", "ps", 2, 0), ("tf", "ps", 1, 1))
+COORDINATED: tuple[tuple[str, str], ...] = (("tf", "ps"),)  # one coordinator process, its servers compute
 # Strategies whose replicas exchange nothing: their parameters are expected to differ after the measured steps.
 NO_EXCHANGE_STRATEGIES: tuple[str, ...] = ("independent",)
 # Strategies with gradient buckets whose size --bucket-mb sets (torch's DDP and its communication hooks).
@@ -233,14 +235,15 @@ class PointSpec:
     def processes(self) -> int:
         """Worker processes the point runs: one per device, or one for a single-process strategy."""
         single = self.strategy in SINGLE_PROCESS_STRATEGIES and (self.framework, self.strategy) not in PROCESS_PER_DEVICE
-        return 1 if single else self.world_size
+        return 1 if single or (self.framework, self.strategy) in COORDINATED else self.world_size
 
     @property
     def servers(self) -> int:
         """Parameter-server processes started beside the workers (0 for most strategies)."""
         if self.world_size == 1:
             return 0
-        return next((n for fw, s, n in SERVER_PROCESSES if (fw, s) == (self.framework, self.strategy)), 0)
+        return next((n + k * self.world_size for fw, s, n, k in SERVER_PROCESSES
+                     if (fw, s) == (self.framework, self.strategy)), 0)
 
     @property
     def global_batch(self) -> int:

@@ -88,7 +88,7 @@ def configure_rank(spec: PointSpec, environ: MutableMapping[str, str]) -> RankCo
                 environ.setdefault("WORLD_SIZE", environ.get(size_var, str(spec.world_size)))
                 environ.setdefault("LOCAL_RANK", environ.get(local_var, "0"))
                 break
-    if spec.processes == 1:
+    if spec.processes == 1 and not spec.servers:  # a coordinator with servers reads the rendezvous address below
         return RankContext(rdzv_timeout_s=_timeout(environ, spec))
     environ.setdefault("LOCAL_RANK", "0")
     environ.setdefault("WORLD_SIZE", str(spec.world_size))

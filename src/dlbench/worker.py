@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     if ctx.server >= 0:  # a parameter server beside the ranks: serves until every rank has written its result
         from dlbench.backends import load_backend
 
-        load_backend(spec.framework).serve(spec, ctx, [rank_result_path(out_path, r) for r in range(spec.processes)])
+        results = [out_path] if spec.processes == 1 else [rank_result_path(out_path, r) for r in range(spec.processes)]
+        load_backend(spec.framework).serve(spec, ctx, results)
         return 0
     result = run(spec, ctx)
     result.write(rank_result_path(out_path, ctx.rank) if spec.processes > 1 else out_path)

@@ -134,3 +134,19 @@ def test_mxnet_dist_sync_across_processes_matches_one_context(mxnet_probe: dict[
     got = _probe(framework_python("mxnet"), "strategy_probe_mxnet.py", "dist", "2", str(STEPS))
     assert got["kvstore"] == "dist_sync" and _equal(got["checksums"])  # type: ignore[arg-type]
     _assert_matches(one, got["losses"], EXACT, "ps (dist_sync)")  # type: ignore[arg-type]
+
+
+@pytest.mark.framework("tf")
+def test_tf_ps_trains_asynchronously_through_its_servers(cli: object, store_path: Path) -> None:
+    """ParameterServerStrategy: the coordinator measures, 2 worker servers and a ps task beside it, then gone."""
+    framework_python("tf")
+    code, _, err = cli("run", "-f", "tf", "-m", "resnet50", "--input-size", "32", "-b", "1", "--scale", "1n2c",  # type: ignore[operator]
+                       "--strategy", "ps", "--device", "cpu", "--warmup", "0", "--steps", "1", "--repeats", "1",
+                       "--store", str(store_path))
+    assert code == 0, err
+    from dlbench.results.store import Store
+
+    [point] = [p.result for p in Store(store_path).points() if p.result.spec.strategy == "ps"]
+    assert point.status == "ok" and point.metrics is not None, point.error
+    assert str(point.extra["synchronization"]).startswith("asynchronous") and point.extra["workers"] == 2
+    assert str(point.extra["replica_check"]).startswith("one copy")

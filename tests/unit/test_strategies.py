@@ -130,3 +130,23 @@ def test_mxnet_ps_starts_its_scheduler_and_server_beside_the_workers(monkeypatch
     hosts.local(spec, "python", None)
     assert [e.get("RANK") for e in seen] == ["0", "1", None, None]  # two ranks, then the two servers
     assert [e.get(SERVER_VAR) for e in seen] == [None, None, "0", "1"]
+
+
+def test_tf_ps_is_one_coordinator_and_a_server_per_device_and_a_ps_task(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dlbench.launch import hosts
+    from dlbench.launch.process import GroupOutcome
+    from dlbench.wire import SERVER_VAR, configure_rank
+
+    spec = _spec("tf", "ps", k=2)
+    assert (spec.processes, spec.servers) == (1, 3)
+    seen: list[dict[str, str]] = []
+
+    def fake_group(commands: list[list[str]], spec: PointSpec, envs: list[dict[str, str]], *_: object) -> GroupOutcome:
+        seen.extend(envs)
+        return GroupOutcome([0] * len(commands))
+
+    monkeypatch.setattr(hosts, "run_group", fake_group)
+    hosts.local(spec, "python", None)  # not the single-worker path: its servers start beside it
+    assert [e.get(SERVER_VAR) for e in seen] == [None, "0", "1", "2"] and seen[0]["RANK"] == "0"
+    ctx = configure_rank(spec, dict(seen[1]))  # a server reads the rendezvous port to find the others
+    assert ctx.server == 0 and ctx.master_port == int(seen[1]["MASTER_PORT"])

@@ -8,6 +8,7 @@ listening on ``{host of i}:{master_port + 1 + i}``, before TF's context starts.
   ``MultiWorkerMirroredStrategy``, one replica per process, gradients all-reduced (RING on the CPU, NCCL on GPUs);
 - ``mirrored``: ``MirroredStrategy``, ONE process driving the node's N GPUs (``--scale 1nNc``, a single-process
   strategy: spec.processes is 1), each replica taking the spec's per-device batch; stored as 1nNc;
+- ``ps``: ``ParameterServerStrategy`` across processes, asynchronous (parameter_server.py);
 - ``ps-cpu``, ``ps-gpu``, ``replicated-nccl``, ``replicated-copy``, ``replicated-pscpu``, ``independent``:
   tf_cnn_benchmarks' variable managers, one process over N devices (variables.py); on the CPU the devices are
   N logical CPU devices (plus one for the host), which share the same cores.
@@ -88,9 +89,13 @@ def refuse(spec: PointSpec, local_gpus: int) -> str | None:
         reason = _variable_mgr_refusal(spec, chosen, local_gpus)
         if reason:
             return reason
-    if chosen == "ps":
-        return ("tf's ParameterServerStrategy needs coordinator and ps tasks and a ClusterCoordinator loop, which "
-                "dlbench does not drive yet; use --strategy multiworker")
+    if chosen == "ps":  # ParameterServerStrategy: a coordinator, a worker server per device, one ps task
+        if spec.world_size == 1:
+            return "strategy ps needs several devices: use --scale 1n2c or more, or --strategy none"
+        if spec.nodes > 1:
+            return "dlbench starts ps's servers on one host: use --scale 1nNc"
+        if spec.precision == "amp":
+            return "ps does not scale fp16 losses across workers: use --precision fp32, tf32 or bf16"
     if chosen == "mirrored":
         if spec.nodes > 1:
             return "mirrored runs one process over one node's GPUs; across nodes use --strategy multiworker"
