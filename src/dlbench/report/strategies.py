@@ -278,5 +278,15 @@ def strategy_report(sections: list[Section]) -> StrategyReport:
     return StrategyReport(found, verdicts(found), ChartSet([study_chart(s, colours) for s in found]))
 
 
-__all__ = ["MIN_REPEATS", "NOISE_RULE", "StrategyCell", "StrategyReport", "Study", "Verdict", "strategy_report",
-           "strategy_colours", "studies", "verdicts"]
+__all__ = [
+    "MIN_REPEATS",
+    "NOISE_RULE",
+    "StrategyCell",
+    "StrategyReport",
+    "Study",
+    "Verdict",
+    "strategy_colours",
+    "strategy_report",
+    "studies",
+    "verdicts",
+]

@@ -29,10 +29,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from dlbench.backends.base import AllocatorPeak, Trainer, fixed
+from dlbench.backends.base import AllocatorPeak, fixed
 from dlbench.backends.tf.data import synthetic_batch
 from dlbench.backends.tf.models import train_loss
-from dlbench.backends.tf.step import gpu_peak, make_optimizer
+from dlbench.backends.tf.step import LossOnHost, gpu_peak, make_optimizer
 from dlbench.cases import Case
 from dlbench.spec import PointSpec
 
@@ -174,7 +174,7 @@ class _Stateless:
         return out
 
 
-class VariableMgrTrainer(Trainer):
+class VariableMgrTrainer(LossOnHost):
     """N replicas in one traced step, the parameters placed and the gradients exchanged as `strategy` says.
 
     `batches` holds each replica's batch (on its device); each replica's loss is its batch's mean, and gradients
@@ -193,8 +193,6 @@ class VariableMgrTrainer(Trainer):
         self._grads = tf.function(self._replica_grads(scale), autograph=False, jit_compile=jit_compile,
                                   experimental_attributes={"_noinline": True})
         self._step = tf.function(self._train_step, autograph=False)
-        self._last: tf.Tensor | None = None
-        self._host: float | None = None
 
     def _replica_grads(self, scale: float) -> Callable[..., tuple[tf.Tensor, list[tf.Tensor], list[tf.Tensor]]]:
         def grads(trainable: list[tf.Tensor], other: list[tf.Tensor],
@@ -253,17 +251,6 @@ class VariableMgrTrainer(Trainer):
     def train_step(self, batch: list[Batch]) -> None:
         self._last = self._step(batch)
         self._host = None
-
-    def sync(self) -> None:
-        """Fetch the mean loss, then wait for every queued op on every device."""
-        if self._last is not None:
-            self._host = float(self._last.numpy())
-        tf.test.experimental.sync_devices()
-
-    def loss(self) -> float:
-        if self._host is None:
-            self.sync()
-        return self._host if self._host is not None else float("nan")
 
     def replica_checksums(self) -> list[float]:
         """One checksum per copy of the parameters (one for the ps modes, which keep a single copy)."""

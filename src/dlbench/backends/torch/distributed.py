@@ -140,9 +140,9 @@ def setup(spec: PointSpec, model: torch.nn.Module, device: torch.device,
     if chosen == "none":
         return model, GradSync(), {}
     if chosen == "dp":  # one process: DataParallel scatters the global batch from GPU 0 over the node's GPUs
-        ids = list(range(spec.devices_per_node))
-        return torch.nn.DataParallel(model, device_ids=ids), GradSync(), {
-            "communication": f"nn.DataParallel: module broadcast from cuda:0 to cuda:0-{ids[-1]} every step, "
+        gpus = list(range(spec.devices_per_node))
+        return torch.nn.DataParallel(model, device_ids=gpus), GradSync(), {
+            "communication": f"nn.DataParallel: module broadcast from cuda:0 to cuda:0-{gpus[-1]} every step, "
                              "gradients reduced to cuda:0"}
     init(spec, device, ctx)
     if getattr(model, "sharded", False):  # a split classifier (face): DDP over the replicated part only
