@@ -113,6 +113,12 @@ class Verdict:
     runner_up_throughput: float | None
     margin: float | None  # (fastest - runner-up) / runner-up
     noise: str  # "yes", "no: the 95% CIs overlap", "not enough repeats (n=2)", "no runner-up"
+    setting: str = ""  # what tells this study from another of the same model ("bs 2, input 64, CPU"), if any
+
+    @property
+    def label(self) -> str:
+        """The model's title, with the batch and input when the report holds several studies of it."""
+        return model_title(self.model) + (f" ({self.setting})" if self.setting else "")
 
     @property
     def throughputs(self) -> str:
@@ -188,7 +194,14 @@ def verdicts(found: list[Study]) -> list[Verdict]:
     """The fastest strategy per study and device count (several devices), its margin over the runner-up and
     whether the margin is beyond the noise."""
     out = []
+    per_model: dict[str, int] = {}
     for study in found:
+        per_model[study.section.model] = per_model.get(study.section.model, 0) + 1
+    for study in found:
+        sec = study.section
+        setting = "" if per_model[sec.model] == 1 else (
+            f"{study.framework}, bs {study.batch_size}, {sec.precision}, {sec.device}"
+            + (f", input {sec.input_size}" if sec.input_size else ""))
         for devices in study.devices:
             if devices == 1:
                 continue
@@ -199,14 +212,14 @@ def verdicts(found: list[Study]) -> list[Verdict]:
             best = ranked[0]
             assert best.throughput is not None
             if len(ranked) == 1:
-                out.append(Verdict(study.title, study.section.model, study.framework, devices, best.strategy,
-                                   best.throughput, "-", None, None, "no runner-up"))
+                out.append(Verdict(study.title, sec.model, study.framework, devices, best.strategy,
+                                   best.throughput, "-", None, None, "no runner-up", setting))
                 continue
             runner = ranked[1]
             assert runner.throughput is not None
-            out.append(Verdict(study.title, study.section.model, study.framework, devices, best.strategy,
+            out.append(Verdict(study.title, sec.model, study.framework, devices, best.strategy,
                                best.throughput, runner.strategy, runner.throughput,
-                               best.throughput / runner.throughput - 1.0, _noise(best, runner)))
+                               best.throughput / runner.throughput - 1.0, _noise(best, runner), setting))
     return out
 
 
