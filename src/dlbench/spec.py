@@ -234,8 +234,9 @@ class PointSpec:
     @property
     def processes(self) -> int:
         """Worker processes the point runs: one per device, or one for a single-process strategy."""
-        single = self.strategy in SINGLE_PROCESS_STRATEGIES and (self.framework, self.strategy) not in PROCESS_PER_DEVICE
-        return 1 if single or (self.framework, self.strategy) in COORDINATED else self.world_size
+        pair = (self.framework, self.strategy)
+        single = self.strategy in SINGLE_PROCESS_STRATEGIES and pair not in PROCESS_PER_DEVICE
+        return 1 if single or pair in COORDINATED else self.world_size
 
     @property
     def servers(self) -> int:

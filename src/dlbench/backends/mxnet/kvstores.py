@@ -46,7 +46,8 @@ def refuse(spec: PointSpec, gpus: int) -> str | None:
             return "this mxnet build has no distributed kvstore (DIST_KVSTORE off): ps (dist_sync) cannot start"
         return _common(spec)
     if spec.nodes > 1:
-        return f"{spec.strategy} runs MXNet's kvstore in one process over one node's devices; it has no several-node mode here"
+        return (f"{spec.strategy} runs MXNet's kvstore in one process over one node's devices; MXNet's kvstore "
+                "across processes is --strategy ps (dist_sync)")
     if spec.strategy == "replicated-nccl" and spec.device != "cuda":
         return "MXNet's nccl kvstore needs GPUs (NCCL): on the CPU use ps-cpu (local) or ps-gpu (device)"
     if spec.device == "cuda" and gpus < spec.devices_per_node:

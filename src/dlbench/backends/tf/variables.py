@@ -120,7 +120,7 @@ class Copy:
 
     trainable: list[keras.Variable]
     other: list[keras.Variable]
-    optimizers: list[tuple[str, list[int], keras.optimizers.Optimizer]]
+    optimizers: Placed
 
     def checksum(self) -> float:
         """A position-weighted float64 sum of the trainable weights (as the multi-process checks use)."""
@@ -146,8 +146,10 @@ def _copy_of(model: keras.Model, device: str | None) -> tuple[list[keras.Variabl
                 [fresh(v, False) for v in model.non_trainable_variables])
 
 
-def _optimizers(case: Case, global_batch: int, trainable: list[keras.Variable]) -> list[tuple[str, list[int],
-                                                                                             keras.optimizers.Optimizer]]:
+Placed = list[tuple[str, list[int], keras.optimizers.Optimizer]]  # (device, variable indices, their optimizer)
+
+
+def _optimizers(case: Case, global_batch: int, trainable: list[keras.Variable]) -> Placed:
     """One optimizer per device holding some of the variables, built (slots created) on that device."""
     by_device: dict[str, list[int]] = {}
     for i, v in enumerate(trainable):
