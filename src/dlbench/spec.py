@@ -6,8 +6,8 @@ import dataclasses
 import json
 import math
 import re
-from decimal import Decimal
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Literal
 
 from dlbench.parallel import SCHEDULES, Layout, layout_of, layout_problem
@@ -21,9 +21,26 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "amp", "bf16")
 STATISTICS: tuple[str, ...] = ("mean", "median")
 DATA_SOURCES: tuple[str, ...] = ("synthetic", "real")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
-STRATEGIES: tuple[str, ...] = ("none", "ddp", "allreduce", "ps", "mirrored", "multiworker", "sharding", "fleet")
-# Strategies where one process drives every device of the point (TF's MirroredStrategy): one worker, N devices.
-SINGLE_PROCESS_STRATEGIES: tuple[str, ...] = ("mirrored",)
+STRATEGIES: tuple[str, ...] = ("none", "ddp", "allreduce", "ps", "mirrored", "multiworker", "sharding", "fleet",
+                               # gradient strategies (#22): where parameters live and how gradients meet
+                               "ps-cpu", "ps-gpu", "replicated-nccl", "replicated-copy", "replicated-pscpu",
+                               "independent", "dp", "ddp-fp16", "ddp-bf16", "powersgd", "horovod")
+# Strategies where one process drives every device of the point (TF's MirroredStrategy and variable managers,
+# MXNet's kvstores over N contexts, torch's DataParallel): one worker, N devices.
+SINGLE_PROCESS_STRATEGIES: tuple[str, ...] = ("mirrored", "ps-cpu", "ps-gpu", "replicated-nccl", "replicated-copy",
+                                              "replicated-pscpu", "independent", "dp")
+# ... except where a framework runs the same mechanism as one process per device (torch's replicated-pscpu is DDP
+# with its buckets reduced on the CPU).
+PROCESS_PER_DEVICE: tuple[tuple[str, str], ...] = (("torch", "replicated-pscpu"),)
+# Server processes a launcher starts beside the point's workers (they report nothing), as (framework, strategy,
+# fixed count, count per device): MXNet's dist_sync kvstore (`ps`) needs its scheduler and one server; TF's
+# ParameterServerStrategy (`ps`) one worker server per device and one ps task, driven by ONE coordinator process.
+SERVER_PROCESSES: tuple[tuple[str, str, int, int], ...] = (("mxnet", "ps", 2, 0), ("tf", "ps", 1, 1))
+COORDINATED: tuple[tuple[str, str], ...] = (("tf", "ps"),)  # one coordinator process, its servers compute
+# Strategies whose replicas exchange nothing: their parameters are expected to differ after the measured steps.
+NO_EXCHANGE_STRATEGIES: tuple[str, ...] = ("independent",)
+# Strategies with gradient buckets whose size --bucket-mb sets (torch's DDP and its communication hooks).
+BUCKET_STRATEGIES: tuple[str, ...] = ("ddp", "ddp-fp16", "ddp-bf16", "powersgd", "replicated-pscpu")
 
 SPEC_VERSION = 2  # 2: tf32, sync_every_step, case_params
 # Whole numbers a store can hold (a signed 64-bit SQL integer) and a worker can allocate; larger is a typo.
@@ -179,6 +196,7 @@ class PointSpec:
     micro_batches: int = 1
     pipeline_schedule: str = "1f1b"
     recompute: bool = False
+    bucket_mb: int | None = None  # DDP's gradient bucket size in MB; None: the framework's default
     version: int = field(default=SPEC_VERSION)
 
     def __post_init__(self) -> None:
@@ -217,6 +235,11 @@ class PointSpec:
                                  self.micro_batches)
         if problem:
             raise SpecError(problem)
+        if self.bucket_mb is not None:
+            _count("bucket size (MB)", self.bucket_mb, 1)
+            if self.strategy not in BUCKET_STRATEGIES:
+                raise SpecError(f"--bucket-mb sets the gradient bucket size of {', '.join(BUCKET_STRATEGIES)}; "
+                                f"strategy {self.strategy} has no buckets")
 
     @property
     def world_size(self) -> int:
@@ -226,7 +249,17 @@ class PointSpec:
     @property
     def processes(self) -> int:
         """Worker processes the point runs: one per device, or one for a single-process strategy."""
-        return 1 if self.strategy in SINGLE_PROCESS_STRATEGIES else self.world_size
+        pair = (self.framework, self.strategy)
+        single = self.strategy in SINGLE_PROCESS_STRATEGIES and pair not in PROCESS_PER_DEVICE
+        return 1 if single or pair in COORDINATED else self.world_size
+
+    @property
+    def servers(self) -> int:
+        """Parameter-server processes started beside the workers (0 for most strategies)."""
+        if self.world_size == 1:
+            return 0
+        return next((n + k * self.world_size for fw, s, n, k in SERVER_PROCESSES
+                     if (fw, s) == (self.framework, self.strategy)), 0)
 
     @property
     def layout(self) -> Layout:
@@ -300,3 +333,4 @@ class PointSpec:
 _LATER_FIELDS: dict[str, object] = {"sync_every_step": False, "case_params": ()}
 _LATER_FIELDS.update(tensor_parallel=1, pipeline_parallel=1, micro_batches=1, pipeline_schedule="1f1b",
                      recompute=False)  # the parallel layout (#23)
+_LATER_FIELDS["bucket_mb"] = None  # DDP's bucket size (#22)

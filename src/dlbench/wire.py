@@ -30,6 +30,7 @@ PROGRESS_PREFIX = "@@dlbench "
 RESULT_VERSION = 2  # 2: typed WorkerResult, `facts` (was `extra`), window timing in the rank records
 
 RDZV_TIMEOUT_VAR = "DLBENCH_RDZV_TIMEOUT"
+SERVER_VAR = "DLBENCH_SERVER"  # set (0, 1 ...) on a parameter-server process a launcher starts beside the ranks
 NODE_HOSTS_VAR = "DLBENCH_NODE_HOSTS"
 RANK_GPU = "rank_gpu"  # environment key: NVML's name of the GPU a worker's rank ran on, as the worker saw it
 RANK_VARS: tuple[str, ...] = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK")
@@ -68,6 +69,7 @@ class RankContext:
     master_port: int = 0
     rdzv_timeout_s: float = DEFAULT_RDZV_TIMEOUT_S
     node_hosts: tuple[str, ...] = ()
+    server: int = -1  # this process's index among the point's parameter servers (spec.servers); -1: a rank
 
     def device_index(self, visible: int) -> int:
         """The ordinal, among the devices this process sees, of this rank's device: its local rank modulo the
@@ -93,7 +95,7 @@ def configure_rank(spec: PointSpec, environ: MutableMapping[str, str]) -> RankCo
                 environ.setdefault("WORLD_SIZE", environ.get(size_var, str(spec.world_size)))
                 environ.setdefault("LOCAL_RANK", environ.get(local_var, "0"))
                 break
-    if spec.processes == 1:
+    if spec.processes == 1 and not spec.servers:  # a coordinator with servers reads the rendezvous address below
         return RankContext(rdzv_timeout_s=_timeout(environ, spec))
     environ.setdefault("LOCAL_RANK", "0")
     environ.setdefault("WORLD_SIZE", str(spec.world_size))
@@ -109,7 +111,7 @@ def configure_rank(spec: PointSpec, environ: MutableMapping[str, str]) -> RankCo
                        node_rank=_int(environ, "NODE_RANK", rank // spec.devices_per_node),
                        master_addr=environ.get("MASTER_ADDR", "127.0.0.1"),
                        master_port=_int(environ, "MASTER_PORT", 0), rdzv_timeout_s=_timeout(environ, spec),
-                       node_hosts=hosts)
+                       node_hosts=hosts, server=_int(environ, SERVER_VAR, -1))
 
 
 def _timeout(environ: Mapping[str, str], spec: PointSpec) -> float:
@@ -222,7 +224,7 @@ def read_result(path: Path) -> WorkerResult:
 
 
 __all__ = ["ALLOCATOR_VARS", "CONTROLLER_MEMORY", "DEFAULT_RDZV_TIMEOUT_S", "EDGE_KEY", "ENGINE_VARS",
-           "NODE_HOSTS_VAR", "PROGRESS_PREFIX", "RANK_VARS", "RDZV_TIMEOUT_VAR", "RESULT_VERSION", "THREAD_VARS",
-           "WATCHER_VAR", "RankContext", "ResultError", "WorkerResult", "cache_dir", "configure_rank", "edge_event",
-           "home", "parse_progress", "progress_line", "rank_result_path", "read_result", "watched_by_controller",
-           "watcher_token"]
+           "NODE_HOSTS_VAR", "PROGRESS_PREFIX", "RANK_GPU", "RANK_VARS", "RDZV_TIMEOUT_VAR", "RESULT_VERSION",
+           "SERVER_VAR", "THREAD_VARS", "WATCHER_VAR", "RankContext", "ResultError", "WorkerResult", "cache_dir",
+           "configure_rank", "edge_event", "home", "parse_progress", "progress_line", "rank_result_path",
+           "read_result", "watched_by_controller", "watcher_token"]

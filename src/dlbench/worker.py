@@ -166,10 +166,11 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
             loss = trainer.loss()
             allocator = trainer.allocator_peak()
             checksum = trainer.param_checksum() if spec.processes > 1 else None
+            replicas = trainer.replica_checksums() if spec.processes == 1 and spec.world_size > 1 else None
             trainer.close()
         except Unsupported as exc:
             return WorkerResult(status="unsupported", error=str(exc), env=_environment(backend, spec, ctx))
-        except BaseException as exc:  # noqa: BLE001 - every failure becomes a recorded status
+        except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             status = "oom" if _oom(backend, exc) else "error"
@@ -187,6 +188,8 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
                   allocator_peak_bytes=allocator.bytes if allocator else None,
                   allocator_kind=allocator.kind if allocator else "", device_timer=measured.device_timer)
     facts = dict(backend.facts())
+    if replicas is not None:  # compared by the controller (launch/merge.py), as ranks' checksums are
+        facts["replica_checksums"] = replicas
     if measured.calibrated:
         facts["steps_raised"] = (f"{measured.steps_asked} -> {measured.steps} measured steps per repeat, so that a "
                                  f"repeat lasts at least {spec.protocol.on(spec.device).min_time_s:g} s")
@@ -212,6 +215,12 @@ def main(argv: list[str] | None = None) -> int:
     spec_path, out_path = Path(args[0]), Path(args[1])
     spec = PointSpec.from_json(spec_path.read_text())
     ctx = configure_rank(spec, os.environ)  # torchrun, Slurm and MPI name ranks differently; before any import
+    if ctx.server >= 0:  # a parameter server beside the ranks: serves until every rank has written its result
+        from dlbench.backends import load_backend
+
+        results = [out_path] if spec.processes == 1 else [rank_result_path(out_path, r) for r in range(spec.processes)]
+        load_backend(spec.framework).serve(spec, ctx, results)
+        return 0
     result = run(spec, ctx)
     result.write(rank_result_path(out_path, ctx.rank) if spec.processes > 1 else out_path)
     return 0

@@ -254,4 +254,8 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("run -f fake -m gpt --schedule zb --store {store}", "schedule"),
     ("sweep --resume {run} --launcher slurm --store {store}", "--launcher with --resume"),
     ("sweep dlperf-gpt-cpu --launcher nosuch --store {store}", "launcher"),
+    # gradient strategies (#22): --bucket-mb only where there are buckets, and a whole number
+    ("run -f fake --scale 1n2c --strategy allreduce --bucket-mb 5 --store {store}", "has no buckets"),
+    ("run -f fake --scale 1n2c --strategy ddp --bucket-mb 0 --store {store}", "bucket-mb"),
+    ("run -f fake --scale 1n2c --strategy warp-drive --store {store}", "warp-drive"),
 ]

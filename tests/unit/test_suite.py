@@ -106,7 +106,10 @@ def test_builtin_suites_load_and_expand(name: str) -> None:
         sized = any(not isinstance(get_case(m).input, CtrInput) for m in s.axes.model)
         sized = sized and not s.layouts  # a suite of GPT layouts shrinks the shape by its params (seq, hidden)
         assert (s.input_size is not None or not sized) and "NOT the seed's sizes" in s.description
-        assert all(p.spec.world_size == 1 for p in points) or s.layouts  # GPT layouts: 1, 2 and 4 ranks
+        if name.endswith("strategies-cpu"):  # gradient strategies (#22): several logical devices of one CPU
+            assert "logical" in s.description and max(p.spec.world_size for p in points) == 4
+        else:
+            assert all(p.spec.world_size == 1 for p in points) or s.layouts  # GPT layouts: 1, 2 and 4 ranks
 
 
 def test_every_seed_suite_has_a_cpu_variant() -> None:

@@ -103,7 +103,7 @@ def get_info(name: str) -> BackendInfo:
     return backends[name]
 
 
-def load_backend(name: str) -> "Backend":  # noqa: F821 - worker side only
+def load_backend(name: str) -> Backend:  # noqa: F821 - worker side only
     """Import and instantiate a backend. Worker side only: this imports the framework."""
     module, _, attr = get_info(name).entry.partition(":")
     cls = getattr(importlib.import_module(module), attr)

@@ -14,6 +14,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dlbench.backends.gpu_arch import GpuBuild
@@ -89,6 +90,12 @@ class Trainer(ABC):
         None when this trainer cannot tell (a multi-rank point then fails its check)."""
         return None
 
+    def replica_checksums(self) -> list[float] | None:
+        """One param_checksum per copy of the parameters a single process keeps for its devices (TF's variable
+        managers, MXNet's contexts); one value where the strategy keeps one copy (a parameter server). None when
+        this trainer cannot tell (a one-process point on several devices then fails its check)."""
+        return None
+
     def close(self) -> None:
         """Release the input (loader workers) and other resources."""
         close = getattr(self.batches, "close", None)
@@ -112,6 +119,11 @@ def strategy_refusal(spec: PointSpec, default: str, supported: tuple[str, ...], 
     if spec.world_size > 1 and strategy_run(spec, default) not in supported:
         return f"{spec.framework} has no {spec.strategy} strategy; {advice}"
     return None
+
+
+HOROVOD_GONE = ("Horovod is not installed in this interpreter, and cannot be today: its last release (0.28.1, "
+                "2023) does not build against torch >= 2.1 nor work with TF >= 2.16; register an old container's "
+                "Python that has it with `dlbench setup FW --existing PATH`")
 
 
 def single_device_only(spec: PointSpec, title: str) -> str | None:
@@ -210,6 +222,11 @@ class Backend(ABC):
     @abstractmethod
     def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
         """Join the ranks (several devices), build model, optimizer and data on this rank's device. Never timed."""
+
+    def serve(self, spec: PointSpec, ctx: RankContext, results: list[Path]) -> None:
+        """Run parameter-server process number ctx.server of the point (spec.servers of them) until every rank's
+        result file in `results` exists; only backends with such strategies have it."""
+        raise RuntimeError(f"the {self.title or self.name} backend starts no parameter-server processes")
 
     @abstractmethod
     def count_params(self, case: Case) -> int:

@@ -184,8 +184,28 @@ def all_cases() -> list[Case]:
 
 
 # Explicit registration: each module calls register() once.
-from dlbench.cases import (  # noqa: E402,F401
-    alexnet, bert_base, face, gpt, inception_v3, resnet50, resnet152, vgg16, wide_deep)
+from dlbench.cases import (  # noqa: F401
+    alexnet,
+    bert_base,
+    face,
+    gpt,
+    inception_v3,
+    resnet50,
+    resnet152,
+    vgg16,
+    wide_deep,
+)
 
-__all__ = ["Case", "CaseParam", "CtrInput", "ImageInput", "TextInput", "Optimizer", "CASES", "register", "get_case",
-           "all_cases", "UnknownCase"]
+__all__ = [
+    "CASES",
+    "Case",
+    "CaseParam",
+    "CtrInput",
+    "ImageInput",
+    "Optimizer",
+    "TextInput",
+    "UnknownCase",
+    "all_cases",
+    "get_case",
+    "register",
+]

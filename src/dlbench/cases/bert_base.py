@@ -10,4 +10,4 @@ CASE = register(Case(
     aliases=("bert",),
 ))
 
-__all__ = ["BertConfig", "CASE"]
+__all__ = ["CASE", "BertConfig"]

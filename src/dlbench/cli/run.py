@@ -98,6 +98,8 @@ from dlbench.suite.maxbatch import param_bounds, search
               "checkpointing, as DLPerf's GPT runs did).")
 @click.option("--sync-every-step", is_flag=True, help="Synchronise with the device after every measured step "
               "(latency studies; part of the point's identity). Default: only at the ends of each timed window.")
+@click.option("--bucket-mb", type=click.IntRange(min=1), help="DDP's gradient bucket size in MB (ddp, ddp-fp16, "
+              "ddp-bf16, powersgd, replicated-pscpu; part of the point's identity). Default: torch's 25.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store. Default: $DLBENCH_STORE or "
               "./dlbench-results/results.db.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True,
@@ -115,7 +117,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         devices_per_node: int | None, strategy: str, launcher: str | None, hosts: str | None, reach: str | None,
         master_addr: str | None, rendezvous_timeout: float, memory_limit: str | None,
         params: tuple[str, ...], tensor_parallel: int, pipeline_parallel: int, micro_batches: int,
-        pipeline_schedule: str, recompute: bool, sync_every_step: bool, store_path: str | None, fmt: str,
+        pipeline_schedule: str, recompute: bool, sync_every_step: bool, bucket_mb: int | None, store_path: str | None, fmt: str,
         columns: str | None, wide: bool, force: bool = False, wait_quiet: float = 0.0,
         price_per_hour: float | None = None) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
@@ -131,6 +133,8 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
                         round_batch=batch_size is None)
     if sync_every_step:
         specs = [dataclasses.replace(s, sync_every_step=True) for s in specs]
+    if bucket_mb is not None:  # checked by the spec: only strategies with buckets take it
+        specs = [dataclasses.replace(s, bucket_mb=bucket_mb) for s in specs]
     searched = parse_params(params)[1]
     if searched and any(s.device == "cpu" and s.memory_limit_bytes is None for s in specs):
         raise SpecError(f"--param {searched}=max on the CPU needs --memory-limit (the emulated device budget; "

@@ -35,6 +35,7 @@ from dlbench.wire import (
     NODE_HOSTS_VAR,
     RANK_VARS,
     RDZV_TIMEOUT_VAR,
+    SERVER_VAR,
     THREAD_VARS,
 )
 
@@ -172,15 +173,22 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
     with point_folder(spec, shared=bool(config.hosts)) as folder:
         base = rank_env(spec, config, free_port("" if config.hosts else "127.0.0.1"))
         commands, envs, labels = [], [], []
-        for node in range(spec.nodes):
-            for local in range(spec.devices_per_node):
-                rank = node * spec.devices_per_node + local
-                env = {**base, "RANK": str(rank), "LOCAL_RANK": str(local), "NODE_RANK": str(node),
-                       "LOCAL_WORLD_SIZE": str(spec.devices_per_node)}
-                path = env_file(folder, f"rank{rank}", env) if config.hosts else None
-                commands.append(config.command(node, worker_argv(python, folder), path))
-                envs.append(env)
-                labels.append(f"rank {rank} on {config.label(node)}")
+        ranks = [(0, 0)] if spec.processes == 1 else [(n, k) for n in range(spec.nodes)
+                                                      for k in range(spec.devices_per_node)]
+        for node, local in ranks:  # one per device; one coordinator when servers compute (TF's ps)
+            rank = node * spec.devices_per_node + local
+            env = {**base, "RANK": str(rank), "LOCAL_RANK": str(local), "NODE_RANK": str(node),
+                   "LOCAL_WORLD_SIZE": str(spec.devices_per_node)}
+            path = env_file(folder, f"rank{rank}", env) if config.hosts else None
+            commands.append(config.command(node, worker_argv(python, folder), path))
+            envs.append(env)
+            labels.append(f"rank {rank} on {config.label(node)}")
+        for index in range(spec.servers):  # servers (MXNet's dist_sync, TF's ps), on node 0, beside the ranks
+            env = {**base, SERVER_VAR: str(index)}
+            path = env_file(folder, f"server{index}", env) if config.hosts else None
+            commands.append(config.command(0, worker_argv(python, folder), path))
+            envs.append(env)
+            labels.append(f"server {index} on {config.label(0)}")
         group = run_group(commands, spec, envs, on_progress)
         return collect(spec, folder.result, group_failure(spec, group, labels), env=topology(spec, config))
 
@@ -194,7 +202,8 @@ def run_single(spec: PointSpec, python: str, on_progress: ProgressSink | None,
 
 
 def local(spec: PointSpec, python: str, on_progress: ProgressSink | None) -> ChildOutcome:
-    """This machine: the single worker for one process, one plain worker per rank for several."""
-    if spec.processes == 1:
+    """This machine: the single worker for one process, one plain worker per rank for several (and the servers
+    beside them, where the strategy has some)."""
+    if spec.processes == 1 and not spec.servers:
         return run_single(spec, python, on_progress)
     return launch(spec, python, on_progress, HostsConfig())

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from dlbench.launch.process import ChildOutcome
-from dlbench.spec import PointSpec
+from dlbench.spec import NO_EXCHANGE_STRATEGIES, PointSpec
 from dlbench.wire import ResultError, WorkerResult, rank_result_path, read_result
 
 CHECKSUM_REL_TOL = 1e-9  # identical parameters give identical sums; 1e-9 only absorbs different CPUs' rounding
@@ -22,6 +22,8 @@ def merge(spec: PointSpec, results: dict[int, WorkerResult], unreadable: dict[in
     """One outcome from every rank's result: a missing or failed rank fails the point; checksums must agree."""
     if spec.processes == 1 and 0 in results:  # a single worker: its own words
         only = results[0]
+        if only.status == "ok" and spec.world_size > 1:  # one process, several devices: its replicas' checksums
+            return replica_check(spec, only)
         return ChildOutcome(only.status, result=only, error=only.error, tail=list(only.traceback))
     missing = [r for r in range(spec.processes) if r not in results]
     failed = [r for r in sorted(results) if results[r].status != "ok"]
@@ -30,7 +32,11 @@ def merge(spec: PointSpec, results: dict[int, WorkerResult], unreadable: dict[in
         silent = [r for r in missing if r not in unreadable]
         if silent:
             reasons.append(f"rank(s) {', '.join(map(str, silent))} of {spec.processes} wrote no result")
-        reasons += [f"rank {r}: {_first_line(results[r].error, results[r].status)}" for r in failed]
+        said = {_first_line(results[r].error, results[r].status) for r in failed}
+        if len(failed) == spec.processes and len(said) == 1:  # every rank said the same: say it once
+            reasons.append(f"{said.pop()} (all {spec.processes} ranks)")
+        else:
+            reasons += [f"rank {r}: {_first_line(results[r].error, results[r].status)}" for r in failed]
         first = results[failed[0]] if failed else None
         status = "error" if missing or first is None else first.status
         kept = WorkerResult(status=status, env=first.env) if first else None
@@ -52,6 +58,32 @@ def merge(spec: PointSpec, results: dict[int, WorkerResult], unreadable: dict[in
                             error="parameters differ across ranks after the timed steps: checksums "
                                   + ", ".join(f"rank {i} {v:.12g}" for i, v in enumerate(values)))
     return ChildOutcome("ok", result=merged)
+
+
+def replica_check(spec: PointSpec, result: WorkerResult) -> ChildOutcome:
+    """The gradient exchange of one process driving several devices, checked as ranks' are: every copy of the
+    parameters equal after the measured steps, or the point fails. A strategy that exchanges nothing
+    (`independent`) is expected to differ: recorded, never failed. One copy (a parameter server) is said so."""
+    raw = result.facts.get("replica_checksums")
+    sums = [float(v) for v in raw] if isinstance(raw, list) and all(isinstance(v, (int, float)) for v in raw) else []
+    if not sums:
+        return ChildOutcome("failed_check", result=result, error=f"the {spec.framework} backend reported no replica "
+                            f"checksums for {spec.strategy} on {spec.world_size} devices: it cannot show its "
+                            "replicas in sync")
+    equal = all(math.isclose(v, sums[0], rel_tol=CHECKSUM_REL_TOL) for v in sums)
+    if spec.strategy in NO_EXCHANGE_STRATEGIES:
+        verdict = (f"{len(sums)} copies differ, as expected: {spec.strategy} exchanges no gradients" if not equal
+                   else f"{len(sums)} copies equal although {spec.strategy} exchanges nothing (identical batches?)")
+    elif len(sums) == 1:
+        verdict = f"one copy of the parameters, read by all {spec.world_size} devices (nothing to compare)"
+    elif equal:
+        verdict = f"{len(sums)} copies equal after the measured steps"
+    else:
+        return ChildOutcome("failed_check", result=result,
+                            error="parameters differ across replicas after the timed steps: checksums "
+                                  + ", ".join(f"replica {i} {v:.12g}" for i, v in enumerate(sums)))
+    facts = {**result.facts, "replica_check": verdict}
+    return ChildOutcome("ok", result=result.model_copy(update={"facts": facts}))
 
 
 def collect(spec: PointSpec, result: Path, failure: ChildOutcome | None,

@@ -286,5 +286,18 @@ def group_failure(spec: PointSpec, group: GroupOutcome, labels: Sequence[str]) -
                         tail=tail, wall_s=group.wall_s)
 
 
-__all__ = ["CONTROLLER_ONLY_VARS", "ChildOutcome", "GroupOutcome", "OutputReader", "ProgressSink", "TAIL_LINES",
-           "group_failure", "kill_group", "largest_rss", "oom_kills", "run_group", "signal_name", "worker_env"]
+__all__ = [
+    "CONTROLLER_ONLY_VARS",
+    "TAIL_LINES",
+    "ChildOutcome",
+    "GroupOutcome",
+    "OutputReader",
+    "ProgressSink",
+    "group_failure",
+    "kill_group",
+    "largest_rss",
+    "oom_kills",
+    "run_group",
+    "signal_name",
+    "worker_env",
+]

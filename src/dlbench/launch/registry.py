@@ -68,4 +68,4 @@ class Launchers:
             raise SpecError(problem)
 
 
-__all__ = ["Launcher", "Launchers", "NAMES"]
+__all__ = ["NAMES", "Launcher", "Launchers"]

@@ -250,5 +250,16 @@ def find(model: str, precision: str, batch_size: int, framework: str | None = No
             and (framework is None or r.framework == framework) and not r.case_params and not r.parallel]
 
 
-__all__ = ["ReferenceDataError", "ReferenceRow", "ReferenceSource", "FRAMEWORKS", "PRECISIONS", "DATA_KINDS",
-           "load_file", "data_files", "load_sources", "load_all", "find"]
+__all__ = [
+    "DATA_KINDS",
+    "FRAMEWORKS",
+    "PRECISIONS",
+    "ReferenceDataError",
+    "ReferenceRow",
+    "ReferenceSource",
+    "data_files",
+    "find",
+    "load_all",
+    "load_file",
+    "load_sources",
+]

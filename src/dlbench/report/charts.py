@@ -192,6 +192,11 @@ def throughput_charts(sec: Section, cc: dict[Column, str]) -> ChartSet:
         out.notes.append(f"{sec.title}: speedup needs more than one scale; only {sec.rows[0].scale} was measured.")
         return out
     for config in lines:
+        scales = [r.devices for r in sec.rows if r.config == config]
+        if len(scales) != len(set(scales)):  # several strategies at one scale: one line per framework would zigzag
+            out.notes.append(f"{sec.title}, batch {config[0]}{''.join(' · ' + v for v in config[1])}: several "
+                             "strategies at one scale; their lines are under Gradient strategies.")
+            continue
         for speedup in (False, True):
             chart = _scale_lines(sec, cc, config, speedup)
             if chart is not None:

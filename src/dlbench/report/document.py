@@ -35,6 +35,7 @@ from dlbench.report.max_values import (
 )
 from dlbench.report.published import Beside, beside
 from dlbench.report.special import wide_deep_chart
+from dlbench.report.strategies import StrategyReport, strategy_report
 from dlbench.results.store import RunRecord, StoredPoint
 from dlbench.spec import Protocol
 from dlbench.suite.maxbatch import MAXBATCH_KIND, PROBE_PRESET
@@ -92,6 +93,7 @@ class Report:
     max_reference: list[PublishedMax] = field(default_factory=list)
     max_reference_note: str = REFERENCE_NOTE
     gpt_layouts: list[LayoutRow] = field(default_factory=list)  # GPT points by parallel layout (DLPerf's GPT)
+    strategies: StrategyReport = field(default_factory=StrategyReport)  # seed 004's view: strategy studies
     definition: str = THROUGHPUT_DEFINITION
     flops_definition: str = FLOPS_DEFINITION
     notes: list[str] = field(default_factory=list)
@@ -209,7 +211,8 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         warnings=warnings, sections=views, overall=overall,
         status_counts=dict(Counter(p.result.status for p in points)), colours=cc, notes=notes,
         probes=dict(Counter(p.result.status for p in probes)),
-        special=special, max_values=maxima, max_reference=dlperf_max_classes(), gpt_layouts=layouts)
+        special=special, max_values=maxima, max_reference=dlperf_max_classes(), gpt_layouts=layouts,
+        strategies=strategy_report(sections))
 
 
 __all__ = ["Column", "KeyValue", "Report", "SectionView", "build_report", "describe_protocol"]

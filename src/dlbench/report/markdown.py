@@ -46,7 +46,7 @@ def write_markdown(report: Report, path: Path) -> list[Path]:
         images: dict[str, str] = {}
         written: list[Path] = []
         charts: list[Chart] = [c for v in report.sections for c in v.charts.charts]
-        charts += report.special.charts + report.overall.charts
+        charts += report.special.charts + report.strategies.charts.charts + report.overall.charts
         for chart in charts:
             name = f"{chart.slug}.png"
             (tmp_folder / name).write_bytes(render_png(chart))

@@ -153,5 +153,12 @@ def gpu_info() -> GpuInfo:
         return GpuInfo(tuple(device_facts(nv, h) for h in handles), UNKNOWN if driver is None else _text(driver))
 
 
-__all__ = ["GpuInfo", "NvmlWarning", "UNKNOWN", "device_facts", "gpu_info", "session",
-           "visible_handles"]
+__all__ = [
+    "UNKNOWN",
+    "GpuInfo",
+    "NvmlWarning",
+    "device_facts",
+    "gpu_info",
+    "session",
+    "visible_handles",
+]

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from dlbench.backends import all_backends
 from dlbench.cases import Case, ImageInput, get_case
-from dlbench.launch.registry import Launchers
 from dlbench.launch.interpreters import installed
+from dlbench.launch.registry import Launchers
 from dlbench.spec import PointSpec, Protocol, parse_scale, parse_size, preset
 from dlbench.suite.maxbatch import search_floor
 from dlbench.suite.schema import AXES, Suite, SuiteError
@@ -151,13 +151,21 @@ def _planned(suite: Suite, point: dict[str, object], device: str, protocol: Prot
         framework=str(point["framework"]), model=case.name, batch_size=size, protocol=protocol,
         precision=point["precision"], compile=bool(point["compile"]),  # type: ignore[arg-type]
         channels_last=_channels_last(suite, str(point["framework"]), case), device=device, data=point["data"],  # type: ignore[arg-type]
-        data_dir=data_dir if real else None, loader_workers=suite.loader_workers, input_size=suite.input_size,
+        data_dir=data_dir if real else None, loader_workers=suite.loader_workers, input_size=input_size(suite, case),
         nodes=nodes, devices_per_node=per_node, strategy=str(point["strategy"]),
         launcher="local" if suite.launcher == "auto" else suite.launcher, timeout_s=suite.timeout,
         threads=suite.threads)
     if suite.launcher == "auto":
         spec = dataclasses.replace(spec, launcher=Launchers.default_for(spec))
     return PlannedPoint(spec, group)
+
+
+def input_size(suite: Suite, case: Case) -> int | None:
+    """The suite's input size for a model: one for all, or the model's own where the suite maps them (None:
+    the case's native size)."""
+    if isinstance(suite.input_size, dict):
+        return suite.input_size.get(case.name)
+    return suite.input_size
 
 
 def memory_limit_bytes(suite: Suite, model: str, override: str | None = None) -> int | None:

@@ -6,14 +6,31 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import yaml  # type: ignore[import-untyped]
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PositiveInt, ValidationError,
-                      field_validator, model_validator)
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from dlbench.backends import UnknownFramework, get_info
 from dlbench.cases import UnknownCase, get_case
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
 from dlbench.parallel import layout_problem
-from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, SpecError, parse_count, parse_scale, parse_size
+from dlbench.spec import (
+    PRECISIONS,
+    PRESETS,
+    STRATEGIES,
+    SpecError,
+    parse_count,
+    parse_scale,
+    parse_size,
+)
 from dlbench.suite import bounded
 
 AXES: tuple[str, ...] = ("framework", "model", "batch", "precision", "compile", "data", "scale", "strategy")
@@ -77,6 +94,19 @@ def _memory_limit(value: object) -> object:
     if not isinstance(value, dict):
         raise ValueError(f"a memory limit is a size such as 8GiB, or a mapping model -> size; got {value!r}")
     return {_model(str(k)): _size(str(v)) for k, v in value.items()}
+
+
+def _input_size(value: object) -> object:
+    """One input size for every model, or a size per model (keys are case names): an architecture's smallest
+    input differs (Inception v3 needs 75 pixels, ResNet 32)."""
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for k, v in value.items():
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"an input size is a whole number >= 1; got {v!r} for {k}")
+        out[_model(str(k))] = v
+    return out
 
 
 def _param_values(value: object) -> object:
@@ -244,7 +274,7 @@ class Suite(_Strict):
     protocol: ProtocolConfig = ProtocolConfig()
     timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1800.0
     memory_limit: Annotated[str | dict[str, str] | None, BeforeValidator(_memory_limit)] = None
-    input_size: PositiveInt | None = None
+    input_size: Annotated[PositiveInt | dict[str, int] | None, BeforeValidator(_input_size)] = None
     threads: PositiveInt | None = None
     loader_workers: int = Field(default=2, ge=0)
     channels_last: bool | list[str] = False  # true: every framework; a list: these frameworks; image cases only

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from dlbench.cases import get_case
 from dlbench.data.layout import DataLayoutError, image_root, read_manifest, text_root
 from dlbench.launch.interpreters import NotInstalled, interpreter_for
 from dlbench.launch.point import execute
@@ -21,8 +22,14 @@ from dlbench.results.schema import PointResult
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec
 from dlbench.suite.expand import PlannedPoint
-from dlbench.cases import get_case
-from dlbench.suite.maxbatch import BATCH, MaxBatch, ProbeStarted, param_bounds, search, with_value
+from dlbench.suite.maxbatch import (
+    BATCH,
+    MaxBatch,
+    ProbeStarted,
+    param_bounds,
+    search,
+    with_value,
+)
 
 PointStarted = Callable[[PointSpec], ProgressSink | None]
 PointDone = Callable[[PointResult], None]

@@ -27,7 +27,13 @@ from dlbench.backends.jax import (
 )
 from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.models import MODELS, build_module, model_inputs
-from dlbench.backends.jax.step import JaxTrainer, State, loss_scale, make_optimizer, make_train_step
+from dlbench.backends.jax.step import (
+    JaxTrainer,
+    State,
+    loss_scale,
+    make_optimizer,
+    make_train_step,
+)
 from dlbench.cases import Case, get_case
 from dlbench.numerics import Numerics, describe, resolve_precision
 from dlbench.results.nvml import gpu_info

@@ -38,7 +38,13 @@ from dlbench.data.layout import (
     image_root,
     read_train_list,
 )
-from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_gpt, synthetic_images
+from dlbench.data.synthetic import (
+    max_predictions,
+    synthetic_bert,
+    synthetic_ctr,
+    synthetic_gpt,
+    synthetic_images,
+)
 from dlbench.spec import PointSpec, SpecError
 
 PREFETCH = 2  # batches each Grain worker prepares ahead

@@ -17,13 +17,28 @@ from collections.abc import Callable, Sequence
 import jittor as jt
 from jittor import nn
 from jittor.models.alexnet import AlexNet
-from jittor.models.inception import (BasicConv2d, Inception3, InceptionA, InceptionAux, InceptionB, InceptionC,
-                                     InceptionD, InceptionE)
+from jittor.models.inception import (
+    BasicConv2d,
+    Inception3,
+    InceptionA,
+    InceptionAux,
+    InceptionB,
+    InceptionC,
+    InceptionD,
+    InceptionE,
+)
 from jittor.models.resnet import Bottleneck, ResNet
 from jittor.models.vgg import VGG, make_layers
 
 from dlbench.cases import Case, ImageInput
-from dlbench.cases.arch import POOL, AlexNetArch, BertConfig, InceptionArch, ResNetArch, VggArch
+from dlbench.cases.arch import (
+    POOL,
+    AlexNetArch,
+    BertConfig,
+    InceptionArch,
+    ResNetArch,
+    VggArch,
+)
 
 # ----------------------------------------------------------------------------------------------- ResNet
 

@@ -15,8 +15,8 @@ import megengine as mge
 import psutil
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
-from dlbench.backends.megengine import data
 from dlbench.backends.context import BuildContext
+from dlbench.backends.megengine import data
 from dlbench.backends.megengine.models import MODELS, build_model, count_trainable
 from dlbench.backends.megengine.step import MegengineTrainer
 from dlbench.cases import Case

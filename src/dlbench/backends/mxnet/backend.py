@@ -11,13 +11,25 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import os
+from pathlib import Path
 
 import mxnet as mx
 
-from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem, single_device_refusal
+from dlbench.backends.base import (
+    Backend,
+    Trainer,
+    Unsupported,
+    gpu_binding_problem,
+)
 from dlbench.backends.gpu_arch import GpuBuild, cuda_version
-from dlbench.backends.mxnet import TENSOR_CORE_VAR, TF32_OVERRIDE_VAR, data
-from dlbench.backends.mxnet.models import MODELS, TrainLoss, build_model, count_trainable, initialize
+from dlbench.backends.mxnet import TENSOR_CORE_VAR, TF32_OVERRIDE_VAR, data, kvstores
+from dlbench.backends.mxnet.models import (
+    MODELS,
+    TrainLoss,
+    build_model,
+    count_trainable,
+    initialize,
+)
 from dlbench.backends.mxnet.step import MxnetTrainer
 from dlbench.cases import Case, ImageInput, TextInput
 from dlbench.numerics import describe, resolve_precision
@@ -90,7 +102,13 @@ class MxnetBackend(Backend):
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
-        reason = single_device_refusal(spec, self.title)
+        if spec.world_size > 1:  # several contexts in one process, exchanging through a kvstore
+            reason = kvstores.refuse(spec, mx.context.num_gpus())
+            if reason:
+                return reason
+        if spec.world_size == 1 and spec.strategy != "none":
+            return f"strategy {spec.strategy} needs several devices: use --scale 1n2c or more, or --strategy none"
+        reason = resolve_precision(spec.precision, spec.device).refusal
         if reason:
             return reason
         if spec.device == "cuda":
@@ -119,8 +137,29 @@ class MxnetBackend(Backend):
             device = mx.gpu(ctx.device_index(visible))
         else:
             device = mx.cpu()
-        source = data.batches(spec, case, device)  # a real loader's workers fork now, before the model exists
         side = spec.input_size if isinstance(case.input, ImageInput) else None
+        if spec.strategy == "ps" and spec.world_size > 1:  # this rank's device, a dist_sync kvstore across processes
+            kvstores.dist_env(spec, ctx, "worker")
+            net = TrainLoss(case, build_model(case, side))
+            initialize(net, device)  # the same seed on every worker; the server's copy starts from worker 0's
+            self._kvstore_trainer = kvstores.KvstoreTrainer(
+                case, net, [device], [data.synthetic_batch(case, spec.batch_size, device, spec.input_size,
+                                                           spec.seed + ctx.rank)],
+                spec.global_batch, "ps", workers=spec.world_size)
+            self._facts = {"compiled": "imperative", "loader": data.describe(spec), "strategy_run": "ps"}
+            return self._kvstore_trainer
+        if spec.world_size > 1:  # one process, N contexts, a kvstore
+            ctxs = kvstores.contexts(spec)
+            net = TrainLoss(case, build_model(case, side))
+            initialize(net, ctxs)  # the same initial values on every context
+            if spec.compile:
+                net.hybridize(static_alloc=True, static_shape=True)
+            self._kvstore_trainer = kvstores.KvstoreTrainer(case, net, ctxs, kvstores.replica_batches(spec, case, ctxs),
+                                                            spec.global_batch, spec.strategy)
+            self._facts = {"compiled": "hybridize(static_alloc, static_shape)" if spec.compile else "imperative",
+                           "loader": data.describe(spec), "strategy_run": spec.strategy}
+            return self._kvstore_trainer
+        source = data.batches(spec, case, device)  # a real loader's workers fork now, before the model exists
         net = TrainLoss(case, build_model(case, side))
         initialize(net, device)
         if spec.compile:
@@ -130,6 +169,15 @@ class MxnetBackend(Backend):
         if spec.device == "cuda":
             self._facts.update(tf32_state())
         return MxnetTrainer(case, net, source, device, spec.global_batch)
+
+    def facts(self) -> dict[str, object]:
+        """What build chose, and on several contexts the kvstore Gluon made at the first step, read back."""
+        trainer = getattr(self, "_kvstore_trainer", None)
+        return {**self._facts, **(trainer.facts() if trainer is not None else {})}
+
+    def serve(self, spec: PointSpec, ctx: RankContext, results: list[Path]) -> None:
+        """ps (dist_sync): the scheduler (server 0) or the server (1) until every worker has written its result."""
+        kvstores.serve(spec, ctx, results)
 
     def count_params(self, case: Case) -> int:
         model = build_model(case)

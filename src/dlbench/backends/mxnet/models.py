@@ -21,7 +21,14 @@ from mxnet.gluon.model_zoo import vision
 from mxnet.gluon.model_zoo.vision.inception import _make_basic_conv
 
 from dlbench.cases import Case, ImageInput
-from dlbench.cases.arch import POOL, AlexNetArch, BertConfig, InceptionArch, ResNetArch, VggArch
+from dlbench.cases.arch import (
+    POOL,
+    AlexNetArch,
+    BertConfig,
+    InceptionArch,
+    ResNetArch,
+    VggArch,
+)
 
 # ---------------------------------------------------------------------------------------------- ResNet
 
@@ -307,7 +314,7 @@ def build_model(case: Case, side: int | None = None) -> HybridBlock:
     return MODELS[case.name](case, side)
 
 
-def initialize(model: HybridBlock, ctx: mx.Context) -> None:
+def initialize(model: HybridBlock, ctx: mx.Context | list[mx.Context]) -> None:
     """Kaiming-normal (fan-out) weights, zero biases, BatchNorm/LayerNorm 1/0; explicit initializers win."""
     model.initialize(mx.init.Xavier(rnd_type="gaussian", factor_type="out", magnitude=2), ctx=ctx)
 

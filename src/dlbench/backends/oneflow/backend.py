@@ -12,9 +12,9 @@ import os
 import oneflow as flow
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.context import BuildContext
 from dlbench.backends.gpu_arch import GpuBuild, cuda_version
 from dlbench.backends.oneflow import TF32_VAR, data, distributed
-from dlbench.backends.context import BuildContext
 from dlbench.backends.oneflow.models import MODELS, build_model, count_trainable
 from dlbench.backends.oneflow.step import OneflowTrainer
 from dlbench.cases import Case

@@ -52,6 +52,11 @@ def comm_backend(spec: PointSpec) -> str:
 def refuse(spec: PointSpec) -> str | None:
     """A one-line reason when paddle cannot run the spec's strategy, else None (a rank's GPU is checked in build:
     base.gpu_binding_problem)."""
+    if spec.strategy == "ps-cpu" and spec.world_size > 1:  # fleet's parameter-server mode (is_collective=False)
+        if not hasattr(paddle.base.libpaddle, "DistFleetWrapper"):
+            return ("ps-cpu is fleet's parameter-server mode, and this paddlepaddle build has no parameter-server "
+                    "core (no DistFleetWrapper: PyPI's wheels are built without WITH_PSCORE): use --strategy fleet")
+        return "this paddle build has a parameter-server core, but dlbench does not drive it yet: use --strategy fleet"
     return strategy_refusal(spec, "fleet", STRATEGIES, "use --strategy fleet (fleet.distributed_model: "
                             "DataParallel all-reduces the gradients)")
 

@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import gc
 import os
+from pathlib import Path
 
 import keras
 import tensorflow as tf
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
 from dlbench.backends.gpu_arch import GpuBuild
-from dlbench.backends.tf import data, distributed
-from dlbench.backends.tf.wide_deep import EMBEDDING_PATH
+from dlbench.backends.tf import data, distributed, parameter_server, variables
 from dlbench.backends.tf.models import MODELS, build_model, count_trainable
 from dlbench.backends.tf.step import TfTrainer
+from dlbench.backends.tf.wide_deep import EMBEDDING_PATH
 from dlbench.cases import Case, ImageInput, get_case
 from dlbench.numerics import Numerics, resolve_precision
 from dlbench.spec import PointSpec
@@ -99,13 +100,16 @@ class TfBackend(Backend):
                 tf.config.threading.set_intra_op_parallelism_threads(threads)
                 tf.config.threading.set_inter_op_parallelism_threads(distributed.inter_op_threads(spec, threads))
             gpus = _gpus()
-            if spec.device == "cpu":
+            if spec.device == "cpu" or distributed.strategy_name(spec) == "ps":  # ps: the coordinator computes nothing
                 tf.config.set_visible_devices([], "GPU")
+                if distributed.strategy_name(spec) in variables.STRATEGIES and spec.devices_per_node > 1:
+                    variables.split_cpu(spec.devices_per_node + 1)  # N compute devices and the host
+                    applied["logical_cpu_devices"] = spec.devices_per_node + 1
             elif gpus:
                 problem = gpu_binding_problem(ctx, len(gpus)) if spec.processes > 1 else None
                 if problem:
                     raise Unsupported(problem)
-                if distributed.strategy_name(spec) != "mirrored":  # this rank's GPU only
+                if not distributed.drives_all(spec):  # this rank's GPU only
                     gpus = [gpus[ctx.device_index(len(gpus))]]
                     tf.config.set_visible_devices(gpus, "GPU")
                 for gpu in gpus:  # grow on demand, so that the peak we report is what the step needed
@@ -161,8 +165,18 @@ class TfBackend(Backend):
         keras.utils.set_random_seed(spec.seed)
         apply_numerics(numerics)
         self._built = True
-        with strategy.scope() if strategy else tf.device(device):  # variables mirrored on every replica
-            model = build_model(case, spec.input_size)
+        chosen = distributed.strategy_name(spec)
+        managed = chosen in variables.STRATEGIES
+        devices = (variables.gpus(spec.devices_per_node) if on_gpu else variables.logical_cpus(spec.devices_per_node))
+        if managed:  # variables where the strategy keeps them (its first copy)
+            model = variables.build_placed(chosen, devices, lambda: build_model(case, spec.input_size))
+        elif chosen == "ps":  # variables on the ps task, the model's steps on the worker servers
+            ps_strategy = parameter_server.make_strategy(spec, ctx)
+            with ps_strategy.scope():
+                model = build_model(case, spec.input_size)
+        else:
+            with strategy.scope() if strategy else tf.device(device):  # variables mirrored on every replica
+                model = build_model(case, spec.input_size)
         self._facts = {"compiled": "xla" if spec.compile else "none", "layout": "NHWC",
                        "precision_policy": policy_name(numerics),
                        "loss_scale": "dynamic" if numerics.loss_scaling else "none",
@@ -170,12 +184,25 @@ class TfBackend(Backend):
                        "keras_version": keras.__version__, "loader": data.describe(spec), **applied}
         if case.loss.kind == "bce":  # Wide & Deep: how its tables train
             self._facts["embedding"] = EMBEDDING_PATH
+        if chosen == "ps":
+            self._facts.update(parameter_server.facts(spec))
+            return parameter_server.PsTrainer(spec, case, ps_strategy, model)
+        if managed:
+            trainer = variables.VariableMgrTrainer(case, model, chosen, devices,
+                                                   variables.replica_batches(spec, case, devices), spec.global_batch,
+                                                   jit_compile=spec.compile)
+            self._facts.update(variables.facts(chosen, devices, trainer))
+            return trainer
         if strategy is not None:
             self._facts.update(distributed.facts(spec, strategy))
             return distributed.TfDistTrainer(spec, case, strategy, model, numerics.loss_scaling, ctx)
         batches = data.batches(spec, case, device, spec.seed + ctx.rank)
         return TfTrainer(case, model, batches, device, jit_compile=spec.compile, loss_scale=numerics.loss_scaling,
                          global_batch=spec.global_batch)
+
+    def serve(self, spec: PointSpec, ctx: RankContext, results: list[Path]) -> None:
+        """ps: worker server ctx.server (one per device) or the ps task (the last), until the coordinator is done."""
+        parameter_server.serve(spec, ctx, results)
 
     def count_params(self, case: Case) -> int:
         keras.mixed_precision.set_global_policy("float32")

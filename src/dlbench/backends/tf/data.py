@@ -27,7 +27,12 @@ from dlbench.data.layout import (
     image_root,
     read_train_list,
 )
-from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_images
+from dlbench.data.synthetic import (
+    max_predictions,
+    synthetic_bert,
+    synthetic_ctr,
+    synthetic_images,
+)
 from dlbench.spec import PointSpec
 
 Batch = dict[str, tf.Tensor]

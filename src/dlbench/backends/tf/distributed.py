@@ -7,11 +7,16 @@ listening on ``{host of i}:{master_port + 1 + i}``, before TF's context starts.
 - ``multiworker`` (and ``none`` with several devices, as torch's ``none`` means its usual data parallelism):
   ``MultiWorkerMirroredStrategy``, one replica per process, gradients all-reduced (RING on the CPU, NCCL on GPUs);
 - ``mirrored``: ``MirroredStrategy``, ONE process driving the node's N GPUs (``--scale 1nNc``, a single-process
-  strategy: spec.processes is 1), each replica taking the spec's per-device batch; stored as 1nNc.
+  strategy: spec.processes is 1), each replica taking the spec's per-device batch; stored as 1nNc;
+- ``ps``: ``ParameterServerStrategy`` across processes, asynchronous (parameter_server.py);
+- ``ps-cpu``, ``ps-gpu``, ``replicated-nccl``, ``replicated-copy``, ``replicated-pscpu``, ``independent``:
+  tf_cnn_benchmarks' variable managers, one process over N devices (variables.py); on the CPU the devices are
+  N logical CPU devices (plus one for the host), which share the same cores.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 
@@ -19,7 +24,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from dlbench.backends.base import AllocatorPeak, Trainer, fixed
+from dlbench.backends.base import HOROVOD_GONE, AllocatorPeak, Trainer, fixed
+from dlbench.backends.tf import variables
 from dlbench.backends.tf.data import synthetic_batch
 from dlbench.backends.tf.models import train_loss
 from dlbench.backends.tf.step import gpu_peak, make_optimizer
@@ -28,7 +34,8 @@ from dlbench.spec import PointSpec
 from dlbench.wire import NODE_HOSTS_VAR, RankContext
 
 STRATEGIES: tuple[str, ...] = ("multiworker", "mirrored")
-OTHER_FRAMEWORKS: tuple[str, ...] = ("ddp", "allreduce", "sharding", "fleet")  # torch, JAX, Paddle strategies
+OTHER_FRAMEWORKS: tuple[str, ...] = ("ddp", "allreduce", "sharding", "fleet", "dp", "ddp-fp16", "ddp-bf16",
+                                     "powersgd")  # torch, JAX, Paddle strategies
 # Gradients all-reduced in packs of up to 32 MiB rather than one collective per tensor (TF's default, 0): on
 # the 2-core test machine ResNet-50 steps took 1.9-2.3 s with packs and 3.2-3.7 s without.
 BYTES_PER_PACK = 32 * 1024 * 1024
@@ -50,14 +57,45 @@ def inter_op_threads(spec: PointSpec, threads: int) -> int:
     return max(threads, MIN_INTER_OP_THREADS) if strategy_name(spec) != "none" else threads
 
 
+def drives_all(spec: PointSpec) -> bool:
+    """Whether this one process drives every device of the point (mirrored, the variable managers)."""
+    return spec.processes == 1 and spec.world_size > 1
+
+
+def _variable_mgr_refusal(spec: PointSpec, chosen: str, local_gpus: int) -> str | None:
+    if spec.nodes > 1:
+        return f"{chosen} runs one process over one node's devices; across nodes use --strategy multiworker"
+    if spec.devices_per_node < 2:
+        return f"strategy {chosen} needs several devices: use --scale 1n2c or more, or --strategy none"
+    if chosen == "replicated-nccl" and spec.device != "cuda":
+        return ("replicated-nccl needs NCCL, which runs on GPUs only (on CPU devices TF silently swaps it for "
+                "ReductionToOneDevice): on the CPU use replicated-copy or replicated-pscpu")
+    if spec.device == "cuda" and local_gpus < spec.devices_per_node:
+        return f"{chosen} at {spec.scale} needs {spec.devices_per_node} GPUs in one process; it sees {local_gpus}"
+    if spec.precision == "amp":
+        return f"{chosen} does not scale fp16 losses across replicas: use --precision fp32, tf32 or bf16"
+    return None
+
+
 def refuse(spec: PointSpec, local_gpus: int) -> str | None:
     """A one-line reason when TF cannot run the spec's strategy here, else None."""
     chosen = strategy_name(spec)
     if chosen in OTHER_FRAMEWORKS:
         return f"{chosen} is not a tf.distribute strategy; use --strategy multiworker (or mirrored on one multi-GPU node)"
-    if chosen == "ps":
-        return ("tf's ParameterServerStrategy needs coordinator and ps tasks and a ClusterCoordinator loop, which "
-                "dlbench does not drive yet; use --strategy multiworker")
+    if chosen == "horovod":
+        return HOROVOD_GONE if importlib.util.find_spec("horovod") is None else (
+            "horovod is importable here, but dlbench's TF backend does not drive it: use --strategy multiworker")
+    if chosen in variables.STRATEGIES:
+        reason = _variable_mgr_refusal(spec, chosen, local_gpus)
+        if reason:
+            return reason
+    if chosen == "ps":  # ParameterServerStrategy: a coordinator, a worker server per device, one ps task
+        if spec.world_size == 1:
+            return "strategy ps needs several devices: use --scale 1n2c or more, or --strategy none"
+        if spec.nodes > 1:
+            return "dlbench starts ps's servers on one host: use --scale 1nNc"
+        if spec.precision == "amp":
+            return "ps does not scale fp16 losses across workers: use --precision fp32, tf32 or bf16"
     if chosen == "mirrored":
         if spec.nodes > 1:
             return "mirrored runs one process over one node's GPUs; across nodes use --strategy multiworker"
@@ -129,8 +167,9 @@ def facts(spec: PointSpec, strategy: tf.distribute.Strategy) -> dict[str, object
     chosen = strategy_name(spec)
     if chosen == "multiworker":
         communication = "nccl" if spec.device == "cuda" else "ring"
-    else:
-        communication = "nccl (MirroredStrategy's default all-reduce)"
+    else:  # the cross-device op MirroredStrategy chose, read back (NCCL where it can, else ReductionToOneDevice)
+        ops = getattr(strategy.extended, "_cross_device_ops", None) or strategy.extended._get_cross_device_ops(None)
+        communication = type(ops).__name__
     out: dict[str, object] = {"tf_strategy": STRATEGY_CLASS[chosen], "communication": communication,
                               "workers": spec.world_size if chosen == "multiworker" else 1,
                               "replicas": int(strategy.num_replicas_in_sync),
@@ -220,6 +259,13 @@ class TfDistTrainer(Trainer):
         """A position-weighted float64 sum of every trainable weight: equal on workers holding the same weights."""
         return float(sum((i + 1) * np.sum(keras.ops.convert_to_numpy(v), dtype=np.float64)
                          for i, v in enumerate(self.model.trainable_variables)))
+
+    def replica_checksums(self) -> list[float]:
+        """mirrored: one param_checksum per replica's copy of every mirrored variable (this process holds them
+        all); multiworker: this worker's own (its ranks are compared by the controller)."""
+        per_var = [getattr(v.value, "values", (v.value,)) for v in self.model.trainable_variables]
+        return [float(sum((i + 1) * np.sum(keras.ops.convert_to_numpy(vals[r]), dtype=np.float64)
+                          for i, vals in enumerate(per_var))) for r in range(len(per_var[0]))]
 
     def allocator_peak(self) -> AllocatorPeak | None:
         """The allocator peak of the first replica's GPU (every replica holds the same model and batch size)."""

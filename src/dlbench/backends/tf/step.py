@@ -35,7 +35,26 @@ def gpu_peak(device: str) -> AllocatorPeak | None:
     return AllocatorPeak(int(tf.config.experimental.get_memory_info(name)["peak"]), "tf_peak")
 
 
-class TfTrainer(Trainer):
+class LossOnHost(Trainer):
+    """A TF trainer whose steps leave their loss tensor in ``_last``: synchronised by fetching it."""
+
+    _last: tf.Tensor | None = None
+    _host: float | None = None
+
+    def sync(self) -> None:
+        """Fetch the loss to the host, then wait for every queued op on every device: the variable updates are
+        queued after the loss, so the loss alone does not prove the step finished on an asynchronous GPU."""
+        if self._last is not None:
+            self._host = float(self._last.numpy())
+        tf.test.experimental.sync_devices()
+
+    def loss(self) -> float:
+        if self._host is None:
+            self.sync()
+        return self._host if self._host is not None else float("nan")
+
+
+class TfTrainer(LossOnHost):
     """Model, optimizer and input on one device; ``train_step`` runs one traced (optionally XLA) train step."""
 
     def __init__(self, case: Case, model: keras.Model, batches: Iterator[Batch], device: str,
@@ -46,8 +65,6 @@ class TfTrainer(Trainer):
         with tf.device(device):
             self.optimizer.build(model.trainable_variables)  # slots exist before tracing
         self._step = tf.function(self._train_step, jit_compile=jit_compile, autograph=False)  # no Python branches
-        self._last: tf.Tensor | None = None
-        self._host: float | None = None
 
     def _train_step(self, batch: Batch) -> tf.Tensor:
         variables = self.model.trainable_variables
@@ -62,18 +79,6 @@ class TfTrainer(Trainer):
         with tf.device(self.device):
             self._last = self._step(batch)
         self._host = None
-
-    def sync(self) -> None:
-        """Fetch the loss to the host, then wait for every queued op on every device: the variable updates are
-        queued after the loss, so the loss alone does not prove the step finished on an asynchronous GPU."""
-        if self._last is not None:
-            self._host = float(self._last.numpy())
-        tf.test.experimental.sync_devices()
-
-    def loss(self) -> float:
-        if self._host is None:
-            self.sync()
-        return self._host if self._host is not None else float("nan")
 
     def allocator_peak(self) -> AllocatorPeak | None:
         return gpu_peak(self.device)

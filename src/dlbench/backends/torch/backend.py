@@ -6,6 +6,8 @@ and recorded), cudnn.benchmark (as NVIDIA's and torchvision's reference scripts 
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
@@ -127,10 +129,13 @@ class TorchBackend(Backend):
         model = build_model(case, BuildContext.of(spec, ctx, device)).to(device)
         if spec.channels_last:
             model = model.to(memory_format=torch.channels_last)
-        model, sync = distributed.setup(spec, model, device, ctx)  # several devices: process group, strategy
+        model, sync, ran = distributed.setup(spec, model, device, ctx)  # several devices: process group, strategy
         seed = spec.seed + ctx.rank  # each rank its own samples; rank 0 is the 1-device batch
-        self._facts = {"compiled": "torch.compile" if spec.compile else "eager", "loader": data.describe(spec),
-                       "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
+        feed = spec  # dp: one process feeds the global batch, DataParallel splits it
+        if distributed.strategy(spec) == "dp":
+            feed = dataclasses.replace(spec, batch_size=spec.global_batch)
+        self._facts = {**ran, "compiled": "torch.compile" if spec.compile else "eager",
+                       "loader": data.describe(spec), "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
                        "channels_last": spec.channels_last,
                        "loss_scaling": "GradScaler (dynamic)" if numerics.loss_scaling else "none"}
         if case.loss.kind == "causal_lm":
@@ -139,7 +144,7 @@ class TorchBackend(Backend):
             self._facts["embedding"] = model.embedding_path()
             if getattr(model, "sparse", False):
                 self._facts["host_sync_per_step"] = SPARSE_ADAM_SYNC
-        return TorchTrainer(case, model, data.batches(spec, case, device, seed), device, numerics, spec.compile,
+        return TorchTrainer(case, model, data.batches(feed, case, device, seed), device, numerics, spec.compile,
                             spec.global_batch, sync=sync)
 
     def count_params(self, case: Case) -> int:

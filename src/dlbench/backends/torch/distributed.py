@@ -7,26 +7,32 @@ per-task binding and CUDA_VISIBLE_DEVICES are honoured.
 
 - ``ddp``: DistributedDataParallel, bucketed all-reduce overlapped with the backward pass;
 - ``allreduce``: after the backward pass, one all-reduce per gradient tensor, no overlap;
-- ``ps``: gradients reduced to rank 0 (the parameter server), updated there, parameters broadcast back.
+- ``ps``: gradients reduced to rank 0 (the parameter server), updated there, parameters broadcast back;
+- ``ddp-fp16``, ``ddp-bf16``, ``powersgd``, ``replicated-pscpu``: DDP with a communication hook (hooks.py);
+- ``dp``: ``nn.DataParallel``, ONE process over the node's GPUs (module replicated from GPU 0 every step,
+  gradients reduced to GPU 0); PyTorch itself recommends DDP instead. It cannot run several CPU devices.
 
-``none`` with several devices means torch's usual data parallelism, ``ddp``.
+``none`` with several devices means torch's usual data parallelism, ``ddp``. ``--bucket-mb`` sets DDP's
+``bucket_cap_mb`` (25 by default) for ddp and its hooks.
 """
 
 from __future__ import annotations
 
 import atexit
 import datetime
+import importlib.util
 from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from dlbench.backends.base import strategy_refusal, strategy_run
+from dlbench.backends.base import HOROVOD_GONE, strategy_refusal, strategy_run
+from dlbench.backends.torch import hooks
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
-STRATEGIES: tuple[str, ...] = ("ddp", "allreduce", "ps")
+STRATEGIES: tuple[str, ...] = ("ddp", "allreduce", "ps", "dp", *hooks.HOOKED)
 
 
 def strategy(spec: PointSpec) -> str:
@@ -36,6 +42,15 @@ def strategy(spec: PointSpec) -> str:
 
 def refuse(spec: PointSpec) -> str | None:
     """A one-line reason when torch cannot run the spec's strategy, else None."""
+    if spec.strategy == "horovod":
+        return HOROVOD_GONE if importlib.util.find_spec("horovod") is None else (
+            "horovod is importable here, but dlbench's torch backend does not drive it yet: use --strategy ddp")
+    if spec.strategy == "dp" and spec.world_size > 1:
+        if spec.device != "cuda":
+            return ("dp (nn.DataParallel) replicates the module over GPUs; on the CPU it cannot run several "
+                    "devices (it would run the module once, on the CPU): use --strategy ddp")
+        if spec.nodes > 1:
+            return "dp (nn.DataParallel) drives one node's GPUs from one process; across nodes use --strategy ddp"
     reason = strategy_refusal(spec, "ddp", STRATEGIES, f"use one of {', '.join(STRATEGIES)}")
     if reason:
         return reason
@@ -45,7 +60,10 @@ def refuse(spec: PointSpec) -> str | None:
 
 
 def device_for(spec: PointSpec, ctx: RankContext) -> torch.device:
-    """The device of this rank: on a GPU, its local rank modulo the GPUs this process sees."""
+    """The device of this rank: on a GPU, its local rank modulo the GPUs this process sees (dp: GPU 0, where
+    DataParallel gathers)."""
+    if spec.device == "cuda" and strategy(spec) == "dp":
+        return torch.device("cuda", 0)
     if spec.device == "cuda":
         return torch.device("cuda", ctx.device_index(torch.cuda.device_count()))
     return torch.device("cpu")
@@ -55,6 +73,8 @@ def environment(spec: PointSpec) -> dict[str, str]:
     """Facts of a multi-device point known before it starts: communication backend and strategy."""
     if spec.world_size == 1:
         return {}
+    if strategy(spec) == "dp":
+        return {"dist_backend": "none (one process)", "strategy_run": "dp"}
     return {"dist_backend": "nccl" if spec.device == "cuda" else "gloo", "strategy_run": strategy(spec)}
 
 
@@ -113,24 +133,32 @@ class ParameterServerSync(GradSync):
 
 
 def setup(spec: PointSpec, model: torch.nn.Module, device: torch.device,
-          ctx: RankContext) -> tuple[torch.nn.Module, GradSync]:
-    """Join the process group and wrap or hook the model for the strategy (nothing on one device)."""
+          ctx: RankContext) -> tuple[torch.nn.Module, GradSync, dict[str, object]]:
+    """Join the process group and wrap or hook the model for the strategy (nothing on one device); with what the
+    point runs, for its facts."""
     chosen = strategy(spec)
     if chosen == "none":
-        return model, GradSync()
+        return model, GradSync(), {}
+    if chosen == "dp":  # one process: DataParallel scatters the global batch from GPU 0 over the node's GPUs
+        gpus = list(range(spec.devices_per_node))
+        return torch.nn.DataParallel(model, device_ids=gpus), GradSync(), {
+            "communication": f"nn.DataParallel: module broadcast from cuda:0 to cuda:0-{gpus[-1]} every step, "
+                             "gradients reduced to cuda:0"}
     init(spec, device, ctx)
     if getattr(model, "sharded", False):  # a split classifier (face): DDP over the replicated part only
         model.replicated = DistributedDataParallel(model.replicated, device_ids=[device.index] if device.type == "cuda"
                                                    else None, gradient_as_bucket_view=True)
-        return model, GradSync()
-    if chosen == "ddp":  # DDP broadcasts rank 0's parameters and buffers on construction
+        return model, GradSync(), {}
+    if chosen == "ddp" or chosen in hooks.HOOKED:  # DDP broadcasts rank 0's parameters and buffers on construction
         ids = [device.index] if device.type == "cuda" else None
+        mb = hooks.bucket_mb(spec.bucket_mb)
         # Gradients as views into DDP's buckets: no copy between them and the all-reduce buffers.
-        return DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True), GradSync()
+        ddp = DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True, bucket_cap_mb=mb)
+        return ddp, GradSync(), {"bucket_cap_mb": mb, **hooks.register(chosen, ddp, device)}
     with torch.no_grad():  # every rank starts from rank 0's parameters, as DDP would
         for t in [*model.parameters(), *model.buffers()]:
             dist.broadcast(t.data, src=0)
-    return model, AllReduceSync(model) if chosen == "allreduce" else ParameterServerSync(model)
+    return model, AllReduceSync(model) if chosen == "allreduce" else ParameterServerSync(model), {}
 
 
 def param_checksum(model: torch.nn.Module) -> float:

@@ -134,6 +134,10 @@ class TorchTrainer(Trainer):
         torch.distributed.broadcast(count, src=0)
         return int(count.item())
 
+    def replica_checksums(self) -> list[float]:
+        """dp keeps one copy, on GPU 0 (DataParallel replicates it afresh every step)."""
+        return [param_checksum(self.model)]
+
     def sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
