@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -30,17 +31,24 @@ def one_cpu() -> Iterator[int]:
         os.sched_setaffinity(0, before)
 
 
+def _orphan_busy_loop() -> int:
+    """A busy loop that is not this process's descendant (the in-process controller counts its own descendants as
+    the point's): a shell starts it in the background and exits, so init adopts it. It inherits one_cpu."""
+    shell = subprocess.run(["sh", "-c", f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
+                           capture_output=True, text=True, check=True)
+    return int(shell.stdout.strip())
+
+
 def test_a_point_beside_a_busy_loop_is_flagged_as_contended(one_cpu: int, monkeypatch: pytest.MonkeyPatch,
                                                             store_path: Path, cli: Callable[..., CliResult]) -> None:
-    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # started pinned: it inherits one_cpu
+    burner = _orphan_busy_loop()
     try:
         monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.1")
         code, out, _ = cli("run", "-f", "fake", "-m", "resnet50", "-b", "2", "--warmup", "1", "--steps", "3",
                            "--repeats", "1", "--store", str(store_path))
         code_json, js, _ = cli("results", "--format", "json", "--store", str(store_path))
     finally:
-        burner.kill()
-        burner.wait()
+        os.kill(burner, signal.SIGKILL)
     assert code == 0 and code_json == 0
     [point] = json.loads(js)
     share = point["extra"]["telemetry"]["contention"]["others_share"]

@@ -19,11 +19,11 @@ SMALL = ("--input-size", "64", "-b", "2", "--warmup", "1", "--steps", "2", "--re
 def test_resnet50_and_bert_end_to_end(cli: Callable[..., CliResult], store_path: Path) -> None:
     code, out, err = cli("run", "-f", "torch", "-m", "resnet50,bert_base", *SMALL, "--store", str(store_path))
     assert code == 0, err
-    assert "resnet50" in out and "bert_base" in out and "±" in out
+    assert "resnet50" in out and "bert_base" in out and "n=2" in out and "±" not in out  # 2 repeats: no interval
     [p50, pbert] = [p.result for p in Store(store_path).points()]
     for r in (p50, pbert):
         assert r.status == "ok" and r.metrics is not None
-        assert r.metrics.throughput > 0 and r.metrics.ci_low <= r.metrics.throughput * 1.5
+        assert r.metrics.throughput > 0 and r.metrics.ci_low is None and r.metrics.cv is None
         assert r.metrics.final_loss is not None and r.metrics.final_loss == r.metrics.final_loss
         assert r.metrics.peak_memory_bytes and r.metrics.memory_kind == "rss"
         assert [rep.steps for rep in r.ranks[0].repeats] == [2, 2]  # two windows of one step each
