@@ -78,7 +78,7 @@ def test_to_static_point(paddle_python: str, cli: Callable[..., CliResult], stor
     assert code == 0, err
     [p] = [s.result for s in Store(store_path).points()]
     assert p.status == "ok" and p.spec.compile
-    assert p.extra.get("compiled") == "paddle.jit.to_static(full_graph=True)"
+    assert p.extra.get("compiled") == "paddle.jit.to_static (SOT, full_graph=False: Paddle's default)"
 
 
 def test_real_data_point(paddle_python: str, cli: Callable[..., CliResult], store_path: Path,
