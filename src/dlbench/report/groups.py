@@ -1,5 +1,6 @@
 """Stored points arranged the seeds' way: one section per model, precision and data, rows of configurations
-(batch per device, scale), columns of frameworks; failures as numbered footnotes; speedup against 1 device.
+(batch per device, scale), columns of frameworks; failures as numbered footnotes, caveats of ok points as
+lettered remarks; speedup against 1 device.
 
 Plain data only: charts.py, html.py and markdown.py render it.
 """
@@ -8,10 +9,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dlbench.backends import all_backends
 from dlbench.cases import CASES, UnknownCase, get_case
+from dlbench.report.caveats import caveats
 from dlbench.results.scaling import Scaling, scaled
 from dlbench.results.store import StoredPoint
 
@@ -96,6 +98,7 @@ class Cell:
     baseline_id: int | None = None
     footnote: int | None = None
     hidden: int = 0  # earlier points of the same configuration (another run), not shown
+    remark: str | None = None  # the mark of an ok point's caveat note (report/caveats.py), e.g. 'a'
 
     @property
     def ok(self) -> bool:
@@ -117,6 +120,14 @@ class Footnote:
     text: str
 
 
+@dataclass(frozen=True)
+class Remark:
+    """A caveat of ok cells (a framework's own per-step host sync ...), marked in them and said under the table."""
+
+    mark: str
+    text: str
+
+
 @dataclass
 class Section:
     """One table: a model at a precision and data source on one kind of device."""
@@ -131,6 +142,7 @@ class Section:
     cells: dict[tuple[RowKey, Column], Cell] = field(default_factory=dict)
     footnotes: list[Footnote] = field(default_factory=list)
     groups: dict[RowKey, set[str]] = field(default_factory=dict)
+    remarks: list[Remark] = field(default_factory=list)
 
     @property
     def slug(self) -> str:
@@ -209,6 +221,24 @@ def _add_footnotes(sec: Section) -> None:
             sec.cells[(row, col)] = Cell(cell.point, None, None, texts[text], cell.hidden)
 
 
+def _add_remarks(sec: Section) -> None:
+    """Mark each ok cell whose point carries a caveat; one remark per distinct text, lettered a, b ..."""
+    marks: dict[str, str] = {}
+    for row in sec.rows:
+        for col in sec.columns:
+            cell = sec.cells.get((row, col))
+            if cell is None or not cell.ok:
+                continue
+            found = caveats(cell.point.result)
+            if not found:
+                continue
+            text = f"{framework_title(col.framework)} {sec.precision}: {'; '.join(found)}"
+            if text not in marks:
+                marks[text] = chr(ord("a") + len(marks)) if len(marks) < 26 else str(len(marks) + 1)
+                sec.remarks.append(Remark(marks[text], text))
+            sec.cells[(row, col)] = replace(cell, remark=marks[text])
+
+
 def build_sections(points: list[StoredPoint], pool: Sequence[StoredPoint] | None = None) -> list[Section]:
     """Points grouped into sections, rows, columns and cells; the newest point of a configuration wins.
     Speedups use 1-device points from pool (the whole store, say), else from points."""
@@ -230,5 +260,6 @@ def build_sections(points: list[StoredPoint], pool: Sequence[StoredPoint] | None
         sec.columns = sorted({c for _, c in sec.cells}, key=lambda c: (c.framework, c.compile, c.channels_last))
         _add_scaling(sec, points if pool is None else pool)
         _add_footnotes(sec)
+        _add_remarks(sec)
         sections.append(sec)
     return sections

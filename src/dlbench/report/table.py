@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from dlbench.cases.gpt import lm_rates
+from dlbench.report.caveats import caveat_notes
 from dlbench.results.mfu import efficiency, fmt_mfu, fmt_tflops, peak_notes
 from dlbench.results.scaling import Scaled
 from dlbench.results.schema import PointResult
@@ -73,9 +74,9 @@ def points_table(results: list[PointResult], title: str = "",
                  scaled: Sequence[Scaled | None] | None = None) -> Table:
     """One row per point: framework, model, batch, precision, throughput ± CI, achieved TFLOP/s and MFU, step
     time, memory, status; given `scaled` (one entry per result), also speedup and efficiency against the 1-device
-    point. The caption names each device peak the MFU divides by."""
+    point. The caption names each device peak the MFU divides by, and the caveats the points carry."""
     effs = [efficiency(r) for r in results]
-    notes = footnotes(results) + peak_notes(effs)
+    notes = footnotes(results) + peak_notes(effs) + caveat_notes(results)
     t = Table(title=title or None, caption="\n".join(notes) or None, caption_justify="left")
     scaling_cols = (("speedup", "right"), ("efficiency", "right")) if scaled is not None else ()
     for col, justify in (("framework", "left"), ("model", "left"), ("batch", "right"), ("precision", "left"),
