@@ -44,6 +44,12 @@ ENGINE_VARS: tuple[tuple[str, str, str], ...] = (
     ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
 )
 DEFAULT_RDZV_TIMEOUT_S = 300.0
+# telemetry: the controller that watches its workers from outside (GPU memory, clocks, energy, CPU contention)
+# names itself here as "<pid>:<start time>"; a worker whose ancestors include that process leaves the watching
+# to it, any other worker (a rank on another host) samples its own device memory.
+WATCHER_VAR = "DLBENCH_WATCHER"
+CONTROLLER_MEMORY = "nvml (controller)"  # a rank's memory_kind until the controller fills in what it sampled
+EDGE_KEY = "edge"  # a progress event at a measured repeat's first ("start") or last ("end") clock read
 
 Status = Literal["ok", "oom", "crashed", "timeout", "error", "unsupported", "failed_check"]
 
@@ -135,6 +141,28 @@ def progress_line(event: Mapping[str, object]) -> str:
     return PROGRESS_PREFIX + json.dumps(dict(event))
 
 
+def edge_event(edge: str, repeat: int, total: int) -> dict[str, object]:
+    """The progress event a worker prints just before a repeat's first clock read ("start", step 0) or just after
+    its last ("end", step = total): the measured windows' bounds, read by the controller's telemetry."""
+    return {"phase": "measure", "repeat": repeat, "step": 0 if edge == "start" else total, "total": total,
+            EDGE_KEY: edge}
+
+
+def watcher_token(pid: int) -> str:
+    """WATCHER_VAR's value for a process: its pid and start time (a pid alone may be reused)."""
+    return f"{pid}:{psutil.Process(pid).create_time():.3f}"
+
+
+def watched_by_controller(environ: Mapping[str, str]) -> bool:
+    """Worker side: whether the controller named in WATCHER_VAR is one of this process's ancestors (then it sees
+    this worker and samples it from outside); False on another host or in another PID namespace."""
+    token = environ.get(WATCHER_VAR, "")
+    try:
+        return any(watcher_token(p.pid) == token for p in psutil.Process().parents())
+    except psutil.Error:
+        return False
+
+
 def parse_progress(line: str) -> dict[str, object] | None:
     """The event of a progress line, or None for any other output line (a malformed event included)."""
     if not line.startswith(PROGRESS_PREFIX):
@@ -192,6 +220,8 @@ def read_result(path: Path) -> WorkerResult:
         raise ResultError(f"the worker result {path.name} is malformed at {where}: {first.get('msg')}") from None
 
 
-__all__ = ["ALLOCATOR_VARS", "DEFAULT_RDZV_TIMEOUT_S", "ENGINE_VARS", "NODE_HOSTS_VAR", "PROGRESS_PREFIX",
-           "RANK_VARS", "RDZV_TIMEOUT_VAR", "RESULT_VERSION", "THREAD_VARS", "RankContext", "ResultError",
-           "WorkerResult", "cache_dir", "configure_rank", "home", "parse_progress", "progress_line", "rank_result_path", "read_result"]
+__all__ = ["ALLOCATOR_VARS", "CONTROLLER_MEMORY", "DEFAULT_RDZV_TIMEOUT_S", "EDGE_KEY", "ENGINE_VARS",
+           "NODE_HOSTS_VAR", "PROGRESS_PREFIX", "RANK_VARS", "RDZV_TIMEOUT_VAR", "RESULT_VERSION", "THREAD_VARS",
+           "WATCHER_VAR", "RankContext", "ResultError", "WorkerResult", "cache_dir", "configure_rank", "edge_event",
+           "home", "parse_progress", "progress_line", "rank_result_path", "read_result", "watched_by_controller",
+           "watcher_token"]

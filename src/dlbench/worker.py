@@ -6,6 +6,7 @@ It imports the framework (the controller never does), measures with the protocol
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import resource
@@ -13,9 +14,22 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dlbench.spec import PointSpec
-from dlbench.wire import RankContext, WorkerResult, configure_rank, progress_line, rank_result_path
+from dlbench.wire import (
+    CONTROLLER_MEMORY,
+    RankContext,
+    WorkerResult,
+    configure_rank,
+    edge_event,
+    progress_line,
+    rank_result_path,
+    watched_by_controller,
+)
+
+if TYPE_CHECKING:
+    from dlbench.results.gpu_watch import GpuSampler
 
 
 def _peak_rss_bytes() -> int:
@@ -41,6 +55,30 @@ class _Progress:
 
 def _silent(phase: str, repeat: int, step: int, total: int) -> None:
     return None
+
+
+def _edge(edge: str, repeat: int, total: int) -> None:
+    """A measured repeat's first or last clock read, told to the controller at once (never throttled)."""
+    sys.stdout.write(progress_line(edge_event(edge, repeat, total)) + "\n")
+    sys.stdout.flush()
+
+
+def _no_edge(edge: str, repeat: int, total: int) -> None:
+    return None
+
+
+def _own_memory_sampler(spec: PointSpec, ctx: RankContext) -> contextlib.AbstractContextManager[GpuSampler | None]:
+    """A rank the controller cannot see (another host) samples its own device(s) memory; else nothing."""
+    if spec.device != "cuda" or watched_by_controller(os.environ):
+        return contextlib.nullcontext(None)
+    from dlbench.results.gpu_watch import gpu_sampler, rank_devices
+    from dlbench.results.nvml import session, visible_handles
+
+    with session() as nv:
+        visible = len(visible_handles(nv)) if nv is not None else 0
+    devices = rank_devices(visible, spec.processes, spec.devices_per_node, [(ctx.rank, ctx.local_rank)])
+    me = os.getpid()
+    return gpu_sampler(devices, lambda pid: pid == me, interval_s=0.05)
 
 
 def _die_with_parent() -> None:
@@ -79,7 +117,6 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     from dlbench.backends.base import Unsupported
     from dlbench.cases import get_case
     from dlbench.protocol.runner import measure
-    from dlbench.results.nvml import ProcessMemory
     from dlbench.results.schema import RankRaw
 
     case = get_case(spec.model).configured(spec.params)
@@ -87,28 +124,32 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     reason = backend.case_support(case) or backend.refuse(spec)
     if reason:
         return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec))
-    sampler = ProcessMemory().start() if spec.device == "cuda" else None
-    try:
-        trainer = backend.build(spec, case, ctx)
-        progress = _Progress() if ctx.rank == 0 else _silent
-        measured = measure(trainer, spec.protocol.on(spec.device), progress=progress,
-                           sync_every_step=spec.sync_every_step, calibrate=spec.processes == 1)
-        loss = trainer.loss()
-        allocator = trainer.allocator_peak()
-        checksum = trainer.param_checksum() if spec.processes > 1 else None
-        trainer.close()
-    except Unsupported as exc:
-        return WorkerResult(status="unsupported", error=str(exc), env=_environment(backend, spec))
-    except BaseException as exc:  # noqa: BLE001 - every failure becomes a recorded status
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        status = "oom" if backend.is_oom(exc) else "error"
-        tail = traceback.format_exc().strip().splitlines()[-12:]
-        return WorkerResult(status=status, error=f"{type(exc).__name__}: {exc}".strip()[:2000], traceback=tail,
-                            env=_environment(backend, spec))
-    finally:
-        device_peak = sampler.stop() if sampler is not None else None
-    peak, kind = device_peak if device_peak is not None else (_peak_rss_bytes(), "rss")
+    with _own_memory_sampler(spec, ctx) as sampler:
+        try:
+            trainer = backend.build(spec, case, ctx)
+            progress = _Progress() if ctx.rank == 0 else _silent
+            measured = measure(trainer, spec.protocol.on(spec.device), progress=progress,
+                               sync_every_step=spec.sync_every_step, calibrate=spec.processes == 1,
+                               window_edge=_edge if ctx.rank == 0 else _no_edge)
+            loss = trainer.loss()
+            allocator = trainer.allocator_peak()
+            checksum = trainer.param_checksum() if spec.processes > 1 else None
+            trainer.close()
+        except Unsupported as exc:
+            return WorkerResult(status="unsupported", error=str(exc), env=_environment(backend, spec))
+        except BaseException as exc:  # noqa: BLE001 - every failure becomes a recorded status
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            status = "oom" if backend.is_oom(exc) else "error"
+            tail = traceback.format_exc().strip().splitlines()[-12:]
+            return WorkerResult(status=status, error=f"{type(exc).__name__}: {exc}".strip()[:2000], traceback=tail,
+                                env=_environment(backend, spec))
+    if spec.device != "cuda":
+        peak, kind = _peak_rss_bytes(), "rss"
+    elif sampler is None:  # the controller samples this rank's device from outside and fills this in
+        peak, kind = None, CONTROLLER_MEMORY
+    else:
+        peak, kind = sampler.rank_memory(ctx.rank)
     raw = RankRaw(rank=ctx.rank, repeats=measured.repeats, peak_memory_bytes=peak, memory_kind=kind,
                   final_loss=loss, input_wait_s=measured.input_wait_s, param_checksum=checksum,
                   allocator_peak_bytes=allocator.bytes if allocator else None,
@@ -117,8 +158,8 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     if measured.calibrated:
         facts["steps_raised"] = (f"{measured.steps_asked} -> {measured.steps} measured steps per repeat, so that a "
                                  f"repeat lasts at least {spec.protocol.on(spec.device).min_time_s:g} s")
-    if sampler is not None and sampler.error:
-        facts["nvml_memory_error"] = sampler.error
+    if sampler is not None and sampler.errors:
+        facts["nvml_memory_errors"] = f"{sampler.errors} failed NVML call(s), the last: {sampler.error}"
     env = _environment(backend, spec)
     if not math.isfinite(loss):
         return WorkerResult(status="failed_check", error=f"final loss is not finite: {loss}", ranks=[raw], env=env,

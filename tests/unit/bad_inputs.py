@@ -209,4 +209,8 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("env --device tpu", "device"),
     ("list --colour", "No such option"),
     ("frobnicate", "No such command"),
+    # telemetry: --wait-quiet and --price-per-hour (run and sweep)
+    ("run -f fake --wait-quiet nan --store {store}", "finite"),
+    ("run -f fake --price-per-hour 0 --store {store}", "price-per-hour"),
+    ("sweep {dir}/good.yaml --wait-quiet inf --store {store}", "finite"),
 ]

@@ -3,8 +3,6 @@ module, its real exception classes, and a fake machine behind its nvml* function
 
 from __future__ import annotations
 
-import os
-import time
 import warnings
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -128,42 +126,5 @@ def test_a_failing_device_list_degrades_to_unknown(monkeypatch: pytest.MonkeyPat
     assert info == nvml.GpuInfo(driver=nvml.UNKNOWN)
 
 
-def _sampled(monkeypatch: pytest.MonkeyPatch, gpus: list[FakeGpu], during: Any) -> tuple[int | None, str, str]:
-    install(monkeypatch, gpus)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    sampler = nvml.ProcessMemory(interval_s=0.005).start()
-    time.sleep(0.05)
-    during()
-    time.sleep(0.05)
-    peak, kind = sampler.stop()
-    return peak, kind, sampler.error
-
-
-def test_process_memory_is_the_process_own_figure_on_the_visible_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    gpus = machine()
-    me = SimpleNamespace(pid=os.getpid(), usedGpuMemory=3 << 30)
-    other = SimpleNamespace(pid=os.getpid() + 1, usedGpuMemory=50 << 30)
-    gpus[1].procs = [other]
-
-    def grow() -> None:
-        gpus[0].procs = [me, other]
-    assert _sampled(monkeypatch, gpus, grow)[:2] == (3 << 30, "nvml_process")
-
-
-def test_process_memory_falls_back_to_the_device_rise_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    gpus = machine()  # a PID namespace: NVML lists no process of ours
-
-    def grow() -> None:
-        gpus[0].used += 2 << 30
-    assert _sampled(monkeypatch, gpus, grow)[:2] == (2 << 30, "nvml_device_delta")
-
-
-def test_process_memory_keeps_what_it_sampled_when_nvml_goes_away(monkeypatch: pytest.MonkeyPatch) -> None:
-    gpus = machine()[:1]
-    gpus[0].procs = [SimpleNamespace(pid=os.getpid(), usedGpuMemory=1 << 30)]
-
-    def lose() -> None:
-        gpus[0].fail = {"nvmlDeviceGetComputeRunningProcesses": pynvml.NVMLError_GpuIsLost()}
-    peak, kind, error = _sampled(monkeypatch, gpus, lose)
-    assert (peak, kind) == (1 << 30, "nvml_process")
-    assert "GpuIsLost" in error
+# The device-memory sampler (once ProcessMemory here) is results/gpu_watch.py's GpuSampler: memory per device,
+# its container fallback and its survival of a failed call are tested in test_gpu_readiness.py.

@@ -14,12 +14,14 @@ from dlbench.cases import get_case
 from dlbench.cli.options import build_specs, parse_params, protocol_from, say_device
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
+from dlbench.cli.watch_options import watch_options
 from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.interpreters import interpreter_for
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
 from dlbench.launch.registry import Launchers
 from dlbench.launch.session import run_points
 from dlbench.report.table import points_table, scaling_notes
+from dlbench.report.telemetry import telemetry_notes
 from dlbench.results.env import host_identity, physical_cores
 from dlbench.results.record import point_result
 from dlbench.results.scaling import missing_baselines, scaled
@@ -72,13 +74,15 @@ from dlbench.suite.maxbatch import param_bounds, search
               "(latency studies; part of the point's identity). Default: only at the ends of each timed window.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store. Default: $DLBENCH_STORE or "
               "./dlbench-results/results.db.")
+@watch_options
 def run(framework: str | None, model: str | None, batch_size: str | None, precision: str | None,
         compile_: bool, channels_last: bool, device: str, preset_name: str, warmup: int | None,
         steps: int | None, repeats: int | None, statistic: str | None, timeout: float, input_size: int | None,
         threads: int | None, data: str, data_dir: str | None, scale: str | None, nodes: int | None,
         devices_per_node: int | None, strategy: str, launcher: str | None, hosts: str | None, reach: str | None,
         master_addr: str | None, rendezvous_timeout: float, memory_limit: str | None,
-        params: tuple[str, ...], sync_every_step: bool, store_path: str | None) -> int:
+        params: tuple[str, ...], sync_every_step: bool, store_path: str | None, wait_quiet: float = 0.0,
+        price_per_hour: float | None = None) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
     specs = build_specs(
         framework=framework, model=model, batch_size=batch_size, precision=precision, compile_=compile_,
@@ -116,7 +120,8 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
     console = Console(stderr=True)
     try:
         with RunProgress(len(specs), console) as ui:
-            results = run_points(store, run_id, specs, launchers, started=ui.started, done=ui.done, extras=extras)
+            results = run_points(store, run_id, specs, launchers, started=ui.started, done=ui.done, extras=extras,
+                                 wait_quiet_s=wait_quiet, price_per_hour=price_per_hour)
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
         raise
@@ -127,6 +132,8 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
     scales = [scaled(stored, r) for r in results]
     out.print(points_table(results, title=f"run {run_id}", scaled=scales))
     for line in scaling_notes(results, scales):
+        out.print(line)
+    for line in telemetry_notes(results):
         out.print(line)
     out.print(f"Throughput = global samples in the measured steps / wall time of those steps; "
               f"{first.protocol.statistic} of {first.protocol.repeats} repeats, 95% CI.")

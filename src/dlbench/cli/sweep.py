@@ -13,6 +13,7 @@ from rich.table import Table
 
 from dlbench.cli.options import resolve_device, say_device
 from dlbench.cli.progress import RunProgress, describe
+from dlbench.cli.watch_options import watch_options
 from dlbench.launch.registry import Launchers
 from dlbench.report.table import fmt_bytes, fmt_case_params, fmt_throughput, footnotes, status_text
 from dlbench.results.schema import PointResult, exit_code
@@ -167,9 +168,10 @@ def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], ba
               "(overrides the suite's).")
 @click.option("--list", "list_suites", is_flag=True, help="List the built-in suites.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store.")
+@watch_options
 def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tuple[str, ...], framework: str | None,
           device: str, data_dir: str | None, memory_limit: str | None, list_suites: bool,
-          store_path: str | None) -> int:
+          store_path: str | None, wait_quiet: float = 0.0, price_per_hour: float | None = None) -> int:
     """Run a suite (built-in name or YAML file) as one resumable run; Ctrl-C keeps every finished point."""
     if list_suites:
         for name in builtin_names():
@@ -232,11 +234,11 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
     with store.claim_run(run_id):  # one controller per run: a second `sweep --resume` of it is refused
         if resume_id:
             store.finish_run(run_id, "running")
-        return _run(store, run_id, suite, planned, settings, launchers, console)
+        return _run(store, run_id, suite, planned, settings, launchers, console, wait_quiet, price_per_hour)
 
 
 def _run(store: Store, run_id: str, suite: Suite, planned: list[PlannedPoint], settings: MaxBatchSettings,
-         launchers: Launchers, console: Console) -> int:
+         launchers: Launchers, console: Console, wait_quiet: float = 0.0, price_per_hour: float | None = None) -> int:
     start = time.monotonic()
     bases = {search_base(p).key(): search_base(p) for p in planned if p.needs_search or p.param_search is not None}
     try:
@@ -250,7 +252,8 @@ def _run(store: Store, run_id: str, suite: Suite, planned: list[PlannedPoint], s
             todo = pending(store, run_id, jobs)
             ui.progress.update(ui.points, total=len(todo), completed=0, description="points")
             run_sweep_points(store, run_id, todo, launchers, started=lambda spec: ui.started(0, spec),
-                             done=lambda result: ui.done(0, result))
+                             done=lambda result: ui.done(0, result), wait_quiet_s=wait_quiet,
+                             price_per_hour=price_per_hour)
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
         console.print(f"interrupted: finished points are stored; resume with: dlbench sweep --resume {run_id}")

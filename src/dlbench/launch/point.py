@@ -7,18 +7,26 @@ import time
 
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
+from dlbench.launch.watch import PointWatch
 from dlbench.results.record import point_result
 from dlbench.results.schema import PointResult
+from dlbench.results.telemetry import with_telemetry
 from dlbench.spec import PointSpec, SpecError
 
 
 def execute(spec: PointSpec, launchers: Launchers, python: str = sys.executable,
-            on_progress: ProgressSink | None = None) -> PointResult:
-    """Run a point with its launcher and return its result; never raises for a failed point."""
+            on_progress: ProgressSink | None = None, wait_quiet_s: float = 0.0,
+            price_per_hour: float | None = None) -> PointResult:
+    """Run a point with its launcher and return its result, with the machine's state around it (contention,
+    energy, GPU clocks and memory: launch/watch.py); never raises for a failed point. ``wait_quiet_s``: wait up
+    to that long for a quiet machine first; ``price_per_hour``: one device's hourly price, kept for its cost."""
     started = time.time()
     try:
         launcher = launchers.get(spec.launcher)
     except SpecError as exc:
         return point_result(spec, "error", None, str(exc), [], started)
-    outcome = launcher(spec, python, on_progress)
-    return point_result(spec, outcome.status, outcome.result, outcome.error, outcome.tail, started)
+    with PointWatch(spec, wait_quiet_s, price_per_hour) as watch:
+        outcome = launcher(spec, python, watch.sink(on_progress))
+    telemetry, worker = watch.finish(outcome.result)
+    result = point_result(spec, outcome.status, worker, outcome.error, outcome.tail, started)
+    return with_telemetry(result, telemetry)

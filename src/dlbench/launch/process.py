@@ -22,7 +22,14 @@ from dataclasses import dataclass, field
 import psutil
 
 from dlbench.spec import PointSpec
-from dlbench.wire import ALLOCATOR_VARS, THREAD_VARS, WorkerResult, parse_progress
+from dlbench.wire import (
+    ALLOCATOR_VARS,
+    THREAD_VARS,
+    WATCHER_VAR,
+    WorkerResult,
+    parse_progress,
+    watcher_token,
+)
 
 ProgressSink = Callable[[dict[str, object]], None]
 TAIL_LINES = 15
@@ -114,6 +121,7 @@ def worker_env(spec: PointSpec, extra: dict[str, str] | None = None) -> dict[str
     for var, value in ALLOCATOR_VARS.items():
         env.setdefault(var, value)
     env["PYTHONUNBUFFERED"] = "1"
+    env[WATCHER_VAR] = watcher_token(os.getpid())  # telemetry: this controller samples the workers it can see
     env.update(extra or {})
     return env
 

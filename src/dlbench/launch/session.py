@@ -19,13 +19,16 @@ PointDone = Callable[[int, PointResult], None]
 
 def run_points(store: Store, run_id: str, specs: Sequence[PointSpec], launchers: Launchers,
                started: PointStarted | None = None, done: PointDone | None = None,
-               extras: Mapping[str, Mapping[str, object]] | None = None) -> list[PointResult]:
+               extras: Mapping[str, Mapping[str, object]] | None = None, wait_quiet_s: float = 0.0,
+               price_per_hour: float | None = None) -> list[PointResult]:
     """Run every spec in order; a failed point is recorded and the run goes on. Ctrl-C propagates. ``extras``:
-    facts to keep with a point, by its spec key (the search that found its value)."""
+    facts to keep with a point, by its spec key (the search that found its value); ``wait_quiet_s`` and
+    ``price_per_hour`` go to each point (launch.point.execute)."""
     results = []
     for i, spec in enumerate(specs):
         sink = started(i, spec) if started else None
-        result = execute(spec, launchers, python=interpreter_for(spec.framework), on_progress=sink)
+        result = execute(spec, launchers, python=interpreter_for(spec.framework), on_progress=sink,
+                         wait_quiet_s=wait_quiet_s, price_per_hour=price_per_hour)
         if extras and spec.key() in extras:
             result = dataclasses.replace(result, extra={**result.extra, **extras[spec.key()]})
         store.add_point(run_id, result)

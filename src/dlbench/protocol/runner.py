@@ -60,9 +60,14 @@ class Steppable(TypingProtocol):
 
 Clock = Callable[[], float]
 Progress = Callable[[str, int, int, int], None]  # (phase, repeat, step, total steps in phase)
+Edge = Callable[[str, int, int], None]  # ("start" | "end", repeat, measured steps): outside the timed region
 
 
 def _quiet(phase: str, repeat: int, step: int, total: int) -> None:
+    return None
+
+
+def _no_edge(edge: str, repeat: int, steps: int) -> None:
     return None
 
 
@@ -103,8 +108,10 @@ def calibrated_steps(trainer: Steppable, protocol: Protocol, clock: Clock) -> in
 
 
 def measure(trainer: Steppable, protocol: Protocol, clock: Clock = time.perf_counter,
-            progress: Progress = _quiet, sync_every_step: bool = False, calibrate: bool = True) -> Measured:
-    """Warm up, then time the measured steps in windows; repeat. Warm-up steps are never timed."""
+            progress: Progress = _quiet, sync_every_step: bool = False, calibrate: bool = True,
+            window_edge: Edge = _no_edge) -> Measured:
+    """Warm up, then time the measured steps in windows; repeat. Warm-up steps are never timed. `window_edge` is
+    called just before each repeat's first clock read and just after its last, never between them."""
     timer = trainer.step_timer()
     steps, waited = protocol.steps, 0.0
     repeats = []
@@ -118,6 +125,7 @@ def measure(trainer: Steppable, protocol: Protocol, clock: Clock = time.perf_cou
         if timer is not None:
             timer.read()  # forget warm-up and calibration steps
         sizes = (1,) * steps if sync_every_step else window_sizes(steps, protocol.windows)
+        window_edge("start", r, steps)
         reads, done = [clock()], 0
         for size in sizes:
             for _ in range(size):
@@ -133,6 +141,7 @@ def measure(trainer: Steppable, protocol: Protocol, clock: Clock = time.perf_cou
                 progress("measure", r, done, steps)
             trainer.sync()
             reads.append(clock())
+        window_edge("end", r, steps)
         spans = tuple(b - a for a, b in zip(reads, reads[1:]))
         device = timer.read() if timer is not None else ()
         if sync_every_step:

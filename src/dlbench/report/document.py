@@ -21,6 +21,7 @@ from dlbench.report.history import history_charts
 from dlbench.report.max_values import REFERENCE_NOTE, MaxValueRow, PublishedMax, dlperf_max_classes, max_value_rows
 from dlbench.report.published import Beside, beside
 from dlbench.report.special import wide_deep_chart
+from dlbench.report.telemetry import contention_notes, energy_absent, energy_chart
 from dlbench.results.store import RunRecord, StoredPoint
 from dlbench.spec import Protocol
 
@@ -144,10 +145,13 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         effs = efficiency_rows(sec)
         charts.extend(mfu_chart(sec, effs, cc))
         charts.extend(roofline_chart(sec, effs, cc))
+        charts.extend(energy_chart(sec, cc))
+        charts.notes.extend(contention_notes(sec))
         views.append(SectionView(sec, beside(sec), charts, effs))
     overall = data_chart(sections, cc)
     overall.extend(max_batch_chart(points, cc))
     overall.extend(history_charts(points, pool if pool is not None else points))
+    overall.notes.extend(energy_absent([p.result for p in points]))
     identity, fws, warnings = _identity(points)
     protos = Counter(describe_protocol(p.result.spec.protocol) for p in points)
     if len(protos) > 1:

@@ -13,6 +13,8 @@ import io
 import json
 from collections.abc import Sequence
 
+from dlbench.report.telemetry import CSV_FIELDS as TELEMETRY_FIELDS
+from dlbench.report.telemetry import telemetry_fields
 from dlbench.results.mfu import efficiency
 from dlbench.results.scaling import Scaled, scaled
 from dlbench.results.store import StoredPoint
@@ -25,6 +27,7 @@ CSV_COLUMNS: tuple[str, ...] = (
     "ci_low", "ci_high", "cv", "noisy", "median_step_s", "peak_memory_bytes", "memory_kind", "final_loss",
     "input_wait_share", "speedup", "scaling_efficiency", "baseline_point_id", "math_mode",
     "train_flops_per_sample", "achieved_tflops", "peak_tflops_per_device", "peak_kind", "mfu", "peak_note", "error",
+    *TELEMETRY_FIELDS,
 )
 
 
@@ -41,7 +44,8 @@ def to_json(points: list[StoredPoint], pool: Sequence[StoredPoint] = ()) -> str:
     and its scaling against a 1-device point of `pool` (or of `points`)."""
     every = pool or points
     return json.dumps([{"run_id": p.run_id, "point_id": p.id, **p.result.to_dict(), "scaling": _scaling(p, every),
-                        "efficiency": efficiency(p.result).as_dict()} for p in points], indent=2)
+                        "efficiency": efficiency(p.result).as_dict(),
+                        "telemetry_summary": telemetry_fields(p.result, None)} for p in points], indent=2)
 
 
 def csv_row(p: StoredPoint, pool: Sequence[StoredPoint] = ()) -> dict[str, object]:
@@ -71,6 +75,7 @@ def csv_row(p: StoredPoint, pool: Sequence[StoredPoint] = ()) -> dict[str, objec
         "input_wait_share": m.input_wait_share if m else "", **sc,
         **{k: "" if v is None else v for k, v in eff.items()},
         "error": (r.error or "").splitlines()[0] if r.error else "",
+        **telemetry_fields(r),
     }
 
 

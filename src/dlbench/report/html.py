@@ -11,6 +11,7 @@ import markupsafe
 from dlbench.report.chart_base import Chart, render_svg
 from dlbench.report.document import Report
 from dlbench.report.groups import Cell
+from dlbench.report.telemetry import contended
 from dlbench.results.schema import Metrics
 
 _EXTERNAL_URL = re.compile(r"^\s*(?:[a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)
@@ -99,7 +100,7 @@ def environment() -> jinja2.Environment:
                              autoescape=jinja2.select_autoescape(["html", "html.j2"]),
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters.update(number=fmt_number, half_ci=fmt_half_ci, bytes=fmt_bytes, ratio=fmt_ratio,
-                       cell_title=cell_title)
+                       cell_title=cell_title, contended=contended)
     return env
 
 

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from dlbench.cases.gpt import lm_rates
 from dlbench.report.caveats import caveat_notes
+from dlbench.report.telemetry import contended, fmt_energy, samples_per_kwh
 from dlbench.results.mfu import efficiency, fmt_mfu, fmt_tflops, peak_notes
 from dlbench.results.scaling import Scaled
 from dlbench.results.schema import PointResult
@@ -54,7 +55,8 @@ def status_text(r: PointResult) -> str:
     """The status, with 'noisy' when the repeats' CV passed the threshold and 'input-bound' (see stats)."""
     if r.status == "ok":
         m = r.metrics
-        flags = [name for name, on in (("noisy", m and m.noisy), ("input-bound", m and m.input_bound)) if on]
+        flags = [name for name, on in (("noisy", m and m.noisy), ("input-bound", m and m.input_bound),
+                                       ("contended", contended(r))) if on]
         return f"ok ({', '.join(flags)})" if flags else "ok"
     return r.status
 
@@ -79,10 +81,12 @@ def points_table(results: list[PointResult], title: str = "",
     notes = footnotes(results) + peak_notes(effs) + caveat_notes(results)
     t = Table(title=title or None, caption="\n".join(notes) or None, caption_justify="left")
     scaling_cols = (("speedup", "right"), ("efficiency", "right")) if scaled is not None else ()
+    energy = any(samples_per_kwh(r) is not None for r in results)  # a column only where some point has it
     for col, justify in (("framework", "left"), ("model", "left"), ("batch", "right"), ("precision", "left"),
                          ("scale", "left"), ("samples/s ± 95% CI", "right"), ("TFLOP/s", "right"),
                          ("MFU", "right"), *scaling_cols, ("CV", "right"),
-                         ("median step", "right"), ("peak memory", "right"), ("status", "left")):
+                         ("median step", "right"), ("peak memory", "right"),
+                         *((("samples/kWh", "right"),) if energy else ()), ("status", "left")):
         t.add_column(col, justify=justify)  # type: ignore[arg-type]
     for i, r in enumerate(results):
         s, m = r.spec, r.metrics
@@ -93,7 +97,8 @@ def points_table(results: list[PointResult], title: str = "",
                   str(s.batch_size), prec, s.scale, fmt_throughput(r) + fmt_lm_rates(r),
                   fmt_tflops(effs[i]), fmt_mfu(effs[i]), *scaling,
                   f"{m.cv:.1%}" if m else "-", f"{m.median_step_s * 1000:,.1f} ms" if m else "-",
-                  fmt_bytes(m.peak_memory_bytes) if m else "-", status_text(r))
+                  fmt_bytes(m.peak_memory_bytes) if m else "-", *((fmt_energy(r),) if energy else ()),
+                  status_text(r))
     return t
 
 

@@ -5,17 +5,14 @@ device memory a process uses. Never imports a framework; never crashes a run.
   or GPU-/MIG- UUIDs, UUID prefixes allowed). dlbench records the visible ones, in CUDA's order.
 - **Failures.** NVML missing (a CPU machine) means no GPU. An NVML error after init (a partial NVML in a container,
   a GPU fallen off the bus) turns the affected fields into "unknown" and issues one `NvmlWarning`.
-- **Memory.** `ProcessMemory` samples, from a thread, the device memory NVML attributes to a process on the visible
-  GPUs (``nvml_process``), the same source for every framework. Where NVML lists no process for it (a PID namespace
-  in a container), it falls back to the rise of the devices' used memory since the sampler started
-  (``nvml_device_delta``), which counts other processes too, and says so in its kind.
+- **Memory, clocks, energy** of a point's own GPUs while it runs: results/gpu_watch.py, sampled by the controller
+  (launch/watch.py), or by a rank on another host for its own device.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import threading
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -156,64 +153,5 @@ def gpu_info() -> GpuInfo:
         return GpuInfo(tuple(device_facts(nv, h) for h in handles), UNKNOWN if driver is None else _text(driver))
 
 
-class ProcessMemory:
-    """Peak device memory of one process on the visible GPUs, sampled every `interval_s` from a thread."""
-
-    def __init__(self, pid: int | None = None, interval_s: float = 0.05) -> None:
-        self.pid = os.getpid() if pid is None else pid
-        self.interval_s = interval_s
-        self.peak_process = 0
-        self.peak_delta = 0
-        self.seen_process = False
-        self.error = ""
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def _sample(self, nv: Any, handles: list[Any], baseline: list[int]) -> None:
-        total, delta = 0, 0
-        for h, base in zip(handles, baseline):
-            for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
-                for proc in getattr(nv, getter)(h) or []:
-                    if proc.pid == self.pid and proc.usedGpuMemory is not None:
-                        total += int(proc.usedGpuMemory)
-                        self.seen_process = True
-            delta += max(0, int(nv.nvmlDeviceGetMemoryInfo(h).used) - base)
-        self.peak_process = max(self.peak_process, total)
-        self.peak_delta = max(self.peak_delta, delta)
-
-    def _run(self) -> None:
-        with session() as nv:
-            if nv is None:
-                self.error = "no NVML"
-                return
-            try:
-                handles = visible_handles(nv)
-                baseline = [int(nv.nvmlDeviceGetMemoryInfo(h).used) for h in handles]
-                while True:
-                    self._sample(nv, handles, baseline)
-                    if self._stop.wait(self.interval_s):
-                        break
-                self._sample(nv, handles, baseline)
-            except Exception as exc:  # NVML went away mid-run: keep what was sampled, say why
-                self.error = f"{type(exc).__name__}: {exc}"[:200]
-
-    def start(self) -> ProcessMemory:
-        """Start sampling."""
-        self._thread = threading.Thread(target=self._run, name="dlbench-nvml", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> tuple[int | None, str]:
-        """Stop; (peak bytes, kind): nvml_process, nvml_device_delta, or (None, 'unknown') when nothing was read."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        if self.seen_process:
-            return self.peak_process, "nvml_process"
-        if self.peak_delta:
-            return self.peak_delta, "nvml_device_delta"
-        return None, UNKNOWN
-
-
-__all__ = ["GpuInfo", "NvmlWarning", "ProcessMemory", "UNKNOWN", "device_facts", "gpu_info", "session",
+__all__ = ["GpuInfo", "NvmlWarning", "UNKNOWN", "device_facts", "gpu_info", "session",
            "visible_handles"]

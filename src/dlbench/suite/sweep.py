@@ -160,8 +160,10 @@ def pending(store: Store, run_id: str, items: Sequence[SweepPoint]) -> list[Swee
 
 
 def run_sweep_points(store: Store, run_id: str, items: Sequence[SweepPoint], launchers: Launchers,
-             started: PointStarted | None = None, done: PointDone | None = None) -> list[PointResult]:
-    """Run every item the run lacks, committing each point at once. Ctrl-C propagates."""
+             started: PointStarted | None = None, done: PointDone | None = None, wait_quiet_s: float = 0.0,
+             price_per_hour: float | None = None) -> list[PointResult]:
+    """Run every item the run lacks, committing each point at once (``wait_quiet_s``, ``price_per_hour``: as in
+    launch.point.execute). Ctrl-C propagates."""
     results = []
     for item in pending(store, run_id, items):
         if item.result is not None:
@@ -172,7 +174,8 @@ def run_sweep_points(store: Store, run_id: str, items: Sequence[SweepPoint], lau
             except NotInstalled as exc:
                 result = point_result(item.spec, "unsupported", None, str(exc), [], time.time())
             else:
-                result = execute(item.spec, launchers, python=python, on_progress=started(item.spec) if started else None)
+                result = execute(item.spec, launchers, python=python, on_progress=started(item.spec) if started else None,
+                                 wait_quiet_s=wait_quiet_s, price_per_hour=price_per_hour)
         result = annotate(result, item)
         store.add_point(run_id, result)
         results.append(result)
