@@ -10,7 +10,9 @@ Each side runs in a fresh process of the framework's environment, with the same 
 policy dlbench gives its workers (wire.THREAD_VARS, wire.ALLOCATOR_VARS), the same batch, input and step counts,
 and the same throughput definition (samples in the measured steps / their wall time). Rounds interleave the two
 sides, so slow drift on a shared machine hits both; the ratio dlbench / bare is reported per round and as the
-median. The goal is 0.95-1.05 on the CPU and on a GPU. Runs on the machine's own load: read ratios, not speeds.
+median. The goal is 0.95-1.05 on the CPU and on a GPU. Runs on the machine's own load: read ratios, not speeds;
+each round also prints the share of the CPUs that other processes used while each side ran, and the load: on a
+shared machine a ratio means something only where the two sides saw about the same.
 
 Both sides take the same path, so that the ratio measures the harness only: the same warm-up (dlbench runs under
 a preset without a minimum measured time, so it gets no calibration window the loop lacks), the same optimizer
@@ -24,16 +26,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from dlbench.backends.paddle import gpu_defaults
 from dlbench.cases import get_case
 from dlbench.launch.interpreters import NotInstalled, interpreter_for
 from dlbench.numerics import resolve_precision
+from dlbench.results.contention import cpu_ticks, ticks_per_s
 from dlbench.results.store import Store
 from dlbench.spec import PRESETS
 from dlbench.wire import ALLOCATOR_VARS, THREAD_VARS
@@ -135,8 +142,27 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+T = TypeVar("T")
+
+
+def with_others_share(run: Callable[[], T]) -> tuple[T, float]:
+    """run()'s answer, and the share of the machine's CPU time that processes other than this script's children
+    used meanwhile (the side's whole process, start-up included): /proc/stat's busy time minus the children's."""
+    ticks, children = cpu_ticks(), _children_cpu_s()
+    out = run()
+    after, hz = cpu_ticks(), ticks_per_s()
+    total = (after.total - ticks.total) / hz
+    others = (after.busy - ticks.busy) / hz - (_children_cpu_s() - children)
+    return out, max(0.0, others / total) if total > 0 else float("nan")
+
+
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main() -> int:
-    """Interleave bare and dlbench rounds per framework; print each ratio and the median."""
+    """Interleave bare and dlbench rounds per framework; print each ratio, what others used, and the median."""
     a = parser().parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -152,14 +178,16 @@ def main() -> int:
                 first_bare = r % 2 == 0  # alternate who goes first
                 order = ("bare", "dlbench") if first_bare else ("dlbench", "bare")
                 got: dict[str, float] = {}
+                others: dict[str, float] = {}
                 for side in order:
                     if side == "bare":
-                        got["bare"], canonical = bare(fw, python, a)
+                        (got["bare"], canonical), others["bare"] = with_others_share(partial(bare, fw, python, a))
                     else:
-                        got["dlbench"] = dlbench(fw, a, store)
+                        got["dlbench"], others["dlbench"] = with_others_share(partial(dlbench, fw, a, store))
                 ratios.append(got["dlbench"] / got["bare"])
                 print(f"{fw} round {r + 1}: dlbench {got['dlbench']:.2f} / bare {got['bare']:.2f} samples/s = "
-                      f"{ratios[-1]:.3f}", flush=True)
+                      f"{ratios[-1]:.3f} (others used {others['dlbench']:.0%} / {others['bare']:.0%} of the CPUs; "
+                      f"load {os.getloadavg()[0]:.1f})", flush=True)
             rows.append((fw, statistics.median(ratios), min(ratios), max(ratios), canonical))
     print(f"\nResNet-50, batch {a.batch_size}, input {a.input_size}, {a.precision}{' +compile' if a.compile else ''}, "
           f"{a.device}, {a.steps} steps, {a.threads} threads, {a.rounds} interleaved rounds; load average "
