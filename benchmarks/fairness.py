@@ -11,8 +11,10 @@ policy dlbench gives its workers (wire.THREAD_VARS, wire.ALLOCATOR_VARS), the sa
 and the same throughput definition (samples in the measured steps / their wall time). Rounds interleave the two
 sides, so slow drift on a shared machine hits both; the ratio dlbench / bare is reported per round and as the
 median. The goal is 0.95-1.05 on the CPU and on a GPU. Runs on the machine's own load: read ratios, not speeds;
-each round also prints the share of the CPUs that other processes used while each side ran, and the load: on a
-shared machine a ratio means something only where the two sides saw about the same.
+each round also prints the share of the CPUs other processes used during each side's measured steps (dlbench's
+as its point recorded it, the loop's from /proc/stat the same way) and the load: on a shared machine a ratio
+means something only where the two sides saw about the same. Beside it, an adjusted ratio divides each side's
+throughput by the CPU share left to it (an estimate for CPU-bound sides, never a replacement).
 
 Both sides take the same path, so that the ratio measures the harness only: the same warm-up (dlbench runs under
 a preset without a minimum measured time, so it gets no calibration window the loop lacks), the same optimizer
@@ -26,22 +28,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
-from functools import partial
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from dlbench.backends.paddle import gpu_defaults
 from dlbench.cases import get_case
 from dlbench.launch.interpreters import NotInstalled, interpreter_for
 from dlbench.numerics import resolve_precision
-from dlbench.results.contention import cpu_ticks, ticks_per_s
 from dlbench.results.store import Store
+from dlbench.results.telemetry import telemetry_of
 from dlbench.spec import PRESETS
 from dlbench.wire import ALLOCATOR_VARS, THREAD_VARS
 
@@ -94,14 +93,29 @@ def loop_argv(framework: str, a: argparse.Namespace) -> list[str]:
     return out
 
 
-def bare(framework: str, python: str, a: argparse.Namespace) -> tuple[float, str]:
-    """(samples/s, what the loop trains) of one bare-loop process."""
+@dataclass(frozen=True)
+class Side:
+    """One side's measurement: samples/s, and the share of the CPUs other processes used in its measured steps."""
+
+    samples_per_s: float
+    others: float
+
+
+def adjusted(dl: Side, bare: Side) -> float:
+    """dlbench / bare with each side's throughput divided by the CPU share left to it in its measured steps: on
+    a shared machine, what the ratio would read had both sides had the same CPU (both sides being CPU-bound);
+    an estimate, printed beside the plain ratio, never instead of it."""
+    return (dl.samples_per_s / (1 - dl.others)) / (bare.samples_per_s / (1 - bare.others))
+
+
+def bare(framework: str, python: str, a: argparse.Namespace) -> tuple[Side, str]:
+    """(samples/s and others' share in its measured steps, what the loop trains) of one bare-loop process."""
     proc = subprocess.run([python, str(LOOPS / f"{framework}_loop.py"), *loop_argv(framework, a)],
                           capture_output=True, text=True, env=_env(a.threads), timeout=a.timeout, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{framework} bare loop failed: {proc.stderr.strip().splitlines()[-1:]}")
     answer = json.loads(proc.stdout.strip().splitlines()[-1])
-    return float(answer["samples_per_s"]), str(answer["canonical"])
+    return Side(float(answer["samples_per_s"]), float(answer["others_share"])), str(answer["canonical"])
 
 
 def dlbench_argv(framework: str, a: argparse.Namespace, store: Path) -> list[str]:
@@ -113,15 +127,18 @@ def dlbench_argv(framework: str, a: argparse.Namespace, store: Path) -> list[str
             + (["--compile"] if a.compile else []))
 
 
-def dlbench(framework: str, a: argparse.Namespace, store: Path) -> float:
-    """samples/s of one `dlbench run` point (one repeat of the same steps)."""
+def dlbench(framework: str, a: argparse.Namespace, store: Path) -> Side:
+    """samples/s of one `dlbench run` point (one repeat of the same steps), and the others' share of the CPUs in
+    its measured windows as the point recorded it (its telemetry)."""
     before = {p.id for p in Store(store, readonly=True).points()} if store.exists() else set()
     argv = [sys.executable, *dlbench_argv(framework, a, store)]
     proc = subprocess.run(argv, capture_output=True, text=True, env=_env(a.threads), timeout=a.timeout, check=False)
     new = [p for p in Store(store, readonly=True).points() if p.id not in before]
     if proc.returncode != 0 or len(new) != 1 or new[0].result.metrics is None:
         raise RuntimeError(f"dlbench {framework} failed: {proc.stderr.strip().splitlines()[-1:]}")
-    return new[0].result.metrics.throughput
+    seen = telemetry_of(new[0].result)
+    others = seen.contention.others_share if seen is not None else None
+    return Side(new[0].result.metrics.throughput, float("nan") if others is None else others)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -142,27 +159,8 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-T = TypeVar("T")
-
-
-def with_others_share(run: Callable[[], T]) -> tuple[T, float]:
-    """run()'s answer, and the share of the machine's CPU time that processes other than this script's children
-    used meanwhile (the side's whole process, start-up included): /proc/stat's busy time minus the children's."""
-    ticks, children = cpu_ticks(), _children_cpu_s()
-    out = run()
-    after, hz = cpu_ticks(), ticks_per_s()
-    total = (after.total - ticks.total) / hz
-    others = (after.busy - ticks.busy) / hz - (_children_cpu_s() - children)
-    return out, max(0.0, others / total) if total > 0 else float("nan")
-
-
-def _children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def main() -> int:
-    """Interleave bare and dlbench rounds per framework; print each ratio, what others used, and the median."""
+    """Interleave bare and dlbench rounds per framework; print each ratio, what others used, and the medians."""
     a = parser().parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -173,28 +171,29 @@ def main() -> int:
             except NotInstalled as exc:
                 print(f"{fw}: skipped ({exc})")
                 continue
-            ratios, canonical = [], ""
+            ratios, fair, canonical = [], [], ""
             for r in range(a.rounds):
                 first_bare = r % 2 == 0  # alternate who goes first
                 order = ("bare", "dlbench") if first_bare else ("dlbench", "bare")
-                got: dict[str, float] = {}
-                others: dict[str, float] = {}
+                got: dict[str, Side] = {}
                 for side in order:
                     if side == "bare":
-                        (got["bare"], canonical), others["bare"] = with_others_share(partial(bare, fw, python, a))
+                        got["bare"], canonical = bare(fw, python, a)
                     else:
-                        got["dlbench"], others["dlbench"] = with_others_share(partial(dlbench, fw, a, store))
-                ratios.append(got["dlbench"] / got["bare"])
-                print(f"{fw} round {r + 1}: dlbench {got['dlbench']:.2f} / bare {got['bare']:.2f} samples/s = "
-                      f"{ratios[-1]:.3f} (others used {others['dlbench']:.0%} / {others['bare']:.0%} of the CPUs; "
-                      f"load {os.getloadavg()[0]:.1f})", flush=True)
-            rows.append((fw, statistics.median(ratios), min(ratios), max(ratios), canonical))
+                        got["dlbench"] = dlbench(fw, a, store)
+                dl, bl = got["dlbench"], got["bare"]
+                ratios.append(dl.samples_per_s / bl.samples_per_s)
+                fair.append(adjusted(dl, bl))
+                print(f"{fw} round {r + 1}: dlbench {dl.samples_per_s:.2f} / bare {bl.samples_per_s:.2f} samples/s = "
+                      f"{ratios[-1]:.3f}; others used {dl.others:.0%} / {bl.others:.0%} of the CPUs while measured, "
+                      f"adjusted {fair[-1]:.3f} (load {os.getloadavg()[0]:.1f})", flush=True)
+            rows.append((fw, statistics.median(ratios), min(ratios), max(ratios), statistics.median(fair), canonical))
     print(f"\nResNet-50, batch {a.batch_size}, input {a.input_size}, {a.precision}{' +compile' if a.compile else ''}, "
           f"{a.device}, {a.steps} steps, {a.threads} threads, {a.rounds} interleaved rounds; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{'framework':10} {'median':>7} {'min':>6} {'max':>6}  against")
-    for fw, med, lo, hi, canonical in rows:
-        print(f"{fw:10} {med:7.3f} {lo:6.3f} {hi:6.3f}  {canonical}")
+    print(f"{'framework':10} {'median':>7} {'min':>6} {'max':>6} {'adjusted':>8}  against")
+    for fw, med, lo, hi, adj, canonical in rows:
+        print(f"{fw:10} {med:7.3f} {lo:6.3f} {hi:6.3f} {adj:8.3f}  {canonical}")
     return 0
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
@@ -38,14 +40,35 @@ def parse_args(doc: str | None, argv: Sequence[str] | None = None) -> argparse.N
     return parser(doc).parse_args(argv)
 
 
+def cpu_seconds() -> tuple[float, float, float]:
+    """(busy, total) seconds of every CPU from /proc/stat (busy: user, nice, system, irq, softirq, steal), and
+    this process's own CPU seconds (all its threads); NaNs where /proc/stat cannot be read."""
+    try:
+        lines = [ln.split() for ln in Path("/proc/stat").read_text().splitlines() if ln.startswith("cpu ")]
+        values = [int(v) for v in lines[0][1:9]]
+    except (OSError, IndexError, ValueError):
+        return float("nan"), float("nan"), float("nan")
+    hz = os.sysconf("SC_CLK_TCK")
+    own = os.times()
+    busy = sum(values) - values[3] - values[4]  # less idle and iowait
+    return busy / hz, sum(values) / hz, own.user + own.system
+
+
 def measure(step: Callable[[], None], sync: Callable[[], None], args: argparse.Namespace, canonical: str) -> None:
-    """Warm up, time the measured steps as one window, print {"samples_per_s", "canonical"} as JSON."""
+    """Warm up, time the measured steps as one window, print {"samples_per_s", "canonical", "others_share"} as
+    JSON: others_share is the share of the CPUs' time other processes used during that window (as dlbench
+    records a point's contention)."""
     for _ in range(args.warmup):
         step()
     sync()
+    before = cpu_seconds()
     start = time.perf_counter()
     for _ in range(args.steps):
         step()
     sync()
     elapsed = time.perf_counter() - start
-    print(json.dumps({"samples_per_s": args.batch_size * args.steps / elapsed, "canonical": canonical}))
+    after = cpu_seconds()
+    total = after[1] - before[1]
+    others = max(0.0, (after[0] - before[0] - (after[2] - before[2])) / total) if total > 0 else float("nan")
+    print(json.dumps({"samples_per_s": args.batch_size * args.steps / elapsed, "canonical": canonical,
+                      "others_share": others}))
