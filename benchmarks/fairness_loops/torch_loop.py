@@ -69,8 +69,15 @@ class ResNet50(nn.Module):
 
 
 def make_optimizer(params: list[torch.nn.Parameter], kwargs: dict[str, object]) -> torch.optim.Optimizer:
-    """SGD with the constructor arguments dlbench uses for the point (momentum 0.9 when none are given)."""
-    return torch.optim.SGD(params, **{"lr": 0.1, "momentum": 0.9, **kwargs})  # type: ignore[arg-type]
+    """SGD with the constructor arguments dlbench uses for the point (momentum 0.9 when none are given), its
+    momentum buffers zero before the first step: torch's own first step for dampening 0, and fused SGD then has
+    no buffer to leave unwritten when a GradScaler skips that step (dlbench primes them the same way)."""
+    opt = torch.optim.SGD(params, **{"lr": 0.1, "momentum": 0.9, **kwargs})  # type: ignore[arg-type]
+    for group in opt.param_groups:
+        if group["momentum"]:
+            for p in group["params"]:
+                opt.state[p]["momentum_buffer"] = torch.zeros_like(p)
+    return opt
 
 
 def main() -> None:

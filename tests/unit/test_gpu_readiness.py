@@ -412,6 +412,10 @@ def test_fairness_torch_loop_builds_dlbench_optimizer(device: str, precision: st
     assert type(loop_opt) is type(ours)
     keys = ("lr", "momentum", "weight_decay", "dampening", "nesterov", "fused", "foreach", "maximize", "differentiable")
     assert {k: loop_opt.defaults.get(k) for k in keys} == {k: ours.defaults.get(k) for k in keys}
+    buffers = [s.get("momentum_buffer") for s in loop_opt.state.values()]
+    assert buffers and all(b is not None and not b.any() for b in buffers)  # zero before the first step
+    for state in ours.state.values():  # dlbench's, where it primes them too (gpu-a's fused-SGD fix)
+        assert not state["momentum_buffer"].any()
 
 
 @pytest.mark.parametrize("device", ["cuda", "cpu"])
