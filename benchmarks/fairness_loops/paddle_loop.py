@@ -6,6 +6,7 @@ its default converter."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -33,6 +34,9 @@ def main() -> None:
     """Train paddle.vision's ResNet-50 the way paddle's own examples do (eager, or to_static with --compile)."""
     args = parse_args(__doc__)
     paddle.set_device("gpu" if args.device == "cuda" else "cpu")
+    # paddle's CPU math library runs FLAGS_paddle_num_threads (1) threads whatever OMP_NUM_THREADS says; dlbench
+    # sets the point's threads (--threads, else OMP_NUM_THREADS), so the loop does too
+    paddle.base.core.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1") or 1))
     if args.flags:
         paddle.set_flags(args.flags)
     model = paddle.vision.models.resnet50()
