@@ -164,3 +164,32 @@ def test_the_rank_context_picks_the_device(jax_python: str) -> None:
     """Local rank 3 with two visible devices takes device 3 mod 2 = 1 (two CPU devices stand in for GPUs)."""
     answer = run_script(jax_python, DEVICE, {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})
     assert answer["visible"] == 2 and answer["device"] == 1, answer
+
+
+# --- gpu-b: flax's default BatchNorm, as the Flax ImageNet example trains ---
+BATCHNORM = """
+import json, jax, jax.numpy as jnp
+import flax.linen as nn
+from dlbench.backends.jax.models import build_module
+from dlbench.cases import get_case
+
+seen = set()
+def spy(next_fun, args, kwargs, context):
+    if isinstance(context.module, nn.BatchNorm):
+        seen.add(context.module.use_fast_variance)
+    return next_fun(*args, **kwargs)
+
+out = {}
+for name, size in (("resnet50", 32), ("inception_v3", 75)):
+    seen.clear()
+    module = build_module(get_case(name), jnp.float32)
+    keys = {"params": jax.random.PRNGKey(0), "dropout": jax.random.PRNGKey(1)}
+    with nn.intercept_methods(spy):  # abstract evaluation: every BatchNorm is built, nothing is computed
+        jax.eval_shape(lambda x: module.init(keys, x, train=True), jnp.zeros((1, size, size, 3)))
+    out[name] = sorted(seen)
+print(json.dumps(out))
+"""
+
+
+def test_batchnorm_uses_flax_default_fast_variance(jax_python: str) -> None:
+    assert run_script(jax_python, BATCHNORM) == {"resnet50": [True], "inception_v3": [True]}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import textwrap
+from pathlib import Path
 
 import pytest
 from conftest import framework_python
@@ -67,8 +68,30 @@ PROBE = textwrap.dedent('''
     out["oom_cubin"] = b.is_oom(cubin)
     out["oom_internal_other"] = b.is_oom(tf.errors.InternalError(None, None, "cuDNN launch failure"))
     out["oom_invalid_argument"] = b.is_oom(tf.errors.InvalidArgumentError(None, None, "shapes differ"))
+    # amp's recorded host read, and the Keras code it cites (the loss scaler's tf.cond on the finite flag)
+    import inspect, keras
+    amp = tfb.TfBackend()
+    amp.build(dataclasses.replace(spec, precision="amp"), case, RankContext())  # built past refuse: a GPU's path
+    out["amp_facts"] = {k: str(v) for k, v in amp.facts().items()}
+    out["fp32_host_sync"] = b.facts().get("amp_host_sync")
+    out["scaler_source"] = inspect.getsource(keras.optimizers.LossScaleOptimizer._common_apply)
+    # the fairness TF loop's feed: Keras's train function steps on the one device batch, never a tf.data copy
+    import sys
+    sys.path.insert(0, __LOOPS__)
+    import tf_loop
+    images, labels = tf.random.normal((2, 4)), tf.constant([0, 1])
+    keras.mixed_precision.set_global_policy("float32")
+    tiny = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    tiny.compile(optimizer=keras.optimizers.SGD(0.1), loss=keras.losses.SparseCategoricalCrossentropy(True))
+    tiny.make_train_function()
+    batches = tf_loop.feed(images, labels)
+    for _ in range(3):
+        tiny.train_function(batches)
+    again = next(batches)
+    out["tf_loop"] = {"same": again[0] is images and again[1] is labels, "steps": int(tiny.optimizer.iterations),
+                      "tf_data": isinstance(batches, tf.data.Iterator)}
     print(json.dumps(out, default=str))
-''')
+''').replace("__LOOPS__", repr(str(Path(__file__).parents[2] / "benchmarks" / "fairness_loops")))
 
 CONFIG_PROBE = textwrap.dedent('''
     import json
@@ -200,3 +223,16 @@ def test_each_rank_sees_its_own_gpu_with_memory_growth() -> None:
     assert answer["mirrored"]["calls"] == [["growth", "/physical_device:GPU:0", True],  # one process, every GPU
                                            ["growth", "/physical_device:GPU:1", True]]
     assert answer["alone"]["facts"]["visible_gpus"] == "GPU:0"
+
+# --- gpu-b: amp's host read; the fairness loop's device-resident batch ---
+def test_amp_records_tensorflows_own_host_read(probe: dict[str, object]) -> None:
+    facts = probe["amp_facts"]
+    assert isinstance(facts, dict) and facts["loss_scale"] == "dynamic"
+    assert "reads the overflow flag on the host every step" in facts["amp_host_sync"]
+    assert "LossScaleOptimizer._common_apply" in facts["amp_host_sync"]
+    assert "ops.cond(" in str(probe["scaler_source"]) and "finite" in str(probe["scaler_source"])  # as cited
+    assert probe["fp32_host_sync"] is None  # fp32 has no loss scaler
+
+
+def test_fairness_tf_loop_feeds_one_device_batch_to_keras_train_function(probe: dict[str, object]) -> None:
+    assert probe["tf_loop"] == {"same": True, "steps": 3, "tf_data": False}  # one step a call, never a copied batch

@@ -1,5 +1,6 @@
 """Stored points arranged the seeds' way: one section per model, precision and data, rows of configurations
-(batch per device, scale), columns of frameworks; failures as numbered footnotes; speedup against 1 device.
+(batch per device, scale), columns of frameworks; failures as numbered footnotes, caveats of ok points as
+lettered remarks; speedup against 1 device.
 
 No configuration is hidden: points of a section that differ in any other field of their spec's key (a case
 parameter such as vocab= or classes=, threads, the launcher, a memory limit ...) get rows of their own, labelled
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dlbench.backends import all_backends
 from dlbench.cases import CASES, UnknownCase, get_case
 from dlbench.report.table import fmt_bytes, fmt_count
+from dlbench.report.caveats import caveats
 from dlbench.results.scaling import Scaling, scaled
 from dlbench.results.store import StoredPoint
 
@@ -119,6 +121,7 @@ class Cell:
     footnote: int | None = None
     hidden: int = 0  # earlier exact repeats of this configuration (same spec key and identity), not shown
     scaling_marks: tuple[str, ...] = ()  # where the speedup's evidence is weak (results/scaling.py Scaled.marks)
+    remark: str | None = None  # the mark of an ok point's caveat note (report/caveats.py), e.g. 'a'
 
     @property
     def repeats_text(self) -> str:
@@ -146,6 +149,14 @@ class Footnote:
     text: str
 
 
+@dataclass(frozen=True)
+class Remark:
+    """A caveat of ok cells (a framework's own per-step host sync ...), marked in them and said under the table."""
+
+    mark: str
+    text: str
+
+
 @dataclass
 class Section:
     """One table: a model at a precision and data source on one kind of device."""
@@ -161,6 +172,7 @@ class Section:
     footnotes: list[Footnote] = field(default_factory=list)
     groups: dict[RowKey, set[str]] = field(default_factory=dict)
     common: tuple[str, ...] = ()  # case parameters every point of the section sets alike, e.g. ('vocab=4M',)
+    remarks: list[Remark] = field(default_factory=list)
 
     @property
     def slug(self) -> str:
@@ -311,6 +323,22 @@ def _common_params(points: Sequence[StoredPoint]) -> tuple[str, ...]:
     sets = [dict(p.result.spec.case_params) for p in points]
     same = set.intersection(*(set(d.items()) for d in sets)) if sets else set()
     return tuple(_field(k, v)[1] for k, v in sorted(same))
+def _add_remarks(sec: Section) -> None:
+    """Mark each ok cell whose point carries a caveat; one remark per distinct text, lettered a, b ..."""
+    marks: dict[str, str] = {}
+    for row in sec.rows:
+        for col in sec.columns:
+            cell = sec.cells.get((row, col))
+            if cell is None or not cell.ok:
+                continue
+            found = caveats(cell.point.result)
+            if not found:
+                continue
+            text = f"{framework_title(col.framework)} {sec.precision}: {'; '.join(found)}"
+            if text not in marks:
+                marks[text] = chr(ord("a") + len(marks)) if len(marks) < 26 else str(len(marks) + 1)
+                sec.remarks.append(Remark(marks[text], text))
+            sec.cells[(row, col)] = replace(cell, remark=marks[text])
 
 
 def build_sections(points: list[StoredPoint], pool: Sequence[StoredPoint] | None = None) -> list[Section]:
@@ -342,5 +370,6 @@ def build_sections(points: list[StoredPoint], pool: Sequence[StoredPoint] | None
                              key=lambda c: (c.framework, c.compile, c.channels_last, c.variant))
         _add_scaling(sec, points if pool is None else pool)
         _add_footnotes(sec)
+        _add_remarks(sec)
         sections.append(sec)
     return sections

@@ -13,6 +13,7 @@ from rich.cells import cell_len
 from rich.table import Table
 
 from dlbench.cases.gpt import hardware_ratio, lm_rates
+from dlbench.report.caveats import caveat_notes
 from dlbench.report.telemetry import contended, fmt_energy, samples_per_kwh
 from dlbench.results.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
 from dlbench.results.scaling import Scaled, outgrows_one_device
@@ -179,7 +180,8 @@ def points_table(results: list[PointResult], title: str = "",
     against the 1-device point where `scaled` (one entry per result) holds a multi-device point, and samples/kWh
     where some point has an energy reading. Columns that
     identify a point and the throughput are never cut: they wrap at spaces and are at least their longest word
-    wide. With TFLOP/s or MFU shown, the caption names each device peak the MFU divides by."""
+    wide. With TFLOP/s or MFU shown, the caption names each device peak the MFU divides by; it also says the
+    caveats the points carry (report/caveats.py)."""
     effs = {i: functools.cache(lambda r=r: efficiency(r)) for i, r in enumerate(results)}
     cells = [PointCell(r, scaled[i] if scaled is not None else None, effs[i]) for i, r in enumerate(results)]
     if columns is None:
@@ -191,7 +193,7 @@ def points_table(results: list[PointResult], title: str = "",
         columns = tuple(n for n in columns if n not in same)
     grid = [[COLUMNS[name].cell(c) for name in columns] for c in cells]
     peaks = peak_notes([effs[i]() for i in effs]) if {"tflops", "mfu"} & set(columns) else []
-    t = Table(title=title or None, caption="\n".join(footnotes(results) + peaks) or None, caption_justify="left",
+    t = Table(title=title or None, caption="\n".join(footnotes(results) + peaks + caveat_notes(results)) or None, caption_justify="left",
               **TABLE_STYLE)  # type: ignore[arg-type]
     for j, name in enumerate(columns):
         col = COLUMNS[name]

@@ -4,7 +4,8 @@ Eager by default; ``--compile`` traces the whole train step with ``megengine.jit
 thread count (the spec's, else the physical cores, as torch takes them) reaches MegEngine through its CPU device:
 ``multithreadN:0`` (its plain ``cpu0`` runs kernels on one thread). One device only: MegEngine's collectives run
 on GPUs (NCCL) and it has no CPU collective backend (``init_process_group`` refuses the CPU), so a multi-process
-CPU point is refused in one line. Precision: fp32 only.
+CPU point is refused in one line. Precision: fp32 only; on a GPU with ``NVIDIA_TF32_OVERRIDE=0`` (set by the
+package, read back into ``math_mode``, a GPU point refused where it is not in force: tf32.py).
 """
 
 from __future__ import annotations
@@ -19,8 +20,14 @@ from dlbench.backends.context import BuildContext
 from dlbench.backends.megengine import data
 from dlbench.backends.megengine.models import MODELS, build_model, count_trainable
 from dlbench.backends.megengine.step import MegengineTrainer
+from dlbench.backends.megengine.tf32 import (
+    TF32_OVERRIDE_VAR,
+    fp32_problem,
+    override_state,
+    tf32_in_use,
+)
 from dlbench.cases import Case
-from dlbench.numerics import resolve_precision
+from dlbench.numerics import describe, resolve_precision
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
@@ -39,8 +46,9 @@ class MegengineBackend(Backend):
         return frozenset(MODELS)
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
-        env = {"framework_version": mge.__version__,
-               "math_mode": resolve_precision(spec.precision, spec.device).math_mode,
+        state = override_state(os.environ)
+        env = {"framework_version": mge.__version__, TF32_OVERRIDE_VAR: state,
+               "math_mode": describe(resolve_precision(spec.precision, spec.device), tf32_in_use(spec.device, state)),
                "megengine_device": str(mge.get_default_device())}
         if spec.device == "cuda" and mge.is_cuda_available():
             env["cuda"] = str(mge.get_cuda_version())
@@ -62,6 +70,9 @@ class MegengineBackend(Backend):
             return "dlbench's MegEngine backend runs fp32 only (MegEngine's autocast is not wired)"
         if spec.device == "cuda" and not mge.is_cuda_available():
             return "megengine here sees no CUDA device: use --device cpu"
+        problem = fp32_problem(spec.device, override_state(os.environ))
+        if problem:
+            return problem
         if spec.channels_last:
             return "dlbench's MegEngine backend trains NCHW only; channels-last is not offered"
         return None
@@ -80,7 +91,8 @@ class MegengineBackend(Backend):
         model = build_model(case, BuildContext.of(spec, ctx, device))
         source = data.batches(spec, case, device)
         self._facts = {"compiled": "megengine.jit.trace(symbolic=True)" if spec.compile else "eager",
-                       "loader": data.describe(spec), "optimizer": case.optimizer.name, "device": device}
+                       "loader": data.describe(spec), "optimizer": case.optimizer.name, "device": device,
+                       TF32_OVERRIDE_VAR: override_state(os.environ)}
         return MegengineTrainer(case, model, source, spec.compile, spec.global_batch)
 
     def count_params(self, case: Case) -> int:

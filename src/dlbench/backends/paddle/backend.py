@@ -3,8 +3,11 @@ devices (distributed.py).
 
 On a GPU it applies the numerics policy (dlbench.numerics): fp32 turns TF32 off through paddle's flags
 FLAGS_allow_tf32_cublas and FLAGS_allow_tf32_cudnn (a CUDA build's cuBLAS flag is on by default), tf32 turns
-them on; both are read back with paddle.get_flags and reported as math_mode. amp is O1 float16 autocast with a
-GradScaler, bf16 O1 bfloat16 autocast where paddle really computes in bfloat16 on the device.
+them on; both are read back with paddle.get_flags and reported as math_mode, and a CUDA build without them is
+refused (it would run fp32 as TF32 unseen). It also applies Paddle's own ResNet-50 benchmark settings
+(gpu_defaults.py): cuDNN exhaustive search and its other flags, read back; amp as O2 (pure float16, fp32 master
+weights) with a GradScaler, in NHWC where the model has an NHWC form. bf16 is O1 bfloat16 autocast where paddle
+really computes in bfloat16 on the device. --channels-last builds the ResNets NHWC on any device.
 """
 
 from __future__ import annotations
@@ -17,15 +20,22 @@ import paddle
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
 from dlbench.backends.gpu_arch import GpuBuild, cuda_version
 from dlbench.backends.paddle import data, distributed
+from dlbench.backends.paddle.gpu_defaults import (
+    TF32_FLAGS,
+    apply_flags,
+    flag_facts,
+    has_nhwc,
+    plan,
+    read_flags,
+    tf32_missing,
+)
 from dlbench.backends.paddle.models import MODELS, build_model, count_trainable
-from dlbench.backends.paddle.step import PaddleTrainer
-from dlbench.cases import Case
+from dlbench.backends.paddle.step import AMP_HOST_SYNC, COMPILED, PaddleTrainer
+from dlbench.cases import Case, get_case
 from dlbench.numerics import describe, resolve_precision
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
-# paddle's TF32 switches: cuBLAS matmuls and cuDNN convolutions (CUDA builds only; a CPU build has neither).
-TF32_FLAGS: tuple[str, ...] = ("FLAGS_allow_tf32_cublas", "FLAGS_allow_tf32_cudnn")
 # Out-of-memory errors: paddle raises its ResourceExhausted errors as MemoryError; cuBLAS and cuDNN allocation
 # failures come as its External errors, named by these texts.
 _OOM_TEXT: tuple[str, ...] = ("(ResourceExhausted)", "ResourceExhaustedError", "Out of memory error",
@@ -39,28 +49,14 @@ def _has_gpu() -> bool:
 
 def tf32_state() -> dict[str, bool]:
     """paddle's TF32 flags as they are now, read back with paddle.get_flags (only those this build has)."""
-    out: dict[str, bool] = {}
-    for flag in TF32_FLAGS:
-        try:
-            out[flag] = bool(paddle.get_flags([flag])[flag])
-        except ValueError:  # "Flag ... cannot get its value": not compiled into this build
-            continue
-    return out
+    return {k: bool(v) for k, v in read_flags(list(TF32_FLAGS), paddle.get_flags).items()}
 
 
 def set_tf32(allow: bool) -> dict[str, bool]:
-    """Turn paddle's TF32 flags on or off and return them read back; a flag left otherwise raises Unsupported."""
-    state = tf32_state()
-    if state:
-        paddle.set_flags(dict.fromkeys(state, allow))
-        state = tf32_state()
-    if allow and set(state) != set(TF32_FLAGS):
-        raise Unsupported(f"this paddle build lacks {', '.join(sorted(set(TF32_FLAGS) - set(state)))}: it cannot "
-                          "run --precision tf32")
-    wrong = [flag for flag, on in state.items() if on != allow]
-    if wrong:
-        raise Unsupported(f"paddle kept {', '.join(wrong)} {'off' if allow else 'on'}; --precision cannot be honoured")
-    return state
+    """Turn paddle's TF32 flags on or off and return them read back; a flag missing or left otherwise raises
+    Unsupported."""
+    apply_flags(dict.fromkeys(TF32_FLAGS, allow), paddle.set_flags, paddle.get_flags)
+    return tf32_state()
 
 
 @functools.cache
@@ -88,6 +84,10 @@ class PaddleBackend(Backend):
     name = "paddle"
     title = "PaddlePaddle"
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._settings: dict[str, str] = {}
+
     def gpu_build(self) -> GpuBuild | None:
         """Paddle does not list its kernels' architectures: the CUDA version of a CUDA build."""
         if not paddle.is_compiled_with_cuda():
@@ -111,7 +111,8 @@ class PaddleBackend(Backend):
             env["nccl"] = str(paddle.version.nccl()) if hasattr(paddle.version, "nccl") else ""
             state = tf32_state()
             env.update({flag.removeprefix("FLAGS_"): str(on) for flag, on in state.items()})
-            env["math_mode"] = describe(numerics, tf32_in_use=any(state.values()))
+            env["math_mode"] = describe(numerics, tf32_in_use=any(state.values()) or set(state) != set(TF32_FLAGS))
+        env.update(self._settings)  # what build applied: layout, AMP level, Paddle's benchmark flags read back
         if spec.world_size > 1:
             env.update({"dist_backend": distributed.comm_backend(spec), "strategy_run": distributed.strategy(spec)})
         return env
@@ -125,8 +126,13 @@ class PaddleBackend(Backend):
         reason = distributed.refuse(spec)
         if reason:
             return reason
-        if spec.channels_last:
-            return "the paddle backend builds NCHW models only; channels-last is not implemented"
+        if spec.channels_last and not has_nhwc(get_case(spec.model)):
+            return ("paddle builds this model NCHW only (NHWC needs a global pool before the head and no channel "
+                    "concatenation: the ResNets); drop --channels-last")
+        if spec.device == "cuda":  # a CUDA build without the TF32 switches would run fp32 as TF32 unseen
+            problem = tf32_missing(tf32_state(), numerics.allow_tf32)
+            if problem:
+                return problem
         if numerics.compute_dtype == "bfloat16":
             if spec.device == "cuda":
                 if not paddle.amp.is_bfloat16_supported():
@@ -151,24 +157,29 @@ class PaddleBackend(Backend):
             paddle.set_device(f"gpu:{gpu}")
         else:
             paddle.set_device("cpu")
-        state = set_tf32(numerics.allow_tf32)  # fp32: off wherever this build has the flags (CUDA builds)
+        settings = plan(spec.device, numerics, spec.channels_last, has_nhwc(case))
+        applied = apply_flags(settings.flags, paddle.set_flags, paddle.get_flags)  # GPU: TF32 and Paddle's flags
+        self._settings = {**settings.facts(), **flag_facts({k: v for k, v in applied.items() if k not in TF32_FLAGS})}
+        self._facts.update(self._settings)
+        state = tf32_state()
         self._facts["paddle_tf32_flags"] = ", ".join(f"{k}={v}" for k, v in state.items()) or "absent (CPU build)"
         threads = _threads(spec)
         paddle.base.core.set_num_threads(threads)
         self._facts["paddle_threads"] = threads
         distributed.join(spec, ctx, gpu)  # several devices: fleet.init, bounded by the rendezvous timeout
         paddle.seed(spec.seed)  # the same initial parameters on every rank (DataParallel also broadcasts rank 0's)
-        model = build_model(case)
+        model = build_model(case, settings.layout)
         seed = spec.seed + ctx.rank  # each rank its own samples; rank 0 is the 1-device batch
         self._facts.update({
-            "autocast": f"O1 {numerics.compute_dtype}" if numerics.autocast else "off",
+            "autocast": f"{settings.amp_level} {numerics.compute_dtype}" if numerics.autocast else "off",
             "loss_scaling": "GradScaler (dynamic)" if numerics.loss_scaling else "none",
-            "compiled": "paddle.jit.to_static(full_graph=True)" if spec.compile else "eager",
-            "loader": data.describe(spec)})
+            "compiled": COMPILED if spec.compile else "eager", "loader": data.describe(spec)})
+        if numerics.loss_scaling:
+            self._facts["amp_host_sync"] = AMP_HOST_SYNC
         if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
             self._facts["embedding"] = model.embedding_path()
-        trainer = PaddleTrainer(data.batches(spec, case, on_gpu, seed), case, model, numerics, on_gpu, spec.compile,
-                                spec.global_batch)
+        trainer = PaddleTrainer(data.batches(spec, case, on_gpu, seed, settings.layout), case, model, numerics, on_gpu,
+                                spec.compile, spec.global_batch, settings)
         self._facts.update(distributed.facts(spec, trainer.forward))
         return trainer
 

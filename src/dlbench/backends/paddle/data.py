@@ -23,11 +23,14 @@ PREFETCH_FACTOR = 2  # batches each loader worker prepares ahead
 Batch = dict[str, paddle.Tensor]
 
 
-def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed: int = 0) -> Batch:
+def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed: int = 0,
+                    data_format: str = "NCHW") -> Batch:
     """One fixed batch for the case (dlbench.data.synthetic) on paddle's current device; input_size shrinks the
-    image side or the sequence length for quick tests."""
+    image side or the sequence length for quick tests; NHWC images are the NCHW batch transposed."""
     if isinstance(case.input, ImageInput):
         arrays = synthetic.synthetic_images(case.input, batch, input_size, seed)
+        if data_format == "NHWC":
+            arrays["images"] = np.ascontiguousarray(arrays["images"].transpose(0, 2, 3, 1))
     elif isinstance(case.input, CtrInput):
         arrays = synthetic.synthetic_ctr(case.input, batch, case.param("vocab"), seed)
     else:
@@ -79,8 +82,8 @@ def _to_device(t: paddle.Tensor, on_gpu: bool) -> paddle.Tensor:
     return t.cuda() if on_gpu else t
 
 
-def image_batches(spec: PointSpec, case: Case, on_gpu: bool) -> Iterator[Batch]:
-    """Endless normalised image batches on the device, epoch after epoch."""
+def image_batches(spec: PointSpec, case: Case, on_gpu: bool, data_format: str = "NCHW") -> Iterator[Batch]:
+    """Endless normalised image batches on the device (NHWC: transposed there), epoch after epoch."""
     assert isinstance(case.input, ImageInput)
     side = spec.input_size or case.input.size
     loader = _loader(ImageList(layout.read_train_list(layout.image_root(spec.data_dir or "")), side), spec)
@@ -89,6 +92,7 @@ def image_batches(spec: PointSpec, case: Case, on_gpu: bool) -> Iterator[Batch]:
     while True:
         for images, labels in loader:
             x = (_to_device(images, on_gpu).astype("float32") - mean) / std
+            x = x.transpose([0, 2, 3, 1]) if data_format == "NHWC" else x
             yield {"images": x, "labels": _to_device(labels, on_gpu).reshape([-1])}
 
 
@@ -105,16 +109,16 @@ def text_batches(spec: PointSpec, case: Case, on_gpu: bool) -> Iterator[Batch]:
             yield out
 
 
-def batches(spec: PointSpec, case: Case, on_gpu: bool, seed: int) -> Iterator[Batch]:
-    """The point's input: the fixed synthetic batch, or the real-data loader's batches (seed: this rank's, which
-    fixes the shuffling and the augmentation)."""
+def batches(spec: PointSpec, case: Case, on_gpu: bool, seed: int, data_format: str = "NCHW") -> Iterator[Batch]:
+    """The point's input in the model's layout: the fixed synthetic batch, or the real-data loader's batches
+    (seed: this rank's, which fixes the shuffling and the augmentation)."""
     if spec.data != "real":
-        return fixed(synthetic_batch(case, spec.batch_size, spec.input_size, seed))
+        return fixed(synthetic_batch(case, spec.batch_size, spec.input_size, seed, data_format))
     if isinstance(case.input, CtrInput):
         raise Unsupported(f"real data for {case.name} is not read yet (no Criteo layout): use synthetic data")
     np.random.seed(seed)  # paddle's sampler shuffles, and seeds each worker, from numpy's global RNG
     if isinstance(case.input, ImageInput):
-        return image_batches(spec, case, on_gpu)
+        return image_batches(spec, case, on_gpu, data_format)
     return text_batches(spec, case, on_gpu)
 
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 import paddle
 import paddle.nn.functional as F
 from paddle import Tensor, nn
+from paddle.nn.functional.conv import _update_padding_nd
 from paddle.vision import models as zoo
 from paddle.vision.models.alexnet import ConvPoolLayer
 from paddle.vision.models.inceptionv3 import InceptionC, InceptionD
@@ -179,9 +180,28 @@ MODELS: dict[str, Callable[[Case], nn.Layer]] = {
 }
 
 
-def build_model(case: Case) -> nn.Layer:
-    """A freshly initialised model for a case."""
-    return MODELS[case.name](case)
+def build_model(case: Case, layout: str = "NCHW") -> nn.Layer:
+    """A freshly initialised model for a case, in the data layout asked for (NHWC: see to_nhwc)."""
+    model = MODELS[case.name](case)
+    return to_nhwc(model) if layout == "NHWC" else model
+
+
+def to_nhwc(model: nn.Layer) -> nn.Layer:
+    """The model's 2-D convolutions, batch norms and pools switched to NHWC in place (their weights keep paddle's
+    OIHW layout, as paddle's own NHWC layers do); paddle.vision builds them NCHW with no data_format argument,
+    so the switch sets the attributes each layer's constructor sets from its data_format. Raises if a layer with
+    a layout is of a kind not switched here."""
+    for layer in model.sublayers():
+        if isinstance(layer, nn.Conv2D):
+            layer._data_format, layer._channel_dim = "NHWC", 3
+            layer._updated_padding, layer._padding_algorithm = _update_padding_nd(layer._padding, True, 2)
+        elif isinstance(layer, (nn.BatchNorm2D, nn.AdaptiveAvgPool2D)):
+            layer._data_format = "NHWC"
+        elif isinstance(layer, nn.MaxPool2D):
+            layer.data_format = "NHWC"
+        elif "data_format" in vars(layer) or "_data_format" in vars(layer):
+            raise RuntimeError(f"{type(layer).__name__} has a data layout to_nhwc does not switch")
+    return model
 
 
 def count_trainable(model: nn.Layer) -> int:
@@ -241,4 +261,4 @@ def loss_layer(case: Case, model: nn.Layer) -> nn.Layer:
     return BertLoss(model) if case.loss.kind == "mlm_nsp" else ImageLoss(model, case.loss.aux_weight)
 
 
-__all__ = ["MODELS", "AlexNet", "InceptionV3", "build_model", "count_trainable", "loss_layer"]
+__all__ = ["MODELS", "AlexNet", "InceptionV3", "build_model", "count_trainable", "loss_layer", "to_nhwc"]

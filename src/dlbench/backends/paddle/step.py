@@ -1,5 +1,5 @@
-"""One native Paddle train step (forward, loss, backward, optimizer step, clear_grad), with AMP and to_static;
-in a fleet job the loss layer, optimizer and scaler are fleet's (see distributed.py)."""
+"""One native Paddle train step (forward, loss, backward, optimizer step, clear_grad), with AMP (O1, or O2 with
+master weights) and to_static; in a fleet job the loss layer, optimizer and scaler are fleet's (distributed.py)."""
 
 from __future__ import annotations
 
@@ -11,41 +11,58 @@ import paddle
 from dlbench.backends.base import AllocatorPeak, Trainer
 from dlbench.backends.paddle import distributed
 from dlbench.backends.paddle.data import Batch
+from dlbench.backends.paddle.gpu_defaults import GpuPlan
 from dlbench.backends.paddle.models import loss_layer
 from dlbench.backends.paddle.wide_deep import lazy_adam
 from dlbench.cases import Case
 from dlbench.numerics import Numerics
 
+# Why a loss-scaled (amp) step waits for the GPU, in Paddle's own code: recorded on every amp point.
+AMP_HOST_SYNC = ("the loss scaler reads the overflow flag on the host every step (PaddlePaddle's own: "
+                 "paddle.optimizer.Optimizer._create_optimization_pass tests `if found_inf:` on the GradScaler's "
+                 "found_inf tensor, and Tensor.__bool__ copies it to the host), so each step waits for the GPU")
+# --compile: paddle.jit.to_static's default converter (SOT, full_graph=False), Paddle's canonical one.
+COMPILED = "paddle.jit.to_static (SOT, full_graph=False: Paddle's default)"
 
-def make_optimizer(case: Case, model: paddle.nn.Layer, global_batch: int) -> paddle.optimizer.Optimizer:
-    """The case's optimizer with the seeds' hyper-parameters (Momentum / Adam; lr from Optimizer.lr_for)."""
+
+def make_optimizer(case: Case, model: paddle.nn.Layer, global_batch: int,
+                   multi_precision: bool = False) -> paddle.optimizer.Optimizer:
+    """The case's optimizer with the seeds' hyper-parameters (Momentum / Adam; lr from Optimizer.lr_for);
+    multi_precision keeps fp32 master weights of fp16 parameters (AMP O2)."""
     o = case.optimizer
     params = [p for p in model.parameters() if not p.stop_gradient]
     lr, decay = o.lr_for(global_batch), o.weight_decay or None
     if o.name == "sgd":
         return paddle.optimizer.Momentum(learning_rate=lr, momentum=o.momentum, parameters=params,
-                                         weight_decay=decay)
+                                         weight_decay=decay, multi_precision=multi_precision)
     return paddle.optimizer.Adam(learning_rate=lr, parameters=params, weight_decay=decay,
-                                 lazy_mode=lazy_adam(model))  # sparse Wide & Deep tables: only touched rows
+                                 lazy_mode=lazy_adam(model),  # sparse Wide & Deep tables: only touched rows
+                                 multi_precision=multi_precision)
 
 
 class PaddleTrainer(Trainer):
     """Model, optimizer and input on one device (one rank's, when this process joined a fleet job).
 
-    Numerics (dlbench.numerics): float32, or O1 autocast to float16 (with a GradScaler) or bfloat16.
+    Numerics (dlbench.numerics): float32, or autocast to float16 (with a GradScaler) or bfloat16 at the plan's
+    level: O1, or O2 (parameters cast to the compute dtype by paddle.amp.decorate, fp32 master weights kept by
+    the optimizer).
     """
 
     def __init__(self, batches: Iterator[Batch], case: Case, model: paddle.nn.Layer, numerics: Numerics,
-                 on_gpu: bool, compile_model: bool, global_batch: int) -> None:
+                 on_gpu: bool, compile_model: bool, global_batch: int, plan: GpuPlan | None = None) -> None:
         super().__init__(batches)
-        self.case, self.model, self.on_gpu = case, model, on_gpu
+        self.plan = plan or GpuPlan(amp_level="O1" if numerics.autocast else None)
         self.amp_dtype = numerics.compute_dtype if numerics.autocast else None
-        self.optimizer = distributed.distributed_optimizer(make_optimizer(case, model, global_batch))
+        optimizer = make_optimizer(case, model, global_batch, multi_precision=self.plan.master_weights)
+        if self.amp_dtype is not None and self.plan.amp_level == "O2":
+            model, optimizer = paddle.amp.decorate(models=model, optimizers=optimizer, level="O2",
+                                                   dtype=self.amp_dtype, master_weight=self.plan.master_weights)
+        self.case, self.model, self.on_gpu = case, model, on_gpu
+        self.optimizer = distributed.distributed_optimizer(optimizer)
         scaler = paddle.amp.GradScaler(init_loss_scaling=2.0**16) if numerics.loss_scaling else None
         self.scaler = distributed.distributed_scaler(scaler) if scaler is not None else None
         forward = loss_layer(case, model)
-        # full_graph=True: the AST translator, which fails loudly rather than falling back to eager pieces.
-        forward = paddle.jit.to_static(forward, full_graph=True) if compile_model else forward
+        forward = paddle.jit.to_static(forward) if compile_model else forward  # SOT: Paddle's default converter
         # In a job, DataParallel around the whole loss layer: it all-reduces the gradients during backward.
         self.forward = distributed.data_parallel(forward)
         self._last: paddle.Tensor | None = None
@@ -54,7 +71,7 @@ class PaddleTrainer(Trainer):
     def _autocast(self) -> contextlib.AbstractContextManager[None]:
         if self.amp_dtype is None:
             return contextlib.nullcontext()
-        return paddle.amp.auto_cast(enable=True, level="O1", dtype=self.amp_dtype)
+        return paddle.amp.auto_cast(enable=True, level=self.plan.amp_level or "O1", dtype=self.amp_dtype)
 
     def train_step(self, batch: Batch) -> None:
         with self._autocast():

@@ -26,7 +26,7 @@ from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_pro
 from dlbench.backends.gpu_arch import GpuBuild
 from dlbench.backends.tf import data, distributed, parameter_server, variables
 from dlbench.backends.tf.models import MODELS, build_model, count_trainable
-from dlbench.backends.tf.step import TfTrainer
+from dlbench.backends.tf.step import AMP_HOST_SYNC, TfTrainer
 from dlbench.backends.tf.wide_deep import EMBEDDING_PATH
 from dlbench.cases import Case, ImageInput, get_case
 from dlbench.numerics import Numerics, resolve_precision
@@ -182,6 +182,8 @@ class TfBackend(Backend):
                        "loss_scale": "dynamic" if numerics.loss_scaling else "none",
                        "tf32_execution": tf.config.experimental.tensor_float_32_execution_enabled(),
                        "keras_version": keras.__version__, "loader": data.describe(spec), **applied}
+        if numerics.loss_scaling:
+            self._facts["amp_host_sync"] = AMP_HOST_SYNC
         if case.loss.kind == "bce":  # Wide & Deep: how its tables train
             self._facts["embedding"] = EMBEDDING_PATH
         if chosen == "ps":

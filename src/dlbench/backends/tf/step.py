@@ -13,6 +13,11 @@ from dlbench.backends.tf.models import train_loss
 from dlbench.cases import Case
 
 Batch = dict[str, tf.Tensor]
+# Why a loss-scaled (amp) step waits for the GPU, in TensorFlow's own code: recorded on every amp point.
+AMP_HOST_SYNC = ("the loss scaler reads the overflow flag on the host every step (TensorFlow's own: "
+                 "keras LossScaleOptimizer._common_apply branches with ops.cond(finite, ...), a tf.cond whose "
+                 "Switch/If kernel takes its predicate in host memory on a GPU; under XLA, the GPU "
+                 "ConditionalThunk copies it to the host and waits), so each step waits for the GPU")
 
 
 def make_optimizer(case: Case, global_batch: int, loss_scale: bool) -> keras.optimizers.Optimizer:
