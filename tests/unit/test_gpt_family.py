@@ -10,10 +10,7 @@ import pytest
 
 from dlbench import reference
 from dlbench.cases import get_case
-from dlbench.cases.gpt import (
-    layout_flops_per_sample,
-    megatron_flops_per_sample,
-)
+from dlbench.cases.gpt import layout_flops_per_sample, megatron_flops_per_sample
 from dlbench.parallel import Layout
 from dlbench.spec import PointSpec, Protocol, SpecError
 

@@ -18,14 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dlbench.cases import Case, ImageInput, TextInput
-from dlbench.cases.arch import (
-    POOL,
-    AlexNetArch,
-    BertConfig,
-    InceptionArch,
-    ResNetArch,
-    VggArch,
-)
+from dlbench.cases.arch import POOL, AlexNetArch, BertConfig, InceptionArch, ResNetArch, VggArch
 from dlbench.spec import SpecError
 
 BACKWARD_FACTOR = 2.0  # backward = 2x forward

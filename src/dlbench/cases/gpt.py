@@ -11,15 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from dlbench.cases import (
-    Case,
-    CaseParam,
-    Optimizer,
-    TextInput,
-    UnknownCase,
-    get_case,
-    register,
-)
+from dlbench.cases import Case, CaseParam, Optimizer, TextInput, UnknownCase, get_case, register
 from dlbench.cases.arch import GptConfig, Loss
 from dlbench.cases.flops import register_forward_flops
 from dlbench.spec import SpecError

@@ -12,13 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dlbench.data.folders import matching, staging, write_manifest
-from dlbench.data.layout import (
-    MASK_PROB,
-    SAMPLES,
-    SEQ_LEN,
-    SPECIAL_TOKENS,
-    DataLayoutError,
-)
+from dlbench.data.layout import MASK_PROB, SAMPLES, SEQ_LEN, SPECIAL_TOKENS, DataLayoutError
 
 STDLIB_SOURCE = "python stdlib docstrings"
 PAD, UNK, CLS, SEP, MASK = range(len(SPECIAL_TOKENS))
@@ -78,14 +72,7 @@ def file_documents(files: Sequence[Path]) -> Iterator[Document]:
 
 def train_wordpiece(documents: Sequence[Document], vocab_size: int) -> Tokenizer:
     """A BERT-style WordPiece tokenizer trained on the documents (special tokens get ids 0..4)."""
-    from tokenizers import (
-        Tokenizer,
-        decoders,
-        models,
-        normalizers,
-        pre_tokenizers,
-        trainers,
-    )
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tok.normalizer = normalizers.BertNormalizer(lowercase=True)

@@ -22,15 +22,7 @@ from dlbench.backends import UnknownFramework, get_info
 from dlbench.cases import UnknownCase, get_case
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
 from dlbench.parallel import layout_problem
-from dlbench.spec import (
-    PRECISIONS,
-    PRESETS,
-    STRATEGIES,
-    SpecError,
-    parse_count,
-    parse_scale,
-    parse_size,
-)
+from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, SpecError, parse_count, parse_scale, parse_size
 from dlbench.suite import bounded
 
 AXES: tuple[str, ...] = ("framework", "model", "batch", "precision", "compile", "data", "scale", "strategy")

@@ -22,14 +22,7 @@ from dlbench.results.schema import PointResult
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec
 from dlbench.suite.expand import PlannedPoint
-from dlbench.suite.maxbatch import (
-    BATCH,
-    MaxBatch,
-    ProbeStarted,
-    param_bounds,
-    search,
-    with_value,
-)
+from dlbench.suite.maxbatch import BATCH, MaxBatch, ProbeStarted, param_bounds, search, with_value
 
 PointStarted = Callable[[PointSpec], ProgressSink | None]
 PointDone = Callable[[PointResult], None]

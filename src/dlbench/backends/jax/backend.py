@@ -17,23 +17,10 @@ import jax
 import jax.numpy as jnp
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
-from dlbench.backends.jax import (
-    PREALLOCATE_VAR,
-    data,
-    distributed,
-    memory_fraction_fact,
-    tensor_parallel,
-    wide_deep,
-)
+from dlbench.backends.jax import PREALLOCATE_VAR, data, distributed, memory_fraction_fact, tensor_parallel, wide_deep
 from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.models import MODELS, build_module, model_inputs
-from dlbench.backends.jax.step import (
-    JaxTrainer,
-    State,
-    loss_scale,
-    make_optimizer,
-    make_train_step,
-)
+from dlbench.backends.jax.step import JaxTrainer, State, loss_scale, make_optimizer, make_train_step
 from dlbench.cases import Case, get_case
 from dlbench.numerics import Numerics, describe, resolve_precision
 from dlbench.results.nvml import gpu_info

@@ -25,26 +25,9 @@ from dlbench.backends.base import Unsupported, fixed
 from dlbench.backends.jax.distributed import Placement
 from dlbench.cases import Case, CtrInput, ImageInput, TextInput
 from dlbench.cases.gpt import sequence_length
-from dlbench.data.augment import (
-    bert_arrays,
-    decode_crop_flip,
-    enough_samples,
-    numpy_rng,
-)
-from dlbench.data.layout import (
-    FLIP_PROB,
-    MEAN,
-    STD,
-    image_root,
-    read_train_list,
-)
-from dlbench.data.synthetic import (
-    max_predictions,
-    synthetic_bert,
-    synthetic_ctr,
-    synthetic_gpt,
-    synthetic_images,
-)
+from dlbench.data.augment import bert_arrays, decode_crop_flip, enough_samples, numpy_rng
+from dlbench.data.layout import FLIP_PROB, MEAN, STD, image_root, read_train_list
+from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_gpt, synthetic_images
 from dlbench.spec import PointSpec, SpecError
 
 PREFETCH = 2  # batches each Grain worker prepares ahead

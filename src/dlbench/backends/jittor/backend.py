@@ -12,13 +12,7 @@ import os
 
 import jittor as jt
 
-from dlbench.backends.base import (
-    Backend,
-    Trainer,
-    Unsupported,
-    gpu_binding_problem,
-    single_device_refusal,
-)
+from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem, single_device_refusal
 from dlbench.backends.jittor import TF32_OVERRIDE_VAR, data
 from dlbench.backends.jittor.models import MODELS, build_model, count_trainable
 from dlbench.backends.jittor.step import JittorTrainer

@@ -26,26 +26,9 @@ from jittor.dataset import Dataset
 
 from dlbench.backends.base import fixed
 from dlbench.cases import Case, ImageInput, TextInput
-from dlbench.data.augment import (
-    bert_arrays,
-    decode_crop_flip,
-    enough_samples,
-    numpy_rng,
-)
-from dlbench.data.layout import (
-    FLIP_PROB,
-    MEAN,
-    STD,
-    TrainItem,
-    image_root,
-    read_train_list,
-)
-from dlbench.data.synthetic import (
-    BERT_KEYS,
-    max_predictions,
-    synthetic_bert,
-    synthetic_images,
-)
+from dlbench.data.augment import bert_arrays, decode_crop_flip, enough_samples, numpy_rng
+from dlbench.data.layout import FLIP_PROB, MEAN, STD, TrainItem, image_root, read_train_list
+from dlbench.data.synthetic import BERT_KEYS, max_predictions, synthetic_bert, synthetic_images
 from dlbench.spec import PointSpec
 
 PREFETCH_PER_WORKER = 2  # batches each worker's ring buffer holds ahead

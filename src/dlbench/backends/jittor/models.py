@@ -31,14 +31,7 @@ from jittor.models.resnet import Bottleneck, ResNet
 from jittor.models.vgg import VGG, make_layers
 
 from dlbench.cases import Case, ImageInput
-from dlbench.cases.arch import (
-    POOL,
-    AlexNetArch,
-    BertConfig,
-    InceptionArch,
-    ResNetArch,
-    VggArch,
-)
+from dlbench.cases.arch import POOL, AlexNetArch, BertConfig, InceptionArch, ResNetArch, VggArch
 
 # ----------------------------------------------------------------------------------------------- ResNet
 

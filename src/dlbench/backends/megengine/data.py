@@ -23,12 +23,7 @@ from dlbench.backends.base import Unsupported, fixed
 from dlbench.cases import Case, ImageInput, TextInput
 from dlbench.data.augment import AugmentedImages, bert_arrays, enough_samples
 from dlbench.data.layout import MEAN, STD, image_root, read_train_list
-from dlbench.data.synthetic import (
-    BERT_KEYS,
-    max_predictions,
-    synthetic_bert,
-    synthetic_images,
-)
+from dlbench.data.synthetic import BERT_KEYS, max_predictions, synthetic_bert, synthetic_images
 from dlbench.spec import PointSpec
 
 Batch = dict[str, mge.Tensor]

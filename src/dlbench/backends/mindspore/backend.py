@@ -11,20 +11,9 @@ from __future__ import annotations
 
 import mindspore as ms
 
-from dlbench.backends.base import (
-    Backend,
-    Trainer,
-    Unsupported,
-    gpu_binding_problem,
-    single_device_refusal,
-)
+from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem, single_device_refusal
 from dlbench.backends.mindspore import data
-from dlbench.backends.mindspore.models import (
-    MODELS,
-    TrainLoss,
-    build_model,
-    count_trainable,
-)
+from dlbench.backends.mindspore.models import MODELS, TrainLoss, build_model, count_trainable
 from dlbench.backends.mindspore.step import MindsporeTrainer
 from dlbench.cases import Case, ImageInput
 from dlbench.numerics import Numerics, describe, resolve_precision

@@ -24,22 +24,8 @@ from mindspore.dataset import vision
 from dlbench.backends.base import fixed
 from dlbench.cases import Case, ImageInput, TextInput
 from dlbench.data.augment import bert_arrays, enough_samples
-from dlbench.data.layout import (
-    CROP_RATIO,
-    CROP_SCALE,
-    FLIP_PROB,
-    MEAN,
-    STD,
-    TrainItem,
-    image_root,
-    read_train_list,
-)
-from dlbench.data.synthetic import (
-    BERT_KEYS,
-    max_predictions,
-    synthetic_bert,
-    synthetic_images,
-)
+from dlbench.data.layout import CROP_RATIO, CROP_SCALE, FLIP_PROB, MEAN, STD, TrainItem, image_root, read_train_list
+from dlbench.data.synthetic import BERT_KEYS, max_predictions, synthetic_bert, synthetic_images
 from dlbench.spec import PointSpec
 
 Batch = list[Tensor]

@@ -17,14 +17,7 @@ from mindspore import Tensor, nn, ops
 from mindspore.common.initializer import HeNormal, Normal
 
 from dlbench.cases import Case, ImageInput
-from dlbench.cases.arch import (
-    POOL,
-    AlexNetArch,
-    BertConfig,
-    InceptionArch,
-    ResNetArch,
-    VggArch,
-)
+from dlbench.cases.arch import POOL, AlexNetArch, BertConfig, InceptionArch, ResNetArch, VggArch
 
 
 def _conv(cin: int, cout: int, k: int | tuple[int, int], stride: int = 1, pad: int | tuple[int, int] = 0,

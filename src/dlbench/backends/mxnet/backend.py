@@ -15,21 +15,10 @@ from pathlib import Path
 
 import mxnet as mx
 
-from dlbench.backends.base import (
-    Backend,
-    Trainer,
-    Unsupported,
-    gpu_binding_problem,
-)
+from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
 from dlbench.backends.gpu_arch import GpuBuild, cuda_version
 from dlbench.backends.mxnet import TENSOR_CORE_VAR, TF32_OVERRIDE_VAR, data, kvstores
-from dlbench.backends.mxnet.models import (
-    MODELS,
-    TrainLoss,
-    build_model,
-    count_trainable,
-    initialize,
-)
+from dlbench.backends.mxnet.models import MODELS, TrainLoss, build_model, count_trainable, initialize
 from dlbench.backends.mxnet.step import MxnetTrainer
 from dlbench.cases import Case, ImageInput, TextInput
 from dlbench.numerics import describe, resolve_precision

@@ -21,14 +21,7 @@ from mxnet.gluon.model_zoo import vision
 from mxnet.gluon.model_zoo.vision.inception import _make_basic_conv
 
 from dlbench.cases import Case, ImageInput
-from dlbench.cases.arch import (
-    POOL,
-    AlexNetArch,
-    BertConfig,
-    InceptionArch,
-    ResNetArch,
-    VggArch,
-)
+from dlbench.cases.arch import POOL, AlexNetArch, BertConfig, InceptionArch, ResNetArch, VggArch
 
 # ---------------------------------------------------------------------------------------------- ResNet
 

@@ -9,12 +9,7 @@ import paddle.nn.functional as F
 from paddle import Tensor, nn
 
 from dlbench.cases import Case
-from dlbench.cases.wide_deep import (
-    ctr_input,
-    deep_input_width,
-    sparse_embeddings,
-    wide_deep_arch,
-)
+from dlbench.cases.wide_deep import ctr_input, deep_input_width, sparse_embeddings, wide_deep_arch
 
 
 class WideDeep(nn.Layer):

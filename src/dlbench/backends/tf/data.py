@@ -19,20 +19,8 @@ import tensorflow as tf
 from dlbench.backends.base import Unsupported, fixed
 from dlbench.cases import Case, CtrInput, ImageInput, TextInput
 from dlbench.data.augment import bert_arrays, enough_samples
-from dlbench.data.layout import (
-    CROP_RATIO,
-    CROP_SCALE,
-    MEAN,
-    STD,
-    image_root,
-    read_train_list,
-)
-from dlbench.data.synthetic import (
-    max_predictions,
-    synthetic_bert,
-    synthetic_ctr,
-    synthetic_images,
-)
+from dlbench.data.layout import CROP_RATIO, CROP_SCALE, MEAN, STD, image_root, read_train_list
+from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_images
 from dlbench.spec import PointSpec
 
 Batch = dict[str, tf.Tensor]

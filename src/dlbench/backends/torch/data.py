@@ -18,21 +18,8 @@ from dlbench.backends.base import Unsupported, fixed
 from dlbench.cases import Case, CtrInput, ImageInput, TextInput
 from dlbench.cases.gpt import sequence_length
 from dlbench.data.augment import bert_arrays, decode_crop_flip, enough_samples
-from dlbench.data.layout import (
-    FLIP_PROB,
-    MEAN,
-    STD,
-    TrainItem,
-    image_root,
-    read_train_list,
-)
-from dlbench.data.synthetic import (
-    max_predictions,
-    synthetic_bert,
-    synthetic_ctr,
-    synthetic_gpt,
-    synthetic_images,
-)
+from dlbench.data.layout import FLIP_PROB, MEAN, STD, TrainItem, image_root, read_train_list
+from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_gpt, synthetic_images
 from dlbench.spec import PointSpec, SpecError
 
 Batch = dict[str, torch.Tensor]

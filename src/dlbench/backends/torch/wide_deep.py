@@ -11,12 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from dlbench.cases import Case
-from dlbench.cases.wide_deep import (
-    ctr_input,
-    deep_input_width,
-    sparse_embeddings,
-    wide_deep_arch,
-)
+from dlbench.cases.wide_deep import ctr_input, deep_input_width, sparse_embeddings, wide_deep_arch
 
 
 class WideDeep(nn.Module):
