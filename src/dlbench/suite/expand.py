@@ -134,7 +134,7 @@ def _channels_last(suite: Suite, framework: str, case: Case) -> bool:
 def _planned(suite: Suite, point: dict[str, object], device: str, protocol: Protocol,
              data_dir: str | None) -> PlannedPoint:
     case = get_case(str(point["model"]))
-    case.check_input_size(suite.input_size)  # smaller than the architecture takes: SpecError
+    case.check_input_size(input_size(suite, case))  # smaller than the architecture takes: SpecError
     batch = point["batch"]
     group = str(batch)
     if batch == "min":
