@@ -34,8 +34,9 @@ def energy_chart(section: Section, colours: dict[Column, str]) -> ChartSet:
             ax.annotate(f"bs {r.spec.batch_size}" + (f" {r.spec.scale}" if r.spec.world_size > 1 else ""),
                         (samples_per_kwh(r) or 0, r.metrics.throughput if r.metrics else 0), fontsize=7,
                         xytext=(4, 3), textcoords="offset points")
-    ax.set_xlabel("samples per kWh")
-    ax.set_ylabel("samples/s")
+    ax.set_title("Throughput against energy")
+    ax.set_xlabel("samples per kWh (higher is better)")
+    ax.set_ylabel("samples/s (higher is better)")
     ax.legend(loc="best")
     flagged = sum(contended(r) for _, r in pts)
     caption = ENERGY_DEFINITION + (f" {flagged} of these point(s) ran under contention: their energy includes "
