@@ -17,7 +17,6 @@ from fw_helpers import assert_compiled_point, assert_param_counts, assert_refuse
 from real_helpers import check_real_points, check_too_few_samples, make_real_data
 from scale_helpers import stored
 
-
 pytestmark = [pytest.mark.framework("megengine"), pytest.mark.slow]
 CliResult = tuple[int, str, str]
 POINT = ("-f", "megengine", "-b", "2", "--steps", "2", "--warmup", "1", "--repeats", "1")

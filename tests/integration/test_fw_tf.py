@@ -16,12 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import convergence_cases, framework_python, run_check
-from fw_helpers import (
-    assert_compiled_point,
-    assert_param_counts,
-    assert_refused,
-    only_point,
-)
+from fw_helpers import assert_compiled_point, assert_param_counts, assert_refused, only_point
 from real_helpers import check_real_points, make_real_data
 from scale_helpers import assert_ranks_in_sync
 

@@ -8,15 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from scale_helpers import (
-    HOST_ADDRS,
-    HOSTS,
-    NETNS_REACH,
-    TINY,
-    assert_ranks_in_sync,
-    emulate,
-    stored,
-)
+from scale_helpers import HOST_ADDRS, HOSTS, NETNS_REACH, TINY, assert_ranks_in_sync, emulate, stored
 
 pytest.importorskip("torch", reason="torch is not installed in this environment: pip install -e '.[torch]'")
 pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.framework("torch")]

@@ -22,13 +22,7 @@ from dlbench.results.contention import CpuWindows, cpu_ticks, wait_quiet
 from dlbench.results.energy import RaplMeter
 from dlbench.results.schema import PointResult, RankRaw, RepeatRaw
 from dlbench.results.store import StoredPoint
-from dlbench.results.telemetry import (
-    Contention,
-    Energy,
-    Telemetry,
-    telemetry_of,
-    with_telemetry,
-)
+from dlbench.results.telemetry import Contention, Energy, Telemetry, telemetry_of, with_telemetry
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import edge_event, parse_progress, progress_line
 

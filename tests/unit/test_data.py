@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from dlbench.data.imagenet import ensure_imagenet, make_imagenet
-from dlbench.data.layout import (DataLayoutError, image_root, read_manifest, read_train_list, text_root)
+from dlbench.data.layout import DataLayoutError, image_root, read_manifest, read_train_list, text_root
 from dlbench.data.text import CLS, MASK, PAD, SEP, make_samples, make_text, split_sentences
 
 CliResult = tuple[int, str, str]

@@ -12,8 +12,14 @@ from rich.console import Console
 
 from dlbench.cases import get_case
 from dlbench.cases.arch import GptConfig
-from dlbench.cases.gpt import (SIZES, lm_rates, megatron_flops_per_sample, param_count, sequence_length,
-                               tokens_per_sample)
+from dlbench.cases.gpt import (
+    SIZES,
+    lm_rates,
+    megatron_flops_per_sample,
+    param_count,
+    sequence_length,
+    tokens_per_sample,
+)
 from dlbench.data.synthetic import synthetic_gpt
 from dlbench.protocol.stats import summarize
 from dlbench.report.table import fmt_lm_rates, points_table

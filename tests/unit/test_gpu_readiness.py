@@ -28,13 +28,7 @@ from dlbench.results.gpu_watch import UNKNOWN_CONTAINER, GpuSampler, rank_device
 from dlbench.results.schema import PointResult, RankRaw, RepeatRaw
 from dlbench.results.telemetry import Telemetry, with_telemetry
 from dlbench.spec import PointSpec, Protocol
-from dlbench.wire import (
-    CONTROLLER_MEMORY,
-    WATCHER_VAR,
-    RankContext,
-    WorkerResult,
-    watcher_token,
-)
+from dlbench.wire import CONTROLLER_MEMORY, WATCHER_VAR, RankContext, WorkerResult, watcher_token
 
 if TYPE_CHECKING:
     import torch

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.suite.maxbatch import STEPS_DOWN, MaxBatch, Probe, bisect, confirm, lookup, probe_bound, search
 from dlbench.launch.registry import Launchers
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec, Protocol
+from dlbench.suite.maxbatch import STEPS_DOWN, MaxBatch, Probe, bisect, confirm, lookup, probe_bound, search
 
 
 def threshold_probe(threshold: int, calls: list[int]) -> object:

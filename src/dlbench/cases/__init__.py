@@ -184,17 +184,7 @@ def all_cases() -> list[Case]:
 
 
 # Explicit registration: each module calls register() once.
-from dlbench.cases import (  # noqa: F401
-    alexnet,
-    bert_base,
-    face,
-    gpt,
-    inception_v3,
-    resnet50,
-    resnet152,
-    vgg16,
-    wide_deep,
-)
+from dlbench.cases import alexnet, bert_base, face, gpt, inception_v3, resnet50, resnet152, vgg16, wide_deep  # noqa: F401
 
 __all__ = [
     "CASES",

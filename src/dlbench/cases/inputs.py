@@ -12,16 +12,7 @@ from __future__ import annotations
 import math
 
 from dlbench.cases import Case
-from dlbench.cases.arch import (
-    POOL,
-    AlexNetArch,
-    Arch,
-    BertConfig,
-    FaceArch,
-    InceptionArch,
-    ResNetArch,
-    VggArch,
-)
+from dlbench.cases.arch import POOL, AlexNetArch, Arch, BertConfig, FaceArch, InceptionArch, ResNetArch, VggArch
 from dlbench.spec import SpecError
 
 _SEARCH_LIMIT = 4096  # an architecture that takes nothing below this has no usable input

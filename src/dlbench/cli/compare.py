@@ -14,15 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dlbench.results.compare import (
-    FASTER,
-    MIN_EFFECT,
-    SLOWER,
-    UNDETECTABLE,
-    Comparison,
-    PointComparison,
-    compare_runs,
-)
+from dlbench.results.compare import FASTER, MIN_EFFECT, SLOWER, UNDETECTABLE, Comparison, PointComparison, compare_runs
 from dlbench.results.store import Store
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%?\s*$")

@@ -11,14 +11,7 @@ import click
 from rich.console import Console
 
 from dlbench.cases import get_case
-from dlbench.cli.options import (
-    build_specs,
-    parse_params,
-    protocol_from,
-    require_gpu,
-    say_device,
-    with_layout,
-)
+from dlbench.cli.options import build_specs, parse_params, protocol_from, require_gpu, say_device, with_layout
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.cli.watch_options import watch_options
@@ -30,13 +23,7 @@ from dlbench.launch.registry import Launchers
 from dlbench.launch.session import run_points
 from dlbench.report.export import to_csv, to_json
 from dlbench.report.max_values import verdict_lines
-from dlbench.report.table import (
-    COLUMNS,
-    COMPACT,
-    pick_columns,
-    points_table,
-    scaling_notes,
-)
+from dlbench.report.table import COLUMNS, COMPACT, pick_columns, points_table, scaling_notes
 from dlbench.report.telemetry import telemetry_notes
 from dlbench.results.env import host_identity, physical_cores
 from dlbench.results.record import point_result

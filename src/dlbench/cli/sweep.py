@@ -18,13 +18,7 @@ from dlbench.launch.bounds import check_bounds
 from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
 from dlbench.launch.registry import Launchers
-from dlbench.report.table import (
-    fmt_bytes,
-    fmt_case_params,
-    fmt_throughput,
-    footnotes,
-    status_text,
-)
+from dlbench.report.table import fmt_bytes, fmt_case_params, fmt_throughput, footnotes, status_text
 from dlbench.results.schema import PointResult, exit_code
 from dlbench.results.store import Store, StoreError, resolve_path
 from dlbench.results.store_sql import parse_target
@@ -33,14 +27,7 @@ from dlbench.suite import Suite, SuiteError, builtin_names, load
 from dlbench.suite.expand import PlannedPoint, expand, memory_limit_bytes
 from dlbench.suite.maxbatch import BATCH, MaxBatch, lookup, probe_bound, value_of
 from dlbench.suite.schema import AXES
-from dlbench.suite.sweep import (
-    MaxBatchSettings,
-    pending,
-    resolve,
-    run_searches,
-    run_sweep_points,
-    search_base,
-)
+from dlbench.suite.sweep import MaxBatchSettings, pending, resolve, run_searches, run_sweep_points, search_base
 
 SWEEP_KIND = "sweep"
 

@@ -30,14 +30,7 @@ from dlbench.launch.process import (
     worker_env,
 )
 from dlbench.spec import PointSpec, SpecError
-from dlbench.wire import (
-    DEFAULT_RDZV_TIMEOUT_S,
-    NODE_HOSTS_VAR,
-    RANK_VARS,
-    RDZV_TIMEOUT_VAR,
-    SERVER_VAR,
-    THREAD_VARS,
-)
+from dlbench.wire import DEFAULT_RDZV_TIMEOUT_S, NODE_HOSTS_VAR, RANK_VARS, RDZV_TIMEOUT_VAR, SERVER_VAR, THREAD_VARS
 
 DEFAULT_REACH: tuple[str, ...] = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "{host}")
 # The frameworks' own variables a remote rank receives: exact names, and prefixes each framework owns.

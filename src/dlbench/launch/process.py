@@ -22,14 +22,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from dlbench.spec import PointSpec
-from dlbench.wire import (
-    ALLOCATOR_VARS,
-    THREAD_VARS,
-    WATCHER_VAR,
-    WorkerResult,
-    parse_progress,
-    watcher_token,
-)
+from dlbench.wire import ALLOCATOR_VARS, THREAD_VARS, WATCHER_VAR, WorkerResult, parse_progress, watcher_token
 
 ProgressSink = Callable[[dict[str, object]], None]
 TAIL_LINES = 15

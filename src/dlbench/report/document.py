@@ -8,31 +8,13 @@ from dataclasses import dataclass, field
 
 from dlbench import __version__
 from dlbench.report.chart_base import ChartSet, colours
-from dlbench.report.charts import (
-    data_chart,
-    max_batch_chart,
-    memory_chart,
-    spread_chart,
-    throughput_charts,
-)
-from dlbench.report.efficiency import (
-    FLOPS_DEFINITION,
-    EffRow,
-    efficiency_rows,
-    mfu_chart,
-    roofline_chart,
-)
+from dlbench.report.charts import data_chart, max_batch_chart, memory_chart, spread_chart, throughput_charts
+from dlbench.report.efficiency import FLOPS_DEFINITION, EffRow, efficiency_rows, mfu_chart, roofline_chart
 from dlbench.report.energy import contention_notes, energy_absent, energy_chart
 from dlbench.report.gpt_layouts import LayoutRow, layout_chart, layout_rows
 from dlbench.report.groups import Cell, Column, Section, build_sections, framework_title
 from dlbench.report.history import history_charts
-from dlbench.report.max_values import (
-    REFERENCE_NOTE,
-    MaxValueRow,
-    PublishedMax,
-    dlperf_max_classes,
-    max_value_rows,
-)
+from dlbench.report.max_values import REFERENCE_NOTE, MaxValueRow, PublishedMax, dlperf_max_classes, max_value_rows
 from dlbench.report.published import Beside, beside
 from dlbench.report.special import wide_deep_chart
 from dlbench.report.strategies import StrategyReport, strategy_report

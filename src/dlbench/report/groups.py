@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, replace
 
 from dlbench.backends import all_backends
 from dlbench.cases import CASES, UnknownCase, get_case
-from dlbench.report.table import fmt_bytes, fmt_count
 from dlbench.report.caveats import caveats
+from dlbench.report.table import fmt_bytes, fmt_count
 from dlbench.results.scaling import Scaling, scaled
 from dlbench.results.store import StoredPoint
 

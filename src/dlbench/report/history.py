@@ -10,15 +10,7 @@ from collections.abc import Sequence
 
 import matplotlib.dates as mdates
 
-from dlbench.report.chart_base import (
-    FAIL_COLOR,
-    PALETTE,
-    Chart,
-    ChartSet,
-    figure,
-    styled,
-    whiskers,
-)
+from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled, whiskers
 from dlbench.report.groups import model_title
 from dlbench.results.history import REGRESSION, Series, build_series, series_key
 from dlbench.results.rows import StoredPoint

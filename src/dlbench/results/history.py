@@ -18,15 +18,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from dlbench.results.compare import (
-    FASTER,
-    MIN_EFFECT,
-    SLOWER,
-    UNDETECTABLE,
-    PointComparison,
-    compare_points,
-    label,
-)
+from dlbench.results.compare import FASTER, MIN_EFFECT, SLOWER, UNDETECTABLE, PointComparison, compare_points, label
 from dlbench.results.rows import StoredPoint
 
 REGRESSION, IMPROVEMENT = "regression", "improvement"

@@ -21,31 +21,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from dlbench.results import recovery
-from dlbench.results.claims import (
-    ClaimTaken,
-    advisory_claim,
-    controller,
-    controller_gone,
-    file_claim,
-    lock_file,
-)
+from dlbench.results.claims import ClaimTaken, advisory_claim, controller, controller_gone, file_claim, lock_file
 from dlbench.results.errors import PointNotStored
-from dlbench.results.migrations import (
-    STORE_SCHEMA_VERSION,
-    SchemaError,
-    check_version,
-    stored_version,
-    upgrade,
-)
+from dlbench.results.migrations import STORE_SCHEMA_VERSION, SchemaError, check_version, stored_version, upgrade
 from dlbench.results.recovery import Recovered
-from dlbench.results.rows import (
-    CorruptRow,
-    RunRecord,
-    StoredPoint,
-    point_row,
-    run_record,
-    stored_point,
-)
+from dlbench.results.rows import CorruptRow, RunRecord, StoredPoint, point_row, run_record, stored_point
 from dlbench.results.schema import PointResult
 from dlbench.results.store_file import create_store_file, nearest_folder_problem
 from dlbench.results.store_sql import (

@@ -20,12 +20,7 @@ from dlbench.backends.context import BuildContext
 from dlbench.backends.megengine import data
 from dlbench.backends.megengine.models import MODELS, build_model, count_trainable
 from dlbench.backends.megengine.step import MegengineTrainer
-from dlbench.backends.megengine.tf32 import (
-    TF32_OVERRIDE_VAR,
-    fp32_problem,
-    override_state,
-    tf32_in_use,
-)
+from dlbench.backends.megengine.tf32 import TF32_OVERRIDE_VAR, fp32_problem, override_state, tf32_in_use
 from dlbench.cases import Case
 from dlbench.numerics import describe, resolve_precision
 from dlbench.spec import PointSpec

@@ -29,14 +29,7 @@ from keras import layers, ops
 from dlbench.backends.tf.bert import build_bert
 from dlbench.backends.tf.wide_deep import bce_loss, build_wide_deep
 from dlbench.cases import Case, ImageInput
-from dlbench.cases.arch import (
-    POOL,
-    AlexNetArch,
-    BertConfig,
-    InceptionArch,
-    ResNetArch,
-    VggArch,
-)
+from dlbench.cases.arch import POOL, AlexNetArch, BertConfig, InceptionArch, ResNetArch, VggArch
 
 Tensor: TypeAlias = keras.KerasTensor
 

@@ -50,9 +50,7 @@ def _gpt(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
     """A GPT decoder: the whole model, or this rank's pipeline stage with its tensor-parallel shards
     (gpt_parallel.py) where the layout splits it; activations recomputed where the layout says."""
     if ctx.layout.splits_model:
-        from dlbench.backends.torch import (
-            gpt_parallel,  # the distributed machinery, only where it is used
-        )
+        from dlbench.backends.torch import gpt_parallel  # the distributed machinery, only where it is used
 
         return gpt_parallel.build_stage(gpt_arch(case), ctx)
     return GptLMHeadModel(gpt_arch(case), recompute=ctx.layout.recompute)
