@@ -117,6 +117,28 @@ def test_the_compact_table_cuts_no_identifying_cell_nor_the_throughput(width: in
 
 
 @pytest.mark.parametrize("width", [80, 140])
+def test_strategies_get_a_column_and_the_status_is_never_pushed_out(width: int) -> None:
+    """Points that differ only in their strategy (a strategies sweep) read apart, and where the terminal cannot
+    hold the speedup beside them it is left out, said under the table, instead of rich cutting the status off."""
+    base = make_point("tf", per_node=1)
+    rows = [base] + [dataclasses.replace(r, spec=dataclasses.replace(r.spec, strategy=name))
+                     for r, name in ((make_point("tf", per_node=2, seed=i), name)
+                                     for i, name in enumerate(("ps-cpu", "replicated-pscpu")))]
+    stored = [StoredPoint(i + 1, "run1", r) for i, r in enumerate(rows)]
+    from dlbench.results.scaling import scaled
+
+    console = Console(file=io.StringIO(), width=width)
+    console.print(points_table(rows, title="run 1", scaled=[scaled(stored, r) for r in rows], width=width))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert max(len(line) for line in text.splitlines()) <= width and "…" not in text
+    head = next(line for line in text.splitlines() if line.startswith("framework")).split()
+    assert "strategy" in head and head[-1] == "status"
+    assert "ps-cpu" in text.split() and "replicated-pscpu" in text.split()
+    assert ("speedup" in head) == (width == 140)
+    assert ("Not shown at this width: speedup" in text) == (width == 80)
+
+
+@pytest.mark.parametrize("width", [80, 140])
 def test_the_runs_table_keeps_the_run_id_and_every_word_of_the_command(width: int) -> None:
     command = ("dlbench run -m face -b 4 --input-size 64 --scale 1n2c --strategy ddp --memory-limit 1536MiB "
                "--device cpu --param classes=max --param model_parallel=1 --store /tmp/some/where/results.db")

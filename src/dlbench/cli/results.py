@@ -49,7 +49,8 @@ def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | Non
             if not mine:
                 continue
             scales = [scaled(every, p) for p in mine] if any(p.spec.world_size > 1 for p in mine) else None
-            out.print(points_table(mine, title=f"run {r.id}", scaled=scales, columns=shown))
+            out.print(points_table(mine, title=f"run {r.id}", scaled=scales, columns=shown,
+                                   width=out.width))
             for line in scaling_notes(mine, scales or []):
                 out.print(line)
     return 0

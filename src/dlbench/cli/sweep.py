@@ -18,7 +18,7 @@ from dlbench.launch.bounds import check_bounds
 from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
 from dlbench.launch.registry import Launchers
-from dlbench.report.table import fmt_bytes, fmt_case_params, fmt_throughput, footnotes, status_text
+from dlbench.report.table import fmt_case_params, points_table
 from dlbench.results.schema import PointResult, exit_code
 from dlbench.results.store import Store, StoreError, resolve_path
 from dlbench.results.store_sql import parse_target
@@ -117,20 +117,14 @@ def list_points(suite: Suite, planned: list[PlannedPoint], settings: MaxBatchSet
                   "fewer where the store has them).")
 
 
-def sweep_table(results: list[PointResult], title: str) -> Table:
-    """One row per point with the sweep's axes: batch group, data source, input wait, status."""
-    t = Table(title=title, caption="\n".join(footnotes(results)) or None, caption_justify="left")
-    for col, justify in (("framework", "left"), ("model", "left"), ("group", "left"), ("batch", "right"),
-                         ("precision", "left"), ("data", "left"), ("scale", "left"), ("samples/s ± 95% CI", "right"),
-                         ("input wait", "right"), ("peak memory", "right"), ("status", "left")):
-        t.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for r in results:
-        s, m = r.spec, r.metrics
-        prec = s.precision + (" +compile" if s.compile else "")
-        wait = f"{m.input_wait_share:.0%}" if m and s.data == "real" else "-"
-        t.add_row(s.framework, s.model + fmt_case_params(s.case_params), str(r.extra.get("batch_group", "-")), str(s.batch_size), prec, s.data,
-                  s.scale, fmt_throughput(r), wait, fmt_bytes(m.peak_memory_bytes) if m else "-", status_text(r))
-    return t
+def sweep_table(results: list[PointResult], title: str, width: int | None = None) -> Table:
+    """The points table (report/table.py, compact and never cutting what tells rows apart) with the sweep's own
+    columns where they say something: the batch group (fixed, max ...) and the input wait of real data (peak memory
+    and the rest: `dlbench results RUN --wide`)."""
+    group = any(str(r.extra.get("batch_group", r.spec.batch_size)) != str(r.spec.batch_size) for r in results)
+    wait = any(r.spec.data == "real" for r in results)
+    extra = (*(("group",) if group else ()), *(("wait",) if wait else ()))
+    return points_table(results, title=title, extra=extra, width=width)
 
 
 def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], bases: dict[str, PointSpec]) -> Table:
@@ -280,7 +274,7 @@ def _run(store: Store, run_id: str, suite: Suite, planned: list[PlannedPoint], s
     store.finish_run(run_id, "done")
     results = [p.result for p in store.points([run_id])]
     out = Console()
-    out.print(sweep_table(results, title=f"sweep {suite.name}: run {run_id}"))
+    out.print(sweep_table(results, title=f"sweep {suite.name}: run {run_id}", width=out.width))
     if searches:
         out.print(maxbatch_table(searches, results, bases))
     failed = sum(r.status != "ok" for r in results)

@@ -130,7 +130,10 @@ COLUMNS: dict[str, TableColumn] = {
                          whole=True),
     "batch": TableColumn("batch", "right", lambda c: str(c.result.spec.batch_size), whole=True),
     "precision": TableColumn("precision", "left", lambda c: _precision(c.result.spec), whole=True),
+    "data": TableColumn("data", "left", lambda c: c.result.spec.data, whole=True),
     "scale": TableColumn("scale", "left", lambda c: fmt_scale(c.result.spec), whole=True),
+    "strategy": TableColumn("strategy", "left", lambda c: c.result.spec.strategy, whole=True),
+    "group": TableColumn("group", "left", lambda c: str(c.result.extra.get("batch_group", "-")), whole=True),
     "threads": TableColumn("threads", "right", lambda c: c.result.env.identity.get("threads", "-"), whole=True),
     "throughput": TableColumn("samples/s", "right", lambda c: fmt_throughput(c.result) + fmt_lm_rates(c.result),
                               whole=True),
@@ -143,13 +146,15 @@ COLUMNS: dict[str, TableColumn] = {
                         if c.result.metrics else "-"),
     "memory": TableColumn("peak memory", "right", lambda c: fmt_bytes(c.result.metrics.peak_memory_bytes)
                           if c.result.metrics else "-"),
+    "wait": TableColumn("input wait", "right", lambda c: f"{c.result.metrics.input_wait_share:.0%}"
+                        if c.result.metrics and c.result.spec.data == "real" else "-"),
     "energy": TableColumn("samples/kWh", "right", lambda c: fmt_energy(c.result)),
     "status": TableColumn("status", "left", lambda c: status_text(c.result), whole=True),
 }
 # The default: what tells points apart, the throughput and the status; at 80 columns nothing of it is cut.
 COMPACT: tuple[str, ...] = ("framework", "model", "batch", "precision", "scale", "throughput", "status")
 # Compact columns that every row of a titled table shares are said once, in the title ('run X · fp32 · 1n1c').
-SAID_ONCE: tuple[str, ...] = ("precision", "scale")
+SAID_ONCE: tuple[str, ...] = ("precision", "data", "scale", "strategy")
 # Two spaces between columns, a rule under the headers, no frame: the most room for the cells.
 TABLE_STYLE: dict[str, object] = {"box": box.SIMPLE_HEAD, "pad_edge": False, "show_edge": False,
                                   "collapse_padding": True}
@@ -174,27 +179,53 @@ def _longest_word(texts: Sequence[str]) -> int:
     return max((cell_len(w) for t in texts for w in t.split()), default=1)
 
 
+def _natural_width(columns: Sequence[str], grid: Sequence[Sequence[str]]) -> int:
+    """How wide the table is drawn without wrapping a cell, separators included. Past the terminal's width rich
+    narrows the widest columns first, whatever their minimum, and can leave the last ones a cell or two."""
+    cells = sum(max(cell_len(t) for t in [COLUMNS[n].header, *(row[j] for row in grid)]) for j, n in enumerate(columns))
+    return cells + 2 * max(0, len(columns) - 1)
+
+
 def points_table(results: list[PointResult], title: str = "",
-                 scaled: Sequence[Scaled | None] | None = None, columns: Sequence[str] | None = None) -> Table:
-    """One row per point, in the columns asked for (names of COLUMNS); by default COMPACT, with the speedup
-    against the 1-device point where `scaled` (one entry per result) holds a multi-device point, and samples/kWh
-    where some point has an energy reading. Columns that
+                 scaled: Sequence[Scaled | None] | None = None, columns: Sequence[str] | None = None,
+                 extra: Sequence[str] = (), width: int | None = None) -> Table:
+    """One row per point, in the columns asked for (names of COLUMNS); by default COMPACT, with the data source
+    where some point read real data, the strategy where some point has one, the speedup against the 1-device
+    point where `scaled` (one entry per result) holds a multi-device point, samples/kWh where some point has an
+    energy reading, and the `extra` columns the caller adds (a sweep's batch group ...). Columns that
     identify a point and the throughput are never cut: they wrap at spaces and are at least their longest word
-    wide. With TFLOP/s or MFU shown, the caption names each device peak the MFU divides by; it also says the
+    wide; where `width` (the terminal's) cannot hold the default's columns unwrapped, its optional columns
+    (speedup, energy, `extra`) are left out, last first, and the caption names them. With TFLOP/s or MFU shown,
+    the caption names each device peak the MFU divides by; it also says the
     caveats the points carry (report/caveats.py)."""
     effs = {i: functools.cache(lambda r=r: efficiency(r)) for i, r in enumerate(results)}
     cells = [PointCell(r, scaled[i] if scaled is not None else None, effs[i]) for i, r in enumerate(results)]
+    optional: set[str] | None = None
     if columns is None:
         many = scaled is not None and any(r.spec.world_size > 1 for r in results)
         energy = any(samples_per_kwh(r) is not None for r in results)  # a column only where some point has it
-        columns = (*COMPACT[:-1], *(("speedup",) if many else ()), *(("energy",) if energy else ()), COMPACT[-1])
+        data = any(r.spec.data != "synthetic" for r in results)
+        strategy = any(r.spec.strategy != "none" for r in results)
+        columns = (*COMPACT[:3], COMPACT[3], *(("data",) if data else ()), COMPACT[4],
+                   *(("strategy",) if strategy else ()), *COMPACT[5:-1], *(("speedup",) if many else ()),
+                   *(("energy",) if energy else ()), *extra, COMPACT[-1])
+        optional = {"speedup", "energy", *extra}
         same = [n for n in SAID_ONCE if title and len(cells) > 1 and len({COLUMNS[n].cell(c) for c in cells}) == 1]
         title = " · ".join([title, *(COLUMNS[n].cell(cells[0]) for n in same)])
         columns = tuple(n for n in columns if n not in same)
     grid = [[COLUMNS[name].cell(c) for name in columns] for c in cells]
+    left_out: list[str] = []
+    if optional is not None and width is not None:
+        while _natural_width(columns, grid) > width and (drop := [n for n in columns if n in optional]):
+            j = columns.index(drop[-1])
+            left_out.insert(0, COLUMNS[drop[-1]].header)
+            columns = columns[:j] + columns[j + 1:]
+            grid = [row[:j] + row[j + 1:] for row in grid]
     peaks = peak_notes([effs[i]() for i in effs]) if {"tflops", "mfu"} & set(columns) else []
-    t = Table(title=title or None, caption="\n".join(footnotes(results) + peaks + caveat_notes(results)) or None, caption_justify="left",
-              **TABLE_STYLE)  # type: ignore[arg-type]
+    notes = footnotes(results) + peaks + caveat_notes(results)
+    if left_out:
+        notes.append(f"Not shown at this width: {', '.join(left_out)} (--columns or --wide shows them).")
+    t = Table(title=title or None, caption="\n".join(notes) or None, caption_justify="left", **TABLE_STYLE)  # type: ignore[arg-type]
     for j, name in enumerate(columns):
         col = COLUMNS[name]
         least = _longest_word([col.header, *(row[j] for row in grid)]) if col.whole else None
