@@ -136,6 +136,9 @@ def test_strategies_get_a_column_and_the_status_is_never_pushed_out(width: int) 
     assert "ps-cpu" in text.split() and "replicated-pscpu" in text.split()
     assert ("speedup" in head) == (width == 140)
     assert ("Not shown at this width: speedup" in text) == (width == 80)
+    plain = Console(file=io.StringIO(), width=width)  # the defaults (synthetic data, no strategy) are not said
+    plain.print(points_table([make_point("torch"), make_point("torch", model="alexnet")], title="run 2"))
+    assert plain.file.getvalue().splitlines()[0].split() == ["run", "2", "·", "fp32", "·", "1n1c"]  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("width", [80, 140])

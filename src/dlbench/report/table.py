@@ -210,7 +210,8 @@ def points_table(results: list[PointResult], title: str = "",
                    *(("strategy",) if strategy else ()), *COMPACT[5:-1], *(("speedup",) if many else ()),
                    *(("energy",) if energy else ()), *extra, COMPACT[-1])
         optional = {"speedup", "energy", *extra}
-        same = [n for n in SAID_ONCE if title and len(cells) > 1 and len({COLUMNS[n].cell(c) for c in cells}) == 1]
+        same = [n for n in SAID_ONCE if n in columns and title and len(cells) > 1
+                and len({COLUMNS[n].cell(c) for c in cells}) == 1]
         title = " · ".join([title, *(COLUMNS[n].cell(cells[0]) for n in same)])
         columns = tuple(n for n in columns if n not in same)
     grid = [[COLUMNS[name].cell(c) for name in columns] for c in cells]
