@@ -1,5 +1,6 @@
-"""Make docs/report-energy.png: a report page of FIXTURE points (not measurements) in headless Chromium, showing the
-throughput-against-energy chart, a contended point and the Special cases section with every
+"""Make docs/report-energy.png: excerpts of a report page of FIXTURE points (not measurements) in headless Chromium
+(the other sections and charts hidden by a style added to the page), showing the throughput-against-energy chart, a
+contended point and the Special cases section with every
 configuration. The points come from the unit tests' fixture helpers (tests/unit/test_report.py's make_point:
 synthetic step times through dlbench's own statistics); energy and contention are set on them the way the
 controller records them (results/telemetry.py). This machine has no RAPL counters, so no measured energy exists
@@ -28,6 +29,10 @@ from dlbench.results.schema import PointResult  # noqa: E402
 from dlbench.results.telemetry import Contention, Energy, Telemetry, with_telemetry  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
+SHOWN = "resnet50-fp32-synthetic-cpu"  # the section with the energy chart; the Special cases section is shown too
+# The excerpt: the header, the ResNet-50 section with only its energy chart, and the Special cases section.
+EXCERPT = (f"<style>main > section:not(#{SHOWN}):not(#special) {{ display: none !important; }} "
+           f"#{SHOWN} figure:not(#{SHOWN}-energy) {{ display: none !important; }}</style></head>")
 
 
 def metered(r: PointResult, watts: float, others: float = 0.02) -> PointResult:
@@ -60,13 +65,13 @@ def fixture_points() -> list[PointResult]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--out", type=Path, default=ROOT / "docs" / "report-energy.png")
-    ap.add_argument("--height", type=int, default=9000)
+    ap.add_argument("--height", type=int, default=3300)
     args = ap.parse_args()
     doc = build_report([], stored(fixture_points()), title="fixture points, not measurements: energy, contention, "
                                                            "special cases")
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "report.html"
-        page.write_text(render_html(doc))
+        page.write_text(render_html(doc).replace("</head>", EXCERPT, 1))
         subprocess.run([str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                         f"--user-data-dir={tmp}/profile", f"--window-size=1400,{args.height}",
                         f"--screenshot={args.out.resolve()}", page.as_uri()], check=True, capture_output=True,
