@@ -134,7 +134,8 @@ def _channels_last(suite: Suite, framework: str, case: Case) -> bool:
 def _planned(suite: Suite, point: dict[str, object], device: str, protocol: Protocol,
              data_dir: str | None) -> PlannedPoint:
     case = get_case(str(point["model"]))
-    case.check_input_size(input_size(suite, case))  # smaller than the architecture takes: SpecError
+    in_size = input_size(suite, case)
+    case.check_input_size(in_size)  # smaller than the architecture takes: SpecError
     batch = point["batch"]
     group = str(batch)
     if batch == "min":
@@ -151,7 +152,7 @@ def _planned(suite: Suite, point: dict[str, object], device: str, protocol: Prot
         framework=str(point["framework"]), model=case.name, batch_size=size, protocol=protocol,
         precision=point["precision"], compile=bool(point["compile"]),  # type: ignore[arg-type]
         channels_last=_channels_last(suite, str(point["framework"]), case), device=device, data=point["data"],  # type: ignore[arg-type]
-        data_dir=data_dir if real else None, loader_workers=suite.loader_workers, input_size=input_size(suite, case),
+        data_dir=data_dir if real else None, loader_workers=suite.loader_workers, input_size=in_size,
         nodes=nodes, devices_per_node=per_node, strategy=str(point["strategy"]),
         launcher="local" if suite.launcher == "auto" else suite.launcher, timeout_s=suite.timeout,
         threads=suite.threads)
