@@ -23,6 +23,7 @@ from dlbench.cases.inputs import min_input_size
 from dlbench.protocol.stats import summarize
 from dlbench.report.export import CSV_COLUMNS, to_csv, to_json
 from dlbench.report.table import COLUMNS, points_table, runs_table
+from dlbench.results.scaling import scaled
 from dlbench.results.schema import PointResult
 from dlbench.results.store import RunRecord, Store, StoredPoint
 from dlbench.results.verify import verify
@@ -125,8 +126,6 @@ def test_strategies_get_a_column_and_the_status_is_never_pushed_out(width: int) 
                      for r, name in ((make_point("tf", per_node=2, seed=i), name)
                                      for i, name in enumerate(("ps-cpu", "replicated-pscpu")))]
     stored = [StoredPoint(i + 1, "run1", r) for i, r in enumerate(rows)]
-    from dlbench.results.scaling import scaled
-
     console = Console(file=io.StringIO(), width=width)
     console.print(points_table(rows, title="run 1", scaled=[scaled(stored, r) for r in rows], width=width))
     text = console.file.getvalue()  # type: ignore[attr-defined]
