@@ -206,7 +206,7 @@ def points_table(results: list[PointResult], title: str = "",
         energy = any(samples_per_kwh(r) is not None for r in results)  # a column only where some point has it
         data = any(r.spec.data != "synthetic" for r in results)
         strategy = any(r.spec.strategy != "none" for r in results)
-        columns = (*COMPACT[:3], COMPACT[3], *(("data",) if data else ()), COMPACT[4],
+        columns = (*COMPACT[:4], *(("data",) if data else ()), COMPACT[4],
                    *(("strategy",) if strategy else ()), *COMPACT[5:-1], *(("speedup",) if many else ()),
                    *(("energy",) if energy else ()), *extra, COMPACT[-1])
         optional = {"speedup", "energy", *extra}
