@@ -102,7 +102,7 @@ class Protocol:
         return self
 
 
-# The seeds' methodologies (see README "Presets"). Warm-up and measured steps are per repeat; the measured steps
+# The seeds' methodologies (docs/protocol.md, Presets). Warm-up and measured steps are per repeat; the measured steps
 # are timed in `windows` windows, synchronised with the device only at each window's two ends.
 PRESETS: dict[str, Protocol] = {
     "quick": Protocol(warmup=2, steps=5, repeats=3, statistic="median", preset="quick"),

@@ -95,7 +95,7 @@ from dlbench.suite.maxbatch import param_bounds, search
               f"{', '.join(COMPACT)}.")
 @click.option("--wide", is_flag=True, help="Every table column (cells may be cut to fit the terminal).")
 @click.option("--force", is_flag=True, help="Start more ranks or threads than this machine has GPUs or logical "
-              "CPUs (see README, Run it: bounds).")
+              "CPUs (see docs/measuring.md, Bounds).")
 @watch_options
 def run(framework: str | None, model: str | None, batch_size: str | None, precision: str | None,
         compile_: bool, channels_last: bool, device: str, preset_name: str, warmup: int | None,

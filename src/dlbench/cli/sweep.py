@@ -168,7 +168,7 @@ def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], ba
 @click.option("--list", "list_suites", is_flag=True, help="List the built-in suites.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store.")
 @click.option("--force", is_flag=True, help="Start more ranks or threads than this machine has GPUs or logical "
-              "CPUs (see README, Run it: bounds).")
+              "CPUs (see docs/measuring.md, Bounds).")
 @watch_options
 def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tuple[str, ...], framework: str | None,
           device: str, data_dir: str | None, memory_limit: str | None, launcher: str | None, list_suites: bool,

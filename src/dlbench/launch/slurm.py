@@ -167,7 +167,7 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
     """Submit the point as a job, wait for it with bounded polls, and merge every rank's result."""
     if shutil.which("sbatch") is None:
         return ChildOutcome("error", error="sbatch is not on PATH: run where Slurm's client commands are "
-                                           "installed (see README, Scaling)")
+                                           "installed (see docs/scaling.md)")
     try:
         extra = shlex.split(os.environ.get(EXTRA_ARGS_VAR, ""))
         queue_timeout_s = float(os.environ.get(QUEUE_TIMEOUT_VAR) or 3600)
