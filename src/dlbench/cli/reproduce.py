@@ -24,7 +24,6 @@ from dlbench.launch.registry import Launchers
 from dlbench.launch.session import run_points
 from dlbench.results.compare import MIN_EFFECT, Comparison, PointComparison, compare_runs, label
 from dlbench.results.reproduce import (
-    UID_SHOWN,
     NotReproducible,
     Target,
     command_of,
@@ -36,7 +35,7 @@ from dlbench.results.reproduce import (
     version_refusal,
     what_is_missing,
 )
-from dlbench.results.request import Request, normalise, request_of
+from dlbench.results.request import UID_SHOWN, Request, normalise, request_of
 from dlbench.results.schema import PointResult, exit_code
 from dlbench.results.store import Store, StoredPoint
 
@@ -108,8 +107,9 @@ def write_env_file(target: Target, path: str) -> str:
         raise NotReproducible(f"{target.name} has no package lock (stored before dlbench kept one): no "
                               f"requirements file to write")
     if len(locks) > 1:
-        raise NotReproducible(f"{target.name} ran in {len(locks)} environments ({', '.join(w for w, _ in locks.values())}):"
-                              f" give one point's id to write its lock")
+        which = ", ".join(w for w, _ in locks.values())
+        raise NotReproducible(f"{target.name} ran in {len(locks)} environments ({which}): give one point's id to "
+                              f"write its lock")
     (who, req), = locks.values()
     file = Path(path)
     if not file.parent.is_dir():
@@ -172,7 +172,8 @@ def _fields(p: StoredPoint) -> list[tuple[str, str]]:
             ("device", r.env.identity.get("device_model", r.spec.device)),
             ("host", r.env.descriptive.get("hostname", "?")),
             ("python", req.python_version if req and req.python_version else r.env.descriptive.get("python", "?")),
-            ("dlbench", req.dlbench_commit or req.dlbench_version if req else r.env.identity.get("dlbench_version", "?")),
+            ("dlbench", (req.dlbench_commit or req.dlbench_version) if req
+             else r.env.identity.get("dlbench_version", "?")),
             ("forced", req.forced if req and req.forced else "-")]
 
 
@@ -242,11 +243,11 @@ def reproduce(ident: str, env_file: str | None, again: bool, force: bool, min_ef
     if target.point is not None and len(new) == 1:
         out.print(side_by_side(target.point, new[0]))
         for pc in c.points:
-            _say(out, verdict_line(pc))
+            _say(out, verdict_line(pc))  # with the reason where the samples could not show a change
     else:
         out.print(comparison_table(c))
-    for line in undetectable_lines(c):
-        _say(out, line)
+        for line in undetectable_lines(c):
+            _say(out, line)
     _say(out, f"Method: {c.method}.")
     _say(out, f"Results: {store.path} (run {new_id}). `dlbench compare {target.run.id} {new_id}` compares the runs.")
     return exit_code(p.result.status for p in new)

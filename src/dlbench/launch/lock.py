@@ -44,7 +44,7 @@ def _by_name(pair: tuple[str, str]) -> str:
     return pair[0].lower()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def package_lock(python: str) -> tuple[str, tuple[tuple[str, str], ...], str]:
     """(Python version, sorted (name, version) pairs, '' or why no lock could be read) for an interpreter; this
     interpreter is read in-process, another through one child process."""
@@ -62,7 +62,8 @@ def package_lock(python: str) -> tuple[str, tuple[tuple[str, str], ...], str]:
     if not isinstance(answer, dict):
         tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:160]
         return "", (), f"{python} could not list its packages (exit {proc.returncode}: {tail})"
-    return str(answer.get("python", "")), tuple(sorted(((str(k), str(v)) for k, v in answer["packages"].items()), key=_by_name)), ""
+    pairs = ((str(k), str(v)) for k, v in answer["packages"].items())
+    return str(answer.get("python", "")), tuple(sorted(pairs, key=_by_name)), ""
 
 
 @functools.lru_cache(maxsize=1)

@@ -20,8 +20,7 @@ from collections.abc import Sequence
 from dlbench.report.telemetry import CSV_FIELDS as TELEMETRY_FIELDS
 from dlbench.report.telemetry import telemetry_fields
 from dlbench.results.mfu import efficiency
-from dlbench.results.reproduce import reproduce_command
-from dlbench.results.request import request_of
+from dlbench.results.request import reproduce_command, request_of
 from dlbench.results.scaling import Scaled, scaled
 from dlbench.results.store import StoredPoint
 
@@ -48,7 +47,8 @@ def provenance(p: StoredPoint) -> dict[str, str | None]:
     req = request_of(r)
     return {"point_uid": p.uid or None, "measured_at": when, "host": r.env.descriptive.get("hostname") or None,
             "commit": r.env.descriptive.get("git_commit") or None,
-            "reproduce": reproduce_command(p.uid, 0) if p.uid else None, "command": req.command or None if req else None}
+            "reproduce": reproduce_command(p.uid, 0) if p.uid else None,
+            "command": (req.command or None) if req else None}
 
 
 def _scaling(p: StoredPoint, pool: Sequence[StoredPoint]) -> dict[str, float | int | None]:

@@ -103,7 +103,8 @@ def environment() -> jinja2.Environment:
                              autoescape=jinja2.select_autoescape(["html", "html.j2"]),
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters.update(number=fmt_number, half_ci=fmt_half_ci, bytes=fmt_bytes, ratio=fmt_ratio,
-                       cell_title=cell_title, contended=contended, reproduce=section_commands, reproduce_ids=id_commands)
+                       cell_title=cell_title, contended=contended, reproduce=section_commands,
+                       reproduce_ids=id_commands)
     return env
 
 

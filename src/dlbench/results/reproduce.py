@@ -9,16 +9,14 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from dlbench.results.compare import label
 from dlbench.results.errors import StoreError
-from dlbench.results.request import Request, request_of
+from dlbench.results.request import UID_SHOWN, Request, request_of
 from dlbench.results.rows import CorruptRow, RunRecord, StoredPoint, stored_point
 from dlbench.results.schema import PointResult
 from dlbench.results.store import Store
 from dlbench.results.store_sql import points, runs
 
 SHOWN_CANDIDATES = 6
-UID_SHOWN = 8  # a point id's prefix as the report prints it: `dlbench reproduce 1a2b3c4d`
 
 
 class NotReproducible(StoreError):
@@ -37,11 +35,6 @@ class Target:
     def name(self) -> str:
         """'point 1a2b3c4d' or 'run 20261127-...'."""
         return f"point {self.point.uid[:UID_SHOWN]}" if self.point else f"run {self.run.id}"
-
-
-def reproduce_command(uid: str, length: int = UID_SHOWN) -> str:
-    """The command that shows (and with --run re-measures) a stored point."""
-    return f"dlbench reproduce {uid[:length] if length else uid}"
 
 
 def find(store: Store, ident: str) -> Target:
@@ -171,4 +164,6 @@ def specs_of(target: Target) -> list[PointResult]:
 
 def labels(found: Sequence[StoredPoint]) -> list[str]:
     """'1a2b3c4d torch alexnet bs2 fp32 1n1c ok' for each point."""
+    from dlbench.results.compare import label  # numpy and the statistics: only where a label is printed
+
     return [f"{p.uid[:UID_SHOWN]} {label(p.result)} {p.result.status}" for p in found]

@@ -16,6 +16,7 @@ from dlbench.results.schema import PointResult
 REQUEST_KEY = "request"
 REQUEST_VERSION = 1  # of the record below: a later one adds fields with defaults, and from_dict reads older ones
 _NORMALISE = re.compile(r"[-_.]+")
+UID_SHOWN = 8  # a point id's prefix as the report prints it: `dlbench reproduce 1a2b3c4d`
 
 
 def normalise(name: str) -> str:
@@ -60,6 +61,11 @@ class Request:
         """The locked version of a distribution (names compared as pip does), or None where it is not locked."""
         want = normalise(distribution)
         return next((v for n, v in self.packages if normalise(n) == want), None)
+
+
+def reproduce_command(uid: str, length: int = UID_SHOWN) -> str:
+    """The command that shows (and with --run re-measures) a stored point; length 0 gives the whole id."""
+    return f"dlbench reproduce {uid[:length] if length else uid}"
 
 
 def request_of(result: PointResult) -> Request | None:
