@@ -206,13 +206,13 @@ def test_unknown_and_ambiguous_ids_are_one_line_and_exit_2(
 
 def test_a_framework_whose_environment_is_gone_is_one_line_and_exit_2(
         store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch) -> None:
-    from dlbench.cli import reproduce as cmd
+    from dlbench.launch import again
     from dlbench.launch.interpreters import NotInstalled
 
     def gone(framework: str) -> str:
         raise NotInstalled(f"framework {framework} is not installed: run: dlbench setup {framework}")
 
-    monkeypatch.setattr(cmd, "interpreter_for", gone)
+    monkeypatch.setattr(again, "interpreter_for", gone)
     uid = old_point(store_path, request=Request(python="/gone/venv/bin/python", packages=(("dlbench", "1"),)))
     code, _, err = cli("reproduce", uid, "--run", "--store", str(store_path))
     assert code == 2 and len(err.strip().splitlines()) == 1
@@ -255,3 +255,23 @@ def test_the_report_and_exports_carry_each_points_reproduce_command(
     code, out, err = cli("results", *runs, "--store", str(db), "--format", "csv")
     assert code == 0, err
     assert {f"dlbench reproduce {u}" for u in uids} <= set(out.replace("\n", ",").split(","))
+
+
+def test_a_request_reads_back_from_older_and_newer_json() -> None:
+    full = Request(command="dlbench run", packages=(("Torch_Vision", "0.20.1"), ("torch", "2.5.1+cpu")))
+    assert Request.from_dict(json.loads(json.dumps(full.to_dict()))) == full
+    assert full.package_version("torch-vision") == "0.20.1" and full.package_version("jax") is None
+    later = {**full.to_dict(), "a_field_from_a_later_dlbench": 1, "version": 2}
+    assert Request.from_dict(later).version == 2 and Request.from_dict(later).command == "dlbench run"
+    assert Request.from_dict({"command": "dlbench sweep x.yaml"}) == Request(command="dlbench sweep x.yaml")
+
+
+def test_a_point_whose_interpreter_is_gone_is_measured_in_the_frameworks_environment_here(store_path: Path) -> None:
+    from dlbench.launch.again import check_environment
+    from dlbench.results.reproduce import find
+
+    uid = old_point(store_path, request=Request(python="/gone/venv/bin/python", packages=(("dlbench", __version__),)))
+    ready = check_environment(find(Store(store_path, readonly=True), uid[:8]), force=False)
+    assert ready.forced == ""  # the same version here: nothing overridden
+    assert ready.notes == (f"fake ran in /gone/venv/bin/python, which no longer exists: measuring with "
+                           f"{interpreter_for('fake')}",)

@@ -11,18 +11,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dlbench.backends import get_info
 from dlbench.cli.compare import comparison_table, parse_percent, undetectable_lines
 from dlbench.cli.invocation import command_line
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.cli.rerun import identity_lines
-from dlbench.launch.hosts import HostsConfig
-from dlbench.launch.interpreters import NotInstalled, interpreter_for
-from dlbench.launch.lock import package_lock
-from dlbench.launch.registry import Launchers
-from dlbench.launch.session import run_points
-from dlbench.results.compare import MIN_EFFECT, Comparison, PointComparison, compare_runs, label
+from dlbench.launch.again import check_environment, measure_again
+from dlbench.results.compare import MIN_EFFECT, PointComparison, label
 from dlbench.results.reproduce import (
     NotReproducible,
     Target,
@@ -32,10 +27,9 @@ from dlbench.results.reproduce import (
     labels,
     requirements_text,
     specs_of,
-    version_refusal,
     what_is_missing,
 )
-from dlbench.results.request import UID_SHOWN, Request, normalise, request_of
+from dlbench.results.request import UID_SHOWN, Request, request_of
 from dlbench.results.schema import PointResult, exit_code
 from dlbench.results.store import Store, StoredPoint
 
@@ -121,33 +115,6 @@ def write_env_file(target: Target, path: str) -> str:
     return f"wrote {len(req.packages)} pinned packages to {file} (pip install -r {file})"
 
 
-def check_environment(target: Target, force: bool) -> tuple[str, list[str]]:
-    """The forced note ('' when nothing was overridden) and the notes to print; NotReproducible where the point's
-    environment exists no more, or its framework's version differs here and --force was not given."""
-    refusals, notes = [], []
-    for r in specs_of(target):
-        fw = r.spec.framework
-        req = request_of(r)
-        try:
-            python = interpreter_for(fw)
-        except NotInstalled as exc:
-            was = f" ({req.python})" if req is not None and req.python else ""
-            raise NotReproducible(f"the environment that ran {fw}{was} no longer exists here: {exc}; "
-                                  f"`--env-file` writes the lock to rebuild it") from None
-        if req is not None and req.python and req.python != python:
-            notes.append(f"{fw} ran in {req.python}, which is {'gone' if not Path(req.python).exists() else 'not'}"
-                         f" the environment used now: {python}")
-        _, packages, _ = package_lock(python)
-        dist = get_info(fw).distribution
-        here = next((v for n, v in packages if normalise(n) == normalise(dist)), None)
-        why = version_refusal(r, fw, dist, here)
-        if why and why not in refusals:
-            refusals.append(why)
-    if refusals and not force:
-        raise NotReproducible(refusals[0])
-    return ("; ".join(w.split(": install")[0] for w in refusals) if force else ""), notes
-
-
 def side_by_side(old: StoredPoint, new: StoredPoint) -> Table:
     """The original point and its re-measurement, field by field (every figure whole at 80 columns)."""
     t = Table(title="original and again")
@@ -186,29 +153,6 @@ def verdict_line(pc: PointComparison) -> str:
     return f"verdict: {pc.verdict} (again / original = {pc.ratio:.3f}{ci}{p})" + (f"; {pc.note}" if pc.note else "")
 
 
-def run_again(store: Store, target: Target, ident: str, force: bool, min_effect: float) -> tuple[Comparison, str]:
-    """Measure the target's configurations again into a new run (kind `reproduce`); the comparison and its id."""
-    forced, notes = check_environment(target, force)
-    specs = [r.spec for r in specs_of(target)]
-    launchers = Launchers.build(HostsConfig.from_options(None, None, None, 300.0))
-    for s in specs:
-        launchers.check(s)
-    err = Console(stderr=True)
-    for n in notes:
-        err.print(escape(n), highlight=False)
-    new_id = store.create_run(command_line(f"dlbench reproduce {ident} --run"), kind="reproduce",
-                              meta={"reproduce_of": target.point.uid if target.point else target.run.id,
-                                    "forced": forced, "points": len(specs)})
-    try:
-        with RunProgress(len(specs), err) as ui:
-            run_points(store, new_id, specs, launchers, started=ui.started, done=ui.done)
-    except KeyboardInterrupt:
-        store.finish_run(new_id, "interrupted")
-        raise
-    store.finish_run(new_id, "done")
-    return compare_runs(target.run.id, list(target.points), new_id, store.points([new_id]), min_effect), new_id
-
-
 @click.command("reproduce")
 @click.argument("ident", metavar="POINT_OR_RUN")
 @click.option("--env-file", type=click.Path(dir_okay=False), help="Write the point's package lock here as a pip "
@@ -236,7 +180,13 @@ def reproduce(ident: str, env_file: str | None, again: bool, force: bool, min_ef
         _say(out, write_env_file(target, env_file))
     if not again:
         return 0
-    c, new_id = run_again(store, target, ident, force, effect)
+    ready = check_environment(target, force)  # before anything is written
+    err = Console(stderr=True)
+    for note in ready.notes:
+        err.print(escape(note), highlight=False)
+    with RunProgress(len(specs_of(target)), err) as ui:
+        c, new_id = measure_again(store, target, command_line(f"dlbench reproduce {ident} --run"), ready, effect,
+                                  started=ui.started, done=ui.done)
     new = store.points([new_id])
     for line in identity_lines(c):
         _say(out, line.replace("(rerun)", "(again)"))
