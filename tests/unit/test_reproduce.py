@@ -275,3 +275,22 @@ def test_a_point_whose_interpreter_is_gone_is_measured_in_the_frameworks_environ
     assert ready.forced == ""  # the same version here: nothing overridden
     assert ready.notes == (f"fake ran in /gone/venv/bin/python, which no longer exists: measuring with "
                            f"{interpreter_for('fake')}",)
+
+
+def test_the_host_of_a_gpu_point_names_its_gpu_driver_and_topology(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVML mocked at its boundary (tests/unit/fake_pynvml.py); the topology keys as a GPU worker reports them."""
+    from fake_pynvml import gpus, install
+
+    from dlbench.results.reproduce import host_facts
+
+    install(monkeypatch, gpus(2))
+    spec = PointSpec(framework="torch", model="alexnet", batch_size=2, device="cuda",
+                     protocol=Protocol(warmup=1, steps=3, repeats=3, statistic="median", preset="quick"))
+    env = environment(spec, {"framework_version": "2.5.1", "cuda": "12.4", "cudnn": "90100",
+                             "gpu_interconnect": "nvlink", "nvlink_links_per_gpu": "18", "gpu_pair_path": "SYS"})
+    facts = dict(host_facts(PointResult(spec, "error", env=env)))
+    assert facts["device model"] == "NVIDIA H100 80GB HBM3" and facts["devices"] == "2"
+    assert facts["driver"] == env.identity["driver"] and facts["cuda"] == "12.4" and facts["cudnn"] == "90100"
+    assert facts["gpu memory"] == "80.0 GiB" and facts["compute capability"] == env.descriptive["gpu_compute_capability"]
+    assert (facts["interconnect"], facts["nvlink links/gpu"], facts["gpu 0-1 path"]) == ("nvlink", "18", "SYS")
+    assert facts["visible gpus"] == "(unset: all)"
