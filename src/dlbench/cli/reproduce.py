@@ -1,6 +1,7 @@
 """`dlbench reproduce POINT_OR_RUN`: the command, package lock and host that made a stored point; --env-file writes
 the lock as a requirements file; --run measures it again here and shows both side by side with compare's verdict.
-The logic lives in results/reproduce.py (finding, what is missing, the lock, the version check)."""
+The logic lives in results/reproduce.py (finding, what is missing, the lock, the version check) and
+launch/again.py (checking this environment, measuring again, comparing)."""
 
 from __future__ import annotations
 
@@ -190,8 +191,8 @@ def reproduce(ident: str, env_file: str | None, again: bool, force: bool, min_ef
     new = store.points([new_id])
     for line in identity_lines(c):
         _say(out, line.replace("(rerun)", "(again)"))
-    if target.point is not None and len(new) == 1:
-        out.print(side_by_side(target.point, new[0]))
+    if len(target.points) == 1 and len(new) == 1:  # one point (or a run of one): side by side
+        out.print(side_by_side(target.points[0], new[0]))
         for pc in c.points:
             _say(out, verdict_line(pc))  # with the reason where the samples could not show a change
     else:
