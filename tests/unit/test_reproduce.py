@@ -294,3 +294,21 @@ def test_the_host_of_a_gpu_point_names_its_gpu_driver_and_topology(monkeypatch: 
     assert facts["gpu memory"] == "80.0 GiB" and facts["compute capability"] == env.descriptive["gpu_compute_capability"]
     assert (facts["interconnect"], facts["nvlink links/gpu"], facts["gpu 0-1 path"]) == ("nvlink", "18", "SYS")
     assert facts["visible gpus"] == "(unset: all)"
+
+
+@pytest.mark.parametrize("fmt", ["html", "md"])
+def test_a_strategy_study_table_carries_its_points_reproduce_commands(tmp_path: Path, fmt: str) -> None:
+    from test_report_strategies import study_points
+
+    db = tmp_path / "results.db"
+    store = Store(db)
+    run = store.create_run("dlbench sweep alibaba-strategies-cpu (fixture)")
+    for p in study_points():
+        store.add_point(run, p)
+    store.finish_run(run, "done")
+    uids = [p.uid for p in store.points([run])]
+    store.close()
+    out = tmp_path / f"report.{fmt}"
+    assert main(["report", "--store", str(db), "-o", str(out), "--format", fmt]) == 0
+    studies = out.read_text().split("Gradient strategies", 2)[-1]  # the strategies section, after the TOC link
+    assert all(f"dlbench reproduce {u[:8]}" in studies for u in uids)
