@@ -78,6 +78,8 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
      "called with the test `dlbench compare` uses.")),
     ("rerun", "dlbench.cli.rerun:rerun",
      "Measure RUN's configurations again here, store them as a new run and compare it with RUN."),
+    ("reproduce", "dlbench.cli.reproduce:reproduce",
+     "How a stored point (or run) was made: command, package lock, host; --run measures it again beside it."),
 )
 
 
@@ -104,6 +106,9 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: run the CLI, turning bad input into one stderr line and exit 2."""
+    from dlbench.cli import invocation
+
+    invocation.record(sys.argv[1:] if argv is None else argv)  # the command line each new run keeps
     previous: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
@@ -112,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        invocation.record(None)
 
 
 def _main(argv: list[str] | None) -> int:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import shlex
-import sys
 import time
 
 import click
 from rich.console import Console
 
 from dlbench.cases import get_case
+from dlbench.cli.invocation import command_line
 from dlbench.cli.options import build_specs, parse_params, protocol_from, require_gpu, say_device, with_layout
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
@@ -146,7 +145,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
     # A model-parallel (or Partial FC) maximum outgrows one device by design: no baseline for it (scaling.py).
     want = [s for s in specs if not (s.key() in extras and get_case(s.model).configured(s.params).splits_model)]
     specs = [*missing_baselines(store.points(), want, host_identity(first.device, physical_cores())), *specs]
-    command = "dlbench " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("dlbench") else "dlbench run"
+    command = command_line("dlbench run")
     run_id = store.create_run(command, kind="run", meta={"preset": preset_name, "points": len(specs) + len(failed)})
     for r in failed:
         store.add_point(run_id, r)

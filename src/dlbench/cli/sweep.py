@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
-import sys
 import time
 from pathlib import Path
 
@@ -11,6 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from dlbench.cli.invocation import command_line
 from dlbench.cli.options import resolve_device, say_device
 from dlbench.cli.progress import RunProgress, describe
 from dlbench.cli.watch_options import watch_options
@@ -238,8 +237,7 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
     if any(p.spec.data == "real" for p in planned) and folder and not data_dir and not resume_id:
         ensure_data(suite, planned, Path(folder), console)
     if not resume_id:
-        command = ("dlbench " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("dlbench")
-                   else f"dlbench sweep {suite.name}")
+        command = command_line(f"dlbench sweep {suite_name}")
         run_id = store.create_run(command, kind=SWEEP_KIND, meta={
             "suite_name": suite.name, "suite": suite.model_dump(mode="json"), "device": dev,
             "data_dir": str(Path(folder).resolve()) if folder else None, "only": only_axes,

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 
 from dlbench.launch.interpreters import interpreter_for
+from dlbench.launch.lock import attach_request
 from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
@@ -27,8 +28,10 @@ def run_points(store: Store, run_id: str, specs: Sequence[PointSpec], launchers:
     results = []
     for i, spec in enumerate(specs):
         sink = started(i, spec) if started else None
-        result = execute(spec, launchers, python=interpreter_for(spec.framework), on_progress=sink,
-                         wait_quiet_s=wait_quiet_s, price_per_hour=price_per_hour)
+        python = interpreter_for(spec.framework)
+        result = execute(spec, launchers, python=python, on_progress=sink, wait_quiet_s=wait_quiet_s,
+                         price_per_hour=price_per_hour)
+        result = attach_request(store, run_id, result, python)  # the command and package lock that made it
         if extras and spec.key() in extras:
             result = dataclasses.replace(result, extra={**result.extra, **extras[spec.key()]})
         store.add_point(run_id, result)

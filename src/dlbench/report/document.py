@@ -80,6 +80,7 @@ class Report:
     flops_definition: str = FLOPS_DEFINITION
     notes: list[str] = field(default_factory=list)
     probes: dict[str, int] = field(default_factory=dict)  # max-search probes by status: not failures
+    uids: dict[int, str] = field(default_factory=dict)  # each point's global id by its row id: reproduce commands
 
     @property
     def points(self) -> int:
@@ -194,7 +195,7 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         status_counts=dict(Counter(p.result.status for p in points)), colours=cc, notes=notes,
         probes=dict(Counter(p.result.status for p in probes)),
         special=special, max_values=maxima, max_reference=dlperf_max_classes(), gpt_layouts=layouts,
-        strategies=strategy_report(sections))
+        strategies=strategy_report(sections), uids={p.id: p.uid for p in points})
 
 
 __all__ = ["Column", "KeyValue", "Report", "SectionView", "build_report", "describe_protocol"]

@@ -4,7 +4,8 @@ Both give a multi-device point's speedup, scaling efficiency and the id of the 1
 measured against (results/scaling.py picks it, from `pool`: every stored point, since it may come from
 another run); empty / null where there is none. Both give each point's training FLOPs per sample, achieved
 TFLOP/s, the device peak of its math mode (datasheet or measured) and MFU (results/mfu.py), derived on export,
-and where and when it was measured (point uid, measured_at in ISO 8601, host, dlbench's git commit). A point
+and where and when it was measured (point uid, measured_at in ISO 8601, host, dlbench's git commit), with its
+`dlbench reproduce UID` command and the command line that made it (results/request.py). A point
 with fewer than 3 repeats has no ci_low, ci_high, cv or noisy (null / empty), never a zero-width interval.
 """
 
@@ -19,11 +20,12 @@ from collections.abc import Sequence
 from dlbench.report.telemetry import CSV_FIELDS as TELEMETRY_FIELDS
 from dlbench.report.telemetry import telemetry_fields
 from dlbench.results.mfu import efficiency
+from dlbench.results.request import reproduce_command, request_of
 from dlbench.results.scaling import Scaled, scaled
 from dlbench.results.store import StoredPoint
 
 CSV_COLUMNS: tuple[str, ...] = (
-    "run_id", "point_id", "point_uid", "measured_at", "host", "commit",
+    "run_id", "point_id", "point_uid", "measured_at", "host", "commit", "reproduce", "command",
     "framework", "framework_version", "model", "case_params", "batch_size", "global_batch",
     "precision", "compile", "channels_last", "device", "device_model", "data", "nodes", "devices_per_node",
     "world_size",
@@ -36,13 +38,17 @@ CSV_COLUMNS: tuple[str, ...] = (
 
 
 def provenance(p: StoredPoint) -> dict[str, str | None]:
-    """Where and when a point was measured: its global id, its start as ISO 8601 (UTC), the host and dlbench's
-    git commit (None where unknown)."""
+    """Where and when a point was measured: its global id, its start as ISO 8601 (UTC), the host, dlbench's
+    git commit, the command that shows and re-measures it
+    (`dlbench reproduce UID`) and the command line that made it (None where unknown)."""
     r = p.result
     when = (datetime.datetime.fromtimestamp(r.started, datetime.timezone.utc).isoformat(timespec="seconds")
             if r.started else None)
+    req = request_of(r)
     return {"point_uid": p.uid or None, "measured_at": when, "host": r.env.descriptive.get("hostname") or None,
-            "commit": r.env.descriptive.get("git_commit") or None}
+            "commit": r.env.descriptive.get("git_commit") or None,
+            "reproduce": reproduce_command(p.uid, 0) if p.uid else None,
+            "command": (req.command or None) if req else None}
 
 
 def _scaling(p: StoredPoint, pool: Sequence[StoredPoint]) -> dict[str, float | int | None]:

@@ -11,6 +11,7 @@ import markupsafe
 from dlbench.report.chart_base import Chart, render_svg
 from dlbench.report.document import Report
 from dlbench.report.groups import Cell
+from dlbench.report.reproduce import id_commands, section_commands
 from dlbench.report.telemetry import contended
 from dlbench.results.schema import Metrics
 
@@ -102,7 +103,8 @@ def environment() -> jinja2.Environment:
                              autoescape=jinja2.select_autoescape(["html", "html.j2"]),
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters.update(number=fmt_number, half_ci=fmt_half_ci, bytes=fmt_bytes, ratio=fmt_ratio,
-                       cell_title=cell_title, contended=contended)
+                       cell_title=cell_title, contended=contended, reproduce=section_commands,
+                       reproduce_ids=id_commands)
     return env
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from dlbench.cases import get_case
 from dlbench.data.layout import DataLayoutError, image_root, read_manifest, text_root
 from dlbench.launch.interpreters import NotInstalled, interpreter_for
+from dlbench.launch.lock import attach_request
 from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
@@ -166,6 +167,7 @@ def run_sweep_points(store: Store, run_id: str, items: Sequence[SweepPoint], lau
     launch.point.execute). Ctrl-C propagates."""
     results = []
     for item in pending(store, run_id, items):
+        python: str | None = None
         if item.result is not None:
             result = item.result
         else:
@@ -176,7 +178,7 @@ def run_sweep_points(store: Store, run_id: str, items: Sequence[SweepPoint], lau
             else:
                 result = execute(item.spec, launchers, python=python, on_progress=started(item.spec) if started else None,
                                  wait_quiet_s=wait_quiet_s, price_per_hour=price_per_hour)
-        result = annotate(result, item)
+        result = attach_request(store, run_id, annotate(result, item), python)  # the request that made it
         store.add_point(run_id, result)
         results.append(result)
         if done:
