@@ -43,13 +43,13 @@ def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | Non
         click.echo(to_csv(points, every), nl=False)
     else:
         out = stdout_console()
-        out.print(runs_table(runs))
+        out.print(runs_table(runs, wide=wide))
         for r in runs:
             mine = [p.result for p in points if p.run_id == r.id]
             if not mine:
                 continue
             scales = [scaled(every, p) for p in mine] if any(p.spec.world_size > 1 for p in mine) else None
-            out.print(points_table(mine, title=f"run {r.id}", scaled=scales, columns=shown,
+            out.print(points_table(mine, title=f"run {r.id}", scaled=scales, columns=shown, wide=wide,
                                    width=out.width))
             for line in scaling_notes(mine, scales or []):
                 out.print(line)

@@ -167,7 +167,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         return exit_code(r.status for r in results)
     out = stdout_console()
     scales = [scaled(stored, r) for r in results]
-    out.print(points_table(results, title=f"run {run_id}", scaled=scales, columns=shown,
+    out.print(points_table(results, title=f"run {run_id}", scaled=scales, columns=shown, wide=wide,
                            width=out.width))
     for line in scaling_notes(results, scales) + verdict_lines(results):
         out.print(line)
