@@ -55,7 +55,7 @@ def compare(run_a: str, run_b: str, fail_above: str | None, min_effect: str, fmt
     if fmt == "json":
         click.echo(c.to_json())
     else:
-        out = stdout_console()
+        out = stdout_console(wide)
         out.print(comparison_table(c, wide=wide))
         if c.only_a:
             out.print(f"Only in A ({len(c.only_a)}): {', '.join(c.only_a)}", highlight=False)

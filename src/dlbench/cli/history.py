@@ -73,7 +73,7 @@ def history(model: str | None, framework: str | None, since: str | None, min_eff
     if fmt == "json":
         click.echo(_as_json(series))
     else:
-        out = stdout_console()
+        out = stdout_console(wide)
         out.print(history_table(series, wide=wide))
         found = [(s, hp) for s in series for hp in s.changes]
         blind = sum(len(s.undetectable) for s in series)

@@ -48,8 +48,10 @@ def list_sources(fmt: str, wide: bool = False) -> None:
         click.echo(json.dumps([{**dataclasses.asdict(s), "rows": counts[s.file]} for s in sources], indent=2,
                               ensure_ascii=False))
         return
-    stdout_console().print(sources_table(sources, counts, wide=wide))
-    click.echo("Show one: dlbench reference show NAME [--model resnet50 --precision amp --batch-size 256]")
+    out = stdout_console(wide)
+    out.print(sources_table(sources, counts, wide=wide))
+    out.print("Show one: dlbench reference show NAME [--model resnet50 --precision amp --batch-size 256]",
+              markup=False, highlight=False)
 
 
 @reference_cmd.command("show")
@@ -75,7 +77,7 @@ def show(name: str | None, model: str | None, framework: str | None, precision: 
     if fmt == "json":
         click.echo(json.dumps([_row_dict(r) for r in rows], indent=2, ensure_ascii=False))
         return
-    out = stdout_console()
+    out = stdout_console(wide)
     if source is not None:
         out.print(f"[bold]{source.title}[/] ({source.organisation}, {source.year or 'year not stated'}; "
                   f"seed {source.seed_file})", highlight=False)

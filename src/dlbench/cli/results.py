@@ -42,7 +42,7 @@ def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | Non
     elif fmt == "csv":
         click.echo(to_csv(points, every), nl=False)
     else:
-        out = stdout_console()
+        out = stdout_console(wide)
         out.print(runs_table(runs, wide=wide))
         for r in runs:
             mine = [p.result for p in points if p.run_id == r.id]

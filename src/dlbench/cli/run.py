@@ -165,7 +165,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         mine = [p for p in stored if p.run_id == run_id]
         click.echo(to_json(mine, stored) if fmt == "json" else to_csv(mine, stored), nl=fmt == "json")
         return exit_code(r.status for r in results)
-    out = stdout_console()
+    out = stdout_console(wide)
     scales = [scaled(stored, r) for r in results]
     out.print(points_table(results, title=f"run {run_id}", scaled=scales, columns=shown, wide=wide,
                            width=out.width))

@@ -27,7 +27,7 @@ from rich.text import Text
 Role = Literal["key", "number", "text"]
 Cell = str | Text
 GAP = 2  # cells between two columns: collapsed padding and the divider of TABLE_STYLE
-TEXT_MIN = 12  # a text column is squeezed no narrower than this (or its longest header word)
+TEXT_MIN = 24  # a text column is squeezed no narrower than this (or its longest header word)
 # Two spaces between columns, a rule under the headers, no frame: the most room for the cells.
 TABLE_STYLE: dict[str, object] = {"box": box.SIMPLE_HEAD, "pad_edge": False, "show_edge": False,
                                   "collapse_padding": True}
@@ -45,6 +45,7 @@ class Col:
     optional: bool = False
     shared: bool = False
     bare: bool = False
+    squeeze: int = TEXT_MIN  # a text column's narrowest width (unless its header's longest word is wider)
 
 
 def _text(cell: Cell) -> Text:
@@ -112,14 +113,14 @@ class Fitted:
     def least(self, j: int, split_numbers: bool = False) -> int:
         """Column j's narrowest width: a number column its widest cell (its longest word with `split_numbers`), a
         key column its longest word (it wraps at spaces only), a text column its longest word but at most
-        TEXT_MIN; all at least their header's longest word."""
+        its `squeeze`; all at least their header's longest word."""
         col = self.columns[j]
         head = _longest_word([col.header])
         if col.role == "number" and not split_numbers:
             return max(head, *(_width(r[j]) for r in self.rows)) if self.rows else head
         if col.role != "text":
             return max(head, _longest_word([r[j] for r in self.rows]))
-        return min(self.natural(j), max(head, min(TEXT_MIN, _longest_word([r[j] for r in self.rows]))))
+        return min(self.natural(j), max(head, min(col.squeeze, _longest_word([r[j] for r in self.rows]))))
 
     def layout(self, width: int) -> Layout:
         """The columns, their widths and what is left out at this width."""

@@ -15,7 +15,7 @@ from dlbench.results.history import REGRESSION, Series
 _STYLE = {REGRESSION: "red", "improvement": "green", FASTER: "green", SLOWER: "red"}
 HARDWARE_KEYS = ("device_model", "cpu_model", "device_count", "threads")
 # Columns each command leaves out first where the terminal is narrow (its --help names them).
-HISTORY_OPTIONAL = ("vs segment start", "p")
+HISTORY_OPTIONAL = ("finished", "vs segment start", "p")  # the run id starts with its date and time
 COMPARE_OPTIONAL = ("p", "MFU A → B")
 
 
@@ -28,7 +28,7 @@ def history_table(series: Sequence[Series], wide: bool = False) -> Fitted:
     """Every configuration's points in one table: configuration, hardware, when, run (whole id), version,
     throughput, ratio to the segment's start with its CI, p, and the change found there (or why none could be)."""
     cols = [Col("configuration", "key", shared=True), Col("hardware", "key", shared=True, optional=True),
-            Col("finished", "key"), Col("run", "key"), Col("framework version", "key", shared=True),
+            Col("finished", "key", optional=True), Col("run", "key"), Col("framework version", "key", shared=True),
             Col("samples/s", "number", "right"), Col("vs segment start", "number", "right", optional=True),
             Col("p", "number", "right", optional=True), Col("change")]
     rows = []
