@@ -6,9 +6,9 @@ width:
 2. the table is drawn at its natural width where that fits;
 3. else its `optional` columns are left out, last first, until its key and number columns fit unwrapped (text
    columns squeezed), and a note under it names them;
-4. number cells are never wrapped or cut, key cells wrap at spaces only (every word whole), `text` cells wrap at
-   spaces and fold a word longer than their column; where even that cannot fit, the table is stacked: one block per row, one
-   `header: value` line per column.
+4. number cells are never cut (they wrap at their spaces only where the table cannot fit otherwise), key cells
+   wrap at spaces only (every word whole), `text` cells wrap at spaces and fold a word longer than their column;
+   where even that cannot fit, the table is stacked: one block per row, one `header: value` line per column.
 `wide` (--wide) keeps every column; outside a terminal it draws the table at its natural width, however wide.
 """
 

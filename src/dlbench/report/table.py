@@ -119,7 +119,8 @@ class TableColumn:
     def col(self, optional: bool = False, shared: bool = False) -> Col:
         """This column under the width rule."""
         role = "number" if self.number else "key" if self.whole else "text"
-        return Col(self.header, role, self.justify, optional=optional, shared=shared, bare=True)  # type: ignore[arg-type]
+        return Col(self.header, role, self.justify, optional=optional, shared=shared,  # type: ignore[arg-type]
+                   bare=True)
 
 
 def _precision(s: PointSpec) -> str:
