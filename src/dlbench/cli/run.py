@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 
 from dlbench.cases import get_case
+from dlbench.cli.feedback import interrupted_line, say_busy
 from dlbench.cli.options import build_specs, parse_params, protocol_from, require_gpu, say_device, with_layout
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
@@ -93,7 +94,8 @@ from dlbench.suite.maxbatch import param_bounds, search
               help="How the finished points are printed (json and csv as `dlbench results` gives them).")
 @click.option("--columns", help=f"Table columns, comma-separated, from {', '.join(COLUMNS)}. Default: "
               f"{', '.join(COMPACT)}.")
-@click.option("--wide", is_flag=True, help="Every table column (cells may be cut to fit the terminal).")
+@click.option("--wide", is_flag=True, help="Every table column; speedup and samples/kWh, optional, are otherwise left "
+              "out where the terminal is narrow. Outside a terminal: the table at its full width.")
 @click.option("--force", is_flag=True, help="Start more ranks or threads than this machine has GPUs or logical "
               "CPUs (see README, Run it: bounds).")
 @watch_options
@@ -151,12 +153,14 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
     for r in failed:
         store.add_point(run_id, r)
     console = Console(stderr=True)
+    say_busy(console, wait_quiet)
     try:
         with RunProgress(len(specs), console) as ui:
             results = run_points(store, run_id, specs, launchers, started=ui.started, done=ui.done, extras=extras,
                                  wait_quiet_s=wait_quiet, price_per_hour=price_per_hour)
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
+        console.print(interrupted_line(run_id, command), highlight=False, markup=False)
         raise
     store.finish_run(run_id, "done")
     results = [*failed, *results]

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from dlbench.cli.feedback import say_busy
 from dlbench.cli.options import resolve_device, say_device
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress, describe
@@ -248,6 +249,7 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
 def _run(store: Store, run_id: str, suite: Suite, planned: list[PlannedPoint], settings: MaxBatchSettings,
          launchers: Launchers, console: Console, wait_quiet: float = 0.0, price_per_hour: float | None = None) -> int:
     start = time.monotonic()
+    say_busy(console, wait_quiet)
     bases = {search_base(p).key(): search_base(p) for p in planned if p.needs_search or p.param_search is not None}
     try:
         with RunProgress(len(planned), console) as ui:
