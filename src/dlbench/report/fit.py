@@ -14,7 +14,8 @@ width:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -124,17 +125,21 @@ class Fitted:
 
     def layout(self, width: int) -> Layout:
         """The columns, their widths and what is left out at this width."""
+        def span(cols: list[int], w: Callable[[int], int]) -> int:
+            return sum(w(j) for j in cols) + GAP * max(0, len(cols) - 1)
+
+        def snug(j: int) -> int:  # key and number columns unwrapped, text columns squeezed
+            return self.least(j) if self.columns[j].role == "text" else self.natural(j)
+
         keep = list(range(len(self.columns)))
-        span = lambda cols, w: sum(w(j) for j in cols) + GAP * max(0, len(cols) - 1)  # noqa: E731
         dropped: list[str] = []
-        snug = lambda j: self.least(j) if self.columns[j].role == "text" else self.natural(j)  # noqa: E731
         while not self.wide and span(keep, snug) > width and (opt := [j for j in keep if self.columns[j].optional]):
             keep.remove(opt[-1])
             dropped.insert(0, self.columns[opt[-1]].header)
         if span(keep, self.natural) <= width:
             return Layout(keep, [self.natural(j) for j in keep], dropped, False)
         for split in (False, True):  # a number wraps at its spaces ('1,234.5' over '± 12.3') before the table stacks
-            least = lambda j: self.least(j, split)  # noqa: E731
+            least = functools.partial(self.least, split_numbers=split)
             if span(keep, least) > width:
                 continue
             widths = {j: least(j) for j in keep}
