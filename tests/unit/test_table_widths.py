@@ -19,7 +19,7 @@ from dlbench.cases import all_cases
 from dlbench.cli.progress import RunProgress
 from dlbench.report.fit import Col, fit
 from dlbench.report.listing import cases_table, frameworks_table
-from dlbench.report.table import COLUMNS, PointCell, fmt_case_params, points_table
+from dlbench.report.table import COLUMNS, PointCell, fmt_case_params
 from dlbench.results.schema import PointResult
 from dlbench.results.store import Store
 from test_report import make_point

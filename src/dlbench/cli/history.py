@@ -6,7 +6,6 @@ samples could not have shown a change ('not enough samples') and nothing exited 
 
 from __future__ import annotations
 
-import datetime
 import json
 
 import click
