@@ -25,7 +25,7 @@ from dlbench.results.verify import verify as verify_points
 @click.option("--columns", help=f"Table columns, comma-separated, from {', '.join(COLUMNS)}. Default: "
               f"{', '.join(COMPACT)}.")
 @click.option("--wide", is_flag=True, help="Every table column; speedup and samples/kWh, optional, are otherwise left "
-              "out where the terminal is narrow (and the runs table's status). Outside a terminal: full width.")
+              "out where the terminal is narrow (and the runs table's 'created'). Outside a terminal: full width.")
 def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | None, verify: bool,
             recover: bool, columns: str | None, wide: bool) -> int:
     """Show stored runs and points (RUN_ID prefixes work)."""

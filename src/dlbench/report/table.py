@@ -244,9 +244,10 @@ def scaling_notes(results: list[PointResult], scaled: Sequence[Scaled | None]) -
 
 
 def runs_table(runs: list[RunRecord], wide: bool = False) -> Fitted:
-    """Recent runs: id, when, kind, points, status, command (the command wraps; the status is optional)."""
+    """Recent runs: id, when, kind, points, status, command (the command wraps; 'created' is optional: the run id
+    starts with the date and time)."""
     rows = [(r.id, datetime.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M"), r.kind, str(r.points),
              r.status, r.command) for r in runs]
-    cols = [Col("run", "key"), Col("created", "key"), Col("kind", "key", shared=True),
-            Col("points", "number", "right"), Col("status", optional=True), Col("command", squeeze=12)]
+    cols = [Col("run", "key"), Col("created", "key", optional=True), Col("kind", "key", shared=True),
+            Col("points", "number", "right"), Col("status"), Col("command")]
     return fit(cols, rows, title="runs", wide=wide)
