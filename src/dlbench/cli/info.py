@@ -13,7 +13,8 @@ from dlbench.cli.options import resolve_device
 from dlbench.cli.output import stdout_console
 from dlbench.launch.interpreters import probe, range_text, state
 from dlbench.report.fit import Cell
-from dlbench.report.listing import cases_table, env_table, frameworks_table, styled, support_table
+from dlbench.report.listing import CASES_OPTIONAL, FRAMEWORKS_OPTIONAL, cases_table, env_table, frameworks_table
+from dlbench.report.listing import styled, support_table
 from dlbench.results.env import host_descriptive, host_identity, physical_cores
 
 
@@ -59,17 +60,19 @@ def _live_cases(python: str, framework: str) -> dict[str, object]:
 @click.command("list")
 @click.option("--check", is_flag=True, help="Ask installed frameworks without a cached answer which cases they "
               "can build (slow).")
-def list_cmd(check: bool) -> None:
+@click.option("--wide", is_flag=True, help=f"Keep every column ({', '.join(CASES_OPTIONAL + FRAMEWORKS_OPTIONAL)} are "
+              "left out where the terminal is too narrow); outside a terminal, print the tables at full width.")
+def list_cmd(check: bool, wide: bool = False) -> None:
     """Cases with their parameter counts, and frameworks: installed or not, which version, CPU or GPU build, which
     Python (or the range it needs), where, which cases."""
-    out = stdout_console()
+    out = stdout_console(wide)
     case_rows = []
     for c in all_cases():
         inp = c.input
         shape = _shape(inp)
         opt = f"{c.optimizer.name} lr {c.optimizer.lr:g}" + (f" m {c.optimizer.momentum:g}" if c.optimizer.momentum else "")
         case_rows.append((c.name, c.title, shape, opt, f"{c.param_count:,}", f"{c.batch_fixed} / {c.batch_cpu}"))
-    out.print(cases_table(case_rows))
+    out.print(cases_table(case_rows, wide=wide))
     fws: list[list[Cell]] = []
     support: list[list[Cell]] = []
     unchecked = []
@@ -86,7 +89,7 @@ def list_cmd(check: bool) -> None:
             unchecked.append(name)
         support.append([name, *(styled(_support(c, answers.get(c.name) if answers else None))
                                  for c in all_cases())])
-    out.print(frameworks_table(fws))
+    out.print(frameworks_table(fws, wide=wide))
     out.print(support_table([c.name for c in all_cases()], support))
     if unchecked:
         out.print(f"? = not checked for {', '.join(unchecked)}: `dlbench setup FW` caches it, "

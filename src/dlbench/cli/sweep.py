@@ -125,7 +125,7 @@ def sweep_table(results: list[PointResult], title: str, width: int | None = None
     group = any(str(r.extra.get("batch_group", r.spec.batch_size)) != str(r.spec.batch_size) for r in results)
     wait = any(r.spec.data == "real" for r in results)
     extra = (*(("group",) if group else ()), *(("wait",) if wait else ()))
-    return points_table(results, title=title, extra=extra, width=width)
+    return points_table(results, title=title, extra=extra, width=width, more="`dlbench results RUN --wide` shows them")
 
 
 def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], bases: dict[str, PointSpec]) -> Fitted:

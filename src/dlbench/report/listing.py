@@ -46,18 +46,18 @@ def sources_table(sources: Sequence[ReferenceSource], counts: dict[str, int], wi
     return fit(cols, body, title="published reference figures", wide=wide)
 
 
-def cases_table(rows: Sequence[Sequence[str]]) -> Fitted:
+def cases_table(rows: Sequence[Sequence[str]], wide: bool = False) -> Fitted:
     """`dlbench list`'s cases: case, model, input, optimizer, parameters, batch (fixed / cpu)."""
     cols = [Col("case", "key"), Col("model", optional=True), Col("input", "key"), Col("optimizer", optional=True),
             Col("parameters", "number", "right"), Col("batch (fixed / cpu)", "number", "right")]
-    return fit(cols, rows, title="cases")
+    return fit(cols, rows, title="cases", wide=wide)
 
 
-def frameworks_table(rows: Sequence[Sequence[Cell]]) -> Fitted:
+def frameworks_table(rows: Sequence[Sequence[Cell]], wide: bool = False) -> Fitted:
     """`dlbench list`'s frameworks: name, installed, version, build, python, environment or the reason."""
     cols = [Col("framework", "key"), Col("installed", "key"), Col("version", "key"), Col("build", optional=True),
             Col("python", optional=True), Col("environment / reason")]
-    return fit(cols, rows, title="frameworks")
+    return fit(cols, rows, title="frameworks", wide=wide)
 
 
 def support_table(cases: Sequence[str], rows: Sequence[Sequence[Cell]]) -> Fitted:
@@ -72,7 +72,7 @@ def dry_run_table(title: str, rows: Sequence[Sequence[str]]) -> Fitted:
                                           ("framework", "model", "batch", "precision")),
             Col("compile", "key", shared=True, optional=True),
             *(Col(h, "key", shared=True) for h in ("data", "scale", "strategy"))]
-    return fit(cols, rows, title=title)
+    return fit(cols, rows, title=title, more="a wider terminal, or COLUMNS=200 in a pipe, shows them")
 
 
 def suites_table(rows: Sequence[tuple[str, str]]) -> Fitted:
@@ -86,7 +86,7 @@ def maxbatch_rows_table(title: str, rows: Sequence[Sequence[str]]) -> Fitted:
             Col("max", "number", "right"), Col("exact", "key"), Col("probes (new)", "number", "right"),
             Col("bound", "number", "right", optional=True), Col("samples/s at max", "number", "right"),
             Col("note", optional=True)]
-    return fit(cols, rows, title=title)
+    return fit(cols, rows, title=title, more="a wider terminal, or COLUMNS=200 in a pipe, shows them")
 
 
 def env_table(rows: Sequence[tuple[str, str, str]]) -> Fitted:

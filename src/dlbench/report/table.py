@@ -178,7 +178,8 @@ def pick_columns(text: str | None, wide: bool) -> tuple[str, ...] | None:
 
 def points_table(results: list[PointResult], title: str = "",
                  scaled: Sequence[Scaled | None] | None = None, columns: Sequence[str] | None = None,
-                 extra: Sequence[str] = (), width: int | None = None, wide: bool = False) -> Fitted:
+                 extra: Sequence[str] = (), width: int | None = None, wide: bool = False,
+                 more: str = "--columns or --wide shows them") -> Fitted:
     """One row per point, in the columns asked for (names of COLUMNS); by default COMPACT, with the data source
     where some point read real data, the strategy where some point has one, the speedup against the 1-device
     point where `scaled` (one entry per result) holds a multi-device point, samples/kWh where some point has an
@@ -186,7 +187,7 @@ def points_table(results: list[PointResult], title: str = "",
     rule (report/fit.py) when printed: the default's optional columns are OPTIONAL and `extra`, and SAID_ONCE
     columns shared by every row are said in the title. With TFLOP/s or MFU shown, the notes name each device
     peak the MFU divides by; they also say the caveats the points carry (report/caveats.py). `width` is unused
-    (the console's width is read when printing); `wide` is --wide."""
+    (the console's width is read when printing); `wide` is --wide; `more` says how to see left-out columns."""
     del width
     effs = {i: functools.cache(lambda r=r: efficiency(r)) for i, r in enumerate(results)}
     cells = [PointCell(r, scaled[i] if scaled is not None else None, effs[i]) for i, r in enumerate(results)]
@@ -206,7 +207,7 @@ def points_table(results: list[PointResult], title: str = "",
     peaks = peak_notes([effs[i]() for i in effs]) if {"tflops", "mfu"} & set(columns) else []
     notes = footnotes(results) + peaks + caveat_notes(results)
     cols = [COLUMNS[n].col(optional=n in optional, shared=n in said) for n in columns]
-    return fit(cols, grid, title=title, notes=notes, wide=wide, more="--columns or --wide shows them")
+    return fit(cols, grid, title=title, notes=notes, wide=wide, more=more)
 
 
 def fmt_speedup(r: PointResult, sc: Scaled | None) -> str:
