@@ -188,3 +188,15 @@ def test_the_progress_bar_keeps_its_elapsed_time_at_60_columns() -> None:
         ui.progress.refresh()
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert re.search(r"\d:\d\d:\d\d", text) and "0:00:…" not in text, text
+
+
+@pytest.mark.parametrize(("args", "optional"), [
+    (("run",), ("speedup", "samples/kWh")), (("results",), ("speedup", "samples/kWh")),
+    (("history",), ("finished", "vs segment start", "p")), (("compare",), ("p", "MFU A → B")),
+    (("reference", "show"), ("line", "source")), (("reference", "list"), ("organisation",)),
+    (("list",), ("model", "optimizer", "build", "python"))])
+def test_each_command_names_its_optional_columns_in_its_help(args: tuple[str, ...], optional: tuple[str, ...],
+                                                             at: Callable[..., str]) -> None:
+    text = " ".join(at(200, *args, "--help").split())
+    wide = text[text.index("--wide"):]
+    assert all(name in wide for name in optional), wide
