@@ -12,13 +12,13 @@ import re
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from dlbench.results.compare import FASTER, MIN_EFFECT, SLOWER, UNDETECTABLE, Comparison, PointComparison, compare_runs
+from dlbench.cli.output import stdout_console
+from dlbench.report.screens import COMPARE_OPTIONAL, comparison_table, undetectable_lines
+from dlbench.results.compare import MIN_EFFECT, compare_runs
 from dlbench.results.store import Store
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%?\s*$")
-_STYLE = {FASTER: "green", SLOWER: "red"}
 UNDETECTABLE_EXIT = 3
 
 
@@ -30,43 +30,6 @@ def parse_percent(text: str) -> float:
     return float(m.group(1)) / 100
 
 
-def comparison_table(c: Comparison) -> Table:
-    """One row per matching point: throughputs, ratio with its CI, p-value and verdict."""
-    t = Table(title=f"B = {c.run_b} vs A = {c.run_a}")
-    for col, justify in (("configuration", "left"), ("A samples/s", "right"), ("B samples/s", "right"),
-                         ("B/A", "right"), ("95% CI", "right"), ("p", "right"), ("MFU A → B", "right")):
-        t.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
-    t.add_column("verdict", no_wrap=True)
-    for p in c.points:
-        ta = f"{p.throughput_a:,.1f}" if p.throughput_a is not None else p.status_a
-        tb = f"{p.throughput_b:,.1f}" if p.throughput_b is not None else p.status_b
-        ratio = f"{p.ratio:.3f}" if p.ratio is not None else "-"
-        ci = f"{p.ci_low:.3f} - {p.ci_high:.3f}" if p.ci_low is not None and p.ci_high is not None else "-"
-        pv = f"{p.p_value:.2g}" if p.p_value is not None else "-"
-        style = _STYLE.get(p.verdict, "yellow" if p.verdict == UNDETECTABLE else "")
-        text = p.verdict + (f" ({p.change:+.1%})" if p.verdict in _STYLE and p.change is not None else "")
-        # 'not enough samples to detect 5%: need 9 per side'; the reason follows the table (`undetectable_lines`)
-        short = p.note.split(" (have")[0]
-        text = escape(short if p.verdict == UNDETECTABLE else text + (f" ({p.note})" if p.note else ""))
-        t.add_row(escape(p.label), ta, tb, ratio, ci, pv, _mfu(p), f"[{style}]{text}[/]" if style else text)
-    return t
-
-
-def undetectable_lines(c: Comparison) -> list[str]:
-    """One line per point whose samples could not have shown the change asked about, with the reason."""
-    return [f"{p.label}: {p.note}" for p in c.undetectable()]
-
-
-def _mfu(p: PointComparison) -> str:
-    """'41.0% → 40.2%'; 'above peak' or 'peak unknown' for a side without an MFU, '-' for one not measured."""
-    def one(mfu: float | None, peak: str) -> str:
-        if mfu is not None:
-            return f"{mfu:.1%}"
-        return "above peak" if peak.endswith("; above peak") else "peak unknown" if peak.startswith("peak unknown") \
-            else "-"
-    return f"{one(p.mfu_a, p.peak_a)} → {one(p.mfu_b, p.peak_b)}"
-
-
 @click.command("compare")
 @click.argument("run_a")
 @click.argument("run_b")
@@ -76,8 +39,10 @@ def _mfu(p: PointComparison) -> str:
               help="Smallest change that can be called faster or slower.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--store", "store_path", type=click.Path(), help="Result store.")
+@click.option("--wide", is_flag=True, help=f"Keep every column ({', '.join(COMPARE_OPTIONAL)} are left out where the "
+              "terminal is too narrow); outside a terminal, print the table at its full width.")
 def compare(run_a: str, run_b: str, fail_above: str | None, min_effect: str, fmt: str,
-            store_path: str | None) -> int:
+            store_path: str | None, wide: bool = False) -> int:
     """Compare run B with run A point by point (RUN_ID prefixes work)."""
     threshold = parse_percent(fail_above) if fail_above is not None else None
     effect = parse_percent(min_effect)
@@ -90,8 +55,8 @@ def compare(run_a: str, run_b: str, fail_above: str | None, min_effect: str, fmt
     if fmt == "json":
         click.echo(c.to_json())
     else:
-        out = Console()
-        out.print(comparison_table(c))
+        out = stdout_console(wide)
+        out.print(comparison_table(c, wide=wide))
         if c.only_a:
             out.print(f"Only in A ({len(c.only_a)}): {', '.join(c.only_a)}", highlight=False)
         if c.only_b:

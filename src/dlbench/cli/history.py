@@ -6,24 +6,19 @@ samples could not have shown a change ('not enough samples') and nothing exited 
 
 from __future__ import annotations
 
-import datetime
 import json
 
 import click
-from rich.markup import escape
-from rich.table import Table
 
 from dlbench.backends import get_info
 from dlbench.cases import get_case
 from dlbench.cli.compare import parse_percent
 from dlbench.cli.options import split
 from dlbench.cli.output import stdout_console
-from dlbench.report.table import fmt_throughput
+from dlbench.report.screens import HISTORY_OPTIONAL, history_table
 from dlbench.results.compare import ALPHA, MIN_EFFECT
-from dlbench.results.history import REGRESSION, Series, build_series, parse_since
+from dlbench.results.history import Series, build_series, parse_since
 from dlbench.results.store import Store
-
-_STYLE = {REGRESSION: "red", "improvement": "green"}
 
 
 def _known(model: str | None, framework: str | None) -> tuple[list[str], list[str]]:
@@ -33,32 +28,6 @@ def _known(model: str | None, framework: str | None) -> tuple[list[str], list[st
     for fw in frameworks:
         get_info(fw)
     return models, frameworks
-
-
-def series_table(s: Series) -> Table:
-    """One row per point: when, run, versions, throughput with its CI, and the change found there."""
-    hw = ", ".join(f"{k}={v}" for k, v in sorted(s.hardware.items()) if k in ("device_model", "cpu_model",
-                                                                            "device_count", "threads"))
-    t = Table(title=escape(f"{s.label}  [{hw}]"), title_justify="left")
-    for col, justify in (("finished", "left"), ("run", "left"), ("framework version", "left"),
-                         ("samples/s ± 95% CI", "right"), ("vs segment start", "right"), ("p", "right")):
-        t.add_column(col, justify=justify)  # type: ignore[arg-type]
-    t.add_column("change", no_wrap=True)
-    for hp in s.points:
-        r = hp.point.result
-        when = datetime.datetime.fromtimestamp(r.finished).strftime("%Y-%m-%d %H:%M")
-        m = r.metrics
-        tp = fmt_throughput(r) if m and r.status == "ok" else r.status  # 'n=1' where no CI can be had
-        c = hp.comparison
-        ratio = f"{c.ratio:.3f} ({c.ci_low:.3f}-{c.ci_high:.3f})" if c and c.ratio is not None and \
-            c.ci_low is not None and c.ci_high is not None else "-"
-        pv = f"{c.p_value:.2g}" if c and c.p_value is not None else "-"
-        change = hp.change
-        text = f"[{_STYLE[change]}]{change} ({c.change:+.1%})[/]" if change and c and c.change is not None else ""
-        if hp.undetectable and c is not None:
-            text = f"[yellow]{escape(c.note)}[/]"
-        t.add_row(when, hp.point.run_id, escape(hp.versions.get("framework_version", "?")), tp, ratio, pv, text)
-    return t
 
 
 def _as_json(series: list[Series]) -> str:
@@ -83,8 +52,10 @@ def _as_json(series: list[Series]) -> str:
               "significant regression.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--store", "store_path", help="Result store (a file or postgresql://user@host/db).")
+@click.option("--wide", is_flag=True, help=f"Keep every column ({', '.join(HISTORY_OPTIONAL)} are left out where the "
+              "terminal is too narrow); outside a terminal, print the table at its full width.")
 def history(model: str | None, framework: str | None, since: str | None, min_effect: str,
-            fail_on_regression: bool, fmt: str, store_path: str | None) -> int:
+            fail_on_regression: bool, fmt: str, store_path: str | None, wide: bool = False) -> int:
     """Throughput of each configuration over time and framework versions; regressions and improvements are
     called with the test `dlbench compare` uses."""
     try:
@@ -101,9 +72,8 @@ def history(model: str | None, framework: str | None, since: str | None, min_eff
     if fmt == "json":
         click.echo(_as_json(series))
     else:
-        out = stdout_console()
-        for s in series:
-            out.print(series_table(s))
+        out = stdout_console(wide)
+        out.print(history_table(series, wide=wide))
         found = [(s, hp) for s in series for hp in s.changes]
         blind = sum(len(s.undetectable) for s in series)
         out.print(f"{len(series)} configuration(s), {len(points)} point(s); {len(found)} change point(s)"

@@ -6,14 +6,15 @@ import json
 import subprocess
 
 import click
-from rich.markup import escape
-from rich.table import Table
 
 from dlbench.backends import all_backends
 from dlbench.cases import Case, ImageInput, TextInput, all_cases
 from dlbench.cli.options import resolve_device
 from dlbench.cli.output import stdout_console
 from dlbench.launch.interpreters import probe, range_text, state
+from dlbench.report.fit import Cell
+from dlbench.report.listing import CASES_OPTIONAL, FRAMEWORKS_OPTIONAL, cases_table, env_table, frameworks_table
+from dlbench.report.listing import styled, support_table
 from dlbench.results.env import host_descriptive, host_identity, physical_cores
 
 
@@ -59,41 +60,37 @@ def _live_cases(python: str, framework: str) -> dict[str, object]:
 @click.command("list")
 @click.option("--check", is_flag=True, help="Ask installed frameworks without a cached answer which cases they "
               "can build (slow).")
-def list_cmd(check: bool) -> None:
+@click.option("--wide", is_flag=True, help=f"Keep every column ({', '.join(CASES_OPTIONAL + FRAMEWORKS_OPTIONAL)} are "
+              "left out where the terminal is too narrow); outside a terminal, print the tables at full width.")
+def list_cmd(check: bool, wide: bool = False) -> None:
     """Cases with their parameter counts, and frameworks: installed or not, which version, CPU or GPU build, which
     Python (or the range it needs), where, which cases."""
-    out = stdout_console()
-    cases = Table(title="cases")
-    for col in ("case", "model", "input", "optimizer", "parameters", "batch (fixed / cpu)"):
-        cases.add_column(col)
+    out = stdout_console(wide)
+    case_rows = []
     for c in all_cases():
         inp = c.input
         shape = _shape(inp)
         opt = f"{c.optimizer.name} lr {c.optimizer.lr:g}" + (f" m {c.optimizer.momentum:g}" if c.optimizer.momentum else "")
-        cases.add_row(c.name, c.title, shape, opt, f"{c.param_count:,}", f"{c.batch_fixed} / {c.batch_cpu}")
-    out.print(cases)
-    fws = Table(title="frameworks")
-    for col in ("framework", "installed", "version", "build", "python", "environment / reason"):
-        fws.add_column(col)
-    support = Table(title="case support (yes = builds the case with exactly its parameter count)")
-    support.add_column("framework")
-    for c in all_cases():
-        support.add_column(c.name)
+        case_rows.append((c.name, c.title, shape, opt, f"{c.param_count:,}", f"{c.batch_fixed} / {c.batch_cpu}"))
+    out.print(cases_table(case_rows, wide=wide))
+    fws: list[list[Cell]] = []
+    support: list[list[Cell]] = []
     unchecked = []
     for name, info in all_backends().items():
         st = state(name)
-        fws.add_row(f"{name} ({info.title})", "yes" if st.installed else "no", st.version or "-",
+        fws.append([f"{name} ({info.title})", "yes" if st.installed else "no", st.version or "-",
                     (st.build or "?") if st.installed else "-",
                     _python_version(st.python_version, st.python) if st.installed else f"needs {range_text(info)}",
-                    escape(st.where or st.reason))
+                    st.where or st.reason])
         if not st.installed:
             continue
         answers = st.cases or (_live_cases(st.python, name) if check else {})
         if not answers:
             unchecked.append(name)
-        support.add_row(name, *(_support(c, answers.get(c.name) if answers else None) for c in all_cases()))
-    out.print(fws)
-    out.print(support)
+        support.append([name, *(styled(_support(c, answers.get(c.name) if answers else None))
+                                 for c in all_cases())])
+    out.print(frameworks_table(fws, wide=wide))
+    out.print(support_table([c.name for c in all_cases()], support))
     if unchecked:
         out.print(f"? = not checked for {', '.join(unchecked)}: `dlbench setup FW` caches it, "
                   f"or `dlbench list --check` asks now.")
@@ -109,12 +106,5 @@ def env(device: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps({"identity": ident, "descriptive": desc}, indent=2))
         return
-    t = Table(title="environment")
-    t.add_column("key")
-    t.add_column("value")
-    t.add_column("kind")
-    for k, v in ident.items():
-        t.add_row(k, v, "identity")
-    for k, v in desc.items():
-        t.add_row(k, v, "descriptive")
-    stdout_console().print(t)
+    rows = [(k, v, "identity") for k, v in ident.items()] + [(k, v, "descriptive") for k, v in desc.items()]
+    stdout_console().print(env_table(rows))

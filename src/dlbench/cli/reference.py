@@ -6,12 +6,11 @@ import dataclasses
 import json
 
 import click
-from rich.console import Console
-from rich.table import Table
-
 from dlbench import reference
 from dlbench.cases import get_case
+from dlbench.cli.output import stdout_console
 from dlbench.reference import ReferenceRow, ReferenceSource
+from dlbench.report.listing import REFERENCE_OPTIONAL, SOURCES_OPTIONAL, reference_table, sources_table
 
 
 def _source_by_name(name: str) -> ReferenceSource:
@@ -38,7 +37,9 @@ def reference_cmd() -> None:
 
 @reference_cmd.command("list")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def list_sources(fmt: str) -> None:
+@click.option("--wide", is_flag=True, help=f"Keep every column ({', '.join(SOURCES_OPTIONAL)} is left out where the "
+              "terminal is too narrow); outside a terminal, print the table at its full width.")
+def list_sources(fmt: str, wide: bool = False) -> None:
     """Each source document: who published it, when, and how many figures it holds."""
     rows = reference.load_all()
     counts = {s.file: sum(1 for r in rows if r.source.file == s.file) for s in reference.load_sources()}
@@ -47,17 +48,10 @@ def list_sources(fmt: str) -> None:
         click.echo(json.dumps([{**dataclasses.asdict(s), "rows": counts[s.file]} for s in sources], indent=2,
                               ensure_ascii=False))
         return
-    t = Table(title="published reference figures")
-    t.add_column("name", no_wrap=True)
-    t.add_column("figures", justify="right")
-    t.add_column("year", justify="right")
-    t.add_column("organisation", overflow="fold")
-    t.add_column("title", overflow="fold")
-    for s in sources:
-        figures = str(counts[s.file]) if counts[s.file] else "0 (charts only, no numbers)"
-        t.add_row(s.file.removesuffix(".yaml"), figures, str(s.year or "-"), s.organisation, s.title)
-    Console().print(t)
-    click.echo("Show one: dlbench reference show NAME [--model resnet50 --precision amp --batch-size 256]")
+    out = stdout_console(wide)
+    out.print(sources_table(sources, counts, wide=wide))
+    out.print("Show one: dlbench reference show NAME [--model resnet50 --precision amp --batch-size 256]",
+              markup=False, highlight=False)
 
 
 @reference_cmd.command("show")
@@ -67,8 +61,10 @@ def list_sources(fmt: str) -> None:
 @click.option("--precision", "-p", type=click.Choice(sorted(reference.PRECISIONS)), help="Only this precision.")
 @click.option("--batch-size", "-b", type=click.IntRange(min=1), help="Only this per-device batch.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--wide", is_flag=True, help=f"Keep every column ({', '.join(REFERENCE_OPTIONAL)} are left out where "
+              "the terminal is too narrow); outside a terminal, print the table at its full width.")
 def show(name: str | None, model: str | None, framework: str | None, precision: str | None,
-         batch_size: int | None, fmt: str) -> None:
+         batch_size: int | None, fmt: str, wide: bool = False) -> None:
     """The figures of one source (or all), filtered; each with its hardware, conditions and source line."""
     source = _source_by_name(name) if name else None
     want_model = get_case(model).name if model else None
@@ -81,7 +77,7 @@ def show(name: str | None, model: str | None, framework: str | None, precision: 
     if fmt == "json":
         click.echo(json.dumps([_row_dict(r) for r in rows], indent=2, ensure_ascii=False))
         return
-    out = Console()
+    out = stdout_console(wide)
     if source is not None:
         out.print(f"[bold]{source.title}[/] ({source.organisation}, {source.year or 'year not stated'}; "
                   f"seed {source.seed_file})", highlight=False)
@@ -91,16 +87,5 @@ def show(name: str | None, model: str | None, framework: str | None, precision: 
         out.print("This source publishes charts only, no numbers: it has no figures to show." if empty_source
                   else "No published figure matches these filters.")
         return
-    t = Table()
-    for col, justify in (("source", "left"), ("framework", "left"), ("model", "left"), ("hardware", "left"),
-                         ("devices", "right"), ("precision", "left"), ("batch", "right"), ("data", "left"),
-                         ("conditions", "left"), ("samples/s", "right"), ("speedup", "right"), ("line", "right")):
-        t.add_column(col, justify=justify, overflow="fold", no_wrap=col in ("source", "samples/s"))  # type: ignore[arg-type]
-    for r in rows:
-        version = f" {r.framework_version}" if r.framework_version else ""
-        model_name = r.model + (f" {r.model_variant}" if r.model_variant else "")
-        t.add_row(r.source.file.removesuffix(".yaml"), r.framework + version, model_name, r.hardware,
-                  str(r.devices), r.precision, str(r.batch_size), r.data or "-", ", ".join(r.conditions),
-                  f"{r.throughput:,.2f}", f"{r.speedup:.2f}" if r.speedup else "-", str(r.source_line))
-    out.print(t)
+    out.print(reference_table(rows, wide=wide))
     out.print(f"{len(rows)} figure{'s' if len(rows) != 1 else ''}.")

@@ -16,7 +16,8 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from dlbench.cli.compare import comparison_table, parse_percent, undetectable_lines
+from dlbench.cli.compare import parse_percent
+from dlbench.report.screens import comparison_table, undetectable_lines
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.launch.hosts import HostsConfig

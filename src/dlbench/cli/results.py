@@ -24,7 +24,8 @@ from dlbench.results.verify import verify as verify_points
               "written) back into it; reading twice adds nothing.")
 @click.option("--columns", help=f"Table columns, comma-separated, from {', '.join(COLUMNS)}. Default: "
               f"{', '.join(COMPACT)}.")
-@click.option("--wide", is_flag=True, help="Every table column (cells may be cut to fit the terminal).")
+@click.option("--wide", is_flag=True, help="Every table column; speedup and samples/kWh, optional, are otherwise left "
+              "out where the terminal is narrow (and the runs table's 'created'). Outside a terminal: full width.")
 def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | None, verify: bool,
             recover: bool, columns: str | None, wide: bool) -> int:
     """Show stored runs and points (RUN_ID prefixes work)."""
@@ -42,14 +43,14 @@ def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | Non
     elif fmt == "csv":
         click.echo(to_csv(points, every), nl=False)
     else:
-        out = stdout_console()
-        out.print(runs_table(runs))
+        out = stdout_console(wide)
+        out.print(runs_table(runs, wide=wide))
         for r in runs:
             mine = [p.result for p in points if p.run_id == r.id]
             if not mine:
                 continue
             scales = [scaled(every, p) for p in mine] if any(p.spec.world_size > 1 for p in mine) else None
-            out.print(points_table(mine, title=f"run {r.id}", scaled=scales, columns=shown,
+            out.print(points_table(mine, title=f"run {r.id}", scaled=scales, columns=shown, wide=wide,
                                    width=out.width))
             for line in scaling_notes(mine, scales or []):
                 out.print(line)

@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 
 from dlbench.cases import get_case
+from dlbench.cli.feedback import interrupted_line, say_busy
 from dlbench.cli.invocation import command_line
 from dlbench.cli.options import build_specs, parse_params, protocol_from, require_gpu, say_device, with_layout
 from dlbench.cli.output import stdout_console
@@ -92,7 +93,8 @@ from dlbench.suite.maxbatch import param_bounds, search
               help="How the finished points are printed (json and csv as `dlbench results` gives them).")
 @click.option("--columns", help=f"Table columns, comma-separated, from {', '.join(COLUMNS)}. Default: "
               f"{', '.join(COMPACT)}.")
-@click.option("--wide", is_flag=True, help="Every table column (cells may be cut to fit the terminal).")
+@click.option("--wide", is_flag=True, help="Every table column; speedup and samples/kWh, optional, are otherwise left "
+              "out where the terminal is narrow. Outside a terminal: the table at its full width.")
 @click.option("--force", is_flag=True, help="Start more ranks or threads than this machine has GPUs or logical "
               "CPUs (see docs/measuring.md, Bounds).")
 @watch_options
@@ -150,12 +152,14 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
     for r in failed:
         store.add_point(run_id, r)
     console = Console(stderr=True)
+    say_busy(console, wait_quiet)
     try:
         with RunProgress(len(specs), console) as ui:
             results = run_points(store, run_id, specs, launchers, started=ui.started, done=ui.done, extras=extras,
                                  wait_quiet_s=wait_quiet, price_per_hour=price_per_hour)
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
+        console.print(interrupted_line(run_id, command), highlight=False, markup=False)
         raise
     store.finish_run(run_id, "done")
     results = [*failed, *results]
@@ -164,9 +168,9 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         mine = [p for p in stored if p.run_id == run_id]
         click.echo(to_json(mine, stored) if fmt == "json" else to_csv(mine, stored), nl=fmt == "json")
         return exit_code(r.status for r in results)
-    out = stdout_console()
+    out = stdout_console(wide)
     scales = [scaled(stored, r) for r in results]
-    out.print(points_table(results, title=f"run {run_id}", scaled=scales, columns=shown,
+    out.print(points_table(results, title=f"run {run_id}", scaled=scales, columns=shown, wide=wide,
                            width=out.width))
     for line in scaling_notes(results, scales) + verdict_lines(results):
         out.print(line)

@@ -17,6 +17,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from dlbench.cli.feedback import stage
+
 from dlbench.backends import BackendInfo, all_backends, get_info
 from dlbench.launch import venvs as envs
 from dlbench.launch.interpreters import Interpreter, NoInterpreter, build_of, choose, misfit, named, probe
@@ -34,7 +36,7 @@ def requirement(info: BackendInfo) -> list[str]:
 
 def _run_logged(argv: Sequence[str], log: Path, label: str, console: Console) -> int:
     """Run argv, appending its output to log and showing its last line compactly; returns the exit code."""
-    with log.open("a", encoding="utf-8") as fh, console.status(label) as status:
+    with log.open("a", encoding="utf-8") as fh, stage(console, label, log), console.status(label) as status:
         fh.write(f"$ {' '.join(argv)}\n")
         fh.flush()
         proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -163,7 +165,8 @@ def _cases(python: str, fw: str, check_cases: bool, console: Console) -> dict[st
     """The cached per-case support answer, or {} when skipped or failed (said so)."""
     if not check_cases:
         return {}
-    with console.status(f"{fw}: checking which cases it can build"):
+    label = f"{fw}: checking which cases it can build"
+    with stage(console, label), console.status(label):
         try:
             answer = _ask(python, "params", fw, timeout=900)
             return {k: v for k, v in answer.items() if k != "version"}

@@ -7,16 +7,19 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.table import Table
 
+from dlbench.cli.feedback import say_busy
 from dlbench.cli.invocation import command_line
 from dlbench.cli.options import resolve_device, say_device
+from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress, describe
 from dlbench.cli.watch_options import watch_options
 from dlbench.launch.bounds import check_bounds
 from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
 from dlbench.launch.registry import Launchers
+from dlbench.report.fit import Fitted
+from dlbench.report.listing import dry_run_table, maxbatch_rows_table, suites_table
 from dlbench.report.table import fmt_case_params, points_table
 from dlbench.results.schema import PointResult, exit_code
 from dlbench.results.store import Store, StoreError, resolve_path
@@ -92,9 +95,7 @@ def batch_label(p: PlannedPoint, found: MaxBatch | None, settings: MaxBatchSetti
 
 def list_points(suite: Suite, planned: list[PlannedPoint], settings: MaxBatchSettings, store: Store | None) -> None:
     """List the points without running anything."""
-    t = Table(title=f"suite {suite.name}: {len(planned)} points")
-    for col in ("#", "framework", "model", "batch", "precision", "compile", "data", "scale", "strategy"):
-        t.add_column(col)
+    rows = []
     for i, p in enumerate(planned, start=1):
         s = p.spec
         found = None
@@ -102,10 +103,10 @@ def list_points(suite: Suite, planned: list[PlannedPoint], settings: MaxBatchSet
             found = lookup(store, search_base(p), settings.lo, settings.hi, settings.memory_limits.get(s.model))
         model = s.model + fmt_case_params([(k, v) for k, v in s.case_params if k != p.param_search])
         model += f" {p.param_search}=max" if p.param_search else ""
-        t.add_row(str(i), s.framework, model, batch_label(p, found, settings), s.precision,
-                  "on" if s.compile else "off", s.data, s.scale, s.strategy)
-    out = Console()
-    out.print(t)
+        rows.append((str(i), s.framework, model, batch_label(p, found, settings), s.precision,
+                     "on" if s.compile else "off", s.data, s.scale, s.strategy))
+    out = stdout_console()
+    out.print(dry_run_table(f"suite {suite.name}: {len(planned)} points", rows))
     searches = len({search_base(p).key() for p in planned if p.needs_search})
     if planned:
         proto = planned[0].spec.protocol
@@ -116,24 +117,21 @@ def list_points(suite: Suite, planned: list[PlannedPoint], settings: MaxBatchSet
                   "fewer where the store has them).")
 
 
-def sweep_table(results: list[PointResult], title: str, width: int | None = None) -> Table:
+def sweep_table(results: list[PointResult], title: str, width: int | None = None) -> Fitted:
     """The points table (report/table.py, compact and never cutting what tells rows apart) with the sweep's own
     columns where they say something: the batch group (fixed, max ...) and the input wait of real data (peak memory
     and the rest: `dlbench results RUN --wide`)."""
     group = any(str(r.extra.get("batch_group", r.spec.batch_size)) != str(r.spec.batch_size) for r in results)
     wait = any(r.spec.data == "real" for r in results)
     extra = (*(("group",) if group else ()), *(("wait",) if wait else ()))
-    return points_table(results, title=title, extra=extra, width=width)
+    return points_table(results, title=title, extra=extra, width=width, more="`dlbench results RUN --wide` shows them")
 
 
-def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], bases: dict[str, PointSpec]) -> Table:
+def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], bases: dict[str, PointSpec]) -> Fitted:
     """One row per search (of the batch, or of a case parameter): the max found, whether exact, probes, and the
     throughput at the max."""
     batch_only = all(f.quantity == BATCH for f in searches.values())
-    t = Table(title="max batch size" if batch_only else "max searches")
-    for col in ("framework", "model", "precision", "max", "exact", "probes (new)", "bound", "samples/s at max",
-                "note"):
-        t.add_column(col)
+    rows = []
     for key, found in searches.items():
         b = bases[key]
         at_max = [r for r in results if r.spec.framework == b.framework and r.spec.model == b.model
@@ -142,10 +140,10 @@ def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], ba
         thr = f"{at_max[0].metrics.throughput:,.1f}" if at_max and at_max[0].metrics else (
             f"{found.at_max.throughput:,.1f} (probe)" if found.at_max and found.at_max.throughput else "-")
         what = "" if found.quantity == BATCH else f" ({found.quantity})"
-        t.add_row(b.framework, b.model + what, b.precision + (" +compile" if b.compile else ""),
+        rows.append((b.framework, b.model + what, b.precision + (" +compile" if b.compile else ""),
                   str(found.max_batch) if found.max_batch else "none", "yes" if found.exact else "no",
-                  f"{len(found.probes)} ({found.new_probes})", str(probe_bound(found.lo, found.hi)), thr, found.note)
-    return t
+                  f"{len(found.probes)} ({found.new_probes})", str(probe_bound(found.lo, found.hi)), thr, found.note))
+    return maxbatch_rows_table("max batch size" if batch_only else "max searches", rows)
 
 
 @click.command("sweep")
@@ -175,9 +173,7 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
           price_per_hour: float | None = None) -> int:
     """Run a suite (built-in name or YAML file) as one resumable run; Ctrl-C keeps every finished point."""
     if list_suites:
-        for name in builtin_names():
-            s = load(name)
-            click.echo(f"{name:12} {s.title}")
+        stdout_console().print(suites_table([(name, load(name).title) for name in builtin_names()]))
         return 0
     if memory_limit is not None:
         parse_size(memory_limit)  # bad input fails here, dry run or not
@@ -251,6 +247,7 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
 def _run(store: Store, run_id: str, suite: Suite, planned: list[PlannedPoint], settings: MaxBatchSettings,
          launchers: Launchers, console: Console, wait_quiet: float = 0.0, price_per_hour: float | None = None) -> int:
     start = time.monotonic()
+    say_busy(console, wait_quiet)
     bases = {search_base(p).key(): search_base(p) for p in planned if p.needs_search or p.param_search is not None}
     try:
         with RunProgress(len(planned), console) as ui:
@@ -271,7 +268,7 @@ def _run(store: Store, run_id: str, suite: Suite, planned: list[PlannedPoint], s
         raise
     store.finish_run(run_id, "done")
     results = [p.result for p in store.points([run_id])]
-    out = Console()
+    out = stdout_console()
     out.print(sweep_table(results, title=f"sweep {suite.name}: run {run_id}", width=out.width))
     if searches:
         out.print(maxbatch_table(searches, results, bases))

@@ -6,9 +6,11 @@ the chart is absent. Colours follow the framework across every chart of a report
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled, whiskers
 from dlbench.report.groups import Column, RowKey, Section, max_batch_of, model_title
@@ -71,7 +73,8 @@ def _bars(sec: Section, cc: dict[Column, str], rows: list[RowKey]) -> Chart:
     ax.set_ylim(0, (top or 1) * 1.25)
     ax.grid(axis="x", visible=False)
     ax.set_ylabel("samples/s (higher is better)")
-    where = scales[0] if len(scales) == 1 else "configurations measured at one scale"
+    where = scales[0] if len(scales) == 1 else " and ".join(scales)  # several scales: named, not 'one scale'
+
     ax.set_title(f"Throughput, {where}")
     if ax.get_legend_handles_labels()[0]:
         _legend_below(ax, n)
@@ -143,6 +146,11 @@ def _scale_lines(sec: Section, cc: dict[Column, str], config: tuple[int, tuple[s
                         capsize=3, label=col.title)
     if not ax.lines:
         return None
+    over = [(scales.index(_scale_key(r)), cell.scaling.speedup) for r in rows for col in sec.columns
+            if (cell := sec.cell(r, col)) is not None and cell.ok and cell.scaling and cell.scaling.efficiency > 1]
+    if speedup and over:  # the marks the tables give: an efficiency above 100% is not a speedup to trust
+        ax.plot([x for x, _ in over], [y for _, y in over], ls="none", marker="o", ms=12, mfc="none",
+                mec=FAIL_COLOR, mew=1.5, label="above 100% efficiency: not a speedup to trust", zorder=4)
     if speedup:
         ax.plot(range(len(scales)), [s[0] for s in scales], ls="--", color="#8a929b", lw=1.2, label="ideal (linear)")
         ax.set_ylabel("speedup over 1 device")
@@ -157,8 +165,11 @@ def _scale_lines(sec: Section, cc: dict[Column, str], config: tuple[int, tuple[s
     what, apart = "Speedup" if speedup else "Throughput", "".join(f", {v}" for v in variant)
     ax.set_title(f"{what} vs scale, batch {bs} per device" + (f"\n{' '.join(variant)}" if variant else ""))
     ax.legend(loc="upper left")
-    caption = ("Speedup = throughput / 1-device throughput of the same configuration; the dashed line is ideal."
-               if speedup else "Points: throughput; whiskers: 95% CI over repeats (none below 3 repeats).")
+    caption = "Points: throughput; whiskers: 95% CI over repeats (none below 3 repeats)."
+    if speedup:
+        caption = ("Speedup = throughput / 1-device throughput of the same configuration; the dashed line is ideal."
+                   + (" A red ring marks an efficiency above 100%, which the tables mark as not a speedup to trust."
+                      if over else ""))
     slug = f"{sec.slug}-{'speedup' if speedup else 'scale'}-bs{bs}" + (f"-{sec.configs.index(config)}" if variant else "")
     return Chart(slug, f"{what} vs scale, batch {bs}{apart}", caption, fig)
 
@@ -200,6 +211,17 @@ def _config_label(row: RowKey, col: Column, many_rows: bool) -> str:
     return f"{col.title} · {row.chart_label}" if many_rows else col.title
 
 
+def signed_percent(axis: Axis) -> Callable[[float, int | None], str]:
+    """A tick formatter '+0.25%' with as many decimals as the ticks' spacing needs (a spread under 1% read
+    '-0%' and '+0%' on every tick with none), and no '-0'."""
+    def fmt(x: float, _: int | None) -> str:
+        locs = np.diff(np.sort(axis.get_majorticklocs()))
+        step = float(locs[locs > 0].min()) if (locs > 0).any() else 1.0
+        decimals = max(0, int(np.ceil(-np.log10(step) - 1e-9)))
+        return f"{round(x, decimals) + 0.0:+.{decimals}f}%"
+    return fmt
+
+
 @styled
 def spread_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
     """Every measured step time relative to its point's median: a box for the quartiles, a dot per step."""
@@ -226,7 +248,7 @@ def spread_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
     ax.set_yticks(range(1, len(items) + 1), [lab for lab, _, _ in items], fontsize=7.5)
     ax.invert_yaxis()
     ax.axvline(0, color="#8a929b", lw=0.8)
-    ax.xaxis.set_major_formatter(lambda x, _: f"{x:+.0f}%")
+    ax.xaxis.set_major_formatter(signed_percent(ax.xaxis))
     ax.set_xlabel("step time vs the point's median (one dot per measured step)")
     ax.set_title("Spread of the raw step times")
     ax.grid(axis="y", visible=False)

@@ -18,6 +18,7 @@ from dlbench.report.max_values import REFERENCE_NOTE, MaxValueRow, PublishedMax,
 from dlbench.report.published import Beside, beside
 from dlbench.report.special import wide_deep_chart
 from dlbench.report.strategies import StrategyReport, strategy_report
+from dlbench.report.telemetry import contended
 from dlbench.results.store import RunRecord, StoredPoint
 from dlbench.spec import Protocol
 from dlbench.suite.maxbatch import MAXBATCH_KIND, PROBE_PRESET
@@ -192,7 +193,9 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         descriptive=_descriptive(points), protocols=[f"{k} ({n} point{'s' if n != 1 else ''})"
                                                       for k, n in protos.most_common()],
         warnings=warnings, sections=views, overall=overall,
-        status_counts=dict(Counter(p.result.status for p in points)), colours=cc, notes=notes,
+        status_counts=dict(Counter("ok, contended" if p.result.status == "ok" and contended(p.result)
+                                   else p.result.status for p in points)),  # contended apart, as run's table says
+        colours=cc, notes=notes,
         probes=dict(Counter(p.result.status for p in probes)),
         special=special, max_values=maxima, max_reference=dlperf_max_classes(), gpt_layouts=layouts,
         strategies=strategy_report(sections), uids={p.id: p.uid for p in points})

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from dlbench import reference
 from dlbench.cases import get_case
 from dlbench.cases.arch import GptConfig
-from dlbench.cases.gpt import layout_flops_per_sample
+from dlbench.cases.gpt import layout_flops_per_sample, tokens_per_sample
 from dlbench.parallel import FAMILIES
 from dlbench.reference import ReferenceRow
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, styled
@@ -144,10 +144,11 @@ def layout_rows(points: list[StoredPoint]) -> list[LayoutRow]:
         model_f, hardware_f = layout_flops_per_sample(case, s.input_size, s.recompute)
         per_dev = (m.throughput / s.world_size) if ok and m else None
         seqs = m.throughput if ok and m else None
+        tokens = tokens_per_sample(s.model, s.input_size, s.params)  # the point's sequence, as the run table reads it
         for name in case_names(s, str(r.extra.get("batch_group") or "")):
             latest[(f"{s.framework} {s.precision} {s.device}", name)] = LayoutRow(
                 p.id, s.framework, name, group_of(name), s.layout.label, f"{arch.hidden_size}x{arch.num_layers}",
-                s.world_size, s.global_batch, r.status, seqs, seqs * arch.max_positions if seqs else None,
+                s.world_size, s.global_batch, r.status, seqs, seqs * tokens if seqs and tokens else None,
                 per_dev * hardware_f / 1e12 if per_dev else None, per_dev * model_f / 1e12 if per_dev else None,
                 fmt_mfu(efficiency(r)), m.peak_memory_bytes if ok and m else None, m.memory_kind if m else "",
                 s.layout.bubble, _stage_ms(r.extra), _published(s, arch, name))
@@ -184,6 +185,7 @@ def layout_chart(rows: list[LayoutRow], cc: dict[Column, str]) -> ChartSet:
     fig = Figure(figsize=(max(7.5, 0.62 * len(cases) + 2.5), 7.2), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     peak = 0.0
+    marked = False
     biggest = max((r.memory_per_device or 0 for r in rows), default=0)
     unit, unit_name = (2**30, "GiB") if biggest >= 2**30 else (2**20, "MiB")
     for fi, fw in enumerate(frameworks):
@@ -198,10 +200,16 @@ def layout_chart(rows: list[LayoutRow], cc: dict[Column, str]) -> ChartSet:
                 top.annotate(row.status, (x, 0), textcoords="offset points", xytext=(0, 4), ha="center",
                              rotation=90, fontsize=7, color=FAIL_COLOR, fontweight="bold")
                 continue
-            top.bar(x, row.tflops_per_device, width * 0.9, color=colour, label=bar_label)
+            ideal = _ideal(rows, row)
+            above = ideal is not None and row.devices > 1 and row.tflops_per_device > ideal  # as the tables mark it
+            top.bar(x, row.tflops_per_device, width * 0.9, color=colour, label=bar_label,
+                    hatch="xx" if above else None, edgecolor=FAIL_COLOR if above else None)
+            if above:
+                top.annotate("above ideal", (x, row.tflops_per_device), textcoords="offset points", xytext=(0, 3),
+                             ha="center", rotation=90, fontsize=7, color=FAIL_COLOR, fontweight="bold")
+                marked = True
             bar_label = "_"
             peak = max(peak, row.tflops_per_device)
-            ideal = _ideal(rows, row)
             if ideal is not None:
                 top.hlines(ideal, ci - 0.45, ci + 0.45, colors=colour, linestyles="--", lw=1.1, label=ideal_label)
                 ideal_label = "_"
@@ -233,6 +241,10 @@ def layout_chart(rows: list[LayoutRow], cc: dict[Column, str]) -> ChartSet:
                "layout that loses nothing to communication or bubbles stays on it. Under the cases: the bubble "
                "(P-1)/(M+P-1) a pipeline's schedule implies. Below: the peak memory of the busiest rank (device "
                "allocator on a GPU, resident set on the CPU). ")
+    if marked:
+        caption += ("Hatched, 'above ideal': a device of a multi-device layout beat one device alone, an efficiency "
+                    "above 100% that the tables mark as not a speedup to trust (a slow or noisy baseline, or more "
+                    "cache per device). ")
     caption += ("Hollow markers: DLPerf's published OneFlow (diamond) and Megatron-LM (circle) figures for the same "
                 "case on V100s in fp16; compare shapes, not values, unless the hardware matches." if published else
                 "DLPerf's published V100 figures are drawn only beside points of its own cases (shape, layout and "

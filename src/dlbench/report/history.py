@@ -12,6 +12,7 @@ import matplotlib.dates as mdates
 
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled, whiskers
 from dlbench.report.groups import model_title
+from dlbench.results.compare import ALPHA, MIN_EFFECT
 from dlbench.results.history import REGRESSION, Series, build_series, series_key
 from dlbench.results.rows import StoredPoint
 
@@ -22,8 +23,23 @@ def _ok(s: Series) -> int:
     return sum(hp.point.result.status == "ok" and hp.point.result.metrics is not None for hp in s.points)
 
 
+def verdict_caption(series: Sequence[Series], changes: Sequence[str]) -> str:
+    """What the comparisons found, as `dlbench history` says it: the change points, the comparisons whose samples
+    could not have shown a change ('not enough samples', with the CLI's reason), and 'no significant change
+    point' only where every comparison could have shown one."""
+    blind = [f"{s.label} at run {hp.point.run_id}: {hp.comparison.note}" for s in series for hp in s.undetectable
+             if hp.comparison is not None]
+    out = ("Change points: " + "; ".join(changes) + ". ") if changes else ""
+    if blind:
+        out += (f"{len(blind)} comparison(s) could not have shown a change (not enough samples): "
+                + "; ".join(blind) + ".")
+    elif not changes:
+        out += "No significant change point."
+    return out.strip()
+
+
 @styled
-def _model_chart(model: str, series: list[Series]) -> Chart:
+def _model_chart(model: str, series: list[Series], effect: float = MIN_EFFECT) -> Chart:
     fig, ax = figure(7.2, 3.8)
     notes = []
     for i, s in enumerate(series):
@@ -56,13 +72,15 @@ def _model_chart(model: str, series: list[Series]) -> Chart:
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, show_offset=True))
     ax.set_xlabel("when the point finished (local time)")
     ax.set_title(f"{model_title(model)}: throughput over time")
-    ax.set_ylabel("samples/s (95% CI)")
+    with_ci = any(m is not None and m.ci_low is not None for m in (hp.point.result.metrics for s in series
+                                                                    for hp in s.points))
+    ax.set_ylabel("samples/s (95% CI)" if with_ci else "samples/s (under 3 repeats: no CI)")
     ax.set_ylim(bottom=0)
     ax.legend(loc="lower left", fontsize=7)
     caption = ("Throughput of each configuration over every stored run; labels give the framework version "
-               "where it changes. Each point is compared with its segment's first point by the test of "
-               "`dlbench compare` (p < 0.01, CI excluding 1, at least 2%). ")
-    caption += ("Change points: " + "; ".join(notes) + ".") if notes else "No significant change point."
+               f"where it changes. Each point is compared with its segment's first point by the test of "
+               f"`dlbench compare` (p < {ALPHA}, CI excluding 1, at least {effect:.0%}). ")
+    caption += verdict_caption(series, notes)
     return Chart(f"history-{model}", f"{model}: throughput over time and versions", caption, fig)
 
 

@@ -120,7 +120,11 @@ def wide_deep_chart(points: list[StoredPoint], cc: dict[Column, str]) -> ChartSe
     vocabulary, a line per framework (and device, batch, sparse or dense tables), OOM points marked."""
     curves = vocab_curves(points)
     if not curves:
-        return ChartSet(notes=["Wide & Deep: no wide_deep point with a vocab parameter in these runs."])
+        at_default = sum(p.result.spec.model == MODEL for p in points)
+        note = (f"Wide & Deep: the {at_default} wide_deep point(s) here ran at the case's default vocabulary; the "
+                "vocabulary chart needs points at set vocabularies (`--param vocab=3.2M,6.4M`)." if at_default
+                else "Wide & Deep: no wide_deep point in these runs.")
+        return ChartSet(notes=[note])
     published = any(dev == "cuda" and bs == 16384 for _, dev, bs, _ in curves)
     fig = Figure(figsize=(9.6, 4.2), layout="constrained")
     left, right = fig.subplots(1, 2)

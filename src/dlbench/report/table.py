@@ -8,12 +8,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from rich import box
-from rich.cells import cell_len
-from rich.table import Table
-
 from dlbench.cases.gpt import hardware_ratio, lm_rates
 from dlbench.report.caveats import caveat_notes
+from dlbench.report.fit import Col, Fitted, fit
 from dlbench.report.telemetry import contended, fmt_energy, samples_per_kwh
 from dlbench.results.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
 from dlbench.results.scaling import Scaled, outgrows_one_device
@@ -111,12 +108,19 @@ class PointCell:
 @dataclass(frozen=True)
 class TableColumn:
     """A column of the points table: its header, alignment and cell; `whole` columns (the ones that tell rows
-    apart, and the throughput) are wrapped at spaces only, never cut."""
+    apart, and the numbers) are never cut (report/fit.py); `number` says which of them hold a measurement."""
 
     header: str
     justify: Literal["left", "right"]
     cell: Callable[[PointCell], str]
     whole: bool = False
+    number: bool = False
+
+    def col(self, optional: bool = False, shared: bool = False) -> Col:
+        """This column under the width rule."""
+        role = "number" if self.number else "key" if self.whole else "text"
+        return Col(self.header, role, self.justify, optional=optional, shared=shared,  # type: ignore[arg-type]
+                   bare=True)
 
 
 def _precision(s: PointSpec) -> str:
@@ -136,30 +140,27 @@ COLUMNS: dict[str, TableColumn] = {
     "group": TableColumn("group", "left", lambda c: str(c.result.extra.get("batch_group", "-")), whole=True),
     "threads": TableColumn("threads", "right", lambda c: c.result.env.identity.get("threads", "-"), whole=True),
     "throughput": TableColumn("samples/s", "right", lambda c: fmt_throughput(c.result) + fmt_lm_rates(c.result),
-                              whole=True),
-    "tflops": TableColumn("TFLOP/s", "right", lambda c: fmt_tflops(c.efficiency())),
-    "mfu": TableColumn("MFU", "right", lambda c: fmt_mfu(c.efficiency())),
-    "speedup": TableColumn("speedup", "right", lambda c: fmt_speedup(c.result, c.scaled)),
-    "efficiency": TableColumn("efficiency", "right", lambda c: fmt_efficiency(c.scaled)),
-    "cv": TableColumn("CV", "right", lambda c: fmt_cv(c.result.metrics)),
+                              whole=True, number=True),
+    "tflops": TableColumn("TFLOP/s", "right", lambda c: fmt_tflops(c.efficiency()), number=True),
+    "mfu": TableColumn("MFU", "right", lambda c: fmt_mfu(c.efficiency()), number=True),
+    "speedup": TableColumn("speedup", "right", lambda c: fmt_speedup(c.result, c.scaled), number=True),
+    "efficiency": TableColumn("efficiency", "right", lambda c: fmt_efficiency(c.scaled), number=True),
+    "cv": TableColumn("CV", "right", lambda c: fmt_cv(c.result.metrics), number=True),
     "step": TableColumn("median step", "right", lambda c: f"{c.result.metrics.median_step_s * 1000:,.1f} ms"
-                        if c.result.metrics else "-"),
+                        if c.result.metrics else "-", number=True),
     "memory": TableColumn("peak memory", "right", lambda c: fmt_bytes(c.result.metrics.peak_memory_bytes)
-                          if c.result.metrics else "-"),
+                          if c.result.metrics else "-", number=True),
     "wait": TableColumn("input wait", "right", lambda c: f"{c.result.metrics.input_wait_share:.0%}"
-                        if c.result.metrics and c.result.spec.data == "real" else "-"),
-    "energy": TableColumn("samples/kWh", "right", lambda c: fmt_energy(c.result)),
-    "status": TableColumn("status", "left", lambda c: status_text(c.result), whole=True),
+                        if c.result.metrics and c.result.spec.data == "real" else "-", number=True),
+    "energy": TableColumn("samples/kWh", "right", lambda c: fmt_energy(c.result), number=True),
+    "status": TableColumn("status", "left", lambda c: status_text(c.result)),
 }
 # The default: what tells points apart, the throughput and the status; at 80 columns nothing of it is cut.
 COMPACT: tuple[str, ...] = ("framework", "model", "batch", "precision", "scale", "throughput", "status")
+# Default columns left out, last first, where the terminal cannot hold the table (and a sweep's extra ones).
+OPTIONAL: tuple[str, ...] = ("speedup", "energy")
 # Compact columns that every row of a titled table shares are said once, in the title ('run X · fp32 · 1n1c').
 SAID_ONCE: tuple[str, ...] = ("precision", "data", "scale", "strategy")
-# Two spaces between columns, a rule under the headers, no frame: the most room for the cells.
-TABLE_STYLE: dict[str, object] = {"box": box.SIMPLE_HEAD, "pad_edge": False, "show_edge": False,
-                                  "collapse_padding": True}
-
-
 def pick_columns(text: str | None, wide: bool) -> tuple[str, ...] | None:
     """--columns a,b,c (names from COLUMNS) or --wide (every column) -> the columns to show; None: the compact
     default. An unknown name is a SpecError that lists the known ones."""
@@ -175,32 +176,23 @@ def pick_columns(text: str | None, wide: bool) -> tuple[str, ...] | None:
     return names
 
 
-def _longest_word(texts: Sequence[str]) -> int:
-    return max((cell_len(w) for t in texts for w in t.split()), default=1)
-
-
-def _natural_width(columns: Sequence[str], grid: Sequence[Sequence[str]]) -> int:
-    """How wide the table is drawn without wrapping a cell, separators included. Past the terminal's width rich
-    narrows the widest columns first, whatever their minimum, and can leave the last ones a cell or two."""
-    cells = sum(max(cell_len(t) for t in [COLUMNS[n].header, *(row[j] for row in grid)]) for j, n in enumerate(columns))
-    return cells + 2 * max(0, len(columns) - 1)
-
-
 def points_table(results: list[PointResult], title: str = "",
                  scaled: Sequence[Scaled | None] | None = None, columns: Sequence[str] | None = None,
-                 extra: Sequence[str] = (), width: int | None = None) -> Table:
+                 extra: Sequence[str] = (), width: int | None = None, wide: bool = False,
+                 more: str = "--columns or --wide shows them") -> Fitted:
     """One row per point, in the columns asked for (names of COLUMNS); by default COMPACT, with the data source
     where some point read real data, the strategy where some point has one, the speedup against the 1-device
     point where `scaled` (one entry per result) holds a multi-device point, samples/kWh where some point has an
-    energy reading, and the `extra` columns the caller adds (a sweep's batch group ...). Columns that
-    identify a point and the throughput are never cut: they wrap at spaces and are at least their longest word
-    wide; where `width` (the terminal's) cannot hold the default's columns unwrapped, its optional columns
-    (speedup, energy, `extra`) are left out, last first, and the caption names them. With TFLOP/s or MFU shown,
-    the caption names each device peak the MFU divides by; it also says the
-    caveats the points carry (report/caveats.py)."""
+    energy reading, and the `extra` columns the caller adds (a sweep's batch group ...). It is laid out by the width
+    rule (report/fit.py) when printed: the default's optional columns are OPTIONAL and `extra`, and SAID_ONCE
+    columns shared by every row are said in the title. With TFLOP/s or MFU shown, the notes name each device
+    peak the MFU divides by; they also say the caveats the points carry (report/caveats.py). `width` is unused
+    (the console's width is read when printing); `wide` is --wide; `more` says how to see left-out columns."""
+    del width
     effs = {i: functools.cache(lambda r=r: efficiency(r)) for i, r in enumerate(results)}
     cells = [PointCell(r, scaled[i] if scaled is not None else None, effs[i]) for i, r in enumerate(results)]
-    optional: set[str] | None = None
+    optional: set[str] = set()
+    said: set[str] = set()
     if columns is None:
         many = scaled is not None and any(r.spec.world_size > 1 for r in results)
         energy = any(samples_per_kwh(r) is not None for r in results)  # a column only where some point has it
@@ -209,31 +201,13 @@ def points_table(results: list[PointResult], title: str = "",
         columns = (*COMPACT[:4], *(("data",) if data else ()), COMPACT[4],
                    *(("strategy",) if strategy else ()), *COMPACT[5:-1], *(("speedup",) if many else ()),
                    *(("energy",) if energy else ()), *extra, COMPACT[-1])
-        optional = {"speedup", "energy", *extra}
-        same = [n for n in SAID_ONCE if n in columns and title and len(cells) > 1
-                and len({COLUMNS[n].cell(c) for c in cells}) == 1]
-        title = " · ".join([title, *(COLUMNS[n].cell(cells[0]) for n in same)])
-        columns = tuple(n for n in columns if n not in same)
+        optional = {*OPTIONAL, *extra}
+        said = set(SAID_ONCE) if title else set()
     grid = [[COLUMNS[name].cell(c) for name in columns] for c in cells]
-    left_out: list[str] = []
-    if optional is not None and width is not None:
-        while _natural_width(columns, grid) > width and (drop := [n for n in columns if n in optional]):
-            j = columns.index(drop[-1])
-            left_out.insert(0, COLUMNS[drop[-1]].header)
-            columns = columns[:j] + columns[j + 1:]
-            grid = [row[:j] + row[j + 1:] for row in grid]
     peaks = peak_notes([effs[i]() for i in effs]) if {"tflops", "mfu"} & set(columns) else []
     notes = footnotes(results) + peaks + caveat_notes(results)
-    if left_out:
-        notes.append(f"Not shown at this width: {', '.join(left_out)} (--columns or --wide shows them).")
-    t = Table(title=title or None, caption="\n".join(notes) or None, caption_justify="left", **TABLE_STYLE)  # type: ignore[arg-type]
-    for j, name in enumerate(columns):
-        col = COLUMNS[name]
-        least = _longest_word([col.header, *(row[j] for row in grid)]) if col.whole else None
-        t.add_column(col.header, justify=col.justify, min_width=least, overflow="fold" if col.whole else "ellipsis")
-    for row in grid:
-        t.add_row(*row)
-    return t
+    cols = [COLUMNS[n].col(optional=n in optional, shared=n in said) for n in columns]
+    return fit(cols, grid, title=title, notes=notes, wide=wide, more=more)
 
 
 def fmt_speedup(r: PointResult, sc: Scaled | None) -> str:
@@ -270,13 +244,11 @@ def scaling_notes(results: list[PointResult], scaled: Sequence[Scaled | None]) -
     return out
 
 
-def runs_table(runs: list[RunRecord]) -> Table:
-    """Recent runs: id, when, kind, points, status, command."""
+def runs_table(runs: list[RunRecord], wide: bool = False) -> Fitted:
+    """Recent runs: id, when, kind, points, status, command (the command wraps; 'created' is optional: the run id
+    starts with the date and time)."""
     rows = [(r.id, datetime.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M"), r.kind, str(r.points),
              r.status, r.command) for r in runs]
-    t = Table(title="runs", **TABLE_STYLE)  # type: ignore[arg-type]
-    for col in ("run", "created", "kind", "points", "status", "command"):
-        t.add_column(col, no_wrap=col == "run", overflow="fold")  # the run id whole; the rest wraps, the command too
-    for row in rows:
-        t.add_row(*row)
-    return t
+    cols = [Col("run", "key"), Col("created", "key", optional=True), Col("kind", "key", shared=True),
+            Col("points", "number", "right"), Col("status"), Col("command")]
+    return fit(cols, rows, title="runs", wide=wide)

@@ -1,0 +1,62 @@
+"""What a long command says while it works: a busy machine before the first point, how to measure again after
+Ctrl-C, and setup's stages where no spinner can be seen."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+from rich.console import Console
+
+from dlbench.results.contention import others_share_now, tree
+from dlbench.results.telemetry import CONTENTION_SHARE
+
+SUGGESTED_WAIT_S = 300
+
+
+def busy_line(interval_s: float = 0.5) -> str | None:
+    """A line saying the machine is busy (others' share of this process's CPUs over `interval_s` above the
+    contention threshold, and the load), with the option that waits for quiet; None on a quiet machine."""
+    me = psutil.Process()
+    share = others_share_now(lambda: tree(me), interval_s)
+    if share is None or share <= CONTENTION_SHARE:
+        return None
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    cpus = len(me.cpu_affinity() or []) if hasattr(me, "cpu_affinity") else os.cpu_count()
+    return (f"this machine is busy: other processes use {share:.0%} of its {cpus} CPUs"
+            + (f" (load {load:.1f})" if load is not None else "")
+            + "; points measured now will be slower and marked contended. "
+            f"--wait-quiet {SUGGESTED_WAIT_S} waits up to {SUGGESTED_WAIT_S // 60} minutes before each point for it "
+            "to calm down.")
+
+
+def say_busy(console: Console, wait_quiet_s: float) -> None:
+    """Print busy_line() before the first point, unless --wait-quiet already waits for quiet."""
+    if wait_quiet_s > 0:
+        return
+    line = busy_line()
+    if line:
+        console.print(f"[bold yellow]note:[/] {line}", highlight=False)
+
+
+def interrupted_line(run_id: str, command: str) -> str:
+    """What `run` says on Ctrl-C: where the finished points are, and that it measures again, not resumes."""
+    return (f"interrupted: the finished points are stored in run {run_id} (dlbench results {run_id}). `dlbench run` "
+            f"does not resume: to measure the rest, run the command again: {command}")
+
+
+@contextmanager
+def stage(console: Console, label: str, log: Path | None = None) -> Iterator[None]:
+    """Outside a terminal (no spinner to see) a line when a setup stage starts, naming its log, and one when it
+    ends, with its duration; on a terminal, nothing (the spinner says it)."""
+    if console.is_terminal:
+        yield
+        return
+    console.print(f"{label} ..." + (f" (output in {log})" if log else ""), highlight=False, markup=False)
+    start = time.monotonic()
+    yield
+    console.print(f"{label}: finished in {time.monotonic() - start:,.0f} s", highlight=False, markup=False)

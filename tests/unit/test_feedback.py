@@ -1,0 +1,105 @@
+"""What long commands say while they work: a busy machine before the first point (real /proc/stat beside a real
+busy loop, and the reading mocked at its boundary), how to measure again after Ctrl-C, setup's stages."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from dlbench.cli import feedback
+from dlbench.cli.progress import Pace
+
+CliResult = tuple[int, str, str]
+
+
+@pytest.fixture
+def one_cpu() -> Iterator[int]:
+    """Pin this process (and what it starts) to one CPU, so that one busy loop is the same share anywhere."""
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no CPU affinity on this platform: the busy loop could not be put on this process's CPU")
+    before = os.sched_getaffinity(0)
+    cpu = min(before)
+    os.sched_setaffinity(0, {cpu})
+    try:
+        yield cpu
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def _orphan_busy_loop() -> int:
+    """A busy loop that is not this process's descendant (a shell starts it and exits; init adopts it)."""
+    shell = subprocess.run(["sh", "-c", f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
+                           capture_output=True, text=True, check=True)
+    return int(shell.stdout.strip())
+
+
+def test_a_busy_loop_on_our_cpu_makes_the_machine_read_busy(one_cpu: int) -> None:
+    burner = _orphan_busy_loop()
+    try:
+        time.sleep(0.3)
+        line = feedback.busy_line(interval_s=1.0)
+    finally:
+        os.kill(burner, signal.SIGKILL)
+    assert line is not None and "--wait-quiet" in line and "busy" in line
+
+
+@pytest.mark.parametrize("share", [0.6, 0.0])
+def test_run_says_the_machine_is_busy_before_its_first_point(share: float, monkeypatch: pytest.MonkeyPatch,
+                                                            tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    """The reading of others' share mocked at its boundary: busy says so (and suggests --wait-quiet) before any
+    point is measured; quiet says nothing."""
+    order: list[str] = []
+    monkeypatch.setattr(feedback, "others_share_now", lambda own, interval_s: order.append("read") or share)
+    from dlbench.cli import run as run_cli
+    real = run_cli.run_points
+    monkeypatch.setattr(run_cli, "run_points", lambda *a, **k: order.append("points") or real(*a, **k))
+    monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.001")
+    code, _, err = cli("run", "-f", "fake", "-m", "resnet50", "-b", "2", "--warmup", "0", "--steps", "2",
+                       "--repeats", "1", "--store", str(tmp_path / "s.db"))
+    assert code == 0, err
+    assert order == ["read", "points"]
+    assert ("this machine is busy: other processes use 60%" in err and "--wait-quiet 300" in err) == (share > 0)
+
+
+def test_wait_quiet_reads_nothing_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(feedback, "others_share_now", lambda *a, **k: pytest.fail("read with --wait-quiet"))
+    feedback.say_busy(Console(file=io.StringIO()), wait_quiet_s=60.0)
+
+
+def test_ctrl_c_says_run_does_not_resume_and_how_to_measure_again() -> None:
+    line = feedback.interrupted_line("20261127-010203-abcd1234", "dlbench run -m resnet50")
+    assert "dlbench results 20261127-010203-abcd1234" in line and "does not resume" in line
+    assert line.endswith("dlbench run -m resnet50")
+
+
+def test_setup_stages_print_a_line_and_their_log_outside_a_terminal(tmp_path: Path) -> None:
+    out = Console(file=io.StringIO(), width=200)
+    with feedback.stage(out, "jax: pip install (cpu build)", tmp_path / "jax.log"):
+        pass
+    text = out.file.getvalue()  # type: ignore[attr-defined]
+    assert f"jax: pip install (cpu build) ... (output in {tmp_path / 'jax.log'})" in text
+    assert "jax: pip install (cpu build): finished in" in text
+    tty = Console(file=io.StringIO(), force_terminal=True)
+    with feedback.stage(tty, "x", tmp_path / "x.log"):
+        pass
+    assert tty.file.getvalue() == ""  # type: ignore[attr-defined]
+
+
+def test_the_pace_is_known_after_the_first_measured_step() -> None:
+    pace = Pace()
+    pace.see("warmup", 1, 0.0)
+    pace.see("warmup", 2, 50.0)  # a slow warm-up (compilation) says nothing of the measured pace
+    assert pace.step_s is None
+    pace.see("measure", 2, 60.0)
+    assert pace.step_s is None
+    pace.see("measure", 3, 62.0)
+    assert pace.step_s == pytest.approx(2.0)
