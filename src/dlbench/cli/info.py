@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from dlbench.backends import all_backends
+from dlbench.backends.gpu_builds import gpu_builds
 from dlbench.cases import Case, ImageInput, TextInput, all_cases
 from dlbench.cli.options import resolve_device
 from dlbench.cli.output import stdout_console
@@ -56,6 +57,19 @@ def _live_cases(python: str, framework: str) -> dict[str, object]:
     return {k: v for k, v in answer.items() if k != "version"} if isinstance(answer, dict) else {}
 
 
+def gpu_table(frameworks: list[str]) -> Table:
+    """Per framework: whether a build runs on Hopper and Blackwell GPUs, whether PyPI has it, what to do."""
+    t = Table(title="GPU builds (PTX: JIT-compiled once at start)")
+    for col in ("framework", "Hopper", "Blackwell", "PyPI"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("how", ratio=1, overflow="fold")
+    for name in frameworks:
+        b = gpu_builds(name)
+        if b is not None:
+            t.add_row(name, b.hopper, b.blackwell, "yes" if b.on_pypi else "no", escape(b.how))
+    return t
+
+
 @click.command("list")
 @click.option("--check", is_flag=True, help="Ask installed frameworks without a cached answer which cases they "
               "can build (slow).")
@@ -93,6 +107,7 @@ def list_cmd(check: bool) -> None:
             unchecked.append(name)
         support.add_row(name, *(_support(c, answers.get(c.name) if answers else None) for c in all_cases()))
     out.print(fws)
+    out.print(gpu_table(list(all_backends())))
     out.print(support)
     if unchecked:
         out.print(f"? = not checked for {', '.join(unchecked)}: `dlbench setup FW` caches it, "
