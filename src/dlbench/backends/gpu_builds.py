@@ -9,7 +9,7 @@ refusals. Framework-free: what each framework's published wheels were built for,
 | torch | yes | yes | PyPI's CUDA wheels (cu126 and newer carry sm_90; cu128 and newer sm_100) |
 | jax | yes | yes | PyPI: the `jax-cuda` extra (jax[cuda13], with flax and optax) |
 | tf | PTX | no | PyPI `tensorflow[and-cuda]`: SASS to sm_89 and compute_90 PTX, JIT-compiled once on Hopper |
-| paddle | yes | no | not on PyPI: PaddlePaddle's own index (cu126: sm_90, no sm_100) |
+| paddle | yes | ? | not on PyPI: PaddlePaddle's own index (cu126: sm_90; a Blackwell build not checked) |
 | mxnet, oneflow, mindspore | no | no | CUDA 11 builds (no sm_90): MXNet only in NVIDIA's old NGC container |
 | megengine | no | no | CUDA 11 wheels, for Python <= 3.10 only |
 | jittor | ? | ? | compiles its kernels at first import with the machine's CUDA toolkit: untested here |
@@ -36,8 +36,9 @@ BUILDS: dict[str, GpuBuilds] = {
     "jax": GpuBuilds("yes", "yes", True, "PyPI: dlbench setup --cuda jax (extra jax-cuda: jax[cuda13], flax, optax)"),
     "tf": GpuBuilds("PTX", "no", True, "PyPI tensorflow[and-cuda]: on Hopper its compute_90 PTX is JIT-compiled "
                                        "once (recorded as ptx_jit); no Blackwell kernels yet"),
-    "paddle": GpuBuilds("yes", "no", False, "not on PyPI: dlbench setup --cuda paddle --index-url "
-                                            "https://www.paddlepaddle.org.cn/packages/stable/cu126/"),
+    "paddle": GpuBuilds("yes", "?", False, "not on PyPI: dlbench setup --cuda paddle --index-url "
+                                           "https://www.paddlepaddle.org.cn/packages/stable/cu126/ (sm_90; a "
+                                           "Blackwell build is not checked here)"),
     "mxnet": GpuBuilds("no", "no", False, "newest GPU wheel mxnet-cu117 (CUDA 11.7, no sm_90): only NVIDIA's old "
                                           "NGC MXNet container; register its Python with dlbench setup --existing"),
     "oneflow": GpuBuilds("no", "no", False, "its GPU wheels need CUDA 11 (no sm_90 kernels): none runs on Hopper"),
