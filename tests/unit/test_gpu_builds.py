@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.backends import all_backends
-from dlbench.backends.gpu_builds import BUILDS, advice, comparable
+from dlbench.backends import BUILDS, advice, all_backends, comparable
 
 CliResult = tuple[int, str, str]
 

@@ -9,8 +9,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from dlbench.backends import all_backends
-from dlbench.backends.gpu_builds import gpu_builds
+from dlbench.backends import all_backends, gpu_builds
 from dlbench.cases import Case, ImageInput, TextInput, all_cases
 from dlbench.cli.options import resolve_device
 from dlbench.cli.output import stdout_console

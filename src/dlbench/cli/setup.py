@@ -17,8 +17,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from dlbench.backends import BackendInfo, all_backends, get_info
-from dlbench.backends.gpu_builds import advice
+from dlbench.backends import BackendInfo, advice, all_backends, get_info
 from dlbench.launch import venvs as envs
 from dlbench.launch.interpreters import Interpreter, NoInterpreter, build_of, choose, misfit, named, probe
 from dlbench.results.nvml import gpu_info
