@@ -64,7 +64,8 @@ fair() {  # one round of the harness against the bare loop, judged against the b
   if [ "$rc" = 0 ]; then echo "PASS: fairness $*"; else echo "FAIL: fairness $* (exit $rc)"; fails=$((fails + 1)); fi
 }
 ok='all(p["status"] == "ok" for p in pts)'
-tf32_faster='[p["throughput"] for p in pts if p["math_mode"] == "tf32"] > [p["throughput"] for p in pts if p["math_mode"] == "fp32"]'
+speed='{p["math_mode"]: p["throughput"] for p in pts}'
+tf32_faster="$speed[\"tf32\"] > $speed[\"fp32\"]"
 peak_known='all(p["peak_tflops"] for p in pts)'
 mfu_range='all(p["mfu"] is not None and 0 < p["mfu"] <= 1 for p in pts)'
 
@@ -72,7 +73,8 @@ stage_a() {
   step "$PY" -m dlbench env --device cuda
   [ "$rc" = 0 ] || { echo "FAIL: dlbench env --device cuda exited $rc"; fails=$((fails + 1)); }
   run -f "$FW" -m resnet50 -p amp -b 256 --channels-last
-  check "resnet50 amp channels-last ok, with an MFU" resnet50 "$ok and $peak_known and all(p['channels_last'] for p in pts)" "$mfu_range"
+  check "resnet50 amp channels-last ok, with an MFU" resnet50 \
+    "$ok and $peak_known and all(p['channels_last'] for p in pts)" "$mfu_range"
   run -f "$FW" -m bert_base -p amp -b 64
   check "bert_base amp ok, with an MFU" bert_base "$ok and $peak_known" "$mfu_range"
 }
@@ -96,7 +98,8 @@ stage_d() {
   sed "s/framework: torch/framework: $FW/" "$HERE/maxbatch.yaml" > "$y"
   [ "$REHEARSE" = 0 ] || sed -i "s/preset: quick/preset: caict/" "$y"  # no 2-second minimum per repeat
   step "$PY" -m dlbench sweep "$y" --store "$STORE"
-  KIND=sweep check "max batch found and measured" bert_base 'any(p["status"] == "ok" and p["batch_group"] == "max" for p in pts)'
+  KIND=sweep check "max batch found and measured" bert_base \
+    'any(p["status"] == "ok" and p["batch_group"] == "max" for p in pts)'
 }
 stage_e() {
   if [ "$JAX" = jax ] && ! "$PY" -c "import jax, sys; sys.exit(jax.default_backend() != 'gpu')" 2>/dev/null; then
@@ -117,8 +120,9 @@ run_stage() {  # run_stage X: one stage into OUT/stage-X, unless its result is t
   echo; echo "=== stage $1 (budget $(budget "$1") s) $(date -u +%FT%TZ)"
   "stage_$1" 2>&1 | tee "$DIR/log.txt"
   fails=$(grep -c '^FAIL' "$DIR/log.txt")
+  local rehearsal=false; [ "$REHEARSE" = 0 ] || rehearsal=true
   printf '{"stage": "%s", "checks_failed": %d, "budget_s": %d, "used_s": %d, "rehearsal": %s}\n' "$1" "$fails" \
-    "$(budget "$1")" $(( $(budget "$1") - $(left) )) "$([ "$REHEARSE" = 1 ] && echo true || echo false)" > "$DIR/result.json"
+    "$(budget "$1")" $(( $(budget "$1") - $(left) )) "$rehearsal" > "$DIR/result.json"
   echo "stage $1: checks failed: $fails"
   [ "$fails" = 0 ]
 }
@@ -130,7 +134,8 @@ merge() {  # every stage's store into OUT/store.db, then summary.json and the re
   done
   [ -f "$OUT/store.db" ] || { echo "merge: no stage has results in $OUT"; return 1; }
   "$PY" "$HERE/check_run.py" summary "$OUT" > "$OUT/summary.json" || total=1
-  "$PY" -m dlbench report --all -o "$OUT/report.html" --title "dlbench GPU validation" --store "$OUT/store.db" || total=1
+  "$PY" -m dlbench report --all -o "$OUT/report.html" --title "dlbench GPU validation" --store "$OUT/store.db" \
+    || total=1
   echo "merge: $OUT/store.db, $OUT/summary.json, $OUT/report.html"
   return $total
 }

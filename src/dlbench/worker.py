@@ -153,14 +153,23 @@ def _ptx_jit(backend: Backend, spec: PointSpec, ctx: RankContext) -> str | None:
         return None
 
 
+def _used_share(backend: Backend) -> float | None:
+    """The backend's used share of its device's memory; None where reading it fails too."""
+    try:
+        return backend.memory_used_share()
+    except Exception:  # noqa: BLE001 - the point keeps its error
+        return None
+
+
 def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     """Build, measure and describe one point in this process; once more with cuDNN autotuning off where the first
-    try failed with cuDNN's "no valid algorithm" (backends/cudnn_fallback)."""
+    try failed with cuDNN's "no valid algorithm" (backends/cudnn_fallback; one-process points only: a rank that
+    tried again alone would leave its peers waiting in a collective)."""
     from dlbench.backends import cudnn_fallback, load_backend
 
     backend = load_backend(spec.framework)
     result = _run(spec, ctx, backend)
-    if not cudnn_fallback.should_retry(result.status, result.error or "", backend.autotune_off):
+    if spec.processes > 1 or not cudnn_fallback.should_retry(result.status, result.error or "", backend.autotune_off):
         return result
     again = _run(spec, ctx, backend, retried=True)
     return again.model_copy(update={"facts": {**again.facts, cudnn_fallback.RETRIED: cudnn_fallback.retry_fact(
@@ -201,7 +210,7 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
             if isinstance(exc, KeyboardInterrupt):
                 raise
             status = "oom" if _oom(backend, exc) else "error"
-            if retried and status == "error" and cudnn_fallback.exhausted(str(exc), backend.memory_used_share()):
+            if retried and status == "error" and cudnn_fallback.exhausted(str(exc), _used_share(backend)):
                 status = "oom"
             tail = traceback.format_exc().strip().splitlines()[-12:]
             return WorkerResult(status=status, error=f"{type(exc).__name__}: {exc}".strip()[:2000], traceback=tail,

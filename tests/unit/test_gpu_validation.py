@@ -37,6 +37,7 @@ def _check(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=300, check=False)
 
 
+@pytest.mark.slow
 def test_rehearsal_runs_every_stage_and_the_merge(tmp_path: Path) -> None:
     """`validate.sh --rehearse OUT`: every stage's checks run on the run their own step made and pass, each stage
     writes its result within its budget, and the merge gathers them into one store, summary.json and a report;

@@ -239,6 +239,7 @@ def test_bare_loop_starts_its_scaler_where_dlbench_does() -> None:
 
 # ------------------------------------------------------------------------------------------------------------ BERT
 
+@pytest.mark.slow
 def test_bert_trains_with_no_mask_when_every_token_is_real() -> None:
     """The synthetic BERT batch attends to every token, so torch gets no mask (SDPA may pick a fused kernel); the
     loss is the one an all-ones mask gives; the point records its attention."""

@@ -113,6 +113,12 @@ def refusal(capability: str, gpu_name: str, build: GpuBuild) -> str | None:
 JIT_CACHE_BYTES = 4 << 30
 
 
+def _major(arch: str) -> int:
+    """The major version of an architecture name ('compute_90' -> 9); -1 if it is none."""
+    m = _ARCH.fullmatch(arch.strip())
+    return int(m.group(2)) if m else -1
+
+
 def ptx_jit(capability: str, build: GpuBuild) -> str | None:
     """The fact to record when the build has no machine code for this GPU but PTX of the GPU's own major version
     ("compute_90" on a 9.x GPU), which the driver JIT-compiles once and runs; None otherwise. PTX of an older
@@ -120,7 +126,7 @@ def ptx_jit(capability: str, build: GpuBuild) -> str | None:
     cap = _capability(capability)
     if cap is None or any(_runs(a, cap) == "sass" for a in build.archs):
         return None
-    ptx = [a for a in build.archs if _runs(a, cap) == "ptx" and int(_ARCH.fullmatch(a.strip()).group(2)) == cap[0]]  # type: ignore[union-attr]
+    ptx = [a for a in build.archs if _runs(a, cap) == "ptx" and _major(a) == cap[0]]
     if not ptx:
         return None
     return (f"{build.framework}'s build has no sm_{cap[0]}{cap[1]} machine code: the driver JIT-compiles its "
@@ -152,4 +158,5 @@ def rank_refusal(build: GpuBuild | None, ctx: RankContext) -> str | None:
     return refusal(gpu.get("compute_capability", ""), gpu.get("name", ""), build) if gpu else None
 
 
-__all__ = ["JIT_CACHE_BYTES", "NEWEST_ARCH", "GpuBuild", "ptx_jit", "rank_ptx_jit", "cuda_version", "newest_arch", "rank_gpu", "rank_refusal", "refusal"]
+__all__ = ["JIT_CACHE_BYTES", "NEWEST_ARCH", "GpuBuild", "cuda_version", "newest_arch", "ptx_jit", "rank_gpu",
+           "rank_ptx_jit", "rank_refusal", "refusal"]

@@ -142,8 +142,8 @@ class TorchBackend(Backend):
         self._facts = {**ran, "compiled": "torch.compile" if spec.compile else "eager",
                        "loader": data.describe(spec), "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
                        "channels_last": spec.channels_last,
-                       "loss_scaling": f"GradScaler (dynamic, initial scale {LOSS_SCALE_INIT:g})" if numerics.loss_scaling
-                       else "none"}
+                       "loss_scaling": (f"GradScaler (dynamic, initial scale {LOSS_SCALE_INIT:g})"
+                                        if numerics.loss_scaling else "none")}
         if case.loss.kind == "mlm_nsp":
             masked = spec.data == "real"  # synthetic batches attend to every token: no mask (data.every_token_real)
             self._facts["attention"] = attention_kernels(case, spec.input_size or case.input.seq_len, masked, device,
