@@ -2,6 +2,7 @@
 
     python benchmarks/fairness.py [-f torch,tf,paddle,jax] [--batch-size 8] [--input-size 224] [--steps 10]
                                   [--rounds 3] [--device cpu|cuda] [--precision fp32] [--channels-last] [--compile]
+                                  [--band 0.95,1.05]   (exit 1 where a median ratio is outside, or a side failed)
 
 For every installed framework, ResNet-50 is trained by dlbench (`dlbench run`, one repeat) and by a bare loop
 over the framework's canonical model (benchmarks/fairness_loops/: torchvision's ResNet-50 code,
@@ -38,7 +39,7 @@ from pathlib import Path
 from dlbench.backends.paddle import gpu_defaults
 from dlbench.cases import get_case
 from dlbench.launch.interpreters import NotInstalled, interpreter_for
-from dlbench.numerics import resolve_precision
+from dlbench.numerics import LOSS_SCALE_INIT, resolve_precision
 from dlbench.results.store import Store
 from dlbench.results.telemetry import telemetry_of
 from dlbench.spec import PRESETS
@@ -85,7 +86,7 @@ def loop_argv(framework: str, a: argparse.Namespace) -> list[str]:
     """The bare loop's options: the point, and dlbench's settings for it."""
     out = _common(a)
     if framework == "torch":
-        out += ["--optimizer", json.dumps(torch_optimizer(a))]
+        out += ["--optimizer", json.dumps(torch_optimizer(a)), "--loss-scale-init", str(LOSS_SCALE_INIT)]
     elif framework == "paddle":
         settings = paddle_settings(a)
         out += ["--flags", json.dumps(settings.flags), "--layout", settings.layout,
@@ -105,6 +106,8 @@ def adjusted(dl: Side, bare: Side) -> float:
     """dlbench / bare with each side's throughput divided by the CPU share left to it in its measured steps: on
     a shared machine, what the ratio would read had both sides had the same CPU (both sides being CPU-bound);
     an estimate, printed beside the plain ratio, never instead of it."""
+    if dl.others >= 1 or bare.others >= 1:
+        return float("nan")  # a side had no CPU left to it, as measured: no estimate
     return (dl.samples_per_s / (1 - dl.others)) / (bare.samples_per_s / (1 - bare.others))
 
 
@@ -156,13 +159,63 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--compile", action="store_true", help="each framework's default compiler on both sides")
     p.add_argument("--timeout", type=float, default=1800)
+    p.add_argument("--band", type=band, default=None, metavar="LO,HI",
+                   help="judge each framework's median ratio: exit 1 outside LO..HI, or when a side failed")
     return p
+
+
+def band(text: str) -> tuple[float, float]:
+    """'0.95,1.05' -> (0.95, 1.05)."""
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--band wants LO,HI (0.95,1.05), not {text!r}") from None
+    if not lo <= hi:
+        raise argparse.ArgumentTypeError(f"--band {text}: LO must not exceed HI")
+    return lo, hi
+
+
+def rounds(fw: str, python: str, a: argparse.Namespace, store: Path, ratios: list[float], fair: list[float]) -> str:
+    """Run a.rounds interleaved rounds of one framework, appending each ratio and adjusted ratio; what the bare
+    loop trained. Raises RuntimeError where a side failed."""
+    canonical = ""
+    for r in range(a.rounds):
+        first_bare = r % 2 == 0  # alternate who goes first
+        order = ("bare", "dlbench") if first_bare else ("dlbench", "bare")
+        got: dict[str, Side] = {}
+        for side in order:
+            if side == "bare":
+                got["bare"], canonical = bare(fw, python, a)
+            else:
+                got["dlbench"] = dlbench(fw, a, store)
+        dl, bl = got["dlbench"], got["bare"]
+        ratios.append(dl.samples_per_s / bl.samples_per_s)
+        fair.append(adjusted(dl, bl))
+        print(f"{fw} round {r + 1}: dlbench {dl.samples_per_s:.2f} / bare {bl.samples_per_s:.2f} samples/s = "
+              f"{ratios[-1]:.3f}; others used {dl.others:.0%} / {bl.others:.0%} of the CPUs while measured, "
+              f"adjusted {fair[-1]:.3f} (load {os.getloadavg()[0]:.1f})", flush=True)
+    return canonical
+
+
+def judged(rows: list[tuple[str, float]], failed: list[str], limits: tuple[float, float] | None) -> int:
+    """Print each framework's verdict against the band; 1 when a median is outside it or a framework failed."""
+    if limits is None:
+        return 0
+    lo, hi = limits
+    bad = list(failed)
+    for fw, med in rows:
+        ok = lo <= med <= hi
+        print(f"  {fw}: median ratio {med:.3f} {'within' if ok else 'OUTSIDE'} the band {lo}-{hi}")
+        bad += [] if ok else [fw]
+    for fw in failed:
+        print(f"  {fw}: did not finish its rounds")
+    return 1 if bad or not (rows or failed) else 0
 
 
 def main() -> int:
     """Interleave bare and dlbench rounds per framework; print each ratio, what others used, and the medians."""
     a = parser().parse_args()
-    rows = []
+    rows, failed = [], []
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "fairness.db"
         for fw in a.frameworks.split(","):
@@ -172,21 +225,12 @@ def main() -> int:
                 print(f"{fw}: skipped ({exc})")
                 continue
             ratios, fair, canonical = [], [], ""
-            for r in range(a.rounds):
-                first_bare = r % 2 == 0  # alternate who goes first
-                order = ("bare", "dlbench") if first_bare else ("dlbench", "bare")
-                got: dict[str, Side] = {}
-                for side in order:
-                    if side == "bare":
-                        got["bare"], canonical = bare(fw, python, a)
-                    else:
-                        got["dlbench"] = dlbench(fw, a, store)
-                dl, bl = got["dlbench"], got["bare"]
-                ratios.append(dl.samples_per_s / bl.samples_per_s)
-                fair.append(adjusted(dl, bl))
-                print(f"{fw} round {r + 1}: dlbench {dl.samples_per_s:.2f} / bare {bl.samples_per_s:.2f} samples/s = "
-                      f"{ratios[-1]:.3f}; others used {dl.others:.0%} / {bl.others:.0%} of the CPUs while measured, "
-                      f"adjusted {fair[-1]:.3f} (load {os.getloadavg()[0]:.1f})", flush=True)
+            try:
+                canonical = rounds(fw, python, a, store, ratios, fair)
+            except (RuntimeError, subprocess.TimeoutExpired, ValueError) as exc:
+                print(f"{fw}: failed: {exc}", flush=True)
+                failed.append(fw)
+                continue
             rows.append((fw, statistics.median(ratios), min(ratios), max(ratios), statistics.median(fair), canonical))
     print(f"\nResNet-50, batch {a.batch_size}, input {a.input_size}, {a.precision}{' +compile' if a.compile else ''}, "
           f"{a.device}, {a.steps} steps, {a.threads} threads, {a.rounds} interleaved rounds; load average "
@@ -194,7 +238,7 @@ def main() -> int:
     print(f"{'framework':10} {'median':>7} {'min':>6} {'max':>6} {'adjusted':>8}  against")
     for fw, med, lo, hi, adj, canonical in rows:
         print(f"{fw:10} {med:7.3f} {lo:6.3f} {hi:6.3f} {adj:8.3f}  {canonical}")
-    return 0
+    return judged([(fw, med) for fw, med, *_ in rows], failed, a.band)
 
 
 if __name__ == "__main__":

@@ -69,15 +69,17 @@ class ResNet50(nn.Module):
 
 
 def set_tf32(allow: bool) -> None:
-    """TF32 for matmuls and cuDNN convolutions on or off, as dlbench sets it: through torch's fp32_precision API
-    where it has one (torch >= 2.9 refuses a mix of it and the legacy allow_tf32 flags), else the legacy flags."""
+    """TF32 for matmuls and cuDNN convolutions on or off, as dlbench sets it: the legacy flags first, then every
+    fp32_precision value where torch has that API (2.9+), so that the legacy getters, which Inductor reads, stay
+    readable (setting only the new API makes them raise "mix of the legacy and new APIs")."""
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allow
     if hasattr(torch.backends, "fp32_precision"):
         mode = "tf32" if allow else "ieee"
+        torch.backends.fp32_precision = mode
         torch.backends.cuda.matmul.fp32_precision = mode
+        torch.backends.cudnn.fp32_precision = mode
         torch.backends.cudnn.conv.fp32_precision = mode
         torch.backends.cudnn.rnn.fp32_precision = mode
-    else:
-        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = allow
 
 
 def make_optimizer(params: list[torch.nn.Parameter], kwargs: dict[str, object]) -> torch.optim.Optimizer:
@@ -109,7 +111,7 @@ def main() -> None:
     forward = torch.compile(model) if args.compile else model
     images = torch.randn(args.batch_size, 3, args.input_size, args.input_size, device=device).to(memory_format=fmt)
     labels = torch.randint(0, 1000, (args.batch_size,), device=device)
-    scaler = torch.amp.GradScaler(enabled=args.precision == "amp")
+    scaler = torch.amp.GradScaler(args.device, init_scale=args.loss_scale_init, enabled=args.precision == "amp")
     dtype = {"amp": torch.float16, "bf16": torch.bfloat16}.get(args.precision)
     loss_fn = nn.CrossEntropyLoss()
 

@@ -19,6 +19,11 @@ from typing import Literal
 
 ComputeDtype = Literal["float32", "float16", "bfloat16"]
 
+# The initial loss scale of dynamic loss scaling (torch's GradScaler, in dlbench and the bare fairness loop alike):
+# torch's default, 2^16, overflowed fp16 ResNet-50's first 6 steps on this project's CPU, each step skipped, so a
+# short warm-up timed skipped steps; at 2^10 the first step updates the weights, and the scaler still grows it.
+LOSS_SCALE_INIT = 2.0**10
+
 # The math-mode labels a backend may report.
 MATH_MODES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
 

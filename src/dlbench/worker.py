@@ -30,6 +30,7 @@ from dlbench.wire import (
 )
 
 if TYPE_CHECKING:
+    from dlbench.backends.base import Backend
     from dlbench.results.gpu_watch import GpuSampler
 
 
@@ -140,16 +141,51 @@ def _gpu_refusal(backend: object, spec: PointSpec, ctx: RankContext) -> str | No
     return rank_refusal(backend.gpu_build(), ctx)  # type: ignore[attr-defined]
 
 
+def _ptx_jit(backend: Backend, spec: PointSpec, ctx: RankContext) -> str | None:
+    """That this rank's GPU runs the build's PTX, JIT-compiled (backends/gpu_arch.ptx_jit), or None."""
+    if spec.device != "cuda":
+        return None
+    from dlbench.backends.gpu_arch import rank_ptx_jit
+
+    try:
+        return rank_ptx_jit(backend.gpu_build(), ctx)
+    except Exception:  # noqa: BLE001 - a fact, never the point's loss
+        return None
+
+
+def _used_share(backend: Backend) -> float | None:
+    """The backend's used share of its device's memory; None where reading it fails too."""
+    try:
+        return backend.memory_used_share()
+    except Exception:  # noqa: BLE001 - the point keeps its error
+        return None
+
+
 def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
-    """Build, measure and describe one point in this process."""
-    from dlbench.backends import load_backend
+    """Build, measure and describe one point in this process; once more with cuDNN autotuning off where the first
+    try failed with cuDNN's "no valid algorithm" (backends/cudnn_fallback; one-process points only: a rank that
+    tried again alone would leave its peers waiting in a collective)."""
+    from dlbench.backends import cudnn_fallback, load_backend
+
+    backend = load_backend(spec.framework)
+    result = _run(spec, ctx, backend)
+    if spec.processes > 1 or not cudnn_fallback.should_retry(result.status, result.error or "", backend.autotune_off):
+        return result
+    again = _run(spec, ctx, backend, retried=True)
+    return again.model_copy(update={"facts": {**again.facts, cudnn_fallback.RETRIED: cudnn_fallback.retry_fact(
+        result.error or "")}})
+
+
+def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = False) -> WorkerResult:
+    """One try of `run`; `retried`: the second, where cuDNN's "no valid algorithm" with the memory nearly full
+    reads as out of memory."""
+    from dlbench.backends import cudnn_fallback
     from dlbench.backends.base import Unsupported
     from dlbench.cases import get_case
     from dlbench.protocol.runner import measure
     from dlbench.results.schema import RankRaw
 
     case = get_case(spec.model).configured(spec.params)
-    backend = load_backend(spec.framework)
     reason = (backend.case_support(case) or _gpu_refusal(backend, spec, ctx) or backend.layout_refusal(spec)
               or backend.refuse(spec))
     if reason:
@@ -174,6 +210,8 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
             if isinstance(exc, KeyboardInterrupt):
                 raise
             status = "oom" if _oom(backend, exc) else "error"
+            if retried and status == "error" and cudnn_fallback.exhausted(str(exc), _used_share(backend)):
+                status = "oom"
             tail = traceback.format_exc().strip().splitlines()[-12:]
             return WorkerResult(status=status, error=f"{type(exc).__name__}: {exc}".strip()[:2000], traceback=tail,
                                 env=_environment(backend, spec, ctx))
@@ -188,6 +226,9 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
                   allocator_peak_bytes=allocator.bytes if allocator else None,
                   allocator_kind=allocator.kind if allocator else "", device_timer=measured.device_timer)
     facts = dict(backend.facts())
+    jit = _ptx_jit(backend, spec, ctx)
+    if jit:
+        facts["ptx_jit"] = jit
     if replicas is not None:  # compared by the controller (launch/merge.py), as ranks' checksums are
         facts["replica_checksums"] = replicas
     if measured.calibrated:

@@ -188,6 +188,15 @@ class Backend(ABC):
     def __init__(self) -> None:
         self._facts: dict[str, object] = {}  # what build chose, for facts()
 
+    def autotune_off(self) -> bool:
+        """Turn the framework's convolution autotuning off for the next build (the cuDNN retry,
+        backends/cudnn_fallback); False where this backend cannot."""
+        return False
+
+    def memory_used_share(self) -> float | None:
+        """The used share of the current device's memory (0..1), or None where unknown."""
+        return None
+
     @abstractmethod
     def cases(self) -> Collection[str]:
         """The case names this backend builds (its model table's keys)."""

@@ -13,6 +13,7 @@ knows (`NEWEST_ARCH`). The GPU's compute capability comes from NVML. Framework-f
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 
@@ -91,7 +92,7 @@ def refusal(capability: str, gpu_name: str, build: GpuBuild) -> str | None:
     gpu = f"this GPU ({gpu_name}, {sm})" if gpu_name else f"this GPU ({sm})"
     if any(_ARCH.fullmatch(a.strip()) for a in build.archs):
         kinds = {_runs(a, cap) for a in build.archs}
-        if "sass" in kinds:
+        if "sass" in kinds or ptx_jit(capability, build):
             return None
         listed = ", ".join(build.archs)
         if "ptx" in kinds:
@@ -105,6 +106,41 @@ def refusal(capability: str, gpu_name: str, build: GpuBuild) -> str | None:
     return (f"{build.framework} was built with CUDA {cuda_version(build.cuda)} ({build.source}), which compiles for "
             f"GPUs up to sm_{newest[0]}{newest[1]}: {gpu} would fail late or JIT-compile for minutes; install a "
             f"build for CUDA {needs} or newer")
+
+
+# The driver's JIT cache must hold a whole framework's kernels compiled from PTX, so that they are compiled once (in
+# the warm-up) and not again in each worker: CUDA's default cache is 256 MiB, too small for TensorFlow's.
+JIT_CACHE_BYTES = 4 << 30
+
+
+def _major(arch: str) -> int:
+    """The major version of an architecture name ('compute_90' -> 9); -1 if it is none."""
+    m = _ARCH.fullmatch(arch.strip())
+    return int(m.group(2)) if m else -1
+
+
+def ptx_jit(capability: str, build: GpuBuild) -> str | None:
+    """The fact to record when the build has no machine code for this GPU but PTX of the GPU's own major version
+    ("compute_90" on a 9.x GPU), which the driver JIT-compiles once and runs; None otherwise. PTX of an older
+    major (compute_90 on a Blackwell GPU) stays refused: it runs, but without the new architecture's features."""
+    cap = _capability(capability)
+    if cap is None or any(_runs(a, cap) == "sass" for a in build.archs):
+        return None
+    ptx = [a for a in build.archs if _runs(a, cap) == "ptx" and _major(a) == cap[0]]
+    if not ptx:
+        return None
+    return (f"{build.framework}'s build has no sm_{cap[0]}{cap[1]} machine code: the driver JIT-compiles its "
+            f"{', '.join(ptx)} PTX once, in the warm-up (CUDA_CACHE_MAXSIZE={JIT_CACHE_BYTES})")
+
+
+def rank_ptx_jit(build: GpuBuild | None, ctx: RankContext) -> str | None:
+    """`ptx_jit` for this rank's GPU; where it applies, raises CUDA's JIT cache to JIT_CACHE_BYTES for this process
+    (read when the framework creates its CUDA context, after this check), unless the user set it."""
+    gpu = rank_gpu(ctx) if build is not None else {}
+    fact = ptx_jit(gpu.get("compute_capability", ""), build) if build is not None and gpu else None
+    if fact:
+        os.environ.setdefault("CUDA_CACHE_MAXSIZE", str(JIT_CACHE_BYTES))
+    return fact
 
 
 def rank_gpu(ctx: RankContext) -> dict[str, str]:
@@ -122,4 +158,5 @@ def rank_refusal(build: GpuBuild | None, ctx: RankContext) -> str | None:
     return refusal(gpu.get("compute_capability", ""), gpu.get("name", ""), build) if gpu else None
 
 
-__all__ = ["NEWEST_ARCH", "GpuBuild", "cuda_version", "newest_arch", "rank_gpu", "rank_refusal", "refusal"]
+__all__ = ["JIT_CACHE_BYTES", "NEWEST_ARCH", "GpuBuild", "cuda_version", "newest_arch", "ptx_jit", "rank_gpu",
+           "rank_ptx_jit", "rank_refusal", "refusal"]

@@ -7,14 +7,14 @@ import subprocess
 
 import click
 
-from dlbench.backends import all_backends
+from dlbench.backends import all_backends, gpu_builds
 from dlbench.cases import Case, ImageInput, TextInput, all_cases
 from dlbench.cli.options import resolve_device
 from dlbench.cli.output import stdout_console
 from dlbench.launch.interpreters import probe, range_text, state
 from dlbench.report.fit import Cell
 from dlbench.report.listing import CASES_OPTIONAL, FRAMEWORKS_OPTIONAL, cases_table, env_table, frameworks_table
-from dlbench.report.listing import styled, support_table
+from dlbench.report.listing import gpu_builds_table, styled, support_table
 from dlbench.results.env import host_descriptive, host_identity, physical_cores
 
 
@@ -57,6 +57,7 @@ def _live_cases(python: str, framework: str) -> dict[str, object]:
     return {k: v for k, v in answer.items() if k != "version"} if isinstance(answer, dict) else {}
 
 
+
 @click.command("list")
 @click.option("--check", is_flag=True, help="Ask installed frameworks without a cached answer which cases they "
               "can build (slow).")
@@ -90,6 +91,9 @@ def list_cmd(check: bool, wide: bool = False) -> None:
         support.append([name, *(styled(_support(c, answers.get(c.name) if answers else None))
                                  for c in all_cases())])
     out.print(frameworks_table(fws, wide=wide))
+    builds = {name: gpu_builds(name) for name in all_backends()}
+    out.print(gpu_builds_table([(name, b.hopper, b.blackwell, "yes" if b.on_pypi else "no", b.how)
+                                for name, b in builds.items() if b is not None], wide=wide))
     out.print(support_table([c.name for c in all_cases()], support))
     if unchecked:
         out.print(f"? = not checked for {', '.join(unchecked)}: `dlbench setup FW` caches it, "

@@ -17,9 +17,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from dlbench.backends import BackendInfo, advice, all_backends, get_info
 from dlbench.cli.feedback import stage
-
-from dlbench.backends import BackendInfo, all_backends, get_info
 from dlbench.launch import venvs as envs
 from dlbench.launch.interpreters import Interpreter, NoInterpreter, build_of, choose, misfit, named, probe
 from dlbench.results.nvml import gpu_info
@@ -290,10 +289,13 @@ def _build(info: BackendInfo, cuda: bool | None, gpu: bool, index_url: str | Non
         return "cpu"
     if not info.cuda_extra:
         if cuda:
-            raise click.UsageError(f"{info.name}: dlbench knows no GPU build of {info.name}: leave out --cuda, or "
-                                   f"register an interpreter that has one with --existing PATH")
-        notes.append(f"{info.name}: an NVIDIA GPU is here, but dlbench knows no GPU build of it: the CPU build")
+            raise click.UsageError(f"{advice(info.name)}. Leave out --cuda, or register an interpreter that has a "
+                                   f"GPU build with --existing PATH")
+        notes.append(f"an NVIDIA GPU is here, but dlbench installs no GPU build of it: the CPU build. "
+                     f"{advice(info.name)}")
         return "cpu"
+    if cuda:
+        notes.append(advice(info.name))  # what runs on a Hopper or Blackwell GPU, said before installing
     if info.cuda_index and not index_url:
         why = "--cuda" if cuda else "an NVIDIA GPU is here, so the GPU build"
         raise click.UsageError(f"{info.name}: {why} (extra {info.cuda_extra}) needs another index than PyPI: "

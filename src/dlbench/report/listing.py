@@ -66,6 +66,13 @@ def support_table(cases: Sequence[str], rows: Sequence[Sequence[Cell]]) -> Fitte
     return fit(cols, rows, title="case support (yes = builds the case with exactly its parameter count)")
 
 
+def gpu_builds_table(rows: Sequence[Sequence[Cell]], wide: bool = False) -> Fitted:
+    """`dlbench list`'s GPU builds: per framework, whether a build runs on Hopper and Blackwell, on PyPI or not, and
+    what to do."""
+    cols = [Col("framework", "key"), Col("Hopper", "key"), Col("Blackwell", "key"), Col("PyPI", "key"), Col("how")]
+    return fit(cols, rows, title="GPU builds (PTX: JIT-compiled once at start)", wide=wide)
+
+
 def dry_run_table(title: str, rows: Sequence[Sequence[str]]) -> Fitted:
     """`sweep --dry-run`: one row per planned point; the axes every point shares are said in the title."""
     cols = [Col("#", "number", "right"), *(Col(h, "key", shared=True) for h in

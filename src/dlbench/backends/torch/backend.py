@@ -12,13 +12,14 @@ import torch
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
 from dlbench.backends.context import BuildContext
+from dlbench.backends.cuda_driver import no_device_reason
 from dlbench.backends.gpu_arch import GpuBuild
 from dlbench.backends.torch import data, distributed, split
-from dlbench.backends.torch.models import MODELS, build_model, count_trainable
-from dlbench.backends.torch.step import TorchTrainer
+from dlbench.backends.torch.models import MODELS, attention_kernels, build_model, count_trainable
+from dlbench.backends.torch.step import AMP_DTYPES, TorchTrainer
 from dlbench.cases import Case, ImageInput, get_case
 from dlbench.cases.arch import FaceArch
-from dlbench.numerics import describe, resolve_precision
+from dlbench.numerics import LOSS_SCALE_INIT, describe, resolve_precision
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
@@ -42,16 +43,19 @@ SPARSE_ADAM_SYNC = ("torch.optim.SparseAdam coalesces each step's sparse table g
 
 
 def set_tf32(allow: bool) -> None:
-    """TF32 for matmuls and cuDNN convolutions on or off, through torch's fp32_precision API where it has one
-    (torch >= 2.9 refuses a mix of it and the legacy allow_tf32 flags)."""
-    mode = "tf32" if allow else "ieee"
+    """TF32 for matmuls and cuDNN convolutions on or off. Where torch has the fp32_precision API (2.9+), the legacy
+    switches are set first and then every fp32_precision value: reading a legacy getter (`allow_tf32`,
+    `get_float32_matmul_precision()`, as Inductor does) after only the new API was set raises "mix of the legacy
+    and new APIs", and so would `--compile` on a GPU."""
+    torch.backends.cuda.matmul.allow_tf32 = allow
+    torch.backends.cudnn.allow_tf32 = allow
     if hasattr(torch.backends, "fp32_precision"):
+        mode = "tf32" if allow else "ieee"
+        torch.backends.fp32_precision = mode
         torch.backends.cuda.matmul.fp32_precision = mode
+        torch.backends.cudnn.fp32_precision = mode
         torch.backends.cudnn.conv.fp32_precision = mode
         torch.backends.cudnn.rnn.fp32_precision = mode
-    else:
-        torch.backends.cuda.matmul.allow_tf32 = allow
-        torch.backends.cudnn.allow_tf32 = allow
 
 
 def tf32_state() -> dict[str, str]:
@@ -68,6 +72,7 @@ class TorchBackend(Backend):
 
     name = "torch"
     title = "PyTorch"
+    _autotune = True  # cuDNN autotuning (torch.backends.cudnn.benchmark); off for the cuDNN retry
 
     def cases(self) -> frozenset[str]:
         return frozenset(MODELS)
@@ -99,7 +104,7 @@ class TorchBackend(Backend):
         if numerics.refusal:
             return numerics.refusal
         if spec.device == "cuda" and not torch.cuda.is_available():
-            return "torch here has no CUDA device (a CPU build, or no GPU): use --device cpu"
+            return no_device_reason("torch", str(torch.version.cuda or ""))
         if spec.channels_last and not isinstance(get_case(spec.model).input, ImageInput):
             return "channels-last applies to image models only"
         reason = split.refuse(spec)  # tensor/pipeline parallel, recomputation (#23)
@@ -123,7 +128,7 @@ class TorchBackend(Backend):
                 raise Unsupported(problem)
             torch.cuda.set_device(device)
             set_tf32(numerics.allow_tf32)
-            torch.backends.cudnn.benchmark = True  # pick the fastest conv algorithms during warm-up
+            torch.backends.cudnn.benchmark = self._autotune  # fastest conv algorithms in the warm-up (cudnn_fallback)
         if spec.layout.splits_model:  # this rank's stage and shards over a (pp, dp, tp) mesh
             return split.build(spec, case, ctx, device, numerics, self._facts)
         model = build_model(case, BuildContext.of(spec, ctx, device)).to(device)
@@ -137,7 +142,12 @@ class TorchBackend(Backend):
         self._facts = {**ran, "compiled": "torch.compile" if spec.compile else "eager",
                        "loader": data.describe(spec), "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
                        "channels_last": spec.channels_last,
-                       "loss_scaling": "GradScaler (dynamic)" if numerics.loss_scaling else "none"}
+                       "loss_scaling": (f"GradScaler (dynamic, initial scale {LOSS_SCALE_INIT:g})"
+                                        if numerics.loss_scaling else "none")}
+        if case.loss.kind == "mlm_nsp":
+            masked = spec.data == "real"  # synthetic batches attend to every token: no mask (data.every_token_real)
+            self._facts["attention"] = attention_kernels(case, spec.input_size or case.input.seq_len, masked, device,
+                                                         AMP_DTYPES.get(numerics.compute_dtype, torch.float32))
         if case.loss.kind == "causal_lm":
             self._facts["gpt_flops_per_sample"] = split.flops_facts(spec, case)
         if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
@@ -146,6 +156,19 @@ class TorchBackend(Backend):
                 self._facts["host_sync_per_step"] = SPARSE_ADAM_SYNC
         return TorchTrainer(case, model, data.batches(feed, case, device, seed), device, numerics, spec.compile,
                             spec.global_batch, sync=sync)
+
+    def autotune_off(self) -> bool:
+        """cuDNN autotuning off for the next build, and the failed try's cached blocks freed."""
+        self._autotune = False
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return True
+
+    def memory_used_share(self) -> float | None:
+        if not torch.cuda.is_available():
+            return None
+        free, total = torch.cuda.mem_get_info()
+        return 1 - free / total if total else None
 
     def count_params(self, case: Case) -> int:
         return count_trainable(build_model(case))

@@ -45,7 +45,16 @@ def synthetic_batch(case: Case, batch: int, device: torch.device, input_size: in
         except SpecError as exc:
             raise Unsupported(str(exc)) from None
         return {k: torch.from_numpy(v).to(device) for k, v in synthetic_gpt(case.input, batch, seq, seed).items()}
-    return {k: torch.from_numpy(v).to(device) for k, v in synthetic_bert(case.input, batch, input_size, seed).items()}
+    arrays = synthetic_bert(case.input, batch, input_size, seed)
+    if every_token_real(arrays):  # no mask at all: scaled_dot_product_attention may then pick a fused kernel
+        del arrays["attention_mask"]
+    return {k: torch.from_numpy(v).to(device) for k, v in arrays.items()}
+
+
+def every_token_real(arrays: dict[str, np.ndarray]) -> bool:
+    """Whether a BERT batch's attention mask (on the host, read before the copy) attends to every token."""
+    mask = arrays.get("attention_mask")
+    return mask is not None and bool(np.all(mask == 1))
 
 
 PREFETCH_FACTOR = 2  # batches each loader worker prepares ahead

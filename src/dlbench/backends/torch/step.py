@@ -14,10 +14,16 @@ from dlbench.backends.torch.distributed import GradSync, param_checksum
 from dlbench.backends.torch.models import train_loss
 from dlbench.backends.torch.wide_deep import optimizer_for
 from dlbench.cases import Case
-from dlbench.numerics import Numerics
+from dlbench.numerics import LOSS_SCALE_INIT, Numerics
 
 Batch = dict[str, torch.Tensor]
-_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+AMP_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def grad_scaler(device_type: str) -> torch.amp.GradScaler:
+    """Dynamic loss scaling from LOSS_SCALE_INIT (dlbench.numerics), not torch's 2^16: a short warm-up then updates
+    the weights from its first step instead of skipping steps while the scale comes down."""
+    return torch.amp.GradScaler(device_type, init_scale=LOSS_SCALE_INIT)
 
 
 def make_optimizer(case: Case, model: torch.nn.Module, global_batch: int, fused: bool) -> torch.optim.Optimizer:
@@ -93,8 +99,8 @@ class TorchTrainer(Trainer):
         # Fused optimizers on a GPU (`fused` asks for them elsewhere: torch has CPU kernels too, which tests use).
         self.fused = device.type == "cuda" if fused is None else fused
         self.optimizer = make_optimizer(case, model, global_batch, fused=self.fused)
-        self.amp_dtype = _DTYPES.get(numerics.compute_dtype)
-        self.scaler = torch.amp.GradScaler(device.type) if numerics.loss_scaling else None
+        self.amp_dtype = AMP_DTYPES.get(numerics.compute_dtype)
+        self.scaler = grad_scaler(device.type) if numerics.loss_scaling else None
         self._last: torch.Tensor | None = None
         forward: Callable[[torch.nn.Module, Batch], torch.Tensor] = lambda m, b: train_loss(case, m, b)
         self.forward = torch.compile(forward) if compile_model else forward

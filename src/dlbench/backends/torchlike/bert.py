@@ -100,8 +100,8 @@ def define(ops: TorchOps) -> type:
 
         def forward(self, input_ids: Any, token_type_ids: Any, attention_mask: Any, mlm_positions: Any) -> Any:
             """MLM logits [B, P, vocab] at the masked positions [B, P], and NSP logits [B, 2]; attention_mask is
-            [B, S], 1 = attend."""
-            mask = ops.attention_mask(attention_mask)
+            [B, S], 1 = attend, or None when every token is real (no mask: SDPA may pick a fused kernel)."""
+            mask = None if attention_mask is None else ops.attention_mask(attention_mask)
             x = self.embeddings(input_ids, token_type_ids)
             for layer in self.layers:
                 x = layer(x, mask)
@@ -117,7 +117,7 @@ def train_loss(ops: TorchOps, case: Case, model: Any, batch: Mapping[str, Any]) 
     """An image or BERT case's training loss on one batch: cross-entropy (+ aux_weight x the auxiliary head's),
     or MLM (Google's weighted mean over the masked positions) + NSP."""
     if case.loss.kind == "mlm_nsp":
-        mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"],
+        mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"], batch.get("attention_mask"),
                                        batch["mlm_positions"])
         w = ops.as_float(batch["mlm_weights"].reshape(-1))
         mlm = (ops.xent_each(mlm_logits, batch["mlm_ids"]) * w).sum() / (w.sum() + 1e-5)

@@ -101,8 +101,10 @@ class TorchOps:
         return (1.0 - attention_mask.to(self.lib.float32))[:, None, None, :] * -10000.0
 
     def attention(self, q: Any, k: Any, v: Any, mask: Any, dropout: Any) -> Any:
-        """softmax(QK^T / sqrt(d) + mask) V, `dropout` (a module) on the weights."""
-        scores = self.lib.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1])) + mask
+        """softmax(QK^T / sqrt(d) + mask) V (no mask where it is None), `dropout` (a module) on the weights."""
+        scores = self.lib.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+        if mask is not None:
+            scores = scores + mask
         return self.lib.matmul(dropout(self.F.softmax(scores, dim=-1)), v)
 
     def position_rows(self, embedding: Any, length: int) -> Any:
