@@ -21,6 +21,7 @@ from dlbench.wire import (
     CONTROLLER_MEMORY,
     RANK_GPU,
     RankContext,
+    Status,
     WorkerResult,
     configure_rank,
     edge_event,
@@ -173,7 +174,7 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            status = "oom" if _oom(backend, exc) else "error"
+            status: Status = "oom" if _oom(backend, exc) else "error"
             tail = traceback.format_exc().strip().splitlines()[-12:]
             return WorkerResult(status=status, error=f"{type(exc).__name__}: {exc}".strip()[:2000], traceback=tail,
                                 env=_environment(backend, spec, ctx))

@@ -24,12 +24,6 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return (SpecError, StoreError, UnknownCase, UnknownFramework, NotInstalled)
 
 
-class UserError(click.ClickException):
-    """A bad input, reported as one line with exit code 2."""
-
-    exit_code = 2
-
-
 def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
@@ -82,7 +76,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 
 
 def _register() -> None:
-    group: LazyGroup = cli  # type: ignore[assignment]
+    group: LazyGroup = cli
     for name, target, summary in COMMANDS:
         group.add_lazy(name, target, summary)
 

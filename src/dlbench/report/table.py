@@ -220,7 +220,7 @@ def points_table(results: list[PointResult], title: str = "",
         while _natural_width(columns, grid) > width and (drop := [n for n in columns if n in optional]):
             j = columns.index(drop[-1])
             left_out.insert(0, COLUMNS[drop[-1]].header)
-            columns = columns[:j] + columns[j + 1:]
+            columns = (*columns[:j], *columns[j + 1:])
             grid = [row[:j] + row[j + 1:] for row in grid]
     peaks = peak_notes([effs[i]() for i in effs]) if {"tflops", "mfu"} & set(columns) else []
     notes = footnotes(results) + peaks + caveat_notes(results)
