@@ -41,7 +41,7 @@ def cli() -> None:
 
 
 # Each sub-command: its name, where it lives, and the first sentence of its help (what `dlbench --help` lists;
-# tests/unit/test_startup.py checks it against the command).
+# tests/unit/cli/test_startup.py checks it against the command).
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("run", "dlbench.cli.run:run",
      "Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."),

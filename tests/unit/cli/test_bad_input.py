@@ -1,4 +1,4 @@
-"""The bad-input table (tests/unit/bad_inputs.py) over every sub-command: exit 2, one line on stderr naming the
+"""The bad-input table (tests/support/bad_inputs.py) over every sub-command: exit 2, one line on stderr naming the
 problem, no traceback, the store's rows unchanged and no file created or removed."""
 
 from __future__ import annotations

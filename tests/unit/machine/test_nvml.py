@@ -127,4 +127,4 @@ def test_a_failing_device_list_degrades_to_unknown(monkeypatch: pytest.MonkeyPat
 
 
 # The device-memory sampler (once ProcessMemory here) is results/gpu_watch.py's GpuSampler: memory per device,
-# its container fallback and its survival of a failed call are tested in test_gpu_readiness.py.
+# its container fallback and its survival of a failed call are tested in test_telemetry.py.

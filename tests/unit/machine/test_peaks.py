@@ -39,7 +39,7 @@ def test_gpus_are_recognised_from_their_nvml_names(nvml_name: str, table_name: s
     assert g.source.startswith("https://")
 
 
-@pytest.mark.parametrize("name", ["NVIDIA A10G", "NVIDIA L40", "Quadro P1000"])  # MIG slices: test_gpu_readiness
+@pytest.mark.parametrize("name", ["NVIDIA A10G", "NVIDIA L40", "Quadro P1000"])  # MIG slices: test_gpu_peak_table
 def test_a_slice_or_an_unlisted_gpu_has_no_peak(name: str) -> None:
     found = peaks.gpu_peak(name, "fp32")
     assert found.peak is None and found.reason.startswith("peak unknown")
