@@ -1,6 +1,8 @@
-"""The framework tests' one interpreter fixture."""
+"""The framework tests' fixtures: the one interpreter fixture, and a store per file for its multi-rank points."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -17,3 +19,9 @@ def framework_python(request: pytest.FixtureRequest) -> str:
         assert mark is not None, f"{request.node.nodeid}: framework_python needs a framework(name) mark or parameter"
         name = mark.args[0]
     return interpreter_or_skip(name)
+
+
+@pytest.fixture(scope="module")
+def scale_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One store for a file's multi-rank tests, so the 1-device point they divide by is measured once."""
+    return tmp_path_factory.mktemp("scale") / "results.db"

@@ -74,12 +74,6 @@ def test_channels_last_is_refused_with_a_reason(framework_python: str, cli: Call
 TWO_RANKS = ("--devices-per-node", "2", "--threads", "1", "--timeout", "600")
 
 
-@pytest.fixture(scope="module")
-def scale_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One store for the multi-process tests, so the 1-device baseline is measured once."""
-    return tmp_path_factory.mktemp("jax-scale") / "results.db"
-
-
 def test_two_processes_shard_one_global_batch(framework_python: str, cli: Callable[..., CliResult],
                                               scale_store: Path) -> None:
     """jax.distributed over two local workers (gloo collectives): one replicated state, the batch sharded."""

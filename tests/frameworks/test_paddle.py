@@ -125,12 +125,6 @@ def test_channels_last_is_refused_with_a_reason_where_the_model_is_nchw_only(
     assert "paddle builds this model NCHW only" in (p.error or "")
 
 
-@pytest.fixture(scope="module")
-def scale_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One store for the multi-rank tests, so the 1-device point they divide by is measured once."""
-    return tmp_path_factory.mktemp("paddle-scale") / "results.db"
-
-
 # none on several devices means fleet; to_static programs run inside fleet's DataParallel too.
 @pytest.mark.parametrize("options", [("--strategy", "fleet"), ("--strategy", "none"),
                                      ("--strategy", "fleet", "--compile")], ids=["fleet", "none", "fleet-to-static"])
