@@ -118,10 +118,9 @@ def test_gpu_build_without_kernels_for_the_gpu_is_refused(monkeypatch: pytest.Mo
     the builds that cannot list theirs by the CUDA version they were built with (mxnet-cu112, OneFlow's
     CUDA 11.7 wheel with cuDNN 8.5)."""
     torch = _torch()
-    from test_nvml import FakeGpu, install
-
     from dlbench import worker
     from dlbench.backends.gpu_arch import GpuBuild, cuda_version, refusal
+    from tests.support.nvml_machine import FakeGpu, install
 
     assert [cuda_version(t) for t in ("mxnet-cu112", "0.9.0+cu117", "11070", "12.6", "mxnet")] == \
         ["11.2", "11.7", "11.7", "12.6", ""]

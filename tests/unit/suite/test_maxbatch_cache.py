@@ -20,8 +20,6 @@ def test_max_batch_cache_keyed_on_the_probes_device(monkeypatch: pytest.MonkeyPa
     `rank_gpu`), not the controller's: a search placed by Slurm from a GPU-less login node on an H100 does not
     reuse the probes an earlier search ran on an A100; the same search again reuses its own (all but the first
     probe, whose worker says where the search runs)."""
-    from test_nvml import FakeGpu, install
-
     from dlbench import worker
     from dlbench.backends.fake import FakeBackend
     from dlbench.launch.registry import Launchers
@@ -29,6 +27,7 @@ def test_max_batch_cache_keyed_on_the_probes_device(monkeypatch: pytest.MonkeyPa
     from dlbench.spec import PointSpec
     from dlbench.suite import maxbatch
     from dlbench.wire import RANK_GPU
+    from tests.support.nvml_machine import FakeGpu, install
 
     a100 = "NVIDIA A100-SXM4-80GB"
     install(monkeypatch, [FakeGpu(a100, "GPU-aaaa-0000"), FakeGpu(H100, "GPU-bbbb-1111")])  # pynvml's answers
