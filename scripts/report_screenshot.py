@@ -1,7 +1,7 @@
 """Make docs/report-energy.png: excerpts of a report page of FIXTURE points (not measurements) in headless Chromium
 (the other sections and charts hidden by a style added to the page), showing the throughput-against-energy chart, a
 contended point and the Special cases section with every
-configuration. The points come from the unit tests' fixture helpers (tests/unit/test_report.py's make_point:
+configuration. The points come from the unit tests' fixture helpers (tests/support/reports.py's make_point:
 synthetic step times through dlbench's own statistics); energy and contention are set on them the way the
 controller records them (results/telemetry.py). This machine has no RAPL counters, so no measured energy exists
 to show: the page says it is made of fixtures in its title.
@@ -18,15 +18,14 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "unit"))
-
-from test_report import make_point  # noqa: E402
-from test_report_configs import max_facts, params, stored  # noqa: E402
+sys.path.insert(0, str(ROOT))
 
 from dlbench.report.document import build_report  # noqa: E402
 from dlbench.report.html import render_html  # noqa: E402
 from dlbench.results.schema import PointResult  # noqa: E402
 from dlbench.results.telemetry import Contention, Energy, Telemetry, with_telemetry  # noqa: E402
+from tests.support.reports import make_point  # noqa: E402
+from tests.unit.report.test_report_configs import max_facts, params, stored  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOWN = "resnet50-fp32-synthetic-cpu"  # the section with the energy chart; the Special cases section is shown too

@@ -8,7 +8,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 from dlbench.parallel import SCHEDULES, Layout, layout_of, layout_problem
 
@@ -91,8 +91,9 @@ class Protocol:
                  repeats: int | None = None, statistic: str | None = None,
                  min_time_s: float | None = None) -> Protocol:
         """This protocol with the given fields replaced (None keeps a field)."""
-        changes = {k: v for k, v in dict(warmup=warmup, steps=steps, repeats=repeats,
-                                          statistic=statistic, min_time_s=min_time_s).items() if v is not None}
+        changes: dict[str, Any] = {k: v for k, v in dict(warmup=warmup, steps=steps, repeats=repeats,
+                                                          statistic=statistic, min_time_s=min_time_s).items()
+                                   if v is not None}
         return dataclasses.replace(self, **changes)
 
     def on(self, device: str) -> Protocol:

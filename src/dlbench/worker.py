@@ -21,6 +21,7 @@ from dlbench.wire import (
     CONTROLLER_MEMORY,
     RANK_GPU,
     RankContext,
+    Status,
     WorkerResult,
     configure_rank,
     edge_event,
@@ -209,7 +210,7 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            status = "oom" if _oom(backend, exc) else "error"
+            status: Status = "oom" if _oom(backend, exc) else "error"
             if retried and status == "error" and cudnn_fallback.exhausted(str(exc), _used_share(backend)):
                 status = "oom"
             tail = traceback.format_exc().strip().splitlines()[-12:]

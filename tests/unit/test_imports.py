@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).parents[2] / "src" / "dlbench"
+from tests.support.paths import REPO
+
+SRC = REPO / "src" / "dlbench"
 
 # Layers, lowest first: a module may import its own layer and those below (docs/architecture.md).
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -107,7 +109,7 @@ def test_no_import_circle_at_load_time() -> None:
         stack.append(m)
         for n in sorted(graph[m]):
             if state.get(n) == 1:
-                raise AssertionError("import circle: " + " -> ".join(stack[stack.index(n):] + [n]))
+                raise AssertionError("import circle: " + " -> ".join([*stack[stack.index(n):], n]))
             if n not in state:
                 visit(n)
         stack.pop()

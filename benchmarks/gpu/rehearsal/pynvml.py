@@ -1,5 +1,5 @@
 """The rehearsal's GPU: `import pynvml` in every dlbench process of `validate.sh --rehearse` (this folder is first
-on PYTHONPATH) gives NVML's names over one fake GPU (tests/unit/fake_pynvml.py), described by $DLBENCH_FAKE_GPU:
+on PYTHONPATH) gives NVML's names over one fake GPU (tests/support/fake_pynvml.py), described by $DLBENCH_FAKE_GPU:
 "NAME;MEMORY_GIB;MAJOR.MINOR" (default "NVIDIA H100 80GB HBM3;80;9.0"). Only the rehearsal puts it on the path."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _gpu() -> object:
 
 real = _real_pynvml()
 sys.modules["pynvml"] = real  # fake_pynvml imports the real module for its exception classes
-sys.path.insert(0, str(_REPO / "tests" / "unit"))
+sys.path.insert(0, str(_REPO / "tests" / "support"))
 from fake_pynvml import FakeGpu, fake_module  # noqa: E402
 
 _fake = fake_module([_gpu()])

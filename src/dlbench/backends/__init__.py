@@ -10,6 +10,10 @@ import importlib
 import importlib.metadata
 import importlib.util
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the registry stays light: base.py is imported by the worker only
+    from dlbench.backends.base import Backend
 
 
 @dataclass(frozen=True)
@@ -103,10 +107,10 @@ def get_info(name: str) -> BackendInfo:
     return backends[name]
 
 
-def load_backend(name: str) -> Backend:  # noqa: F821 - worker side only
+def load_backend(name: str) -> Backend:
     """Import and instantiate a backend. Worker side only: this imports the framework."""
     module, _, attr = get_info(name).entry.partition(":")
-    cls = getattr(importlib.import_module(module), attr)
+    cls: type[Backend] = getattr(importlib.import_module(module), attr)
     return cls()
 
 

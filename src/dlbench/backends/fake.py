@@ -7,6 +7,9 @@ not an out-of-memory one, at batch size M), "param_oom_above:NAME:N" (MemoryErro
 parameter NAME is above N: a parameter search's threshold) or "slow_input:SECONDS" (each step first waits that
 long for its input, counted as input wait in measured steps); or per model, e.g.
 "alexnet=segfault,vgg16=hang" (models not named sleep 1 ms). It imports no framework.
+
+A "hang" worker first appends the line "ready PID" to the file $DLBENCH_FAKE_READY names (when set): it is past
+its start-up, so a test that stops it waits for that line rather than for a guessed time.
 """
 
 from __future__ import annotations
@@ -20,6 +23,16 @@ from dlbench.backends.base import Backend, Trainer, fixed
 from dlbench.cases import CASES, Case
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
+
+READY_VAR = "DLBENCH_FAKE_READY"
+
+
+def _ready() -> None:
+    """Append "ready PID" to $DLBENCH_FAKE_READY's file, where set (a test's sign that this worker started)."""
+    path = os.environ.get(READY_VAR)
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"ready {os.getpid()}\n")
 
 
 def _mode_for(model: str, setting: str) -> str:
@@ -85,6 +98,7 @@ class FakeBackend(Backend):
         if kind == "segfault":
             ctypes.string_at(0)
         if kind == "hang":
+            _ready()
             time.sleep(3600)
         if kind == "nan":
             return FakeTrainer(0.001, loss=float("nan"))

@@ -174,5 +174,5 @@ __all__ = ["CASE", "FAMILY", "FAMILY_DEFAULTS", "SIZES", "GptConfig", "gpt_arch"
 
 
 # The case's model-FLOPs count is the Megatron-LM formula without recomputation (3x the forward pass); torch's
-# FlopCounterMode gives the same figure (tests/unit/test_gpt.py).
+# FlopCounterMode gives the same figure (tests/unit/cases/test_gpt.py).
 register_forward_flops(GptConfig, lambda case, input_size: megatron_flops_per_sample(case, input_size) / 3.0)

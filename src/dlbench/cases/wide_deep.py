@@ -18,6 +18,7 @@ dense gradients over the whole table; each backend records which it used in its 
 from __future__ import annotations
 
 import dataclasses
+from itertools import pairwise
 
 from dlbench.cases import Case, CaseParam, CtrInput, Optimizer, register
 from dlbench.cases.arch import Loss, WideDeepArch
@@ -49,7 +50,7 @@ def deep_input_width(a: WideDeepArch, inp: CtrInput) -> int:
 def param_count(a: WideDeepArch, inp: CtrInput) -> int:
     """Trainable parameters, from the formula in this module's docstring."""
     widths = (deep_input_width(a, inp), *a.hidden, 1)
-    mlp = sum(n_in * n_out + n_out for n_in, n_out in zip(widths[:-1], widths[1:]))
+    mlp = sum(n_in * n_out + n_out for n_in, n_out in pairwise(widths))
     return a.vocab * (1 + a.embedding) + mlp
 
 
@@ -58,7 +59,7 @@ def forward_flops(case: Case, input_size: int | None = None) -> float:
     wide part's sum of two rows are gathers and adds, not counted); independent of the vocabulary."""
     a = wide_deep_arch(case)
     widths = (deep_input_width(a, ctr_input(case)), *a.hidden, 1)
-    return 2.0 * sum(n_in * n_out for n_in, n_out in zip(widths[:-1], widths[1:]))
+    return 2.0 * sum(n_in * n_out for n_in, n_out in pairwise(widths))
 
 
 def sparse_embeddings(case: Case) -> bool:

@@ -24,12 +24,6 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return (SpecError, StoreError, UnknownCase, UnknownFramework, NotInstalled)
 
 
-class UserError(click.ClickException):
-    """A bad input, reported as one line with exit code 2."""
-
-    exit_code = 2
-
-
 def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
@@ -47,7 +41,7 @@ def cli() -> None:
 
 
 # Each sub-command: its name, where it lives, and the first sentence of its help (what `dlbench --help` lists;
-# tests/unit/test_startup.py checks it against the command).
+# tests/unit/cli/test_startup.py checks it against the command).
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("run", "dlbench.cli.run:run",
      "Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."),
@@ -84,7 +78,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
 
 
 def _register() -> None:
-    group: LazyGroup = cli  # type: ignore[assignment]
+    group: LazyGroup = cli
     for name, target, summary in COMMANDS:
         group.add_lazy(name, target, summary)
 

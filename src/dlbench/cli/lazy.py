@@ -1,7 +1,7 @@
 """A click group whose sub-commands are imported only when one runs (click's documented lazy-loading pattern), so
 that `dlbench --version`, `dlbench --help` and a sub-command import nothing of the others (SQLAlchemy, SciPy,
 matplotlib, Jinja ...). `--help` lists each command from the first paragraph of its help, kept in the table;
-tests/unit/test_startup.py checks that it is what the command itself says."""
+tests/unit/cli/test_startup.py checks that it is what the command itself says."""
 
 from __future__ import annotations
 

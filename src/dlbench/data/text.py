@@ -87,7 +87,7 @@ def _mask(ids: np.ndarray, special: np.ndarray, vocab: int, rng: np.random.Gener
     """BERT masking of one sequence: 15% of non-special tokens; 80% [MASK], 10% random, 10% unchanged."""
     labels = np.full_like(ids, -100)
     candidates = np.flatnonzero(~special)
-    n = max(1, int(round(len(candidates) * MASK_PROB)))
+    n = max(1, round(len(candidates) * MASK_PROB))
     chosen = rng.choice(candidates, size=min(n, len(candidates)), replace=False)
     labels[chosen] = ids[chosen]
     out = ids.copy()

@@ -276,12 +276,6 @@ def installed(framework: str) -> bool:
     return state(framework).installed
 
 
-def framework_status(framework: str) -> tuple[str | None, str, str]:
-    """(version or None, interpreter or '', reason when absent) for `dlbench list`."""
-    st = state(framework)
-    return st.version, st.python, st.reason
-
-
 def build_of(version: str, distributions: tuple[str, ...] = ()) -> str:
     """'cuda', 'cpu' or '' (unknown) from what pip knows, without importing the framework: a local version label
     (+cpu, +cu128), a -cpu or -gpu distribution, or NVIDIA's CUDA wheels beside it."""

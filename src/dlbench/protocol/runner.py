@@ -19,6 +19,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 from typing import Protocol as TypingProtocol
 
@@ -148,7 +149,7 @@ def measure(trainer: Steppable, protocol: Protocol, clock: Clock = time.perf_cou
             trainer.sync()
             reads.append(clock())
         window_edge("end", r, steps)
-        spans = tuple(b - a for a, b in zip(reads, reads[1:]))
+        spans = tuple(b - a for a, b in pairwise(reads))
         device = timer.read() if timer is not None else ()
         if sync_every_step:
             repeats.append(RepeatRaw(step_times=spans, wall_s=reads[-1] - reads[0], device_step_s=device))

@@ -48,7 +48,7 @@ def confidence_interval(samples: tuple[float, ...], level: float = CI_LEVEL) -> 
     if n < 2:
         return mean, mean
     # Student t's quantile (what scipy.stats.t.ppf calls), without importing scipy.stats
-    from scipy.special import stdtrit  # type: ignore[import-untyped]
+    from scipy.special import stdtrit
 
     half = float(stdtrit(n - 1, (1 + level) / 2)) * statistics.stdev(samples) / math.sqrt(n)
     return mean - half, mean + half

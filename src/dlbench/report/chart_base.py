@@ -91,7 +91,8 @@ def figure(width: float = 6.4, height: float = 3.6) -> tuple[Figure, Axes]:
 def render_svg(chart: Chart) -> str:
     """The chart as an SVG element for inline use (no XML prolog), with ids unique to this chart."""
     buf = io.StringIO()
-    with matplotlib.rc_context({**STYLE, "svg.hashsalt": chart.slug}):  # type: ignore[arg-type,dict-item]
+    # matplotlib types rc_context's keys as a Literal of every rcParam; STYLE's keys are plain str
+    with matplotlib.rc_context({**STYLE, "svg.hashsalt": chart.slug}):  # type: ignore[dict-item]
         chart.figure.savefig(buf, format="svg")
     text = buf.getvalue()
     return text[text.index("<svg"):]

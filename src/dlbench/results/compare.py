@@ -203,7 +203,7 @@ def compare_points(a: PointResult, b: PointResult, min_effect: float = MIN_EFFEC
         p = 1.0  # identical samples: Mann-Whitney's normal approximation would still return a number
     else:
         # scipy.stats takes about a second to import: only where a comparison is made
-        from scipy.stats import mannwhitneyu  # type: ignore[import-untyped]
+        from scipy.stats import mannwhitneyu
 
         p = float(mannwhitneyu(ma.ravel(), mb.ravel(), alternative="two-sided").pvalue)
     called = verdict(ratio, (lo, hi), p, min_effect=min_effect)

@@ -88,7 +88,7 @@ def _parse_table(raw: object) -> tuple[GpuPeaks, ...]:
 @functools.cache
 def gpu_table() -> tuple[GpuPeaks, ...]:
     """Every GPU of the packaged data file."""
-    import yaml  # type: ignore[import-untyped]  # read with the table, not with every command (#25)
+    import yaml  # read with the table, not with every command (#25)
 
     text = resources.files("dlbench.results").joinpath("gpu_peaks.yaml").read_text(encoding="utf-8")
     return _parse_table(yaml.safe_load(text))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from dlbench.spec import PointSpec
 
@@ -62,13 +62,13 @@ class RepeatRaw:
         return tuple(s / n for n, s in self.windows)
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> RepeatRaw:
+    def from_dict(cls, d: dict[str, Any]) -> RepeatRaw:
         """Rebuild from JSON (stores written before window timing have step_times and wall_s only)."""
-        return cls(step_times=tuple(float(x) for x in d.get("step_times", ())),  # type: ignore[union-attr]
-                   wall_s=float(d["wall_s"]),  # type: ignore[arg-type]
-                   window_s=tuple(float(x) for x in d.get("window_s", ())),  # type: ignore[union-attr]
-                   window_steps=tuple(int(x) for x in d.get("window_steps", ())),  # type: ignore[union-attr]
-                   device_step_s=tuple(float(x) for x in d.get("device_step_s", ())))  # type: ignore[union-attr]
+        return cls(step_times=tuple(float(x) for x in d.get("step_times", ())),
+                   wall_s=float(d["wall_s"]),
+                   window_s=tuple(float(x) for x in d.get("window_s", ())),
+                   window_steps=tuple(int(x) for x in d.get("window_steps", ())),
+                   device_step_s=tuple(float(x) for x in d.get("device_step_s", ())))
 
 
 @dataclass(frozen=True)
@@ -94,12 +94,12 @@ class RankRaw:
     device_timer: str = ""
 
     @classmethod
-    def from_dict(cls, d: dict[str, object]) -> RankRaw:
+    def from_dict(cls, d: dict[str, Any]) -> RankRaw:
         """Rebuild from JSON (older records lack the later fields, which take their defaults)."""
         d = dict(d)
-        d["repeats"] = tuple(RepeatRaw.from_dict(r) for r in d["repeats"])  # type: ignore[union-attr]
+        d["repeats"] = tuple(RepeatRaw.from_dict(r) for r in d["repeats"])
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 @dataclass(frozen=True)

@@ -185,8 +185,3 @@ def postgres_engine(url: URL) -> Engine:
     """An engine for a PostgreSQL server (psycopg 3). Passwords come from the URL, PGPASSWORD or ~/.pgpass."""
     return sa.create_engine(url, poolclass=NullPool, connect_args={"connect_timeout": CONNECT_TIMEOUT_S,
                                                                    "application_name": "dlbench"})
-
-
-def table_names(conn: Connection) -> set[str]:
-    """The tables in the connected database (the public schema on PostgreSQL)."""
-    return set(sa.inspect(conn).get_table_names())

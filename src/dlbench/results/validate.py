@@ -80,14 +80,14 @@ def rank_problems(ranks: list[object]) -> list[str]:
         if "input_wait_s" in r and not _finite(r["input_wait_s"]):
             out.append(f"rank {r.get('rank')} input_wait_s is {_what(r['input_wait_s'])}, not a finite number")
         for rep in r["repeats"]:
-            if not isinstance(rep, Mapping) or not _finite(rep.get("wall_s")) or rep["wall_s"] < 0:  # type: ignore[operator]
+            if not isinstance(rep, Mapping) or not _finite(rep.get("wall_s")) or rep["wall_s"] < 0:
                 out.append(f"rank {r.get('rank')}: a repeat's wall_s is not a finite number of seconds")
                 continue
             for k in _SECONDS:
                 v = rep.get(k, [])
-                if not isinstance(v, list) or not all(_finite(x) and x >= 0 for x in v):  # type: ignore[operator]
+                if not isinstance(v, list) or not all(_finite(x) and x >= 0 for x in v):
                     out.append(f"rank {r.get('rank')}: a repeat's {k} is not a list of finite seconds")
-            if not all(_count(x) for x in rep.get("window_steps", []) or []):  # type: ignore[union-attr]
+            if not all(_count(x) for x in rep.get("window_steps", []) or []):
                 out.append(f"rank {r.get('rank')}: a repeat's window_steps is not a list of whole numbers")
     return out
 

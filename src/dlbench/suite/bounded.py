@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 
 MAX_BYTES = 1 << 20  # a suite is a page of YAML; 1 MiB is far beyond any real one
 MAX_DEPTH = 32  # nesting of mappings and sequences
@@ -45,7 +45,8 @@ def _check_depth(text: str) -> None:
         if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
             depth += 1
             if depth > MAX_DEPTH:
-                raise BoundedYamlError(f"nested more than {MAX_DEPTH} levels deep", event.start_mark.line + 1)
+                line = event.start_mark.line + 1 if event.start_mark is not None else 0  # the parser always sets it
+                raise BoundedYamlError(f"nested more than {MAX_DEPTH} levels deep", line)
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
 

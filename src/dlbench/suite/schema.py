@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,

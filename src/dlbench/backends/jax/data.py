@@ -12,8 +12,8 @@ the global batch sharded over the mesh. Integers are int32 (JAX runs without 64-
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 import grain
 import jax
@@ -32,6 +32,14 @@ from dlbench.spec import PointSpec, SpecError
 
 PREFETCH = 2  # batches each Grain worker prepares ahead
 Record = dict[str, np.ndarray]
+
+
+class RandomAccess(Protocol):
+    """What Grain reads records from: a length and records by index (a list, or BertRows)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, index: int, /) -> Any: ...
 Batch = dict[str, jax.Array]
 
 
@@ -56,7 +64,7 @@ def synthetic_arrays(case: Case, batch: int, input_size: int | None, seed: int) 
     return host_arrays(synthetic_bert(case.input, batch, input_size, seed))
 
 
-class DecodeCropFlip(grain.transforms.RandomMap):  # type: ignore[misc]
+class DecodeCropFlip(grain.transforms.RandomMap):
     """(path, label) -> {"images": side x side x 3 uint8, "labels": int32}, augmented with Grain's per-record RNG."""
 
     def __init__(self, side: int) -> None:
@@ -66,7 +74,7 @@ class DecodeCropFlip(grain.transforms.RandomMap):  # type: ignore[misc]
         """Decode, random-resized-crop and flip one image."""
         path, label = element
         pixels = decode_crop_flip(path, self.side, *numpy_rng(rng), FLIP_PROB)
-        return {"images": pixels, "labels": np.int32(label)}
+        return {"images": pixels, "labels": np.asarray(label, dtype=np.int32)}
 
 
 class BertRows:
@@ -82,7 +90,7 @@ class BertRows:
         return {k: v[index] for k, v in self.arrays.items()}
 
 
-def loader(source: Sequence[Any], operations: list[Any], spec: PointSpec, seed: int, rank: int,
+def loader(source: RandomAccess, operations: list[Any], spec: PointSpec, seed: int, rank: int,
            world: int) -> grain.DataLoader:
     """Shuffled (every epoch), endless batches of this rank's shard of the source, dropping partial batches."""
     enough_samples(len(source) // world, spec.batch_size, spec.data_dir)

@@ -294,12 +294,12 @@ Builder = Callable[[Case, Any], nn.Module]
 # The model table: case name -> builder(case, compute dtype) reading the case's architecture. The only place a
 # case is named.
 MODELS: dict[str, Builder] = {
-    "resnet50": lambda c, dt: ResNet(c.arch, _classes(c), dtype=dt),  # type: ignore[arg-type]
-    "resnet152": lambda c, dt: ResNet(c.arch, _classes(c), dtype=dt),  # type: ignore[arg-type]
-    "vgg16": lambda c, dt: VGG(c.arch, _classes(c), dtype=dt),  # type: ignore[arg-type]
-    "alexnet": lambda c, dt: AlexNet(c.arch, _classes(c), dtype=dt),  # type: ignore[arg-type]
-    "inception_v3": lambda c, dt: InceptionV3(c.arch, _classes(c), dtype=dt),  # type: ignore[arg-type]
-    "bert_base": lambda c, dt: BertForPretraining(c.arch, dtype=dt),  # type: ignore[arg-type]
+    "resnet50": lambda c, dt: ResNet(c.arch, _classes(c), dtype=dt),
+    "resnet152": lambda c, dt: ResNet(c.arch, _classes(c), dtype=dt),
+    "vgg16": lambda c, dt: VGG(c.arch, _classes(c), dtype=dt),
+    "alexnet": lambda c, dt: AlexNet(c.arch, _classes(c), dtype=dt),
+    "inception_v3": lambda c, dt: InceptionV3(c.arch, _classes(c), dtype=dt),
+    "bert_base": lambda c, dt: BertForPretraining(c.arch, dtype=dt),
     "gpt2_small": lambda c, dt: GptLMHeadModel(gpt_arch(c), dtype=dt),
     "gpt": lambda c, dt: GptLMHeadModel(gpt_arch(c), dtype=dt),
     "wide_deep": lambda c, dt: wide_deep.WideDeep(c, dtype=dt),

@@ -36,7 +36,7 @@ RING_SLACK = 1 << 20  # bytes of pickling overhead a ring buffer holds besides t
 Batch = list[jt.Var]
 
 
-class ImageList(Dataset):  # type: ignore[misc]
+class ImageList(Dataset):
     """train_list.txt items, decoded and augmented to (side x side uint8 CHW array, int32 label)."""
 
     def __init__(self, items: list[TrainItem], side: int) -> None:
@@ -50,7 +50,7 @@ class ImageList(Dataset):  # type: ignore[misc]
         return np.ascontiguousarray(pixels.transpose(2, 0, 1)), np.int32(item.label)
 
 
-class BertSamples(Dataset):  # type: ignore[misc]
+class BertSamples(Dataset):
     """Rows of a BERT batch's arrays, in BERT_KEYS order: train_loss's inputs."""
 
     def __init__(self, arrays: dict[str, np.ndarray]) -> None:

@@ -48,7 +48,7 @@ def synthetic_batch(case: Case, batch: int, device: str, input_size: int | None 
     return _on(synthetic_bert(case.input, batch, input_size, seed), device)
 
 
-class SeededDraws(MapSampler):  # type: ignore[misc]
+class SeededDraws(MapSampler):
     """Batches of (index, draw) pairs, one epoch per call of `sample`, in a permutation drawn from (seed, epoch)."""
 
     def __init__(self, dataset: Dataset, batch_size: int, seed: int) -> None:
@@ -61,13 +61,13 @@ class SeededDraws(MapSampler):  # type: ignore[misc]
         return [(int(i), epoch * self.n + pos) for pos, i in enumerate(order)]
 
 
-class ImageList(AugmentedImages, Dataset):  # type: ignore[misc]
+class ImageList(AugmentedImages, Dataset):
     """train_list.txt items, decoded and augmented (`AugmentedImages`), with int32 labels."""
 
     label_type = np.int32
 
 
-class BertSamples(Dataset):  # type: ignore[misc]
+class BertSamples(Dataset):
     """Rows of a BERT batch's arrays, in BERT_KEYS order."""
 
     def __init__(self, arrays: dict[str, np.ndarray]) -> None:

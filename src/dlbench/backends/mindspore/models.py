@@ -54,7 +54,7 @@ class Bottleneck(nn.Cell):
         self.relu = nn.ReLU()
 
     def construct(self, x: Tensor) -> Tensor:
-        identity = self.down(x) if self.has_down else x
+        identity = self.down(x) if self.down is not None else x
         return self.relu(self.body(x) + identity)
 
 

@@ -39,7 +39,7 @@ Batch = list[mx.nd.NDArray]
 Draw = tuple[int, int]  # (sample index, draw number)
 
 
-class SeededDraws(gluon.data.Sampler):  # type: ignore[misc]
+class SeededDraws(gluon.data.Sampler):
     """One epoch per iteration: (index, draw) pairs in a permutation drawn from (seed, epoch)."""
 
     def __init__(self, n: int, seed: int) -> None:
@@ -54,13 +54,13 @@ class SeededDraws(gluon.data.Sampler):  # type: ignore[misc]
         return self.n
 
 
-class ImageList(AugmentedImages, gluon.data.Dataset):  # type: ignore[misc]
+class ImageList(AugmentedImages, gluon.data.Dataset):
     """train_list.txt items, decoded and augmented (`AugmentedImages`), with float32 labels, as gluon's losses take them."""
 
     label_type = np.float32
 
 
-class BertSamples(gluon.data.Dataset):  # type: ignore[misc]
+class BertSamples(gluon.data.Dataset):
     """Rows of a BERT batch's arrays (float32), in BERT_KEYS order: the loss block's inputs."""
 
     def __init__(self, arrays: dict[str, np.ndarray]) -> None:

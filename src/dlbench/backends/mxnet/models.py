@@ -44,7 +44,7 @@ class Bottleneck(HybridBlock):
             self.downsample.add(nn.Conv2D(out_ch, 1, strides=stride, use_bias=False, in_channels=in_ch),
                                 nn.BatchNorm(in_channels=out_ch))
 
-    def hybrid_forward(self, F, x):  # type: ignore[no-untyped-def]
+    def hybrid_forward(self, F, x):
         identity = x if self.downsample is None else self.downsample(x)
         return F.relu(self.body(x) + identity)
 
@@ -70,7 +70,7 @@ class ResNet(HybridBlock):
         self.output = nn.Dense(classes, in_units=in_ch, weight_initializer=mx.init.Uniform(1 / math.sqrt(in_ch)),
                                bias_initializer=mx.init.Uniform(1 / math.sqrt(in_ch)))
 
-    def hybrid_forward(self, F, x):  # type: ignore[no-untyped-def]
+    def hybrid_forward(self, F, x):
         return self.output(self.features(x))
 
 
@@ -84,7 +84,7 @@ class AdaptiveAvgPool(HybridBlock):
         super().__init__()
         self.size = size
 
-    def hybrid_forward(self, F, x):  # type: ignore[no-untyped-def]
+    def hybrid_forward(self, F, x):
         return F.contrib.AdaptiveAvgPooling2D(x, output_size=self.size)
 
 
@@ -110,7 +110,7 @@ class ConvNet(HybridBlock):
         self.features.add(nn.Flatten())
         self.output = _head(self.features, fc, dropout, classes, weight_init)
 
-    def hybrid_forward(self, F, x):  # type: ignore[no-untyped-def]
+    def hybrid_forward(self, F, x):
         return self.output(self.features(x))
 
 
@@ -163,7 +163,7 @@ class InceptionV3(HybridBlock):
         self.tail.add(*blocks[15:18], nn.GlobalAvgPool2D(), nn.Dropout(0.5))  # the zoo's 8x8 pool, any input size
         self.output = zoo.output
 
-    def hybrid_forward(self, F, x):  # type: ignore[no-untyped-def]
+    def hybrid_forward(self, F, x):
         x = self.stem(x)
         return self.output(self.tail(x)), self.aux(x)
 
@@ -195,7 +195,7 @@ class BertLayer(HybridBlock):
         self.dropout = nn.Dropout(cfg.dropout)
         self.attn_dropout = nn.Dropout(cfg.dropout)
 
-    def hybrid_forward(self, F, x, mask_bias):  # type: ignore[no-untyped-def]
+    def hybrid_forward(self, F, x, mask_bias):
         qkv = F.transpose(F.reshape(self.qkv(x), shape=(0, 0, 3 * self.heads, -1)), axes=(0, 2, 1, 3))
         q, k, v = (F.reshape(t, shape=(-3, -2)) for t in F.split(qkv, num_outputs=3, axis=1))  # [B*heads, S, d]
         scores = F.batch_dot(q, k, transpose_b=True) / math.sqrt(self.head_dim)
@@ -232,7 +232,7 @@ class BertForPretraining(HybridBlock):
         self.mlm_norm = nn.LayerNorm(epsilon=cfg.layer_norm_eps, in_channels=h)
         self.nsp = _dense(2, h, cfg)
 
-    def hybrid_forward(self, F, input_ids, token_type_ids, attention_mask,  # type: ignore[no-untyped-def]
+    def hybrid_forward(self, F, input_ids, token_type_ids, attention_mask,
                        mlm_positions, word_weight, mlm_bias):
         """MLM logits [B, P, vocab] at the masked positions [B, P] and NSP logits [B, 2]; attention_mask is
         [B, S], 1 = attend."""
@@ -266,7 +266,7 @@ class TrainLoss(HybridBlock):
         self.model = model
         self.ce = gloss.SoftmaxCrossEntropyLoss()
 
-    def hybrid_forward(self, F, x, *rest):  # type: ignore[no-untyped-def]
+    def hybrid_forward(self, F, x, *rest):
         if self.kind == "mlm_nsp":
             token_types, attention_mask, positions, mlm_ids, mlm_weights, nsp_labels = rest
             mlm_logits, nsp_logits = self.model(x, token_types, attention_mask, positions)

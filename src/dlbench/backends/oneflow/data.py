@@ -43,7 +43,7 @@ def synthetic_batch(case: Case, batch: int, device: flow.device, input_size: int
     return _on(synthetic_bert(case.input, batch, input_size, seed), device)
 
 
-class SeededDraws(Sampler):  # type: ignore[misc]
+class SeededDraws(Sampler):
     """One epoch per iteration: (index, draw) pairs in a permutation drawn from (seed, epoch)."""
 
     def __init__(self, n: int, seed: int) -> None:
@@ -58,13 +58,13 @@ class SeededDraws(Sampler):  # type: ignore[misc]
         return self.n
 
 
-class ImageList(AugmentedImages, Dataset):  # type: ignore[misc]
+class ImageList(AugmentedImages, Dataset):
     """train_list.txt items, decoded and augmented (`AugmentedImages`), with int64 labels."""
 
     label_type = np.int64
 
 
-class BertSamples(Dataset):  # type: ignore[misc]
+class BertSamples(Dataset):
     """Rows of a BERT batch's arrays (dlbench.data.synthetic.BERT_KEYS), as a dict per sample."""
 
     def __init__(self, arrays: dict[str, np.ndarray]) -> None:

@@ -27,7 +27,7 @@ def make_optimizer(case: Case, model: nn.Module, global_batch: int) -> flow.opti
     return flow.optim.Adam(params, lr=lr, weight_decay=o.weight_decay)
 
 
-class TrainGraph(nn.Graph):  # type: ignore[misc]
+class TrainGraph(nn.Graph):
     """The train step as a static graph: forward, loss, backward and the optimizer update."""
 
     def __init__(self, case: Case, model: nn.Module, optimizer: flow.optim.Optimizer) -> None:

@@ -39,7 +39,7 @@ def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed:
     return {k: paddle.to_tensor(v) for k, v in arrays.items()}
 
 
-class ImageList(paddle.io.Dataset):  # type: ignore[misc]
+class ImageList(paddle.io.Dataset):
     """train_list.txt items, decoded and augmented to (side x side uint8 CHW array, int64 label)."""
 
     def __init__(self, items: list[layout.TrainItem], side: int) -> None:
@@ -56,7 +56,7 @@ class ImageList(paddle.io.Dataset):  # type: ignore[misc]
         return pixels.transpose(2, 0, 1).copy(), np.int64(item.label)
 
 
-class BertSamples(paddle.io.Dataset):  # type: ignore[misc]
+class BertSamples(paddle.io.Dataset):
     """Rows of a BERT batch's arrays, as a tuple in synthetic.BERT_KEYS order."""
 
     def __init__(self, arrays: dict[str, np.ndarray]) -> None:

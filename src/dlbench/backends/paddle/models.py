@@ -112,7 +112,7 @@ class InceptionV3(zoo.InceptionV3):
         # torchvision's rate (the case's) and train-time scaling (the zoo's: 0.2, scaled at inference)
         self.dropout = nn.Dropout(arch.dropout)
 
-    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:  # type: ignore[override]
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
         x = self.inception_stem(x)
         aux = None
         for i, block in enumerate(self.inception_block_list):

@@ -202,7 +202,7 @@ class VariableMgrTrainer(LossOnHost):
             with tf.GradientTape() as tape:
                 tape.watch(trainable)
                 model = _Stateless(self.model, trainable, other)
-                loss = train_loss(self.case, model, batch)  # type: ignore[arg-type]
+                loss = train_loss(self.case, model, batch)
                 scaled = loss * scale
             return loss, tape.gradient(scaled, trainable), model.updated
         return grads

@@ -7,6 +7,7 @@ and recorded), cudnn.benchmark (as NVIDIA's and torchvision's reference scripts 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, cast
 
 import torch
 
@@ -49,20 +50,21 @@ def set_tf32(allow: bool) -> None:
     and new APIs", and so would `--compile` on a GPU."""
     torch.backends.cuda.matmul.allow_tf32 = allow
     torch.backends.cudnn.allow_tf32 = allow
+    cudnn: Any = torch.backends.cudnn  # conv and rnn (torch >= 2.9) are missing from older torch's stubs
     if hasattr(torch.backends, "fp32_precision"):
         mode = "tf32" if allow else "ieee"
         torch.backends.fp32_precision = mode
         torch.backends.cuda.matmul.fp32_precision = mode
         torch.backends.cudnn.fp32_precision = mode
-        torch.backends.cudnn.conv.fp32_precision = mode
-        torch.backends.cudnn.rnn.fp32_precision = mode
+        cudnn.conv.fp32_precision = mode
+        cudnn.rnn.fp32_precision = mode
 
 
 def tf32_state() -> dict[str, str]:
     """Whether matmuls and convolutions may use TF32, read back from torch."""
     if hasattr(torch.backends, "fp32_precision"):
         return {"tf32_matmul": str(torch.backends.cuda.matmul.fp32_precision == "tf32"),
-                "tf32_conv": str(torch.backends.cudnn.conv.fp32_precision == "tf32")}
+                "tf32_conv": str(cast(Any, torch.backends.cudnn).conv.fp32_precision == "tf32")}
     return {"tf32_matmul": str(torch.backends.cuda.matmul.allow_tf32),
             "tf32_conv": str(torch.backends.cudnn.allow_tf32)}
 
@@ -133,7 +135,8 @@ class TorchBackend(Backend):
             return split.build(spec, case, ctx, device, numerics, self._facts)
         model = build_model(case, BuildContext.of(spec, ctx, device)).to(device)
         if spec.channels_last:
-            model = model.to(memory_format=torch.channels_last)
+            # Module.to takes memory_format at run time; its typed overloads leave it out
+            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         model, sync, ran = distributed.setup(spec, model, device, ctx)  # several devices: process group, strategy
         seed = spec.seed + ctx.rank  # each rank its own samples; rank 0 is the 1-device batch
         feed = spec  # dp: one process feeds the global batch, DataParallel splits it
@@ -151,7 +154,7 @@ class TorchBackend(Backend):
         if case.loss.kind == "causal_lm":
             self._facts["gpt_flops_per_sample"] = split.flops_facts(spec, case)
         if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
-            self._facts["embedding"] = model.embedding_path()
+            self._facts["embedding"] = cast(Any, model).embedding_path()
             if getattr(model, "sparse", False):
                 self._facts["host_sync_per_step"] = SPARSE_ADAM_SYNC
         return TorchTrainer(case, model, data.batches(feed, case, device, seed), device, numerics, spec.compile,

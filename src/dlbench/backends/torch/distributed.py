@@ -22,6 +22,7 @@ import atexit
 import datetime
 import importlib.util
 from collections.abc import Callable
+from typing import cast
 
 import torch
 import torch.distributed as dist
@@ -165,7 +166,7 @@ def param_checksum(model: torch.nn.Module) -> float:
     """A position-weighted float64 sum of every parameter: equal on ranks that hold the same parameters (of a
     split classifier's model, the replicated part's: each rank's shard is its own)."""
     if getattr(model, "sharded", False):
-        model = model.replicated
+        model = cast(torch.nn.Module, model.replicated)
     with torch.no_grad():
         total = torch.zeros((), dtype=torch.float64)
         for i, p in enumerate(model.parameters()):

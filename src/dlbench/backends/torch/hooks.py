@@ -45,7 +45,7 @@ def cpu_reduce_hook(group: dist.ProcessGroup) -> Callable[[Any, dist.GradBucket]
     def hook(_: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
         buffer = bucket.buffer()
         host = buffer.to("cpu")
-        future = dist.all_reduce(host, group=group, async_op=True).get_future()  # type: ignore[union-attr]
+        future = dist.all_reduce(host, group=group, async_op=True).get_future()
 
         def back(done: torch.futures.Future[list[torch.Tensor]]) -> torch.Tensor:
             summed = done.value()[0].div_(world)

@@ -4,7 +4,7 @@ torch.compile; and the CUDA-event timer of each step."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -102,7 +102,10 @@ class TorchTrainer(Trainer):
         self.amp_dtype = AMP_DTYPES.get(numerics.compute_dtype)
         self.scaler = grad_scaler(device.type) if numerics.loss_scaling else None
         self._last: torch.Tensor | None = None
-        forward: Callable[[torch.nn.Module, Batch], torch.Tensor] = lambda m, b: train_loss(case, m, b)
+
+        def forward(m: torch.nn.Module, b: Batch) -> torch.Tensor:
+            return train_loss(case, m, b)
+
         self.forward = torch.compile(forward) if compile_model else forward
         model.train()
 

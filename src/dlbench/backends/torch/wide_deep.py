@@ -4,7 +4,7 @@ dense layers (OneFlow-WDL's lazy Adam: only the rows a batch touches move)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -78,7 +78,7 @@ def optimizer_for(model: nn.Module, lr: float, fused: bool) -> torch.optim.Optim
     return SplitAdam(inner.tables(), dense, lr, fused)
 
 
-def bce_loss(model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
+def bce_loss(model: nn.Module, batch: Mapping[str, Tensor]) -> Tensor:
     """Sigmoid binary cross-entropy of the logit against the 0/1 label, in float32."""
     logits = model(batch["dense"], batch["deep_ids"], batch["wide_ids"])
     return nn.functional.binary_cross_entropy_with_logits(logits.float(), batch["labels"])

@@ -34,8 +34,9 @@ def builder(ops: TorchOps) -> Callable[[Case, BuildContext], Any]:
 def define(ops: TorchOps) -> type:
     """``BertForPretraining(cfg)`` on the framework's ``Module``."""
     nn = ops.nn
+    Module: Any = nn.Module  # the framework's base class, chosen at run time: a variable, so typed Any
 
-    class BertEmbeddings(nn.Module):
+    class BertEmbeddings(Module):
         """Word + position + token-type embeddings, then LayerNorm and dropout."""
 
         def __init__(self, cfg: BertConfig) -> None:
@@ -51,7 +52,7 @@ def define(ops: TorchOps) -> type:
             x = self.word_embeddings(input_ids) + ops.position_rows(self.position_embeddings, input_ids.shape[1])
             return self.dropout(self.layer_norm(x + self.token_type_embeddings(token_type_ids)))
 
-    class BertLayer(nn.Module):
+    class BertLayer(Module):
         """One post-LayerNorm transformer encoder layer: self-attention, then the GELU feed-forward."""
 
         def __init__(self, cfg: BertConfig) -> None:
@@ -71,7 +72,7 @@ def define(ops: TorchOps) -> type:
             x = self.attn_norm(x + self.dropout(self.attn_out(ctx)))
             return self.out_norm(x + self.dropout(self.output(ops.gelu(self.intermediate(x)))))
 
-    class BertForPretraining(nn.Module):
+    class BertForPretraining(Module):
         """BERT encoder with the pooler, the tied masked-LM head and the next-sentence head."""
 
         def __init__(self, cfg: BertConfig | None = None) -> None:

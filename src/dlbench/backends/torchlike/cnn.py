@@ -46,6 +46,7 @@ def _classes(case: Case) -> int:
 @cache
 def define(ops: TorchOps) -> Cnns:
     nn = ops.nn
+    Module: Any = nn.Module  # the framework's base class, chosen at run time: a variable, so typed Any
 
     def init_cnn(model: Any, linear_std: float | None = None) -> None:
         """He-normal (fan-out, ReLU) convs, BN 1/0, zero biases; Linear normal(0, std) or the framework's default."""
@@ -63,7 +64,7 @@ def define(ops: TorchOps) -> Cnns:
 
     # ------------------------------------------------------------------------------------------ ResNet
 
-    class Bottleneck(nn.Module):
+    class Bottleneck(Module):
         """ResNet v1.5 bottleneck: 1x1 reduce, 3x3 (carrying the stride), 1x1 expand (x4), residual."""
 
         def __init__(self, in_ch: int, width: int, stride: int = 1, expansion: int = 4) -> None:
@@ -88,7 +89,7 @@ def define(ops: TorchOps) -> Cnns:
             out = self.bn3(self.conv3(out))
             return self.relu(out + identity)
 
-    class ResNet(nn.Module):
+    class ResNet(Module):
         """Bottleneck ResNet (torchvision layout): 7x7 stem, max-pool, the table's stages, global pool, fc."""
 
         def __init__(self, arch: ResNetArch, num_classes: int = 1000) -> None:
@@ -128,7 +129,7 @@ def define(ops: TorchOps) -> Cnns:
             in_features = width
         return nn.Sequential(*layers, nn.Linear(in_features, num_classes))
 
-    class Plain(nn.Module):
+    class Plain(Module):
         """A conv stack, an adaptive average pool to the table's grid, the FC head (VGG and AlexNet)."""
 
         def __init__(self, layers: list[Any], channels: int, arch: VggArch | AlexNetArch, num_classes: int,
@@ -170,7 +171,7 @@ def define(ops: TorchOps) -> Cnns:
 
     # ------------------------------------------------------------------------------------ Inception v3
 
-    class BasicConv2d(nn.Module):
+    class BasicConv2d(Module):
         """Bias-free conv, batch norm (eps 1e-3), ReLU."""
 
         def __init__(self, in_ch: int, out_ch: int, kernel_size: int | tuple[int, int],
@@ -196,7 +197,7 @@ def define(ops: TorchOps) -> Cnns:
     def avg3(x: Any) -> Any:
         return ops.avg_pool(x, 3, stride=1, padding=1)
 
-    class InceptionA(nn.Module):
+    class InceptionA(Module):
         """35x35 block: 1x1, 5x5, double 3x3 and pooled branches."""
 
         def __init__(self, in_ch: int, pool_features: int) -> None:
@@ -209,7 +210,7 @@ def define(ops: TorchOps) -> Cnns:
         def forward(self, x: Any) -> Any:
             return ops.cat([self.b1x1(x), self.b5x5(x), self.b3x3dbl(x), self.bpool(avg3(x))])
 
-    class InceptionB(nn.Module):
+    class InceptionB(Module):
         """Grid reduction 35 -> 17: strided 3x3, strided double 3x3, max-pool."""
 
         def __init__(self, in_ch: int) -> None:
@@ -220,7 +221,7 @@ def define(ops: TorchOps) -> Cnns:
         def forward(self, x: Any) -> Any:
             return ops.cat([self.b3x3(x), self.b3x3dbl(x), ops.max_pool(x, 3, stride=2)])
 
-    class InceptionC(nn.Module):
+    class InceptionC(Module):
         """17x17 block with factorised 7x7 convolutions (c7 channels inside)."""
 
         def __init__(self, in_ch: int, ch: int) -> None:
@@ -234,7 +235,7 @@ def define(ops: TorchOps) -> Cnns:
         def forward(self, x: Any) -> Any:
             return ops.cat([self.b1x1(x), self.b7x7(x), self.b7x7dbl(x), self.bpool(avg3(x))])
 
-    class InceptionD(nn.Module):
+    class InceptionD(Module):
         """Grid reduction 17 -> 8: strided 3x3, 7x7-then-strided-3x3, max-pool."""
 
         def __init__(self, in_ch: int) -> None:
@@ -246,7 +247,7 @@ def define(ops: TorchOps) -> Cnns:
         def forward(self, x: Any) -> Any:
             return ops.cat([self.b3x3(x), self.b7x7x3(x), ops.max_pool(x, 3, stride=2)])
 
-    class InceptionE(nn.Module):
+    class InceptionE(Module):
         """8x8 block with the expanded 1x3 / 3x1 branches."""
 
         def __init__(self, in_ch: int) -> None:
@@ -264,7 +265,7 @@ def define(ops: TorchOps) -> Cnns:
             return ops.cat([self.b1x1(x), self.b3x3_2a(a), self.b3x3_2b(a),
                             self.b3x3dbl_3a(d), self.b3x3dbl_3b(d), self.bpool(avg3(x))])
 
-    class InceptionAux(nn.Module):
+    class InceptionAux(Module):
         """Auxiliary classifier on the 17x17 grid: 5x5/3 average pool, 1x1 (128), 5x5 (768), fc."""
 
         def __init__(self, in_ch: int, num_classes: int) -> None:
@@ -278,7 +279,7 @@ def define(ops: TorchOps) -> Cnns:
             x = ops.avg_pool(x, 5, stride=3) if min(x.shape[-2:]) >= 17 else ops.adaptive_pool(x, 5)
             return self.fc(ops.flatten(ops.adaptive_pool(self.conv1(self.conv0(x)), 1)))
 
-    class InceptionV3(nn.Module):
+    class InceptionV3(Module):
         """Inception v3 (torchvision ``Inception3`` layout) with the auxiliary head.
 
         In training mode (with the aux head) forward returns ``(logits, aux_logits)``, else ``logits``.
