@@ -146,11 +146,12 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     from dlbench.backends.base import Unsupported
     from dlbench.cases import get_case
     from dlbench.protocol.runner import measure
+    from dlbench.refusals import refusal as spec_refusal
     from dlbench.results.schema import RankRaw
 
     case = get_case(spec.model).configured(spec.params)
     backend = load_backend(spec.framework)
-    reason = (backend.case_support(case) or _gpu_refusal(backend, spec, ctx) or backend.layout_refusal(spec)
+    reason = (spec_refusal(spec) or backend.case_support(case) or _gpu_refusal(backend, spec, ctx) or backend.layout_refusal(spec)
               or backend.refuse(spec))
     if reason:
         return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec, ctx))

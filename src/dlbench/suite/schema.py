@@ -271,6 +271,9 @@ class Suite(_Strict):
     loader_workers: int = Field(default=2, ge=0)
     channels_last: bool | list[str] = False  # true: every framework; a list: these frameworks; image cases only
     launcher: str = "auto"  # auto: local on one device, the framework's engine (torchrun ...) on several
+    # true: points dlbench cannot run (dlbench.refusals) are named and skipped, as `sweep --skip-impossible` does,
+    # for a matrix that crosses frameworks with layouts or strategies some of them lack; false: they refuse it.
+    skip_impossible: bool = False
 
     @field_validator("launcher")
     @classmethod
