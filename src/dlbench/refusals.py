@@ -38,8 +38,10 @@ def refusal(spec: PointSpec) -> str | None:
 
 
 def label(spec: PointSpec) -> str:
-    """'torch alexnet 1n2c dp': the parts of a point that tell impossible ones apart."""
-    parts = [spec.framework, spec.model, spec.scale, spec.precision]
+    """'torch alexnet bs2 1n2c fp32 dp': the parts of a point that tell impossible ones apart."""
+    parts = [spec.framework, spec.model, f"bs{spec.batch_size}", spec.scale, spec.precision]
+    parts += ["compile"] if spec.compile else []
+    parts += [",".join(f"{k}={v}" for k, v in spec.case_params)] if spec.case_params else []
     parts += [spec.strategy] if spec.strategy != "none" else []
     parts += [spec.layout.label] if spec.layout.splits_model or spec.layout.recompute else []
     return " ".join(parts)
@@ -118,7 +120,7 @@ def _strategy(spec: PointSpec, caps: Capabilities) -> str | None:
 
 
 def _precision(spec: PointSpec, caps: Capabilities) -> str | None:
-    reason = resolve_precision(spec.precision, spec.device).refusal
+    reason = resolve_precision(spec.precision, spec.device).refusal if caps.numerics_policy else None
     if reason:
         return reason
     offered = caps.precisions_on(spec.device)

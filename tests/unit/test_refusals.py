@@ -127,7 +127,7 @@ def test_run_names_each_impossible_point_of_several() -> None:
     ok = PointSpec("torch", "alexnet", 2, preset("quick"), devices_per_node=2)
     bad = [dataclasses.replace(ok, strategy=s) for s in ("dp", "mirrored")]
     refuse_impossible([ok])
-    with pytest.raises(Impossible, match=r"2 of 3 point\(s\) cannot run: torch alexnet 1n2c fp32 dp: .*mirrored"):
+    with pytest.raises(Impossible, match=r"2 of 3 point\(s\) cannot run: torch alexnet bs2 1n2c fp32 dp: .*mirrored"):
         refuse_impossible([ok, *bad])
 
 
@@ -143,7 +143,7 @@ def test_sweep_refuses_a_suite_up_front_or_skips_and_names(cli: Callable[..., Cl
         assert not store.exists()
     code, out, err = cli("sweep", str(suite), "--dry-run", "--skip-impossible", "--store", str(store))
     assert code == 0, err
-    assert "1 points" in out and "skipped, impossible: torch alexnet 1n2c fp32 dp" in err and "mirrored" in err
+    assert "1 points" in out and "skipped, impossible: torch alexnet bs" in err and "1n2c fp32 dp" in err and "mirrored" in err
 
 
 def test_possible_keeps_order_and_items() -> None:

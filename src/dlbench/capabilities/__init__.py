@@ -53,6 +53,7 @@ class Capabilities:
     # Precisions per device ('cpu', 'cuda'); a device missing means every precision the numerics policy allows.
     precisions: tuple[tuple[str, tuple[str, ...]], ...] = ()
     precision_why: str = ""
+    numerics_policy: bool = True  # the numerics policy's device refusals apply (dlbench.numerics: amp on the CPU)
     # Parallel layouts (dlbench.parallel), for cases that declare a splittable architecture (the GPT cases).
     tensor_parallel: bool = False
     pipeline_parallel: bool = False

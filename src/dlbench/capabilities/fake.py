@@ -9,5 +9,6 @@ from dlbench.capabilities import Capabilities
 CAPABILITIES = Capabilities(
     framework="fake",
     any_strategy=True,
+    numerics_policy=False,  # it computes nothing: every precision "runs" on every device
     layout_why="the fake backend does not split a model: use --tensor-parallel 1 --pipeline-parallel 1",
 )

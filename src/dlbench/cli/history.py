@@ -7,7 +7,6 @@ samples could not have shown a change ('not enough samples') and nothing exited 
 from __future__ import annotations
 
 import datetime
-import json
 
 import click
 from rich.markup import escape
@@ -20,6 +19,7 @@ from dlbench.cli.options import split
 from dlbench.cli.output import stdout_console
 from dlbench.report.table import fmt_throughput
 from dlbench.results.compare import ALPHA, MIN_EFFECT
+from dlbench.report.export import strict_dumps
 from dlbench.results.history import REGRESSION, Series, build_series, parse_since
 from dlbench.results.store import Store
 
@@ -62,7 +62,7 @@ def series_table(s: Series) -> Table:
 
 
 def _as_json(series: list[Series]) -> str:
-    return json.dumps([{
+    return strict_dumps([{
         "label": s.label, "framework": s.framework, "model": s.model, "hardware": s.hardware,
         "points": [{"run_id": hp.point.run_id, "uid": hp.point.uid, "finished": hp.point.result.finished,
                     "status": hp.point.result.status, "versions": hp.versions,

@@ -236,9 +236,9 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
     launchers = Launchers.build()  # torchrun, slurm, mpirun, hosts, configured from $DLBENCH_HOSTS and friends
     for p in planned:
         launchers.check(p.spec)
+    store = store or Store(store_path)  # a store it cannot open fails before any other line is printed
     if not resume_id:
         say_device(suite.device if device == "suite" else device)
-    store = store or Store(store_path)
     if any(p.spec.data == "real" for p in planned) and folder and not data_dir and not resume_id:
         ensure_data(suite, planned, Path(folder), console)
     if not resume_id:

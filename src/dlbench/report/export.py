@@ -14,6 +14,7 @@ import csv
 import datetime
 import io
 import json
+import math
 from collections.abc import Sequence
 
 from dlbench.report.telemetry import CSV_FIELDS as TELEMETRY_FIELDS
@@ -53,11 +54,28 @@ def _scaling(p: StoredPoint, pool: Sequence[StoredPoint]) -> dict[str, float | i
             "baseline_point_id": sc.baseline.id}
 
 
+def finite(value: object) -> object:
+    """The value with every non-finite float (inf, -inf, nan) as None, in nested lists and dicts: strict JSON
+    (RFC 8259) has no Infinity, and parsers that follow it reject the file."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def strict_dumps(value: object, **kwargs: object) -> str:
+    """json.dumps of the value made strict: non-finite floats written as null (`finite`)."""
+    return json.dumps(finite(value), allow_nan=False, **kwargs)  # type: ignore[arg-type]
+
+
 def to_json(points: list[StoredPoint], pool: Sequence[StoredPoint] = ()) -> str:
     """Every point in full: spec, status, raw step times of every rank and repeat, metrics, environment,
     and its scaling against a 1-device point of `pool` (or of `points`)."""
     every = pool or points
-    return json.dumps([{"run_id": p.run_id, "point_id": p.id, **provenance(p), **p.result.to_dict(),
+    return strict_dumps([{"run_id": p.run_id, "point_id": p.id, **provenance(p), **p.result.to_dict(),
                         "scaling": _scaling(p, every), "efficiency": efficiency(p.result).as_dict(),
                         "telemetry_summary": telemetry_fields(p.result, None)} for p in points], indent=2)
 

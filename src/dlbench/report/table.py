@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -163,6 +164,8 @@ TABLE_STYLE: dict[str, object] = {"box": box.SIMPLE_HEAD, "pad_edge": False, "sh
 def pick_columns(text: str | None, wide: bool) -> tuple[str, ...] | None:
     """--columns a,b,c (names from COLUMNS) or --wide (every column) -> the columns to show; None: the compact
     default. An unknown name is a SpecError that lists the known ones."""
+    if wide and text is not None:  # one would silently win over the other
+        raise SpecError("--wide shows every column: give it or --columns, not both")
     if wide:
         return tuple(COLUMNS)
     if text is None:
@@ -170,8 +173,12 @@ def pick_columns(text: str | None, wide: bool) -> tuple[str, ...] | None:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in COLUMNS]
     if unknown or not names:
-        raise SpecError(f"--columns: unknown column {', '.join(unknown) or '(none given)'}; "
-                        f"known: {', '.join(COLUMNS)}")
+        shown = ", ".join(repr(n[:40]) for n in unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3
+                                                                else "")
+        raise SpecError(f"--columns: unknown column {shown or '(none given)'}; known: {', '.join(COLUMNS)}")
+    twice = sorted(n for n, k in Counter(names).items() if k > 1)
+    if twice:  # 5,000 names of a few dozen columns is a script gone wrong, not a table
+        raise SpecError(f"--columns names {', '.join(twice[:3])} more than once: name each column once")
     return names
 
 
