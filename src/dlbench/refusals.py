@@ -67,7 +67,7 @@ def refuse_impossible(specs: Sequence[PointSpec]) -> None:
 
 
 def possible(items: Sequence[T], spec_of: Callable[[T], PointSpec], skip: bool, say: Callable[[str], None],
-             what: str = "the suite") -> list[T]:
+             what: str = "the points") -> list[T]:
     """`sweep`: the items whose point can run. Without `skip`, any impossible one refuses the whole list up
     front (`Impossible`, one line naming them); with it, each is named through `say` and left out."""
     bad = impossible(items, spec_of)

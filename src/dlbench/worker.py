@@ -151,8 +151,8 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
 
     case = get_case(spec.model).configured(spec.params)
     backend = load_backend(spec.framework)
-    reason = (spec_refusal(spec) or backend.case_support(case) or _gpu_refusal(backend, spec, ctx) or backend.layout_refusal(spec)
-              or backend.refuse(spec))
+    reason = (spec_refusal(spec) or backend.case_support(case) or _gpu_refusal(backend, spec, ctx)
+              or backend.layout_refusal(spec) or backend.refuse(spec))
     if reason:
         return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec, ctx))
     with _own_memory_sampler(spec, ctx) as sampler:

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 import dlbench
-from dlbench.report.export import strict_dumps
 from dlbench.results.store import Store
 
 CliResult = tuple[int, str, str]
@@ -150,7 +149,8 @@ def test_a_run_id_matches_by_any_unique_part(cli: Callable[..., CliResult], two_
     assert "ambiguous" in err and run_a in err and run_b in err
 
 
-def test_compare_of_runs_sharing_nothing_exits_5(cli: Callable[..., CliResult], two_runs: tuple[Path, str, str]) -> None:
+def test_compare_of_runs_sharing_nothing_exits_5(cli: Callable[..., CliResult],
+                                                 two_runs: tuple[Path, str, str]) -> None:
     store, run_a, run_b = two_runs
     code, _, err = cli("compare", run_a, run_b, "--fail-above", "5%", "--store", str(store))
     assert code == 5 and "nothing compared" in err
@@ -203,6 +203,8 @@ def test_a_hostile_suite_is_refused_at_once(cli: Callable[..., CliResult], tmp_p
 
 
 def test_json_is_strict() -> None:
+    from dlbench.jsonout import strict_dumps
+
     text = strict_dumps({"cost": float("inf"), "rows": [float("nan"), 1.5, {"x": float("-inf")}]})
 
     def refuse(name: str) -> None:
@@ -276,3 +278,31 @@ def test_an_interrupted_install_unmarks_the_environment(monkeypatch: pytest.Monk
     with pytest.raises(KeyboardInterrupt):
         setup_cli.setup_one(plan, recreate=False, check_cases=False, console=Console(stderr=True))
     assert venvs.get("fake") is None
+
+
+def test_a_data_folder_left_by_a_killed_writer_is_removed_by_the_next(tmp_path: Path) -> None:
+    """kill -9 skips every cleanup: the staging folder it leaves is removed by the next `dlbench data`, while a
+    live writer's is left alone."""
+    from dlbench.data.folders import STAGING, remove_stale_staging, staging
+
+    out = tmp_path / "images"
+    script = textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from dlbench.data.folders import staging
+        with staging(Path({str(out)!r}), force=False) as tmp:
+            (tmp / "half.JPEG").write_bytes(b"x")
+            print("writing", flush=True)
+            time.sleep(120)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(Path(dlbench.__file__).parents[1])}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "writing"
+    assert len(list(tmp_path.glob(f".images-*{STAGING}"))) == 1
+    assert remove_stale_staging(out) == []  # alive: not touched
+    proc.kill()
+    proc.wait(30)
+    with staging(out, force=False) as tmp:
+        (tmp / "whole.JPEG").write_bytes(b"y")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["images"]
+    assert sorted(p.name for p in out.iterdir()) == ["whole.JPEG"]

@@ -21,5 +21,6 @@ CAPABILITIES = Capabilities(
     real_data_multi=False,
     precisions=(("cpu", ("fp32", "bf16")), ("cuda", ("fp32",))),
     precision_why="dlbench's mxnet backend runs fp32 only on GPUs (MXNet 1.9 AMP: fp16 not wired, no bf16 on GPU)",
-    channels_last=False, channels_last_why="MXNet Gluon's CPU convolutions take NCHW only; channels-last is not offered",
+    channels_last=False,
+    channels_last_why="MXNet Gluon's CPU convolutions take NCHW only; channels-last is not offered",
 )

@@ -19,7 +19,7 @@ from dlbench.cli.options import split
 from dlbench.cli.output import stdout_console
 from dlbench.report.table import fmt_throughput
 from dlbench.results.compare import ALPHA, MIN_EFFECT
-from dlbench.report.export import strict_dumps
+from dlbench.jsonout import strict_dumps
 from dlbench.results.history import REGRESSION, Series, build_series, parse_since
 from dlbench.results.store import Store
 

@@ -223,7 +223,7 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
         folder = data_dir or str(default_data_dir(suite, resolve_path(store_path)))
         store = None
     planned = expand(suite, dev, str(Path(folder).resolve()) if folder else None, only_axes)
-    planned = possible(planned, lambda p: p.spec, skip_impossible or suite.skip_impossible, console.print, f"suite {suite.name}")
+    planned = possible(planned, lambda p: p.spec, skip_impossible or suite.skip_impossible, console.print, suite.name)
     check_bounds([p.spec for p in planned], force, remote_hosts=bool(HostsConfig.from_env().hosts))
     settings = settings_for(suite, planned, memory_limit)
     if dry_run:  # stored max batches come from the store itself: a server, or a file that exists

@@ -24,7 +24,8 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 def watch_options(fn: F) -> F:
     """Add --wait-quiet SECONDS and --price-per-hour PRICE to a command."""
     fn = click.option(
-        "--price-per-hour", type=click.FloatRange(min=0, max=MAX_PRICE, min_open=True), callback=_finite, metavar="PRICE",
+        "--price-per-hour", type=click.FloatRange(min=0, max=MAX_PRICE, min_open=True), callback=_finite,
+        metavar="PRICE",
         help="What one device (a GPU; on the CPU, the machine) costs per hour, in any currency: each point then "
              "shows its cost per million samples.")(fn)
     fn = click.option(

@@ -13,10 +13,9 @@ from __future__ import annotations
 import csv
 import datetime
 import io
-import json
-import math
 from collections.abc import Sequence
 
+from dlbench.jsonout import strict_dumps
 from dlbench.report.telemetry import CSV_FIELDS as TELEMETRY_FIELDS
 from dlbench.report.telemetry import telemetry_fields
 from dlbench.results.mfu import efficiency
@@ -52,23 +51,6 @@ def _scaling(p: StoredPoint, pool: Sequence[StoredPoint]) -> dict[str, float | i
         return {"speedup": None, "scaling_efficiency": None, "baseline_point_id": None}
     return {"speedup": sc.scaling.speedup, "scaling_efficiency": sc.scaling.efficiency,
             "baseline_point_id": sc.baseline.id}
-
-
-def finite(value: object) -> object:
-    """The value with every non-finite float (inf, -inf, nan) as None, in nested lists and dicts: strict JSON
-    (RFC 8259) has no Infinity, and parsers that follow it reject the file."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value
-
-
-def strict_dumps(value: object, **kwargs: object) -> str:
-    """json.dumps of the value made strict: non-finite floats written as null (`finite`)."""
-    return json.dumps(finite(value), allow_nan=False, **kwargs)  # type: ignore[arg-type]
 
 
 def to_json(points: list[StoredPoint], pool: Sequence[StoredPoint] = ()) -> str:

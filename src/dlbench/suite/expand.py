@@ -68,7 +68,8 @@ def expand(suite: Suite, device: str, data_dir: str | None = None,
     for axis, wanted in (only or {}).items():
         if axis not in AXES:
             raise SuiteError(f"--only names an unknown axis {axis!r}; axes: {', '.join(AXES)}")
-        known = [e.scale for e in suite.layouts] if axis == "scale" and suite.layouts else [_text(v) for v in values[axis]]
+        layouts = axis == "scale" and suite.layouts
+        known = [e.scale for e in suite.layouts] if layouts else [_text(v) for v in values[axis]]
         unknown = [w for w in wanted if w not in known]
         if unknown:  # named, not "no point left"
             raise SuiteError(f"--only {axis}={unknown[0]!r} matches none of suite {suite.name}'s {axis} values "
