@@ -105,8 +105,8 @@ def _strategy(spec: PointSpec, caps: Capabilities) -> str | None:
         if spec.strategy != "none":
             return f"strategy {spec.strategy} needs several devices: use --scale 1n2c or more, or --strategy none"
         return None
-    if spec.layout.splits_model:
-        return None  # a split model's replicas are kept in step by the layout (_layout checks the strategy)
+    if spec.layout.splits_model and caps.split_needs_strategy_none:
+        return None  # a split model's replicas are kept in step by the layout itself (_layout checks the strategy)
     name = spec.strategy if spec.strategy != "none" else caps.default_strategy
     refused = dict(caps.refused_strategies)
     if name in refused:

@@ -306,3 +306,15 @@ def test_a_data_folder_left_by_a_killed_writer_is_removed_by_the_next(tmp_path: 
         (tmp / "whole.JPEG").write_bytes(b"y")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["images"]
     assert sorted(p.name for p in out.iterdir()) == ["whole.JPEG"]
+
+
+def test_control_characters_are_printed_escaped(cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    from dlbench.printable import printable
+
+    assert printable("a\x1b[31mb\x9b\x07\tc\u00e9") == "a\\x1b[31mb\\x9b\\x07\tc\u00e9"
+    store = tmp_path / "results.db"
+    Store(store).create_run("dlbench sweep \x1b]0;owned\x07 \x1b[2J")
+    code, out, err = cli("results", "--store", str(store))
+    assert code == 0 and "\x1b" not in out and "\\x1b[2J" in out, err
+    err = _one_line(*cli("results", "--store", str(tmp_path / "a\x1b[31m.db")))
+    assert "\x1b" not in err and "\\x1b[31m" in err

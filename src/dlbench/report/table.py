@@ -14,6 +14,7 @@ from rich.cells import cell_len
 from rich.table import Table
 
 from dlbench.cases.gpt import hardware_ratio, lm_rates
+from dlbench.printable import printable
 from dlbench.report.caveats import caveat_notes
 from dlbench.report.telemetry import contended, fmt_energy, samples_per_kwh
 from dlbench.results.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
@@ -280,7 +281,7 @@ def scaling_notes(results: list[PointResult], scaled: Sequence[Scaled | None]) -
 def runs_table(runs: list[RunRecord]) -> Table:
     """Recent runs: id, when, kind, points, status, command."""
     rows = [(r.id, datetime.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M"), r.kind, str(r.points),
-             r.status, r.command) for r in runs]
+             r.status, printable(r.command)) for r in runs]
     t = Table(title="runs", **TABLE_STYLE)  # type: ignore[arg-type]
     for col in ("run", "created", "kind", "points", "status", "command"):
         t.add_column(col, no_wrap=col == "run", overflow="fold")  # the run id whole; the rest wraps, the command too
