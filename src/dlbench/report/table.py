@@ -174,7 +174,7 @@ def pick_columns(text: str | None, wide: bool) -> tuple[str, ...] | None:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in COLUMNS]
     if unknown or not names:
-        shown = ", ".join(repr(n[:40]) for n in unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3
+        shown = ", ".join(n[:40] for n in unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3
                                                                 else "")
         raise SpecError(f"--columns: unknown column {shown or '(none given)'}; known: {', '.join(COLUMNS)}")
     twice = sorted(n for n, k in Counter(names).items() if k > 1)

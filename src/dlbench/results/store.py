@@ -27,9 +27,8 @@ from dlbench.results.migrations import STORE_SCHEMA_VERSION, SchemaError, check_
 from dlbench.results.recovery import Recovered
 from dlbench.results.rows import CorruptRow, RunRecord, StoredPoint, point_row, run_record, stored_point
 from dlbench.results.schema import PointResult
-from dlbench.results.store_file import create_store_file, nearest_folder_problem, wait_for_creator
+from dlbench.results.store_file import CREATION_WAIT_S, create_store_file, nearest_folder_problem, wait_for_creator
 from dlbench.results.store_sql import (
-    BUSY_TIMEOUT_S,
     DEFAULT_STORE,
     StoreError,
     Target,
@@ -84,7 +83,7 @@ class Store:
 
     def _open_sqlite(self, file: Path) -> None:
         if self.readonly:
-            if not file.exists() and wait_for_creator(file, BUSY_TIMEOUT_S) and not file.exists():
+            if not file.exists() and wait_for_creator(file, CREATION_WAIT_S) and not file.exists():
                 raise StoreError(f"the store at {file} is being created by another process: try again in a moment")
             if not file.exists():
                 raise StoreError(f"no store at {file}: run `dlbench run` first, or pass --store")

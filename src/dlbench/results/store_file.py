@@ -21,6 +21,7 @@ from dlbench.results.migrations import upgrade
 from dlbench.results.store_sql import sqlite_connect, sqlite_engine, writer_pragmas
 
 CREATING = ".creating"
+CREATION_WAIT_S = 10.0  # how long a reader waits for another process creating the store
 
 
 def nearest_folder_problem(file: Path) -> str | None:
