@@ -126,7 +126,7 @@ def preset(name: str) -> Protocol:
         raise SpecError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*$", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*$", re.IGNORECASE | re.ASCII)
 _UNITS = {"": 1, "B": 1, "K": 1000, "KB": 1000, "KIB": 2**10, "M": 10**6, "MB": 10**6, "MIB": 2**20,
           "G": 10**9, "GB": 10**9, "GIB": 2**30, "T": 10**12, "TB": 10**12, "TIB": 2**40}
 
@@ -140,7 +140,7 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * _UNITS[unit])
 
 
-_COUNT = re.compile(r"^(\d+(?:\.\d+)?)([KMG]?)$", re.IGNORECASE)
+_COUNT = re.compile(r"^(\d+(?:\.\d+)?)([KMG]?)$", re.IGNORECASE | re.ASCII)
 _COUNT_SUFFIX = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9}
 
 
@@ -155,7 +155,7 @@ def parse_count(text: str, name: str) -> int:
     return int(value)
 
 
-_SCALE = re.compile(r"^(\d+)n(\d+)[cgd]$")
+_SCALE = re.compile(r"^(\d+)n(\d+)[cgd]$", re.ASCII)
 
 
 def parse_scale(text: str) -> tuple[int, int]:

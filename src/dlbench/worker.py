@@ -184,11 +184,12 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
     from dlbench.backends.base import Unsupported
     from dlbench.cases import get_case
     from dlbench.protocol.runner import measure
+    from dlbench.refusals import refusal as spec_refusal
     from dlbench.results.schema import RankRaw
 
     case = get_case(spec.model).configured(spec.params)
-    reason = (backend.case_support(case) or _gpu_refusal(backend, spec, ctx) or backend.layout_refusal(spec)
-              or backend.refuse(spec))
+    reason = (spec_refusal(spec) or backend.case_support(case) or _gpu_refusal(backend, spec, ctx)
+              or backend.layout_refusal(spec) or backend.refuse(spec))
     if reason:
         return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec, ctx))
     with _own_memory_sampler(spec, ctx) as sampler:

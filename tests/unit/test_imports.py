@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dlbench.wire",),
     ("dlbench.results", "dlbench.reference"),
     ("dlbench.backends",),
-    ("dlbench.worker", "dlbench.check", "dlbench.launch"),
+    ("dlbench.worker", "dlbench.check", "dlbench.launch", "dlbench.refusals"),
     ("dlbench.suite",),
     ("dlbench.report",),
     ("dlbench.cli", "dlbench.__main__"),

@@ -6,6 +6,7 @@ A third party adds a framework with an entry point in the group ``dlbench.backen
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import importlib.metadata
 import importlib.util
@@ -14,6 +15,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the registry stays light: base.py is imported by the worker only
     from dlbench.backends.base import Backend
+
+from dlbench.capabilities import Capabilities
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,17 @@ class BackendInfo:
     python: tuple[str, str] = ("3.10", "3.14")
     cuda_extra: str = ""  # the extra installing the GPU (CUDA) build; "" = dlbench knows none
     cuda_index: str = ""  # the package index the GPU build needs where PyPI lacks it ("" = PyPI has it)
+    # "module:attr" of its framework-free Capabilities table (dlbench.capabilities); "" = none declared, the
+    # worker alone decides what it can run. Built-ins: dlbench.capabilities.<name>:CAPABILITIES.
+    capabilities: str = ""
+
+    def capabilities_table(self) -> Capabilities | None:
+        """What this backend can run (strategies, layouts, precisions, devices), read without any framework."""
+        if not self.capabilities:
+            return None
+        module, _, attr = self.capabilities.partition(":")
+        table = getattr(importlib.import_module(module), attr)
+        return table if isinstance(table, Capabilities) else None
 
     def installed_version(self) -> str | None:
         """The framework's installed version in *this* interpreter, or None (never imports it)."""
@@ -85,6 +99,14 @@ _BUILTIN: tuple[BackendInfo, ...] = (
 _TEST_ONLY: tuple[BackendInfo, ...] = (
     BackendInfo("fake", "fake (test double)", "dlbench", "dlbench", "dlbench.backends.fake:FakeBackend", ""),
 )
+
+
+def _with_table(infos: tuple[BackendInfo, ...]) -> tuple[BackendInfo, ...]:
+    """Built-in backends with their capability tables: dlbench.capabilities.<name>."""
+    return tuple(dataclasses.replace(b, capabilities=f"dlbench.capabilities.{b.name}:CAPABILITIES") for b in infos)
+
+
+_BUILTIN, _TEST_ONLY = _with_table(_BUILTIN), _with_table(_TEST_ONLY)
 
 
 def all_backends(include_test: bool = False) -> dict[str, BackendInfo]:

@@ -142,6 +142,10 @@ class Case:
         if size is not None and size < least:
             raise SpecError(f"--input-size {size} is too small for {self.name}: its architecture takes at least "
                             f"{least} ({'image side' if isinstance(self.input, ImageInput) else 'tokens'})")
+        own = self.input.size if isinstance(self.input, ImageInput) else getattr(self.input, "seq_len", None)
+        if size is not None and own is not None and size > own:  # it shrinks the input: larger is a typo
+            raise SpecError(f"--input-size {size} is larger than {self.name}'s own input ({own}): it only shrinks "
+                            "the image side or sequence length")
 
     def train_flops_per_sample(self, input_size: int | None = None) -> float:
         """Training FLOPs of one sample at the case's input or `input_size` (cases/flops.py)."""

@@ -87,10 +87,11 @@ _register()
 
 
 def _one_line(exc: BaseException) -> str:
+    from dlbench.printable import printable
     from dlbench.redact import redact
 
     text = str(exc).strip().splitlines()
-    return redact(text[0]) if text else type(exc).__name__
+    return printable(redact(text[0])) if text else type(exc).__name__
 
 
 def _interrupt(signum: int, frame: object) -> None:

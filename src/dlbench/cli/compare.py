@@ -18,8 +18,9 @@ from dlbench.report.screens import COMPARE_OPTIONAL, comparison_table, undetecta
 from dlbench.results.compare import MIN_EFFECT, compare_runs
 from dlbench.results.store import Store
 
-_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%?\s*$")
+_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%?\s*$", re.ASCII)
 UNDETECTABLE_EXIT = 3
+NOTHING_COMPARED_EXIT = 5  # the runs share no configuration: a CI gate must not pass having compared nothing
 
 
 def parse_percent(text: str) -> float:
@@ -34,7 +35,8 @@ def parse_percent(text: str) -> float:
 @click.argument("run_a")
 @click.argument("run_b")
 @click.option("--fail-above", help="Exit 1 when a point is significantly slower in B by more than this, e.g. 5%; "
-              "exit 3 when a point's samples have under 80% power to detect it.")
+              "exit 3 when a point's samples have under 80% power to detect it. Exit 5 (always) when the runs share "
+              "no configuration.")
 @click.option("--min-effect", default=f"{MIN_EFFECT:.0%}", show_default=True,
               help="Smallest change that can be called faster or slower.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
@@ -64,6 +66,10 @@ def compare(run_a: str, run_b: str, fail_above: str | None, min_effect: str, fmt
         for line in undetectable_lines(c):
             out.print(escape(line), highlight=False)
         out.print(f"Method: {c.method}.", highlight=False)
+    if not c.points:
+        err.print(f"[bold red]nothing compared:[/] runs {escape(c.run_a)} and {escape(c.run_b)} share no "
+                  "configuration (exit 5)", highlight=False)
+        return NOTHING_COMPARED_EXIT
     if threshold is not None:
         bad = c.regressions(threshold)
         if bad:

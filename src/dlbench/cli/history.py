@@ -6,7 +6,6 @@ samples could not have shown a change ('not enough samples') and nothing exited 
 
 from __future__ import annotations
 
-import json
 
 import click
 
@@ -17,6 +16,7 @@ from dlbench.cli.options import split
 from dlbench.cli.output import stdout_console
 from dlbench.report.screens import HISTORY_OPTIONAL, history_table
 from dlbench.results.compare import ALPHA, MIN_EFFECT
+from dlbench.jsonout import strict_dumps
 from dlbench.results.history import Series, build_series, parse_since
 from dlbench.results.store import Store
 
@@ -31,7 +31,7 @@ def _known(model: str | None, framework: str | None) -> tuple[list[str], list[st
 
 
 def _as_json(series: list[Series]) -> str:
-    return json.dumps([{
+    return strict_dumps([{
         "label": s.label, "framework": s.framework, "model": s.model, "hardware": s.hardware,
         "points": [{"run_id": hp.point.run_id, "uid": hp.point.uid, "finished": hp.point.result.finished,
                     "status": hp.point.result.status, "versions": hp.versions,

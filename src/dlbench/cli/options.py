@@ -66,7 +66,7 @@ def parse_batches(text: str | None) -> list[int] | None:
         return None
     out = []
     for t in split(text, "--batch-size"):
-        if not re.fullmatch(r"-?\d+", t) or int(t) < 1:
+        if not re.fullmatch(r"-?[0-9]+", t) or int(t) < 1:
             raise SpecError(f"batch size must be a whole number >= 1; got {t!r}")
         out.append(int(t))
     return out
@@ -122,6 +122,9 @@ def build_specs(*, framework: str | None, model: str | None, batch_size: str | N
     """Every combination of the comma-separated axes and --param values, validated before anything runs. A
     parameter searched (NAME=max) starts at its case's search floor (suite/maxbatch.py bounds)."""
     dev = resolve_device(device)
+    if scale and (nodes is not None or devices_per_node is not None):  # one would silently win over the other
+        raise SpecError(f"--scale {scale} sets the nodes and devices per node: give it, or --nodes and "
+                        "--devices-per-node, not both")
     n, k = parse_scale(scale) if scale else (nodes or 1, devices_per_node or 1)
     batches = parse_batches(batch_size)
     limit = parse_size(memory_limit) if memory_limit else None
@@ -133,8 +136,8 @@ def build_specs(*, framework: str | None, model: str | None, batch_size: str | N
         case = get_case(name)
         if searched is not None:
             values = {**values, searched: search_floor(case, searched)}
-        case.configured(values)  # a parameter the case does not declare, or a value it refuses: SpecError
-        case.check_input_size(input_size)  # smaller than the architecture takes: SpecError
+        # a parameter the case does not declare, or a value it refuses; an input size it cannot take: SpecError
+        case.configured(values).check_input_size(input_size)
         for bs in batches or [case.batch_cpu if dev == "cpu" else case.batch_fixed]:
             specs.append(PointSpec(
                 framework=fw, model=case.name, batch_size=bs, protocol=protocol, precision=prec,  # type: ignore[arg-type]

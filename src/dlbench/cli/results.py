@@ -8,6 +8,7 @@ from dlbench.cli.output import stdout_console
 from dlbench.report.export import to_csv, to_json
 from dlbench.report.table import COLUMNS, COMPACT, pick_columns, points_table, runs_table, scaling_notes
 from dlbench.results.scaling import scaled
+from dlbench.results.errors import StoreError
 from dlbench.results.store import Store
 from dlbench.results.verify import verify as verify_points
 
@@ -72,6 +73,8 @@ def recover_points(store_path: str | None) -> int:
     """Read recovery files back into the store (opening it for writing does that) and say what happened."""
     store = Store(store_path)
     r = store.recovered
+    if not r.files and r.errors:  # a recovery file it could not read (a FIFO in its place ...): say so, exit 2
+        raise StoreError(r.errors[0])
     if not r.files:
         click.echo(f"no recovery file for {store.path} (looked at {', '.join(map(str, store.recovery_paths))})")
         return 0

@@ -21,6 +21,7 @@ from dlbench.launch.interpreters import interpreter_for
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
 from dlbench.launch.registry import Launchers
 from dlbench.launch.session import run_points
+from dlbench.refusals import refuse_impossible
 from dlbench.report.export import to_csv, to_json
 from dlbench.report.max_values import verdict_lines
 from dlbench.report.table import COLUMNS, COMPACT, pick_columns, points_table, scaling_notes
@@ -123,6 +124,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         specs = [dataclasses.replace(s, sync_every_step=True) for s in specs]
     if bucket_mb is not None:  # checked by the spec: only strategies with buckets take it
         specs = [dataclasses.replace(s, bucket_mb=bucket_mb) for s in specs]
+    refuse_impossible(specs)  # what the spec alone shows cannot run: exit 2 before anything runs (dlbench.refusals)
     searched = parse_params(params)[1]
     if searched and any(s.device == "cpu" and s.memory_limit_bytes is None for s in specs):
         raise SpecError(f"--param {searched}=max on the CPU needs --memory-limit (the emulated device budget; "

@@ -41,12 +41,27 @@ def _run_logged(argv: Sequence[str], log: Path, label: str, console: Console) ->
         proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         assert proc.stdout is not None
-        for line in proc.stdout:
-            fh.write(line)
-            text = line.strip()
-            if text:
-                status.update(f"{label}: {text[:100]}")
-        return proc.wait()
+        try:
+            for line in proc.stdout:
+                fh.write(line)
+                text = line.strip()
+                if text:
+                    status.update(f"{label}: {text[:100]}")
+            return proc.wait()
+        except BaseException:  # SIGTERM / Ctrl-C (KeyboardInterrupt, cli._interrupt): pip must not live on
+            _end(proc)
+            raise
+
+
+def _end(proc: subprocess.Popen[str], grace_s: float = 10.0) -> None:
+    """Stop a child: SIGTERM, then SIGKILL after grace_s; reaped either way."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _last_error(log: Path) -> str:
@@ -211,7 +226,13 @@ def setup_one(plan: Plan, recreate: bool, check_cases: bool, console: Console) -
     argv = [str(python), "-m", "pip", "install", "--progress-bar", "off", *envs.install_source(plan.extra)]
     if plan.index_url:
         argv += ["--extra-index-url", plan.index_url]
-    code = _run_logged(argv, log, f"{fw}: pip install ({plan.build} build)", console)
+    try:
+        code = _run_logged(argv, log, f"{fw}: pip install ({plan.build} build)", console)
+    except KeyboardInterrupt:  # pip stopped half-way: the environment is no longer known to be whole
+        if envs.forget(fw):
+            console.print(f"{fw}: interrupted during pip install; its environment is no longer marked ready: "
+                          f"run `dlbench setup {fw}` again")
+        raise
     if code != 0:
         raise SetupFailed(f"{fw}: pip install failed: {_last_error(log)} (full log: {log})")
     version = _ask(str(python), "version", fw, timeout=120).get("version")

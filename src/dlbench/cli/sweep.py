@@ -20,6 +20,7 @@ from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
 from dlbench.launch.registry import Launchers
 from dlbench.report.fit import Fitted
 from dlbench.report.listing import dry_run_table, maxbatch_rows_table, suites_table
+from dlbench.refusals import possible
 from dlbench.report.table import fmt_case_params, points_table
 from dlbench.results.schema import PointResult, exit_code
 from dlbench.results.store import Store, StoreError, resolve_path
@@ -162,6 +163,8 @@ def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], ba
               "(overrides the suite's).")
 @click.option("--launcher", type=click.Choice(["auto", *LAUNCHER_NAMES]), help="Override the suite's launcher, "
               "e.g. slurm to run every point as a Slurm job.")
+@click.option("--skip-impossible", is_flag=True, help="Skip (and name) the points the spec shows cannot run "
+              "(docs/refusals.md); without it such a point refuses the whole suite before anything runs.")
 @click.option("--list", "list_suites", is_flag=True, help="List the built-in suites.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store.")
 @click.option("--force", is_flag=True, help="Start more ranks or threads than this machine has GPUs or logical "
@@ -169,7 +172,7 @@ def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], ba
 @watch_options
 def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tuple[str, ...], framework: str | None,
           device: str, data_dir: str | None, memory_limit: str | None, launcher: str | None, list_suites: bool,
-          store_path: str | None, force: bool = False, wait_quiet: float = 0.0,
+          store_path: str | None, force: bool = False, skip_impossible: bool = False, wait_quiet: float = 0.0,
           price_per_hour: float | None = None) -> int:
     """Run a suite (built-in name or YAML file) as one resumable run; Ctrl-C keeps every finished point."""
     if list_suites:
@@ -215,6 +218,7 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
         folder = data_dir or str(default_data_dir(suite, resolve_path(store_path)))
         store = None
     planned = expand(suite, dev, str(Path(folder).resolve()) if folder else None, only_axes)
+    planned = possible(planned, lambda p: p.spec, skip_impossible or suite.skip_impossible, console.print, suite.name)
     check_bounds([p.spec for p in planned], force, remote_hosts=bool(HostsConfig.from_env().hosts))
     settings = settings_for(suite, planned, memory_limit)
     if dry_run:  # stored max batches come from the store itself: a server, or a file that exists
@@ -227,9 +231,9 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
     launchers = Launchers.build()  # torchrun, slurm, mpirun, hosts, configured from $DLBENCH_HOSTS and friends
     for p in planned:
         launchers.check(p.spec)
+    store = store or Store(store_path)  # a store it cannot open fails before any other line is printed
     if not resume_id:
         say_device(suite.device if device == "suite" else device)
-    store = store or Store(store_path)
     if any(p.spec.data == "real" for p in planned) and folder and not data_dir and not resume_id:
         ensure_data(suite, planned, Path(folder), console)
     if not resume_id:

@@ -11,18 +11,24 @@ import click
 from dlbench.results.telemetry import CONTENTION_SHARE
 
 F = TypeVar("F", bound=Callable[..., object])
+MAX_WAIT_S = 7 * 86400.0  # a week: longer is a typo (1e30 would wait until killed)
+MAX_PRICE = 1e9  # per device-hour in any currency: larger is a typo, and overflows the costs derived from it
 
 
 def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
     if value is not None and not math.isfinite(value):
         raise click.BadParameter(f"must be a finite number; got {value}", ctx=ctx, param=param)
+    most = MAX_WAIT_S if param.name == "wait_quiet" else MAX_PRICE
+    if value is not None and value > most:
+        raise click.BadParameter(f"must be at most {most:g}; got {value:g}", ctx=ctx, param=param)
     return value
 
 
 def watch_options(fn: F) -> F:
     """Add --wait-quiet SECONDS and --price-per-hour PRICE to a command."""
     fn = click.option(
-        "--price-per-hour", type=click.FloatRange(min=0, min_open=True), callback=_finite, metavar="PRICE",
+        "--price-per-hour", type=click.FloatRange(min=0, min_open=True), callback=_finite,
+        metavar="PRICE",
         help="What one device (a GPU; on the CPU, the machine) costs per hour, in any currency: each point then "
              "shows its cost per million samples.")(fn)
     fn = click.option(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -11,6 +13,9 @@ from pathlib import Path
 
 from dlbench import __version__
 from dlbench.data.layout import LAYOUT_VERSION, MANIFEST, DataLayoutError, read_manifest
+
+
+LOCK = ".dlbench-writing"  # held (flock) inside a staging folder by the process writing it
 
 
 def matching(out: Path, wanted: dict[str, object]) -> bool:
@@ -28,18 +33,48 @@ def check_out(out: Path, force: bool) -> None:
         raise DataLayoutError(f"{out} exists and is not empty: pass --force to replace it")
 
 
+STAGING = ".staging"  # the suffix of a data folder being written
+
+
+def remove_stale_staging(out: Path) -> list[Path]:
+    """Remove the staging folders beside out whose writer died (kill -9 skips every cleanup): their lock file
+    (LOCK, inside) is no longer held. Returns what was removed."""
+    removed = []
+    for folder in out.parent.glob(f".{out.name}-*{STAGING}"):
+        try:
+            fd = os.open(folder / LOCK, os.O_RDONLY)
+        except OSError:
+            continue  # not made by staging(), or just being made: not ours to judge
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # its writer is alive
+        finally:
+            os.close(fd)
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
 @contextmanager
 def staging(out: Path, force: bool) -> Iterator[Path]:
-    """A temporary folder beside out; on success it replaces out, on failure it is removed."""
+    """A temporary folder beside out; on success it replaces out, on failure (Ctrl-C, SIGTERM included) it is
+    removed, and one left by a writer killed outright is removed by the next (remove_stale_staging)."""
     out = Path(out)
     check_out(out, force)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    remove_stale_staging(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", suffix=STAGING, dir=out.parent))
+    lock = os.open(tmp / LOCK, os.O_CREAT | os.O_RDWR, 0o644)
     try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held while this process writes: alive
         yield tmp
+        (tmp / LOCK).unlink()
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        os.close(lock)
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)

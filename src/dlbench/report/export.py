@@ -14,9 +14,9 @@ from __future__ import annotations
 import csv
 import datetime
 import io
-import json
 from collections.abc import Sequence
 
+from dlbench.jsonout import strict_dumps
 from dlbench.report.telemetry import CSV_FIELDS as TELEMETRY_FIELDS
 from dlbench.report.telemetry import telemetry_fields
 from dlbench.results.mfu import efficiency
@@ -63,7 +63,7 @@ def to_json(points: list[StoredPoint], pool: Sequence[StoredPoint] = ()) -> str:
     """Every point in full: spec, status, raw step times of every rank and repeat, metrics, environment,
     and its scaling against a 1-device point of `pool` (or of `points`)."""
     every = pool or points
-    return json.dumps([{"run_id": p.run_id, "point_id": p.id, **provenance(p), **p.result.to_dict(),
+    return strict_dumps([{"run_id": p.run_id, "point_id": p.id, **provenance(p), **p.result.to_dict(),
                         "scaling": _scaling(p, every), "efficiency": efficiency(p.result).as_dict(),
                         "telemetry_summary": telemetry_fields(p.result, None)} for p in points], indent=2)
 

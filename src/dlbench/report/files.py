@@ -45,6 +45,9 @@ def check_output(path: Path) -> None:
     if not stat.S_ISREG(mode):
         raise OutputError(f"{path} is {_kind(mode)}: dlbench writes only a new file or replaces a regular file; "
                           "give another -o")
+    if not os.access(path, os.W_OK):  # the rename would go around the file's own permissions (a shared folder)
+        raise OutputError(f"{path} is not writable by you: dlbench replaces only a file you could write in place; "
+                          "give another -o")
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime
 import functools
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from dlbench.cases.gpt import hardware_ratio, lm_rates
+from dlbench.printable import printable
 from dlbench.report.caveats import caveat_notes
 from dlbench.report.fit import Col, Fitted, fit
 from dlbench.report.telemetry import contended, fmt_energy, samples_per_kwh
@@ -164,6 +166,8 @@ SAID_ONCE: tuple[str, ...] = ("precision", "data", "scale", "strategy")
 def pick_columns(text: str | None, wide: bool) -> tuple[str, ...] | None:
     """--columns a,b,c (names from COLUMNS) or --wide (every column) -> the columns to show; None: the compact
     default. An unknown name is a SpecError that lists the known ones."""
+    if wide and text is not None:  # one would silently win over the other
+        raise SpecError("--wide shows every column: give it or --columns, not both")
     if wide:
         return tuple(COLUMNS)
     if text is None:
@@ -171,8 +175,12 @@ def pick_columns(text: str | None, wide: bool) -> tuple[str, ...] | None:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in COLUMNS]
     if unknown or not names:
-        raise SpecError(f"--columns: unknown column {', '.join(unknown) or '(none given)'}; "
-                        f"known: {', '.join(COLUMNS)}")
+        shown = ", ".join(n[:40] for n in unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3
+                                                                else "")
+        raise SpecError(f"--columns: unknown column {shown or '(none given)'}; known: {', '.join(COLUMNS)}")
+    twice = sorted(n for n, k in Counter(names).items() if k > 1)
+    if twice:  # 5,000 names of a few dozen columns is a script gone wrong, not a table
+        raise SpecError(f"--columns names {', '.join(twice[:3])} more than once: name each column once")
     return names
 
 
@@ -248,7 +256,7 @@ def runs_table(runs: list[RunRecord], wide: bool = False) -> Fitted:
     """Recent runs: id, when, kind, points, status, command (the command wraps; 'created' is optional: the run id
     starts with the date and time)."""
     rows = [(r.id, datetime.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M"), r.kind, str(r.points),
-             r.status, r.command) for r in runs]
+             r.status, printable(r.command)) for r in runs]
     cols = [Col("run", "key"), Col("created", "key", optional=True), Col("kind", "key", shared=True),
             Col("points", "number", "right"), Col("status"), Col("command")]
     return fit(cols, rows, title="runs", wide=wide)

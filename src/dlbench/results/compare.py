@@ -23,11 +23,11 @@ reported as warnings naming each key; they never block the comparison silently o
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from dlbench.jsonout import strict_dumps
 from dlbench.results.mfu import Efficiency, efficiency
 from dlbench.results.power import detectability
 from dlbench.results.schema import PointResult
@@ -102,7 +102,7 @@ class Comparison:
         d["identity_diffs"] = {k: {"a": a, "b": b} for k, (a, b) in self.identity_diffs.items()}
         for p, pc in zip(d["points"], self.points):
             p["change"] = pc.change
-        return json.dumps(d, indent=2)
+        return strict_dumps(d, indent=2)
 
 
 def label(r: PointResult) -> str:

@@ -23,7 +23,7 @@ from dlbench.results.rows import StoredPoint
 
 REGRESSION, IMPROVEMENT = "regression", "improvement"
 VERSION_KEYS = frozenset({"framework_version", "dlbench_version", "cuda", "cudnn", "nccl", "driver"})
-_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_SINCE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.ASCII)
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -75,12 +75,18 @@ class Series:
         return bool(self.points) and self.points[-1].change == REGRESSION
 
 
+MAX_AGE_S = 100 * 365.25 * 86400
+
+
 def parse_since(text: str, now: float | None = None) -> float:
     """'30d', '12h', '2w' ... -> the POSIX time that long ago."""
     m = _SINCE.match(text)
     if not m:
         raise ValueError(f"--since takes a duration like 30d, 12h or 2w; got {text!r}")
-    return (now if now is not None else time.time()) - float(m.group(1)) * _UNIT_S[m.group(2)]
+    age = float(m.group(1)) * _UNIT_S[m.group(2)]
+    if age > MAX_AGE_S:  # before any computer ran a benchmark; a SQL float or datetime would overflow further
+        raise ValueError(f"--since {text} reaches back more than 100 years: give a shorter duration")
+    return (now if now is not None else time.time()) - age
 
 
 def series_key(p: StoredPoint) -> str:

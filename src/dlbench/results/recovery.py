@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 import tempfile
 import time
@@ -71,9 +72,14 @@ def quarantine_path(path: Path) -> Path:
 
 
 def _locked(path: Path, flags: int) -> int:
-    """An fd on path holding its exclusive lock, reopened if a quarantine replaced the file meanwhile."""
+    """An fd on path holding its exclusive lock, reopened if a quarantine replaced the file meanwhile. Opened
+    without blocking, so that a FIFO or device in its place is refused (OSError) instead of waiting forever."""
     while True:
-        fd = os.open(path, flags, 0o644)
+        fd = os.open(path, flags | os.O_NONBLOCK, 0o644)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(f"{path} is not a regular file (a FIFO, device or socket): move it away")
+        os.set_blocking(fd, True)
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             if os.fstat(fd).st_ino == os.stat(path).st_ino:

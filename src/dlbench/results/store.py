@@ -27,7 +27,7 @@ from dlbench.results.migrations import STORE_SCHEMA_VERSION, SchemaError, check_
 from dlbench.results.recovery import Recovered
 from dlbench.results.rows import CorruptRow, RunRecord, StoredPoint, point_row, run_record, stored_point
 from dlbench.results.schema import PointResult
-from dlbench.results.store_file import create_store_file, nearest_folder_problem
+from dlbench.results.store_file import CREATION_WAIT_S, create_store_file, nearest_folder_problem, wait_for_creator
 from dlbench.results.store_sql import (
     DEFAULT_STORE,
     StoreError,
@@ -47,6 +47,9 @@ from dlbench.results.store_sql import (
 
 DB_ERRORS = (sa.exc.SQLAlchemyError, sqlite3.Error, OverflowError, OSError)
 FINAL_STATUSES = ("done", "interrupted", "failed")
+
+
+MAX_CANDIDATES = 5  # run ids an ambiguous part names
 
 
 class Store:
@@ -80,6 +83,8 @@ class Store:
 
     def _open_sqlite(self, file: Path) -> None:
         if self.readonly:
+            if not file.exists() and wait_for_creator(file, CREATION_WAIT_S) and not file.exists():
+                raise StoreError(f"the store at {file} is being created by another process: try again in a moment")
             if not file.exists():
                 raise StoreError(f"no store at {file}: run `dlbench run` first, or pass --store")
             raw = self._sqlite_readable(file)
@@ -345,12 +350,19 @@ class Store:
         return [self._record(r, int(r["n"])) for r in rows]
 
     def get_run(self, run_id: str) -> RunRecord:
-        """One run by id (a unique prefix will do)."""
+        """One run by id: the whole id, else a unique prefix, else a unique part of it (the hash people copy);
+        an ambiguous part is refused naming its candidates."""
         with self.transaction() as c:
             ids = [str(r[0]) for r in c.execute(sa.select(runs.c.id))]
-        found = [i for i in ids if i == run_id] or [i for i in ids if i.startswith(run_id)]
+        found = ([i for i in ids if i == run_id] or [i for i in ids if i.startswith(run_id)]
+                 or [i for i in ids if run_id and run_id in i])
         if len(found) != 1:
-            raise StoreError(f"no run {run_id!r} in {self.path}" if not found else f"run id {run_id!r} is ambiguous")
+            if not found:
+                raise StoreError(f"no run {run_id!r} in {self.path}")
+            shown = ", ".join(sorted(found)[:MAX_CANDIDATES]) + (
+                f" and {len(found) - MAX_CANDIDATES} more" if len(found) > MAX_CANDIDATES else "")
+            raise StoreError(f"run id {run_id!r} is ambiguous: it matches {len(found)} runs ({shown}); give more "
+                             "of the id")
         with self.transaction() as c:
             row = c.execute(sa.select(runs).where(runs.c.id == found[0])).mappings().one()
             count = c.execute(sa.select(sa.func.count()).where(points.c.run_id == found[0])).scalar_one()

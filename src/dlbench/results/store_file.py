@@ -14,12 +14,14 @@ import fcntl
 import os
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 from dlbench.results.migrations import upgrade
 from dlbench.results.store_sql import sqlite_connect, sqlite_engine, writer_pragmas
 
 CREATING = ".creating"
+CREATION_WAIT_S = 10.0  # how long a reader waits for another process creating the store
 
 
 def nearest_folder_problem(file: Path) -> str | None:
@@ -36,7 +38,37 @@ def nearest_folder_problem(file: Path) -> str | None:
         return f"{folder} is not a folder"
     if not os.access(folder, os.W_OK | os.X_OK):
         return f"{folder} is not writable"
+    try:  # access() says yes to root everywhere, /proc included: make (and at once lose) a nameless file there
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        return f"{folder} cannot hold a file: {exc.strerror or exc}"
     return None
+
+
+def _live(tmp: Path) -> bool:
+    """Whether a temporary store's creator still holds its lock."""
+    try:
+        fd = os.open(tmp, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def wait_for_creator(file: Path, timeout_s: float, poll_s: float = 0.05) -> bool:
+    """Wait while another process is creating the store at file (a live temporary store beside it), up to
+    timeout_s; True if one was seen (a reader then looks again: it never reads a store being created)."""
+    seen, deadline = False, time.monotonic() + timeout_s
+    while any(_live(t) for t in file.parent.glob(f".{file.name}.*{CREATING}")) and time.monotonic() < deadline:
+        seen = True
+        time.sleep(poll_s)
+    return seen
 
 
 def remove_stale(file: Path) -> None:

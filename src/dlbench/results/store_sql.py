@@ -87,8 +87,19 @@ def resolve_path(path: str | os.PathLike[str] | None = None) -> Path:
         except ValueError as exc:
             raise StoreError(str(exc)) from None
         return target.file if target.file is not None else DEFAULT_STORE
-    p = Path(raw) if raw else DEFAULT_STORE
-    return p / "results.db" if p.is_dir() else p
+    if raw and raw.endswith(("/", os.sep)):
+        raise StoreError(f"{raw} names a folder: name the store's file, e.g. {Path(raw) / 'results.db'}")
+    return regular_store_file(Path(raw) if raw else DEFAULT_STORE)
+
+
+def regular_store_file(p: Path) -> Path:
+    """The path itself where it is a store file or absent; a folder (docs/refusals.md: a store is named by its file,
+    as before) or a special file (a FIFO would block every reader) is refused in one line."""
+    if p.is_dir():
+        raise StoreError(f"{p} is a folder: name the store's file, e.g. {p / 'results.db'}")
+    if p.exists() and not p.is_file():
+        raise StoreError(f"{p} is not a regular file (a FIFO, device or socket): give a store file")
+    return p
 
 
 def _raw_store(path: str | os.PathLike[str] | None) -> str | None:

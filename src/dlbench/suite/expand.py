@@ -68,6 +68,12 @@ def expand(suite: Suite, device: str, data_dir: str | None = None,
     for axis, wanted in (only or {}).items():
         if axis not in AXES:
             raise SuiteError(f"--only names an unknown axis {axis!r}; axes: {', '.join(AXES)}")
+        layouts = axis == "scale" and suite.layouts
+        known = [e.scale for e in suite.layouts] if layouts else [_text(v) for v in values[axis]]
+        unknown = [w for w in wanted if w not in known]
+        if unknown:  # named, not "no point left"
+            raise SuiteError(f"--only {axis}={unknown[0]!r} matches none of suite {suite.name}'s {axis} values "
+                             f"({', '.join(dict.fromkeys(known)) or 'none'})")
         if axis == "scale" and suite.layouts:
             continue  # each layout has its scale (_with_layouts)
         values[axis] = [v for v in values[axis] if _text(v) in wanted]

@@ -255,13 +255,22 @@ class LayoutEntry(_Strict):
         return self
 
 
+MAX_NAME = 200
+MAX_TITLE = 1000
+MAX_TEXT = 20000
+PRINTABLE = r"^[^\x00-\x1f\x7f-\x9f]*$"
+
+
 class Suite(_Strict):
     """A benchmark matrix: axes, exclusions, and how every point is measured."""
 
-    name: str = Field(min_length=1)
-    title: str = ""
-    description: str = ""
-    source: str = ""
+    # Text a terminal prints: strict str (a YAML !!binary value is bytes, refused), no control characters (a
+    # terminal would run its escape codes), and short enough to print in one line's time (rich folds a long word
+    # in time that grows with the square of its length).
+    name: str = Field(min_length=1, max_length=MAX_NAME, strict=True, pattern=PRINTABLE)
+    title: str = Field(default="", max_length=MAX_TITLE, strict=True, pattern=PRINTABLE)
+    description: str = Field(default="", max_length=MAX_TEXT, strict=True)
+    source: str = Field(default="", max_length=MAX_TITLE, strict=True, pattern=PRINTABLE)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     protocol: ProtocolConfig = ProtocolConfig()
     timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1800.0
@@ -271,6 +280,9 @@ class Suite(_Strict):
     loader_workers: int = Field(default=2, ge=0)
     channels_last: bool | list[str] = False  # true: every framework; a list: these frameworks; image cases only
     launcher: str = "auto"  # auto: local on one device, the framework's engine (torchrun ...) on several
+    # true: points dlbench cannot run (dlbench.refusals) are named and skipped, as `sweep --skip-impossible` does,
+    # for a matrix that crosses frameworks with layouts or strategies some of them lack; false: they refuse it.
+    skip_impossible: bool = False
 
     @field_validator("launcher")
     @classmethod

@@ -1,0 +1,14 @@
+"""What the fake (test double) backend runs, framework-free (dlbench.capabilities): any strategy the spec names,
+no split model (backends/fake.py). Its refusal of --compile is left to its worker on purpose: tests use it to
+reach the worker-side `unsupported` status, which facts only a framework knows still produce."""
+
+from __future__ import annotations
+
+from dlbench.capabilities import Capabilities
+
+CAPABILITIES = Capabilities(
+    framework="fake",
+    any_strategy=True,
+    numerics_policy=False,  # it computes nothing: every precision "runs" on every device
+    layout_why="the fake backend does not split a model: use --tensor-parallel 1 --pipeline-parallel 1",
+)
