@@ -14,6 +14,7 @@ from dlbench.cases import Case, ImageInput, TextInput, all_cases
 from dlbench.cli.options import resolve_device
 from dlbench.cli.output import stdout_console
 from dlbench.launch.interpreters import probe, range_text, state
+from dlbench.report.families import llama_family_table
 from dlbench.results.env import host_descriptive, host_identity, physical_cores
 
 
@@ -64,14 +65,18 @@ def list_cmd(check: bool) -> None:
     Python (or the range it needs), where, which cases."""
     out = stdout_console()
     cases = Table(title="cases")
-    for col in ("case", "model", "input", "optimizer", "parameters", "batch (fixed / cpu)"):
+    for col in ("case", "model", "input", "optimizer"):
         cases.add_column(col)
+    counts = [f"{c.param_count:,}" for c in all_cases()]
+    cases.add_column("parameters", justify="right", no_wrap=True, min_width=max(map(len, counts)))  # never cut
+    cases.add_column("batch (fixed / cpu)")
     for c in all_cases():
         inp = c.input
         shape = _shape(inp)
         opt = f"{c.optimizer.name} lr {c.optimizer.lr:g}" + (f" m {c.optimizer.momentum:g}" if c.optimizer.momentum else "")
         cases.add_row(c.name, c.title, shape, opt, f"{c.param_count:,}", f"{c.batch_fixed} / {c.batch_cpu}")
     out.print(cases)
+    out.print(llama_family_table())
     fws = Table(title="frameworks")
     for col in ("framework", "installed", "version", "build", "python", "environment / reason"):
         fws.add_column(col)
