@@ -197,6 +197,8 @@ class PointSpec:
     pipeline_schedule: str = "1f1b"
     recompute: bool = False
     bucket_mb: int | None = None  # DDP's gradient bucket size in MB; None: the framework's default
+    fsdp: bool = False  # FSDP2 over the data-parallel ranks (#35; cases/llama_layout.py says where it runs)
+    context_parallel: int = 1  # ranks a sequence is split over (#35; GPU only)
     version: int = field(default=SPEC_VERSION)
 
     def __post_init__(self) -> None:
@@ -235,6 +237,7 @@ class PointSpec:
                                  self.micro_batches)
         if problem:
             raise SpecError(problem)
+        _count("context parallel", self.context_parallel, 1)
         if self.bucket_mb is not None:
             _count("bucket size (MB)", self.bucket_mb, 1)
             if self.strategy not in BUCKET_STRATEGIES:
@@ -334,3 +337,4 @@ _LATER_FIELDS: dict[str, object] = {"sync_every_step": False, "case_params": ()}
 _LATER_FIELDS.update(tensor_parallel=1, pipeline_parallel=1, micro_batches=1, pipeline_schedule="1f1b",
                      recompute=False)  # the parallel layout (#23)
 _LATER_FIELDS["bucket_mb"] = None  # DDP's bucket size (#22)
+_LATER_FIELDS.update(fsdp=False, context_parallel=1)  # FSDP2 and context parallel (#35)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from dlbench.cases import get_case
-from dlbench.cases.llama import FLOP_CONVENTION, flops_per_sample, matmul_params, param_count
+from dlbench.cases.llama import FLOP_CONVENTION, flops_per_sample, llama_arch, matmul_params, param_count
 from dlbench.spec import SpecError
 
 # From the models' config.json (Hugging Face meta-llama): vocab, hidden, layers, heads, kv heads, intermediate.
@@ -35,9 +35,9 @@ def test_members_have_the_published_count(name: str) -> None:
     case = get_case(name)
     assert case.param_count == PUBLISHED[name] == _by_hand(*CONFIGS[name])
     v, h, layers, heads, kv, ffn, tied = CONFIGS[name]
-    a = case.arch
-    assert (a.vocab_size, a.hidden_size, a.num_layers, a.num_heads, a.num_kv_heads, a.ffn_size,  # type: ignore[union-attr]
-            a.tied_embeddings) == (v, h, layers, heads, kv, ffn, tied)  # type: ignore[union-attr]
+    a = llama_arch(case)
+    assert (a.vocab_size, a.hidden_size, a.num_layers, a.num_heads, a.num_kv_heads, a.ffn_size,
+            a.tied_embeddings) == (v, h, layers, heads, kv, ffn, tied)
 
 
 def test_the_family_takes_every_shape_as_parameters() -> None:
@@ -85,7 +85,7 @@ def test_llama_counts_differ_from_any_closed_form_typo() -> None:
     for v, h, layers, heads, kv, ffn in ((1000, 96, 3, 6, 2, 200), (512, 64, 1, 4, 4, 64)):
         case = get_case("llama").configured({"vocab": v, "hidden": h, "layers": layers, "heads": heads,
                                              "kv_heads": kv, "ffn": ffn, "tied": 0, "seq": 32})
-        assert case.param_count == param_count(case.arch) == _by_hand(v, h, layers, heads, kv, ffn, False)  # type: ignore[arg-type]
+        assert case.param_count == param_count(llama_arch(case)) == _by_hand(v, h, layers, heads, kv, ffn, False)
 
 
 def test_list_shows_the_family_with_whole_counts_at_80_columns(cli: Callable[..., tuple[int, str, str]],

@@ -133,15 +133,25 @@ def layout_flops_per_sample(case: Case, input_size: int | None, recompute: bool)
 
 
 def hardware_ratio(model: str, params: dict[str, int], input_size: int | None) -> float:
-    """Hardware over model FLOPs of a GPT point that recomputes activations (1.0 for any other case)."""
+    """Hardware over model FLOPs of a GPT or Llama point that recomputes activations (1.0 for any other case)."""
     try:
         case = get_case(model).configured(params)
+        if isinstance(case.arch, LlamaConfig):
+            return 4.0 / 3.0  # every layer's forward again: 8N over 6N (cases/llama.py)
         if not isinstance(case.arch, GptConfig):
             return 1.0
         model_flops, hardware = layout_flops_per_sample(case, input_size, recompute=True)
     except (UnknownCase, SpecError):
         return 1.0
     return hardware / model_flops
+
+
+def flop_label(model: str) -> str:
+    """The short name of the FLOP formula a causal-LM case's TFLOP/s use: 'Megatron' (GPT), '6N+attn/2' (Llama)."""
+    try:
+        return "6N+attn/2" if isinstance(get_case(model).arch, LlamaConfig) else "Megatron"
+    except UnknownCase:
+        return "Megatron"
 
 
 def tokens_per_sample(model: str, input_size: int | None = None, params: dict[str, int] | None = None) -> int | None:
@@ -158,8 +168,8 @@ def tokens_per_sample(model: str, input_size: int | None = None, params: dict[st
 
 def lm_rates(model: str, params: dict[str, int], input_size: int | None,
              samples_per_s: float) -> tuple[float, float] | None:
-    """(tokens/s, achieved TFLOP/s by its family's formula: Megatron-LM's for GPT) of a causal-LM point at this samples/s; None for any
-    other case, or a point its case can no longer configure."""
+    """(tokens/s, achieved TFLOP/s by its family's formula: Megatron-LM's for GPT) of a causal-LM point at this
+    samples/s; None for any other case, or a point its case can no longer configure."""
     tokens = tokens_per_sample(model, input_size, params)
     if tokens is None:
         return None
@@ -171,7 +181,8 @@ def lm_rates(model: str, params: dict[str, int], input_size: int | None,
     return samples_per_s * tokens, samples_per_s * flops / 1e12
 
 
-__all__ = ["CASE", "FAMILY", "FAMILY_DEFAULTS", "SIZES", "GptConfig", "gpt_arch", "hardware_ratio",
+__all__ = ["CASE", "FAMILY", "FAMILY_DEFAULTS", "SIZES", "GptConfig", "flop_label", "gpt_arch",
+           "hardware_ratio",
            "layout_flops_per_sample", "lm_rates", "megatron_flops_per_sample", "param_count", "sequence_length",
            "tokens_per_sample"]
 

@@ -76,9 +76,9 @@ def _config(case: Case) -> LlamaConfig:
     if (hidden // heads) % 2:
         raise SpecError(f"case {case.name}: the head width hidden / heads ({hidden // heads}) must be even: rotary "
                         "embedding turns pairs of channels")
-    return dataclasses.replace(case.arch, vocab_size=vocab, hidden_size=hidden, num_layers=layers,  # type: ignore[type-var]
-                               num_heads=heads, num_kv_heads=kv, ffn_size=ffn, max_positions=seq,
-                               tied_embeddings=bool(tied))
+    arch = llama_arch(case)
+    return dataclasses.replace(arch, vocab_size=vocab, hidden_size=hidden, num_layers=layers, num_heads=heads,
+                               num_kv_heads=kv, ffn_size=ffn, max_positions=seq, tied_embeddings=bool(tied))
 
 
 def _shaped(case: Case) -> Case:

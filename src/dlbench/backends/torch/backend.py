@@ -17,7 +17,7 @@ from dlbench.backends.torch import data, distributed, split
 from dlbench.backends.torch.models import MODELS, build_model, count_trainable
 from dlbench.backends.torch.step import TorchTrainer
 from dlbench.cases import Case, ImageInput, get_case
-from dlbench.cases.arch import FaceArch
+from dlbench.cases.arch import FaceArch, LlamaConfig
 from dlbench.numerics import describe, resolve_precision
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
@@ -124,7 +124,7 @@ class TorchBackend(Backend):
             torch.cuda.set_device(device)
             set_tf32(numerics.allow_tf32)
             torch.backends.cudnn.benchmark = True  # pick the fastest conv algorithms during warm-up
-        if spec.layout.splits_model:  # this rank's stage and shards over a (pp, dp, tp) mesh
+        if spec.layout.splits_model or spec.fsdp:  # this rank's stage and shards over a (pp, dp, tp) mesh
             return split.build(spec, case, ctx, device, numerics, self._facts)
         model = build_model(case, BuildContext.of(spec, ctx, device)).to(device)
         if spec.channels_last:
@@ -139,7 +139,7 @@ class TorchBackend(Backend):
                        "channels_last": spec.channels_last,
                        "loss_scaling": "GradScaler (dynamic)" if numerics.loss_scaling else "none"}
         if case.loss.kind == "causal_lm":
-            self._facts["gpt_flops_per_sample"] = split.flops_facts(spec, case)
+            self._facts[split.FLOPS_KEY[isinstance(case.arch, LlamaConfig)]] = split.flops_facts(spec, case)
         if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
             self._facts["embedding"] = model.embedding_path()
             if getattr(model, "sparse", False):
