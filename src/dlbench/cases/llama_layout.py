@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dlbench.cases import get_case
 from dlbench.cases.arch import LlamaConfig
+from dlbench.numerics import FP8_NO_CORES
 from dlbench.spec import PointSpec, SpecError
 
 CP_CUDA_ONLY = ("--context-parallel needs CUDA attention kernels (torch's context parallel runs ring attention "
@@ -62,9 +63,12 @@ def llama_layout_refusal(spec: PointSpec) -> str | None:
 
 
 def refuse_layouts(specs: list[PointSpec]) -> None:
-    """A SpecError (one line, exit 2) for the first point whose layout `llama_layout_refusal` refuses."""
+    """A SpecError (one line, exit 2) for the first point whose layout `llama_layout_refusal` refuses, or that asks
+    for fp8 off a GPU (no FP8 tensor cores)."""
     for spec in specs:
         reason = llama_layout_refusal(spec)
+        if spec.precision == "fp8" and spec.device != "cuda":
+            reason = reason or FP8_NO_CORES.format(where="the CPU")
         if reason:
             raise SpecError(reason)
 

@@ -13,7 +13,7 @@ import torch
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
 from dlbench.backends.context import BuildContext
 from dlbench.backends.gpu_arch import GpuBuild
-from dlbench.backends.torch import data, distributed, split
+from dlbench.backends.torch import data, distributed, fp8, split
 from dlbench.backends.torch.models import MODELS, build_model, count_trainable
 from dlbench.backends.torch.step import TorchTrainer
 from dlbench.cases import Case, ImageInput, get_case
@@ -63,6 +63,17 @@ def tf32_state() -> dict[str, str]:
             "tf32_conv": str(torch.backends.cudnn.allow_tf32)}
 
 
+def _fp8_refusal(spec: PointSpec) -> str | None:
+    """Why fp8 cannot train this point (one line), or None: torchao, the GPU's FP8 tensor cores, the layout."""
+    if spec.precision != "fp8":
+        return None
+    cuda = spec.device == "cuda" and torch.cuda.is_available()
+    reason = fp8.refusal(torch.cuda.get_device_capability() if cuda else None)
+    if reason is None and (spec.layout.splits_model or spec.fsdp):
+        return "fp8 with a split or FSDP layout is not wired (float8 DTensor styles): use one device or DDP"
+    return reason
+
+
 class TorchBackend(Backend):
     """How PyTorch trains a case."""
 
@@ -102,7 +113,7 @@ class TorchBackend(Backend):
             return "torch here has no CUDA device (a CPU build, or no GPU): use --device cpu"
         if spec.channels_last and not isinstance(get_case(spec.model).input, ImageInput):
             return "channels-last applies to image models only"
-        reason = split.refuse(spec)  # tensor/pipeline parallel, recomputation (#23)
+        reason = split.refuse(spec) or _fp8_refusal(spec)  # layouts (#23, #35); fp8 (#35)
         if reason:
             return reason
         if spec.world_size > 1 and distributed.strategy(spec) != "ddp":
@@ -127,6 +138,7 @@ class TorchBackend(Backend):
         if spec.layout.splits_model or spec.fsdp:  # this rank's stage and shards over a (pp, dp, tp) mesh
             return split.build(spec, case, ctx, device, numerics, self._facts)
         model = build_model(case, BuildContext.of(spec, ctx, device)).to(device)
+        fp8_facts = fp8.convert(model) if spec.precision == "fp8" else None  # torchao float8 linears (#35)
         if spec.channels_last:
             model = model.to(memory_format=torch.channels_last)
         model, sync, ran = distributed.setup(spec, model, device, ctx)  # several devices: process group, strategy
@@ -138,6 +150,8 @@ class TorchBackend(Backend):
                        "loader": data.describe(spec), "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
                        "channels_last": spec.channels_last,
                        "loss_scaling": "GradScaler (dynamic)" if numerics.loss_scaling else "none"}
+        if fp8_facts is not None:
+            self._facts["fp8"] = fp8_facts
         if case.loss.kind == "causal_lm":
             self._facts[split.FLOPS_KEY[isinstance(case.arch, LlamaConfig)]] = split.flops_facts(spec, case)
         if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables

@@ -55,7 +55,8 @@ def refuse(spec: PointSpec) -> str | None:
     if not lay.splits_model and not lay.recompute:
         return None
     if not isinstance(case.arch, GptConfig):
-        return f"tensor/pipeline parallel and --recompute are wired for the GPT and llama cases only, not {case.name}"
+        return (f"tensor/pipeline parallel and --recompute are wired for the GPT cases only and the llama family, "
+                f"not {case.name}")
     if not lay.splits_model:
         return None
     if spec.strategy != "none":
