@@ -5,8 +5,9 @@ tolerance of bf16's.
 
 Tolerance: 3 AdamW steps of llama_tiny (seq 32, batch 4) from the same weights; each step's fp8 loss within 2e-2
 absolute of the bf16 loss (about 0.3% of the loss ~6.9). Casting activations, weights and gradients to e4m3/e5m2
-(3 and 2 mantissa bits) moves the loss by about 1e-3 here; a wrong scale (a missing or inverted amax scaling)
-overflows e4m3's range of 448 or flushes values to zero, and moves it by far more.
+(3 and 2 mantissa bits) moves the loss by a few 1e-3 here; a wrong scale (a missing or inverted amax scaling)
+overflows e4m3's range of 448 or flushes values to zero, and moves it by far more. Measured here (torchao 0.18.0,
+torch 2.13.0): tensorwise 1.5e-3 to 1.9e-3, rowwise 0.5e-3 to 2.6e-3 over the 3 steps.
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def test_the_cli_refuses_fp8_here_in_one_line(cli: Callable[..., tuple[int, str,
 
 
 def test_the_peak_table_has_dense_fp8_rows() -> None:
-    h100 = gpu_peak("NVIDIA H100 80GB HBM3", "fp8").peak
-    assert h100 is not None and h100.tflops == pytest.approx(2 * gpu_peak("NVIDIA H100 80GB HBM3", "bf16").peak.tflops)  # type: ignore[union-attr]
+    h100, bf16 = gpu_peak("NVIDIA H100 80GB HBM3", "fp8").peak, gpu_peak("NVIDIA H100 80GB HBM3", "bf16").peak
+    assert h100 is not None and bf16 is not None and h100.tflops == pytest.approx(2 * bf16.tflops) == 1979.0
     assert gpu_peak("NVIDIA L40S", "fp8").peak.tflops == pytest.approx(733.0)  # type: ignore[union-attr]
     assert "no fp8 figure" in gpu_peak("NVIDIA A100-SXM4-80GB", "fp8").reason  # Ampere: no FP8 tensor cores
 
