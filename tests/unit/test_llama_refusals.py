@@ -21,6 +21,7 @@ def _spec(**kw: object) -> PointSpec:
     ({"context_parallel": 2, "devices_per_node": 2, "device": "cuda"}, "not wired in dlbench yet"),
     ({"fsdp": True, "model": "resnet50", "devices_per_node": 2}, "llama cases only, not resnet50"),
     ({"fsdp": True}, "has one"),
+    ({"fsdp": True, "devices_per_node": 2, "framework": "jax"}, "wired for torch only (FSDP2), not jax"),
     ({"fsdp": True, "devices_per_node": 2, "tensor_parallel": 2}, "has one"),
     ({"fsdp": True, "devices_per_node": 2, "strategy": "ddp"}, "leave --strategy at none"),
     ({"devices_per_node": 2, "tensor_parallel": 2, "compile": True}, "drop --compile"),

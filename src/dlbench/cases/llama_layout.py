@@ -13,6 +13,7 @@ from dlbench.cases.arch import LlamaConfig
 from dlbench.numerics import FP8_NO_CORES
 from dlbench.spec import PointSpec, SpecError
 
+FSDP_FRAMEWORKS: tuple[str, ...] = ("torch",)
 CP_CUDA_ONLY = ("--context-parallel needs CUDA attention kernels (torch's context parallel runs ring attention "
                 "over the flash, memory-efficient and cuDNN kernels only): GPU only, not on the CPU")
 
@@ -47,6 +48,9 @@ def llama_layout_refusal(spec: PointSpec) -> str | None:
     llama = isinstance(case.arch, LlamaConfig)
     if spec.fsdp and not llama:
         return f"--fsdp is wired for the llama cases only, not {case.name}: use --strategy ddp or a split layout"
+    if spec.fsdp and spec.framework not in FSDP_FRAMEWORKS:
+        return (f"--fsdp is wired for {', '.join(FSDP_FRAMEWORKS)} only (FSDP2), not {spec.framework}: JAX's fsdp "
+                "mesh axis (backends/jax/llama_mesh.py) is not selectable from a point yet")
     if spec.fsdp and spec.layout.data == 1:
         return (f"--fsdp shards over the data-parallel ranks and this layout has one ({spec.world_size} device(s) "
                 "/ tensor x pipeline): use more devices")
@@ -73,4 +77,4 @@ def refuse_layouts(specs: list[PointSpec]) -> None:
             raise SpecError(reason)
 
 
-__all__ = ["CP_CUDA_ONLY", "llama_layout_refusal", "refuse_layouts"]
+__all__ = ["CP_CUDA_ONLY", "FSDP_FRAMEWORKS", "llama_layout_refusal", "refuse_layouts"]
