@@ -85,3 +85,8 @@ def test_a_point_trains_on_one_device_and_records_its_flop_convention() -> None:
     flops = backend.facts()["llm_flops_per_sample"]
     assert flops["model"] == pytest.approx(case.train_flops_per_sample())  # type: ignore[index]
     assert "causal attention counted as half" in flops["convention"]  # type: ignore[index]
+
+
+def test_the_backend_counts_the_8b_without_its_memory() -> None:
+    """`dlbench setup`'s case check counts every case: the 8B is counted on the meta device, not in 32 GB."""
+    assert TorchBackend().count_params(get_case("llama3_8b")) == 8_030_261_248
