@@ -22,7 +22,7 @@ ComputeDtype = Literal["float32", "float16", "bfloat16"]
 
 # The math-mode labels a backend may report.
 MATH_MODES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8")
-FP8_NO_CORES = ("fp8 needs FP8 tensor cores (NVIDIA sm_89 and later: Ada, Hopper, Blackwell), which {where} has "
+FP8_NO_CORES = ("fp8 needs FP8 tensor cores (NVIDIA sm_89 and later: Ada, Hopper, Blackwell), and {where} has "
                 "none: use --precision bf16")
 
 
