@@ -6,6 +6,7 @@
 | tf32      | float32 | TF32 tensor cores (10-bit mantissa inputs)    | no           | NVIDIA GPUs (Ampere and later) |
 | amp       | float32 | float16 autocast                              | dynamic      | NVIDIA GPUs |
 | bf16      | float32 | bfloat16 autocast                             | no           | GPUs and CPUs with bf16 kernels |
+| fp8       | float32 | float8 (e4m3/e5m2) linear layers, the rest bfloat16 autocast | no | GPUs with FP8 tensor cores (sm_89+) |
 
 Each backend asks `resolve_precision` what to do, applies it, reads the framework's settings back and reports
 the *effective* math mode (`math_mode`, an identity key of the point), so that two frameworks are compared only
@@ -25,7 +26,9 @@ ComputeDtype = Literal["float32", "float16", "bfloat16"]
 LOSS_SCALE_INIT = 2.0**10
 
 # The math-mode labels a backend may report.
-MATH_MODES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
+MATH_MODES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8")
+FP8_NO_CORES = ("fp8 needs FP8 tensor cores (NVIDIA sm_89 and later: Ada, Hopper, Blackwell), and {where} has "
+                "none: use --precision bf16")
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,9 @@ def resolve_precision(precision: str, device: str) -> Numerics:
         return Numerics("amp", "float16", allow_tf32=False, loss_scaling=True, math_mode="fp16", refusal=refusal)
     if precision == "bf16":
         return Numerics("bf16", "bfloat16", allow_tf32=False, loss_scaling=False, math_mode="bf16")
+    if precision == "fp8":  # a GPU's compute capability is checked by the backend that reads it
+        refusal = None if device == "cuda" else FP8_NO_CORES.format(where="the CPU")
+        return Numerics("fp8", "bfloat16", allow_tf32=False, loss_scaling=False, math_mode="fp8", refusal=refusal)
     raise ValueError(f"unknown precision {precision!r}")
 
 
@@ -69,4 +75,4 @@ def describe(numerics: Numerics, tf32_in_use: bool | None = None) -> str:
     return numerics.math_mode
 
 
-__all__ = ["MATH_MODES", "Numerics", "describe", "resolve_precision"]
+__all__ = ["FP8_NO_CORES", "MATH_MODES", "Numerics", "describe", "resolve_precision"]

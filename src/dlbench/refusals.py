@@ -16,7 +16,8 @@ from typing import TypeVar
 from dlbench.backends import get_info
 from dlbench.capabilities import Capabilities
 from dlbench.cases import ImageInput, get_case
-from dlbench.cases.arch import GptConfig
+from dlbench.cases.arch import GptConfig, LlamaConfig
+from dlbench.cases.llama_layout import llama_layout_refusal
 from dlbench.numerics import resolve_precision
 from dlbench.spec import PointSpec, SpecError
 
@@ -33,8 +34,8 @@ def refusal(spec: PointSpec) -> str | None:
     caps = get_info(spec.framework).capabilities_table()
     if caps is None:  # a third-party backend without a table: its worker decides
         return None
-    return (_devices(spec, caps) or _layout(spec, caps) or _strategy(spec, caps) or _precision(spec, caps)
-            or _options(spec, caps))
+    return (_devices(spec, caps) or llama_layout_refusal(spec) or _layout(spec, caps) or _strategy(spec, caps)
+            or _precision(spec, caps) or _options(spec, caps))
 
 
 def label(spec: PointSpec) -> str:
@@ -135,9 +136,11 @@ def _layout(spec: PointSpec, caps: Capabilities) -> str | None:
     if not (lay.splits_model or lay.recompute):
         return None
     case = get_case(spec.model).configured(spec.params)
+    if isinstance(case.arch, LlamaConfig):  # the llama family's layouts (FSDP, TP+SP, PP): llama_layout_refusal
+        return None
     if not isinstance(case.arch, GptConfig):
         return (f"{case.name} has no parallel layout: --tensor-parallel, --pipeline-parallel and --recompute apply "
-                "to the GPT cases only; drop them")
+                "to the GPT and llama cases only; drop them")
     fw = spec.framework
     no_split = caps.layout_why or (f"dlbench's {fw} backend does not split a model (tensor or pipeline parallel is "
                                    "wired for torch, and tensor parallel for JAX): use --tensor-parallel 1 "

@@ -12,12 +12,13 @@ from typing import Any, Literal
 
 from dlbench.parallel import SCHEDULES, Layout, layout_of, layout_problem
 
-Precision = Literal["fp32", "tf32", "amp", "bf16"]
+Precision = Literal["fp32", "tf32", "amp", "bf16", "fp8"]
 Statistic = Literal["mean", "median"]
 DataSource = Literal["synthetic", "real"]
 Device = Literal["cpu", "cuda"]
 
-PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "amp", "bf16")
+PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "amp", "bf16", "fp8")
+FP8_FRAMEWORKS: tuple[str, ...] = ("torch",)  # --precision fp8: torchao's float8 training (#35)
 STATISTICS: tuple[str, ...] = ("mean", "median")
 DATA_SOURCES: tuple[str, ...] = ("synthetic", "real")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
@@ -198,6 +199,8 @@ class PointSpec:
     pipeline_schedule: str = "1f1b"
     recompute: bool = False
     bucket_mb: int | None = None  # DDP's gradient bucket size in MB; None: the framework's default
+    fsdp: bool = False  # FSDP2 over the data-parallel ranks (#35; cases/llama_layout.py says where it runs)
+    context_parallel: int = 1  # ranks a sequence is split over (#35; GPU only)
     version: int = field(default=SPEC_VERSION)
 
     def __post_init__(self) -> None:
@@ -208,6 +211,9 @@ class PointSpec:
         _count("batch size", self.batch_size, 1)
         _choice("precision", self.precision, PRECISIONS)
         _choice("device", self.device, DEVICES)
+        if self.precision == "fp8" and self.framework not in FP8_FRAMEWORKS:
+            raise SpecError(f"--precision fp8 is wired for {', '.join(FP8_FRAMEWORKS)} only (torchao's float8 "
+                            f"training), not {self.framework}")
         _choice("data", self.data, DATA_SOURCES)
         _choice("strategy", self.strategy, STRATEGIES)
         if self.data == "real" and not self.data_dir:
@@ -236,6 +242,7 @@ class PointSpec:
                                  self.micro_batches)
         if problem:
             raise SpecError(problem)
+        _count("context parallel", self.context_parallel, 1)
         if self.bucket_mb is not None:
             _count("bucket size (MB)", self.bucket_mb, 1)
             if self.strategy not in BUCKET_STRATEGIES:
@@ -335,3 +342,4 @@ _LATER_FIELDS: dict[str, object] = {"sync_every_step": False, "case_params": ()}
 _LATER_FIELDS.update(tensor_parallel=1, pipeline_parallel=1, micro_batches=1, pipeline_schedule="1f1b",
                      recompute=False)  # the parallel layout (#23)
 _LATER_FIELDS["bucket_mb"] = None  # DDP's bucket size (#22)
+_LATER_FIELDS.update(fsdp=False, context_parallel=1)  # FSDP2 and context parallel (#35)

@@ -76,3 +76,21 @@ def gpt_point(pid: int, params: dict[str, int], devices: int, batch: int, step_s
     result = PointResult(spec, "ok", ranks, summarize(spec, ranks), env, started=float(pid),
                          extra={"batch_group": group, **(extra or {})})
     return StoredPoint(pid, "run1", result)
+
+
+LLM_PROTO = Protocol(warmup=1, steps=4, repeats=2, statistic="median", preset="quick")
+H100 = "NVIDIA H100 80GB HBM3"  # the table's H100 SXM5: 989.5 TFLOP/s bf16 dense, 67.0 fp32
+
+
+def llm_point(model: str, step_s: float, devices: int, math_mode: str, gpu: str = H100, fsdp: bool = False,
+           memory: int | None = 40 * 2**30, **kw: object) -> PointResult:
+    """A GPU decoder point whose 2 repeats of 4 steps take step_s each, on `devices` ranks, with the math mode's
+    identity (so MFU reads the peak table)."""
+    spec = PointSpec(framework="torch", model=model, batch_size=2, protocol=LLM_PROTO, device="cuda",
+                     precision="bf16" if math_mode == "bf16" else "fp32", devices_per_node=devices, fsdp=fsdp,
+                     **kw)  # type: ignore[arg-type]
+    env = Environment(identity={"device": "cuda", "device_model": gpu, "math_mode": math_mode,
+                                "framework": "torch"}, descriptive={"hostname": "gpu-box"})
+    ranks = tuple(RankRaw(r, tuple(RepeatRaw((step_s,) * 4, 4 * step_s) for _ in range(2)), peak_memory_bytes=memory,
+                          memory_kind="nvml_used") for r in range(devices))
+    return PointResult(spec, "ok", ranks, summarize(spec, ranks), env)

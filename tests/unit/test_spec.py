@@ -27,7 +27,7 @@ def test_override_keeps_the_rest() -> None:
 @pytest.mark.parametrize("kwargs, message", [
     (dict(batch_size=0), "batch size"),
     (dict(batch_size=-3), "batch size"),
-    (dict(precision="fp8"), "precision must be one of"),
+    (dict(precision="fp4"), "precision must be one of"),  # fp8 is a precision since #35
     (dict(device="tpu"), "device must be one of"),
     (dict(data="real"), "real data needs a data folder"),
     (dict(timeout_s=0), "timeout"),

@@ -189,6 +189,7 @@ def all_cases() -> list[Case]:
 
 # Explicit registration: each module calls register() once.
 from dlbench.cases import alexnet, bert_base, face, gpt, inception_v3, resnet50, resnet152, vgg16, wide_deep  # noqa: F401
+from dlbench.cases import llama  # noqa: F401,E402
 
 __all__ = [
     "CASES",

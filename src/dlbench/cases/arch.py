@@ -98,6 +98,31 @@ class GptConfig:
 
 
 @dataclass(frozen=True)
+class LlamaConfig:
+    """A Llama-style causal decoder (Llama 3): pre-norm blocks with RMSNorm, rotary position embedding (base
+    `rope_theta`), grouped-query attention (`num_heads` query heads sharing `num_kv_heads` key/value heads), a
+    SwiGLU MLP `ffn_size` wide, no biases, no dropout, a final RMSNorm and an LM head tied to the token embedding
+    or not. `max_positions` is the context the case trains at (RoPE has no learned positions)."""
+
+    vocab_size: int = 128256
+    hidden_size: int = 4096
+    num_layers: int = 32
+    num_heads: int = 32
+    num_kv_heads: int = 8
+    ffn_size: int = 14336
+    max_positions: int = 8192
+    tied_embeddings: bool = False
+    rope_theta: float = 500000.0
+    norm_eps: float = 1e-5
+    initializer_range: float = 0.02
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one attention head: hidden / heads."""
+        return self.hidden_size // self.num_heads
+
+
+@dataclass(frozen=True)
 class WideDeepArch:
     """Wide & Deep (Cheng et al. 2016) as OneFlow-WDL, DLPerf's setup, builds it: a wide linear part (a vocab x 1
     table summed over the wide fields) plus a deep part (the categorical fields' `embedding`-wide vectors, with
@@ -125,7 +150,8 @@ class FaceArch:
     sample: int = 100
 
 
-Arch = ResNetArch | VggArch | AlexNetArch | InceptionArch | BertConfig | GptConfig | WideDeepArch | FaceArch
+Arch = (ResNetArch | VggArch | AlexNetArch | InceptionArch | BertConfig | GptConfig | LlamaConfig | WideDeepArch
+        | FaceArch)
 
 LossKind = Literal["softmax_ce", "mlm_nsp", "causal_lm", "bce", "arcface"]
 
@@ -140,5 +166,5 @@ class Loss:
     aux_weight: float = 0.0
 
 
-__all__ = ["POOL", "AlexNetArch", "Arch", "BertConfig", "ConvLayer", "FaceArch", "GptConfig", "InceptionArch", "Loss", "LossKind",
-           "ResNetArch", "VggArch", "WideDeepArch"]
+__all__ = ["POOL", "AlexNetArch", "Arch", "BertConfig", "ConvLayer", "FaceArch", "GptConfig", "InceptionArch",
+           "LlamaConfig", "Loss", "LossKind", "ResNetArch", "VggArch", "WideDeepArch"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from dlbench.cases import Case, CaseParam, Optimizer, TextInput, UnknownCase, get_case, register
-from dlbench.cases.arch import GptConfig, Loss
+from dlbench.cases.arch import GptConfig, LlamaConfig, Loss
 from dlbench.cases.flops import register_forward_flops
 from dlbench.spec import SpecError
 
@@ -100,9 +100,12 @@ def gpt_arch(case: Case) -> GptConfig:
 def sequence_length(case: Case, input_size: int | None = None) -> int:
     """Tokens per sample: the case's sequence, or `input_size`; longer than the learned positions is a SpecError."""
     seq = input_size or (case.input.seq_len if isinstance(case.input, TextInput) else 0)
-    limit = gpt_arch(case).max_positions
+    if isinstance(case.arch, LlamaConfig):  # rotary positions: the case's context is the limit
+        limit, what = case.arch.max_positions, "its seq parameter"
+    else:
+        limit, what = gpt_arch(case).max_positions, "its learned positions"
     if not 1 <= seq <= limit:
-        raise SpecError(f"{case.name}: sequence length must be 1 to {limit} (its learned positions); got {seq}")
+        raise SpecError(f"{case.name}: sequence length must be 1 to {limit} ({what}); got {seq}")
     return seq
 
 
@@ -130,15 +133,25 @@ def layout_flops_per_sample(case: Case, input_size: int | None, recompute: bool)
 
 
 def hardware_ratio(model: str, params: dict[str, int], input_size: int | None) -> float:
-    """Hardware over model FLOPs of a GPT point that recomputes activations (1.0 for any other case)."""
+    """Hardware over model FLOPs of a GPT or Llama point that recomputes activations (1.0 for any other case)."""
     try:
         case = get_case(model).configured(params)
+        if isinstance(case.arch, LlamaConfig):
+            return 4.0 / 3.0  # every layer's forward again: 8N over 6N (cases/llama.py)
         if not isinstance(case.arch, GptConfig):
             return 1.0
         model_flops, hardware = layout_flops_per_sample(case, input_size, recompute=True)
     except (UnknownCase, SpecError):
         return 1.0
     return hardware / model_flops
+
+
+def flop_label(model: str) -> str:
+    """The short name of the FLOP formula a causal-LM case's TFLOP/s use: 'Megatron' (GPT), '6N+attn/2' (Llama)."""
+    try:
+        return "6N+attn/2" if isinstance(get_case(model).arch, LlamaConfig) else "Megatron"
+    except UnknownCase:
+        return "Megatron"
 
 
 def tokens_per_sample(model: str, input_size: int | None = None, params: dict[str, int] | None = None) -> int | None:
@@ -155,20 +168,21 @@ def tokens_per_sample(model: str, input_size: int | None = None, params: dict[st
 
 def lm_rates(model: str, params: dict[str, int], input_size: int | None,
              samples_per_s: float) -> tuple[float, float] | None:
-    """(tokens/s, achieved TFLOP/s by the Megatron-LM formula) of a causal-LM point at this samples/s; None for any
-    other case, or a point its case can no longer configure."""
+    """(tokens/s, achieved TFLOP/s by its family's formula: Megatron-LM's for GPT) of a causal-LM point at this
+    samples/s; None for any other case, or a point its case can no longer configure."""
     tokens = tokens_per_sample(model, input_size, params)
     if tokens is None:
         return None
-    try:
+    try:  # GPT: the Megatron-LM formula; another decoder (Llama): its own case's count (cases/flops.py)
         case = get_case(model).configured(params)
-        flops = megatron_flops_per_sample(case, input_size)
+        flops = case.train_flops_per_sample(input_size)
     except SpecError:
         return None
     return samples_per_s * tokens, samples_per_s * flops / 1e12
 
 
-__all__ = ["CASE", "FAMILY", "FAMILY_DEFAULTS", "SIZES", "GptConfig", "gpt_arch", "hardware_ratio",
+__all__ = ["CASE", "FAMILY", "FAMILY_DEFAULTS", "SIZES", "GptConfig", "flop_label", "gpt_arch",
+           "hardware_ratio",
            "layout_flops_per_sample", "lm_rates", "megatron_flops_per_sample", "param_count", "sequence_length",
            "tokens_per_sample"]
 

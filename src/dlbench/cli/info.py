@@ -15,6 +15,7 @@ from dlbench.launch.interpreters import probe, range_text, state
 from dlbench.report.fit import Cell
 from dlbench.report.listing import CASES_OPTIONAL, FRAMEWORKS_OPTIONAL, cases_table, env_table, frameworks_table
 from dlbench.report.listing import gpu_builds_table, styled, support_table
+from dlbench.report.families import llama_family_table
 from dlbench.results.env import host_descriptive, host_identity, physical_cores
 
 
@@ -74,6 +75,7 @@ def list_cmd(check: bool, wide: bool = False) -> None:
         opt = f"{c.optimizer.name} lr {c.optimizer.lr:g}" + (f" m {c.optimizer.momentum:g}" if c.optimizer.momentum else "")
         case_rows.append((c.name, c.title, shape, opt, f"{c.param_count:,}", f"{c.batch_fixed} / {c.batch_cpu}"))
     out.print(cases_table(case_rows, wide=wide))
+    out.print(llama_family_table())
     fws: list[list[Cell]] = []
     support: list[list[Cell]] = []
     unchecked = []

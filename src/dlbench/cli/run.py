@@ -84,6 +84,10 @@ from dlbench.suite.maxbatch import param_bounds, search
               show_default=True, help="The pipeline's schedule.")
 @click.option("--recompute", is_flag=True, help="Recompute activations in the backward pass (activation "
               "checkpointing, as DLPerf's GPT runs did).")
+@click.option("--fsdp", is_flag=True, help="FSDP2: shard parameters, gradients and optimizer state over the "
+              "data-parallel ranks (llama cases).")
+@click.option("--context-parallel", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Split each sequence over N ranks (torch's context parallel: GPUs only).")
 @click.option("--sync-every-step", is_flag=True, help="Synchronise with the device after every measured step "
               "(latency studies; part of the point's identity). Default: only at the ends of each timed window.")
 @click.option("--bucket-mb", type=click.IntRange(min=1), help="DDP's gradient bucket size in MB (ddp, ddp-fp16, "
@@ -106,7 +110,8 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         devices_per_node: int | None, strategy: str, launcher: str | None, hosts: str | None, reach: str | None,
         master_addr: str | None, rendezvous_timeout: float, memory_limit: str | None,
         params: tuple[str, ...], tensor_parallel: int, pipeline_parallel: int, micro_batches: int,
-        pipeline_schedule: str, recompute: bool, sync_every_step: bool, bucket_mb: int | None, store_path: str | None, fmt: str,
+        pipeline_schedule: str, recompute: bool, fsdp: bool, context_parallel: int, sync_every_step: bool,
+        bucket_mb: int | None, store_path: str | None, fmt: str,
         columns: str | None, wide: bool, force: bool = False, wait_quiet: float = 0.0,
         price_per_hour: float | None = None) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
@@ -120,6 +125,7 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         params=params)
     specs = with_layout(specs, tensor_parallel, pipeline_parallel, micro_batches, pipeline_schedule, recompute,
                         round_batch=batch_size is None)
+    specs = [dataclasses.replace(s, fsdp=fsdp, context_parallel=context_parallel) for s in specs]
     if sync_every_step:
         specs = [dataclasses.replace(s, sync_every_step=True) for s in specs]
     if bucket_mb is not None:  # checked by the spec: only strategies with buckets take it

@@ -12,6 +12,7 @@ from dlbench.report.charts import data_chart, max_batch_chart, memory_chart, spr
 from dlbench.report.efficiency import FLOPS_DEFINITION, EffRow, efficiency_rows, mfu_chart, roofline_chart
 from dlbench.report.energy import contention_notes, energy_absent, energy_chart
 from dlbench.report.gpt_layouts import LayoutRow, layout_chart, layout_rows
+from dlbench.report.llm_section import LlmRow, llm_rows
 from dlbench.report.groups import Cell, Column, Section, build_sections, framework_title
 from dlbench.report.history import history_charts
 from dlbench.report.max_values import REFERENCE_NOTE, MaxValueRow, PublishedMax, dlperf_max_classes, max_value_rows
@@ -76,6 +77,7 @@ class Report:
     max_reference: list[PublishedMax] = field(default_factory=list)
     max_reference_note: str = REFERENCE_NOTE
     gpt_layouts: list[LayoutRow] = field(default_factory=list)  # GPT points by parallel layout (DLPerf's GPT)
+    llm: list[LlmRow] = field(default_factory=list)  # Llama points by layout and precision (#35)
     strategies: StrategyReport = field(default_factory=StrategyReport)  # seed 004's view: strategy studies
     definition: str = THROUGHPUT_DEFINITION
     flops_definition: str = FLOPS_DEFINITION
@@ -198,7 +200,7 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         colours=cc, notes=notes,
         probes=dict(Counter(p.result.status for p in probes)),
         special=special, max_values=maxima, max_reference=dlperf_max_classes(), gpt_layouts=layouts,
-        strategies=strategy_report(sections), uids={p.id: p.uid for p in points})
+        strategies=strategy_report(sections), uids={p.id: p.uid for p in points}, llm=llm_rows(points))
 
 
 __all__ = ["Column", "KeyValue", "Report", "SectionView", "build_report", "describe_protocol"]

@@ -19,9 +19,11 @@ from collections.abc import Sequence
 from dlbench.jsonout import strict_dumps
 from dlbench.report.telemetry import CSV_FIELDS as TELEMETRY_FIELDS
 from dlbench.report.telemetry import telemetry_fields
+from dlbench.results.llm import llm_figures
 from dlbench.results.mfu import efficiency
 from dlbench.results.request import reproduce_command, request_of
 from dlbench.results.scaling import Scaled, scaled
+from dlbench.results.schema import PointResult
 from dlbench.results.store import StoredPoint
 
 CSV_COLUMNS: tuple[str, ...] = (
@@ -65,7 +67,14 @@ def to_json(points: list[StoredPoint], pool: Sequence[StoredPoint] = ()) -> str:
     every = pool or points
     return strict_dumps([{"run_id": p.run_id, "point_id": p.id, **provenance(p), **p.result.to_dict(),
                         "scaling": _scaling(p, every), "efficiency": efficiency(p.result).as_dict(),
-                        "telemetry_summary": telemetry_fields(p.result, None)} for p in points], indent=2)
+                        "telemetry_summary": telemetry_fields(p.result, None), "llm": _llm(p.result)} for p in points],
+                      indent=2)
+
+
+def _llm(r: PointResult) -> dict[str, object] | None:
+    """A decoder point's tokens/s, TFLOP/s and MFU figures with their FLOP convention (results/llm.py)."""
+    figures = llm_figures(r)
+    return figures.as_dict() if figures else None
 
 
 def csv_row(p: StoredPoint, pool: Sequence[StoredPoint] = ()) -> dict[str, object]:

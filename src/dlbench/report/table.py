@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from dlbench.cases.gpt import hardware_ratio, lm_rates
+from dlbench.cases.gpt import flop_label, hardware_ratio, lm_rates
 from dlbench.printable import printable
 from dlbench.report.caveats import caveat_notes
 from dlbench.report.fit import Col, Fitted, fit
@@ -48,20 +48,21 @@ def fmt_cv(m: Metrics | None) -> str:
 
 
 def fmt_lm_rates(r: PointResult) -> str:
-    """A causal-LM point's tokens/s and achieved TFLOP/s by the Megatron-LM formula, each on a line of its own."""
+    """A causal-LM point's tokens/s and achieved TFLOP/s by its family's formula (Megatron-LM's for GPT), each on a
+    line of its own."""
     rates = lm_rates(r.spec.model, r.spec.params, r.spec.input_size, r.metrics.throughput) if r.metrics else None
     if rates is None:
         return ""
     hardware = ""
     if r.spec.recompute and rates[1] > 0:  # the devices also ran a second forward: DLPerf's and Megatron's count
         hardware = f"\n{rates[1] * hardware_ratio(r.spec.model, r.spec.params, r.spec.input_size):,.3g} hardware"
-    return f"\n{rates[0]:,.0f} tokens/s\n{rates[1]:,.3g} TFLOP/s Megatron{hardware}"
+    return f"\n{rates[0]:,.0f} tokens/s\n{rates[1]:,.3g} TFLOP/s {flop_label(r.spec.model)}{hardware}"
 
 
 def fmt_scale(s: PointSpec) -> str:
     """'1n4c', or '1n4c TP2 PP2 M4' where the point splits its model (and 'recompute' where it recomputes)."""
     lay = s.layout
-    return s.scale + (f" {lay.label}" if lay.splits_model or lay.recompute else "")
+    return s.scale + (f" {lay.label}" if lay.splits_model or lay.recompute else "") + (" FSDP" if s.fsdp else "")
 
 
 def fmt_count(n: int) -> str:

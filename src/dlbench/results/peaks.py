@@ -29,7 +29,7 @@ from dlbench.wire import cache_dir
 
 TABLE_VERSION = 1
 PROBE_VERSION = 2
-MATH_MODES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16")
+MATH_MODES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8")
 PeakKind = Literal["datasheet", "instruction set"]
 
 

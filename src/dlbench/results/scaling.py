@@ -54,11 +54,12 @@ _HERE_LAUNCHERS: frozenset[str] = frozenset({"local", "torchrun", "mpirun", "hos
 
 
 def baseline_spec(spec: PointSpec) -> PointSpec:
-    """The same configuration on 1 device: one node, one device, no strategy (nor its bucket size) and no model
-    split (the batch of one data-parallel replica, recomputation kept); local, or Slurm for Slurm."""
+    """The same configuration on 1 device: one node, one device, no strategy (nor its bucket size), no model
+    split and no FSDP (the batch of one data-parallel replica, recomputation kept); local, or Slurm for Slurm."""
     launcher = "slurm" if spec.launcher == "slurm" else "local"
     return dataclasses.replace(spec, nodes=1, devices_per_node=1, strategy="none", launcher=launcher, bucket_mb=None,
-                               tensor_parallel=1, pipeline_parallel=1, micro_batches=1, pipeline_schedule="1f1b")
+                               tensor_parallel=1, pipeline_parallel=1, micro_batches=1, pipeline_schedule="1f1b",
+                               fsdp=False, context_parallel=1)
 
 
 def _match_key(spec: PointSpec) -> str:

@@ -102,7 +102,7 @@ def _with_layouts(suite: Suite, point: PlannedPoint, only: dict[str, list[str]])
         spec = dataclasses.replace(
             point.spec, nodes=nodes, devices_per_node=per_node, batch_size=e.batch, tensor_parallel=e.tensor_parallel,
             pipeline_parallel=e.pipeline_parallel, micro_batches=e.micro_batches, pipeline_schedule=e.schedule,
-            recompute=e.recompute, case_params=tuple(sorted({**point.spec.params, **e.params}.items())))
+            recompute=e.recompute, fsdp=e.fsdp, case_params=tuple(sorted({**point.spec.params, **e.params}.items())))
         if suite.launcher == "auto":
             spec = dataclasses.replace(spec, launcher=Launchers.default_for(spec))
         out.append(PlannedPoint(spec, e.name))

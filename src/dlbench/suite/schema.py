@@ -244,6 +244,7 @@ class LayoutEntry(_Strict):
     micro_batches: PositiveInt = 1
     schedule: Literal["1f1b", "gpipe"] = "1f1b"
     recompute: bool = False
+    fsdp: bool = False  # FSDP2 over the data-parallel ranks (llama cases, #35)
     params: dict[str, Annotated[int, BeforeValidator(lambda v: _param_values(v)[0])]] = Field(default_factory=dict)
 
     @model_validator(mode="after")

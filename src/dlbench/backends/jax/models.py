@@ -19,9 +19,11 @@ from flax import linen as nn
 from dlbench.backends.jax import wide_deep
 from dlbench.backends.jax.bert import BertForPretraining, mlm_nsp_loss
 from dlbench.backends.jax.gpt import GptLMHeadModel
+from dlbench.backends.jax.llama import LlamaModel
 from dlbench.cases import Case, ImageInput
 from dlbench.cases.arch import POOL, AlexNetArch, InceptionArch, ResNetArch, VggArch
 from dlbench.cases.gpt import gpt_arch
+from dlbench.cases.llama import llama_arch
 
 Array = Any
 _KAIMING = nn.initializers.variance_scaling(2.0, "fan_out", "normal")  # torch's kaiming_normal_(fan_out, relu)
@@ -303,6 +305,8 @@ MODELS: dict[str, Builder] = {
     "gpt2_small": lambda c, dt: GptLMHeadModel(gpt_arch(c), dtype=dt),
     "gpt": lambda c, dt: GptLMHeadModel(gpt_arch(c), dtype=dt),
     "wide_deep": lambda c, dt: wide_deep.WideDeep(c, dtype=dt),
+    **{name: (lambda c, dt: LlamaModel(llama_arch(c), dtype=dt)) for name in ("llama", "llama3_8b", "llama3_1b",
+                                                                             "llama_tiny")},
 }
 
 

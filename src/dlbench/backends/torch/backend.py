@@ -15,11 +15,11 @@ from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_pro
 from dlbench.backends.context import BuildContext
 from dlbench.backends.cuda_driver import no_device_reason
 from dlbench.backends.gpu_arch import GpuBuild
-from dlbench.backends.torch import data, distributed, split
+from dlbench.backends.torch import data, distributed, fp8, split
 from dlbench.backends.torch.models import MODELS, attention_kernels, build_model, count_trainable
 from dlbench.backends.torch.step import AMP_DTYPES, TorchTrainer
 from dlbench.cases import Case, ImageInput, get_case
-from dlbench.cases.arch import FaceArch
+from dlbench.cases.arch import FaceArch, LlamaConfig
 from dlbench.numerics import LOSS_SCALE_INIT, describe, resolve_precision
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
@@ -69,6 +69,17 @@ def tf32_state() -> dict[str, str]:
             "tf32_conv": str(torch.backends.cudnn.allow_tf32)}
 
 
+def _fp8_refusal(spec: PointSpec) -> str | None:
+    """Why fp8 cannot train this point (one line), or None: torchao, the GPU's FP8 tensor cores, the layout."""
+    if spec.precision != "fp8":
+        return None
+    cuda = spec.device == "cuda" and torch.cuda.is_available()
+    reason = fp8.refusal(torch.cuda.get_device_capability() if cuda else None)
+    if reason is None and (spec.layout.splits_model or spec.fsdp):
+        return "fp8 with a split or FSDP layout is not wired (float8 DTensor styles): use one device or DDP"
+    return reason
+
+
 class TorchBackend(Backend):
     """How PyTorch trains a case."""
 
@@ -109,7 +120,7 @@ class TorchBackend(Backend):
             return no_device_reason("torch", str(torch.version.cuda or ""))
         if spec.channels_last and not isinstance(get_case(spec.model).input, ImageInput):
             return "channels-last applies to image models only"
-        reason = split.refuse(spec)  # tensor/pipeline parallel, recomputation (#23)
+        reason = split.refuse(spec) or _fp8_refusal(spec)  # layouts (#23, #35); fp8 (#35)
         if reason:
             return reason
         if spec.world_size > 1 and distributed.strategy(spec) != "ddp":
@@ -131,9 +142,10 @@ class TorchBackend(Backend):
             torch.cuda.set_device(device)
             set_tf32(numerics.allow_tf32)
             torch.backends.cudnn.benchmark = self._autotune  # fastest conv algorithms in the warm-up (cudnn_fallback)
-        if spec.layout.splits_model:  # this rank's stage and shards over a (pp, dp, tp) mesh
+        if spec.layout.splits_model or spec.fsdp:  # this rank's stage and shards over a (pp, dp, tp) mesh
             return split.build(spec, case, ctx, device, numerics, self._facts)
         model = build_model(case, BuildContext.of(spec, ctx, device)).to(device)
+        fp8_facts = fp8.convert(model) if spec.precision == "fp8" else None  # torchao float8 linears (#35)
         if spec.channels_last:
             # Module.to takes memory_format at run time; its typed overloads leave it out
             model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
@@ -147,12 +159,14 @@ class TorchBackend(Backend):
                        "channels_last": spec.channels_last,
                        "loss_scaling": (f"GradScaler (dynamic, initial scale {LOSS_SCALE_INIT:g})"
                                         if numerics.loss_scaling else "none")}
+        if fp8_facts is not None:
+            self._facts["fp8"] = fp8_facts
         if case.loss.kind == "mlm_nsp":
             masked = spec.data == "real"  # synthetic batches attend to every token: no mask (data.every_token_real)
             self._facts["attention"] = attention_kernels(case, spec.input_size or case.input.seq_len, masked, device,
                                                          AMP_DTYPES.get(numerics.compute_dtype, torch.float32))
         if case.loss.kind == "causal_lm":
-            self._facts["gpt_flops_per_sample"] = split.flops_facts(spec, case)
+            self._facts[split.FLOPS_KEY[isinstance(case.arch, LlamaConfig)]] = split.flops_facts(spec, case)
         if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
             self._facts["embedding"] = cast(Any, model).embedding_path()
             if getattr(model, "sparse", False):
@@ -174,6 +188,9 @@ class TorchBackend(Backend):
         return 1 - free / total if total else None
 
     def count_params(self, case: Case) -> int:
+        if isinstance(case.arch, LlamaConfig):  # shapes only: the 8B would take 32 GB to count
+            with torch.device("meta"):
+                return count_trainable(build_model(case))
         return count_trainable(build_model(case))
 
     def oom_error(self, exc: BaseException) -> bool:

@@ -1,8 +1,8 @@
 """The benchmark's models in PyTorch (no torchvision, no transformers), and their losses.
 
 The CNNs and BERT are the torch-shaped descriptions in `dlbench.backends.torchlike` (shared with OneFlow and
-MegEngine) built on torch's ``nn``; attention is ``scaled_dot_product_attention``. GPT-2 (gpt.py) and Wide & Deep
-(wide_deep.py) are torch's own. Each model has exactly the case's reference trainable-parameter count
+MegEngine) built on torch's ``nn``; attention is ``scaled_dot_product_attention``. GPT-2 (gpt.py), Llama (llama.py)
+and Wide & Deep (wide_deep.py) are torch's own. Each model has exactly the case's reference trainable-parameter count
 (``dlbench.cases``).
 """
 
@@ -17,12 +17,14 @@ from torch import Tensor, nn
 from dlbench.backends.context import SINGLE, BuildContext
 from dlbench.backends.torch.face import FaceModel, arcface_loss
 from dlbench.backends.torch.gpt import GptLMHeadModel
+from dlbench.backends.torch.llama import LlamaModel
 from dlbench.backends.torch.wide_deep import WideDeep, bce_loss
 from dlbench.backends.torchlike import bert, cnn
 from dlbench.backends.torchlike.ops import TorchOps
 from dlbench.cases import Case
 from dlbench.cases.face import face_arch
 from dlbench.cases.gpt import gpt_arch
+from dlbench.cases.llama import llama_arch
 
 
 class Ops(TorchOps):
@@ -56,6 +58,16 @@ def _gpt(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
     return GptLMHeadModel(gpt_arch(case), recompute=ctx.layout.recompute)
 
 
+def _llama(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
+    """A Llama decoder: the whole model, or this rank's stage with its tensor- and sequence-parallel shards
+    (llama_parallel.py) where the layout splits it."""
+    if ctx.layout.splits_model or ctx.groups is not None:
+        from dlbench.backends.torch import llama_parallel  # the distributed machinery, only where it is used
+
+        return llama_parallel.build_stage(llama_arch(case), ctx)
+    return LlamaModel(llama_arch(case), recompute=ctx.layout.recompute)
+
+
 def _wide_deep(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
     """Wide & Deep: the same tables on every rank."""
     return WideDeep(case)
@@ -67,6 +79,7 @@ MODELS: dict[str, Callable[[Case, BuildContext], nn.Module]] = {
     "resnet50": CNN.resnet, "resnet152": CNN.resnet, "vgg16": CNN.vgg, "alexnet": CNN.alexnet,
     "inception_v3": CNN.inception_v3, "bert_base": bert.builder(OPS),
     "gpt2_small": _gpt, "gpt": _gpt,
+    "llama": _llama, "llama3_8b": _llama, "llama3_1b": _llama, "llama_tiny": _llama,
     "wide_deep": _wide_deep,
     "face": _face,
 }

@@ -19,13 +19,17 @@ from dlbench.backends.context import BuildContext
 from dlbench.backends.torch import data
 from dlbench.backends.torch.models import build_model
 from dlbench.cases import Case, get_case
-from dlbench.cases.arch import GptConfig
+from dlbench.cases.arch import GptConfig, LlamaConfig
 from dlbench.cases.gpt import layout_flops_per_sample
+from dlbench.cases.llama import FLOP_CONVENTION
+from dlbench.cases.llama import flops_per_sample as llama_flops
+from dlbench.cases.llama_layout import llama_layout_refusal
 from dlbench.numerics import Numerics
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
 TITLES = {"1f1b": "1F1B", "gpipe": "GPipe"}
+FLOPS_KEY = {False: "gpt_flops_per_sample", True: "llm_flops_per_sample"}  # the facts' key, by "is a Llama"
 
 
 def shape_problem(spec: PointSpec, cfg: GptConfig) -> str | None:
@@ -45,10 +49,14 @@ def shape_problem(spec: PointSpec, cfg: GptConfig) -> str | None:
 def refuse(spec: PointSpec) -> str | None:
     """Why torch cannot run the point's layout (one line), or None; nothing to say when nothing is split."""
     lay, case = spec.layout, get_case(spec.model).configured(spec.params)
+    reason = llama_layout_refusal(spec)  # --fsdp, --context-parallel and a Llama shape's splits (#35)
+    if reason or isinstance(case.arch, LlamaConfig):
+        return reason or (_amp_refusal(spec) if lay.splits_model or spec.fsdp else None)
     if not lay.splits_model and not lay.recompute:
         return None
     if not isinstance(case.arch, GptConfig):
-        return f"tensor/pipeline parallel and --recompute are wired for the GPT cases only, not {case.name}"
+        return (f"tensor/pipeline parallel and --recompute are wired for the GPT cases only and the llama family, "
+                f"not {case.name}")
     if not lay.splits_model:
         return None
     if spec.strategy != "none":
@@ -56,16 +64,28 @@ def refuse(spec: PointSpec) -> str | None:
                 "leave --strategy at none")
     if spec.compile:
         return "torch.compile of a split model is not wired: drop --compile"
+    return _amp_refusal(spec) or shape_problem(spec, case.arch)
+
+
+def _amp_refusal(spec: PointSpec) -> str | None:
+    """fp16 loss scaling over shards is not wired (one line), or None."""
     if spec.precision == "amp" and spec.device == "cuda":
         return ("fp16 loss scaling across shards is not wired (every rank would need the others' overflow "
                 "check): use --precision bf16")
-    return shape_problem(spec, case.arch)
+    return None
 
 
 def flops_facts(spec: PointSpec, case: Case) -> dict[str, object]:
-    """The Megatron-LM FLOPs of one sequence recorded with a GPT point: model (MFU's) and hardware."""
-    model, hardware = layout_flops_per_sample(case, spec.input_size, spec.recompute)
-    return {"model": model, "hardware": hardware, "recompute": spec.recompute}
+    """The FLOPs of one sequence recorded with a decoder point: model (MFU's) and hardware, and the convention
+    that counted them (Megatron-LM's for GPT, cases/llama.py's for Llama)."""
+    if isinstance(case.arch, LlamaConfig):
+        model = llama_flops(case, spec.input_size)
+        hardware = llama_flops(case, spec.input_size, recompute=True) if spec.recompute else model
+        convention = FLOP_CONVENTION
+    else:
+        model, hardware = layout_flops_per_sample(case, spec.input_size, spec.recompute)
+        convention = "Megatron-LM (Narayanan et al. 2021): causal attention counted as the full square"
+    return {"model": model, "hardware": hardware, "recompute": spec.recompute, "convention": convention}
 
 
 def build(spec: PointSpec, case: Case, ctx: RankContext, device: torch.device, numerics: Numerics,
@@ -78,17 +98,25 @@ def build(spec: PointSpec, case: Case, ctx: RankContext, device: torch.device, n
 
     mesh = gpt_parallel.mesh_for(spec, device, ctx)
     stage = build_model(case, BuildContext.of(spec, ctx, device, mesh)).to(device)
-    lay = spec.layout
-    if lay.data > 1:
+    lay, llama = spec.layout, isinstance(case.arch, LlamaConfig)
+    dp_how = "none"
+    if llama and lay.data > 1:
+        from dlbench.backends.torch.llama_parallel import shard_data_parallel
+
+        dp_how = shard_data_parallel(stage, mesh, spec.fsdp, lay.pipeline > 1)
+    elif lay.data > 1:
         fully_shard(stage, mesh=mesh["dp"], reshard_after_forward=False)
+        dp_how = "FSDP2 (fully_shard over the dp mesh dimension)"
     dp = mesh["dp"].get_local_rank()
     facts.update({
-        "layout": lay.label, "parallel": {"data": lay.data, "tensor": lay.tensor, "pipeline": lay.pipeline},
-        "data_parallel": "FSDP2 (fully_shard over the dp mesh dimension)" if lay.data > 1 else "none",
+        "layout": lay.label + (" FSDP" if spec.fsdp else ""),
+        "parallel": {"data": lay.data, "tensor": lay.tensor, "pipeline": lay.pipeline, "fsdp": spec.fsdp},
+        "data_parallel": dp_how,
         "tensor_parallel": ("torch.distributed.tensor.parallel: column/row-split attention and MLP, "
-                            "vocabulary-parallel embedding and loss") if lay.tensor > 1 else "none",
+                            + ("sequence-parallel norms, " if llama else "")
+                            + "vocabulary-parallel embedding and loss") if lay.tensor > 1 else "none",
         "recompute": "torch.utils.checkpoint per block" if lay.recompute else "none",
-        "gpt_flops_per_sample": flops_facts(spec, case), "loader": data.describe(spec), "compiled": "eager",
+        FLOPS_KEY[llama]: flops_facts(spec, case), "loader": data.describe(spec), "compiled": "eager",
         "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}"})
     if lay.pipeline > 1:
         facts["pipeline"] = {"schedule": TITLES[spec.pipeline_schedule], "stages": lay.pipeline,
@@ -97,4 +125,4 @@ def build(spec: PointSpec, case: Case, ctx: RankContext, device: torch.device, n
     return pipeline.SplitTrainer(spec, case, stage, batches, device, numerics, mesh, facts)
 
 
-__all__ = ["TITLES", "build", "flops_facts", "refuse", "shape_problem"]
+__all__ = ["FLOPS_KEY", "TITLES", "build", "flops_facts", "refuse", "shape_problem"]

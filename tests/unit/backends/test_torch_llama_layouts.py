@@ -1,0 +1,106 @@
+"""The Llama layouts (#35) over CPU ranks with gloo train the same model as one device: FSDP2 (`--fsdp`), tensor
+parallel with sequence parallel, a pipeline, and their compositions on one (pp, dp, tp) mesh, at 2 and 4 ranks,
+each built by the torch backend as a point builds it, give one device's loss on the same global batch and initial
+weights at every one of 3 AdamW steps.
+
+Tolerance (fp32): relative 2e-5 of the loss. A layout sums the same products in another order (reduce-scatters of
+FSDP's gradients and of the row-split outputs, the vocabulary-parallel softmax, the micro-batches' averaged
+gradients), which moves the loss by about 1e-7 relative per step; a wrong split (a key/value head group cut, a
+sequence shard rotated at the wrong positions, an unsynced tied embedding) moves it by 1e-3 or more at the first
+step after the update.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from dlbench.cases import get_case
+from dlbench.spec import PointSpec, Protocol
+from dlbench.wire import RankContext
+
+torch = pytest.importorskip("torch", reason="torch is not installed in this environment")
+
+from dlbench.backends.torch.backend import TorchBackend
+from tests.support.gloo_ranks import run_ranks
+
+# Tiny, so that 4 ranks on 2 shared cores stay quick; tied, so that a pipeline keeps its two copies in step.
+PARAMS = {"hidden": 32, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 64, "vocab": 128, "seq": 8, "tied": 1}
+GLOBAL_BATCH, STEPS, REL = 8, 3, 2e-5
+LAYOUTS = {  # name: (devices, tensor, pipeline, micro-batches, schedule, fsdp)
+    "fsdp2": (2, 1, 1, 1, "1f1b", True),
+    "tp_sp2": (2, 2, 1, 1, "1f1b", False),
+    "pp2": (2, 1, 2, 4, "gpipe", False),
+    "fsdp4": (4, 1, 1, 1, "1f1b", True),
+    "fsdp2_tp_sp2": (4, 2, 1, 1, "1f1b", True),
+    "tp_sp2_pp2": (4, 2, 2, 2, "1f1b", False),
+}
+
+
+def _spec(devices: int, tensor: int, pipeline: int, micro: int, schedule: str, fsdp: bool) -> PointSpec:
+    data = devices // (tensor * pipeline)
+    return PointSpec(framework="torch", model="llama_tiny", batch_size=GLOBAL_BATCH // data,
+                     protocol=Protocol(0, 1, 1, "median"), devices_per_node=devices, tensor_parallel=tensor,
+                     pipeline_parallel=pipeline, micro_batches=micro, pipeline_schedule=schedule, fsdp=fsdp,
+                     case_params=tuple(sorted(PARAMS.items())))
+
+
+def _global_batch() -> dict[str, Any]:
+    g = torch.Generator().manual_seed(7)
+    ids = torch.randint(0, PARAMS["vocab"], (GLOBAL_BATCH, PARAMS["seq"] + 1), generator=g)
+    return {"input_ids": ids[:, :-1].contiguous(), "labels": ids[:, 1:].contiguous()}
+
+
+def _losses(trainer: Any, batch: dict[str, Any]) -> list[float]:
+    out = []
+    for _ in range(STEPS):
+        trainer.train_step(batch)
+        out.append(trainer.loss())
+    return out
+
+
+def _rank(rank: int, port: int, spec: PointSpec) -> tuple[list[float], float, dict[str, object]]:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(spec.world_size), LOCAL_RANK=str(rank))
+    ctx = RankContext(rank=rank, world_size=spec.world_size, local_rank=rank, local_world_size=spec.world_size,
+                      rdzv_timeout_s=60)
+    backend = TorchBackend()
+    assert backend.refuse(spec) is None
+    trainer = backend.build(spec, get_case("llama_tiny").configured(PARAMS), ctx)
+    dp = trainer.mesh["dp"].get_local_rank()  # type: ignore[attr-defined]
+    n = spec.batch_size
+    mine = {k: v[dp * n:(dp + 1) * n] for k, v in _global_batch().items()}
+    losses = _losses(trainer, mine)
+    checksum = trainer.param_checksum()
+    trainer.close()
+    return losses, checksum, backend.facts()
+
+
+@pytest.fixture(scope="module")
+def one_device() -> list[float]:
+    """One device's losses on the global batch, from the same seed (the whole model)."""
+    torch.manual_seed(0)
+    spec = PointSpec(framework="torch", model="llama_tiny", batch_size=GLOBAL_BATCH,
+                     protocol=Protocol(0, 1, 1, "median"), case_params=tuple(sorted(PARAMS.items())))
+    return _losses(TorchBackend().build(spec, get_case("llama_tiny").configured(PARAMS), RankContext()),
+                   _global_batch())
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_a_llama_layout_trains_as_one_device(name: str, one_device: list[float]) -> None:
+    spec = _spec(*LAYOUTS[name])
+    results = run_ranks(_rank, spec.world_size, spec)
+    for rank, (losses, _, _) in results.items():
+        assert losses == pytest.approx(one_device, rel=REL), f"rank {rank} of {name}"
+    assert one_device[-1] < one_device[0]  # it trains
+    sums = [c for _, c, _ in results.values()]
+    assert max(sums) - min(sums) <= 1e-9 * abs(sums[0])  # the replicas' parameters agree, as the merge checks
+    facts = results[0][2]
+    assert facts["parallel"]["fsdp"] == spec.fsdp  # type: ignore[index]
+    if spec.fsdp:
+        assert "per block" in str(facts["data_parallel"])
+    if spec.tensor_parallel > 1:
+        assert "sequence-parallel" in str(facts["tensor_parallel"])
+    assert "half" in facts["llm_flops_per_sample"]["convention"]  # type: ignore[index]
