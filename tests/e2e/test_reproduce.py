@@ -298,7 +298,7 @@ def test_the_host_of_a_gpu_point_names_its_gpu_driver_and_topology(monkeypatch: 
 
 @pytest.mark.parametrize("fmt", ["html", "md"])
 def test_a_strategy_study_table_carries_its_points_reproduce_commands(tmp_path: Path, fmt: str) -> None:
-    from test_report_strategies import study_points
+    from tests.support.reports import study_points
 
     db = tmp_path / "results.db"
     store = Store(db)

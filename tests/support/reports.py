@@ -94,3 +94,30 @@ def llm_point(model: str, step_s: float, devices: int, math_mode: str, gpu: str 
     ranks = tuple(RankRaw(r, tuple(RepeatRaw((step_s,) * 4, 4 * step_s) for _ in range(2)), peak_memory_bytes=memory,
                           memory_kind="nvml_used") for r in range(devices))
     return PointResult(spec, "ok", ranks, summarize(spec, ranks), env)
+
+
+STRATEGY_CPU = {"device": "cpu", "device_model": "cpu", "device_count": "1", "cpu_model": "AMD EPYC"}
+
+
+def strategy_point(strategy: str, devices: int, step_s: float, repeats: int = 3, seed: int = 0, status: str = "ok",
+          model: str = "resnet50") -> PointResult:
+    """A TF point whose every repeat's steps take step_s (1% noise), one process for every device."""
+    spec = PointSpec(framework="tf", model=model, batch_size=2, protocol=Protocol(1, 4, repeats, "mean"),
+                     devices_per_node=devices, strategy=strategy)
+    env = Environment(identity={**STRATEGY_CPU, "framework": "tf", "framework_version": "2.21"})
+    if status != "ok":
+        return PointResult(spec, status, env=env, error=f"{strategy} refused here, on purpose")  # type: ignore[arg-type]
+    rng = np.random.default_rng(seed)
+    reps = tuple(RepeatRaw(tuple(float(x) for x in t), float(t.sum()))
+                 for t in (step_s * (1 + 0.01 * rng.standard_normal(4)) for _ in range(repeats)))
+    ranks = (RankRaw(0, reps),)
+    return PointResult(spec, "ok", ranks, summarize(spec, ranks), env,
+                       extra={"communication": f"mechanism of {strategy}", "replica_check": "2 copies equal"})
+
+
+def study_points(repeats: int = 3) -> list[PointResult]:
+    """ResNet-50: 1 device, then ps-cpu clearly fastest at 2 devices, two strategies tied at 4."""
+    return [strategy_point("none", 1, 0.10, repeats),
+            strategy_point("ps-cpu", 2, 0.10, repeats, seed=1), strategy_point("replicated-copy", 2, 0.14, repeats, seed=2),
+            strategy_point("ps-cpu", 4, 0.20, repeats, seed=3), strategy_point("replicated-copy", 4, 0.2002, repeats, seed=4),
+            strategy_point("replicated-nccl", 4, 0, repeats, status="unsupported")]

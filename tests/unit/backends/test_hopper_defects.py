@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -90,14 +91,17 @@ def _legacy_getters(torch: Any) -> dict[str, object]:
 
 def test_new_api_alone_breaks_the_legacy_getters(tf32_restored: Any) -> None:
     """The defect, reproduced on this torch: setting only the fp32_precision values makes the legacy getters
-    raise (so this test shows what the two fixes below guard against)."""
+    raise (so this test shows what the two fixes below guard against). It runs in a fresh interpreter: torch
+    remembers in-process which API was used first, so an earlier test's set_tf32 would hide it."""
     torch = tf32_restored
     if not hasattr(torch.backends, "fp32_precision"):
         pytest.skip(f"torch {torch.__version__} has no fp32_precision API")
-    torch.backends.cuda.matmul.fp32_precision = "tf32"
-    torch.backends.cudnn.conv.fp32_precision = "tf32"
-    with pytest.raises(RuntimeError, match="mix of the legacy and new APIs"):
-        _legacy_getters(torch)
+    code = ("import torch\n"
+            "torch.backends.cuda.matmul.fp32_precision = 'tf32'\n"
+            "torch.backends.cudnn.conv.fp32_precision = 'tf32'\n"
+            "torch.backends.cuda.matmul.allow_tf32\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode != 0 and "mix of the legacy and new APIs" in proc.stderr, proc.stderr[-2000:]
 
 
 @pytest.mark.parametrize("where", ["dlbench", "bare loop"])

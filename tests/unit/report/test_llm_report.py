@@ -43,12 +43,12 @@ def test_anchors_match_shape_gpu_and_precision() -> None:
 
 def test_the_report_section_shows_llama_points_with_anchors(tmp_path: Path) -> None:
     points = [StoredPoint(1, "run1", _point("llama3_8b", 2.0, 8, "bf16", fsdp=True)),
-              StoredPoint(2, "run1", _point("llama_tiny", 0.01, 1, "fp32", gpu="NVIDIA B300"))]
+              StoredPoint(2, "run1", _point("llama_tiny", 0.01, 1, "fp32", gpu="NVIDIA A2"))]
     report = build_report([], points)
     assert [r.layout for r in report.llm] == ["DP8 FSDP", "DP1"]
     big = report.llm[0]
     assert "torchtitan FSDP: 5762 tok/s/GPU" in big.anchors and big.mfu.endswith("%") and big.mfu_bf16 == big.mfu
-    assert big.memory_per_device == "40,960 MiB" and report.llm[1].mfu == "-"  # B300: peak unknown, no MFU
+    assert big.memory_per_device == "40,960 MiB" and report.llm[1].mfu == "-"  # A2: peak unknown, no MFU
     page = render_html(report)
     assert "Decoder pretraining (llama)" in page and "MFU vs BF16 peak" in page and big.tokens_per_s_per_device in page
     md = write_markdown(report, tmp_path / "r.md")[0].read_text()

@@ -40,7 +40,7 @@ def gpu_point(framework: str, step_s: float, gpu: str = A100, math_mode: str = "
 
 @pytest.fixture
 def points() -> list[StoredPoint]:
-    results = [gpu_point("torch", 0.1), gpu_point("tf", 0.2), gpu_point("jax", 0.1, gpu="NVIDIA B300"),
+    results = [gpu_point("torch", 0.1), gpu_point("tf", 0.2), gpu_point("jax", 0.1, gpu="NVIDIA A2"),
                gpu_point("paddle", 0.1, status="oom")]
     return [StoredPoint(i + 1, "run1", r) for i, r in enumerate(results)]
 
@@ -55,7 +55,7 @@ def test_html_report_shows_flops_mfu_and_the_roofline(points: list[StoredPoint])
     assert "FLOPs and MFU" in page and "MFU by framework" in page
     assert "Achieved TFLOP/s beside the device peak" in page
     assert f"{expected_mfu(0.1):.1%}" in page and f"{expected_mfu(0.2):.1%}" in page
-    assert "peak unknown" in page and "NVIDIA B300 is not in gpu_peaks.yaml" in page
+    assert "peak unknown" in page and "NVIDIA A2 is not in gpu_peaks.yaml" in page
     assert "156 TFLOP/s tf32 (datasheet, A100 SXM4 80GB)" in page
 
 

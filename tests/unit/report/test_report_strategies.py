@@ -15,36 +15,11 @@ from dlbench.report.strategies import strategy_report
 from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.results.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol
-
-CPU = {"device": "cpu", "device_model": "cpu", "device_count": "1", "cpu_model": "AMD EPYC"}
-
-
-def point(strategy: str, devices: int, step_s: float, repeats: int = 3, seed: int = 0, status: str = "ok",
-          model: str = "resnet50") -> PointResult:
-    """A TF point whose every repeat's steps take step_s (1% noise), one process for every device."""
-    spec = PointSpec(framework="tf", model=model, batch_size=2, protocol=Protocol(1, 4, repeats, "mean"),
-                     devices_per_node=devices, strategy=strategy)
-    env = Environment(identity={**CPU, "framework": "tf", "framework_version": "2.21"})
-    if status != "ok":
-        return PointResult(spec, status, env=env, error=f"{strategy} refused here, on purpose")  # type: ignore[arg-type]
-    rng = np.random.default_rng(seed)
-    reps = tuple(RepeatRaw(tuple(float(x) for x in t), float(t.sum()))
-                 for t in (step_s * (1 + 0.01 * rng.standard_normal(4)) for _ in range(repeats)))
-    ranks = (RankRaw(0, reps),)
-    return PointResult(spec, "ok", ranks, summarize(spec, ranks), env,
-                       extra={"communication": f"mechanism of {strategy}", "replica_check": "2 copies equal"})
-
+from tests.support.reports import strategy_point as point
+from tests.support.reports import study_points
 
 def stored(results: list[PointResult]) -> list[StoredPoint]:
     return [StoredPoint(i + 1, "run1", r) for i, r in enumerate(results)]
-
-
-def study_points(repeats: int = 3) -> list[PointResult]:
-    """ResNet-50: 1 device, then ps-cpu clearly fastest at 2 devices, two strategies tied at 4."""
-    return [point("none", 1, 0.10, repeats),
-            point("ps-cpu", 2, 0.10, repeats, seed=1), point("replicated-copy", 2, 0.14, repeats, seed=2),
-            point("ps-cpu", 4, 0.20, repeats, seed=3), point("replicated-copy", 4, 0.2002, repeats, seed=4),
-            point("replicated-nccl", 4, 0, repeats, status="unsupported")]
 
 
 def test_a_study_has_a_line_per_strategy_from_the_shared_one_device_point() -> None:
