@@ -201,7 +201,7 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("setup torch --existing {dir}/notes.txt", "not a working Python"),
     ("setup mxnet --existing", "has no mxnet"),
     ("setup torch --existing --python 3.11", "--existing"),
-    ("setup mxnet --cuda", "no GPU build"),
+    ("setup mxnet --cuda", "Hopper no, Blackwell no"),
     ("setup paddle --cuda", "--index-url"),
     ("setup paddle --cuda --index-url nonsense", "not a package index URL"),
     ("data imagenet --out {dir}/img --images 0", "images"),
