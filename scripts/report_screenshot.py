@@ -25,7 +25,7 @@ from test_report_configs import max_facts, params, stored  # noqa: E402
 
 from dlbench.report.document import build_report  # noqa: E402
 from dlbench.report.html import render_html  # noqa: E402
-from dlbench.results.schema import PointResult  # noqa: E402
+from dlbench.records import PointResult
 from dlbench.results.telemetry import Contention, Energy, Telemetry, with_telemetry  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -146,7 +146,7 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     from dlbench.backends.base import Unsupported
     from dlbench.cases import get_case
     from dlbench.protocol.runner import measure
-    from dlbench.results.schema import RankRaw
+    from dlbench.records import RankRaw
 
     case = get_case(spec.model).configured(spec.params)
     backend = load_backend(spec.framework)

@@ -10,7 +10,7 @@ from pathlib import Path
 from conftest import run_check
 
 from dlbench.cases import all_cases
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 from dlbench.results.store import Store
 
 CliResult = tuple[int, str, str]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 from dlbench.results.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]

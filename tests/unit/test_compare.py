@@ -15,7 +15,7 @@ import pytest
 
 from dlbench.protocol.stats import summarize
 from dlbench.results.compare import FASTER, SAME, SLOWER, compare_points, compare_runs, verdict
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.results.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol
 

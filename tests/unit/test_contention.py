@@ -20,7 +20,7 @@ from dlbench.report.telemetry import telemetry_notes
 from dlbench.results import contention
 from dlbench.results.contention import CpuWindows, cpu_ticks, wait_quiet
 from dlbench.results.energy import RaplMeter
-from dlbench.results.schema import PointResult, RankRaw, RepeatRaw
+from dlbench.records import PointResult, RankRaw, RepeatRaw
 from dlbench.results.store import StoredPoint
 from dlbench.results.telemetry import Contention, Energy, Telemetry, telemetry_of, with_telemetry
 from dlbench.spec import PointSpec, Protocol

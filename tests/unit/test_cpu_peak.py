@@ -12,7 +12,7 @@ from dlbench.protocol.stats import summarize
 from dlbench.results import cpu_peak, mfu, peaks
 from dlbench.results.cpu_peak import core_peak, fma_rule, max_clock, parse_cpuinfo
 from dlbench.results.env import cpu_model
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec, Protocol
 

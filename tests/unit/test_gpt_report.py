@@ -11,7 +11,7 @@ from dlbench.cases.gpt import layout_flops_per_sample
 from dlbench.protocol.stats import summarize
 from dlbench.report.chart_base import render_png
 from dlbench.report.gpt_layouts import case_names, group_of, layout_chart, layout_rows
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.results.store import StoredPoint
 from dlbench.spec import PointSpec, Protocol
 

@@ -25,7 +25,7 @@ from dlbench.launch.watch import PointWatch
 from dlbench.numerics import resolve_precision
 from dlbench.report.telemetry import telemetry_notes
 from dlbench.results.gpu_watch import UNKNOWN_CONTAINER, GpuSampler, rank_devices
-from dlbench.results.schema import PointResult, RankRaw, RepeatRaw
+from dlbench.records import PointResult, RankRaw, RepeatRaw
 from dlbench.results.telemetry import Telemetry, with_telemetry
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import CONTROLLER_MEMORY, WATCHER_VAR, RankContext, WorkerResult, watcher_token
@@ -368,7 +368,7 @@ def test_peak_table_v100s_and_mig_slices() -> None:
     from dlbench.protocol.stats import summarize
     from dlbench.results.mfu import efficiency
     from dlbench.results.peaks import gpu_peak
-    from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+    from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
     from dlbench.spec import PointSpec, Protocol
 
     v100s = {m: gpu_peak("Tesla V100S-PCIE-32GB", m).peak for m in ("fp32", "fp16")}
@@ -406,7 +406,7 @@ def test_max_batch_cache_keyed_on_the_probes_device(monkeypatch: pytest.MonkeyPa
     from dlbench.backends.fake import FakeBackend
     from dlbench.launch.registry import Launchers
     from dlbench.results.record import point_result
-    from dlbench.results.schema import RankRaw, RepeatRaw
+    from dlbench.records import RankRaw, RepeatRaw
     from dlbench.results.store import Store
     from dlbench.spec import PointSpec, Protocol
     from dlbench.suite import maxbatch

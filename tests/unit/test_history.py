@@ -13,7 +13,7 @@ import pytest
 from dlbench.protocol.stats import summarize
 from dlbench.results.history import IMPROVEMENT, REGRESSION, build_series, parse_since
 from dlbench.results.rows import StoredPoint
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec, Protocol
 

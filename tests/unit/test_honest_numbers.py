@@ -24,7 +24,7 @@ from dlbench.protocol.stats import summarize
 from dlbench.report.export import CSV_COLUMNS, to_csv, to_json
 from dlbench.report.table import COLUMNS, points_table, runs_table
 from dlbench.results.scaling import scaled
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 from dlbench.results.store import RunRecord, Store, StoredPoint
 from dlbench.results.verify import verify
 from dlbench.spec import SpecError

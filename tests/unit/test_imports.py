@@ -12,8 +12,8 @@ SRC = Path(__file__).parents[2] / "src" / "dlbench"
 
 # Layers, lowest first: a module may import its own layer and those below (docs/architecture.md).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("dlbench", "dlbench.spec", "dlbench.numerics", "dlbench.envfile", "dlbench.cases"),
-    ("dlbench.data", "dlbench.results.schema", "dlbench.protocol"),
+    ("dlbench", "dlbench.spec", "dlbench.numerics", "dlbench.envfile", "dlbench.paths", "dlbench.records", "dlbench.cases"),
+    ("dlbench.data", "dlbench.protocol"),
     ("dlbench.wire",),
     ("dlbench.results", "dlbench.reference"),
     ("dlbench.backends",),

@@ -15,7 +15,7 @@ from dlbench.protocol.stats import summarize
 from dlbench.results import peaks
 from dlbench.results.env import cpu_model
 from dlbench.results.mfu import efficiency, fmt_mfu, peak_notes
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec, Protocol
 

@@ -16,7 +16,7 @@ from dlbench.results.compare import FASTER, SAME, SLOWER, UNDETECTABLE, compare_
 from dlbench.results.history import build_series
 from dlbench.results.power import TARGET_POWER, detectability, min_p, needed, power
 from dlbench.results.rows import StoredPoint
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec, Protocol
 

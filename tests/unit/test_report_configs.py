@@ -25,7 +25,7 @@ from dlbench.report.groups import build_sections
 from dlbench.report.history import history_charts
 from dlbench.report.html import render_html
 from dlbench.report.max_values import max_value_rows, verdict_lines
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 from dlbench.results.store import RunRecord, StoredPoint
 
 

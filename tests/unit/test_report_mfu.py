@@ -17,7 +17,7 @@ from dlbench.report.export import to_csv, to_json
 from dlbench.report.html import render_html
 from dlbench.report.markdown import write_markdown
 from dlbench.report.table import COLUMNS, points_table
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.results.store import StoredPoint
 from dlbench.spec import PointSpec, Protocol
 

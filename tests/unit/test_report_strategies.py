@@ -12,7 +12,7 @@ from dlbench.cli import main
 from dlbench.protocol.stats import summarize
 from dlbench.report.groups import build_sections
 from dlbench.report.strategies import strategy_report
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.results.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol
 

@@ -10,7 +10,7 @@ import pytest
 
 from dlbench.protocol.stats import summarize
 from dlbench.results.record import environment
-from dlbench.results.schema import PointResult, RankRaw, RepeatRaw
+from dlbench.records import PointResult, RankRaw, RepeatRaw
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec, Protocol
 

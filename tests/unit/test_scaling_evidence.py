@@ -13,7 +13,7 @@ from dlbench.report.groups import build_sections
 from dlbench.report.table import fmt_efficiency, fmt_speedup, scaling_notes
 from dlbench.results.rows import StoredPoint
 from dlbench.results.scaling import find_baseline, scaled
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.spec import PointSpec, Protocol
 
 QUICK = Protocol(warmup=1, steps=4, repeats=3, statistic="median", preset="quick")

@@ -12,7 +12,7 @@ from store_fixtures import PgServer
 
 from dlbench.protocol.stats import summarize
 from dlbench.results.migrations import STORE_SCHEMA_VERSION, upgrade
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.results.store import Store, StoreError, resolve_path
 from dlbench.results.store_sql import mask, parse_target, postgres_engine
 from dlbench.spec import PointSpec, preset

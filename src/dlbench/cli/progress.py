@@ -14,7 +14,7 @@ from rich.progress import (
 )
 
 from dlbench.launch.process import ProgressSink
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 from dlbench.spec import PointSpec
 
 

@@ -24,7 +24,7 @@ from dlbench.launch.interpreters import interpreter_for
 from dlbench.launch.registry import Launchers
 from dlbench.launch.session import run_points
 from dlbench.results.compare import MIN_EFFECT, Comparison, compare_runs
-from dlbench.results.schema import exit_code
+from dlbench.records import exit_code
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec
 

@@ -28,7 +28,7 @@ from dlbench.report.telemetry import telemetry_notes
 from dlbench.results.env import host_identity, physical_cores
 from dlbench.results.record import point_result
 from dlbench.results.scaling import missing_baselines, scaled
-from dlbench.results.schema import MIN_REPEATS_FOR_SPREAD, PointResult, exit_code
+from dlbench.records import MIN_REPEATS_FOR_SPREAD, PointResult, exit_code
 from dlbench.results.store import Store
 from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, PointSpec, SpecError
 from dlbench.suite.maxbatch import param_bounds, search

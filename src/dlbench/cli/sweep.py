@@ -19,7 +19,7 @@ from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
 from dlbench.launch.registry import Launchers
 from dlbench.report.table import fmt_case_params, points_table
-from dlbench.results.schema import PointResult, exit_code
+from dlbench.records import PointResult, exit_code
 from dlbench.results.store import Store, StoreError, resolve_path
 from dlbench.results.store_sql import parse_target
 from dlbench.spec import PointSpec, parse_size

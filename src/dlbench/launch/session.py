@@ -9,7 +9,7 @@ from dlbench.launch.interpreters import interpreter_for
 from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dlbench.wire import home
+from dlbench.paths import home
 
 REGISTRY_VERSION = 1
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")

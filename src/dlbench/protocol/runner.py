@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from typing import Protocol as TypingProtocol
 
-from dlbench.results.schema import RepeatRaw
+from dlbench.records import RepeatRaw
 from dlbench.spec import Protocol
 
 MAX_CALIBRATED_STEPS = 100_000

@@ -12,7 +12,7 @@ from dlbench.report.chart_base import Chart, render_svg
 from dlbench.report.document import Report
 from dlbench.report.groups import Cell
 from dlbench.report.telemetry import contended
-from dlbench.results.schema import Metrics
+from dlbench.records import Metrics
 
 _EXTERNAL_URL = re.compile(r"^\s*(?:[a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)
 _EXTERNAL_CSS = re.compile(r"""url\(\s*["']?\s*(?:[a-z][a-z0-9+.-]*:)?//|@import""", re.IGNORECASE)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 from dlbench.results.telemetry import Telemetry, telemetry_of
 
 ENERGY_DEFINITION = ("Samples per kWh = global samples trained in the measured windows / the energy of those windows "

@@ -30,7 +30,7 @@ import numpy as np
 
 from dlbench.results.mfu import Efficiency, efficiency
 from dlbench.results.power import detectability
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 from dlbench.results.store import StoredPoint
 
 ALPHA = 0.01

@@ -22,7 +22,7 @@ from dlbench.cases import UnknownCase, get_case
 from dlbench.numerics import resolve_precision
 from dlbench.results.env import cpu_model
 from dlbench.results.peaks import Achievable, Peak, PeakLookup, cpu_achievable, peak_for
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 from dlbench.spec import PointSpec, SpecError
 
 PEAK_KEY = "peak"  # the key of a point's extra that holds the peak it was judged against

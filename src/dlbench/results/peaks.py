@@ -25,7 +25,7 @@ from typing import Literal
 
 from dlbench.results.cpu_peak import CpuInfo, core_peak, read_cpu
 from dlbench.results.env import cpu_model
-from dlbench.wire import cache_dir
+from dlbench.paths import cache_dir
 
 TABLE_VERSION = 1
 PROBE_VERSION = 2

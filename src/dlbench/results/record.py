@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dlbench.protocol.stats import summarize
 from dlbench.results.env import IDENTITY_KEYS, host_descriptive, host_identity, physical_cores
 from dlbench.results.mfu import PEAK_KEY, stored_peak
-from dlbench.results.schema import Environment, PointResult
+from dlbench.records import Environment, PointResult
 from dlbench.spec import PointSpec
 from dlbench.wire import WorkerResult
 

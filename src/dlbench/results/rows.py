@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dlbench.results.schema import STATUSES, Environment, Metrics, PointResult, RankRaw
+from dlbench.records import STATUSES, Environment, Metrics, PointResult, RankRaw
 from dlbench.results.validate import INVALID, metric_problems, rank_problems
 from dlbench.spec import PointSpec
 

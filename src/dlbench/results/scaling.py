@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dlbench.cases import UnknownCase, get_case
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 from dlbench.results.store import StoredPoint
 from dlbench.spec import PointSpec, Protocol, SpecError
 

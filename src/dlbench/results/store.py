@@ -26,7 +26,7 @@ from dlbench.results.errors import PointNotStored
 from dlbench.results.migrations import STORE_SCHEMA_VERSION, SchemaError, check_version, stored_version, upgrade
 from dlbench.results.recovery import Recovered
 from dlbench.results.rows import CorruptRow, RunRecord, StoredPoint, point_row, run_record, stored_point
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 from dlbench.results.store_file import create_store_file, nearest_folder_problem
 from dlbench.results.store_sql import (
     DEFAULT_STORE,

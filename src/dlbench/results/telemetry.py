@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 
 KEY = "telemetry"
 VERSION = 1

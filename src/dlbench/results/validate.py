@@ -11,7 +11,7 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from dlbench.results.schema import STATUSES, Metrics, RankRaw, RepeatRaw
+from dlbench.records import STATUSES, Metrics, RankRaw, RepeatRaw
 
 INVALID = "invalid"  # the status readers show for a row they cannot trust; never written to a store
 

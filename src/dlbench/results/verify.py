@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 from dlbench.protocol.stats import summarize
 from dlbench.results.rows import StoredPoint
-from dlbench.results.schema import without_spread
+from dlbench.records import without_spread
 from dlbench.results.validate import INVALID, metric_problems, rank_problems, status_problems, unknown_fields
 
 REL_TOL = 1e-9

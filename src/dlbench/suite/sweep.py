@@ -18,7 +18,7 @@ from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
 from dlbench.results.record import point_result
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 from dlbench.results.store import Store
 from dlbench.spec import PointSpec
 from dlbench.suite.expand import PlannedPoint

@@ -1,4 +1,5 @@
-"""Plain-data records of what a point measured. Every persisted record carries a schema version."""
+"""What a measurement is: raw repeats per rank, derived metrics, status. Below every layer but `spec`: it imports
+nothing else of dlbench. Every persisted record carries a schema version."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Literal
 
 from dlbench.spec import PointSpec
 
-# The store schema version is results/migrations.py STORE_SCHEMA_VERSION; these records read older JSON (from_dict).
+# The store schema version is store/migrations.py STORE_SCHEMA_VERSION; these records read older JSON (from_dict).
 
 Status = Literal["ok", "oom", "crashed", "timeout", "error", "unsupported", "failed_check"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "crashed", "timeout", "error", "unsupported", "failed_check")
