@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import sys
 
-from dlbench.results.mfu import efficiency
-from dlbench.results.store import Store
+from dlbench.analysis.mfu import efficiency
+from dlbench.store.store import Store
 
 
 def main() -> int:

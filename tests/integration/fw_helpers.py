@@ -11,7 +11,7 @@ from conftest import run_check
 
 from dlbench.cases import all_cases
 from dlbench.records import PointResult
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dlbench.records import PointResult
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 EMULATE = ROOT / "scripts" / "emulate"

@@ -20,7 +20,7 @@ from fw_helpers import assert_compiled_point, assert_param_counts, only_point
 from scale_helpers import assert_ranks_in_sync, stored
 
 from dlbench.cases import get_case
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 
 pytestmark = [pytest.mark.framework("jax"), pytest.mark.slow]
 CliResult = tuple[int, str, str]

@@ -15,7 +15,7 @@ from conftest import check_loss_falls, framework_python, run_check
 from fw_helpers import assert_compiled_point, assert_param_counts
 from real_helpers import check_real_points, check_too_few_samples, make_real_data
 
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 
 pytestmark = [pytest.mark.framework("jittor"), pytest.mark.slow]
 CliResult = tuple[int, str, str]

@@ -22,7 +22,7 @@ from scale_helpers import assert_ranks_in_sync, stored
 
 from dlbench.cases import get_case
 from dlbench.launch.folder import free_port
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
 
 pytestmark = [pytest.mark.framework("paddle"), pytest.mark.slow]

@@ -20,7 +20,7 @@ from fw_helpers import assert_compiled_point, assert_param_counts, assert_refuse
 from real_helpers import check_real_points, make_real_data
 from scale_helpers import assert_ranks_in_sync
 
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, preset
 
 pytestmark = [pytest.mark.framework("tf"), pytest.mark.slow]
@@ -87,7 +87,7 @@ def test_channels_last_is_refused_for_bert(cli: Callable[..., CliResult], store_
 
 def test_cuda_is_refused_without_a_gpu(cli: Callable[..., CliResult], store_path: Path) -> None:
     framework_python("tf")
-    from dlbench.results.env import cuda_available
+    from dlbench.machine.env import cuda_available
 
     if cuda_available():
         pytest.skip("this machine has a GPU: the refusal applies only without one")

@@ -23,7 +23,7 @@ from dlbench.numerics import resolve_precision  # noqa: E402
 from dlbench.protocol.runner import measure  # noqa: E402
 from dlbench.protocol.stats import INPUT_BOUND_SHARE, summarize  # noqa: E402
 from dlbench.records import RankRaw
-from dlbench.results.store import Store  # noqa: E402
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol  # noqa: E402
 from dlbench.suite.maxbatch import probe_bound, search  # noqa: E402
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import framework_python
 
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 
 pytestmark = [pytest.mark.slow]
 FRAMEWORKS = ["torch", "jax", "tf", "paddle"]

@@ -10,9 +10,9 @@ from store_fixtures import pg_server, pg_url, store_url
 
 @pytest.fixture(autouse=True)
 def _forget_gpus() -> Iterator[None]:
-    """dlbench.results.env.gpus() is cached per process: a test that faked NVML must not leave its GPUs to the next."""
+    """dlbench.machine.env.gpus() is cached per process: a test that faked NVML must not leave its GPUs to the next."""
     yield
-    from dlbench.results import env
+    from dlbench.machine import env
 
     env.gpus.cache_clear()
 

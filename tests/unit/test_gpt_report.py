@@ -12,7 +12,7 @@ from dlbench.protocol.stats import summarize
 from dlbench.report.chart_base import render_png
 from dlbench.report.gpt_layouts import case_names, group_of, layout_chart, layout_rows
 from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import StoredPoint
+from dlbench.store.store import StoredPoint
 from dlbench.spec import PointSpec, Protocol
 
 DLPERF = {"hidden": 1536, "layers": 16, "heads": 16, "seq": 2048, "vocab": 51200}

@@ -24,9 +24,9 @@ from dlbench.cases import get_case
 from dlbench.launch.watch import PointWatch
 from dlbench.numerics import resolve_precision
 from dlbench.report.telemetry import telemetry_notes
-from dlbench.results.gpu_watch import UNKNOWN_CONTAINER, GpuSampler, rank_devices
+from dlbench.machine.gpu_watch import UNKNOWN_CONTAINER, GpuSampler, rank_devices
 from dlbench.records import PointResult, RankRaw, RepeatRaw
-from dlbench.results.telemetry import Telemetry, with_telemetry
+from dlbench.machine.telemetry import Telemetry, with_telemetry
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import CONTROLLER_MEMORY, WATCHER_VAR, RankContext, WorkerResult, watcher_token
 
@@ -366,8 +366,8 @@ def test_peak_table_v100s_and_mig_slices() -> None:
     profile's share of its card's compute (1g of 7 on an H100), and a card in MIG mode under a name without a
     profile (no CUDA_VISIBLE_DEVICES=MIG-...) gets no peak, never the whole card's: MFU reads unknown, saying so."""
     from dlbench.protocol.stats import summarize
-    from dlbench.results.mfu import efficiency
-    from dlbench.results.peaks import gpu_peak
+    from dlbench.analysis.mfu import efficiency
+    from dlbench.machine.peaks import gpu_peak
     from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
     from dlbench.spec import PointSpec, Protocol
 
@@ -405,9 +405,9 @@ def test_max_batch_cache_keyed_on_the_probes_device(monkeypatch: pytest.MonkeyPa
     from dlbench import worker
     from dlbench.backends.fake import FakeBackend
     from dlbench.launch.registry import Launchers
-    from dlbench.results.record import point_result
+    from dlbench.analysis.record import point_result
     from dlbench.records import RankRaw, RepeatRaw
-    from dlbench.results.store import Store
+    from dlbench.store.store import Store
     from dlbench.spec import PointSpec, Protocol
     from dlbench.suite import maxbatch
     from dlbench.wire import RANK_GPU, RankContext, WorkerResult
@@ -768,7 +768,7 @@ from dlbench.report.groups import build_sections
 from dlbench.report.html import render_html
 from dlbench.report.markdown import write_markdown
 from dlbench.report.table import points_table
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from dlbench.spec import preset
 from dlbench.suite import load as load_suite
 from dlbench.suite.expand import expand

@@ -23,10 +23,10 @@ from dlbench.cases.inputs import min_input_size
 from dlbench.protocol.stats import summarize
 from dlbench.report.export import CSV_COLUMNS, to_csv, to_json
 from dlbench.report.table import COLUMNS, points_table, runs_table
-from dlbench.results.scaling import scaled
+from dlbench.analysis.scaling import scaled
 from dlbench.records import PointResult
-from dlbench.results.store import RunRecord, Store, StoredPoint
-from dlbench.results.verify import verify
+from dlbench.store.store import RunRecord, Store, StoredPoint
+from dlbench.analysis.verify import verify
 from dlbench.spec import SpecError
 
 CliResult = tuple[int, str, str]

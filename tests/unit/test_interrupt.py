@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 
 
 def _workers(proc: subprocess.Popen[bytes], n: int, timeout: float = 60) -> list[psutil.Process]:

@@ -14,8 +14,8 @@ import pytest
 from sqlalchemy.engine import Connection
 from test_store import result
 
-from dlbench.results.rows import point_row
-from dlbench.results.store import Store, StoreError
+from dlbench.store.rows import point_row
+from dlbench.store.store import Store, StoreError
 
 CliResult = tuple[int, str, str]
 

@@ -16,9 +16,9 @@ from dlbench.report.document import build_report
 from dlbench.report.export import CSV_COLUMNS, to_csv
 from dlbench.report.groups import build_sections, framework_title
 from dlbench.report.published import beside, same_hardware
-from dlbench.results.scaling import scaling
+from dlbench.analysis.scaling import scaling
 from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import Store, StoredPoint
+from dlbench.store.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol
 
 CliResult = tuple[int, str, str]

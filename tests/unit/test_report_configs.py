@@ -26,7 +26,7 @@ from dlbench.report.history import history_charts
 from dlbench.report.html import render_html
 from dlbench.report.max_values import max_value_rows, verdict_lines
 from dlbench.records import PointResult
-from dlbench.results.store import RunRecord, StoredPoint
+from dlbench.store.store import RunRecord, StoredPoint
 
 
 def stored(points: list[PointResult], run: str = "run1", start: float = 1.7e9) -> list[StoredPoint]:

@@ -13,7 +13,7 @@ from dlbench.protocol.stats import summarize
 from dlbench.report.groups import build_sections
 from dlbench.report.strategies import strategy_report
 from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import Store, StoredPoint
+from dlbench.store.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol
 
 CPU = {"device": "cpu", "device_model": "cpu", "device_count": "1", "cpu_model": "AMD EPYC"}

@@ -11,10 +11,10 @@ import sqlalchemy as sa
 from store_fixtures import PgServer
 
 from dlbench.protocol.stats import summarize
-from dlbench.results.migrations import STORE_SCHEMA_VERSION, upgrade
+from dlbench.store.migrations import STORE_SCHEMA_VERSION, upgrade
 from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import Store, StoreError, resolve_path
-from dlbench.results.store_sql import mask, parse_target, postgres_engine
+from dlbench.store.store import Store, StoreError, resolve_path
+from dlbench.store.store_sql import mask, parse_target, postgres_engine
 from dlbench.spec import PointSpec, preset
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"

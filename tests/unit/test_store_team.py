@@ -13,15 +13,15 @@ from pathlib import Path
 import sqlalchemy as sa
 from test_store import result
 
-from dlbench.results.gather import copy_runs
-from dlbench.results.store import Store
+from dlbench.store.gather import copy_runs
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 WRITERS, EACH = 4, 20
 
 WRITER = """
 import sys
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 sys.path.insert(0, sys.argv[3])
 from test_store import result
 store = Store(sys.argv[1])

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_store import result
 
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 

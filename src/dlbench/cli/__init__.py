@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from dlbench.cli.lazy import LazyGroup
-from dlbench.results.errors import EXIT_NOT_STORED, PointNotStored, StoreError
+from dlbench.store.errors import EXIT_NOT_STORED, PointNotStored, StoreError
 from dlbench.spec import SpecError
 
 

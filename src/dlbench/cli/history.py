@@ -19,9 +19,9 @@ from dlbench.cli.compare import parse_percent
 from dlbench.cli.options import split
 from dlbench.cli.output import stdout_console
 from dlbench.report.table import fmt_throughput
-from dlbench.results.compare import ALPHA, MIN_EFFECT
-from dlbench.results.history import REGRESSION, Series, build_series, parse_since
-from dlbench.results.store import Store
+from dlbench.analysis.compare import ALPHA, MIN_EFFECT
+from dlbench.analysis.history import REGRESSION, Series, build_series, parse_since
+from dlbench.store.store import Store
 
 _STYLE = {REGRESSION: "red", "improvement": "green"}
 

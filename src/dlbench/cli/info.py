@@ -14,7 +14,7 @@ from dlbench.cases import Case, ImageInput, TextInput, all_cases
 from dlbench.cli.options import resolve_device
 from dlbench.cli.output import stdout_console
 from dlbench.launch.interpreters import probe, range_text, state
-from dlbench.results.env import host_descriptive, host_identity, physical_cores
+from dlbench.machine.env import host_descriptive, host_identity, physical_cores
 
 
 def _support(case: Case, answer: object) -> str:

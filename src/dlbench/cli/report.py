@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 
 
 @click.command("report")

@@ -25,11 +25,11 @@ from dlbench.report.export import to_csv, to_json
 from dlbench.report.max_values import verdict_lines
 from dlbench.report.table import COLUMNS, COMPACT, pick_columns, points_table, scaling_notes
 from dlbench.report.telemetry import telemetry_notes
-from dlbench.results.env import host_identity, physical_cores
-from dlbench.results.record import point_result
-from dlbench.results.scaling import missing_baselines, scaled
+from dlbench.machine.env import host_identity, physical_cores
+from dlbench.analysis.record import point_result
+from dlbench.analysis.scaling import missing_baselines, scaled
 from dlbench.records import MIN_REPEATS_FOR_SPREAD, PointResult, exit_code
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, PointSpec, SpecError
 from dlbench.suite.maxbatch import param_bounds, search
 

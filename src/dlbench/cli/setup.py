@@ -20,7 +20,7 @@ from rich.console import Console
 from dlbench.backends import BackendInfo, all_backends, get_info
 from dlbench.launch import venvs as envs
 from dlbench.launch.interpreters import Interpreter, NoInterpreter, build_of, choose, misfit, named, probe
-from dlbench.results.nvml import gpu_info
+from dlbench.machine.nvml import gpu_info
 
 
 class SetupFailed(Exception):

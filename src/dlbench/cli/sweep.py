@@ -20,8 +20,8 @@ from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
 from dlbench.launch.registry import Launchers
 from dlbench.report.table import fmt_case_params, points_table
 from dlbench.records import PointResult, exit_code
-from dlbench.results.store import Store, StoreError, resolve_path
-from dlbench.results.store_sql import parse_target
+from dlbench.store.store import Store, StoreError, resolve_path
+from dlbench.store.store_sql import parse_target
 from dlbench.spec import PointSpec, parse_size
 from dlbench.suite import Suite, SuiteError, builtin_names, load
 from dlbench.suite.expand import PlannedPoint, expand, memory_limit_bytes

@@ -8,7 +8,7 @@ from typing import TypeVar
 
 import click
 
-from dlbench.results.telemetry import CONTENTION_SHARE
+from dlbench.machine.telemetry import CONTENTION_SHARE
 
 F = TypeVar("F", bound=Callable[..., object])
 

@@ -8,9 +8,9 @@ import time
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
 from dlbench.launch.watch import PointWatch
-from dlbench.results.record import point_result
+from dlbench.analysis.record import point_result
 from dlbench.records import PointResult
-from dlbench.results.telemetry import with_telemetry
+from dlbench.machine.telemetry import with_telemetry
 from dlbench.spec import PointSpec, SpecError
 
 

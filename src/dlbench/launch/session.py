@@ -10,7 +10,7 @@ from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
 from dlbench.records import PointResult
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec
 
 PointStarted = Callable[[int, PointSpec], ProgressSink | None]

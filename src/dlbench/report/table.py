@@ -15,10 +15,10 @@ from rich.table import Table
 from dlbench.cases.gpt import hardware_ratio, lm_rates
 from dlbench.report.caveats import caveat_notes
 from dlbench.report.telemetry import contended, fmt_energy, samples_per_kwh
-from dlbench.results.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
-from dlbench.results.scaling import Scaled, outgrows_one_device
+from dlbench.analysis.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
+from dlbench.analysis.scaling import Scaled, outgrows_one_device
 from dlbench.records import Metrics, PointResult
-from dlbench.results.store import RunRecord
+from dlbench.store.store import RunRecord
 from dlbench.spec import PointSpec, SpecError
 
 

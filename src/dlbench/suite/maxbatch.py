@@ -38,9 +38,9 @@ from dlbench.launch.interpreters import state
 from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
-from dlbench.results.env import host_identity, physical_cores
+from dlbench.machine.env import host_identity, physical_cores
 from dlbench.records import PointResult
-from dlbench.results.store import Store, StoredPoint
+from dlbench.store.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol, SpecError
 from dlbench.wire import RANK_GPU
 

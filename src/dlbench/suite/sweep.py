@@ -17,9 +17,9 @@ from dlbench.launch.interpreters import NotInstalled, interpreter_for
 from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
-from dlbench.results.record import point_result
+from dlbench.analysis.record import point_result
 from dlbench.records import PointResult
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec
 from dlbench.suite.expand import PlannedPoint
 from dlbench.suite.maxbatch import BATCH, MaxBatch, ProbeStarted, param_bounds, search, with_value

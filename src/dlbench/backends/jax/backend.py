@@ -23,7 +23,7 @@ from dlbench.backends.jax.models import MODELS, build_module, model_inputs
 from dlbench.backends.jax.step import JaxTrainer, State, loss_scale, make_optimizer, make_train_step
 from dlbench.cases import Case, get_case
 from dlbench.numerics import Numerics, describe, resolve_precision
-from dlbench.results.nvml import gpu_info
+from dlbench.machine.nvml import gpu_info
 from dlbench.spec import PointSpec
 from dlbench.paths import cache_dir
 from dlbench.wire import RankContext

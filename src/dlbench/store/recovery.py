@@ -27,9 +27,9 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from dlbench.results.rows import POINT_COLUMNS, stored_point
-from dlbench.results.store_sql import StoreError, points, runs
-from dlbench.results.validate import INVALID
+from dlbench.store.rows import POINT_COLUMNS, stored_point
+from dlbench.store.store_sql import StoreError, points, runs
+from dlbench.store.validate import INVALID
 
 FORMAT_VERSION = 1
 Transaction = Callable[..., AbstractContextManager[Connection]]  # Store.transaction(write=True)

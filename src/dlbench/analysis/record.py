@@ -1,6 +1,6 @@
 """A point's stored record from what its worker(s) reported: environment split into identity and descriptive
 keys, every metric derived from the raw samples (protocol/stats.py), and the device peak an ok point is judged
-against (results/mfu.py: stored now, so that its MFU never changes when read), in one place."""
+against (analysis/mfu.py: stored now, so that its MFU never changes when read), in one place."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 from collections.abc import Mapping, Sequence
 
 from dlbench.protocol.stats import summarize
-from dlbench.results.env import IDENTITY_KEYS, host_descriptive, host_identity, physical_cores
-from dlbench.results.mfu import PEAK_KEY, stored_peak
+from dlbench.machine.env import IDENTITY_KEYS, host_descriptive, host_identity, physical_cores
+from dlbench.analysis.mfu import PEAK_KEY, stored_peak
 from dlbench.records import Environment, PointResult
 from dlbench.spec import PointSpec
 from dlbench.wire import WorkerResult

@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dlbench.results.energy import integrate_power
-from dlbench.results.nvml import _text, session, visible_handles
-from dlbench.results.telemetry import BUSY_BYTES, DeviceIdle, Spread
+from dlbench.machine.energy import integrate_power
+from dlbench.machine.nvml import _text, session, visible_handles
+from dlbench.machine.telemetry import BUSY_BYTES, DeviceIdle, Spread
 
 UNKNOWN_CONTAINER = "unknown (container)"
 _PROCESS_GETTERS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")

@@ -16,8 +16,8 @@ import stat
 import tempfile
 from pathlib import Path
 
-from dlbench.results.migrations import upgrade
-from dlbench.results.store_sql import sqlite_connect, sqlite_engine, writer_pragmas
+from dlbench.store.migrations import upgrade
+from dlbench.store.store_sql import sqlite_connect, sqlite_engine, writer_pragmas
 
 CREATING = ".creating"
 

@@ -7,7 +7,7 @@ test `dlbench compare` uses (`compare_points`: hierarchical bootstrap CI, Mann-W
 1, at least a 2% effect), with the point that opened its segment: the series' first point, or the last change
 found. So a step change is flagged where it happens, a slow drift once it adds up to a significant change, and
 noise is not called a change. A comparison whose samples could not have reached p < 0.01 at all (4 against 4 step
-times) is "not enough samples" (results/power.py), never a quiet "no change".
+times) is "not enough samples" (machine/power.py), never a quiet "no change".
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from dlbench.results.compare import FASTER, MIN_EFFECT, SLOWER, UNDETECTABLE, PointComparison, compare_points, label
-from dlbench.results.rows import StoredPoint
+from dlbench.analysis.compare import FASTER, MIN_EFFECT, SLOWER, UNDETECTABLE, PointComparison, compare_points, label
+from dlbench.store.rows import StoredPoint
 
 REGRESSION, IMPROVEMENT = "regression", "improvement"
 VERSION_KEYS = frozenset({"framework_version", "dlbench_version", "cuda", "cudnn", "nccl", "driver"})

@@ -1,6 +1,6 @@
 """Schema versions of the store and forward migrations, through Alembic, for SQLite and PostgreSQL alike.
 
-The revisions live in results/alembic/versions (v1, v2, v3 ...). A store's version is its Alembic revision;
+The revisions live in store/alembic/versions (v1, v2, v3 ...). A store's version is its Alembic revision;
 stores made before Alembic kept it in a `schema_meta` table only: they are stamped at that revision first,
 then upgraded. Each revision also writes `schema_meta`, so that an older dlbench refuses a newer store.
 """
@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 if TYPE_CHECKING:
     from alembic.config import Config
 
-STORE_SCHEMA_VERSION = 3  # the newest revision, v3; see results/alembic/versions
+STORE_SCHEMA_VERSION = 3  # the newest revision, v3; see store/alembic/versions
 SCRIPTS = Path(__file__).with_name("alembic")
 _REVISION = re.compile(r"^v(\d+)$")
 # PostgreSQL: one migrating process at a time, whatever the database (pg_advisory_xact_lock's key).

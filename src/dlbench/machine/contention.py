@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from dlbench.results.telemetry import CONTENTION_SHARE, Contention
+from dlbench.machine.telemetry import CONTENTION_SHARE, Contention
 
 PROC_STAT = Path("/proc/stat")
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system [idle iowait] irq softirq steal; guest is inside user

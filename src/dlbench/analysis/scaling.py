@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from dlbench.cases import UnknownCase, get_case
 from dlbench.records import PointResult
-from dlbench.results.store import StoredPoint
+from dlbench.store.store import StoredPoint
 from dlbench.spec import PointSpec, Protocol, SpecError
 
 

@@ -3,7 +3,7 @@
 - **GPUs**: ``gpu_peaks.yaml`` (versioned) gives each NVIDIA GPU's dense peak TFLOP/s per math mode (fp32, tf32,
   fp16, bf16) and its datasheet; the GPU is recognised from the NVML name recorded as ``device_model``.
 - **CPUs**: physical cores x maximum clock x FLOPs per cycle of the cores' FMA units (AVX2, AVX-512, AMX), read
-  from /proc/cpuinfo and cpufreq (results/cpu_peak.py, its per-microarchitecture table cites its sources),
+  from /proc/cpuinfo and cpufreq (machine/cpu_peak.py, its per-microarchitecture table cites its sources),
   labelled ``instruction set``. A point's peak counts the cores it was given (its threads, at most the physical
   cores), split between its ranks. A short numpy float32 GEMM probe, cached per host under ``cache_dir("peaks")``
   (the best of several probes, so a probe under load cannot lower it), is kept beside it as what is
@@ -23,8 +23,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from dlbench.results.cpu_peak import CpuInfo, core_peak, read_cpu
-from dlbench.results.env import cpu_model
+from dlbench.machine.cpu_peak import CpuInfo, core_peak, read_cpu
+from dlbench.machine.env import cpu_model
 from dlbench.paths import cache_dir
 
 TABLE_VERSION = 1
@@ -90,7 +90,7 @@ def gpu_table() -> tuple[GpuPeaks, ...]:
     """Every GPU of the packaged data file."""
     import yaml  # type: ignore[import-untyped]  # read with the table, not with every command (#25)
 
-    text = resources.files("dlbench.results").joinpath("gpu_peaks.yaml").read_text(encoding="utf-8")
+    text = resources.files("dlbench.machine").joinpath("gpu_peaks.yaml").read_text(encoding="utf-8")
     return _parse_table(yaml.safe_load(text))
 
 

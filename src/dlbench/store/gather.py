@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from dlbench.results.store import FINAL_STATUSES, Store, StoreError
-from dlbench.results.store_sql import points, runs
+from dlbench.store.store import FINAL_STATUSES, Store, StoreError
+from dlbench.store.store_sql import points, runs
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ device memory a process uses. Never imports a framework; never crashes a run.
   or GPU-/MIG- UUIDs, UUID prefixes allowed). dlbench records the visible ones, in CUDA's order.
 - **Failures.** NVML missing (a CPU machine) means no GPU. An NVML error after init (a partial NVML in a container,
   a GPU fallen off the bus) turns the affected fields into "unknown" and issues one `NvmlWarning`.
-- **Memory, clocks, energy** of a point's own GPUs while it runs: results/gpu_watch.py, sampled by the controller
+- **Memory, clocks, energy** of a point's own GPUs while it runs: machine/gpu_watch.py, sampled by the controller
   (launch/watch.py), or by a rank on another host for its own device.
 """
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from dlbench.cases import UnknownCase, get_case
 from dlbench.numerics import resolve_precision
-from dlbench.results.env import cpu_model
-from dlbench.results.peaks import Achievable, Peak, PeakLookup, cpu_achievable, peak_for
+from dlbench.machine.env import cpu_model
+from dlbench.machine.peaks import Achievable, Peak, PeakLookup, cpu_achievable, peak_for
 from dlbench.records import PointResult
 from dlbench.spec import PointSpec, SpecError
 

@@ -18,14 +18,14 @@ from typing import Any
 import psutil
 
 from dlbench import __version__
-from dlbench.results.nvml import GpuInfo, gpu_info, session, visible_handles
+from dlbench.machine.nvml import GpuInfo, gpu_info, session, visible_handles
 
 IDENTITY_KEYS: tuple[str, ...] = (
     "framework", "framework_version", "device", "device_model", "device_count", "cpu_model", "cpu_cores",
     "cuda", "cudnn", "nccl", "driver", "threads", "dlbench_version", "math_mode",
 )
 # GPU settings recorded for the first visible GPU (descriptive: a clock drifts, a comparison still holds). The
-# clocks the point ran at are sampled while it is measured (results/telemetry.py), not read here, idle.
+# clocks the point ran at are sampled while it is measured (machine/telemetry.py), not read here, idle.
 GPU_DESCRIPTIVE: tuple[str, ...] = ("uuid", "memory_bytes", "compute_capability", "sm_clock_max_mhz",
                                     "mem_clock_max_mhz", "power_limit_w", "ecc", "mig")
 

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from dlbench.protocol.stats import summarize
-from dlbench.results.rows import StoredPoint
+from dlbench.store.rows import StoredPoint
 from dlbench.records import without_spread
-from dlbench.results.validate import INVALID, metric_problems, rank_problems, status_problems, unknown_fields
+from dlbench.store.validate import INVALID, metric_problems, rank_problems, status_problems, unknown_fields
 
 REL_TOL = 1e-9
 

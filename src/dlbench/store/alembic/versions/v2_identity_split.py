@@ -11,7 +11,7 @@ import json
 import sqlalchemy as sa
 from alembic import op
 
-from dlbench.results.env import IDENTITY_KEYS
+from dlbench.machine.env import IDENTITY_KEYS
 
 revision = "v2"
 down_revision = "v1"

@@ -1,6 +1,6 @@
 """Where a store lives and how it is reached: a SQLite file or a PostgreSQL URL, through SQLAlchemy Core.
 
-The tables below are the current schema (the Alembic revisions in results/alembic/versions build it); every
+The tables below are the current schema (the Alembic revisions in store/alembic/versions build it); every
 read and write of the store goes through them, for both dialects. Passwords are never shown: every message
 and every display string passes through `mask`, which is `dlbench.redact.redact`, the one redaction function.
 """
@@ -20,7 +20,7 @@ from sqlalchemy.pool import NullPool, StaticPool
 
 from dlbench.redact import is_libpq_string
 from dlbench.redact import redact as mask
-from dlbench.results.errors import StoreError
+from dlbench.store.errors import StoreError
 
 DEFAULT_STORE = Path("dlbench-results") / "results.db"
 SCHEMES = {"postgresql": "postgresql", "postgres": "postgresql", "postgresql+psycopg": "postgresql",

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dlbench.records import STATUSES, Environment, Metrics, PointResult, RankRaw
-from dlbench.results.validate import INVALID, metric_problems, rank_problems
+from dlbench.store.validate import INVALID, metric_problems, rank_problems
 from dlbench.spec import PointSpec
 
 POINT_COLUMNS = ("uid", "run_id", "spec_key", "framework", "model", "batch_size", "precision", "status", "error",

@@ -20,29 +20,17 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from dlbench.results import recovery
-from dlbench.results.claims import ClaimTaken, advisory_claim, controller, controller_gone, file_claim, lock_file
-from dlbench.results.errors import PointNotStored
-from dlbench.results.migrations import STORE_SCHEMA_VERSION, SchemaError, check_version, stored_version, upgrade
-from dlbench.results.recovery import Recovered
-from dlbench.results.rows import CorruptRow, RunRecord, StoredPoint, point_row, run_record, stored_point
+from dlbench.store import recovery
+from dlbench.store.claims import ClaimTaken, advisory_claim, controller, controller_gone, file_claim, lock_file
+from dlbench.store.errors import PointNotStored
+from dlbench.store.migrations import STORE_SCHEMA_VERSION, SchemaError, check_version, stored_version, upgrade
+from dlbench.store.recovery import Recovered
+from dlbench.store.rows import CorruptRow, RunRecord, StoredPoint, point_row, run_record, stored_point
 from dlbench.records import PointResult
-from dlbench.results.store_file import create_store_file, nearest_folder_problem
-from dlbench.results.store_sql import (
-    DEFAULT_STORE,
-    StoreError,
-    Target,
-    mask,
-    metadata,
-    one_line,
-    parse_target,
-    points,
-    postgres_engine,
-    resolve_path,
-    runs,
-    sqlite_connect,
-    sqlite_engine,
-    writer_pragmas,
+from dlbench.store.store_file import create_store_file, nearest_folder_problem
+from dlbench.store.store_sql import (
+    DEFAULT_STORE, StoreError, Target, mask, metadata, one_line, parse_target, points, postgres_engine, resolve_path,
+    runs, sqlite_connect, sqlite_engine, writer_pragmas,
 )
 
 DB_ERRORS = (sa.exc.SQLAlchemyError, sqlite3.Error, OverflowError, OSError)

@@ -1,5 +1,5 @@
 """Alembic's environment for the dlbench store: migrations run on the connection (and in the transaction)
-that dlbench.results.migrations hands over, for SQLite and PostgreSQL alike."""
+that dlbench.store.migrations hands over, for SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 

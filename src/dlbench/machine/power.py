@@ -1,7 +1,7 @@
 """Could two samples of step times have shown a change of a given size at all? Power to detect, for `compare` and
 `history`, so that "no significant change" is only said where a change would have been seen.
 
-Two checks, both for the test `results/compare.py` uses (Mann-Whitney U, two-sided, at ALPHA):
+Two checks, both for the test `analysis/compare.py` uses (Mann-Whitney U, two-sided, at ALPHA):
 
 * **the smallest attainable p**: with m against n samples the test cannot return a p below the one of two
   completely separated samples; SciPy computes it (`scipy.stats.mannwhitneyu` on 0..m-1 against m..m+n-1, the

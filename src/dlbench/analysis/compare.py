@@ -14,9 +14,9 @@ Points match on `PointSpec.key()` (the configuration without protocol and timeou
 
 A change is called only when all three agree: p < ALPHA, the interval excludes 1, and the ratio moves by at
 least MIN_EFFECT. Anything less is "no significant change", but only where a change could have been seen
-(results/power.py): when the test cannot reach p < ALPHA with these sample counts (4 against 4 step times: the
+(machine/power.py): when the test cannot reach p < ALPHA with these sample counts (4 against 4 step times: the
 smallest p is 0.029), or, for a target effect (`--fail-above`), has less than 80% power to detect it, the verdict
-is "not enough samples", with the number of samples per side that would do. Each side's MFU (results/mfu.py) is shown beside,
+is "not enough samples", with the number of samples per side that would do. Each side's MFU (analysis/mfu.py) is shown beside,
 with the peak it divides by; it plays no part in the verdict. Identity keys that differ between the runs are
 reported as warnings naming each key; they never block the comparison silently or pass unnoticed.
 """
@@ -28,10 +28,10 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from dlbench.results.mfu import Efficiency, efficiency
-from dlbench.results.power import detectability
+from dlbench.analysis.mfu import Efficiency, efficiency
+from dlbench.machine.power import detectability
 from dlbench.records import PointResult
-from dlbench.results.store import StoredPoint
+from dlbench.store.store import StoredPoint
 
 ALPHA = 0.01
 MIN_EFFECT = 0.02
