@@ -37,7 +37,7 @@ from pathlib import Path
 
 from dlbench.backends.paddle import gpu_defaults
 from dlbench.cases import get_case
-from dlbench.launch.interpreters import NotInstalled, interpreter_for
+from dlbench.envs.interpreters import NotInstalled, interpreter_for
 from dlbench.numerics import resolve_precision
 from dlbench.store.store import Store
 from dlbench.machine.telemetry import telemetry_of

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dlbench.cli import main
-from dlbench.launch.interpreters import NotInstalled, interpreter_for
+from dlbench.envs.interpreters import NotInstalled, interpreter_for
 
 
 @pytest.fixture

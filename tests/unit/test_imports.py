@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dlbench.store",),
     ("dlbench.analysis",),
     ("dlbench.backends",),
-    ("dlbench.worker", "dlbench.check", "dlbench.launch"),
+    ("dlbench.worker", "dlbench.check", "dlbench.envs", "dlbench.launch"),
     ("dlbench.suite",),
     ("dlbench.report",),
     ("dlbench.cli", "dlbench.__main__"),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.launch.interpreters import NotInstalled
+from dlbench.envs.interpreters import NotInstalled
 from dlbench.launch.point import execute
 from dlbench.launch.registry import Launchers
 from dlbench.store.store import Store

@@ -19,7 +19,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     """The errors that mean bad input (exit 2). Imported when one is raised: their modules are loaded by then."""
     from dlbench.backends import UnknownFramework
     from dlbench.cases import UnknownCase
-    from dlbench.launch.interpreters import NotInstalled
+    from dlbench.envs.interpreters import NotInstalled
 
     return (SpecError, StoreError, UnknownCase, UnknownFramework, NotInstalled)
 

@@ -13,7 +13,7 @@ from dlbench.backends import all_backends
 from dlbench.cases import Case, ImageInput, TextInput, all_cases
 from dlbench.cli.options import resolve_device
 from dlbench.cli.output import stdout_console
-from dlbench.launch.interpreters import probe, range_text, state
+from dlbench.envs.interpreters import probe, range_text, state
 from dlbench.machine.env import host_descriptive, host_identity, physical_cores
 
 

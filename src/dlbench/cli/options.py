@@ -13,7 +13,7 @@ import click
 from dlbench.backends import all_backends, get_info
 from dlbench.cases import get_case
 from dlbench.data.layout import check_data_dir
-from dlbench.launch.interpreters import state
+from dlbench.envs.interpreters import state
 from dlbench.machine.env import choose_device, cuda_available
 from dlbench.spec import PointSpec, Protocol, SpecError, parse_count, parse_scale, parse_size, preset
 from dlbench.suite.maxbatch import search_floor

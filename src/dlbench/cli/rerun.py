@@ -20,7 +20,7 @@ from dlbench.cli.compare import comparison_table, parse_percent, undetectable_li
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.launch.hosts import HostsConfig
-from dlbench.launch.interpreters import interpreter_for
+from dlbench.envs.interpreters import interpreter_for
 from dlbench.launch.registry import Launchers
 from dlbench.launch.session import run_points
 from dlbench.analysis.compare import MIN_EFFECT, Comparison, compare_runs

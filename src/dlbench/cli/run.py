@@ -17,7 +17,7 @@ from dlbench.cli.progress import RunProgress
 from dlbench.cli.watch_options import watch_options
 from dlbench.launch.bounds import check_bounds
 from dlbench.launch.hosts import HostsConfig
-from dlbench.launch.interpreters import interpreter_for
+from dlbench.envs.interpreters import interpreter_for
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
 from dlbench.launch.registry import Launchers
 from dlbench.launch.session import run_points

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dlbench.cases import Case
-from dlbench.launch.interpreters import state
+from dlbench.envs.interpreters import state
 from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from dlbench.cases import get_case
 from dlbench.data.layout import DataLayoutError, image_root, read_manifest, text_root
-from dlbench.launch.interpreters import NotInstalled, interpreter_for
+from dlbench.envs.interpreters import NotInstalled, interpreter_for
 from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers

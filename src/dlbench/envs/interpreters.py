@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dlbench.backends import BackendInfo, get_info
-from dlbench.launch import venvs as envs
+from dlbench.envs import venvs as envs
 
 
 class NotInstalled(Exception):
