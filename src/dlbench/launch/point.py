@@ -26,7 +26,7 @@ def execute(spec: PointSpec, launchers: Launchers, python: str = sys.executable,
     except SpecError as exc:
         return point_result(spec, "error", None, str(exc), [], started)
     with PointWatch(spec, wait_quiet_s, price_per_hour) as watch:
-        outcome = launcher(spec, python, watch.sink(on_progress))
+        outcome = launcher.launch(spec, python, watch.sink(on_progress))
     telemetry, worker = watch.finish(outcome.result)
     result = point_result(spec, outcome.status, worker, outcome.error, outcome.tail, started)
     return with_telemetry(result, telemetry)
