@@ -12,7 +12,7 @@ import pytest
 
 from dlbench import backends
 from dlbench.backends import BackendInfo
-from dlbench.cli import options
+from dlbench.runapi import options
 from dlbench.envs import provision as setup_cli
 from dlbench.envs.provision import Plan, requirement, setup_one
 from dlbench.envs import venvs as envs

@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dlbench.backends",),
     ("dlbench.worker", "dlbench.check", "dlbench.envs", "dlbench.launch"),
     ("dlbench.suite",),
-    ("dlbench.report",),
+    ("dlbench.report", "dlbench.runapi"),
     ("dlbench.cli", "dlbench.__main__"),
 )
 # The light registry every layer above backends may read; it imports no framework.
@@ -194,3 +194,11 @@ def _doc_layers() -> tuple[tuple[str, ...], ...]:
 
 def test_the_architecture_doc_shows_these_layers() -> None:
     assert _doc_layers() == tuple(tuple(sorted(units)) for units in LAYERS)
+
+
+@pytest.mark.parametrize("command", ["dlbench.cli.run", "dlbench.cli.sweep"])
+def test_run_and_sweep_commands_parse_call_and_render(command: str) -> None:
+    """The run API (runapi/) prepares and executes; the command imports no launcher, store or max-batch search."""
+    found = sorted(m for m in imports(MODULES[command], top_level_only=False)
+                   if m.startswith(("dlbench.launch", "dlbench.store", "dlbench.suite.maxbatch")))
+    assert not found, f"{command} imports {found}"

@@ -16,7 +16,7 @@ from rich.table import Table
 from dlbench.backends import get_info
 from dlbench.cases import get_case
 from dlbench.cli.compare import parse_percent
-from dlbench.cli.options import split
+from dlbench.runapi.options import split
 from dlbench.cli.output import stdout_console
 from dlbench.report.table import fmt_throughput
 from dlbench.analysis.compare import ALPHA, MIN_EFFECT

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from dlbench.backends import all_backends
 from dlbench.cases import Case, ImageInput, TextInput, all_cases
-from dlbench.cli.options import resolve_device
+from dlbench.runapi.options import resolve_device
 from dlbench.cli.output import stdout_console
 from dlbench.envs.interpreters import probe, range_text, state
 from dlbench.machine.env import host_descriptive, host_identity, physical_cores

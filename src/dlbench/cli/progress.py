@@ -57,6 +57,10 @@ class RunProgress:
 
         return sink
 
+    def restart(self, total: int) -> None:
+        """Count the points from zero, out of `total` (a sweep knows how many it runs once its searches ended)."""
+        self.progress.update(self.points, total=total, completed=0, description="points")
+
     def note(self, text: str) -> None:
         """Show what happens before the points (e.g. a max-batch search) on the points bar."""
         self.progress.update(self.points, description=text)
