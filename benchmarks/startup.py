@@ -31,7 +31,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from dlbench.launch.interpreters import interpreter_for
+from dlbench.envs.interpreters import interpreter_for
 from dlbench.launch.process import worker_env
 from dlbench.spec import PointSpec, preset
 

@@ -3,7 +3,7 @@
 contended point and the Special cases section with every
 configuration. The points come from the unit tests' fixture helpers (tests/support/reports.py's make_point:
 synthetic step times through dlbench's own statistics); energy and contention are set on them the way the
-controller records them (results/telemetry.py). This machine has no RAPL counters, so no measured energy exists
+controller records them (machine/telemetry.py). This machine has no RAPL counters, so no measured energy exists
 to show: the page says it is made of fixtures in its title.
 
     python scripts/report_screenshot.py [-o docs/report-energy.png]    (needs /usr/bin/chromium)
@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from dlbench.report.document import build_report  # noqa: E402
 from dlbench.report.html import render_html  # noqa: E402
-from dlbench.results.schema import PointResult  # noqa: E402
-from dlbench.results.telemetry import Contention, Energy, Telemetry, with_telemetry  # noqa: E402
+from dlbench.records import PointResult
+from dlbench.machine.telemetry import Contention, Energy, Telemetry, with_telemetry
 from tests.support.reports import make_point  # noqa: E402
 from tests.unit.report.test_report_configs import max_facts, params, stored  # noqa: E402
 

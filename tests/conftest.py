@@ -35,9 +35,9 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
 
 @pytest.fixture(autouse=True)
 def _forget_gpus() -> Iterator[None]:
-    """dlbench.results.env.gpus() is cached per process: a test that faked NVML must not leave its GPUs to the next."""
+    """dlbench.machine.env.gpus() is cached per process: a test that faked NVML must not leave its GPUs to the next."""
     yield
-    from dlbench.results import env
+    from dlbench.machine import env
 
     env.gpus.cache_clear()
 

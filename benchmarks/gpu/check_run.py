@@ -20,8 +20,8 @@ import json
 import sys
 from pathlib import Path
 
-from dlbench.results.mfu import efficiency
-from dlbench.results.store import Store
+from dlbench.analysis.mfu import efficiency
+from dlbench.store.store import Store
 
 
 def run_ids(store: str) -> list[str]:

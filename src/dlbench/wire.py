@@ -18,12 +18,11 @@ import os
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from dlbench.results.schema import RankRaw
+from dlbench.records import RankRaw, Status
 from dlbench.spec import PointSpec
 
 PROGRESS_PREFIX = "@@dlbench "
@@ -52,9 +51,6 @@ DEFAULT_RDZV_TIMEOUT_S = 300.0
 WATCHER_VAR = "DLBENCH_WATCHER"
 CONTROLLER_MEMORY = "nvml (controller)"  # a rank's memory_kind until the controller fills in what it sampled
 EDGE_KEY = "edge"  # a progress event at a measured repeat's first ("start") or last ("end") clock read
-
-Status = Literal["ok", "oom", "crashed", "timeout", "error", "unsupported", "failed_check"]
-
 
 @dataclass(frozen=True)
 class RankContext:
@@ -121,17 +117,6 @@ def _timeout(environ: Mapping[str, str], spec: PointSpec) -> float:
     except ValueError:
         return spec.timeout_s
     return value if value > 0 else spec.timeout_s
-
-
-def home() -> Path:
-    """$DLBENCH_HOME, else ~/.dlbench: per-framework environments, logs and caches (read on every call)."""
-    raw = os.environ.get("DLBENCH_HOME")
-    return Path(raw).expanduser() if raw else Path.home() / ".dlbench"
-
-
-def cache_dir(name: str) -> Path:
-    """A persistent cache folder under the dlbench home: cache/<name> (e.g. JAX's compilation cache)."""
-    return home() / "cache" / name
 
 
 def rank_result_path(result: Path, rank: int) -> Path:
@@ -225,6 +210,6 @@ def read_result(path: Path) -> WorkerResult:
 
 __all__ = ["ALLOCATOR_VARS", "CONTROLLER_MEMORY", "DEFAULT_RDZV_TIMEOUT_S", "EDGE_KEY", "ENGINE_VARS",
            "NODE_HOSTS_VAR", "PROGRESS_PREFIX", "RANK_GPU", "RANK_VARS", "RDZV_TIMEOUT_VAR", "RESULT_VERSION",
-           "SERVER_VAR", "THREAD_VARS", "WATCHER_VAR", "RankContext", "ResultError", "WorkerResult", "cache_dir",
-           "configure_rank", "edge_event", "home", "parse_progress", "progress_line", "rank_result_path",
+           "SERVER_VAR", "THREAD_VARS", "WATCHER_VAR", "RankContext", "ResultError", "WorkerResult",
+           "configure_rank", "edge_event", "parse_progress", "progress_line", "rank_result_path",
            "read_result", "watched_by_controller", "watcher_token"]

@@ -18,21 +18,14 @@ from typing import TYPE_CHECKING
 
 from dlbench.spec import PointSpec
 from dlbench.wire import (
-    CONTROLLER_MEMORY,
-    RANK_GPU,
-    RankContext,
-    Status,
-    WorkerResult,
-    configure_rank,
-    edge_event,
-    progress_line,
-    rank_result_path,
-    watched_by_controller,
+    CONTROLLER_MEMORY, RANK_GPU, RankContext, WorkerResult, configure_rank, edge_event, progress_line,
+    rank_result_path, watched_by_controller,
 )
+from dlbench.records import Status
 
 if TYPE_CHECKING:
     from dlbench.backends.base import Backend
-    from dlbench.results.gpu_watch import GpuSampler
+    from dlbench.machine.gpu_watch import GpuSampler
 
 
 def _peak_rss_bytes() -> int:
@@ -74,8 +67,8 @@ def _own_memory_sampler(spec: PointSpec, ctx: RankContext) -> contextlib.Abstrac
     """A rank the controller cannot see (another host) samples its own device(s) memory; else nothing."""
     if spec.device != "cuda" or watched_by_controller(os.environ):
         return contextlib.nullcontext(None)
-    from dlbench.results.gpu_watch import gpu_sampler, rank_devices
-    from dlbench.results.nvml import session, visible_handles
+    from dlbench.machine.gpu_watch import gpu_sampler, rank_devices
+    from dlbench.machine.nvml import session, visible_handles
 
     with session() as nv:
         visible = len(visible_handles(nv)) if nv is not None else 0
@@ -105,7 +98,7 @@ def _environment(backend: object, spec: PointSpec, ctx: RankContext | None = Non
     """The backend's facts about the framework, plus this node's topology on several ranks and, on a GPU, the one
     this rank ran on as NVML names it here (`rank_gpu`, the max-batch cache's device; `device_model` where the
     backend gives none) with its MIG mode; never raises."""
-    from dlbench.results.env import node_topology
+    from dlbench.machine.env import node_topology
 
     try:
         env = dict(backend.environment(spec))  # type: ignore[attr-defined]
@@ -185,7 +178,7 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
     from dlbench.cases import get_case
     from dlbench.protocol.runner import measure
     from dlbench.refusals import refusal as spec_refusal
-    from dlbench.results.schema import RankRaw
+    from dlbench.records import RankRaw
 
     case = get_case(spec.model).configured(spec.params)
     reason = (spec_refusal(spec) or backend.case_support(case) or _gpu_refusal(backend, spec, ctx)

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from dlbench.backends.fake import READY_VAR
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 
 
 def _workers(proc: subprocess.Popen[bytes], n: int, timeout: float = 60) -> list[psutil.Process]:

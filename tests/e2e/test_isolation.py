@@ -10,7 +10,7 @@ import pytest
 
 from dlbench.launch.point import execute
 from dlbench.launch.registry import Launchers
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
 
 CliResult = tuple[int, str, str]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from dlbench.protocol.stats import summarize
-from dlbench.results.record import environment
-from dlbench.results.schema import PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import Store
+from dlbench.analysis.record import environment
+from dlbench.records import PointResult, RankRaw, RepeatRaw
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
 
 CliResult = tuple[int, str, str]

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.launch.interpreters import NotInstalled
+from dlbench.envs.interpreters import NotInstalled
 from dlbench.launch.point import execute
 from dlbench.launch.registry import Launchers
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
 from dlbench.suite import sweep as sweep_mod
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from tests.support.frameworks import (
     MATRIX_ONLY,
     assert_compiled_point,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from dlbench.cases import get_case
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from tests.support.frameworks import (
     assert_compiled_point,
     assert_param_counts,

@@ -82,8 +82,8 @@ def jax_gpu_setup() -> dict[str, Any]:
     import json
 
     import dlbench
-    from dlbench.launch import venvs
-    from dlbench.launch.interpreters import NotInstalled, interpreter_for
+    from dlbench.envs import venvs
+    from dlbench.envs.interpreters import NotInstalled, interpreter_for
 
     try:
         python = interpreter_for("jax")

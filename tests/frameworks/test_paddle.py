@@ -19,7 +19,7 @@ import pytest
 
 from dlbench.cases import get_case
 from dlbench.launch.folder import free_port
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
 from tests.support.frameworks import (
     assert_compiled_point,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.launch.interpreters import interpreter_for
-from dlbench.results.request import request_of
-from dlbench.results.store import Store
+from dlbench.envs.interpreters import interpreter_for
+from dlbench.store.request import request_of
+from dlbench.store.store import Store
 
 pytestmark = [pytest.mark.framework("torch"), pytest.mark.slow]
 CliResult = tuple[int, str, str]

@@ -145,7 +145,7 @@ def test_tf_ps_trains_asynchronously_through_its_servers(cli: object, store_path
                        "--strategy", "ps", "--device", "cpu", "--warmup", "0", "--steps", "1", "--repeats", "1",
                        "--store", str(store_path))
     assert code == 0, err
-    from dlbench.results.store import Store
+    from dlbench.store.store import Store
 
     [point] = [p.result for p in Store(store_path).points() if p.result.spec.strategy == "ps"]
     assert point.status == "ok" and point.metrics is not None, point.error

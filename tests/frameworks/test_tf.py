@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, preset
 from tests.support.frameworks import (
     assert_compiled_point,
@@ -94,7 +94,7 @@ def test_channels_last_is_refused_for_bert(cli: Callable[..., CliResult], store_
 
 def test_cuda_is_refused_without_a_gpu(cli: Callable[..., CliResult], store_path: Path) -> None:
     interpreter_or_skip("tf")
-    from dlbench.results.env import cuda_available
+    from dlbench.machine.env import cuda_available
 
     if cuda_available():
         pytest.skip("this machine has a GPU: the refusal applies only without one")

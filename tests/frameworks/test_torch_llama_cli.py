@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 
 pytest.importorskip("torch", reason="torch is not installed in this environment: pip install -e '.[torch]'")
 pytestmark = [pytest.mark.framework("torch"), pytest.mark.slow]

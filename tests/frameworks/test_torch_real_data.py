@@ -22,8 +22,8 @@ from dlbench.launch.registry import Launchers  # noqa: E402
 from dlbench.numerics import resolve_precision  # noqa: E402
 from dlbench.protocol.runner import measure  # noqa: E402
 from dlbench.protocol.stats import INPUT_BOUND_SHARE, summarize  # noqa: E402
-from dlbench.results.schema import RankRaw  # noqa: E402
-from dlbench.results.store import Store  # noqa: E402
+from dlbench.records import RankRaw
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol  # noqa: E402
 from dlbench.suite.maxbatch import probe_bound, search  # noqa: E402
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from tests.support.frameworks import interpreter_or_skip
 
 pytestmark = [pytest.mark.slow]

@@ -94,7 +94,7 @@ def fake_module(gpus: list[FakeGpu]) -> types.ModuleType:
 
 def install(monkeypatch: pytest.MonkeyPatch, gpus: list[FakeGpu], visible: str | None = None) -> types.ModuleType:
     """Make `import pynvml` give the fake machine; CUDA_VISIBLE_DEVICES as given (unset for None)."""
-    from dlbench.results import env
+    from dlbench.machine import env
 
     module = fake_module(gpus)
     monkeypatch.setitem(sys.modules, "pynvml", module)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from dlbench.cases import all_cases
-from dlbench.launch.interpreters import NotInstalled, interpreter_for
-from dlbench.results.schema import PointResult
-from dlbench.results.store import Store
+from dlbench.envs.interpreters import NotInstalled, interpreter_for
+from dlbench.records import PointResult
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 

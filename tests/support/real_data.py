@@ -9,7 +9,7 @@ from pathlib import Path
 
 from dlbench.data.imagenet import make_imagenet
 from dlbench.data.text import make_text
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 CORPUS = "\n\n".join(f"Sentence one about item {i} is here. Sentence two follows item {i} closely. A third one "

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from dlbench.protocol.stats import summarize
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import Store, StoredPoint
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.store.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol
 
 PROTO = Protocol(warmup=1, steps=6, repeats=3, statistic="median", preset="quick")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.results.schema import PointResult
-from dlbench.results.store import Store
+from dlbench.records import PointResult
+from dlbench.store.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 EMULATE = ROOT / "scripts" / "emulate"

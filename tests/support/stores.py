@@ -23,7 +23,7 @@ import pytest
 import sqlalchemy as sa
 
 from dlbench.protocol.stats import summarize
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.spec import PointSpec, preset
 
 ENV_URL = "DLBENCH_TEST_PG_URL"

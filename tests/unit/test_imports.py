@@ -1,32 +1,42 @@
-"""The seams hold in the import graph: no module imports a layer above its own, the controller never imports a
-framework backend, the worker never imports a launcher, and no import circle exists between modules."""
+"""The seams hold in the import graph: no package imports a layer above its own, no two packages import each other
+(directly or round a circle), the controller never imports a framework backend, the worker never imports a
+launcher, no import circle exists between modules, and docs/architecture.md's layer table is this test's LAYERS."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
-from tests.support.paths import REPO
+SRC = Path(__file__).parents[2] / "src" / "dlbench"
+DOC = Path(__file__).parents[2] / "docs" / "architecture.md"
 
-SRC = REPO / "src" / "dlbench"
-
-# Layers, lowest first: a module may import its own layer and those below (docs/architecture.md).
+# Layers of whole packages (and top-level modules), lowest first: a package may import its own layer and those
+# below. docs/architecture.md shows the same table (test_the_architecture_doc_shows_these_layers).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("dlbench", "dlbench.spec", "dlbench.numerics", "dlbench.envfile", "dlbench.cases"),
-    ("dlbench.data", "dlbench.results.schema", "dlbench.protocol"),
-    ("dlbench.wire",),
-    ("dlbench.results", "dlbench.reference"),
-    ("dlbench.backends",),
-    ("dlbench.worker", "dlbench.check", "dlbench.launch", "dlbench.refusals"),
+    ("dlbench", "dlbench.spec", "dlbench.numerics", "dlbench.parallel", "dlbench.redact", "dlbench.envfile",
+     "dlbench.paths", "dlbench.records", "dlbench.cases", "dlbench.capabilities", "dlbench.jsonout",
+     "dlbench.printable"),
+    ("dlbench.data", "dlbench.protocol", "dlbench.reference"),
+    ("dlbench.wire", "dlbench.machine"),
+    ("dlbench.store",),
+    ("dlbench.analysis",),
+    ("dlbench.backends", "dlbench.refusals"),
+    ("dlbench.worker", "dlbench.check", "dlbench.envs", "dlbench.launch"),
     ("dlbench.suite",),
-    ("dlbench.report",),
+    ("dlbench.report", "dlbench.runapi"),
     ("dlbench.cli", "dlbench.__main__"),
 )
 # The light registry every layer above backends may read; it imports no framework.
 REGISTRY = "dlbench.backends"
 WORKER_SIDE = ("dlbench.worker", "dlbench.check", "dlbench.backends")
+
+
+def package(module: str) -> str:
+    """The package (or top-level module) a module belongs to: dlbench.store.rows -> dlbench.store."""
+    return ".".join(module.split(".")[:2])
 
 
 def module_name(path: Path) -> str:
@@ -36,12 +46,8 @@ def module_name(path: Path) -> str:
 
 
 def layer(module: str) -> int:
-    best, depth = -1, -1
-    for i, prefixes in enumerate(LAYERS):
-        for p in prefixes:
-            if (module == p or module.startswith(p + ".")) and len(p) > depth:
-                best, depth = i, len(p)
-    return best
+    unit = package(module)
+    return next((i for i, units in enumerate(LAYERS) if unit in units), -1)
 
 
 def imports(path: Path, top_level_only: bool) -> set[str]:
@@ -143,3 +149,57 @@ def test_no_import_circle_inside_a_package() -> None:
                 seen.add(n)
                 todo.extend(graph[n])
     assert not circles, f"import circles inside a package through {sorted(circles)}"
+
+
+# -- packages (#29): layers name whole packages, no circle between them, the doc shows the same table ------------
+def _package_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for m, p in MODULES.items():
+        graph.setdefault(package(m), set()).update(package(i) for i in imports(p, top_level_only=False)
+                                                   if package(i) != package(m))
+    return graph
+
+
+def test_every_package_is_in_one_layer() -> None:
+    named = [u for units in LAYERS for u in units]
+    assert len(named) == len(set(named)), "a package is named in two layers"
+    assert not sorted({package(m) for m in MODULES} - set(named)), "add these packages to LAYERS"
+
+
+def test_no_import_circle_between_packages() -> None:
+    """Counting imports inside functions and under TYPE_CHECKING too: packages form a ladder, not a knot."""
+    graph = _package_graph()
+    for start in graph:
+        seen, todo = set(), [(n, [start, n]) for n in graph[start]]
+        while todo:
+            n, path = todo.pop()
+            assert n != start, "import circle between packages: " + " -> ".join(path)
+            if n not in seen:
+                seen.add(n)
+                todo.extend((k, path + [k]) for k in graph.get(n, ()))
+
+
+def _doc_layers() -> tuple[tuple[str, ...], ...]:
+    """The layer table of docs/architecture.md: rows `| N | `spec.py`, `cases/` ... | ... |`, lowest first."""
+    rows = re.findall(r"^\|\s*(\d+)\s*\|([^|]*)\|", DOC.read_text(encoding="utf-8"), re.M)
+    assert rows, "docs/architecture.md has no layer table"
+    names = {"__init__.py": "dlbench"}
+    layers = []
+    for number, cell in rows:
+        assert int(number) == len(layers), f"docs/architecture.md: layer {number} is out of order"
+        units = re.findall(r"`([\w.]+/?)`", cell)
+        layers.append(tuple(sorted(names.get(u, "dlbench." + u.removesuffix("/").removesuffix(".py"))
+                                   for u in units)))
+    return tuple(layers)
+
+
+def test_the_architecture_doc_shows_these_layers() -> None:
+    assert _doc_layers() == tuple(tuple(sorted(units)) for units in LAYERS)
+
+
+@pytest.mark.parametrize("command", ["dlbench.cli.run", "dlbench.cli.sweep"])
+def test_run_and_sweep_commands_parse_call_and_render(command: str) -> None:
+    """The run API (runapi/) prepares and executes; the command imports no launcher, store or max-batch search."""
+    found = sorted(m for m in imports(MODULES[command], top_level_only=False)
+                   if m.startswith(("dlbench.launch", "dlbench.store", "dlbench.suite.maxbatch")))
+    assert not found, f"{command} imports {found}"

@@ -15,7 +15,7 @@ from dlbench.launch.hosts import HostsConfig, env_file, forwarded, rank_env
 from dlbench.launch.mpirun import mpirun_argv
 from dlbench.launch.process import worker_env
 from dlbench.redact import redact
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, preset
 
 CliResult = tuple[int, str, str]

@@ -9,7 +9,7 @@ passes its build's CUDA version; NVML gives the GPUs and the driver's CUDA versi
 from __future__ import annotations
 
 from dlbench.backends.gpu_arch import cuda_version
-from dlbench.results.nvml import gpu_info, session
+from dlbench.machine.nvml import gpu_info, session
 
 
 def driver_cuda() -> str:

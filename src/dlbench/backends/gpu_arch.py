@@ -17,7 +17,7 @@ import os
 import re
 from dataclasses import dataclass
 
-from dlbench.results.nvml import gpu_info
+from dlbench.machine.nvml import gpu_info
 from dlbench.wire import RankContext
 
 # The newest compute capability each CUDA toolkit release compiles for, from NVIDIA's CUDA release notes:

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from dlbench.cli.lazy import LazyGroup
-from dlbench.results.errors import EXIT_NOT_STORED, PointNotStored, StoreError
+from dlbench.store.errors import EXIT_NOT_STORED, PointNotStored, StoreError
 from dlbench.spec import SpecError
 
 
@@ -19,7 +19,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     """The errors that mean bad input (exit 2). Imported when one is raised: their modules are loaded by then."""
     from dlbench.backends import UnknownFramework
     from dlbench.cases import UnknownCase
-    from dlbench.launch.interpreters import NotInstalled
+    from dlbench.envs.interpreters import NotInstalled
 
     return (SpecError, StoreError, UnknownCase, UnknownFramework, NotInstalled)
 

@@ -1,7 +1,7 @@
 """`dlbench compare RUN_A RUN_B`: per matching point, the ratio B/A with a CI and an honest verdict.
 
 Exit codes: 0 compared (no regression over --fail-above); 1 a significant regression over --fail-above; 2 bad
-input; 3 a point's samples could not have shown the change asked about ('not enough samples', results/power.py)
+input; 3 a point's samples could not have shown the change asked about ('not enough samples', machine/power.py)
 and no regression was found.
 """
 
@@ -15,8 +15,8 @@ from rich.markup import escape
 
 from dlbench.cli.output import stdout_console
 from dlbench.report.screens import COMPARE_OPTIONAL, comparison_table, undetectable_lines
-from dlbench.results.compare import MIN_EFFECT, compare_runs
-from dlbench.results.store import Store
+from dlbench.analysis.compare import MIN_EFFECT, compare_runs
+from dlbench.store.store import Store
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%?\s*$", re.ASCII)
 UNDETECTABLE_EXIT = 3

@@ -1,19 +1,15 @@
-"""What a long command says while it works: a busy machine before the first point, how to measure again after
-Ctrl-C, and setup's stages where no spinner can be seen."""
+"""What a long command says while it works: a busy machine before the first point, and how to measure again after
+Ctrl-C (setup's stage lines live with provisioning: envs/provision.py)."""
 
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 
 import psutil
 from rich.console import Console
 
-from dlbench.results.contention import others_share_now, tree
-from dlbench.results.telemetry import CONTENTION_SHARE
+from dlbench.machine.contention import others_share_now, tree
+from dlbench.machine.telemetry import CONTENTION_SHARE
 
 SUGGESTED_WAIT_S = 300
 
@@ -47,16 +43,3 @@ def interrupted_line(run_id: str, command: str) -> str:
     """What `run` says on Ctrl-C: where the finished points are, and that it measures again, not resumes."""
     return (f"interrupted: the finished points are stored in run {run_id} (dlbench results {run_id}). `dlbench run` "
             f"does not resume: to measure the rest, run the command again: {command}")
-
-
-@contextmanager
-def stage(console: Console, label: str, log: Path | None = None) -> Iterator[None]:
-    """Outside a terminal (no spinner to see) a line when a setup stage starts, naming its log, and one when it
-    ends, with its duration; on a terminal, nothing (the spinner says it)."""
-    if console.is_terminal:
-        yield
-        return
-    console.print(f"{label} ..." + (f" (output in {log})" if log else ""), highlight=False, markup=False)
-    start = time.monotonic()
-    yield
-    console.print(f"{label}: finished in {time.monotonic() - start:,.0f} s", highlight=False, markup=False)

@@ -12,13 +12,13 @@ import click
 from dlbench.backends import get_info
 from dlbench.cases import get_case
 from dlbench.cli.compare import parse_percent
-from dlbench.cli.options import split
+from dlbench.runapi.options import split
 from dlbench.cli.output import stdout_console
 from dlbench.report.screens import HISTORY_OPTIONAL, history_table
-from dlbench.results.compare import ALPHA, MIN_EFFECT
+from dlbench.analysis.compare import ALPHA, MIN_EFFECT
 from dlbench.jsonout import strict_dumps
-from dlbench.results.history import Series, build_series, parse_since
-from dlbench.results.store import Store
+from dlbench.analysis.history import Series, build_series, parse_since
+from dlbench.store.store import Store
 
 
 def _known(model: str | None, framework: str | None) -> tuple[list[str], list[str]]:

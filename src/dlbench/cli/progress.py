@@ -13,7 +13,7 @@ from rich.table import Column
 from rich.text import Text
 
 from dlbench.launch.process import ProgressSink
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 from dlbench.spec import PointSpec
 
 
@@ -99,6 +99,10 @@ class RunProgress:
             self._points_eta(left)
 
         return sink
+
+    def restart(self, total: int) -> None:
+        """Count the points from zero, out of `total` (a sweep knows how many it runs once its searches ended)."""
+        self.progress.update(self.points, total=total, completed=0, description="points")
 
     def note(self, text: str) -> None:
         """Show what happens before the points (e.g. a max-batch search) on the points bar."""

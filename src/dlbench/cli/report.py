@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from dlbench.results.errors import EXIT_NOT_STORED
-from dlbench.results.store import Store
+from dlbench.store.errors import EXIT_NOT_STORED
+from dlbench.store.store import Store
 
 
 class ReportNotWritten(click.ClickException):

@@ -1,6 +1,6 @@
 """`dlbench reproduce POINT_OR_RUN`: the command, package lock and host that made a stored point; --env-file writes
 the lock as a requirements file; --run measures it again here and shows both side by side with compare's verdict.
-The logic lives in results/reproduce.py (finding, what is missing, the lock, the version check) and
+The logic lives in analysis/reproduce.py (finding, what is missing, the lock, the version check) and
 launch/again.py (checking this environment, measuring again, comparing)."""
 
 from __future__ import annotations
@@ -18,21 +18,13 @@ from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.cli.rerun import identity_lines
 from dlbench.launch.again import check_environment, measure_again
-from dlbench.results.compare import MIN_EFFECT, PointComparison, label
-from dlbench.results.reproduce import (
-    NotReproducible,
-    Target,
-    command_of,
-    find,
-    host_facts,
-    labels,
-    requirements_text,
-    specs_of,
-    what_is_missing,
+from dlbench.analysis.compare import MIN_EFFECT, PointComparison, label
+from dlbench.analysis.reproduce import (
+    NotReproducible, Target, command_of, find, host_facts, labels, requirements_text, specs_of, what_is_missing,
 )
-from dlbench.results.request import UID_SHOWN, Request, request_of
-from dlbench.results.schema import PointResult, exit_code
-from dlbench.results.store import Store, StoredPoint
+from dlbench.store.request import UID_SHOWN, Request, request_of
+from dlbench.records import PointResult, exit_code
+from dlbench.store.store import Store, StoredPoint
 
 
 def _say(out: Console, text: str) -> None:

@@ -2,7 +2,7 @@
 
 The answer to "I cannot reproduce your number": every distinct spec of the run's points (frozen PointSpecs, read
 back from the store) is measured again in this environment, stored as a new run (kind `rerun`, its meta naming
-the original), and compared point by point with the original through results/compare.py. Identity keys that
+the original), and compared point by point with the original through analysis/compare.py. Identity keys that
 differ between the two (device, framework version ...) are named first, since they explain a difference before
 any statistics do.
 """
@@ -21,12 +21,12 @@ from dlbench.report.screens import comparison_table, undetectable_lines
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.launch.hosts import HostsConfig
-from dlbench.launch.interpreters import interpreter_for
+from dlbench.envs.interpreters import interpreter_for
 from dlbench.launch.registry import Launchers
 from dlbench.launch.session import run_points
-from dlbench.results.compare import MIN_EFFECT, Comparison, compare_runs
-from dlbench.results.schema import exit_code
-from dlbench.results.store import Store
+from dlbench.analysis.compare import MIN_EFFECT, Comparison, compare_runs
+from dlbench.records import exit_code
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec
 
 

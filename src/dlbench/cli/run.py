@@ -1,38 +1,23 @@
-"""`dlbench run`: measure points now, store them, print the table."""
+"""`dlbench run`: measure points now, store them, print the table (the run API is runapi/run.py)."""
 
 from __future__ import annotations
-
-import dataclasses
-import time
 
 import click
 from rich.console import Console
 
-from dlbench.cases import get_case
 from dlbench.cli.feedback import interrupted_line, say_busy
 from dlbench.cli.invocation import command_line
-from dlbench.cli.options import build_specs, parse_params, protocol_from, require_gpu, say_device, with_layout
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.cli.watch_options import watch_options
-from dlbench.launch.bounds import check_bounds
-from dlbench.launch.hosts import HostsConfig
-from dlbench.launch.interpreters import interpreter_for
-from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
-from dlbench.launch.registry import Launchers
-from dlbench.launch.session import run_points
-from dlbench.refusals import refuse_impossible
+from dlbench.records import MIN_REPEATS_FOR_SPREAD
 from dlbench.report.export import to_csv, to_json
 from dlbench.report.max_values import verdict_lines
 from dlbench.report.table import COLUMNS, COMPACT, pick_columns, points_table, scaling_notes
 from dlbench.report.telemetry import telemetry_notes
-from dlbench.results.env import host_identity, physical_cores
-from dlbench.results.record import point_result
-from dlbench.results.scaling import missing_baselines, scaled
-from dlbench.results.schema import MIN_REPEATS_FOR_SPREAD, PointResult, exit_code
-from dlbench.results.store import Store
-from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, PointSpec, SpecError
-from dlbench.suite.maxbatch import param_bounds, search
+from dlbench.runapi.options import say_device
+from dlbench.runapi.run import LAUNCHER_NAMES, RunHooks, RunRequest, execute_run, prepare_run
+from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
 
 
 @click.command("run")
@@ -110,113 +95,48 @@ def run(framework: str | None, model: str | None, batch_size: str | None, precis
         devices_per_node: int | None, strategy: str, launcher: str | None, hosts: str | None, reach: str | None,
         master_addr: str | None, rendezvous_timeout: float, memory_limit: str | None,
         params: tuple[str, ...], tensor_parallel: int, pipeline_parallel: int, micro_batches: int,
-        pipeline_schedule: str, recompute: bool, fsdp: bool, context_parallel: int, sync_every_step: bool,
-        bucket_mb: int | None, store_path: str | None, fmt: str,
-        columns: str | None, wide: bool, force: bool = False, wait_quiet: float = 0.0,
+        pipeline_schedule: str, recompute: bool, fsdp: bool, context_parallel: int, sync_every_step: bool, bucket_mb: int | None,
+        store_path: str | None, fmt: str, columns: str | None, wide: bool, force: bool = False, wait_quiet: float = 0.0,
         price_per_hour: float | None = None) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
     shown = pick_columns(columns, wide)
-    specs = build_specs(
-        framework=framework, model=model, batch_size=batch_size, precision=precision, compile_=compile_,
-        channels_last=channels_last, device=device,
-        protocol=protocol_from(preset_name, warmup, steps, repeats, statistic), timeout=timeout,
-        input_size=input_size, threads=threads, data=data, data_dir=data_dir, scale=scale, nodes=nodes,
-        devices_per_node=devices_per_node, strategy=strategy, launcher=launcher or "local", memory_limit=memory_limit,
-        params=params)
-    specs = with_layout(specs, tensor_parallel, pipeline_parallel, micro_batches, pipeline_schedule, recompute,
-                        round_batch=batch_size is None)
-    specs = [dataclasses.replace(s, fsdp=fsdp, context_parallel=context_parallel) for s in specs]
-    if sync_every_step:
-        specs = [dataclasses.replace(s, sync_every_step=True) for s in specs]
-    if bucket_mb is not None:  # checked by the spec: only strategies with buckets take it
-        specs = [dataclasses.replace(s, bucket_mb=bucket_mb) for s in specs]
-    refuse_impossible(specs)  # what the spec alone shows cannot run: exit 2 before anything runs (dlbench.refusals)
-    searched = parse_params(params)[1]
-    if searched and any(s.device == "cpu" and s.memory_limit_bytes is None for s in specs):
-        raise SpecError(f"--param {searched}=max on the CPU needs --memory-limit (the emulated device budget; "
-                        "the search must not fill this machine's memory)")
-    launchers = Launchers.build(HostsConfig.from_options(hosts, reach, master_addr, rendezvous_timeout))
-    if launcher is None:
-        specs = [dataclasses.replace(s, launcher=Launchers.default_for(s)) for s in specs]
-    for s in specs:
-        launchers.check(s)
-    require_gpu(specs, hosts)
-    check_bounds(specs, force, remote_hosts=bool(launchers.config.hosts))  # no fork bomb from a typo
-    for fw in {s.framework for s in specs}:
-        interpreter_for(fw)  # refuse a missing framework before anything is written
-    store = Store(store_path)
-    say_device(device)
-    first = specs[0]
-    failed: list[PointResult] = []
-    extras: dict[str, dict[str, object]] = {}
-    if searched:
-        specs, failed, extras = search_param(store, specs, searched, launchers)
-    # Speedup needs the 1-device throughput of the same configuration: measure it first where the store has none.
-    # A model-parallel (or Partial FC) maximum outgrows one device by design: no baseline for it (scaling.py).
-    want = [s for s in specs if not (s.key() in extras and get_case(s.model).configured(s.params).splits_model)]
-    specs = [*missing_baselines(store.points(), want, host_identity(first.device, physical_cores())), *specs]
     command = command_line("dlbench run")
-    run_id = store.create_run(command, kind="run", meta={"preset": preset_name, "points": len(specs) + len(failed)})
-    for r in failed:
-        store.add_point(run_id, r)
+    request = RunRequest(
+        framework=framework, model=model, batch_size=batch_size, precision=precision, compile_=compile_,
+        channels_last=channels_last, device=device, preset_name=preset_name, warmup=warmup, steps=steps,
+        repeats=repeats, statistic=statistic, timeout=timeout, input_size=input_size, threads=threads, data=data,
+        data_dir=data_dir, scale=scale, nodes=nodes, devices_per_node=devices_per_node, strategy=strategy,
+        launcher=launcher, hosts=hosts, reach=reach, master_addr=master_addr, rendezvous_timeout=rendezvous_timeout,
+        memory_limit=memory_limit, params=params, tensor_parallel=tensor_parallel,
+        pipeline_parallel=pipeline_parallel, micro_batches=micro_batches, pipeline_schedule=pipeline_schedule,
+        recompute=recompute, fsdp=fsdp, context_parallel=context_parallel, sync_every_step=sync_every_step, bucket_mb=bucket_mb, store_path=store_path,
+        force=force, wait_quiet=wait_quiet, price_per_hour=price_per_hour, command=command)
+    prepared = prepare_run(request)
+    say_device(device)
     console = Console(stderr=True)
     say_busy(console, wait_quiet)
-    try:
-        with RunProgress(len(specs), console) as ui:
-            results = run_points(store, run_id, specs, launchers, started=ui.started, done=ui.done, extras=extras,
-                                 wait_quiet_s=wait_quiet, price_per_hour=price_per_hour)
-    except KeyboardInterrupt:
-        store.finish_run(run_id, "interrupted")
-        console.print(interrupted_line(run_id, command), highlight=False, markup=False)
-        raise
-    store.finish_run(run_id, "done")
-    results = [*failed, *results]
-    stored = store.points()
+    outcome = execute_run(prepared, RunHooks(
+        note=lambda line: click.echo(line, err=True), progress=lambda total: RunProgress(total, console),
+        interrupted=lambda run_id: console.print(interrupted_line(run_id, command), highlight=False, markup=False)))
     if fmt != "table":
-        mine = [p for p in stored if p.run_id == run_id]
-        click.echo(to_json(mine, stored) if fmt == "json" else to_csv(mine, stored), nl=fmt == "json")
-        return exit_code(r.status for r in results)
+        stored = list(outcome.stored)
+        click.echo(to_json(outcome.mine(), stored) if fmt == "json" else to_csv(outcome.mine(), stored),
+                   nl=fmt == "json")
+        return outcome.exit_code
+    results = list(outcome.results)
     out = stdout_console(wide)
-    scales = [scaled(stored, r) for r in results]
-    out.print(points_table(results, title=f"run {run_id}", scaled=scales, columns=shown, wide=wide,
+    scales = outcome.scales()
+    out.print(points_table(results, title=f"run {outcome.run_id}", scaled=scales, columns=shown, wide=wide,
                            width=out.width))
     for line in scaling_notes(results, scales) + verdict_lines(results):
         out.print(line)
     for line in telemetry_notes(results):
         out.print(line)
-    n = first.protocol.repeats
+    n = outcome.protocol.repeats
     out.print(f"Throughput = global samples in the measured steps / wall time of those steps; "
-              f"{first.protocol.statistic} of {n} repeat{'s' if n != 1 else ''}, "
+              f"{outcome.protocol.statistic} of {n} repeat{'s' if n != 1 else ''}, "
               + ("± half the 95% CI." if n >= MIN_REPEATS_FOR_SPREAD else
                  f"n={n}: fewer than {MIN_REPEATS_FOR_SPREAD} repeats give no CI and no CV (noise unknown)."))
-    out.print(f"Results: {store.path} (run {run_id}). Raw step times: dlbench results {run_id} --format json")
-    return exit_code(r.status for r in results)
-
-
-def search_param(store: Store, specs: list[PointSpec], name: str, launchers: Launchers
-                 ) -> tuple[list[PointSpec], list[PointResult], dict[str, dict[str, object]]]:
-    """--param NAME=max: search each configuration's largest value (suite/maxbatch.py, probes cached), then the
-    points to measure at it, and the search's facts to keep with each (by spec key); a configuration where even
-    the lower bound fails becomes a failed point."""
-    found_specs: list[PointSpec] = []
-    failed: list[PointResult] = []
-    extras: dict[str, dict[str, object]] = {}
-    for spec in specs:
-        lo, hi, unit = param_bounds(get_case(spec.model), name)
-        found = search(store, spec, lo, hi, memory_limit=spec.memory_limit_bytes,
-                       python=interpreter_for(spec.framework), launchers=launchers, quantity=name, unit=unit)
-        label = f"{spec.framework} {spec.model} bs{spec.batch_size}"
-        if found.max_batch is None:
-            click.echo(f"max {name} for {label}: none fits: {found.note}", err=True)
-            none = point_result(spec, found.last.status, None, f"no {name} in [{lo}, {hi}) trains: {found.note}",
-                                [], time.time())
-            failed.append(dataclasses.replace(none, extra={**none.extra, found.extra_key: found.facts()}))
-            continue
-        how = f"exact within {unit:,}, reproduced when run again" if found.exact else found.note
-        over = f", {found.fails_at:,} ran out of memory" if found.fails_at is not None else ""
-        click.echo(f"max {name} for {label}: {found.max_batch:,} trains{over} ({how}; {len(found.probes)} probes, "
-                   f"{found.new_probes} new)", err=True)
-        at_max = dataclasses.replace(spec, case_params=tuple(sorted({**spec.params, name: found.max_batch}.items())))
-        found_specs.append(at_max)
-        extras[at_max.key()] = {found.extra_key: found.facts()}
-    return found_specs, failed, extras
+    out.print(f"Results: {outcome.store_path} (run {outcome.run_id}). Raw step times: dlbench results "
+              f"{outcome.run_id} --format json")
+    return outcome.exit_code

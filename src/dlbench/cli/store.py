@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from dlbench.results.gather import Copied, copy_runs
-from dlbench.results.store import Store
+from dlbench.store.gather import Copied, copy_runs
+from dlbench.store.store import Store
 
 
 def _say(verb: str, c: Copied, src: Store, dst: Store) -> None:

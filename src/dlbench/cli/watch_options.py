@@ -8,7 +8,7 @@ from typing import TypeVar
 
 import click
 
-from dlbench.results.telemetry import CONTENTION_SHARE
+from dlbench.machine.telemetry import CONTENTION_SHARE
 
 F = TypeVar("F", bound=Callable[..., object])
 MAX_WAIT_S = 7 * 86400.0  # a week: longer is a typo (1e30 would wait until killed)

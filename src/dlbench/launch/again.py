@@ -1,6 +1,6 @@
 """Measure a stored point (or run) again, here: check that this environment may (its framework is installed, at
 the version that made the point, unless forced), run its exact stored specs into a new run of kind `reproduce`,
-and compare the two with results/compare.py. `dlbench reproduce --run` is a thin layer over `measure_again`."""
+and compare the two with analysis/compare.py. `dlbench reproduce --run` is a thin layer over `measure_again`."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from pathlib import Path
 
 from dlbench.backends import get_info
 from dlbench.launch.hosts import HostsConfig
-from dlbench.launch.interpreters import NotInstalled, interpreter_for
+from dlbench.envs.interpreters import NotInstalled, interpreter_for
 from dlbench.launch.lock import package_lock
 from dlbench.launch.registry import Launchers
 from dlbench.launch.session import PointDone, PointStarted, run_points
-from dlbench.results.compare import MIN_EFFECT, Comparison, compare_runs
-from dlbench.results.reproduce import NotReproducible, Target, specs_of, version_refusal
-from dlbench.results.request import normalise, request_of
-from dlbench.results.store import Store
+from dlbench.analysis.compare import MIN_EFFECT, Comparison, compare_runs
+from dlbench.analysis.reproduce import NotReproducible, Target, specs_of, version_refusal
+from dlbench.store.request import normalise, request_of
+from dlbench.store.store import Store
 
 REPRODUCE_KIND = "reproduce"
 

@@ -28,7 +28,7 @@ def logical_cpus() -> int:
 def local_rank_limit(device: str) -> tuple[int, str]:
     """(most ranks one node of this machine can run, why) for a device."""
     if device == "cuda":
-        from dlbench.results.env import gpus
+        from dlbench.machine.env import gpus
 
         visible = len(gpus().devices)
         if visible:

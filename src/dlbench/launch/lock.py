@@ -1,4 +1,4 @@
-"""Each point's request (results/request.py), filled in where it is launched: its run's command, dlbench's version
+"""Each point's request (store/request.py), filled in where it is launched: its run's command, dlbench's version
 and commit, and the packages of the interpreter that runs it, read once per interpreter per process (never
 inside a point's time)."""
 
@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 from dlbench import __version__
-from dlbench.results.request import Request, with_request
-from dlbench.results.schema import PointResult
-from dlbench.results.store import Store
+from dlbench.store.request import Request, with_request
+from dlbench.records import PointResult
+from dlbench.store.store import Store
 
 # Run by the framework's interpreter: every distribution it sees (the first of a name wins, as imports do).
 LOCK_SCRIPT = (

@@ -8,9 +8,9 @@ import time
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
 from dlbench.launch.watch import PointWatch
-from dlbench.results.record import point_result
-from dlbench.results.schema import PointResult
-from dlbench.results.telemetry import with_telemetry
+from dlbench.analysis.record import point_result
+from dlbench.records import PointResult
+from dlbench.machine.telemetry import with_telemetry
 from dlbench.spec import PointSpec, SpecError
 
 
@@ -26,7 +26,7 @@ def execute(spec: PointSpec, launchers: Launchers, python: str = sys.executable,
     except SpecError as exc:
         return point_result(spec, "error", None, str(exc), [], started)
     with PointWatch(spec, wait_quiet_s, price_per_hour) as watch:
-        outcome = launcher(spec, python, watch.sink(on_progress))
+        outcome = launcher.launch(spec, python, watch.sink(on_progress))
     telemetry, worker = watch.finish(outcome.result)
     result = point_result(spec, outcome.status, worker, outcome.error, outcome.tail, started)
     return with_telemetry(result, telemetry)

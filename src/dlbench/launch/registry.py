@@ -1,4 +1,6 @@
-"""The launchers, built once from a hosts configuration and immutable: a caller cannot forget to fill them.
+"""The launchers as objects: each class names itself (NAME), refuses before anything runs what it cannot place
+(check) and starts a point's ranks (launch). The registry is built from the classes, configured once from a hosts
+configuration and immutable: a caller cannot forget to fill it.
 
 `local` runs one worker (several on one machine for a multi-device point); `hosts`, `torchrun`, `mpirun` and
 `slurm` place ranks on configured hosts or a Slurm allocation. Which engine a framework prefers on several
@@ -7,10 +9,11 @@ devices is its BackendInfo's `engine`.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import ClassVar
 
 from dlbench.backends import get_info
 from dlbench.launch import hosts, mpirun, slurm, torchrun
@@ -18,19 +21,94 @@ from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.process import ChildOutcome, ProgressSink
 from dlbench.spec import PointSpec, SpecError
 
-# A launcher runs a spec with an interpreter and returns how its child(ren) ended, every rank included.
-Launcher = Callable[[PointSpec, str, ProgressSink | None], ChildOutcome]
-NAMES: tuple[str, ...] = ("local", "hosts", "torchrun", "mpirun", "slurm")
+
+class Launcher(ABC):
+    """Where a point runs: a launcher configured with the hosts it may reach."""
+
+    NAME: ClassVar[str]
+
+    def __init__(self, config: HostsConfig) -> None:
+        self.config = config
+
+    def check(self, spec: PointSpec) -> None:
+        """Refuse, before anything runs, a point this launcher cannot place (SpecError, one line)."""
+        problem = self.config.problem(spec)
+        if problem:
+            raise SpecError(problem)
+
+    @abstractmethod
+    def launch(self, spec: PointSpec, python: str, on_progress: ProgressSink | None) -> ChildOutcome:
+        """Run the spec's ranks with this interpreter; how its child(ren) ended, every rank included."""
+
+
+class LocalLauncher(Launcher):
+    """This machine: one worker, or one plain worker per rank (and the servers beside them)."""
+
+    NAME = "local"
+
+    def check(self, spec: PointSpec) -> None:
+        """Several nodes are not this machine."""
+        if spec.nodes > 1:
+            raise SpecError(f"the local launcher runs on this machine only; for {spec.nodes} nodes use --launcher "
+                            "torchrun, hosts or mpirun with --hosts, or --launcher slurm")
+        super().check(spec)
+
+    def launch(self, spec: PointSpec, python: str, on_progress: ProgressSink | None) -> ChildOutcome:
+        """hosts.local."""
+        return hosts.local(spec, python, on_progress)
+
+
+class HostsLauncher(Launcher):
+    """Every rank a plain worker on its host, reached by the reach command."""
+
+    NAME = "hosts"
+
+    def launch(self, spec: PointSpec, python: str, on_progress: ProgressSink | None) -> ChildOutcome:
+        """hosts.launch."""
+        return hosts.launch(spec, python, on_progress, config=self.config)
+
+
+class TorchrunLauncher(Launcher):
+    """One torchrun per node."""
+
+    NAME = "torchrun"
+
+    def launch(self, spec: PointSpec, python: str, on_progress: ProgressSink | None) -> ChildOutcome:
+        """torchrun.launch."""
+        return torchrun.launch(spec, python, on_progress, config=self.config)
+
+
+class MpirunLauncher(Launcher):
+    """One mpirun over the hosts."""
+
+    NAME = "mpirun"
+
+    def launch(self, spec: PointSpec, python: str, on_progress: ProgressSink | None) -> ChildOutcome:
+        """mpirun.launch."""
+        return mpirun.launch(spec, python, on_progress, config=self.config)
+
+
+class SlurmLauncher(Launcher):
+    """One Slurm job: the allocation places the nodes, not the hosts configuration."""
+
+    NAME = "slurm"
+
+    def check(self, spec: PointSpec) -> None:
+        """Slurm places any number of nodes: nothing to refuse here."""
+
+    def launch(self, spec: PointSpec, python: str, on_progress: ProgressSink | None) -> ChildOutcome:
+        """slurm.launch."""
+        return slurm.launch(spec, python, on_progress, config=self.config)
+
+
+# The registry: every launcher class, in the order help texts list them; names come from the classes.
+LAUNCHER_CLASSES: tuple[type[Launcher], ...] = (LocalLauncher, HostsLauncher, TorchrunLauncher, MpirunLauncher,
+                                                SlurmLauncher)
+NAMES: tuple[str, ...] = tuple(cls.NAME for cls in LAUNCHER_CLASSES)
 
 
 def _table(config: HostsConfig) -> Mapping[str, Launcher]:
-    return MappingProxyType({
-        "local": hosts.local,
-        "hosts": functools.partial(hosts.launch, config=config),
-        "torchrun": functools.partial(torchrun.launch, config=config),
-        "mpirun": functools.partial(mpirun.launch, config=config),
-        "slurm": functools.partial(slurm.launch, config=config),
-    })
+    return MappingProxyType({cls.NAME: cls(config) for cls in LAUNCHER_CLASSES})
 
 
 @dataclass(frozen=True)
@@ -58,14 +136,9 @@ class Launchers:
         return get_info(spec.framework).engine if spec.world_size > 1 else "local"
 
     def check(self, spec: PointSpec) -> None:
-        """Refuse, before anything runs, a point this launcher cannot place (SpecError, one line)."""
-        self.get(spec.launcher)
-        if spec.launcher == "local" and spec.nodes > 1:
-            raise SpecError(f"the local launcher runs on this machine only; for {spec.nodes} nodes use --launcher "
-                            "torchrun, hosts or mpirun with --hosts, or --launcher slurm")
-        problem = self.config.problem(spec) if spec.launcher != "slurm" else None
-        if problem:
-            raise SpecError(problem)
+        """Refuse, before anything runs, a point its launcher cannot place (SpecError, one line)."""
+        self.get(spec.launcher).check(spec)
 
 
-__all__ = ["NAMES", "Launcher", "Launchers"]
+__all__ = ["LAUNCHER_CLASSES", "NAMES", "HostsLauncher", "Launcher", "Launchers", "LocalLauncher", "MpirunLauncher",
+           "SlurmLauncher", "TorchrunLauncher"]

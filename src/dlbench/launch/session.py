@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 
-from dlbench.launch.interpreters import interpreter_for
+from dlbench.envs.interpreters import interpreter_for
 from dlbench.launch.lock import attach_request
 from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
-from dlbench.results.schema import PointResult
-from dlbench.results.store import Store
+from dlbench.records import PointResult
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec
 
 PointStarted = Callable[[int, PointSpec], ProgressSink | None]

@@ -22,11 +22,11 @@ from types import TracebackType
 import psutil
 
 from dlbench.launch.process import ProgressSink
-from dlbench.results.contention import PROC_STAT, CpuWindows, tree, wait_quiet
-from dlbench.results.energy import POWERCAP, RaplMeter
-from dlbench.results.gpu_watch import GpuSampler, rank_devices
-from dlbench.results.nvml import session, visible_handles
-from dlbench.results.telemetry import Contention, Energy, Telemetry
+from dlbench.machine.contention import PROC_STAT, CpuWindows, tree, wait_quiet
+from dlbench.machine.energy import POWERCAP, RaplMeter
+from dlbench.machine.gpu_watch import GpuSampler, rank_devices
+from dlbench.machine.nvml import session, visible_handles
+from dlbench.machine.telemetry import Contention, Energy, Telemetry
 from dlbench.spec import PointSpec
 from dlbench.wire import CONTROLLER_MEMORY, EDGE_KEY, WorkerResult
 

@@ -23,7 +23,7 @@ from itertools import pairwise
 from typing import Any
 from typing import Protocol as TypingProtocol
 
-from dlbench.results.schema import RepeatRaw
+from dlbench.records import RepeatRaw
 from dlbench.spec import Protocol
 
 MAX_CALIBRATED_STEPS = 100_000

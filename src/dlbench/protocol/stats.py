@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from dlbench.results.schema import MIN_REPEATS_FOR_SPREAD, Metrics, RankRaw
+from dlbench.records import MIN_REPEATS_FOR_SPREAD, Metrics, RankRaw
 from dlbench.spec import PointSpec
 
 CI_LEVEL = 0.95

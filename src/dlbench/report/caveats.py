@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 
 # The fact keys a backend records for a caveat (their values are the one-line explanation).
 CAVEAT_FACTS: tuple[str, ...] = ("amp_host_sync",)

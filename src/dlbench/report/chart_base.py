@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from dlbench.report.groups import Column
-from dlbench.results.schema import Metrics
+from dlbench.records import Metrics
 
 matplotlib.use("Agg")
 

@@ -14,9 +14,9 @@ from matplotlib.axis import Axis
 
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled, whiskers
 from dlbench.report.groups import Column, RowKey, Section, max_batch_of, model_title
-from dlbench.results.compare import ratio_ci, step_matrix
-from dlbench.results.schema import PointResult
-from dlbench.results.store import StoredPoint
+from dlbench.analysis.compare import ratio_ci, step_matrix
+from dlbench.records import PointResult
+from dlbench.store.store import StoredPoint
 
 
 def _si(v: float) -> str:

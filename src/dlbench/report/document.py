@@ -20,7 +20,7 @@ from dlbench.report.published import Beside, beside
 from dlbench.report.special import wide_deep_chart
 from dlbench.report.strategies import StrategyReport, strategy_report
 from dlbench.report.telemetry import contended
-from dlbench.results.store import RunRecord, StoredPoint
+from dlbench.store.store import RunRecord, StoredPoint
 from dlbench.spec import Protocol
 from dlbench.suite.maxbatch import MAXBATCH_KIND, PROBE_PRESET
 

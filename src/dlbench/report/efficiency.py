@@ -1,7 +1,7 @@
 """How close each point came to its device's peak: a table of FLOPs, achieved TFLOP/s, peak and MFU per section,
 the "MFU by framework" chart, and a roofline-style view of achieved TFLOP/s beside the device peak.
 
-The figures come from results/mfu.py (throughput x training FLOPs per sample, over the peak of the point's math
+The figures come from analysis/mfu.py (throughput x training FLOPs per sample, over the peak of the point's math
 mode); this module only arranges and draws them.
 """
 
@@ -13,7 +13,7 @@ import numpy as np
 
 from dlbench.report.chart_base import FAIL_COLOR, Chart, ChartSet, figure, styled
 from dlbench.report.groups import Column, RowKey, Section
-from dlbench.results.mfu import Efficiency, efficiency
+from dlbench.analysis.mfu import Efficiency, efficiency
 
 FLOPS_DEFINITION = ("Achieved TFLOP/s = samples/s x training FLOPs per sample (2 per multiply-add of every "
                     "convolution and matrix product, backward = 2x forward, no recomputation); MFU = achieved / "

@@ -1,11 +1,11 @@
 """Machine-readable exports: JSON with every raw sample, and a tidy one-row-per-point CSV.
 
 Both give a multi-device point's speedup, scaling efficiency and the id of the 1-device point they were
-measured against (results/scaling.py picks it, from `pool`: every stored point, since it may come from
+measured against (analysis/scaling.py picks it, from `pool`: every stored point, since it may come from
 another run); empty / null where there is none. Both give each point's training FLOPs per sample, achieved
-TFLOP/s, the device peak of its math mode (datasheet or measured) and MFU (results/mfu.py), derived on export,
+TFLOP/s, the device peak of its math mode (datasheet or measured) and MFU (analysis/mfu.py), derived on export,
 and where and when it was measured (point uid, measured_at in ISO 8601, host, dlbench's git commit), with its
-`dlbench reproduce UID` command and the command line that made it (results/request.py). A point
+`dlbench reproduce UID` command and the command line that made it (store/request.py). A point
 with fewer than 3 repeats has no ci_low, ci_high, cv or noisy (null / empty), never a zero-width interval.
 """
 
@@ -19,12 +19,12 @@ from collections.abc import Sequence
 from dlbench.jsonout import strict_dumps
 from dlbench.report.telemetry import CSV_FIELDS as TELEMETRY_FIELDS
 from dlbench.report.telemetry import telemetry_fields
-from dlbench.results.llm import llm_figures
-from dlbench.results.mfu import efficiency
-from dlbench.results.request import reproduce_command, request_of
-from dlbench.results.scaling import Scaled, scaled
-from dlbench.results.schema import PointResult
-from dlbench.results.store import StoredPoint
+from dlbench.analysis.llm import llm_figures
+from dlbench.analysis.mfu import efficiency
+from dlbench.store.request import reproduce_command, request_of
+from dlbench.analysis.scaling import Scaled, scaled
+from dlbench.records import PointResult
+from dlbench.store.store import StoredPoint
 
 CSV_COLUMNS: tuple[str, ...] = (
     "run_id", "point_id", "point_uid", "measured_at", "host", "commit", "reproduce", "command",
@@ -72,7 +72,7 @@ def to_json(points: list[StoredPoint], pool: Sequence[StoredPoint] = ()) -> str:
 
 
 def _llm(r: PointResult) -> dict[str, object] | None:
-    """A decoder point's tokens/s, TFLOP/s and MFU figures with their FLOP convention (results/llm.py)."""
+    """A decoder point's tokens/s, TFLOP/s and MFU figures with their FLOP convention (analysis/llm.py)."""
     figures = llm_figures(r)
     return figures.as_dict() if figures else None
 

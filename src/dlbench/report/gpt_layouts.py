@@ -22,8 +22,8 @@ from dlbench.parallel import FAMILIES
 from dlbench.reference import ReferenceRow
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, styled
 from dlbench.report.groups import Column, framework_title
-from dlbench.results.mfu import efficiency, fmt_mfu
-from dlbench.results.store import StoredPoint
+from dlbench.analysis.mfu import efficiency, fmt_mfu
+from dlbench.store.store import StoredPoint
 from dlbench.spec import PointSpec, SpecError
 
 _NAMED = re.compile(r"^(DP|MP|2D|PP)(_PP)?_\d+x\d+x\d+_\d+_\d+x\d+$")

@@ -21,8 +21,8 @@ from dlbench.backends import all_backends
 from dlbench.cases import CASES, UnknownCase, get_case
 from dlbench.report.caveats import caveats
 from dlbench.report.table import fmt_bytes, fmt_count
-from dlbench.results.scaling import Scaling, scaled
-from dlbench.results.store import StoredPoint
+from dlbench.analysis.scaling import Scaling, scaled
+from dlbench.store.store import StoredPoint
 
 STATUS_TEXT: dict[str, str] = {"oom": "OOM", "unsupported": "unsupported", "timeout": "timeout",
                                "crashed": "crashed", "error": "error", "failed_check": "failed check"}
@@ -120,7 +120,7 @@ class Cell:
     baseline_id: int | None = None
     footnote: int | None = None
     hidden: int = 0  # earlier exact repeats of this configuration (same spec key and identity), not shown
-    scaling_marks: tuple[str, ...] = ()  # where the speedup's evidence is weak (results/scaling.py Scaled.marks)
+    scaling_marks: tuple[str, ...] = ()  # where the speedup's evidence is weak (analysis/scaling.py Scaled.marks)
     remark: str | None = None  # the mark of an ok point's caveat note (report/caveats.py), e.g. 'a'
 
     @property
@@ -234,7 +234,7 @@ def _footnote_text(p: StoredPoint) -> str:
 
 
 def _add_scaling(sec: Section, pool: Sequence[StoredPoint]) -> None:
-    """Speedup and efficiency of each multi-device cell, against the 1-device point results/scaling.py picks."""
+    """Speedup and efficiency of each multi-device cell, against the 1-device point analysis/scaling.py picks."""
     for (row, col), cell in list(sec.cells.items()):
         if not cell.ok or row.devices == 1:
             continue
@@ -285,7 +285,7 @@ def _row_fields(p: StoredPoint) -> dict[str, Field]:
     except UnknownCase:
         params = {}
     out.update({k: _field(k, v) for k, v in {**params, **s.params}.items()})
-    # local, torchrun, mpirun and hosts all run here (as results/scaling.py matches baselines); Slurm elsewhere
+    # local, torchrun, mpirun and hosts all run here (as analysis/scaling.py matches baselines); Slurm elsewhere
     out["launcher"] = _field("launcher", "slurm" if s.launcher == "slurm" else "here")
     threads = p.result.env.identity.get("threads") or (str(s.threads) if s.threads else "default")
     out["threads"] = _field("threads", int(threads) if threads.isdigit() else threads)

@@ -1,6 +1,6 @@
 """The report's history chart: each configuration of the report's runs over every stored run, throughput with
 its 95% CI against time, framework versions named where they change, regressions and improvements marked
-(found by results/history.py with the test `dlbench compare` uses)."""
+(found by analysis/history.py with the test `dlbench compare` uses)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import matplotlib.dates as mdates
 
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled, whiskers
 from dlbench.report.groups import model_title
-from dlbench.results.compare import ALPHA, MIN_EFFECT
-from dlbench.results.history import REGRESSION, Series, build_series, series_key
-from dlbench.results.rows import StoredPoint
+from dlbench.analysis.compare import ALPHA, MIN_EFFECT
+from dlbench.analysis.history import REGRESSION, Series, build_series, series_key
+from dlbench.store.rows import StoredPoint
 
 GOOD_COLOR = "#2f855a"
 

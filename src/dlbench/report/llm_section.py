@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from dlbench.cases import UnknownCase, get_case
 from dlbench.cases.arch import LlamaConfig
 from dlbench.reference.llm import matching
-from dlbench.results.llm import llm_figures
-from dlbench.results.store import StoredPoint
+from dlbench.analysis.llm import llm_figures
+from dlbench.store.store import StoredPoint
 
 
 @dataclass(frozen=True)

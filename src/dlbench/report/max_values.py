@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from dlbench.cases.face import DLPERF_MAX_CLASSES, MODES
 from dlbench.report.table import fmt_count
-from dlbench.results.schema import PointResult
-from dlbench.results.store import StoredPoint
+from dlbench.records import PointResult
+from dlbench.store.store import StoredPoint
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from dlbench import reference
 from dlbench.reference import ReferenceRow
 from dlbench.report.groups import Cell, Column, Section
-from dlbench.results.store import StoredPoint
+from dlbench.store.store import StoredPoint
 
 _NOISE = re.compile(r"\b(nvidia|tesla|geforce|amd|intel|corporation|r)\b|[^a-z0-9]+")
 

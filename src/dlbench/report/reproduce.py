@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from dlbench.report.groups import Section
-from dlbench.results.request import reproduce_command
+from dlbench.store.request import reproduce_command
 
 Line = tuple[str, str]  # (which point, in the table's words; its command)
 

@@ -9,8 +9,8 @@ from rich.text import Text
 
 from dlbench.report.fit import Col, Fitted, fit
 from dlbench.report.table import fmt_throughput
-from dlbench.results.compare import FASTER, SLOWER, UNDETECTABLE, Comparison, PointComparison
-from dlbench.results.history import REGRESSION, Series
+from dlbench.analysis.compare import FASTER, SLOWER, UNDETECTABLE, Comparison, PointComparison
+from dlbench.analysis.history import REGRESSION, Series
 
 _STYLE = {REGRESSION: "red", "improvement": "green", FASTER: "green", SLOWER: "red"}
 HARDWARE_KEYS = ("device_model", "cpu_model", "device_count", "threads")

@@ -16,7 +16,7 @@ from matplotlib.ticker import FuncFormatter
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, styled
 from dlbench.report.groups import Column
 from dlbench.report.table import fmt_count
-from dlbench.results.store import StoredPoint
+from dlbench.store.store import StoredPoint
 
 SEARCHED = "vocab"  # the case parameter the chart's x axis reads
 MODEL = "wide_deep"

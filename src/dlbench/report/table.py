@@ -14,10 +14,10 @@ from dlbench.printable import printable
 from dlbench.report.caveats import caveat_notes
 from dlbench.report.fit import Col, Fitted, fit
 from dlbench.report.telemetry import contended, fmt_energy, samples_per_kwh
-from dlbench.results.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
-from dlbench.results.scaling import Scaled, outgrows_one_device
-from dlbench.results.schema import Metrics, PointResult
-from dlbench.results.store import RunRecord
+from dlbench.analysis.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
+from dlbench.analysis.scaling import Scaled, outgrows_one_device
+from dlbench.records import Metrics, PointResult
+from dlbench.store.store import RunRecord
 from dlbench.spec import PointSpec, SpecError
 
 

@@ -1,14 +1,14 @@
 """How the machine's state around each point is shown: the contention flag, samples per kWh and cost, the GPU
 clocks while measured, as `run`'s notes and table cell, CSV columns, and the report's chart of throughput
-against samples per kWh. The figures come from results/telemetry.py; this module only arranges and draws them.
+against samples per kWh. The figures come from machine/telemetry.py; this module only arranges and draws them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dlbench.results.schema import PointResult
-from dlbench.results.telemetry import Telemetry, telemetry_of
+from dlbench.records import PointResult
+from dlbench.machine.telemetry import Telemetry, telemetry_of
 
 ENERGY_DEFINITION = ("Samples per kWh = global samples trained in the measured windows / the energy of those windows "
                      "(NVML's energy counter summed over the point's GPUs, or the CPU packages' RAPL counters).")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from dlbench.backends import all_backends
 from dlbench.cases import Case, ImageInput, get_case
-from dlbench.launch.interpreters import installed
+from dlbench.envs.interpreters import installed
 from dlbench.launch.registry import Launchers
 from dlbench.spec import PointSpec, Protocol, parse_scale, parse_size, preset
 from dlbench.suite.maxbatch import search_floor

@@ -34,13 +34,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dlbench.cases import Case
-from dlbench.launch.interpreters import state
+from dlbench.envs.interpreters import state
 from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
-from dlbench.results.env import host_identity, physical_cores
-from dlbench.results.schema import PointResult
-from dlbench.results.store import Store, StoredPoint
+from dlbench.machine.env import host_identity, physical_cores
+from dlbench.records import PointResult
+from dlbench.store.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol, SpecError
 from dlbench.wire import RANK_GPU
 

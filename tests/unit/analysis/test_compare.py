@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from dlbench.protocol.stats import summarize
-from dlbench.results.compare import FASTER, SAME, SLOWER, compare_points, compare_runs, verdict
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import Store, StoredPoint
+from dlbench.analysis.compare import FASTER, SAME, SLOWER, compare_points, compare_runs, verdict
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.store.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol
 
 CliResult = tuple[int, str, str]

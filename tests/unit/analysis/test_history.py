@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from dlbench.protocol.stats import summarize
-from dlbench.results.history import IMPROVEMENT, REGRESSION, build_series, parse_since
-from dlbench.results.rows import StoredPoint
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import Store
+from dlbench.analysis.history import IMPROVEMENT, REGRESSION, build_series, parse_since
+from dlbench.store.rows import StoredPoint
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
 
 CliResult = tuple[int, str, str]
@@ -142,7 +142,7 @@ def test_history_of_real_fake_backend_runs(tmp_path: Path, cli: Callable[..., Cl
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """`dlbench run -f fake` five times, the last 10% slower (sleep 10 ms -> 11.1 ms a step): one regression,
     in the newest run; the four identical runs before it show none."""
-    from dlbench.results.compare import step_matrix
+    from dlbench.analysis.compare import step_matrix
 
     db = tmp_path / "s.db"
     for step_s in [0.010] * 4 + [0.010 / 0.9]:
@@ -151,7 +151,7 @@ def test_history_of_real_fake_backend_runs(tmp_path: Path, cli: Callable[..., Cl
         assert code == 0, err
     points = Store(db, readonly=True).points()
     if step_matrix(points[0].result).size == 0:
-        pytest.skip("results.compare.step_matrix reads RepeatRaw.step_times only, and window-timed points keep "
+        pytest.skip("analysis.compare.step_matrix reads RepeatRaw.step_times only, and window-timed points keep "
                     "their samples in window_s: compare (and so history) has no samples to test until it reads "
                     "step_samples")
     [s] = build_series(points)

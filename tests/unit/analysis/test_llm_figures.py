@@ -13,9 +13,9 @@ from dlbench.cases import get_case
 from dlbench.cases.gpt import megatron_flops_per_sample
 from dlbench.protocol.stats import summarize
 from dlbench.report.export import to_json
-from dlbench.results.llm import MEGATRON, llm_figures
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import StoredPoint
+from dlbench.analysis.llm import MEGATRON, llm_figures
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.store.store import StoredPoint
 from dlbench.spec import PointSpec, Protocol
 
 from tests.support.reports import H100

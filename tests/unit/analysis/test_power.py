@@ -1,4 +1,4 @@
-"""Power to detect (results/power.py): `compare` and `history` never say "no significant change" where their
+"""Power to detect (machine/power.py): `compare` and `history` never say "no significant change" where their
 samples could not have shown one; they say "not enough samples to detect X%: need N" and exit 3 (issue 24, item 3)."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from dlbench.protocol.stats import summarize
-from dlbench.results.compare import FASTER, SAME, SLOWER, UNDETECTABLE, compare_points
-from dlbench.results.history import build_series
-from dlbench.results.power import TARGET_POWER, detectability, min_p, needed, power
-from dlbench.results.rows import StoredPoint
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import Store
+from dlbench.analysis.compare import FASTER, SAME, SLOWER, UNDETECTABLE, compare_points
+from dlbench.analysis.history import build_series
+from dlbench.machine.power import TARGET_POWER, detectability, min_p, needed, power
+from dlbench.store.rows import StoredPoint
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
 
 CliResult = tuple[int, str, str]

@@ -11,9 +11,9 @@ from dlbench.protocol.stats import summarize
 from dlbench.report.charts import _scale_lines
 from dlbench.report.groups import build_sections
 from dlbench.report.table import fmt_efficiency, fmt_speedup, scaling_notes
-from dlbench.results.rows import StoredPoint
-from dlbench.results.scaling import find_baseline, scaled
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.store.rows import StoredPoint
+from dlbench.analysis.scaling import find_baseline, scaled
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.spec import PointSpec, Protocol
 
 QUICK = Protocol(warmup=1, steps=4, repeats=3, statistic="median", preset="quick")

@@ -20,7 +20,7 @@ from dlbench.backends import cudnn_fallback
 from dlbench.backends.cuda_driver import no_device_reason
 from dlbench.backends.gpu_arch import JIT_CACHE_BYTES, GpuBuild, ptx_jit, rank_ptx_jit, refusal
 from dlbench.numerics import LOSS_SCALE_INIT, resolve_precision
-from dlbench.results.peaks import gpu_peak
+from dlbench.machine.peaks import gpu_peak
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import RankContext
 from tests.support.paths import REPO

@@ -19,7 +19,7 @@ import pytest
 
 from dlbench.cases import get_case
 from dlbench.numerics import resolve_precision
-from dlbench.results.peaks import gpu_peak
+from dlbench.machine.peaks import gpu_peak
 from dlbench.spec import PointSpec, Protocol, SpecError
 
 ABS = 2e-2

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.cli.options import parse_params
+from dlbench.runapi.options import parse_params
 from dlbench.report.table import fmt_case_params, fmt_count
 from dlbench.spec import PointSpec, SpecError, parse_count, preset
 from dlbench.suite.maxbatch import Probe, bisect, search_key, with_value
@@ -174,7 +174,7 @@ def test_report_draws_latency_and_memory_against_vocab_with_oom_marked(cli: Call
                                                                        store_path: Path, tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from dlbench.report.special import vocab_curves, wide_deep_chart
-    from dlbench.results.store import Store
+    from dlbench.store.store import Store
 
     monkeypatch.setenv("DLBENCH_FAKE", "param_oom_above:vocab:2500")
     code, _, err = cli("run", "-f", "fake", "-m", "wide_deep", "-b", "8", "--param", "vocab=1K,2K,4K",

@@ -23,7 +23,7 @@ from dlbench.cases.gpt import (
 from dlbench.data.synthetic import synthetic_gpt
 from dlbench.protocol.stats import summarize
 from dlbench.report.table import fmt_lm_rates, points_table
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.spec import PointSpec, Protocol, SpecError
 
 # Published counts of the GPT-2 family with tied embeddings (HF gpt2, gpt2-medium, gpt2-large, gpt2-xl).

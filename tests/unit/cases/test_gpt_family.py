@@ -108,7 +108,7 @@ def test_a_layout_the_devices_cannot_take_is_refused(fields: dict[str, object], 
 
 
 def test_baseline_of_a_split_point_is_the_whole_model_on_one_device() -> None:
-    from dlbench.results.scaling import baseline_spec
+    from dlbench.analysis.scaling import baseline_spec
 
     split = _spec(devices_per_node=4, tensor_parallel=2, pipeline_parallel=2, micro_batches=4, recompute=True)
     base = baseline_spec(split)

@@ -49,7 +49,7 @@ def test_what_the_family_can_take_passes(fields: dict[str, object]) -> None:
 
 
 def test_the_new_fields_keep_old_keys_and_a_baseline_drops_them() -> None:
-    from dlbench.results.scaling import baseline_spec
+    from dlbench.analysis.scaling import baseline_spec
 
     plain = _spec(devices_per_node=2)
     assert "fsdp" not in plain.key() and "context_parallel" not in plain.key()

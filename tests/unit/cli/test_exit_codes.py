@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 RUN = ("run", "-f", "fake", "-m", "resnet50", "--steps", "1", "--warmup", "0", "--repeats", "1")

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from dlbench.cli import feedback
 from dlbench.cli.progress import Pace
+from dlbench.envs import provision
 
 CliResult = tuple[int, str, str]
 
@@ -59,9 +60,9 @@ def test_run_says_the_machine_is_busy_before_its_first_point(share: float, monke
     point is measured; quiet says nothing."""
     order: list[str] = []
     monkeypatch.setattr(feedback, "others_share_now", lambda own, interval_s: order.append("read") or share)
-    from dlbench.cli import run as run_cli
-    real = run_cli.run_points
-    monkeypatch.setattr(run_cli, "run_points", lambda *a, **k: order.append("points") or real(*a, **k))
+    from dlbench.runapi import run as run_api
+    real = run_api.run_points
+    monkeypatch.setattr(run_api, "run_points", lambda *a, **k: order.append("points") or real(*a, **k))
     monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.001")
     code, _, err = cli("run", "-f", "fake", "-m", "resnet50", "-b", "2", "--warmup", "0", "--steps", "2",
                        "--repeats", "1", "--store", str(tmp_path / "s.db"))
@@ -83,13 +84,13 @@ def test_ctrl_c_says_run_does_not_resume_and_how_to_measure_again() -> None:
 
 def test_setup_stages_print_a_line_and_their_log_outside_a_terminal(tmp_path: Path) -> None:
     out = Console(file=io.StringIO(), width=200)
-    with feedback.stage(out, "jax: pip install (cpu build)", tmp_path / "jax.log"):
+    with provision.stage(out, "jax: pip install (cpu build)", tmp_path / "jax.log"):
         pass
     text = out.file.getvalue()  # type: ignore[attr-defined]
     assert f"jax: pip install (cpu build) ... (output in {tmp_path / 'jax.log'})" in text
     assert "jax: pip install (cpu build): finished in" in text
     tty = Console(file=io.StringIO(), force_terminal=True)
-    with feedback.stage(tty, "x", tmp_path / "x.log"):
+    with provision.stage(tty, "x", tmp_path / "x.log"):
         pass
     assert tty.file.getvalue() == ""  # type: ignore[attr-defined]
 

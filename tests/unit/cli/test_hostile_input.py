@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import dlbench
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 FAKE = ("-f", "fake", "--steps", "1", "--warmup", "0", "--repeats", "1")
@@ -235,7 +235,7 @@ def test_sigterm_to_setup_ends_its_pip_child(tmp_path: Path) -> None:
         from pathlib import Path
         from rich.console import Console
         from dlbench.cli import _interrupt
-        from dlbench.cli.setup import _run_logged
+        from dlbench.envs.provision import _run_logged
         signal.signal(signal.SIGTERM, _interrupt)
         child = [sys.executable, "-c", "import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
                  "print('installing', flush=True); time.sleep(120)"]
@@ -262,8 +262,8 @@ def test_an_interrupted_install_unmarks_the_environment(monkeypatch: pytest.Monk
     from rich.console import Console
 
     from dlbench.backends import get_info
-    from dlbench.cli import setup as setup_cli
-    from dlbench.launch import venvs
+    from dlbench.envs import provision as setup_cli
+    from dlbench.envs import venvs
 
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path))
     folder = venvs.env_dir("fake")

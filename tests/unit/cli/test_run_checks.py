@@ -11,7 +11,7 @@ import pytest
 
 from dlbench.cases import get_case
 from dlbench.cases.inputs import min_input_size
-from dlbench.results.schema import PointResult
+from dlbench.records import PointResult
 from dlbench.spec import SpecError
 from tests.support.reports import make_point
 
@@ -21,7 +21,7 @@ CliResult = tuple[int, str, str]
 
 def test_cuda_without_a_gpu_is_bad_input(cli: Callable[..., CliResult], store_path: Path,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("dlbench.cli.options.cuda_available", lambda: False)
+    monkeypatch.setattr("dlbench.runapi.options.cuda_available", lambda: False)
     code, out, err = cli("run", "-f", "fake", "-m", "resnet50", "--device", "cuda", "--store", str(store_path))
     assert code == 2 and "--device cuda" in err and "--device cpu" in err and len(err.strip().splitlines()) == 1
     assert not store_path.exists() and out == ""
@@ -44,9 +44,10 @@ def test_a_model_parallel_maximum_gets_no_one_device_baseline(cli: Callable[...,
                                                               mode: tuple[str, ...]) -> None:
     """The face README commands: the search (stubbed here) finds a 1n2c maximum; one device must run out of memory
     at a model-parallel or Partial FC maximum, so no baseline is measured for it (the full mode keeps its own)."""
-    import dlbench.cli.run as run_cli
+    import dlbench.runapi.run as run_cli
 
-    def found(store: object, specs: list, name: str, launchers: object) -> tuple[list, list, dict]:  # type: ignore[type-arg]
+    def found(store: object, specs: list, name: str, launchers: object,  # type: ignore[type-arg]
+              note: object = None) -> tuple[list, list, dict]:  # type: ignore[type-arg]
         at = [dataclasses.replace(s, case_params=tuple(sorted({**s.params, name: 98_000}.items()))) for s in specs]
         return at, [], {s.key(): {"max_param": {"name": name, "max": 98_000}} for s in at}
 

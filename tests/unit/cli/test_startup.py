@@ -14,7 +14,7 @@ import pytest
 
 from dlbench.cli import cli
 from dlbench.cli.lazy import short_help
-from dlbench.results.env import proc_cpuinfo_brand
+from dlbench.machine.env import proc_cpuinfo_brand
 
 HEAVY = ("scipy", "sqlalchemy", "alembic", "matplotlib", "jinja2", "pandas", "pydantic", "numpy", "cpuinfo", "rich",
          "psutil", "yaml")
@@ -44,7 +44,7 @@ def test_help_lists_each_command_as_the_command_itself_would() -> None:
 
 
 def test_a_points_controller_and_worker_import_only_what_it_needs(tmp_path: Path) -> None:
-    from dlbench.results.store import Store
+    from dlbench.store.store import Store
 
     store = tmp_path / "s.db"
     Store(store).create_run("x")  # the store exists (making one imports Alembic, which builds its schema)

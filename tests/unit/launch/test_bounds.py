@@ -44,8 +44,8 @@ def test_a_suite_file_is_under_the_same_bounds(two_cpus: None, tmp_path: Path,
 
 def test_gpus_and_unseen_machines(monkeypatch: pytest.MonkeyPatch) -> None:
     from dlbench.launch import bounds
-    from dlbench.results import env
-    from dlbench.results.nvml import GpuInfo
+    from dlbench.machine import env
+    from dlbench.machine.nvml import GpuInfo
 
     def spec(**kw: object) -> PointSpec:
         return PointSpec(framework="fake", model="resnet50", batch_size=1, protocol=preset("quick"), **kw)  # type: ignore[arg-type]

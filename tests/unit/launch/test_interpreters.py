@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from dlbench import backends
-from dlbench.launch import interpreters as it
+from dlbench.envs import interpreters as it
 from tests.support.paths import REPO
 
 CliResult = tuple[int, str, str]
@@ -157,8 +157,8 @@ def test_a_venv_of_another_python_than_asked_is_rebuilt(pyenv: dict[str, str], t
     """setup_one with every command faked: a jax venv made by 3.13 is deleted and made again by the 3.12 asked."""
     from rich.console import Console
 
-    from dlbench.cli import setup as setup_cli
-    from dlbench.launch import venvs
+    from dlbench.envs import provision as setup_cli
+    from dlbench.envs import venvs
 
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path / "home"))
     calls: list[list[str]] = []

@@ -20,9 +20,9 @@ from dlbench.launch.registry import Launchers
 from dlbench.launch.slurm import BATCH_SCRIPT, sbatch_argv
 from dlbench.launch.torchrun import failed_rank, torchrun_argv
 from dlbench.protocol.stats import summarize
-from dlbench.results.scaling import baseline_spec, find_baseline, missing_baselines, scaled
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import StoredPoint
+from dlbench.analysis.scaling import baseline_spec, find_baseline, missing_baselines, scaled
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.store.store import StoredPoint
 from dlbench.spec import PointSpec, Protocol, SpecError
 from dlbench.wire import RankContext, WorkerResult, configure_rank, rank_result_path
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.results import peaks
+from dlbench.machine import peaks
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""A CPU's peak from its instruction set (results/cpu_peak.py), stored with each point so that its MFU never
-changes when read (results/mfu.py) (issue 24, item 4)."""
+"""A CPU's peak from its instruction set (machine/cpu_peak.py), stored with each point so that its MFU never
+changes when read (analysis/mfu.py) (issue 24, item 4)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from dlbench.protocol.stats import summarize
-from dlbench.results import cpu_peak, mfu, peaks
-from dlbench.results.cpu_peak import core_peak, fma_rule, max_clock, parse_cpuinfo
-from dlbench.results.env import cpu_model
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import Store
+from dlbench.machine import cpu_peak, peaks
+from dlbench.analysis import mfu
+from dlbench.machine.cpu_peak import core_peak, fma_rule, max_clock, parse_cpuinfo
+from dlbench.machine.env import cpu_model
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
 
 CliResult = tuple[int, str, str]
@@ -141,7 +142,7 @@ def test_a_point_stored_before_peaks_were_kept_says_its_peak_was_looked_up(monke
 
 def test_compare_shows_above_peak_in_words_not_an_mfu_over_100() -> None:
     from dlbench.report.screens import fmt_mfu_change as _mfu
-    from dlbench.results.compare import compare_points
+    from dlbench.analysis.compare import compare_points
 
     spec = PointSpec(framework="fake", model="resnet50", batch_size=8, device="cuda",
                      protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dlbench.results.schema import PointResult, RankRaw, RepeatRaw
+from dlbench.records import PointResult, RankRaw, RepeatRaw
 from dlbench.spec import PointSpec, Protocol
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -19,9 +19,9 @@ def test_peak_table_v100s_and_mig_slices() -> None:
     profile's share of its card's compute (1g of 7 on an H100), and a card in MIG mode under a name without a
     profile (no CUDA_VISIBLE_DEVICES=MIG-...) gets no peak, never the whole card's: MFU reads unknown, saying so."""
     from dlbench.protocol.stats import summarize
-    from dlbench.results.mfu import efficiency
-    from dlbench.results.peaks import gpu_peak
-    from dlbench.results.schema import Environment
+    from dlbench.analysis.mfu import efficiency
+    from dlbench.machine.peaks import gpu_peak
+    from dlbench.records import Environment
 
     v100s = {m: gpu_peak("Tesla V100S-PCIE-32GB", m).peak for m in ("fp32", "fp16")}
     assert {m: (p.tflops, p.device) for m, p in v100s.items() if p} == {"fp32": (16.4, "V100S PCIe"),

@@ -8,8 +8,8 @@ import warnings
 import pynvml
 import pytest
 
-from dlbench.results import nvml
-from dlbench.results.env import choose_device
+from dlbench.machine import nvml
+from dlbench.machine.env import choose_device
 from tests.support.nvml_machine import FakeGpu, install
 
 
@@ -77,5 +77,5 @@ def test_a_failing_device_list_degrades_to_unknown(monkeypatch: pytest.MonkeyPat
     assert info == nvml.GpuInfo(driver=nvml.UNKNOWN)
 
 
-# The device-memory sampler (once ProcessMemory here) is results/gpu_watch.py's GpuSampler: memory per device,
+# The device-memory sampler (once ProcessMemory here) is machine/gpu_watch.py's GpuSampler: memory per device,
 # its container fallback and its survival of a failed call are tested in test_telemetry.py.

@@ -1,4 +1,4 @@
-"""Device peaks (results/peaks.py) and each point's achieved TFLOP/s and MFU (results/mfu.py)."""
+"""Device peaks (machine/peaks.py) and each point's achieved TFLOP/s and MFU (analysis/mfu.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import yaml
 
 from dlbench.cases import get_case
 from dlbench.protocol.stats import summarize
-from dlbench.results import peaks
-from dlbench.results.env import cpu_model
-from dlbench.results.mfu import efficiency, fmt_mfu, peak_notes
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import Store
+from dlbench.machine import peaks
+from dlbench.machine.env import cpu_model
+from dlbench.analysis.mfu import efficiency, fmt_mfu, peak_notes
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
 
 CliResult = tuple[int, str, str]
@@ -176,7 +176,7 @@ def test_mfu_divides_by_every_device_of_the_point() -> None:
 
 
 def test_compare_shows_each_side_s_mfu() -> None:
-    from dlbench.results.compare import compare_points
+    from dlbench.analysis.compare import compare_points
 
     spec = PointSpec(framework="fake", model="resnet50", batch_size=8, device="cuda",
                      protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"))

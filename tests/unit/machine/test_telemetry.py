@@ -13,9 +13,9 @@ import pytest
 
 from dlbench.launch.watch import PointWatch
 from dlbench.report.telemetry import telemetry_notes
-from dlbench.results.gpu_watch import UNKNOWN_CONTAINER, GpuSampler, rank_devices
-from dlbench.results.schema import PointResult, RankRaw, RepeatRaw
-from dlbench.results.telemetry import Telemetry, with_telemetry
+from dlbench.machine.gpu_watch import UNKNOWN_CONTAINER, GpuSampler, rank_devices
+from dlbench.records import PointResult, RankRaw, RepeatRaw
+from dlbench.machine.telemetry import Telemetry, with_telemetry
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import CONTROLLER_MEMORY, WATCHER_VAR, RankContext, WorkerResult, watcher_token
 from tests.support.fake_pynvml import gpus, install, proc

@@ -14,8 +14,8 @@ from rich.console import Console
 
 from dlbench.report.export import to_csv, to_json
 from dlbench.report.table import points_table
-from dlbench.results.store import Store, StoredPoint
-from dlbench.results.verify import verify
+from dlbench.store.store import Store, StoredPoint
+from dlbench.analysis.verify import verify
 from tests.support.reports import make_point, one_repeat
 
 CliResult = tuple[int, str, str]

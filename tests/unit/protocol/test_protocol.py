@@ -9,8 +9,8 @@ import pytest
 
 from dlbench.protocol.runner import measure, window_sizes
 from dlbench.protocol.stats import confidence_interval, repeat_throughputs, summarize
-from dlbench.results.schema import RankRaw, RepeatRaw
-from dlbench.results.store import Store
+from dlbench.records import RankRaw, RepeatRaw
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
 
 

@@ -11,7 +11,7 @@ from dlbench.report.groups import build_sections
 from dlbench.report.html import render_html
 from dlbench.report.markdown import write_markdown
 from dlbench.report.table import points_table
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 
 
 def _point(framework: str, precision: str, extra: dict[str, object]) -> object:

@@ -12,7 +12,7 @@ from dlbench.reference.llm import anchors, matching
 from dlbench.report.document import build_report
 from dlbench.report.html import render_html
 from dlbench.report.markdown import write_markdown
-from dlbench.results.store import StoredPoint
+from dlbench.store.store import StoredPoint
 from dlbench.suite import load
 from dlbench.suite.expand import expand
 from tests.support.reports import H100

@@ -11,7 +11,7 @@ import pytest
 
 from dlbench.cases.face import DLPERF_MAX_CLASSES
 from dlbench.report.max_values import dlperf_max_classes, max_value_rows, mode_of
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 

@@ -14,9 +14,9 @@ from dlbench.report.document import build_report
 from dlbench.report.export import CSV_COLUMNS, to_csv
 from dlbench.report.groups import build_sections, framework_title
 from dlbench.report.published import beside, same_hardware
-from dlbench.results.scaling import scaling
-from dlbench.results.schema import Environment, PointResult
-from dlbench.results.store import Store, StoredPoint
+from dlbench.analysis.scaling import scaling
+from dlbench.records import Environment, PointResult
+from dlbench.store.store import Store, StoredPoint
 from tests.support.reports import CPU, fill_store, make_point
 
 CliResult = tuple[int, str, str]

@@ -19,9 +19,9 @@ from dlbench.report.history import history_charts
 from dlbench.report.special import wide_deep_chart
 from dlbench.report.table import fmt_lm_rates
 from dlbench.protocol.stats import summarize
-from dlbench.results.schema import PointResult, RepeatRaw
-from dlbench.results.store import Store, StoredPoint
-from dlbench.results.telemetry import Contention, Telemetry, with_telemetry
+from dlbench.records import PointResult, RepeatRaw
+from dlbench.store.store import Store, StoredPoint
+from dlbench.machine.telemetry import Contention, Telemetry, with_telemetry
 from tests.support.reports import GPT_SMALL as SMALL
 from tests.support.reports import gpt_point
 from tests.support.reports import one_repeat

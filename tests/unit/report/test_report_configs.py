@@ -23,8 +23,8 @@ from dlbench.report.groups import build_sections
 from dlbench.report.history import history_charts
 from dlbench.report.html import render_html
 from dlbench.report.max_values import max_value_rows, verdict_lines
-from dlbench.results.schema import PointResult
-from dlbench.results.store import RunRecord, StoredPoint
+from dlbench.records import PointResult
+from dlbench.store.store import RunRecord, StoredPoint
 from tests.support.reports import make_point, one_repeat
 
 

@@ -17,8 +17,8 @@ from dlbench.report.export import to_csv, to_json
 from dlbench.report.html import render_html
 from dlbench.report.markdown import write_markdown
 from dlbench.report.table import COLUMNS, points_table
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import StoredPoint
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.store.store import StoredPoint
 from dlbench.spec import PointSpec, Protocol
 
 PROTO = Protocol(warmup=1, steps=4, repeats=2, statistic="median", preset="quick")

@@ -12,8 +12,8 @@ from dlbench.cli import main
 from dlbench.protocol.stats import summarize
 from dlbench.report.groups import build_sections
 from dlbench.report.strategies import strategy_report
-from dlbench.results.schema import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import Store, StoredPoint
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.store.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol
 from tests.support.reports import strategy_point as point
 from tests.support.reports import study_points

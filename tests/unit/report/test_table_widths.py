@@ -20,8 +20,8 @@ from dlbench.cli.progress import RunProgress
 from dlbench.report.fit import Col, fit
 from dlbench.report.listing import cases_table, frameworks_table
 from dlbench.report.table import COLUMNS, PointCell, fmt_case_params
-from dlbench.results.schema import PointResult
-from dlbench.results.store import Store
+from dlbench.records import PointResult
+from dlbench.store.store import Store
 from tests.support.reports import make_point
 
 CliResult = tuple[int, str, str]

@@ -15,9 +15,9 @@ from rich.console import Console
 
 from dlbench.report.export import CSV_COLUMNS
 from dlbench.report.table import COLUMNS, points_table, runs_table
-from dlbench.results.scaling import scaled
-from dlbench.results.schema import PointResult
-from dlbench.results.store import RunRecord, Store, StoredPoint
+from dlbench.analysis.scaling import scaled
+from dlbench.records import PointResult
+from dlbench.store.store import RunRecord, Store, StoredPoint
 from tests.support.reports import make_point, one_repeat
 
 CliResult = tuple[int, str, str]

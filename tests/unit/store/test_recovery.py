@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import Connection
 
-from dlbench.results.rows import point_row
-from dlbench.results.store import Store, StoreError
+from dlbench.store.rows import point_row
+from dlbench.store.store import Store, StoreError
 from tests.support.stores import result
 
 CliResult = tuple[int, str, str]

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from dlbench.results.migrations import STORE_SCHEMA_VERSION, upgrade
-from dlbench.results.store import Store, StoreError, resolve_path
-from dlbench.results.store_sql import mask, parse_target, postgres_engine
+from dlbench.store.migrations import STORE_SCHEMA_VERSION, upgrade
+from dlbench.store.store import Store, StoreError, resolve_path
+from dlbench.store.store_sql import mask, parse_target, postgres_engine
 from tests.support.stores import FIXTURES, PgServer, load_v1_sqlite, result
 
 

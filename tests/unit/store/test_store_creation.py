@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.results.store import Store, StoreError
+from dlbench.store.store import Store, StoreError
 
 CliResult = tuple[int, str, str]
 

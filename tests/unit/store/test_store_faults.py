@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.results.store import Store, StoreError
+from dlbench.store.store import Store, StoreError
 from tests.support.stores import load_v1_sqlite, result
 
 CliResult = tuple[int, str, str]
@@ -104,7 +104,7 @@ def test_a_run_has_one_controller(store_url: str) -> None:
 
 def test_a_claim_held_by_another_process_dies_with_it(store_url: str) -> None:
     run = Store(store_url).create_run("dlbench sweep x", kind="sweep")
-    code = ("import sys, time; from dlbench.results.store import Store; s = Store(sys.argv[1]); "
+    code = ("import sys, time; from dlbench.store.store import Store; s = Store(sys.argv[1]); "
             "c = s.claim_run(sys.argv[2]); c.__enter__(); print('held', flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code, store_url, run], stdout=subprocess.PIPE, text=True)
     try:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from dlbench.results.gather import copy_runs
-from dlbench.results.store import Store
+from dlbench.store.gather import copy_runs
+from dlbench.store.store import Store
 from tests.support.paths import REPO
 from tests.support.stores import result
 
@@ -22,7 +22,7 @@ WRITERS, EACH = 4, 20
 
 WRITER = """
 import sys
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 sys.path.insert(0, sys.argv[3])
 from tests.support.stores import result
 store = Store(sys.argv[1])

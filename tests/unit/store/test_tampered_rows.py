@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from tests.support.stores import result
 
 CliResult = tuple[int, str, str]

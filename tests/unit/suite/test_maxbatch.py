@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dlbench.launch.registry import Launchers
-from dlbench.results.store import Store
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
 from dlbench.suite.maxbatch import STEPS_DOWN, MaxBatch, Probe, bisect, confirm, lookup, probe_bound, search
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from dlbench.results.schema import PointResult, RankRaw, RepeatRaw
-from dlbench.results.store import Store
+from dlbench.records import PointResult, RankRaw, RepeatRaw
+from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import RankContext, WorkerResult
 
@@ -23,7 +23,7 @@ def test_max_batch_cache_keyed_on_the_probes_device(monkeypatch: pytest.MonkeyPa
     from dlbench import worker
     from dlbench.backends.fake import FakeBackend
     from dlbench.launch.registry import Launchers
-    from dlbench.results.record import point_result
+    from dlbench.analysis.record import point_result
     from dlbench.spec import PointSpec
     from dlbench.suite import maxbatch
     from dlbench.wire import RANK_GPU

@@ -185,7 +185,7 @@ def test_dry_run_reads_stored_max_batches_from_the_store_itself(cli: Callable[..
                                                                  store_url: str) -> None:
     """On SQLite and on a PostgreSQL server alike: a search stored there shows in --dry-run."""
     from dlbench.launch.registry import Launchers
-    from dlbench.results.store import Store
+    from dlbench.store.store import Store
     from dlbench.suite.maxbatch import search
 
     monkeypatch.setenv("COLUMNS", "200")

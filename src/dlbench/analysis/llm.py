@@ -1,0 +1,91 @@
+"""The figures a decoder-pretraining point is compared by (#35): tokens/s and per device, model (and hardware)
+TFLOP/s per device by the case's named FLOP convention, MFU against the dense peak of the math mode that ran and
+against the BF16 dense peak beside it, and memory per device. Framework-free; read from a stored point.
+
+- Tokens/s = the point's throughput (global sequences / wall time of the timed steps) x tokens per sequence;
+  per device = / the devices the point trained on.
+- MFU (of the math mode that ran) is `results.mfu.efficiency`'s: the peak stored with the point. The BF16 MFU
+  divides the same achieved FLOP/s by the BF16 dense peak of the same device (the denominator most published
+  figures use, FP8 runs' included). Where a peak is unknown, no MFU: never another device's.
+- Memory per device: the largest peak of any rank (the worker's measure: resident set on a CPU, the device's
+  memory on a GPU, named by `memory_kind`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from dlbench.cases import UnknownCase, get_case
+from dlbench.cases.arch import GptConfig, LlamaConfig
+from dlbench.cases.gpt import hardware_ratio, tokens_per_sample
+from dlbench.analysis.mfu import cores_per_device, efficiency
+from dlbench.machine.peaks import peak_for
+from dlbench.records import PointResult
+from dlbench.spec import SpecError
+
+MEGATRON = "Megatron-LM (Narayanan et al. 2021): causal attention counted as the full square"
+
+
+@dataclass(frozen=True)
+class LlmFigures:
+    """One decoder point's figures; None where the point or the peak leaves one open."""
+
+    tokens_per_s: float
+    tokens_per_s_per_device: float
+    model_tflops_per_device: float
+    hardware_tflops_per_device: float
+    flop_convention: str
+    math_mode: str
+    mfu: float | None
+    mfu_bf16: float | None
+    bf16_peak_tflops_per_device: float | None
+    peak_note: str
+    memory_per_device_bytes: int | None
+    memory_kind: str
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain JSON-able figures (the point's JSON under "llm")."""
+        return asdict(self)
+
+
+def flop_convention(model: str) -> str | None:
+    """The FLOP formula a decoder case counts by (named in every point's JSON); None for any other case."""
+    try:
+        arch = get_case(model).arch
+    except UnknownCase:
+        return None
+    if isinstance(arch, LlamaConfig):
+        from dlbench.cases.llama import FLOP_CONVENTION
+
+        return FLOP_CONVENTION
+    return MEGATRON if isinstance(arch, GptConfig) else None
+
+
+def llm_figures(r: PointResult) -> LlmFigures | None:
+    """The decoder figures of a measured point; None for a case that is not a decoder, or a failed point."""
+    convention = flop_convention(r.spec.model)
+    tokens = tokens_per_sample(r.spec.model, r.spec.input_size, r.spec.params)
+    m = r.metrics
+    if convention is None or tokens is None or m is None or r.status != "ok":
+        return None
+    e = efficiency(r)
+    if e.achieved_tflops is None:
+        return None
+    devices = r.spec.world_size
+    model_tf = e.achieved_tflops / devices
+    try:
+        ratio = hardware_ratio(r.spec.model, r.spec.params, r.spec.input_size) if r.spec.recompute else 1.0
+    except SpecError:
+        ratio = 1.0
+    cores = cores_per_device(r.spec, int(r.env.identity.get("cpu_cores", "0") or 0))
+    bf16 = peak_for(r.spec.device, r.env.identity.get("device_model", ""), "bf16",
+                    r.env.descriptive.get("hostname", ""), cores, r.env.identity.get("gpu_mig", "")).peak
+    mfu_bf16 = model_tf / bf16.tflops if bf16 is not None and model_tf <= bf16.tflops else None
+    return LlmFigures(
+        tokens_per_s=m.throughput * tokens, tokens_per_s_per_device=m.throughput * tokens / devices,
+        model_tflops_per_device=model_tf, hardware_tflops_per_device=model_tf * ratio, flop_convention=convention,
+        math_mode=e.math_mode, mfu=e.mfu, mfu_bf16=mfu_bf16, bf16_peak_tflops_per_device=bf16.tflops if bf16 else None,
+        peak_note=e.note, memory_per_device_bytes=m.peak_memory_bytes, memory_kind=m.memory_kind)
+
+
+__all__ = ["MEGATRON", "LlmFigures", "flop_convention", "llm_figures"]

@@ -1,1 +1,0 @@
-"""Results *keep*: the schema, environment capture, the store and comparisons. No framework imports."""

@@ -1,0 +1,118 @@
+"""The run API under `dlbench run` and `dlbench sweep`, called directly with the fake backend: a frozen request,
+every check before anything is written, points executed into one stored run, an outcome the command renders."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import click
+import pytest
+
+from dlbench.records import PointResult
+from dlbench.runapi.run import RunHooks, RunRequest, execute_run, prepare_run
+from dlbench.runapi.sweep import PlannedSweep, PreparedSweep, SweepHooks, SweepRequest, execute_sweep, prepare_sweep
+from dlbench.spec import PointSpec, SpecError
+from dlbench.store.store import Store
+
+QUICK = {"framework": "fake", "model": "resnet50", "device": "cpu", "warmup": 0, "steps": 1, "repeats": 1}
+SUITE = """\
+name: api-sweep
+device: cpu
+protocol: {preset: quick, warmup: 0, steps: 1, repeats: 1}
+timeout: 120
+axes:
+  framework: fake
+  model: [alexnet]
+  batch: [min, fixed]
+"""
+
+
+class Recorder:
+    """A progress display that keeps what it was told."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.started: list[PointSpec] = []
+        self.done: list[PointResult] = []
+        self.notes: list[str] = []
+        self.restarted: list[int] = []
+
+
+def hooks_into(seen: list[Recorder], notes: list[str]) -> tuple[object, object]:
+    @contextmanager
+    def progress(total: int) -> Iterator[object]:
+        rec = Recorder(total)
+        seen.append(rec)
+        yield type("UI", (), {"started": lambda self, i, spec: rec.started.append(spec),
+                              "done": lambda self, i, result: rec.done.append(result),
+                              "note": lambda self, text: rec.notes.append(text),
+                              "restart": lambda self, total: rec.restarted.append(total)})()
+    return notes.append, progress
+
+
+def test_a_run_request_is_frozen() -> None:
+    req = RunRequest(**QUICK)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        req.model = "bert_base"  # type: ignore[misc]
+
+
+def test_prepare_run_refuses_before_the_store_is_touched(store_path: Path) -> None:
+    req = RunRequest(**QUICK, launcher="local", nodes=2, devices_per_node=1, store_path=str(store_path))
+    with pytest.raises(SpecError, match="the local launcher runs on this machine only"):
+        prepare_run(req)
+    assert not store_path.exists()
+
+
+def test_prepare_run_checks_every_point_and_opens_the_store(store_path: Path) -> None:
+    prepared = prepare_run(RunRequest(**QUICK, batch_size="2,4", store_path=str(store_path)))
+    assert [(s.framework, s.model, s.batch_size, s.launcher) for s in prepared.specs] == [
+        ("fake", "resnet50", 2, "local"), ("fake", "resnet50", 4, "local")]
+    assert prepared.searched is None and prepared.store.points() == []
+
+
+def test_execute_run_stores_every_point_and_returns_the_outcome(store_path: Path) -> None:
+    seen: list[Recorder] = []
+    notes: list[str] = []
+    note, progress = hooks_into(seen, notes)
+    outcome = execute_run(prepare_run(RunRequest(**QUICK, batch_size="2", store_path=str(store_path))),
+                          RunHooks(note=note, progress=progress))  # type: ignore[arg-type]
+    assert [r.status for r in outcome.results] == ["ok"] and outcome.exit_code == 0
+    assert [p.result.spec.key() for p in outcome.mine()] == [outcome.results[0].spec.key()]
+    assert Store(store_path).get_run(outcome.run_id).status == "done"
+    assert [(r.total, len(r.started), len(r.done)) for r in seen] == [(1, 1, 1)]
+    assert outcome.protocol.steps == 1 and outcome.scales() == [None]  # one device: no speedup to state
+    assert notes == []  # no search, nothing to say
+
+
+def test_sweep_dry_run_plans_without_writing(tmp_path: Path) -> None:
+    (tmp_path / "suite.yaml").write_text(SUITE)
+    db = tmp_path / "s.db"
+    planned = prepare_sweep(SweepRequest(suite_name=str(tmp_path / "suite.yaml"), dry_run=True, store_path=str(db)))
+    assert isinstance(planned, PlannedSweep)
+    assert [(p.spec.model, p.batch_group) for p in planned.planned] == [("alexnet", "min"), ("alexnet", "fixed")]
+    assert planned.found == (None, None) and not db.exists()
+
+
+def test_sweep_request_errors_are_one_line_usage_errors(tmp_path: Path) -> None:
+    with pytest.raises(click.UsageError, match="resumes a stored sweep with its own suite"):
+        prepare_sweep(SweepRequest(suite_name="smoke", resume_id="r1", store_path=str(tmp_path / "s.db")))
+    with pytest.raises(click.UsageError, match="--only takes AXIS=VALUE"):
+        prepare_sweep(SweepRequest(suite_name="caict-cpu", only=("nosuch=1",), store_path=str(tmp_path / "s.db")))
+
+
+def test_execute_sweep_runs_the_matrix_into_one_run(tmp_path: Path) -> None:
+    (tmp_path / "suite.yaml").write_text(SUITE)
+    db = tmp_path / "s.db"
+    prepared = prepare_sweep(SweepRequest(suite_name=str(tmp_path / "suite.yaml"), store_path=str(db)))
+    assert isinstance(prepared, PreparedSweep)
+    seen: list[Recorder] = []
+    notes: list[str] = []
+    note, progress = hooks_into(seen, notes)
+    outcome = execute_sweep(prepared, SweepHooks(note=note, progress=progress))  # type: ignore[arg-type]
+    assert [r.status for r in outcome.results] == ["ok", "ok"] and outcome.exit_code == 0
+    assert {r.extra.get("batch_group") for r in outcome.results} == {"min", "fixed"}
+    assert outcome.searches == {} and Store(db).get_run(outcome.run_id).status == "done"
+    assert [(r.total, r.restarted, len(r.done)) for r in seen] == [(2, [2], 2)]
