@@ -39,10 +39,10 @@ from pathlib import Path
 from dlbench.backends.paddle import gpu_defaults
 from dlbench.cases import get_case
 from dlbench.envs.interpreters import NotInstalled, interpreter_for
-from dlbench.numerics import LOSS_SCALE_INIT, resolve_precision
-from dlbench.store.store import Store
 from dlbench.machine.telemetry import telemetry_of
+from dlbench.numerics import LOSS_SCALE_INIT, resolve_precision
 from dlbench.spec import PRESETS
+from dlbench.store.store import Store
 from dlbench.wire import ALLOCATOR_VARS, THREAD_VARS
 
 LOOPS = Path(__file__).parent / "fairness_loops"

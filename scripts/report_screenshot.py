@@ -20,10 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from dlbench.machine.telemetry import Contention, Energy, Telemetry, with_telemetry  # noqa: E402
+from dlbench.records import PointResult  # noqa: E402
 from dlbench.report.document import build_report  # noqa: E402
 from dlbench.report.html import render_html  # noqa: E402
-from dlbench.records import PointResult
-from dlbench.machine.telemetry import Contention, Energy, Telemetry, with_telemetry
 from tests.support.reports import make_point  # noqa: E402
 from tests.unit.report.test_report_configs import max_facts, params, stored  # noqa: E402
 

@@ -16,12 +16,19 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dlbench.records import Status
 from dlbench.spec import PointSpec
 from dlbench.wire import (
-    CONTROLLER_MEMORY, RANK_GPU, RankContext, WorkerResult, configure_rank, edge_event, progress_line,
-    rank_result_path, watched_by_controller,
+    CONTROLLER_MEMORY,
+    RANK_GPU,
+    RankContext,
+    WorkerResult,
+    configure_rank,
+    edge_event,
+    progress_line,
+    rank_result_path,
+    watched_by_controller,
 )
-from dlbench.records import Status
 
 if TYPE_CHECKING:
     from dlbench.backends.base import Backend
@@ -102,7 +109,7 @@ def _environment(backend: object, spec: PointSpec, ctx: RankContext | None = Non
 
     try:
         env = dict(backend.environment(spec))  # type: ignore[attr-defined]
-    except Exception as exc:  # noqa: BLE001 - a failed version query must not lose the point
+    except Exception as exc:
         env = {"environment_error": f"{type(exc).__name__}: {exc}"[:300]}
     if spec.device == "cuda" and ctx is not None:
         from dlbench.backends.gpu_arch import rank_gpu
@@ -122,7 +129,7 @@ def _oom(backend: object, exc: BaseException) -> bool:
     framework lacks), so that the point keeps its error instead of losing its result."""
     try:
         return bool(backend.is_oom(exc))  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
@@ -143,7 +150,7 @@ def _ptx_jit(backend: Backend, spec: PointSpec, ctx: RankContext) -> str | None:
 
     try:
         return rank_ptx_jit(backend.gpu_build(), ctx)
-    except Exception:  # noqa: BLE001 - a fact, never the point's loss
+    except Exception:
         return None
 
 
@@ -151,7 +158,7 @@ def _used_share(backend: Backend) -> float | None:
     """The backend's used share of its device's memory; None where reading it fails too."""
     try:
         return backend.memory_used_share()
-    except Exception:  # noqa: BLE001 - the point keeps its error
+    except Exception:
         return None
 
 
@@ -177,8 +184,8 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
     from dlbench.backends.base import Unsupported
     from dlbench.cases import get_case
     from dlbench.protocol.runner import measure
-    from dlbench.refusals import refusal as spec_refusal
     from dlbench.records import RankRaw
+    from dlbench.refusals import refusal as spec_refusal
 
     case = get_case(spec.model).configured(spec.params)
     reason = (spec_refusal(spec) or backend.case_support(case) or _gpu_refusal(backend, spec, ctx)

@@ -10,8 +10,8 @@ import pytest
 
 from dlbench.launch.point import execute
 from dlbench.launch.registry import Launchers
-from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 

@@ -13,15 +13,15 @@ import pytest
 from packaging.requirements import Requirement
 
 from dlbench import __version__
-from dlbench.cli import main
-from dlbench.launch import lock
-from dlbench.envs.interpreters import interpreter_for
-from dlbench.protocol.stats import summarize
 from dlbench.analysis.record import environment
-from dlbench.store.request import REQUEST_KEY, Request, request_of
+from dlbench.cli import main
+from dlbench.envs.interpreters import interpreter_for
+from dlbench.launch import lock
+from dlbench.protocol.stats import summarize
 from dlbench.records import PointResult, RankRaw, RepeatRaw
-from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.request import REQUEST_KEY, Request, request_of
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 RUN_ARGS = ("run", "-f", "fake", "-m", "alexnet", "-b", "2", "--input-size", "64", "--warmup", "1", "--steps", "3",
@@ -206,8 +206,8 @@ def test_unknown_and_ambiguous_ids_are_one_line_and_exit_2(
 
 def test_a_framework_whose_environment_is_gone_is_one_line_and_exit_2(
         store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch) -> None:
-    from dlbench.launch import again
     from dlbench.envs.interpreters import NotInstalled
+    from dlbench.launch import again
 
     def gone(framework: str) -> str:
         raise NotInstalled(f"framework {framework} is not installed: run: dlbench setup {framework}")
@@ -267,8 +267,8 @@ def test_a_request_reads_back_from_older_and_newer_json() -> None:
 
 
 def test_a_point_whose_interpreter_is_gone_is_measured_in_the_frameworks_environment_here(store_path: Path) -> None:
-    from dlbench.launch.again import check_environment
     from dlbench.analysis.reproduce import find
+    from dlbench.launch.again import check_environment
 
     uid = old_point(store_path, request=Request(python="/gone/venv/bin/python", packages=(("dlbench", __version__),)))
     ready = check_environment(find(Store(store_path, readonly=True), uid[:8]), force=False)
@@ -279,9 +279,8 @@ def test_a_point_whose_interpreter_is_gone_is_measured_in_the_frameworks_environ
 
 def test_the_host_of_a_gpu_point_names_its_gpu_driver_and_topology(monkeypatch: pytest.MonkeyPatch) -> None:
     """NVML mocked at its boundary (tests/support/fake_pynvml.py); the topology keys as a GPU worker reports them."""
-    from tests.support.fake_pynvml import gpus, install
-
     from dlbench.analysis.reproduce import host_facts
+    from tests.support.fake_pynvml import gpus, install
 
     install(monkeypatch, gpus(2))
     spec = PointSpec(framework="torch", model="alexnet", batch_size=2, device="cuda",

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.protocol.stats import summarize
 from dlbench.analysis.record import environment
+from dlbench.protocol.stats import summarize
 from dlbench.records import PointResult, RankRaw, RepeatRaw
-from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 

@@ -19,8 +19,8 @@ import pytest
 
 from dlbench.cases import get_case
 from dlbench.launch.folder import free_port
-from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.store import Store
 from tests.support.frameworks import (
     assert_compiled_point,
     assert_param_counts,

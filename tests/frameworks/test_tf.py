@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.store.store import Store
 from dlbench.spec import PointSpec, preset
+from dlbench.store.store import Store
 from tests.support.frameworks import (
     assert_compiled_point,
     assert_param_counts,

@@ -22,9 +22,9 @@ from dlbench.launch.registry import Launchers  # noqa: E402
 from dlbench.numerics import resolve_precision  # noqa: E402
 from dlbench.protocol.runner import measure  # noqa: E402
 from dlbench.protocol.stats import INPUT_BOUND_SHARE, summarize  # noqa: E402
-from dlbench.records import RankRaw
-from dlbench.store.store import Store
+from dlbench.records import RankRaw  # noqa: E402
 from dlbench.spec import PointSpec, Protocol  # noqa: E402
+from dlbench.store.store import Store  # noqa: E402
 from dlbench.suite.maxbatch import probe_bound, search  # noqa: E402
 
 pytestmark = pytest.mark.framework("torch")

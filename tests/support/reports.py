@@ -10,8 +10,8 @@ import numpy as np
 
 from dlbench.protocol.stats import summarize
 from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.store.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.store import Store, StoredPoint
 
 PROTO = Protocol(warmup=1, steps=6, repeats=3, statistic="median", preset="quick")
 CPU = {"device": "cpu", "device_model": "AMD EPYC", "device_count": "1", "cpu_model": "AMD EPYC", "threads": "2"}

@@ -176,7 +176,7 @@ def test_no_import_circle_between_packages() -> None:
             assert n != start, "import circle between packages: " + " -> ".join(path)
             if n not in seen:
                 seen.add(n)
-                todo.extend((k, path + [k]) for k in graph.get(n, ()))
+                todo.extend((k, [*path, k]) for k in graph.get(n, ()))
 
 
 def _doc_layers() -> tuple[tuple[str, ...], ...]:

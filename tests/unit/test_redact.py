@@ -15,8 +15,8 @@ from dlbench.launch.hosts import HostsConfig, env_file, forwarded, rank_env
 from dlbench.launch.mpirun import mpirun_argv
 from dlbench.launch.process import worker_env
 from dlbench.redact import redact
-from dlbench.store.store import Store
 from dlbench.spec import PointSpec, preset
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 SECRET_URL = "postgresql://bench:ret@99@db.example.org/dlbench"

@@ -27,8 +27,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from dlbench.jsonout import strict_dumps
 from dlbench.analysis.mfu import Efficiency, efficiency
+from dlbench.jsonout import strict_dumps
 from dlbench.machine.power import detectability
 from dlbench.records import PointResult
 from dlbench.store.store import StoredPoint

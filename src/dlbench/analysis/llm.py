@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from dlbench.analysis.mfu import cores_per_device, efficiency
 from dlbench.cases import UnknownCase, get_case
 from dlbench.cases.arch import GptConfig, LlamaConfig
 from dlbench.cases.gpt import hardware_ratio, tokens_per_sample
-from dlbench.analysis.mfu import cores_per_device, efficiency
 from dlbench.machine.peaks import peak_for
 from dlbench.records import PointResult
 from dlbench.spec import SpecError

@@ -19,9 +19,9 @@ import time
 from dataclasses import dataclass
 
 from dlbench.cases import UnknownCase, get_case
-from dlbench.numerics import resolve_precision
 from dlbench.machine.env import cpu_model
 from dlbench.machine.peaks import Achievable, Peak, PeakLookup, cpu_achievable, peak_for
+from dlbench.numerics import resolve_precision
 from dlbench.records import PointResult
 from dlbench.spec import PointSpec, SpecError
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 
-from dlbench.protocol.stats import summarize
-from dlbench.machine.env import IDENTITY_KEYS, host_descriptive, host_identity, physical_cores
 from dlbench.analysis.mfu import PEAK_KEY, stored_peak
+from dlbench.machine.env import IDENTITY_KEYS, host_descriptive, host_identity, physical_cores
+from dlbench.protocol.stats import summarize
 from dlbench.records import Environment, PointResult
 from dlbench.spec import PointSpec
 from dlbench.wire import WorkerResult

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from dlbench.records import PointResult
 from dlbench.store.errors import StoreError
 from dlbench.store.request import UID_SHOWN, Request, request_of
 from dlbench.store.rows import CorruptRow, RunRecord, StoredPoint, stored_point
-from dlbench.records import PointResult
 from dlbench.store.store import Store
 from dlbench.store.store_sql import points, runs
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from dlbench.cases import UnknownCase, get_case
 from dlbench.records import PointResult
-from dlbench.store.store import StoredPoint
 from dlbench.spec import PointSpec, Protocol, SpecError
+from dlbench.store.store import StoredPoint
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from dlbench.protocol.stats import summarize
-from dlbench.store.rows import StoredPoint
 from dlbench.records import without_spread
+from dlbench.store.rows import StoredPoint
 from dlbench.store.validate import INVALID, metric_problems, rank_problems, status_problems, unknown_fields
 
 REL_TOL = 1e-9
@@ -79,7 +79,7 @@ def verify_point(p: StoredPoint, stored: Mapping[str, object] | None) -> Mismatc
         metrics = without_spread(metrics)  # older stores kept a zero-width CI for one repeat: read as no spread
         try:
             derived = asdict(summarize(s, r.ranks))
-        except Exception as exc:  # noqa: BLE001 - raw samples the statistics cannot read are a finding
+        except Exception as exc:
             problems.append(f"raw samples cannot be summarised: {exc}")
         else:
             problems += [f"{k}: stored {metrics[k]!r}, raw samples give {derived[k]!r}"

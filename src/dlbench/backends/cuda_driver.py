@@ -19,7 +19,7 @@ def driver_cuda() -> str:
             return ""
         try:
             return cuda_version(str(int(nv.nvmlSystemGetCudaDriverVersion())))
-        except Exception:  # noqa: BLE001 - an NVML without the call, or a failed one
+        except Exception:
             return ""
 
 

@@ -188,8 +188,18 @@ def all_cases() -> list[Case]:
 
 
 # Explicit registration: each module calls register() once.
-from dlbench.cases import alexnet, bert_base, face, gpt, inception_v3, resnet50, resnet152, vgg16, wide_deep  # noqa: F401
-from dlbench.cases import llama  # noqa: F401,E402
+from dlbench.cases import (  # noqa: F401
+    alexnet,
+    bert_base,
+    face,
+    gpt,
+    inception_v3,
+    llama,
+    resnet50,
+    resnet152,
+    vgg16,
+    wide_deep,
+)
 
 __all__ = [
     "CASES",

@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from dlbench.cli.lazy import LazyGroup
-from dlbench.store.errors import EXIT_NOT_STORED, PointNotStored, StoreError
 from dlbench.spec import SpecError
+from dlbench.store.errors import EXIT_NOT_STORED, PointNotStored, StoreError
 
 
 def user_errors() -> tuple[type[BaseException], ...]:

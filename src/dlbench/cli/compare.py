@@ -13,9 +13,9 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from dlbench.analysis.compare import MIN_EFFECT, compare_runs
 from dlbench.cli.output import stdout_console
 from dlbench.report.screens import COMPARE_OPTIONAL, comparison_table, undetectable_lines
-from dlbench.analysis.compare import MIN_EFFECT, compare_runs
 from dlbench.store.store import Store
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%?\s*$", re.ASCII)

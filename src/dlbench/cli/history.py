@@ -6,18 +6,17 @@ samples could not have shown a change ('not enough samples') and nothing exited 
 
 from __future__ import annotations
 
-
 import click
 
+from dlbench.analysis.compare import ALPHA, MIN_EFFECT
+from dlbench.analysis.history import Series, build_series, parse_since
 from dlbench.backends import get_info
 from dlbench.cases import get_case
 from dlbench.cli.compare import parse_percent
-from dlbench.runapi.options import split
 from dlbench.cli.output import stdout_console
-from dlbench.report.screens import HISTORY_OPTIONAL, history_table
-from dlbench.analysis.compare import ALPHA, MIN_EFFECT
 from dlbench.jsonout import strict_dumps
-from dlbench.analysis.history import Series, build_series, parse_since
+from dlbench.report.screens import HISTORY_OPTIONAL, history_table
+from dlbench.runapi.options import split
 from dlbench.store.store import Store
 
 

@@ -9,14 +9,22 @@ import click
 
 from dlbench.backends import all_backends, gpu_builds
 from dlbench.cases import Case, ImageInput, TextInput, all_cases
-from dlbench.runapi.options import resolve_device
 from dlbench.cli.output import stdout_console
 from dlbench.envs.interpreters import probe, range_text, state
-from dlbench.report.fit import Cell
-from dlbench.report.listing import CASES_OPTIONAL, FRAMEWORKS_OPTIONAL, cases_table, env_table, frameworks_table
-from dlbench.report.listing import gpu_builds_table, styled, support_table
-from dlbench.report.families import llama_family_table
 from dlbench.machine.env import host_descriptive, host_identity, physical_cores
+from dlbench.report.families import llama_family_table
+from dlbench.report.fit import Cell
+from dlbench.report.listing import (
+    CASES_OPTIONAL,
+    FRAMEWORKS_OPTIONAL,
+    cases_table,
+    env_table,
+    frameworks_table,
+    gpu_builds_table,
+    styled,
+    support_table,
+)
+from dlbench.runapi.options import resolve_device
 
 
 def _support(case: Case, answer: object) -> str:

@@ -6,6 +6,7 @@ import dataclasses
 import json
 
 import click
+
 from dlbench import reference
 from dlbench.cases import get_case
 from dlbench.cli.output import stdout_console

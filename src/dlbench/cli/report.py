@@ -17,7 +17,7 @@ class ReportNotWritten(click.ClickException):
 
     def __init__(self, message: str, exc: OSError) -> None:
         super().__init__(message)
-        self.exit_code = EXIT_NOT_STORED if exc.errno in (errno.ENOSPC, errno.EDQUOT) else 2
+        self.exit_code = EXIT_NOT_STORED if exc.errno in (errno.ENOSPC, errno.EDQUOT) else 2  # type: ignore[misc]
 
 
 def _write(doc: object, out: Path, fmt: str) -> list[Path]:

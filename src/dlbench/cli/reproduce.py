@@ -12,18 +12,26 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from dlbench.analysis.compare import MIN_EFFECT, PointComparison, label
+from dlbench.analysis.reproduce import (
+    NotReproducible,
+    Target,
+    command_of,
+    find,
+    host_facts,
+    labels,
+    requirements_text,
+    specs_of,
+    what_is_missing,
+)
 from dlbench.cli.compare import comparison_table, parse_percent, undetectable_lines
 from dlbench.cli.invocation import command_line
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.cli.rerun import identity_lines
 from dlbench.launch.again import check_environment, measure_again
-from dlbench.analysis.compare import MIN_EFFECT, PointComparison, label
-from dlbench.analysis.reproduce import (
-    NotReproducible, Target, command_of, find, host_facts, labels, requirements_text, specs_of, what_is_missing,
-)
-from dlbench.store.request import UID_SHOWN, Request, request_of
 from dlbench.records import PointResult, exit_code
+from dlbench.store.request import UID_SHOWN, Request, request_of
 from dlbench.store.store import Store, StoredPoint
 
 

@@ -16,18 +16,18 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from dlbench.analysis.compare import MIN_EFFECT, Comparison, compare_runs
 from dlbench.cli.compare import parse_percent
-from dlbench.report.screens import comparison_table, undetectable_lines
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
-from dlbench.launch.hosts import HostsConfig
 from dlbench.envs.interpreters import interpreter_for
+from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.registry import Launchers
 from dlbench.launch.session import run_points
-from dlbench.analysis.compare import MIN_EFFECT, Comparison, compare_runs
 from dlbench.records import exit_code
-from dlbench.store.store import Store
+from dlbench.report.screens import comparison_table, undetectable_lines
 from dlbench.spec import PointSpec
+from dlbench.store.store import Store
 
 
 def specs_of(store: Store, run_id: str) -> list[PointSpec]:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import click
 
+from dlbench.analysis.scaling import scaled
+from dlbench.analysis.verify import verify as verify_points
 from dlbench.cli.output import stdout_console
 from dlbench.report.export import to_csv, to_json
 from dlbench.report.table import COLUMNS, COMPACT, pick_columns, points_table, runs_table, scaling_notes
-from dlbench.analysis.scaling import scaled
 from dlbench.store.errors import StoreError
 from dlbench.store.store import Store
-from dlbench.analysis.verify import verify as verify_points
 
 
 @click.command("results")

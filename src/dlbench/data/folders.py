@@ -14,7 +14,6 @@ from pathlib import Path
 from dlbench import __version__
 from dlbench.data.layout import LAYOUT_VERSION, MANIFEST, DataLayoutError, read_manifest
 
-
 LOCK = ".dlbench-writing"  # held (flock) inside a staging folder by the process writing it
 
 

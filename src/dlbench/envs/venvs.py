@@ -163,7 +163,7 @@ def _locked() -> Iterator[Path]:
     path = registry_path()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(path.with_name(path.name + ".lock"), "a+")  # noqa: SIM115 - closed below
+        lock = open(path.with_name(path.name + ".lock"), "a+")
     except OSError as exc:
         raise EnvError(f"cannot write the environment registry {path}: {exc.strerror}") from None
     try:

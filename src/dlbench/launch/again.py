@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from dlbench.analysis.compare import MIN_EFFECT, Comparison, compare_runs
+from dlbench.analysis.reproduce import NotReproducible, Target, specs_of, version_refusal
 from dlbench.backends import get_info
-from dlbench.launch.hosts import HostsConfig
 from dlbench.envs.interpreters import NotInstalled, interpreter_for
+from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.lock import package_lock
 from dlbench.launch.registry import Launchers
 from dlbench.launch.session import PointDone, PointStarted, run_points
-from dlbench.analysis.compare import MIN_EFFECT, Comparison, compare_runs
-from dlbench.analysis.reproduce import NotReproducible, Target, specs_of, version_refusal
 from dlbench.store.request import normalise, request_of
 from dlbench.store.store import Store
 

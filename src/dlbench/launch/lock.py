@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from dlbench import __version__
-from dlbench.store.request import Request, with_request
 from dlbench.records import PointResult
+from dlbench.store.request import Request, with_request
 from dlbench.store.store import Store
 
 # Run by the framework's interpreter: every distribution it sees (the first of a name wins, as imports do).
@@ -51,7 +51,7 @@ def package_lock(python: str) -> tuple[str, tuple[tuple[str, str], ...], str]:
     if os.path.abspath(python) == os.path.abspath(sys.executable):  # a venv's python is a link: not resolved
         try:
             return platform.python_version(), tuple(sorted(_distributions().items(), key=_by_name)), ""
-        except Exception as exc:  # noqa: BLE001 - a broken distribution must not fail a point: say what failed
+        except Exception as exc:
             return platform.python_version(), (), f"cannot read the packages: {type(exc).__name__}: {exc}"[:200]
     try:
         proc = subprocess.run([python, "-c", LOCK_SCRIPT], capture_output=True, text=True, timeout=LOCK_TIMEOUT_S,

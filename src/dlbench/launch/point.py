@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 import time
 
+from dlbench.analysis.record import point_result
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
 from dlbench.launch.watch import PointWatch
-from dlbench.analysis.record import point_result
-from dlbench.records import PointResult
 from dlbench.machine.telemetry import with_telemetry
+from dlbench.records import PointResult
 from dlbench.spec import PointSpec, SpecError
 
 

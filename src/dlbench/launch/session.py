@@ -11,8 +11,8 @@ from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
 from dlbench.records import PointResult
-from dlbench.store.store import Store
 from dlbench.spec import PointSpec
+from dlbench.store.store import Store
 
 PointStarted = Callable[[int, PointSpec], ProgressSink | None]
 PointDone = Callable[[int, PointResult], None]

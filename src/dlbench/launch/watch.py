@@ -82,7 +82,7 @@ class PointWatch:
         return self._own_cache[pid]
 
     # -- around the launch --------------------------------------------------------------------------------
-    def __enter__(self) -> PointWatch:  # noqa: PYI034 - typing.Self is 3.11+; dlbench runs on 3.10
+    def __enter__(self) -> PointWatch:
         if self.spec.device == "cuda":
             nv = self._stack.enter_context(session())
             if nv is None:
@@ -90,7 +90,7 @@ class PointWatch:
             else:
                 try:
                     handles = visible_handles(nv)
-                except Exception as exc:  # noqa: BLE001 - an NVML error on the device list: no device to watch
+                except Exception as exc:
                     handles, self.gpu_note = [], f"NVML could not list the GPUs: {type(exc).__name__}"
                 ranks = [(r, r % self.spec.devices_per_node) for r in range(self.spec.processes)]
                 devices = rank_devices(len(handles), self.spec.processes, self.spec.devices_per_node, ranks)

@@ -59,7 +59,7 @@ def cpu_model() -> str:
         import cpuinfo
 
         return str(cpuinfo.get_cpu_info().get("brand_raw") or platform.processor() or "unknown")
-    except Exception:  # noqa: BLE001 - py-cpuinfo can fail on exotic CPUs; the brand is then unknown, not fatal
+    except Exception:
         return platform.processor() or "unknown"
 
 
@@ -132,7 +132,7 @@ def host_descriptive(device: str = "cpu") -> dict[str, str]:
         differ = [k for k in GPU_DESCRIPTIVE if k != "uuid" and len({d[k] for d in visible}) > 1]
         if differ:
             gpu["gpu_settings_differ"] = ", ".join(differ)
-    return {**gpu, 
+    return {**gpu,
         "hostname": socket.gethostname(),
         "cpu_mhz": f"{freq.current:.0f}" if freq else "",
         "cpu_max_mhz": f"{freq.max:.0f}" if freq and freq.max else "",

@@ -107,7 +107,7 @@ class GpuSampler:
             return None
         try:
             return fn(*args)
-        except Exception as exc:  # noqa: BLE001 - any NVMLError_*: one failed call is counted and skipped
+        except Exception as exc:
             if type(exc).__name__ == "NVMLError_NotSupported":
                 self.unsupported.add(key)
             else:

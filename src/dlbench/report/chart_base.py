@@ -15,8 +15,8 @@ import matplotlib
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from dlbench.report.groups import Column
 from dlbench.records import Metrics
+from dlbench.report.groups import Column
 
 matplotlib.use("Agg")
 

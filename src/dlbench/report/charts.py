@@ -12,10 +12,10 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.axis import Axis
 
-from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled, whiskers
-from dlbench.report.groups import Column, RowKey, Section, max_batch_of, model_title
 from dlbench.analysis.compare import ratio_ci, step_matrix
 from dlbench.records import PointResult
+from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled, whiskers
+from dlbench.report.groups import Column, RowKey, Section, max_batch_of, model_title
 from dlbench.store.store import StoredPoint
 
 
@@ -211,10 +211,10 @@ def _config_label(row: RowKey, col: Column, many_rows: bool) -> str:
     return f"{col.title} · {row.chart_label}" if many_rows else col.title
 
 
-def signed_percent(axis: Axis) -> Callable[[float, int | None], str]:
+def signed_percent(axis: Axis) -> Callable[[float, float], str]:
     """A tick formatter '+0.25%' with as many decimals as the ticks' spacing needs (a spread under 1% read
     '-0%' and '+0%' on every tick with none), and no '-0'."""
-    def fmt(x: float, _: int | None) -> str:
+    def fmt(x: float, _: float) -> str:
         locs = np.diff(np.sort(axis.get_majorticklocs()))
         step = float(locs[locs > 0].min()) if (locs > 0).any() else 1.0
         decimals = max(0, int(np.ceil(-np.log10(step) - 1e-9)))

@@ -12,16 +12,16 @@ from dlbench.report.charts import data_chart, max_batch_chart, memory_chart, spr
 from dlbench.report.efficiency import FLOPS_DEFINITION, EffRow, efficiency_rows, mfu_chart, roofline_chart
 from dlbench.report.energy import contention_notes, energy_absent, energy_chart
 from dlbench.report.gpt_layouts import LayoutRow, layout_chart, layout_rows
-from dlbench.report.llm_section import LlmRow, llm_rows
 from dlbench.report.groups import Cell, Column, Section, build_sections, framework_title
 from dlbench.report.history import history_charts
+from dlbench.report.llm_section import LlmRow, llm_rows
 from dlbench.report.max_values import REFERENCE_NOTE, MaxValueRow, PublishedMax, dlperf_max_classes, max_value_rows
 from dlbench.report.published import Beside, beside
 from dlbench.report.special import wide_deep_chart
 from dlbench.report.strategies import StrategyReport, strategy_report
 from dlbench.report.telemetry import contended
-from dlbench.store.store import RunRecord, StoredPoint
 from dlbench.spec import Protocol
+from dlbench.store.store import RunRecord, StoredPoint
 from dlbench.suite.maxbatch import MAXBATCH_KIND, PROBE_PRESET
 
 THROUGHPUT_DEFINITION = ("Throughput = global samples in the measured steps / wall time of those steps (the slowest "

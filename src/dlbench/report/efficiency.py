@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dlbench.analysis.mfu import Efficiency, efficiency
 from dlbench.report.chart_base import FAIL_COLOR, Chart, ChartSet, figure, styled
 from dlbench.report.groups import Column, RowKey, Section
-from dlbench.analysis.mfu import Efficiency, efficiency
 
 FLOPS_DEFINITION = ("Achieved TFLOP/s = samples/s x training FLOPs per sample (2 per multiply-add of every "
                     "convolution and matrix product, backward = 2x forward, no recomputation); MFU = achieved / "

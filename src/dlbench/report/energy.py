@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dlbench.machine.telemetry import telemetry_of
+from dlbench.records import PointResult
 from dlbench.report.chart_base import Chart, ChartSet, figure, styled
 from dlbench.report.groups import Column, Section
 from dlbench.report.telemetry import ENERGY_DEFINITION, contended, point_label, samples_per_kwh
-from dlbench.records import PointResult
-from dlbench.machine.telemetry import telemetry_of
 
 
 @styled

@@ -16,14 +16,14 @@ import datetime
 import io
 from collections.abc import Sequence
 
-from dlbench.jsonout import strict_dumps
-from dlbench.report.telemetry import CSV_FIELDS as TELEMETRY_FIELDS
-from dlbench.report.telemetry import telemetry_fields
 from dlbench.analysis.llm import llm_figures
 from dlbench.analysis.mfu import efficiency
-from dlbench.store.request import reproduce_command, request_of
 from dlbench.analysis.scaling import Scaled, scaled
+from dlbench.jsonout import strict_dumps
 from dlbench.records import PointResult
+from dlbench.report.telemetry import CSV_FIELDS as TELEMETRY_FIELDS
+from dlbench.report.telemetry import telemetry_fields
+from dlbench.store.request import reproduce_command, request_of
 from dlbench.store.store import StoredPoint
 
 CSV_COLUMNS: tuple[str, ...] = (

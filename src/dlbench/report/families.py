@@ -13,7 +13,7 @@ HEADERS = ("case", "hidden", "layers", "heads", "kv", "ffn", "vocab", "seq", "ti
 
 def llama_family_rows() -> list[tuple[str, ...]]:
     """One row per registered Llama case: its shape (its parameters' defaults) and exact parameter count."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for c in all_cases():
         a = c.arch
         if isinstance(a, LlamaConfig):

@@ -15,6 +15,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from dlbench import reference
+from dlbench.analysis.mfu import efficiency, fmt_mfu
 from dlbench.cases import get_case
 from dlbench.cases.arch import GptConfig
 from dlbench.cases.gpt import layout_flops_per_sample, tokens_per_sample
@@ -22,9 +23,8 @@ from dlbench.parallel import FAMILIES
 from dlbench.reference import ReferenceRow
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, styled
 from dlbench.report.groups import Column, framework_title
-from dlbench.analysis.mfu import efficiency, fmt_mfu
-from dlbench.store.store import StoredPoint
 from dlbench.spec import PointSpec, SpecError
+from dlbench.store.store import StoredPoint
 
 _NAMED = re.compile(r"^(DP|MP|2D|PP)(_PP)?_\d+x\d+x\d+_\d+_\d+x\d+$")
 _GROUP_OF_PREFIX = {"DP": "DP", "MP": "TP", "2D": "2D", "PP": "PP"}

@@ -17,11 +17,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from dlbench.analysis.scaling import Scaling, scaled
 from dlbench.backends import all_backends
 from dlbench.cases import CASES, UnknownCase, get_case
 from dlbench.report.caveats import caveats
 from dlbench.report.table import fmt_bytes, fmt_count
-from dlbench.analysis.scaling import Scaling, scaled
 from dlbench.store.store import StoredPoint
 
 STATUS_TEXT: dict[str, str] = {"oom": "OOM", "unsupported": "unsupported", "timeout": "timeout",

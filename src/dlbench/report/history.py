@@ -10,10 +10,10 @@ from collections.abc import Sequence
 
 import matplotlib.dates as mdates
 
-from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled, whiskers
-from dlbench.report.groups import model_title
 from dlbench.analysis.compare import ALPHA, MIN_EFFECT
 from dlbench.analysis.history import REGRESSION, Series, build_series, series_key
+from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled, whiskers
+from dlbench.report.groups import model_title
 from dlbench.store.rows import StoredPoint
 
 GOOD_COLOR = "#2f855a"

@@ -8,12 +8,12 @@ from html.parser import HTMLParser
 import jinja2
 import markupsafe
 
+from dlbench.records import Metrics
 from dlbench.report.chart_base import Chart, render_svg
 from dlbench.report.document import Report
 from dlbench.report.groups import Cell
 from dlbench.report.reproduce import id_commands, section_commands
 from dlbench.report.telemetry import contended
-from dlbench.records import Metrics
 
 _EXTERNAL_URL = re.compile(r"^\s*(?:[a-z][a-z0-9+.-]*:)?//", re.IGNORECASE)
 _EXTERNAL_CSS = re.compile(r"""url\(\s*["']?\s*(?:[a-z][a-z0-9+.-]*:)?//|@import""", re.IGNORECASE)

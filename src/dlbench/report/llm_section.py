@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dlbench.analysis.llm import llm_figures
 from dlbench.cases import UnknownCase, get_case
 from dlbench.cases.arch import LlamaConfig
 from dlbench.reference.llm import matching
-from dlbench.analysis.llm import llm_figures
 from dlbench.store.store import StoredPoint
 
 

@@ -15,8 +15,8 @@ import json
 from dataclasses import dataclass
 
 from dlbench.cases.face import DLPERF_MAX_CLASSES, MODES
-from dlbench.report.table import fmt_count
 from dlbench.records import PointResult
+from dlbench.report.table import fmt_count
 from dlbench.store.store import StoredPoint
 
 

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from dlbench.report.fit import Col, Fitted, fit
-from dlbench.report.table import fmt_throughput
 from dlbench.analysis.compare import FASTER, SLOWER, UNDETECTABLE, Comparison, PointComparison
 from dlbench.analysis.history import REGRESSION, Series
+from dlbench.report.fit import Cell, Col, Fitted, fit
+from dlbench.report.table import fmt_throughput
 
 _STYLE = {REGRESSION: "red", "improvement": "green", FASTER: "green", SLOWER: "red"}
 HARDWARE_KEYS = ("device_model", "cpu_model", "device_count", "threads")
@@ -31,7 +31,7 @@ def history_table(series: Sequence[Series], wide: bool = False) -> Fitted:
             Col("finished", "key", optional=True), Col("run", "key"), Col("framework version", "key", shared=True),
             Col("samples/s", "number", "right"), Col("vs segment start", "number", "right", optional=True),
             Col("p", "number", "right", optional=True), Col("change")]
-    rows = []
+    rows: list[list[Cell]] = []
     for s in series:
         for hp in s.points:
             r = hp.point.result
@@ -68,7 +68,7 @@ def comparison_table(c: Comparison, wide: bool = False) -> Fitted:
     cols = [Col("configuration", "key"), Col("A samples/s", "number", "right"), Col("B samples/s", "number", "right"),
             Col("B/A", "number", "right"), Col("95% CI", "number", "right"), Col("p", "number", "right", optional=True),
             Col("MFU A → B", "number", "right", optional=True), Col("verdict")]
-    rows = []
+    rows: list[list[Cell]] = []
     for p in c.points:
         ta = f"{p.throughput_a:,.1f}" if p.throughput_a is not None else p.status_a
         tb = f"{p.throughput_b:,.1f}" if p.throughput_b is not None else p.status_b

@@ -9,16 +9,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from dlbench.analysis.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
+from dlbench.analysis.scaling import Scaled, outgrows_one_device
 from dlbench.cases.gpt import flop_label, hardware_ratio, lm_rates
 from dlbench.printable import printable
+from dlbench.records import Metrics, PointResult
 from dlbench.report.caveats import caveat_notes
 from dlbench.report.fit import Col, Fitted, fit
 from dlbench.report.telemetry import contended, fmt_energy, samples_per_kwh
-from dlbench.analysis.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
-from dlbench.analysis.scaling import Scaled, outgrows_one_device
-from dlbench.records import Metrics, PointResult
-from dlbench.store.store import RunRecord
 from dlbench.spec import PointSpec, SpecError
+from dlbench.store.store import RunRecord
 
 
 def fmt_bytes(n: int | None) -> str:

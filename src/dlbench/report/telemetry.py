@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dlbench.records import PointResult
 from dlbench.machine.telemetry import Telemetry, telemetry_of
+from dlbench.records import PointResult
 
 ENERGY_DEFINITION = ("Samples per kWh = global samples trained in the measured windows / the energy of those windows "
                      "(NVML's energy counter summed over the point's GPUs, or the CPU packages' RAPL counters).")

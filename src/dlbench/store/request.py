@@ -54,7 +54,7 @@ class Request:
         fields = {k: v for k, v in d.items() if k in names and k != "packages"}
         pkgs = d.get("packages")
         packages = tuple(sorted((str(k), str(v)) for k, v in pkgs.items())) if isinstance(pkgs, dict) else ()
-        return cls(**{k: (int(v) if k == "version" else str(v)) for k, v in fields.items()},  # type: ignore[arg-type]
+        return cls(**{k: (int(str(v)) if k == "version" else str(v)) for k, v in fields.items()},  # type: ignore[arg-type]
                    packages=packages)
 
     def package_version(self, distribution: str) -> str | None:

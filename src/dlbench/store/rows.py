@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dlbench.records import STATUSES, Environment, Metrics, PointResult, RankRaw
-from dlbench.store.validate import INVALID, metric_problems, rank_problems
 from dlbench.spec import PointSpec
+from dlbench.store.validate import INVALID, metric_problems, rank_problems
 
 POINT_COLUMNS = ("uid", "run_id", "spec_key", "framework", "model", "batch_size", "precision", "status", "error",
                  "spec_json", "ranks_json", "metrics_json", "env_json", "identity_json", "descriptive_json",

@@ -20,17 +20,29 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
+from dlbench.records import PointResult
 from dlbench.store import recovery
 from dlbench.store.claims import ClaimTaken, advisory_claim, controller, controller_gone, file_claim, lock_file
 from dlbench.store.errors import PointNotStored
 from dlbench.store.migrations import STORE_SCHEMA_VERSION, SchemaError, check_version, stored_version, upgrade
 from dlbench.store.recovery import Recovered
 from dlbench.store.rows import CorruptRow, RunRecord, StoredPoint, point_row, run_record, stored_point
-from dlbench.records import PointResult
 from dlbench.store.store_file import CREATION_WAIT_S, create_store_file, nearest_folder_problem, wait_for_creator
 from dlbench.store.store_sql import (
-    DEFAULT_STORE, StoreError, Target, mask, metadata, one_line, parse_target, points, postgres_engine, resolve_path,
-    runs, sqlite_connect, sqlite_engine, writer_pragmas,
+    DEFAULT_STORE,
+    StoreError,
+    Target,
+    mask,
+    metadata,
+    one_line,
+    parse_target,
+    points,
+    postgres_engine,
+    resolve_path,
+    runs,
+    sqlite_connect,
+    sqlite_engine,
+    writer_pragmas,
 )
 
 DB_ERRORS = (sa.exc.SQLAlchemyError, sqlite3.Error, OverflowError, OSError)

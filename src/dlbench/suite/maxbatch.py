@@ -40,8 +40,8 @@ from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
 from dlbench.machine.env import host_identity, physical_cores
 from dlbench.records import PointResult
-from dlbench.store.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol, SpecError
+from dlbench.store.store import Store, StoredPoint
 from dlbench.wire import RANK_GPU
 
 MAXBATCH_KIND = "maxbatch"

@@ -52,7 +52,7 @@ def _model(name: str) -> str:
 
 
 def _batch(value: object) -> object:
-    if isinstance(value, bool) or not (isinstance(value, int) and value >= 1 or value in BATCH_WORDS):
+    if isinstance(value, bool) or not ((isinstance(value, int) and value >= 1) or value in BATCH_WORDS):
         raise ValueError(f"a batch is a whole number >= 1, or one of {', '.join(BATCH_WORDS)}; got {value!r}")
     return value
 

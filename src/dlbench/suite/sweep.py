@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from dlbench.analysis.record import point_result
 from dlbench.cases import get_case
 from dlbench.data.layout import DataLayoutError, image_root, read_manifest, text_root
 from dlbench.envs.interpreters import NotInstalled, interpreter_for
@@ -18,10 +19,9 @@ from dlbench.launch.lock import attach_request
 from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
-from dlbench.analysis.record import point_result
 from dlbench.records import PointResult
-from dlbench.store.store import Store
 from dlbench.spec import PointSpec
+from dlbench.store.store import Store
 from dlbench.suite.expand import PlannedPoint
 from dlbench.suite.maxbatch import BATCH, MaxBatch, ProbeStarted, param_bounds, search, with_value
 

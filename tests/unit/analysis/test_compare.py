@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlbench.protocol.stats import summarize
 from dlbench.analysis.compare import FASTER, SAME, SLOWER, compare_points, compare_runs, verdict
+from dlbench.protocol.stats import summarize
 from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.store.store import Store, StoredPoint
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.store import Store, StoredPoint
 
 CliResult = tuple[int, str, str]
 IDENTITY = {"device": "cpu", "device_model": "AMD EPYC", "framework": "fake", "framework_version": "1.0"}

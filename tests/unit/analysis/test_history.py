@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlbench.protocol.stats import summarize
 from dlbench.analysis.history import IMPROVEMENT, REGRESSION, build_series, parse_since
-from dlbench.store.rows import StoredPoint
+from dlbench.protocol.stats import summarize
 from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.rows import StoredPoint
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 DAY = 86400.0

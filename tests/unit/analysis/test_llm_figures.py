@@ -9,17 +9,13 @@ import json
 
 import pytest
 
+from dlbench.analysis.llm import MEGATRON, llm_figures
 from dlbench.cases import get_case
 from dlbench.cases.gpt import megatron_flops_per_sample
-from dlbench.protocol.stats import summarize
 from dlbench.report.export import to_json
-from dlbench.analysis.llm import MEGATRON, llm_figures
-from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.store.store import StoredPoint
-from dlbench.spec import PointSpec, Protocol
-
-from tests.support.reports import H100
 from tests.support.reports import llm_point as _point
+
 
 def test_llama_figures_are_exact_and_name_their_convention() -> None:
     r = _point("llama3_8b", 2.0, 8, "bf16", fsdp=True)

@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dlbench.protocol.stats import summarize
 from dlbench.analysis.compare import FASTER, SAME, SLOWER, UNDETECTABLE, compare_points
 from dlbench.analysis.history import build_series
 from dlbench.machine.power import TARGET_POWER, detectability, min_p, needed, power
-from dlbench.store.rows import StoredPoint
+from dlbench.protocol.stats import summarize
 from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.rows import StoredPoint
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 ENV = Environment({"framework": "fake", "framework_version": "1.0", "device": "cpu", "cpu_model": "test-cpu"},

@@ -7,14 +7,14 @@ import dataclasses
 
 import pytest
 
+from dlbench.analysis.scaling import find_baseline, scaled
 from dlbench.protocol.stats import summarize
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.report.charts import _scale_lines
 from dlbench.report.groups import build_sections
 from dlbench.report.table import fmt_efficiency, fmt_speedup, scaling_notes
-from dlbench.store.rows import StoredPoint
-from dlbench.analysis.scaling import find_baseline, scaled
-from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.rows import StoredPoint
 
 QUICK = Protocol(warmup=1, steps=4, repeats=3, statistic="median", preset="quick")
 LONG = Protocol(warmup=5, steps=20, repeats=5, statistic="median", preset="standard")
@@ -80,7 +80,7 @@ def test_the_scale_axis_labels_1n2c_and_2n1c_each_as_itself() -> None:
     pts = [StoredPoint(1, "r", point(1.0)), StoredPoint(2, "r", point(0.6, per_node=2, when=T0 + 1)),
            StoredPoint(3, "r", point(0.7, nodes=2, when=T0 + 2))]
     [sec] = build_sections(pts)
-    chart = _scale_lines(sec, {c: "#1f77b4" for c in sec.columns}, (2, ()), speedup=True)  # batch 2, no variant
+    chart = _scale_lines(sec, dict.fromkeys(sec.columns, "#1f77b4"), (2, ()), speedup=True)  # batch 2, no variant
     assert chart is not None
     labels = [t.get_text() for t in chart.figure.axes[0].get_xticklabels()]
     assert labels == ["1n1c", "1n2c", "2n1c"]

@@ -10,19 +10,18 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.support.fake_pynvml import FakeGpu, install
 
 from dlbench.backends import cudnn_fallback
 from dlbench.backends.cuda_driver import no_device_reason
 from dlbench.backends.gpu_arch import JIT_CACHE_BYTES, GpuBuild, ptx_jit, rank_ptx_jit, refusal
-from dlbench.numerics import LOSS_SCALE_INIT, resolve_precision
 from dlbench.machine.peaks import gpu_peak
+from dlbench.numerics import LOSS_SCALE_INIT, resolve_precision
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import RankContext
+from tests.support.fake_pynvml import FakeGpu, install
 from tests.support.paths import REPO
 
 H100 = "NVIDIA H100 80GB HBM3"

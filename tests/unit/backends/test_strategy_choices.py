@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from dlbench.launch.merge import merge
 from dlbench.analysis.scaling import baseline_spec
+from dlbench.launch.merge import merge
 from dlbench.spec import PointSpec, Protocol, SpecError
 from dlbench.wire import WorkerResult
 

@@ -18,8 +18,8 @@ from collections.abc import Callable
 import pytest
 
 from dlbench.cases import get_case
-from dlbench.numerics import resolve_precision
 from dlbench.machine.peaks import gpu_peak
+from dlbench.numerics import resolve_precision
 from dlbench.spec import PointSpec, Protocol, SpecError
 
 ABS = 2e-2
@@ -50,7 +50,7 @@ def test_the_peak_table_has_dense_fp8_rows() -> None:
 
 torch = pytest.importorskip("torch", reason="torch is not installed in this environment")
 
-from dlbench.backends.torch import fp8
+from dlbench.backends.torch import fp8  # noqa: E402
 
 
 def test_a_gpu_below_sm89_is_refused() -> None:

@@ -14,10 +14,10 @@ from dlbench.wire import RankContext
 
 torch = pytest.importorskip("torch", reason="torch is not installed in this environment")
 
-from dlbench.backends.torch.backend import TorchBackend
-from dlbench.backends.torch.data import synthetic_batch
-from dlbench.backends.torch.llama import Attention, LlamaModel, apply_rope, rope_tables
-from dlbench.backends.torch.models import build_model, count_trainable
+from dlbench.backends.torch.backend import TorchBackend  # noqa: E402
+from dlbench.backends.torch.data import synthetic_batch  # noqa: E402
+from dlbench.backends.torch.llama import Attention, LlamaModel, apply_rope, rope_tables  # noqa: E402
+from dlbench.backends.torch.models import build_model, count_trainable  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ["llama3_8b", "llama3_1b", "llama_tiny"])

@@ -23,8 +23,8 @@ from dlbench.wire import RankContext
 
 torch = pytest.importorskip("torch", reason="torch is not installed in this environment")
 
-from dlbench.backends.torch.backend import TorchBackend
-from tests.support.gloo_ranks import run_ranks
+from dlbench.backends.torch.backend import TorchBackend  # noqa: E402
+from tests.support.gloo_ranks import run_ranks  # noqa: E402
 
 # Tiny, so that 4 ranks on 2 shared cores stay quick; tied, so that a pipeline keeps its two copies in step.
 PARAMS = {"hidden": 32, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 64, "vocab": 128, "seq": 8, "tied": 1}

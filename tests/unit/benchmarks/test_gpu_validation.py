@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tests.support.paths import REPO
 
 GPU = REPO / "benchmarks" / "gpu"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.runapi.options import parse_params
 from dlbench.report.table import fmt_case_params, fmt_count
+from dlbench.runapi.options import parse_params
 from dlbench.spec import PointSpec, SpecError, parse_count, preset
 from dlbench.suite.maxbatch import Probe, bisect, search_key, with_value
 

@@ -22,8 +22,8 @@ from dlbench.cases.gpt import (
 )
 from dlbench.data.synthetic import synthetic_gpt
 from dlbench.protocol.stats import summarize
-from dlbench.report.table import fmt_lm_rates, points_table
 from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
+from dlbench.report.table import fmt_lm_rates, points_table
 from dlbench.spec import PointSpec, Protocol, SpecError
 
 # Published counts of the GPT-2 family with tied embeddings (HF gpt2, gpt2-medium, gpt2-large, gpt2-xl).

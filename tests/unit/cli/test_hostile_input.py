@@ -118,7 +118,7 @@ def test_a_reader_waits_for_a_store_being_created(tmp_path: Path) -> None:
     def read() -> None:
         try:
             seen.append(len(Store(store, readonly=True).runs()))
-        except Exception as exc:  # noqa: BLE001 - recorded for the assertion
+        except Exception as exc:
             seen.append(exc)
 
     reader = threading.Thread(target=read)

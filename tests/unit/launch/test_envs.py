@@ -12,12 +12,12 @@ import pytest
 
 from dlbench import backends
 from dlbench.backends import BackendInfo
-from dlbench.runapi import options
 from dlbench.envs import provision as setup_cli
-from dlbench.envs.provision import Plan, requirement, setup_one
 from dlbench.envs import venvs as envs
 from dlbench.envs.interpreters import NotInstalled, interpreter_for, probe, state
+from dlbench.envs.provision import Plan, requirement, setup_one
 from dlbench.envs.venvs import source_root
+from dlbench.runapi import options
 
 CliResult = tuple[int, str, str]
 GHOST = BackendInfo("ghost", "Ghost", "dlbench_no_such_module", "dlbench-no-such-dist",

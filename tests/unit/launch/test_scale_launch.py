@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from dlbench.analysis.scaling import baseline_spec, find_baseline, missing_baselines, scaled
 from dlbench.launch.folder import point_folder
 from dlbench.launch.hosts import HostsConfig, env_file, forwarded
 from dlbench.launch.merge import collect, merge
@@ -20,10 +21,9 @@ from dlbench.launch.registry import Launchers
 from dlbench.launch.slurm import BATCH_SCRIPT, sbatch_argv
 from dlbench.launch.torchrun import failed_rank, torchrun_argv
 from dlbench.protocol.stats import summarize
-from dlbench.analysis.scaling import baseline_spec, find_baseline, missing_baselines, scaled
 from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.store.store import StoredPoint
 from dlbench.spec import PointSpec, Protocol, SpecError
+from dlbench.store.store import StoredPoint
 from dlbench.wire import RankContext, WorkerResult, configure_rank, rank_result_path
 
 PROTO = Protocol(warmup=0, steps=2, repeats=1, statistic="median")

@@ -11,19 +11,19 @@ import psutil
 import pytest
 
 from dlbench.launch.watch import PointWatch
+from dlbench.machine import contention
+from dlbench.machine.contention import CpuWindows, cpu_ticks, wait_quiet
+from dlbench.machine.energy import RaplMeter
+from dlbench.machine.telemetry import Contention, Energy, Telemetry, telemetry_of, with_telemetry
 from dlbench.protocol.runner import measure
 from dlbench.protocol.stats import summarize
+from dlbench.records import PointResult, RankRaw, RepeatRaw
 from dlbench.report.document import build_report
 from dlbench.report.export import csv_row, to_json
 from dlbench.report.table import status_text
 from dlbench.report.telemetry import telemetry_notes
-from dlbench.machine import contention
-from dlbench.machine.contention import CpuWindows, cpu_ticks, wait_quiet
-from dlbench.machine.energy import RaplMeter
-from dlbench.records import PointResult, RankRaw, RepeatRaw
-from dlbench.store.store import StoredPoint
-from dlbench.machine.telemetry import Contention, Energy, Telemetry, telemetry_of, with_telemetry
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.store import StoredPoint
 from dlbench.wire import edge_event, parse_progress, progress_line
 
 HZ = 100

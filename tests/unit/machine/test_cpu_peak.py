@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from dlbench.protocol.stats import summarize
-from dlbench.machine import cpu_peak, peaks
 from dlbench.analysis import mfu
+from dlbench.machine import cpu_peak, peaks
 from dlbench.machine.cpu_peak import core_peak, fma_rule, max_clock, parse_cpuinfo
 from dlbench.machine.env import cpu_model
+from dlbench.protocol.stats import summarize
 from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 BASE = "fpu sse sse2 ht"
@@ -141,8 +141,8 @@ def test_a_point_stored_before_peaks_were_kept_says_its_peak_was_looked_up(monke
 
 
 def test_compare_shows_above_peak_in_words_not_an_mfu_over_100() -> None:
-    from dlbench.report.screens import fmt_mfu_change as _mfu
     from dlbench.analysis.compare import compare_points
+    from dlbench.report.screens import fmt_mfu_change as _mfu
 
     spec = PointSpec(framework="fake", model="resnet50", batch_size=8, device="cuda",
                      protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"))

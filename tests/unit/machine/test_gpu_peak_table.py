@@ -18,9 +18,9 @@ def test_peak_table_v100s_and_mig_slices() -> None:
     """V100S has its own row (16.4 fp32 / 130 fp16 TFLOP/s, not the V100 PCIe's 14 / 112); a MIG slice gets its
     profile's share of its card's compute (1g of 7 on an H100), and a card in MIG mode under a name without a
     profile (no CUDA_VISIBLE_DEVICES=MIG-...) gets no peak, never the whole card's: MFU reads unknown, saying so."""
-    from dlbench.protocol.stats import summarize
     from dlbench.analysis.mfu import efficiency
     from dlbench.machine.peaks import gpu_peak
+    from dlbench.protocol.stats import summarize
     from dlbench.records import Environment
 
     v100s = {m: gpu_peak("Tesla V100S-PCIE-32GB", m).peak for m in ("fp32", "fp16")}

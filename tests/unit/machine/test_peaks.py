@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dlbench.analysis.mfu import efficiency, fmt_mfu, peak_notes
 from dlbench.cases import get_case
-from dlbench.protocol.stats import summarize
 from dlbench.machine import peaks
 from dlbench.machine.env import cpu_model
-from dlbench.analysis.mfu import efficiency, fmt_mfu, peak_notes
+from dlbench.protocol.stats import summarize
 from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
 

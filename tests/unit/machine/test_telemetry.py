@@ -12,10 +12,10 @@ import pynvml
 import pytest
 
 from dlbench.launch.watch import PointWatch
-from dlbench.report.telemetry import telemetry_notes
 from dlbench.machine.gpu_watch import UNKNOWN_CONTAINER, GpuSampler, rank_devices
-from dlbench.records import PointResult, RankRaw, RepeatRaw
 from dlbench.machine.telemetry import Telemetry, with_telemetry
+from dlbench.records import PointResult, RankRaw, RepeatRaw
+from dlbench.report.telemetry import telemetry_notes
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import CONTROLLER_MEMORY, WATCHER_VAR, RankContext, WorkerResult, watcher_token
 from tests.support.fake_pynvml import gpus, install, proc

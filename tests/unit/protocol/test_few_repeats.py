@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from dlbench.analysis.verify import verify
 from dlbench.report.export import to_csv, to_json
 from dlbench.report.table import points_table
 from dlbench.store.store import Store, StoredPoint
-from dlbench.analysis.verify import verify
 from tests.support.reports import make_point, one_repeat
 
 CliResult = tuple[int, str, str]

@@ -10,8 +10,8 @@ import pytest
 from dlbench.protocol.runner import measure, window_sizes
 from dlbench.protocol.stats import confidence_interval, repeat_throughputs, summarize
 from dlbench.records import RankRaw, RepeatRaw
-from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.store import Store
 
 
 class ClockedTrainer:

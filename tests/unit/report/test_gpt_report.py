@@ -8,12 +8,8 @@ import pytest
 
 from dlbench.cases import get_case
 from dlbench.cases.gpt import layout_flops_per_sample
-from dlbench.protocol.stats import summarize
 from dlbench.report.chart_base import render_png
 from dlbench.report.gpt_layouts import case_names, group_of, layout_chart, layout_rows
-from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.store.store import StoredPoint
-from dlbench.spec import PointSpec, Protocol
 from tests.support.reports import GPT_SMALL as SMALL
 from tests.support.reports import gpt_point as _point
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from dlbench.cases.llama_layout import llama_layout_refusal
 from dlbench.reference.llm import anchors, matching
 from dlbench.report.document import build_report
@@ -17,7 +16,6 @@ from dlbench.suite import load
 from dlbench.suite.expand import expand
 from tests.support.reports import H100
 from tests.support.reports import llm_point as _point
-
 
 
 def test_the_issues_anchors_are_all_there_with_a_source() -> None:

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from dlbench.analysis.scaling import scaling
 from dlbench.cli import main
+from dlbench.records import Environment, PointResult
 from dlbench.report.document import build_report
 from dlbench.report.export import CSV_COLUMNS, to_csv
 from dlbench.report.groups import build_sections, framework_title
 from dlbench.report.published import beside, same_hardware
-from dlbench.analysis.scaling import scaling
-from dlbench.records import Environment, PointResult
 from dlbench.store.store import Store, StoredPoint
 from tests.support.reports import CPU, fill_store, make_point
 

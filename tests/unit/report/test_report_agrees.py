@@ -12,20 +12,18 @@ import matplotlib
 import pytest
 from matplotlib.figure import Figure
 
+from dlbench.machine.telemetry import Contention, Telemetry, with_telemetry
+from dlbench.protocol.stats import summarize
+from dlbench.records import PointResult, RepeatRaw
 from dlbench.report.charts import signed_percent
 from dlbench.report.document import build_report
 from dlbench.report.gpt_layouts import layout_rows
 from dlbench.report.history import history_charts
 from dlbench.report.special import wide_deep_chart
 from dlbench.report.table import fmt_lm_rates
-from dlbench.protocol.stats import summarize
-from dlbench.records import PointResult, RepeatRaw
 from dlbench.store.store import Store, StoredPoint
-from dlbench.machine.telemetry import Contention, Telemetry, with_telemetry
 from tests.support.reports import GPT_SMALL as SMALL
-from tests.support.reports import gpt_point
-from tests.support.reports import one_repeat
-from tests.support.reports import make_point
+from tests.support.reports import gpt_point, make_point, one_repeat
 
 matplotlib.use("Agg")
 CliResult = tuple[int, str, str]

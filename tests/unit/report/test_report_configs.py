@@ -15,6 +15,7 @@ import matplotlib.dates as mdates
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+from dlbench.records import PointResult
 from dlbench.report.chart_base import colours
 from dlbench.report.charts import data_chart, throughput_charts
 from dlbench.report.document import Report, build_report
@@ -23,7 +24,6 @@ from dlbench.report.groups import build_sections
 from dlbench.report.history import history_charts
 from dlbench.report.html import render_html
 from dlbench.report.max_values import max_value_rows, verdict_lines
-from dlbench.records import PointResult
 from dlbench.store.store import RunRecord, StoredPoint
 from tests.support.reports import make_point, one_repeat
 

@@ -12,14 +12,14 @@ import pytest
 
 from dlbench.cases import get_case
 from dlbench.protocol.stats import summarize
+from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.report.document import build_report
 from dlbench.report.export import to_csv, to_json
 from dlbench.report.html import render_html
 from dlbench.report.markdown import write_markdown
 from dlbench.report.table import COLUMNS, points_table
-from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
-from dlbench.store.store import StoredPoint
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.store import StoredPoint
 
 PROTO = Protocol(warmup=1, steps=4, repeats=2, statistic="median", preset="quick")
 A100 = "NVIDIA A100-SXM4-80GB"

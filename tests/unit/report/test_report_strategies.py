@@ -5,18 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from dlbench.cli import main
-from dlbench.protocol.stats import summarize
+from dlbench.records import PointResult
 from dlbench.report.groups import build_sections
 from dlbench.report.strategies import strategy_report
-from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.store.store import Store, StoredPoint
-from dlbench.spec import PointSpec, Protocol
 from tests.support.reports import strategy_point as point
 from tests.support.reports import study_points
+
 
 def stored(results: list[PointResult]) -> list[StoredPoint]:
     return [StoredPoint(i + 1, "run1", r) for i, r in enumerate(results)]

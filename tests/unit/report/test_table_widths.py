@@ -17,10 +17,10 @@ from rich.console import Console
 from dlbench import reference
 from dlbench.cases import all_cases
 from dlbench.cli.progress import RunProgress
+from dlbench.records import PointResult
 from dlbench.report.fit import Col, fit
 from dlbench.report.listing import cases_table, frameworks_table
 from dlbench.report.table import COLUMNS, PointCell, fmt_case_params
-from dlbench.records import PointResult
 from dlbench.store.store import Store
 from tests.support.reports import make_point
 
@@ -49,7 +49,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     path = tmp_path_factory.mktemp("widths") / "s.db"
     s = Store(path)
     ids = []
-    for slow, points in ((1.0, fixture_points()), (1.1, fixture_points(1.1)), (1.0, [make_point("torch", seed=9)])):
+    for _slow, points in ((1.0, fixture_points()), (1.1, fixture_points(1.1)), (1.0, [make_point("torch", seed=9)])):
         rid = s.create_run("dlbench run -f torch,tf -m resnet50,alexnet,wide_deep,face --param vocab=3.2M "
                            "--store /a/long/path/to/the/results/store.db")
         for p in points:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from dlbench.report.export import CSV_COLUMNS
-from dlbench.report.table import COLUMNS, points_table, runs_table
 from dlbench.analysis.scaling import scaled
 from dlbench.records import PointResult
+from dlbench.report.export import CSV_COLUMNS
+from dlbench.report.table import COLUMNS, points_table, runs_table
 from dlbench.store.store import RunRecord, Store, StoredPoint
 from tests.support.reports import make_point, one_repeat
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from dlbench.launch.registry import Launchers
-from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.store import Store
 from dlbench.suite.maxbatch import STEPS_DOWN, MaxBatch, Probe, bisect, confirm, lookup, probe_bound, search
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from dlbench.records import PointResult, RankRaw, RepeatRaw
-from dlbench.store.store import Store
 from dlbench.spec import PointSpec, Protocol
+from dlbench.store.store import Store
 from dlbench.wire import RankContext, WorkerResult
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -21,9 +21,9 @@ def test_max_batch_cache_keyed_on_the_probes_device(monkeypatch: pytest.MonkeyPa
     reuse the probes an earlier search ran on an A100; the same search again reuses its own (all but the first
     probe, whose worker says where the search runs)."""
     from dlbench import worker
+    from dlbench.analysis.record import point_result
     from dlbench.backends.fake import FakeBackend
     from dlbench.launch.registry import Launchers
-    from dlbench.analysis.record import point_result
     from dlbench.spec import PointSpec
     from dlbench.suite import maxbatch
     from dlbench.wire import RANK_GPU

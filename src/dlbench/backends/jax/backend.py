@@ -22,10 +22,10 @@ from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.models import MODELS, build_module, model_inputs
 from dlbench.backends.jax.step import JaxTrainer, State, loss_scale, make_optimizer, make_train_step
 from dlbench.cases import Case, get_case
-from dlbench.numerics import Numerics, describe, resolve_precision
 from dlbench.machine.nvml import gpu_info
-from dlbench.spec import PointSpec
+from dlbench.numerics import Numerics, describe, resolve_precision
 from dlbench.paths import cache_dir
+from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
 _DTYPES: dict[str, Any] = {"float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat16}

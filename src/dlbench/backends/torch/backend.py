@@ -18,7 +18,7 @@ from dlbench.backends.gpu_arch import GpuBuild
 from dlbench.backends.torch import data, distributed, fp8, split
 from dlbench.backends.torch.models import MODELS, attention_kernels, build_model, count_trainable
 from dlbench.backends.torch.step import AMP_DTYPES, TorchTrainer
-from dlbench.cases import Case, ImageInput, get_case
+from dlbench.cases import Case, ImageInput, TextInput, get_case
 from dlbench.cases.arch import FaceArch, LlamaConfig
 from dlbench.numerics import LOSS_SCALE_INIT, describe, resolve_precision
 from dlbench.spec import PointSpec
@@ -163,7 +163,8 @@ class TorchBackend(Backend):
             self._facts["fp8"] = fp8_facts
         if case.loss.kind == "mlm_nsp":
             masked = spec.data == "real"  # synthetic batches attend to every token: no mask (data.every_token_real)
-            self._facts["attention"] = attention_kernels(case, spec.input_size or case.input.seq_len, masked, device,
+            seq = spec.input_size or (case.input.seq_len if isinstance(case.input, TextInput) else 0)
+            self._facts["attention"] = attention_kernels(case, seq, masked, device,
                                                          AMP_DTYPES.get(numerics.compute_dtype, torch.float32))
         if case.loss.kind == "causal_lm":
             self._facts[split.FLOPS_KEY[isinstance(case.arch, LlamaConfig)]] = split.flops_facts(spec, case)

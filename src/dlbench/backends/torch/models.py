@@ -22,6 +22,7 @@ from dlbench.backends.torch.wide_deep import WideDeep, bce_loss
 from dlbench.backends.torchlike import bert, cnn
 from dlbench.backends.torchlike.ops import TorchOps
 from dlbench.cases import Case
+from dlbench.cases.arch import BertConfig
 from dlbench.cases.face import face_arch
 from dlbench.cases.gpt import gpt_arch
 from dlbench.cases.llama import llama_arch
@@ -121,6 +122,7 @@ def attention_kernels(case: Case, seq_len: int, masked: bool, device: torch.devi
     from torch.backends.cuda import SDPAParams, can_use_efficient_attention, can_use_flash_attention
 
     cfg = case.arch
+    assert isinstance(cfg, BertConfig), f"{case.name}: attention_kernels reads a BERT configuration"
     q = torch.empty(1, cfg.num_heads, seq_len, cfg.hidden_size // cfg.num_heads, device=device, dtype=dtype)
     mask = torch.ones(1, 1, 1, seq_len, dtype=torch.bool, device=device) if masked else None
     params = SDPAParams(q, q, q, mask, cfg.attention_dropout, False, False)
