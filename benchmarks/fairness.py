@@ -50,7 +50,9 @@ FRAMEWORKS = ("torch", "tf", "paddle", "jax")
 MODEL = "resnet50"
 # A preset with no minimum measured time on any device: dlbench then runs warm-up + measured steps, as the loops
 # do (quick's GPU calibration window would warm dlbench up longer than the loop).
-PRESET = next(name for name, proto in PRESETS.items() if proto.on("cuda").min_time_s == 0 and proto.on("cpu").min_time_s == 0)
+PRESET = next(
+    name for name, proto in PRESETS.items() if proto.on("cuda").min_time_s == 0 and proto.on("cpu").min_time_s == 0
+)
 
 
 def _env(threads: int) -> dict[str, str]:
@@ -62,8 +64,20 @@ def _env(threads: int) -> dict[str, str]:
 
 
 def _common(a: argparse.Namespace) -> list[str]:
-    out = ["--batch-size", str(a.batch_size), "--input-size", str(a.input_size), "--warmup", str(a.warmup),
-           "--steps", str(a.steps), "--device", a.device, "--precision", a.precision]
+    out = [
+        "--batch-size",
+        str(a.batch_size),
+        "--input-size",
+        str(a.input_size),
+        "--warmup",
+        str(a.warmup),
+        "--steps",
+        str(a.steps),
+        "--device",
+        a.device,
+        "--precision",
+        a.precision,
+    ]
     return out + (["--channels-last"] if a.channels_last else []) + (["--compile"] if a.compile else [])
 
 
@@ -89,8 +103,14 @@ def loop_argv(framework: str, a: argparse.Namespace) -> list[str]:
         out += ["--optimizer", json.dumps(torch_optimizer(a)), "--loss-scale-init", str(LOSS_SCALE_INIT)]
     elif framework == "paddle":
         settings = paddle_settings(a)
-        out += ["--flags", json.dumps(settings.flags), "--layout", settings.layout,
-                "--amp-level", settings.amp_level or "O1"]
+        out += [
+            "--flags",
+            json.dumps(settings.flags),
+            "--layout",
+            settings.layout,
+            "--amp-level",
+            settings.amp_level or "O1",
+        ]
     return out
 
 
@@ -113,8 +133,14 @@ def adjusted(dl: Side, bare: Side) -> float:
 
 def bare(framework: str, python: str, a: argparse.Namespace) -> tuple[Side, str]:
     """(samples/s and others' share in its measured steps, what the loop trains) of one bare-loop process."""
-    proc = subprocess.run([python, str(LOOPS / f"{framework}_loop.py"), *loop_argv(framework, a)],
-                          capture_output=True, text=True, env=_env(a.threads), timeout=a.timeout, check=False)
+    proc = subprocess.run(
+        [python, str(LOOPS / f"{framework}_loop.py"), *loop_argv(framework, a)],
+        capture_output=True,
+        text=True,
+        env=_env(a.threads),
+        timeout=a.timeout,
+        check=False,
+    )
     if proc.returncode != 0:
         raise RuntimeError(f"{framework} bare loop failed: {proc.stderr.strip().splitlines()[-1:]}")
     answer = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -123,11 +149,39 @@ def bare(framework: str, python: str, a: argparse.Namespace) -> tuple[Side, str]
 
 def dlbench_argv(framework: str, a: argparse.Namespace, store: Path) -> list[str]:
     """`dlbench run` of the same point: one repeat of the same warm-up and measured steps, no calibration."""
-    return (["-m", "dlbench", "run", "-f", framework, "-m", MODEL, "--batch-size", str(a.batch_size),
-             "--input-size", str(a.input_size), "--preset", PRESET, "--warmup", str(a.warmup), "--steps", str(a.steps),
-             "--repeats", "1", "--device", a.device, "--precision", a.precision, "--threads", str(a.threads),
-             "--store", str(store)] + (["--channels-last"] if a.channels_last else [])
-            + (["--compile"] if a.compile else []))
+    return (
+        [
+            "-m",
+            "dlbench",
+            "run",
+            "-f",
+            framework,
+            "-m",
+            MODEL,
+            "--batch-size",
+            str(a.batch_size),
+            "--input-size",
+            str(a.input_size),
+            "--preset",
+            PRESET,
+            "--warmup",
+            str(a.warmup),
+            "--steps",
+            str(a.steps),
+            "--repeats",
+            "1",
+            "--device",
+            a.device,
+            "--precision",
+            a.precision,
+            "--threads",
+            str(a.threads),
+            "--store",
+            str(store),
+        ]
+        + (["--channels-last"] if a.channels_last else [])
+        + (["--compile"] if a.compile else [])
+    )
 
 
 def dlbench(framework: str, a: argparse.Namespace, store: Path) -> Side:
@@ -159,8 +213,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--compile", action="store_true", help="each framework's default compiler on both sides")
     p.add_argument("--timeout", type=float, default=1800)
-    p.add_argument("--band", type=band, default=None, metavar="LO,HI",
-                   help="judge each framework's median ratio: exit 1 outside LO..HI, or when a side failed")
+    p.add_argument(
+        "--band",
+        type=band,
+        default=None,
+        metavar="LO,HI",
+        help="judge each framework's median ratio: exit 1 outside LO..HI, or when a side failed",
+    )
     return p
 
 
@@ -191,9 +250,12 @@ def rounds(fw: str, python: str, a: argparse.Namespace, store: Path, ratios: lis
         dl, bl = got["dlbench"], got["bare"]
         ratios.append(dl.samples_per_s / bl.samples_per_s)
         fair.append(adjusted(dl, bl))
-        print(f"{fw} round {r + 1}: dlbench {dl.samples_per_s:.2f} / bare {bl.samples_per_s:.2f} samples/s = "
-              f"{ratios[-1]:.3f}; others used {dl.others:.0%} / {bl.others:.0%} of the CPUs while measured, "
-              f"adjusted {fair[-1]:.3f} (load {os.getloadavg()[0]:.1f})", flush=True)
+        print(
+            f"{fw} round {r + 1}: dlbench {dl.samples_per_s:.2f} / bare {bl.samples_per_s:.2f} samples/s = "
+            f"{ratios[-1]:.3f}; others used {dl.others:.0%} / {bl.others:.0%} of the CPUs while measured, "
+            f"adjusted {fair[-1]:.3f} (load {os.getloadavg()[0]:.1f})",
+            flush=True,
+        )
     return canonical
 
 
@@ -232,9 +294,11 @@ def main() -> int:
                 failed.append(fw)
                 continue
             rows.append((fw, statistics.median(ratios), min(ratios), max(ratios), statistics.median(fair), canonical))
-    print(f"\nResNet-50, batch {a.batch_size}, input {a.input_size}, {a.precision}{' +compile' if a.compile else ''}, "
-          f"{a.device}, {a.steps} steps, {a.threads} threads, {a.rounds} interleaved rounds; load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"\nResNet-50, batch {a.batch_size}, input {a.input_size}, {a.precision}{' +compile' if a.compile else ''}, "
+        f"{a.device}, {a.steps} steps, {a.threads} threads, {a.rounds} interleaved rounds; load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     print(f"{'framework':10} {'median':>7} {'min':>6} {'max':>6} {'adjusted':>8}  against")
     for fw, med, lo, hi, adj, canonical in rows:
         print(f"{fw:10} {med:7.3f} {lo:6.3f} {hi:6.3f} {adj:8.3f}  {canonical}")

@@ -45,28 +45,75 @@ def timed(argv: Sequence[str], env: dict[str, str] | None = None, timeout: float
     proc = subprocess.run(list(argv), capture_output=True, text=True, env=env, timeout=timeout, check=False)
     took = time.perf_counter() - start
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv[:4])} ... failed ({proc.returncode}): "
-                           f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+        raise RuntimeError(
+            f"{' '.join(argv[:4])} ... failed ({proc.returncode}): "
+            f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}"
+        )
     return took
 
 
 def commands(a: argparse.Namespace, folder: Path) -> dict[str, tuple[list[str], dict[str, str] | None]]:
     """The argv (and environment) of each side."""
     python = interpreter_for(a.framework)
-    spec = PointSpec(framework=a.framework, model=a.model, batch_size=a.batch_size, input_size=a.input_size,
-                     protocol=preset("quick").override(warmup=0, steps=1, repeats=1), device="cpu")
+    spec = PointSpec(
+        framework=a.framework,
+        model=a.model,
+        batch_size=a.batch_size,
+        input_size=a.input_size,
+        protocol=preset("quick").override(warmup=0, steps=1, repeats=1),
+        device="cpu",
+    )
     (folder / "spec.json").write_text(spec.to_json())
     dlbench = [sys.executable, "-m", "dlbench"]
-    point = [*dlbench, "run", "-f", a.framework, "-m", a.model, "--batch-size", str(a.batch_size), "--input-size",
-             str(a.input_size), "--warmup", "0", "--steps", "1", "--repeats", "1", "--device", "cpu",
-             "--store", str(folder / "results.db")]
-    return {"version": ([*dlbench, "--version"], None), "help": ([*dlbench, "--help"], None),
-            "import": ([python, "-c", f"import {a.import_name or a.framework}"], worker_env(spec)),
-            "worker": ([python, "-m", "dlbench.worker", str(folder / "spec.json"), str(folder / "result.json")],
-                       worker_env(spec)),
-            "point": (point, None),
-            "bare": ([python, str(LOOPS / f"{a.framework}_loop.py"), "--batch-size", str(a.batch_size), "--input-size",
-                      str(a.input_size), "--warmup", "0", "--steps", "1", "--device", "cpu"], worker_env(spec))}
+    point = [
+        *dlbench,
+        "run",
+        "-f",
+        a.framework,
+        "-m",
+        a.model,
+        "--batch-size",
+        str(a.batch_size),
+        "--input-size",
+        str(a.input_size),
+        "--warmup",
+        "0",
+        "--steps",
+        "1",
+        "--repeats",
+        "1",
+        "--device",
+        "cpu",
+        "--store",
+        str(folder / "results.db"),
+    ]
+    return {
+        "version": ([*dlbench, "--version"], None),
+        "help": ([*dlbench, "--help"], None),
+        "import": ([python, "-c", f"import {a.import_name or a.framework}"], worker_env(spec)),
+        "worker": (
+            [python, "-m", "dlbench.worker", str(folder / "spec.json"), str(folder / "result.json")],
+            worker_env(spec),
+        ),
+        "point": (point, None),
+        "bare": (
+            [
+                python,
+                str(LOOPS / f"{a.framework}_loop.py"),
+                "--batch-size",
+                str(a.batch_size),
+                "--input-size",
+                str(a.input_size),
+                "--warmup",
+                "0",
+                "--steps",
+                "1",
+                "--device",
+                "cpu",
+            ],
+            worker_env(spec),
+        ),
+    }
 
 
 def with_source(cmd: tuple[list[str], dict[str, str] | None], src: str) -> tuple[list[str], dict[str, str]]:
@@ -84,8 +131,7 @@ def main() -> int:
     """Interleaved rounds of every side; medians and the per-round differences that answer the question."""
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-f", "--framework", default="torch")
-    p.add_argument("--import-name", help="The module to import, where it is not the framework's name (tf: "
-                   "tensorflow).")
+    p.add_argument("--import-name", help="The module to import, where it is not the framework's name (tf: tensorflow).")
     p.add_argument("-m", "--model", default="alexnet")
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--input-size", type=int, default=64)
@@ -98,8 +144,10 @@ def main() -> int:
     sides = [*SIDES, *(["bare"] if bare else [])]
     sides += [f"{s} (baseline)" for s in SIDES if s != "import"] if a.baseline_src else []
     times: dict[str, list[float]] = {s: [] for s in sides}
-    with tempfile.TemporaryDirectory(prefix="dlbench-startup-") as tmp, \
-            tempfile.TemporaryDirectory(prefix="dlbench-startup-baseline-") as tmp_base:
+    with (
+        tempfile.TemporaryDirectory(prefix="dlbench-startup-") as tmp,
+        tempfile.TemporaryDirectory(prefix="dlbench-startup-baseline-") as tmp_base,
+    ):
         cmds: dict[str, tuple[list[str], dict[str, str] | None]] = dict(commands(a, Path(tmp)))
         if a.baseline_src:
             base = commands(a, Path(tmp_base))  # its own store: the two never share a file
@@ -112,22 +160,29 @@ def main() -> int:
                 times[side].append(timed(*cmds[side]))
             print(f"round {r + 1}: " + ", ".join(f"{s} {times[s][-1]:.2f} s" for s in sides), flush=True)
         after = load()
-    print(f"\n{a.framework} {a.model}, batch {a.batch_size}, input {a.input_size}, {a.rounds} rounds; "
-          f"load average {before} before, {after} after; {os.cpu_count()} logical CPUs")
+    print(
+        f"\n{a.framework} {a.model}, batch {a.batch_size}, input {a.input_size}, {a.rounds} rounds; "
+        f"load average {before} before, {after} after; {os.cpu_count()} logical CPUs"
+    )
     for s in sides:
         t = times[s]
         print(f"  {s:19} median {statistics.median(t):6.2f} s  (min {min(t):.2f}, max {max(t):.2f})")
     for tag in ("", " (baseline)") if a.baseline_src else ("",):
-        for name, x, y in (("point - import", "point", "import"), ("worker - import", "worker", "import"),
-                           ("point - worker (controller)", "point", "worker")):
+        for name, x, y in (
+            ("point - import", "point", "import"),
+            ("worker - import", "worker", "import"),
+            ("point - worker (controller)", "point", "worker"),
+        ):
             d = [i - j for i, j in zip(times[x + tag], times[y if y == "import" else y + tag])]
             print(f"  {name + tag:39} median {statistics.median(d):5.2f} s  (min {min(d):.2f}, max {max(d):.2f})")
         ratio = [i / j for i, j in zip(times["point" + tag], times["import"])]
         print(f"  {'point / import' + tag:39} median {statistics.median(ratio):5.2f}")
         if bare:
             d = [i - j for i, j in zip(times["point" + tag], times["bare"])]
-            print(f"  {'point - bare' + tag:39} median {statistics.median(d):5.2f} s  (min {min(d):.2f}, "
-                  f"max {max(d):.2f})")
+            print(
+                f"  {'point - bare' + tag:39} median {statistics.median(d):5.2f} s  (min {min(d):.2f}, "
+                f"max {max(d):.2f})"
+            )
     return 0
 
 

@@ -30,8 +30,10 @@ from tests.unit.report.test_report_configs import max_facts, params, stored  # n
 CHROMIUM = Path("/usr/bin/chromium")
 SHOWN = "resnet50-fp32-synthetic-cpu"  # the section with the energy chart; the Special cases section is shown too
 # The excerpt: the header, the ResNet-50 section with only its energy chart, and the Special cases section.
-EXCERPT = (f"<style>main > section:not(#{SHOWN}):not(#special) {{ display: none !important; }} "
-           f"#{SHOWN} figure:not(#{SHOWN}-energy) {{ display: none !important; }}</style></head>")
+EXCERPT = (
+    f"<style>main > section:not(#{SHOWN}):not(#special) {{ display: none !important; }} "
+    f"#{SHOWN} figure:not(#{SHOWN}-energy) {{ display: none !important; }}</style></head>"
+)
 
 
 def metered(r: PointResult, watts: float, others: float = 0.02) -> PointResult:
@@ -39,9 +41,12 @@ def metered(r: PointResult, watts: float, others: float = 0.02) -> PointResult:
     assert r.metrics is not None
     window = sum(rep.wall_s for rep in r.ranks[0].repeats)
     samples = r.spec.global_batch * sum(len(rep.step_times) for rep in r.ranks[0].repeats)
-    tele = Telemetry(contention=Contention(others_share=others, cpus=2, window_s=window, load_avg=(0.4, 0.3, 0.2)),
-                     energy=Energy(joules=watts * window, source="rapl", window_s=window, samples=samples, devices=1,
-                                   price_per_hour=0.5))
+    tele = Telemetry(
+        contention=Contention(others_share=others, cpus=2, window_s=window, load_avg=(0.4, 0.3, 0.2)),
+        energy=Energy(
+            joules=watts * window, source="rapl", window_s=window, samples=samples, devices=1, price_per_hour=0.5
+        ),
+    )
     return with_telemetry(r, tele)
 
 
@@ -54,10 +59,21 @@ def fixture_points() -> list[PointResult]:
     for vocab, s in ((3_200_000, 0.020), (4_000_000, 0.021), (6_400_000, 0.024)):
         for fw, k in (("torch", 1.0), ("tf", 1.3)):
             pts.append(params(make_point(fw, model="wide_deep", batch=512, step_s=s * k), vocab=vocab))
-    pts.append(params(make_point("torch", model="face", batch=4, per_node=2, extra={"max_param": max_facts(45_000)}),
-                      classes=45_000))
-    pts.append(params(make_point("torch", model="face", batch=4, per_node=2, step_s=0.011,
-                                 extra={"max_param": max_facts(98_000)}), classes=98_000, model_parallel=1))
+    pts.append(
+        params(
+            make_point("torch", model="face", batch=4, per_node=2, extra={"max_param": max_facts(45_000)}),
+            classes=45_000,
+        )
+    )
+    pts.append(
+        params(
+            make_point(
+                "torch", model="face", batch=4, per_node=2, step_s=0.011, extra={"max_param": max_facts(98_000)}
+            ),
+            classes=98_000,
+            model_parallel=1,
+        )
+    )
     return pts
 
 
@@ -66,15 +82,28 @@ def main() -> None:
     ap.add_argument("-o", "--out", type=Path, default=ROOT / "docs" / "report-energy.png")
     ap.add_argument("--height", type=int, default=3300)
     args = ap.parse_args()
-    doc = build_report([], stored(fixture_points()), title="fixture points, not measurements: energy, contention, "
-                                                           "special cases")
+    doc = build_report(
+        [], stored(fixture_points()), title="fixture points, not measurements: energy, contention, special cases"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "report.html"
         page.write_text(render_html(doc).replace("</head>", EXCERPT, 1))
-        subprocess.run([str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                        f"--user-data-dir={tmp}/profile", f"--window-size=1400,{args.height}",
-                        f"--screenshot={args.out.resolve()}", page.as_uri()], check=True, capture_output=True,
-                       timeout=180)
+        subprocess.run(
+            [
+                str(CHROMIUM),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                f"--user-data-dir={tmp}/profile",
+                f"--window-size=1400,{args.height}",
+                f"--screenshot={args.out.resolve()}",
+                page.as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=180,
+        )
     print(args.out)
 
 

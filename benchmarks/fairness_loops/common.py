@@ -29,8 +29,12 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--compile", action="store_true", help="the framework's default compiler (as dlbench --compile)")
     p.add_argument("--optimizer", type=json.loads, default={}, help="optimizer constructor keyword arguments (JSON)")
-    p.add_argument("--loss-scale-init", type=float, default=2.0**16,
-                   help="dynamic loss scaling's initial scale (torch's default 2^16; fairness.py passes dlbench's)")
+    p.add_argument(
+        "--loss-scale-init",
+        type=float,
+        default=2.0**16,
+        help="dynamic loss scaling's initial scale (torch's default 2^16; fairness.py passes dlbench's)",
+    )
     p.add_argument("--flags", type=json.loads, default={}, help="framework flags to set (JSON; paddle)")
     p.add_argument("--layout", choices=("NCHW", "NHWC"), default="NCHW", help="image layout (paddle)")
     p.add_argument("--amp-level", choices=("O1", "O2"), default="O1", help="autocast level (paddle)")
@@ -72,5 +76,8 @@ def measure(step: Callable[[], None], sync: Callable[[], None], args: argparse.N
     after = cpu_seconds()
     total = after[1] - before[1]
     others = max(0.0, (after[0] - before[0] - (after[2] - before[2])) / total) if total > 0 else float("nan")
-    print(json.dumps({"samples_per_s": args.batch_size * args.steps / elapsed, "canonical": canonical,
-                      "others_share": others}))
+    print(
+        json.dumps(
+            {"samples_per_s": args.batch_size * args.steps / elapsed, "canonical": canonical, "others_share": others}
+        )
+    )

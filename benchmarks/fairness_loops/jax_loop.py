@@ -47,13 +47,14 @@ class ResNet50(nn.Module):
     @nn.compact
     def __call__(self, x: jax.Array, train: bool = True) -> jax.Array:
         conv = functools.partial(nn.Conv, use_bias=False, dtype=self.dtype)
-        norm = functools.partial(nn.BatchNorm, use_running_average=not train, momentum=0.9, epsilon=1e-5,
-                                 dtype=self.dtype)
+        norm = functools.partial(
+            nn.BatchNorm, use_running_average=not train, momentum=0.9, epsilon=1e-5, dtype=self.dtype
+        )
         x = nn.relu(norm(name="bn_init")(conv(64, (7, 7), (2, 2), padding=[(3, 3), (3, 3)], name="conv_init")(x)))
         x = nn.max_pool(x, (3, 3), strides=(2, 2), padding="SAME")
         for i, blocks in enumerate((3, 4, 6, 3)):
             for j in range(blocks):
-                x = Block(64 * 2 ** i, (2, 2) if i > 0 and j == 0 else (1, 1), conv, norm)(x)
+                x = Block(64 * 2**i, (2, 2) if i > 0 and j == 0 else (1, 1), conv, norm)(x)
         return nn.Dense(1000, dtype=self.dtype)(jnp.mean(x, axis=(1, 2)))
 
 

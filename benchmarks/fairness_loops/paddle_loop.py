@@ -44,8 +44,9 @@ def main() -> None:
     model.train()
     amp = args.precision in ("amp", "bf16")
     dtype = "float16" if args.precision == "amp" else "bfloat16"
-    opt = paddle.optimizer.Momentum(learning_rate=0.1, momentum=0.9, parameters=model.parameters(),
-                                    multi_precision=amp and args.amp_level == "O2")
+    opt = paddle.optimizer.Momentum(
+        learning_rate=0.1, momentum=0.9, parameters=model.parameters(), multi_precision=amp and args.amp_level == "O2"
+    )
     if amp and args.amp_level == "O2":
         model, opt = paddle.amp.decorate(models=model, optimizers=opt, level="O2", dtype=dtype, master_weight=True)
     forward = paddle.jit.to_static(model) if args.compile else model
@@ -71,8 +72,7 @@ def main() -> None:
     def sync() -> None:  # the GPU's queue; on the CPU, the last loss (a to_static program's output) read
         paddle.device.synchronize() if args.device == "cuda" else last[0].numpy()
 
-    measure(step, sync, args,
-            "paddle.vision.models.resnet50" + (" (to_static)" if args.compile else " (eager)"))
+    measure(step, sync, args, "paddle.vision.models.resnet50" + (" (to_static)" if args.compile else " (eager)"))
 
 
 if __name__ == "__main__":

@@ -37,8 +37,11 @@ def main() -> None:
         model = keras.applications.ResNet50(weights=None, input_shape=(args.input_size, args.input_size, 3))
         images = tf.random.normal((args.batch_size, args.input_size, args.input_size, 3))
         labels = tf.random.uniform((args.batch_size,), maxval=1000, dtype=tf.int32)
-    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=False), jit_compile=args.compile)
+    model.compile(
+        optimizer=keras.optimizers.SGD(learning_rate=0.1, momentum=0.9),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=False),
+        jit_compile=args.compile,
+    )
     model.make_train_function()
     batches = feed(images, labels)
 
@@ -46,8 +49,12 @@ def main() -> None:
         with tf.device(device):
             model.train_function(batches)
 
-    measure(step, tf.test.experimental.sync_devices, args,
-            "keras.applications.ResNet50 + Keras's train function" + (" (XLA)" if args.compile else ""))
+    measure(
+        step,
+        tf.test.experimental.sync_devices,
+        args,
+        "keras.applications.ResNet50 + Keras's train function" + (" (XLA)" if args.compile else ""),
+    )
 
 
 if __name__ == "__main__":

@@ -49,15 +49,18 @@ class ResNet50(nn.Module):
         self.bn1 = nn.BatchNorm2d(64)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(3, 2, 1)
-        self.layers = nn.Sequential(*(self._stage(p, n, s) for p, n, s in ((64, 3, 1), (128, 4, 2), (256, 6, 2),
-                                                                          (512, 3, 2))))
+        self.layers = nn.Sequential(
+            *(self._stage(p, n, s) for p, n, s in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)))
+        )
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.fc = nn.Linear(2048, 1000)
 
     def _stage(self, planes: int, blocks: int, stride: int) -> nn.Sequential:
         down = None
         if stride != 1 or self.inplanes != planes * 4:
-            down = nn.Sequential(nn.Conv2d(self.inplanes, planes * 4, 1, stride, bias=False), nn.BatchNorm2d(planes * 4))
+            down = nn.Sequential(
+                nn.Conv2d(self.inplanes, planes * 4, 1, stride, bias=False), nn.BatchNorm2d(planes * 4)
+            )
         layers = [Bottleneck(self.inplanes, planes, stride, down)]
         self.inplanes = planes * 4
         layers += [Bottleneck(self.inplanes, planes) for _ in range(1, blocks)]
@@ -101,6 +104,7 @@ def main() -> None:
     torch.backends.cudnn.benchmark = True
     try:
         from torchvision.models import resnet50
+
         model, canonical = resnet50(), "torchvision.models.resnet50"
     except ImportError:
         model, canonical = ResNet50(), "torchvision-style code (torchvision not installed)"

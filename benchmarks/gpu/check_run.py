@@ -33,13 +33,25 @@ def point_dict(p: object) -> dict[str, object]:
     """What a check may read of one stored point."""
     r = p.result  # type: ignore[attr-defined]
     m, e = r.metrics, efficiency(r)
-    return {"model": r.spec.model, "device": r.spec.device, "device_model": r.env.identity.get("device_model", ""),
-            "status": r.status, "throughput": m.throughput if m else None, "batch": r.spec.batch_size,
-            "batch_group": r.extra.get("batch_group"), "precision": r.spec.precision,
-            "math_mode": r.env.identity.get("math_mode"), "channels_last": r.spec.channels_last,
-            "peak_memory": m.peak_memory_bytes if m else None, "facts": dict(r.extra),
-            "tflops": e.achieved_tflops, "peak_tflops": e.peak_tflops, "mfu": e.mfu, "mfu_note": e.note or None,
-            "error": r.error}
+    return {
+        "model": r.spec.model,
+        "device": r.spec.device,
+        "device_model": r.env.identity.get("device_model", ""),
+        "status": r.status,
+        "throughput": m.throughput if m else None,
+        "batch": r.spec.batch_size,
+        "batch_group": r.extra.get("batch_group"),
+        "precision": r.spec.precision,
+        "math_mode": r.env.identity.get("math_mode"),
+        "channels_last": r.spec.channels_last,
+        "peak_memory": m.peak_memory_bytes if m else None,
+        "facts": dict(r.extra),
+        "tflops": e.achieved_tflops,
+        "peak_tflops": e.peak_tflops,
+        "mfu": e.mfu,
+        "mfu_note": e.note or None,
+        "error": r.error,
+    }
 
 
 def find_run(store: Store, a: argparse.Namespace) -> tuple[str | None, str]:
@@ -93,8 +105,11 @@ def check(a: argparse.Namespace) -> int:
 def summary(out: str) -> dict[str, object]:
     """OUT's stages (each one's result.json) and every point of the merged store, for summary.json."""
     root = Path(out)
-    stages = {d.name.removeprefix("stage-"): json.loads((d / "result.json").read_text())
-              for d in sorted(root.glob("stage-*")) if (d / "result.json").is_file()}
+    stages = {
+        d.name.removeprefix("stage-"): json.loads((d / "result.json").read_text())
+        for d in sorted(root.glob("stage-*"))
+        if (d / "result.json").is_file()
+    }
     store = Store(root / "store.db", readonly=True)
     return {"stages": stages, "points": [point_dict(p) for p in store.points()]}
 
@@ -113,8 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("label")
     p.add_argument("expr")
     p.add_argument("--rc", type=int, required=True, help="the step's exit status")
-    p.add_argument("--ok-rc", default="0", help="the exit statuses that count as the step finishing (0; 0,1 where "
-                                                  "a point is expected to fail, as `run` exits 1 then)")
+    p.add_argument(
+        "--ok-rc",
+        default="0",
+        help="the exit statuses that count as the step finishing (0; 0,1 where "
+        "a point is expected to fail, as `run` exits 1 then)",
+    )
     p.add_argument("--before", help="a file of the run ids before the step (`ids`)")
     p.add_argument("--run-id", help="the run the step created, as it printed it")
     p.add_argument("--kind", default="", help="the kind of run the step creates (run, sweep)")

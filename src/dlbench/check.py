@@ -32,16 +32,23 @@ def params(framework: str) -> dict[str, object]:
     return out
 
 
-def converge(framework: str, model: str, steps: int, batch: int, input_size: int | None,
-             precision: str) -> dict[str, object]:
+def converge(
+    framework: str, model: str, steps: int, batch: int, input_size: int | None, precision: str
+) -> dict[str, object]:
     """Losses of `steps` train steps on one fixed small batch (does the backend really train?)."""
     from dlbench.backends import load_backend
     from dlbench.cases import get_case
     from dlbench.wire import RankContext
 
     backend = load_backend(framework)
-    spec = PointSpec(framework=framework, model=model, batch_size=batch, protocol=Protocol(0, steps, 1, "median"),
-                     input_size=input_size, precision=precision)  # type: ignore[arg-type]
+    spec = PointSpec(
+        framework=framework,
+        model=model,
+        batch_size=batch,
+        protocol=Protocol(0, steps, 1, "median"),
+        input_size=input_size,
+        precision=precision,
+    )  # type: ignore[arg-type]
     case = get_case(model)
     reason = backend.case_support(case) or backend.refuse(spec)
     if reason:

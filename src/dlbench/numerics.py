@@ -27,8 +27,10 @@ LOSS_SCALE_INIT = 2.0**10
 
 # The math-mode labels a backend may report.
 MATH_MODES: tuple[str, ...] = ("fp32", "tf32", "fp16", "bf16", "fp8")
-FP8_NO_CORES = ("fp8 needs FP8 tensor cores (NVIDIA sm_89 and later: Ada, Hopper, Blackwell), and {where} has "
-                "none: use --precision bf16")
+FP8_NO_CORES = (
+    "fp8 needs FP8 tensor cores (NVIDIA sm_89 and later: Ada, Hopper, Blackwell), and {where} has "
+    "none: use --precision bf16"
+)
 
 
 @dataclass(frozen=True)
@@ -53,12 +55,18 @@ def resolve_precision(precision: str, device: str) -> Numerics:
     if precision == "fp32":
         return Numerics("fp32", "float32", allow_tf32=False, loss_scaling=False, math_mode="fp32")
     if precision == "tf32":
-        refusal = None if device == "cuda" else "tf32 is a tensor-core mode of NVIDIA GPUs (Ampere and later): " \
-                                                "use --precision fp32 on the CPU"
+        refusal = (
+            None
+            if device == "cuda"
+            else "tf32 is a tensor-core mode of NVIDIA GPUs (Ampere and later): use --precision fp32 on the CPU"
+        )
         return Numerics("tf32", "float32", allow_tf32=True, loss_scaling=False, math_mode="tf32", refusal=refusal)
     if precision == "amp":
-        refusal = None if device == "cuda" else "amp is float16 with loss scaling, for GPUs: use --precision bf16 " \
-                                                "for reduced precision on the CPU"
+        refusal = (
+            None
+            if device == "cuda"
+            else "amp is float16 with loss scaling, for GPUs: use --precision bf16 for reduced precision on the CPU"
+        )
         return Numerics("amp", "float16", allow_tf32=False, loss_scaling=True, math_mode="fp16", refusal=refusal)
     if precision == "bf16":
         return Numerics("bf16", "bfloat16", allow_tf32=False, loss_scaling=False, math_mode="bf16")

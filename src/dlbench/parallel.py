@@ -68,8 +68,9 @@ class Layout:
         return " ".join(parts)
 
 
-def layout_of(nodes: int, devices_per_node: int, tensor: int, pipeline: int, micro_batches: int,
-              recompute: bool) -> Layout:
+def layout_of(
+    nodes: int, devices_per_node: int, tensor: int, pipeline: int, micro_batches: int, recompute: bool
+) -> Layout:
     """The layout of a point's devices (data parallel = devices / (tensor x pipeline); the spec checked it)."""
     devices = nodes * devices_per_node
     return Layout(devices // (tensor * pipeline), tensor, pipeline, micro_batches, recompute)
@@ -78,13 +79,17 @@ def layout_of(nodes: int, devices_per_node: int, tensor: int, pipeline: int, mic
 def layout_problem(devices: int, batch: int, tensor: int, pipeline: int, micro_batches: int) -> str | None:
     """Why these devices cannot take this layout (one line), or None."""
     if devices % (tensor * pipeline):
-        return (f"data parallel = devices / (tensor x pipeline) must be whole: {devices} device(s) do not divide "
-                f"by {tensor} x {pipeline}; use a scale that is a multiple of {tensor * pipeline}")
+        return (
+            f"data parallel = devices / (tensor x pipeline) must be whole: {devices} device(s) do not divide "
+            f"by {tensor} x {pipeline}; use a scale that is a multiple of {tensor * pipeline}"
+        )
     if micro_batches > 1 and pipeline == 1:
         return "--micro-batches splits a pipeline's batch: use it with --pipeline-parallel 2 or more"
     if batch % micro_batches:
-        return (f"the batch ({batch} per data-parallel replica) must split into {micro_batches} equal "
-                "micro-batches: use a batch that is a multiple of --micro-batches")
+        return (
+            f"the batch ({batch} per data-parallel replica) must split into {micro_batches} equal "
+            "micro-batches: use a batch that is a multiple of --micro-batches"
+        )
     return None
 
 

@@ -65,11 +65,13 @@ class RepeatRaw:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RepeatRaw:
         """Rebuild from JSON (stores written before window timing have step_times and wall_s only)."""
-        return cls(step_times=tuple(float(x) for x in d.get("step_times", ())),
-                   wall_s=float(d["wall_s"]),
-                   window_s=tuple(float(x) for x in d.get("window_s", ())),
-                   window_steps=tuple(int(x) for x in d.get("window_steps", ())),
-                   device_step_s=tuple(float(x) for x in d.get("device_step_s", ())))
+        return cls(
+            step_times=tuple(float(x) for x in d.get("step_times", ())),
+            wall_s=float(d["wall_s"]),
+            window_s=tuple(float(x) for x in d.get("window_s", ())),
+            window_steps=tuple(int(x) for x in d.get("window_steps", ())),
+            device_step_s=tuple(float(x) for x in d.get("device_step_s", ())),
+        )
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,14 @@ from __future__ import annotations
 import re
 
 _URL_SECRET = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s'\"]*:)[^\s'\"]*@")
-_KEYWORD_SECRET = re.compile(r"(\b(?:pg|ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|[^\s&'\"]+)",
-                             re.IGNORECASE)
-_LIBPQ = re.compile(r"^\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode|options|"
-                    r"connect_timeout|application_name|target_session_attrs)\s*=", re.IGNORECASE)
+_KEYWORD_SECRET = re.compile(
+    r"(\b(?:pg|ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|[^\s&'\"]+)", re.IGNORECASE
+)
+_LIBPQ = re.compile(
+    r"^\s*(host|hostaddr|port|dbname|user|password|passfile|service|sslmode|options|"
+    r"connect_timeout|application_name|target_session_attrs)\s*=",
+    re.IGNORECASE,
+)
 HIDDEN = "***"
 
 

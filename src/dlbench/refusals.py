@@ -34,8 +34,14 @@ def refusal(spec: PointSpec) -> str | None:
     caps = get_info(spec.framework).capabilities_table()
     if caps is None:  # a third-party backend without a table: its worker decides
         return None
-    return (_devices(spec, caps) or llama_layout_refusal(spec) or _layout(spec, caps) or _strategy(spec, caps)
-            or _precision(spec, caps) or _options(spec, caps))
+    return (
+        _devices(spec, caps)
+        or llama_layout_refusal(spec)
+        or _layout(spec, caps)
+        or _strategy(spec, caps)
+        or _precision(spec, caps)
+        or _options(spec, caps)
+    )
 
 
 def label(spec: PointSpec) -> str:
@@ -67,8 +73,13 @@ def refuse_impossible(specs: Sequence[PointSpec]) -> None:
         raise Impossible(_named(bad, lambda s: s, len(specs)))
 
 
-def possible(items: Sequence[T], spec_of: Callable[[T], PointSpec], skip: bool, say: Callable[[str], None],
-             what: str = "the points") -> list[T]:
+def possible(
+    items: Sequence[T],
+    spec_of: Callable[[T], PointSpec],
+    skip: bool,
+    say: Callable[[str], None],
+    what: str = "the points",
+) -> list[T]:
     """`sweep`: the items whose point can run. Without `skip`, any impossible one refuses the whole list up
     front (`Impossible`, one line naming them); with it, each is named through `say` and left out."""
     bad = impossible(items, spec_of)
@@ -92,8 +103,10 @@ def _devices(spec: PointSpec, caps: Capabilities) -> str | None:
     if spec.world_size == 1:
         return None
     if spec.device not in caps.multi_device:
-        return caps.multi_device_why or (f"dlbench's {spec.framework} backend runs several devices on "
-                                         f"{'/'.join(caps.multi_device) or 'no device'} only: use --scale 1n1c")
+        return caps.multi_device_why or (
+            f"dlbench's {spec.framework} backend runs several devices on "
+            f"{'/'.join(caps.multi_device) or 'no device'} only: use --scale 1n1c"
+        )
     if spec.data == "real" and not caps.real_data_multi:
         return f"real data is not split over {spec.framework}'s replicas yet: use --data synthetic with several devices"
     return None
@@ -126,8 +139,10 @@ def _precision(spec: PointSpec, caps: Capabilities) -> str | None:
         return reason
     offered = caps.precisions_on(spec.device)
     if spec.precision not in offered:
-        return caps.precision_why or (f"dlbench's {spec.framework} backend runs {', '.join(offered)} on "
-                                      f"{spec.device}: use --precision {offered[0]}")
+        return caps.precision_why or (
+            f"dlbench's {spec.framework} backend runs {', '.join(offered)} on "
+            f"{spec.device}: use --precision {offered[0]}"
+        )
     return None
 
 
@@ -139,12 +154,16 @@ def _layout(spec: PointSpec, caps: Capabilities) -> str | None:
     if isinstance(case.arch, LlamaConfig):  # the llama family's layouts (FSDP, TP+SP, PP): llama_layout_refusal
         return None
     if not isinstance(case.arch, GptConfig):
-        return (f"{case.name} has no parallel layout: --tensor-parallel, --pipeline-parallel and --recompute apply "
-                "to the GPT and llama cases only; drop them")
+        return (
+            f"{case.name} has no parallel layout: --tensor-parallel, --pipeline-parallel and --recompute apply "
+            "to the GPT and llama cases only; drop them"
+        )
     fw = spec.framework
-    no_split = caps.layout_why or (f"dlbench's {fw} backend does not split a model (tensor or pipeline parallel is "
-                                   "wired for torch, and tensor parallel for JAX): use --tensor-parallel 1 "
-                                   "--pipeline-parallel 1")
+    no_split = caps.layout_why or (
+        f"dlbench's {fw} backend does not split a model (tensor or pipeline parallel is "
+        "wired for torch, and tensor parallel for JAX): use --tensor-parallel 1 "
+        "--pipeline-parallel 1"
+    )
     if (lay.tensor > 1 and not caps.tensor_parallel) or (lay.pipeline > 1 and not caps.pipeline_parallel):
         return no_split
     if lay.recompute and not caps.recompute:
@@ -152,27 +171,35 @@ def _layout(spec: PointSpec, caps: Capabilities) -> str | None:
     if not lay.splits_model:
         return None
     if caps.split_needs_strategy_none and spec.strategy != "none":
-        return ("a tensor- or pipeline-parallel point keeps its data-parallel replicas in step itself (FSDP2): leave "
-                "--strategy at none")
+        return (
+            "a tensor- or pipeline-parallel point keeps its data-parallel replicas in step itself (FSDP2): leave "
+            "--strategy at none"
+        )
     if spec.compile and not caps.split_compile:
         return f"{fw}'s compiler is not wired for a split model: drop --compile"
     if spec.precision == "amp" and spec.device == "cuda" and not caps.split_amp_on_gpu:
-        return ("fp16 loss scaling across shards is not wired (every rank would need the others' overflow check): "
-                "use --precision bf16")
+        return (
+            "fp16 loss scaling across shards is not wired (every rank would need the others' overflow check): "
+            "use --precision bf16"
+        )
     return _shape(case.arch, lay.tensor, lay.pipeline, caps.even_vocab_shards)
 
 
 def _shape(a: GptConfig, tensor: int, pipeline: int, even_vocab: bool) -> str | None:
     """Why this GPT's shape does not split over the layout (one line), or None."""
     if a.num_heads % tensor:
-        return (f"{a.num_heads} attention head(s) do not split over {tensor} tensor-parallel ranks: use a "
-                f"--tensor-parallel that divides {a.num_heads}, or a wider model")
+        return (
+            f"{a.num_heads} attention head(s) do not split over {tensor} tensor-parallel ranks: use a "
+            f"--tensor-parallel that divides {a.num_heads}, or a wider model"
+        )
     if (a.mlp_ratio * a.hidden_size) % tensor:
         return f"the MLP's {a.mlp_ratio * a.hidden_size} units do not split over {tensor} tensor-parallel ranks"
     if a.num_layers % pipeline:
-        return (f"{a.num_layers} layer(s) do not split into {pipeline} equal pipeline stages: use a "
-                f"--pipeline-parallel that divides {a.num_layers}, or more layers")
-    if (a.vocab_size % tensor if even_vocab else a.vocab_size < tensor):
+        return (
+            f"{a.num_layers} layer(s) do not split into {pipeline} equal pipeline stages: use a "
+            f"--pipeline-parallel that divides {a.num_layers}, or more layers"
+        )
+    if a.vocab_size % tensor if even_vocab else a.vocab_size < tensor:
         return f"a vocabulary of {a.vocab_size} does not split {'evenly ' if even_vocab else ''}over {tensor} ranks"
     return None
 

@@ -22,14 +22,40 @@ FP8_FRAMEWORKS: tuple[str, ...] = ("torch",)  # --precision fp8: torchao's float
 STATISTICS: tuple[str, ...] = ("mean", "median")
 DATA_SOURCES: tuple[str, ...] = ("synthetic", "real")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
-STRATEGIES: tuple[str, ...] = ("none", "ddp", "allreduce", "ps", "mirrored", "multiworker", "sharding", "fleet",
-                               # gradient strategies (#22): where parameters live and how gradients meet
-                               "ps-cpu", "ps-gpu", "replicated-nccl", "replicated-copy", "replicated-pscpu",
-                               "independent", "dp", "ddp-fp16", "ddp-bf16", "powersgd", "horovod")
+STRATEGIES: tuple[str, ...] = (
+    "none",
+    "ddp",
+    "allreduce",
+    "ps",
+    "mirrored",
+    "multiworker",
+    "sharding",
+    "fleet",
+    # gradient strategies (#22): where parameters live and how gradients meet
+    "ps-cpu",
+    "ps-gpu",
+    "replicated-nccl",
+    "replicated-copy",
+    "replicated-pscpu",
+    "independent",
+    "dp",
+    "ddp-fp16",
+    "ddp-bf16",
+    "powersgd",
+    "horovod",
+)
 # Strategies where one process drives every device of the point (TF's MirroredStrategy and variable managers,
 # MXNet's kvstores over N contexts, torch's DataParallel): one worker, N devices.
-SINGLE_PROCESS_STRATEGIES: tuple[str, ...] = ("mirrored", "ps-cpu", "ps-gpu", "replicated-nccl", "replicated-copy",
-                                              "replicated-pscpu", "independent", "dp")
+SINGLE_PROCESS_STRATEGIES: tuple[str, ...] = (
+    "mirrored",
+    "ps-cpu",
+    "ps-gpu",
+    "replicated-nccl",
+    "replicated-copy",
+    "replicated-pscpu",
+    "independent",
+    "dp",
+)
 # ... except where a framework runs the same mechanism as one process per device (torch's replicated-pscpu is DDP
 # with its buckets reduced on the CPU).
 PROCESS_PER_DEVICE: tuple[tuple[str, str], ...] = (("torch", "replicated-pscpu"),)
@@ -88,13 +114,22 @@ class Protocol:
         if not _finite(self.min_time_s) or self.min_time_s < 0:
             raise SpecError(f"the minimum measured time must be a finite number of seconds >= 0; got {self.min_time_s}")
 
-    def override(self, warmup: int | None = None, steps: int | None = None,
-                 repeats: int | None = None, statistic: str | None = None,
-                 min_time_s: float | None = None) -> Protocol:
+    def override(
+        self,
+        warmup: int | None = None,
+        steps: int | None = None,
+        repeats: int | None = None,
+        statistic: str | None = None,
+        min_time_s: float | None = None,
+    ) -> Protocol:
         """This protocol with the given fields replaced (None keeps a field)."""
-        changes: dict[str, Any] = {k: v for k, v in dict(warmup=warmup, steps=steps, repeats=repeats,
-                                                          statistic=statistic, min_time_s=min_time_s).items()
-                                   if v is not None}
+        changes: dict[str, Any] = {
+            k: v
+            for k, v in dict(
+                warmup=warmup, steps=steps, repeats=repeats, statistic=statistic, min_time_s=min_time_s
+            ).items()
+            if v is not None
+        }
         return dataclasses.replace(self, **changes)
 
     def on(self, device: str) -> Protocol:
@@ -128,8 +163,22 @@ def preset(name: str) -> Protocol:
 
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?i?B?)\s*$", re.IGNORECASE | re.ASCII)
-_UNITS = {"": 1, "B": 1, "K": 1000, "KB": 1000, "KIB": 2**10, "M": 10**6, "MB": 10**6, "MIB": 2**20,
-          "G": 10**9, "GB": 10**9, "GIB": 2**30, "T": 10**12, "TB": 10**12, "TIB": 2**40}
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": 1000,
+    "KB": 1000,
+    "KIB": 2**10,
+    "M": 10**6,
+    "MB": 10**6,
+    "MIB": 2**20,
+    "G": 10**9,
+    "GB": 10**9,
+    "GIB": 2**30,
+    "T": 10**12,
+    "TB": 10**12,
+    "TIB": 2**40,
+}
 
 
 def parse_size(text: str) -> int:
@@ -151,8 +200,9 @@ def parse_count(text: str, name: str) -> int:
     m = _COUNT.match(str(text).strip())
     value = Decimal(m.group(1)) * _COUNT_SUFFIX[m.group(2).upper()] if m else Decimal(0)
     if not m or value != value.to_integral_value():
-        raise SpecError(f"--param {name}: a value is a whole number, optionally with K, M or G "
-                        f"(e.g. 3.2M), or max; got {text!r}")
+        raise SpecError(
+            f"--param {name}: a value is a whole number, optionally with K, M or G (e.g. 3.2M), or max; got {text!r}"
+        )
     return int(value)
 
 
@@ -212,8 +262,10 @@ class PointSpec:
         _choice("precision", self.precision, PRECISIONS)
         _choice("device", self.device, DEVICES)
         if self.precision == "fp8" and self.framework not in FP8_FRAMEWORKS:
-            raise SpecError(f"--precision fp8 is wired for {', '.join(FP8_FRAMEWORKS)} only (torchao's float8 "
-                            f"training), not {self.framework}")
+            raise SpecError(
+                f"--precision fp8 is wired for {', '.join(FP8_FRAMEWORKS)} only (torchao's float8 "
+                f"training), not {self.framework}"
+            )
         _choice("data", self.data, DATA_SOURCES)
         _choice("strategy", self.strategy, STRATEGIES)
         if self.data == "real" and not self.data_dir:
@@ -224,8 +276,9 @@ class PointSpec:
         _count("devices per node", self.devices_per_node, 1)
         if not _finite(self.timeout_s) or self.timeout_s <= 0:
             raise SpecError(f"timeout must be a finite number of seconds > 0; got {self.timeout_s}")
-        if self.memory_limit_bytes is not None and (not isinstance(self.memory_limit_bytes, int)
-                                                    or self.memory_limit_bytes <= 0):
+        if self.memory_limit_bytes is not None and (
+            not isinstance(self.memory_limit_bytes, int) or self.memory_limit_bytes <= 0
+        ):
             raise SpecError(f"memory limit must be a whole number of bytes > 0; got {self.memory_limit_bytes!r}")
         _count("loader workers", self.loader_workers, 0)
         if self.threads is not None:
@@ -238,16 +291,19 @@ class PointSpec:
         _count("pipeline parallel", self.pipeline_parallel, 1)
         _count("micro-batches", self.micro_batches, 1)
         _choice("pipeline schedule", self.pipeline_schedule, SCHEDULES)
-        problem = layout_problem(self.world_size, self.batch_size, self.tensor_parallel, self.pipeline_parallel,
-                                 self.micro_batches)
+        problem = layout_problem(
+            self.world_size, self.batch_size, self.tensor_parallel, self.pipeline_parallel, self.micro_batches
+        )
         if problem:
             raise SpecError(problem)
         _count("context parallel", self.context_parallel, 1)
         if self.bucket_mb is not None:
             _count("bucket size (MB)", self.bucket_mb, 1)
             if self.strategy not in BUCKET_STRATEGIES:
-                raise SpecError(f"--bucket-mb sets the gradient bucket size of {', '.join(BUCKET_STRATEGIES)}; "
-                                f"strategy {self.strategy} has no buckets")
+                raise SpecError(
+                    f"--bucket-mb sets the gradient bucket size of {', '.join(BUCKET_STRATEGIES)}; "
+                    f"strategy {self.strategy} has no buckets"
+                )
 
     @property
     def world_size(self) -> int:
@@ -266,14 +322,22 @@ class PointSpec:
         """Parameter-server processes started beside the workers (0 for most strategies)."""
         if self.world_size == 1:
             return 0
-        return next((n + k * self.world_size for fw, s, n, k in SERVER_PROCESSES
-                     if (fw, s) == (self.framework, self.strategy)), 0)
+        return next(
+            (n + k * self.world_size for fw, s, n, k in SERVER_PROCESSES if (fw, s) == (self.framework, self.strategy)),
+            0,
+        )
 
     @property
     def layout(self) -> Layout:
         """The parallel layout: data x tensor x pipeline, micro-batches, recomputation."""
-        return layout_of(self.nodes, self.devices_per_node, self.tensor_parallel, self.pipeline_parallel,
-                         self.micro_batches, self.recompute)
+        return layout_of(
+            self.nodes,
+            self.devices_per_node,
+            self.tensor_parallel,
+            self.pipeline_parallel,
+            self.micro_batches,
+            self.recompute,
+        )
 
     @property
     def global_batch(self) -> int:
@@ -339,7 +403,8 @@ class PointSpec:
 
 # Spec fields added after version 1, with the default that leaves them out of a point's key.
 _LATER_FIELDS: dict[str, object] = {"sync_every_step": False, "case_params": ()}
-_LATER_FIELDS.update(tensor_parallel=1, pipeline_parallel=1, micro_batches=1, pipeline_schedule="1f1b",
-                     recompute=False)  # the parallel layout (#23)
+_LATER_FIELDS.update(
+    tensor_parallel=1, pipeline_parallel=1, micro_batches=1, pipeline_schedule="1f1b", recompute=False
+)  # the parallel layout (#23)
 _LATER_FIELDS["bucket_mb"] = None  # DDP's bucket size (#22)
 _LATER_FIELDS.update(fsdp=False, context_parallel=1)  # FSDP2 and context parallel (#35)

@@ -52,6 +52,7 @@ WATCHER_VAR = "DLBENCH_WATCHER"
 CONTROLLER_MEMORY = "nvml (controller)"  # a rank's memory_kind until the controller fills in what it sampled
 EDGE_KEY = "edge"  # a progress event at a measured repeat's first ("start") or last ("end") clock read
 
+
 @dataclass(frozen=True)
 class RankContext:
     """Where this worker sits among the point's ranks, read once from the environment by the worker."""
@@ -101,13 +102,18 @@ def configure_rank(spec: PointSpec, environ: MutableMapping[str, str]) -> RankCo
         environ[var] = str(threads)
     rank = _int(environ, "RANK", 0)
     hosts = tuple(h for h in environ.get(NODE_HOSTS_VAR, "").split(",") if h)
-    return RankContext(rank=rank, world_size=_int(environ, "WORLD_SIZE", spec.world_size),
-                       local_rank=_int(environ, "LOCAL_RANK", 0),
-                       local_world_size=_int(environ, "LOCAL_WORLD_SIZE", spec.devices_per_node),
-                       node_rank=_int(environ, "NODE_RANK", rank // spec.devices_per_node),
-                       master_addr=environ.get("MASTER_ADDR", "127.0.0.1"),
-                       master_port=_int(environ, "MASTER_PORT", 0), rdzv_timeout_s=_timeout(environ, spec),
-                       node_hosts=hosts, server=_int(environ, SERVER_VAR, -1))
+    return RankContext(
+        rank=rank,
+        world_size=_int(environ, "WORLD_SIZE", spec.world_size),
+        local_rank=_int(environ, "LOCAL_RANK", 0),
+        local_world_size=_int(environ, "LOCAL_WORLD_SIZE", spec.devices_per_node),
+        node_rank=_int(environ, "NODE_RANK", rank // spec.devices_per_node),
+        master_addr=environ.get("MASTER_ADDR", "127.0.0.1"),
+        master_port=_int(environ, "MASTER_PORT", 0),
+        rdzv_timeout_s=_timeout(environ, spec),
+        node_hosts=hosts,
+        server=_int(environ, SERVER_VAR, -1),
+    )
 
 
 def _timeout(environ: Mapping[str, str], spec: PointSpec) -> float:
@@ -132,8 +138,13 @@ def progress_line(event: Mapping[str, object]) -> str:
 def edge_event(edge: str, repeat: int, total: int) -> dict[str, object]:
     """The progress event a worker prints just before a repeat's first clock read ("start", step 0) or just after
     its last ("end", step = total): the measured windows' bounds, read by the controller's telemetry."""
-    return {"phase": "measure", "repeat": repeat, "step": 0 if edge == "start" else total, "total": total,
-            EDGE_KEY: edge}
+    return {
+        "phase": "measure",
+        "repeat": repeat,
+        "step": 0 if edge == "start" else total,
+        "total": total,
+        EDGE_KEY: edge,
+    }
 
 
 def watcher_token(pid: int) -> str:
@@ -156,7 +167,7 @@ def parse_progress(line: str) -> dict[str, object] | None:
     if not line.startswith(PROGRESS_PREFIX):
         return None
     try:
-        event = json.loads(line[len(PROGRESS_PREFIX):])
+        event = json.loads(line[len(PROGRESS_PREFIX) :])
     except json.JSONDecodeError:
         return None
     return event if isinstance(event, dict) else None
@@ -198,8 +209,10 @@ def read_result(path: Path) -> WorkerResult:
     except (json.JSONDecodeError, AttributeError):
         raise ResultError(f"the worker result {path.name} is not a JSON object") from None
     if version != RESULT_VERSION:
-        raise ResultError(f"the worker result {path.name} has version {version!r}, this controller reads "
-                          f"{RESULT_VERSION}: the framework's environment runs another dlbench (dlbench setup FW)")
+        raise ResultError(
+            f"the worker result {path.name} has version {version!r}, this controller reads "
+            f"{RESULT_VERSION}: the framework's environment runs another dlbench (dlbench setup FW)"
+        )
     try:
         return WorkerResult.model_validate_json(text)
     except ValidationError as exc:
@@ -208,8 +221,30 @@ def read_result(path: Path) -> WorkerResult:
         raise ResultError(f"the worker result {path.name} is malformed at {where}: {first.get('msg')}") from None
 
 
-__all__ = ["ALLOCATOR_VARS", "CONTROLLER_MEMORY", "DEFAULT_RDZV_TIMEOUT_S", "EDGE_KEY", "ENGINE_VARS",
-           "NODE_HOSTS_VAR", "PROGRESS_PREFIX", "RANK_GPU", "RANK_VARS", "RDZV_TIMEOUT_VAR", "RESULT_VERSION",
-           "SERVER_VAR", "THREAD_VARS", "WATCHER_VAR", "RankContext", "ResultError", "WorkerResult",
-           "configure_rank", "edge_event", "parse_progress", "progress_line", "rank_result_path",
-           "read_result", "watched_by_controller", "watcher_token"]
+__all__ = [
+    "ALLOCATOR_VARS",
+    "CONTROLLER_MEMORY",
+    "DEFAULT_RDZV_TIMEOUT_S",
+    "EDGE_KEY",
+    "ENGINE_VARS",
+    "NODE_HOSTS_VAR",
+    "PROGRESS_PREFIX",
+    "RANK_GPU",
+    "RANK_VARS",
+    "RDZV_TIMEOUT_VAR",
+    "RESULT_VERSION",
+    "SERVER_VAR",
+    "THREAD_VARS",
+    "WATCHER_VAR",
+    "RankContext",
+    "ResultError",
+    "WorkerResult",
+    "configure_rank",
+    "edge_event",
+    "parse_progress",
+    "progress_line",
+    "rank_result_path",
+    "read_result",
+    "watched_by_controller",
+    "watcher_token",
+]

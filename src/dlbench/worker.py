@@ -173,8 +173,9 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     if spec.processes > 1 or not cudnn_fallback.should_retry(result.status, result.error or "", backend.autotune_off):
         return result
     again = _run(spec, ctx, backend, retried=True)
-    return again.model_copy(update={"facts": {**again.facts, cudnn_fallback.RETRIED: cudnn_fallback.retry_fact(
-        result.error or "")}})
+    return again.model_copy(
+        update={"facts": {**again.facts, cudnn_fallback.RETRIED: cudnn_fallback.retry_fact(result.error or "")}}
+    )
 
 
 def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = False) -> WorkerResult:
@@ -188,8 +189,13 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
     from dlbench.refusals import refusal as spec_refusal
 
     case = get_case(spec.model).configured(spec.params)
-    reason = (spec_refusal(spec) or backend.case_support(case) or _gpu_refusal(backend, spec, ctx)
-              or backend.layout_refusal(spec) or backend.refuse(spec))
+    reason = (
+        spec_refusal(spec)
+        or backend.case_support(case)
+        or _gpu_refusal(backend, spec, ctx)
+        or backend.layout_refusal(spec)
+        or backend.refuse(spec)
+    )
     if reason:
         return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec, ctx))
     with _own_memory_sampler(spec, ctx) as sampler:
@@ -198,9 +204,15 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
             progress = _Progress() if ctx.rank == 0 else _silent
             # Several ranks calibrate only through a trainer that makes them agree on rank 0's step count.
             calibrate = spec.processes == 1 or trainer.agrees_steps
-            measured = measure(trainer, spec.protocol.on(spec.device), progress=progress,
-                               sync_every_step=spec.sync_every_step, calibrate=calibrate, agree=trainer.agree_steps,
-                               window_edge=_edge if ctx.rank == 0 else _no_edge)
+            measured = measure(
+                trainer,
+                spec.protocol.on(spec.device),
+                progress=progress,
+                sync_every_step=spec.sync_every_step,
+                calibrate=calibrate,
+                agree=trainer.agree_steps,
+                window_edge=_edge if ctx.rank == 0 else _no_edge,
+            )
             loss = trainer.loss()
             allocator = trainer.allocator_peak()
             checksum = trainer.param_checksum() if spec.processes > 1 else None
@@ -215,18 +227,30 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
             if retried and status == "error" and cudnn_fallback.exhausted(str(exc), _used_share(backend)):
                 status = "oom"
             tail = traceback.format_exc().strip().splitlines()[-12:]
-            return WorkerResult(status=status, error=f"{type(exc).__name__}: {exc}".strip()[:2000], traceback=tail,
-                                env=_environment(backend, spec, ctx))
+            return WorkerResult(
+                status=status,
+                error=f"{type(exc).__name__}: {exc}".strip()[:2000],
+                traceback=tail,
+                env=_environment(backend, spec, ctx),
+            )
     if spec.device != "cuda":
         peak, kind = _peak_rss_bytes(), "rss"
     elif sampler is None:  # the controller samples this rank's device from outside and fills this in
         peak, kind = None, CONTROLLER_MEMORY
     else:
         peak, kind = sampler.rank_memory(ctx.rank)
-    raw = RankRaw(rank=ctx.rank, repeats=measured.repeats, peak_memory_bytes=peak, memory_kind=kind,
-                  final_loss=loss, input_wait_s=measured.input_wait_s, param_checksum=checksum,
-                  allocator_peak_bytes=allocator.bytes if allocator else None,
-                  allocator_kind=allocator.kind if allocator else "", device_timer=measured.device_timer)
+    raw = RankRaw(
+        rank=ctx.rank,
+        repeats=measured.repeats,
+        peak_memory_bytes=peak,
+        memory_kind=kind,
+        final_loss=loss,
+        input_wait_s=measured.input_wait_s,
+        param_checksum=checksum,
+        allocator_peak_bytes=allocator.bytes if allocator else None,
+        allocator_kind=allocator.kind if allocator else "",
+        device_timer=measured.device_timer,
+    )
     facts = dict(backend.facts())
     jit = _ptx_jit(backend, spec, ctx)
     if jit:
@@ -234,17 +258,22 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
     if replicas is not None:  # compared by the controller (launch/merge.py), as ranks' checksums are
         facts["replica_checksums"] = replicas
     if measured.calibrated:
-        facts["steps_raised"] = (f"{measured.steps_asked} -> {measured.steps} measured steps per repeat, so that a "
-                                 f"repeat lasts at least {spec.protocol.on(spec.device).min_time_s:g} s")
+        facts["steps_raised"] = (
+            f"{measured.steps_asked} -> {measured.steps} measured steps per repeat, so that a "
+            f"repeat lasts at least {spec.protocol.on(spec.device).min_time_s:g} s"
+        )
     elif not calibrate and spec.protocol.on(spec.device).min_time_s > 0:
-        facts["steps_not_calibrated"] = (f"{spec.framework}'s ranks cannot agree on a step count here: each repeat "
-                                         f"measured the protocol's {measured.steps} steps, not a minimum time")
+        facts["steps_not_calibrated"] = (
+            f"{spec.framework}'s ranks cannot agree on a step count here: each repeat "
+            f"measured the protocol's {measured.steps} steps, not a minimum time"
+        )
     if sampler is not None and sampler.errors:
         facts["nvml_memory_errors"] = f"{sampler.errors} failed NVML call(s), the last: {sampler.error}"
     env = _environment(backend, spec, ctx)
     if not math.isfinite(loss):
-        return WorkerResult(status="failed_check", error=f"final loss is not finite: {loss}", ranks=[raw], env=env,
-                            facts=facts)
+        return WorkerResult(
+            status="failed_check", error=f"final loss is not finite: {loss}", ranks=[raw], env=env, facts=facts
+        )
     return WorkerResult(status="ok", ranks=[raw], env=env, facts=facts)
 
 

@@ -28,8 +28,9 @@ def shared_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.parametrize("strategy", ["ddp", "allreduce", "ps"])
-def test_each_strategy_keeps_two_ranks_in_sync(cli: Callable[..., CliResult], shared_store: Path,
-                                               strategy: str) -> None:
+def test_each_strategy_keeps_two_ranks_in_sync(
+    cli: Callable[..., CliResult], shared_store: Path, strategy: str
+) -> None:
     code, out, err = cli("run", *TINY, "--scale", "1n2c", "--strategy", strategy, "--store", str(shared_store))
     assert code == 0, err
     points = stored(shared_store)
@@ -43,8 +44,9 @@ def test_each_strategy_keeps_two_ranks_in_sync(cli: Callable[..., CliResult], sh
     assert "against 1-device point #" in out
 
 
-def test_default_scale_run_uses_torchrun_and_ddp(cli: Callable[..., CliResult], shared_store: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_scale_run_uses_torchrun_and_ddp(
+    cli: Callable[..., CliResult], shared_store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "250")  # the points table is wide (TFLOP/s, MFU): one line per cell
     code, out, err = cli("run", *TINY, "--scale", "1n2c", "--store", str(shared_store))
     assert code == 0, err
@@ -70,8 +72,9 @@ def _kill_rank_1(job_dir: Path, stop: threading.Event) -> None:
         time.sleep(0.2)
 
 
-def test_a_rank_that_dies_is_a_recorded_failure(cli: Callable[..., CliResult], shared_store: Path,
-                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rank_that_dies_is_a_recorded_failure(
+    cli: Callable[..., CliResult], shared_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     job_dir = tmp_path / "jobs"
     monkeypatch.setenv("DLBENCH_JOB_DIR", str(job_dir))
     stop = threading.Event()
@@ -87,10 +90,26 @@ def test_a_rank_that_dies_is_a_recorded_failure(cli: Callable[..., CliResult], s
     assert time.monotonic() - started < 300
 
 
-def test_a_backend_that_does_not_synchronise_fails_the_check(cli: Callable[..., CliResult],
-                                                             store_path: Path) -> None:
-    code, _, _ = cli("run", "-f", "fake", "-m", "resnet50", "-b", "2", "--steps", "2", "--warmup", "0",
-                     "--repeats", "1", "--scale", "1n2c", "--store", str(store_path))
+def test_a_backend_that_does_not_synchronise_fails_the_check(cli: Callable[..., CliResult], store_path: Path) -> None:
+    code, _, _ = cli(
+        "run",
+        "-f",
+        "fake",
+        "-m",
+        "resnet50",
+        "-b",
+        "2",
+        "--steps",
+        "2",
+        "--warmup",
+        "0",
+        "--repeats",
+        "1",
+        "--scale",
+        "1n2c",
+        "--store",
+        str(store_path),
+    )
     assert code == 1
     base, r = stored(store_path)
     assert base.status == "ok" and base.spec.world_size == 1

@@ -16,12 +16,14 @@ pytestmark = [pytest.mark.root, pytest.mark.slow, pytest.mark.framework("torch")
 CliResult = tuple[int, str, str]
 
 
-def test_two_ranks_through_mpirun(cli: Callable[..., CliResult], store_path: Path, tmp_path: Path,
-                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_ranks_through_mpirun(
+    cli: Callable[..., CliResult], store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     emulate("mpi")
     monkeypatch.setenv("DLBENCH_JOB_DIR", str(tmp_path / "jobs"))
-    code, out, err = cli("run", *TINY, "--scale", "1n2c", "--launcher", "mpirun", "--strategy", "allreduce",
-                         "--store", str(store_path))
+    code, out, err = cli(
+        "run", *TINY, "--scale", "1n2c", "--launcher", "mpirun", "--strategy", "allreduce", "--store", str(store_path)
+    )
     assert code == 0, err
     base, r = stored(store_path)
     assert base.spec.world_size == 1 and base.status == "ok"

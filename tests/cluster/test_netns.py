@@ -32,8 +32,22 @@ def two_hosts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def test_two_node_torchrun_across_namespaces(cli: Callable[..., CliResult], netns_store: Path) -> None:
-    code, out, err = cli("run", *TINY, "--scale", "2n1c", "--launcher", "torchrun", "--hosts", ",".join(HOSTS),
-                         "--reach", NETNS_REACH, "--master-addr", HOST_ADDRS[0], "--store", str(netns_store))
+    code, out, err = cli(
+        "run",
+        *TINY,
+        "--scale",
+        "2n1c",
+        "--launcher",
+        "torchrun",
+        "--hosts",
+        ",".join(HOSTS),
+        "--reach",
+        NETNS_REACH,
+        "--master-addr",
+        HOST_ADDRS[0],
+        "--store",
+        str(netns_store),
+    )
     assert code == 0, err
     points = stored(netns_store)
     assert any(p.spec.world_size == 1 and p.status == "ok" for p in points)
@@ -45,9 +59,24 @@ def test_two_node_torchrun_across_namespaces(cli: Callable[..., CliResult], netn
 
 def test_an_unreachable_host_is_a_recorded_failure(cli: Callable[..., CliResult], netns_store: Path) -> None:
     started = time.monotonic()
-    code, _, _ = cli("run", *TINY, "--scale", "2n1c", "--launcher", "torchrun", "--hosts",
-                     f"{HOSTS[0]},dlbench-nohost", "--reach", NETNS_REACH, "--master-addr", HOST_ADDRS[0],
-                     "--rendezvous-timeout", "60", "--store", str(netns_store))
+    code, _, _ = cli(
+        "run",
+        *TINY,
+        "--scale",
+        "2n1c",
+        "--launcher",
+        "torchrun",
+        "--hosts",
+        f"{HOSTS[0]},dlbench-nohost",
+        "--reach",
+        NETNS_REACH,
+        "--master-addr",
+        HOST_ADDRS[0],
+        "--rendezvous-timeout",
+        "60",
+        "--store",
+        str(netns_store),
+    )
     assert code == 1
     r = stored(netns_store)[-1]
     assert r.status == "error" and r.spec.world_size == 2
@@ -56,17 +85,35 @@ def test_an_unreachable_host_is_a_recorded_failure(cli: Callable[..., CliResult]
     assert time.monotonic() - started < 240
 
 
-def test_a_rendezvous_timeout_is_a_recorded_failure(cli: Callable[..., CliResult], netns_store: Path,
-                                                   tmp_path: Path) -> None:
+def test_a_rendezvous_timeout_is_a_recorded_failure(
+    cli: Callable[..., CliResult], netns_store: Path, tmp_path: Path
+) -> None:
     # Node 1's host never answers (as an ssh to a dead machine would hang); node 0 waits at the rendezvous.
     reach = tmp_path / "reach.sh"
-    reach.write_text('#!/bin/sh\nhost=$1; shift\n[ "$host" = blackhole ] && exec sleep 600\n'
-                     'exec nsenter --net=/run/netns/"$host" "$@"\n')
+    reach.write_text(
+        '#!/bin/sh\nhost=$1; shift\n[ "$host" = blackhole ] && exec sleep 600\n'
+        'exec nsenter --net=/run/netns/"$host" "$@"\n'
+    )
     reach.chmod(0o755)
     started = time.monotonic()
-    code, _, _ = cli("run", *TINY, "--scale", "2n1c", "--launcher", "torchrun", "--hosts", f"{HOSTS[0]},blackhole",
-                     "--reach", f"{reach} {{host}}", "--master-addr", HOST_ADDRS[0], "--rendezvous-timeout", "10",
-                     "--store", str(netns_store))
+    code, _, _ = cli(
+        "run",
+        *TINY,
+        "--scale",
+        "2n1c",
+        "--launcher",
+        "torchrun",
+        "--hosts",
+        f"{HOSTS[0]},blackhole",
+        "--reach",
+        f"{reach} {{host}}",
+        "--master-addr",
+        HOST_ADDRS[0],
+        "--rendezvous-timeout",
+        "10",
+        "--store",
+        str(netns_store),
+    )
     assert code == 1
     r = stored(netns_store)[-1]
     assert r.status == "error" and "Timed out" in str(r.error) and "1/2 clients joined" in str(r.error)

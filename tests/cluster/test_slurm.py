@@ -24,8 +24,9 @@ def slurm_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("slurm") / "results.db"
 
 
-def test_two_node_point_through_slurm(cli: Callable[..., CliResult], slurm_store: Path, tmp_path: Path,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_node_point_through_slurm(
+    cli: Callable[..., CliResult], slurm_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     emulate("slurm")
     monkeypatch.setenv("DLBENCH_JOB_DIR", str(tmp_path / "jobs"))
     code, out, err = cli("run", *TINY, "--scale", "2n1c", "--launcher", "slurm", "--store", str(slurm_store))
@@ -39,8 +40,9 @@ def test_two_node_point_through_slurm(cli: Callable[..., CliResult], slurm_store
     assert not any((tmp_path / "jobs").iterdir())  # job folders are cleaned up
 
 
-def test_a_job_that_cannot_start_is_a_recorded_failure(cli: Callable[..., CliResult], slurm_store: Path,
-                                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_job_that_cannot_start_is_a_recorded_failure(
+    cli: Callable[..., CliResult], slurm_store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     emulate("slurm")
     monkeypatch.setenv("DLBENCH_JOB_DIR", str(tmp_path / "jobs"))
     started = time.monotonic()

@@ -34,18 +34,38 @@ def one_cpu() -> Iterator[int]:
 def _orphan_busy_loop() -> int:
     """A busy loop that is not this process's descendant (the in-process controller counts its own descendants as
     the point's): a shell starts it in the background and exits, so init adopts it. It inherits one_cpu."""
-    shell = subprocess.run(["sh", "-c", f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
-                           capture_output=True, text=True, check=True)
+    shell = subprocess.run(
+        ["sh", "-c", f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(shell.stdout.strip())
 
 
-def test_a_point_beside_a_busy_loop_is_flagged_as_contended(one_cpu: int, monkeypatch: pytest.MonkeyPatch,
-                                                            store_path: Path, cli: Callable[..., CliResult]) -> None:
+def test_a_point_beside_a_busy_loop_is_flagged_as_contended(
+    one_cpu: int, monkeypatch: pytest.MonkeyPatch, store_path: Path, cli: Callable[..., CliResult]
+) -> None:
     burner = _orphan_busy_loop()
     try:
         monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.1")
-        code, out, _ = cli("run", "-f", "fake", "-m", "resnet50", "-b", "2", "--warmup", "1", "--steps", "3",
-                           "--repeats", "1", "--store", str(store_path))
+        code, out, _ = cli(
+            "run",
+            "-f",
+            "fake",
+            "-m",
+            "resnet50",
+            "-b",
+            "2",
+            "--warmup",
+            "1",
+            "--steps",
+            "3",
+            "--repeats",
+            "1",
+            "--store",
+            str(store_path),
+        )
         code_json, js, _ = cli("results", "--format", "json", "--store", str(store_path))
     finally:
         os.kill(burner, signal.SIGKILL)

@@ -57,8 +57,12 @@ def test_sigterm_stops_every_worker_and_marks_the_run(tmp_path: Path, devices: i
     # the 1-device point a speedup needs, stored first, so that the run goes straight to its ranks
     subprocess.run(argv, env={**os.environ, "DLBENCH_FAKE": "sleep:0.001"}, capture_output=True, check=True)
     env = {**os.environ, "DLBENCH_FAKE": "hang"}  # workers that would wait an hour
-    proc = subprocess.Popen([*argv, "--devices-per-node", str(devices), "--launcher", "local"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [*argv, "--devices-per-node", str(devices), "--launcher", "local"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     workers = _workers(proc, devices)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
@@ -73,9 +77,25 @@ def test_kill_9_of_the_controller_takes_its_worker_down(tmp_path: Path) -> None:
     """No handler runs on SIGKILL: the worker asked the kernel to kill it when its parent dies."""
     ready = tmp_path / "ready"
     env = {**os.environ, "DLBENCH_FAKE": "hang", READY_VAR: str(ready)}
-    proc = subprocess.Popen([sys.executable, "-m", "dlbench", "run", "-f", "fake", "-m", "resnet50", "-b", "2",
-                             "--store", str(tmp_path / "s.db")], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dlbench",
+            "run",
+            "-f",
+            "fake",
+            "-m",
+            "resnet50",
+            "-b",
+            "2",
+            "--store",
+            str(tmp_path / "s.db"),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     workers = _workers(proc, 1)
     _ready(ready, proc, 1)  # past the worker's start-up, where it makes the request
     proc.kill()
@@ -92,8 +112,20 @@ def test_kill_9_leaves_no_process_and_the_next_run_removes_the_folder(tmp_path: 
     jobs = tmp_path / "jobs"
     ready = tmp_path / "ready"
     env = {**os.environ, "DLBENCH_FAKE": "hang", "DLBENCH_JOB_DIR": str(jobs), READY_VAR: str(ready)}
-    one = [sys.executable, "-m", "dlbench", "run", "-f", "fake", "-m", "resnet50", "-b", "2", "--store",
-           str(tmp_path / "s.db")]
+    one = [
+        sys.executable,
+        "-m",
+        "dlbench",
+        "run",
+        "-f",
+        "fake",
+        "-m",
+        "resnet50",
+        "-b",
+        "2",
+        "--store",
+        str(tmp_path / "s.db"),
+    ]
     quick = {**env, "DLBENCH_FAKE": "sleep:0.001"}
     subprocess.run(one, env=quick, capture_output=True, check=True)  # the 1-device baseline, so ranks start at once
     argv = [*one, "--devices-per-node", "2", "--launcher", launcher]

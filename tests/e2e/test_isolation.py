@@ -17,17 +17,21 @@ CliResult = tuple[int, str, str]
 
 
 def spec(**kw: object) -> PointSpec:
-    base: dict[str, object] = dict(framework="fake", model="resnet50", batch_size=4,
-                                   protocol=Protocol(1, 3, 2, "median"), timeout_s=20.0)
+    base: dict[str, object] = dict(
+        framework="fake", model="resnet50", batch_size=4, protocol=Protocol(1, 3, 2, "median"), timeout_s=20.0
+    )
     return PointSpec(**{**base, **kw})  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("mode, status, message", [
-    ("oom", "oom", "MemoryError: fake out of memory"),
-    ("segfault", "crashed", "SIGSEGV"),
-    ("raise", "error", "RuntimeError: fake failure in the model"),
-    ("nan", "failed_check", "final loss is not finite"),
-])
+@pytest.mark.parametrize(
+    "mode, status, message",
+    [
+        ("oom", "oom", "MemoryError: fake out of memory"),
+        ("segfault", "crashed", "SIGSEGV"),
+        ("raise", "error", "RuntimeError: fake failure in the model"),
+        ("nan", "failed_check", "final loss is not finite"),
+    ],
+)
 def test_failure_statuses(monkeypatch: pytest.MonkeyPatch, mode: str, status: str, message: str) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", mode)
     r = execute(spec(), Launchers.build())
@@ -55,22 +59,50 @@ def test_memory_limit_stops_the_worker_as_oom(monkeypatch: pytest.MonkeyPatch) -
     assert r.status == "oom" and "memory limit" in (r.error or "")
 
 
-def test_a_run_goes_on_past_failed_points(monkeypatch: pytest.MonkeyPatch, store_path: Path,
-                                          cli: Callable[..., CliResult]) -> None:
+def test_a_run_goes_on_past_failed_points(
+    monkeypatch: pytest.MonkeyPatch, store_path: Path, cli: Callable[..., CliResult]
+) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", "alexnet=segfault,vgg16=hang,bert_base=oom")
-    code, out, _ = cli("run", "-f", "fake", "-m", "alexnet,vgg16,bert_base,resnet50", "--timeout", "3",
-                         "--warmup", "1", "--steps", "2", "--store", str(store_path))
+    code, out, _ = cli(
+        "run",
+        "-f",
+        "fake",
+        "-m",
+        "alexnet,vgg16,bert_base,resnet50",
+        "--timeout",
+        "3",
+        "--warmup",
+        "1",
+        "--steps",
+        "2",
+        "--store",
+        str(store_path),
+    )
     assert code == 1  # some points failed
     statuses = {p.result.spec.model: p.result.status for p in Store(store_path).points()}
     assert statuses == {"alexnet": "crashed", "vgg16": "timeout", "bert_base": "oom", "resnet50": "ok"}
     assert "crashed" in out and "timeout" in out
 
 
-def test_results_json_holds_raw_window_times(monkeypatch: pytest.MonkeyPatch, store_path: Path,
-                                           cli: Callable[..., CliResult]) -> None:
+def test_results_json_holds_raw_window_times(
+    monkeypatch: pytest.MonkeyPatch, store_path: Path, cli: Callable[..., CliResult]
+) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.002")
-    code, _, _ = cli("run", "-f", "fake", "-m", "resnet50", "--warmup", "1", "--steps", "4", "--repeats", "2",
-                     "--store", str(store_path))
+    code, _, _ = cli(
+        "run",
+        "-f",
+        "fake",
+        "-m",
+        "resnet50",
+        "--warmup",
+        "1",
+        "--steps",
+        "4",
+        "--repeats",
+        "2",
+        "--store",
+        str(store_path),
+    )
     assert code == 0
     code, out, _ = cli("results", "--format", "json", "--store", str(store_path))
     [point] = json.loads(out)

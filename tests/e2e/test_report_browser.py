@@ -20,18 +20,33 @@ from dlbench.report.chart_base import PALETTE
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed: apt-get install -y "
-                       "--no-install-recommends chromium"),
+    pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="Debian's chromium is not installed: apt-get install -y --no-install-recommends chromium",
+    ),
 ]
 CONSOLE = re.compile(r"CONSOLE\(\d+\)\]|:CONSOLE:|Uncaught|Failed to load resource", re.IGNORECASE)
 
 
 def chromium(page: Path, tmp: Path, *action: str) -> subprocess.CompletedProcess[str]:
     """Run headless Chromium on a local file with logging to stderr; nothing reaches the network."""
-    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
-           f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr", "--v=0", "--window-size=1400,2400",
-           *action, page.as_uri()]
+    cmd = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-extensions",
+        f"--user-data-dir={tmp / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+        "--window-size=1400,2400",
+        *action,
+        page.as_uri(),
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
 
 
@@ -42,9 +57,30 @@ def console_lines(stderr: str) -> list[str]:
 
 def _fake_run(store: Path, mode: str, *args: str, code: int = 0) -> None:
     env = {**os.environ, "DLBENCH_FAKE": mode}
-    proc = subprocess.run([sys.executable, "-m", "dlbench", "run", "-f", "fake", "-m", "resnet50", "--steps", "6",
-                           "--warmup", "1", "--store", str(store), *args], env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlbench",
+            "run",
+            "-f",
+            "fake",
+            "-m",
+            "resnet50",
+            "--steps",
+            "6",
+            "--warmup",
+            "1",
+            "--store",
+            str(store),
+            *args,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == code, proc.stderr[-2000:]
 
 
@@ -91,7 +127,7 @@ def test_screenshot_shows_the_charts(report_page: Path, tmp_path: Path) -> None:
     colours, counts = np.unique(img[::7, ::7].reshape(-1, 3), axis=0, return_counts=True)
     background = colours[counts.argmax()]
     assert (img != background).any(axis=2).mean() > 0.2, "the page looks blank"
-    series = np.array([int(PALETTE[0][i:i + 2], 16) for i in (1, 3, 5)])  # the one framework's series colour
+    series = np.array([int(PALETTE[0][i : i + 2], 16) for i in (1, 3, 5)])  # the one framework's series colour
     drawn = (np.abs(img[300:] - series) <= 12).all(axis=2).sum()
     assert drawn > 5000, "no chart series colour on the screenshot"
 
@@ -111,13 +147,58 @@ def test_the_special_cases_section_renders(tmp_path: Path) -> None:
     store = tmp_path / "results.db"
     env = {**os.environ, "DLBENCH_FAKE": "param_oom_above:classes:20500"}
     common = ("--warmup", "0", "--steps", "1", "--repeats", "1", "--device", "cpu", "--store", str(store))
-    face = subprocess.run([sys.executable, "-m", "dlbench", "run", "-f", "fake", "-m", "face", "-b", "4", "--param",
-                           "classes=max", "--param", "model_parallel=1", "--param", "sample=10", "--memory-limit",
-                           "1GiB", *common], env=env, capture_output=True, text=True, timeout=300, check=False)
+    face = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlbench",
+            "run",
+            "-f",
+            "fake",
+            "-m",
+            "face",
+            "-b",
+            "4",
+            "--param",
+            "classes=max",
+            "--param",
+            "model_parallel=1",
+            "--param",
+            "sample=10",
+            "--memory-limit",
+            "1GiB",
+            *common,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert face.returncode == 0, face.stderr[-2000:]
     env["DLBENCH_FAKE"] = "param_oom_above:vocab:2500"
-    subprocess.run([sys.executable, "-m", "dlbench", "run", "-f", "fake", "-m", "wide_deep", "-b", "8", "--param",
-                    "vocab=1K,2K,4K", *common], env=env, capture_output=True, text=True, timeout=300, check=False)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlbench",
+            "run",
+            "-f",
+            "fake",
+            "-m",
+            "wide_deep",
+            "-b",
+            "8",
+            "--param",
+            "vocab=1K,2K,4K",
+            *common,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     page = tmp_path / "special.html"
     assert main(["report", "--all", "--store", str(store), "-o", str(page)]) == 0
     proc = chromium(page, tmp_path, "--dump-dom")

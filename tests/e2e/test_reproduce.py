@@ -24,8 +24,25 @@ from dlbench.store.request import REQUEST_KEY, Request, request_of
 from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
-RUN_ARGS = ("run", "-f", "fake", "-m", "alexnet", "-b", "2", "--input-size", "64", "--warmup", "1", "--steps", "3",
-            "--repeats", "3", "--preset", "quick")
+RUN_ARGS = (
+    "run",
+    "-f",
+    "fake",
+    "-m",
+    "alexnet",
+    "-b",
+    "2",
+    "--input-size",
+    "64",
+    "--warmup",
+    "1",
+    "--steps",
+    "3",
+    "--repeats",
+    "3",
+    "--preset",
+    "quick",
+)
 SUITE = """\
 name: repro-sweep
 device: cpu
@@ -84,7 +101,8 @@ def test_run_and_sweep_points_keep_their_request(stored: tuple[Path, Path]) -> N
 
 
 def test_reproduce_prints_the_command_lock_and_host_of_a_run_and_a_sweep_point(
-        stored: tuple[Path, Path], cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch) -> None:
+    stored: tuple[Path, Path], cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     db, _ = stored
     for kind in ("run", "sweep"):
@@ -109,23 +127,28 @@ def test_a_run_id_prefix_names_every_point_of_the_run(stored: tuple[Path, Path],
     assert out.splitlines()[0].startswith(f"run {run.id} (sweep, 1 point(s)")
 
 
-def test_env_file_is_a_requirements_file_pip_reads(stored: tuple[Path, Path], tmp_path: Path,
-                                                   cli: Callable[..., CliResult]) -> None:
+def test_env_file_is_a_requirements_file_pip_reads(
+    stored: tuple[Path, Path], tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
     db, _ = stored
     req = request_of(points_of(db, "run")[0])
     assert req is not None
     target = tmp_path / "requirements.txt"
     code, out, err = cli("reproduce", uid_of(db, "run"), "--env-file", str(target), "--store", str(db))
     assert code == 0, err
-    pins = [Requirement(line.split("  #")[0]) for line in target.read_text().splitlines()
-            if line and not line.startswith("#")]
+    pins = [
+        Requirement(line.split("  #")[0])
+        for line in target.read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
     assert {p.name: str(p.specifier) for p in pins}["click"] == f"=={req.package_version('click')}"
     assert "dlbench" not in {p.name for p in pins}  # installed from its checkout, named in a comment
     assert f"# dlbench=={__version__}" in target.read_text() and f"wrote {len(req.packages)} pinned" in out
 
 
 def test_run_measures_the_point_again_and_shows_both_with_compares_verdict(
-        stored: tuple[Path, Path], cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch) -> None:
+    stored: tuple[Path, Path], cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.002")
     db, _ = stored
@@ -149,13 +172,28 @@ def old_point(db: Path, version: str = "0.0-fake", request: Request | None = Non
     """A point as a store written before requests were kept has it (or with the given request); its uid."""
     store = Store(db)
     rid = store.create_run("dlbench run -f fake -m alexnet (an older dlbench)")
-    spec = PointSpec(framework="fake", model="alexnet", batch_size=2, input_size=64,
-                     protocol=Protocol(warmup=1, steps=3, repeats=3, statistic="median", preset="quick"))
+    spec = PointSpec(
+        framework="fake",
+        model="alexnet",
+        batch_size=2,
+        input_size=64,
+        protocol=Protocol(warmup=1, steps=3, repeats=3, statistic="median", preset="quick"),
+    )
     ranks = (RankRaw(0, tuple(RepeatRaw((0.01,) * 3, 0.03) for _ in range(3))),)
     extra: dict[str, object] = {REQUEST_KEY: request.to_dict()} if request else {}
-    store.add_point(rid, PointResult(spec, "ok", ranks, summarize(spec, ranks),
-                                     environment(spec, {"framework_version": version}), started=1.0, finished=2.0,
-                                     extra=extra))
+    store.add_point(
+        rid,
+        PointResult(
+            spec,
+            "ok",
+            ranks,
+            summarize(spec, ranks),
+            environment(spec, {"framework_version": version}),
+            started=1.0,
+            finished=2.0,
+            extra=extra,
+        ),
+    )
     store.finish_run(rid, "done")
     uid = store.points([rid])[0].uid
     store.close()
@@ -163,7 +201,8 @@ def old_point(db: Path, version: str = "0.0-fake", request: Request | None = Non
 
 
 def test_a_point_of_an_older_store_says_what_is_missing_and_shows_what_it_has(
-        store_path: Path, cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    store_path: Path, cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
     uid = old_point(store_path)
     code, out, err = cli("reproduce", uid[:8], "--store", str(store_path))
     assert code == 0, err
@@ -174,7 +213,8 @@ def test_a_point_of_an_older_store_says_what_is_missing_and_shows_what_it_has(
 
 
 def test_a_different_framework_version_is_refused_in_one_line_unless_forced(
-        store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch) -> None:
+    store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.002")
     monkeypatch.setenv("COLUMNS", "80")
     uid = old_point(store_path, request=Request(command="dlbench run -f fake", packages=(("dlbench", "0.0.1"),)))
@@ -190,12 +230,14 @@ def test_a_different_framework_version_is_refused_in_one_line_unless_forced(
     assert "forced" in out and "verdict: " in out
 
 
-def test_unknown_and_ambiguous_ids_are_one_line_and_exit_2(
-        store_path: Path, cli: Callable[..., CliResult]) -> None:
+def test_unknown_and_ambiguous_ids_are_one_line_and_exit_2(store_path: Path, cli: Callable[..., CliResult]) -> None:
     first, second = old_point(store_path), old_point(store_path)
     code, _, err = cli("reproduce", "zz-nothing", "--store", str(store_path))
-    assert code == 2 and err.strip() == f"dlbench: error: no point or run 'zz-nothing' in {store_path} " \
-                                       "(`dlbench results` lists the runs)"
+    assert (
+        code == 2
+        and err.strip()
+        == f"dlbench: error: no point or run 'zz-nothing' in {store_path} (`dlbench results` lists the runs)"
+    )
     runs = Store(store_path, readonly=True).runs()
     common = runs[0].id[:9]  # both runs start with today's date
     code, _, err = cli("reproduce", common, "--store", str(store_path))
@@ -205,7 +247,8 @@ def test_unknown_and_ambiguous_ids_are_one_line_and_exit_2(
 
 
 def test_a_framework_whose_environment_is_gone_is_one_line_and_exit_2(
-        store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch) -> None:
+    store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from dlbench.envs.interpreters import NotInstalled
     from dlbench.launch import again
 
@@ -235,7 +278,8 @@ def test_the_lock_of_another_interpreter_is_read_in_its_own_process(monkeypatch:
 
 
 def test_the_report_and_exports_carry_each_points_reproduce_command(
-        stored: tuple[Path, Path], cli: Callable[..., CliResult], tmp_path: Path) -> None:
+    stored: tuple[Path, Path], cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
     db, _ = stored
     store = Store(db, readonly=True)
     runs = [r.id for r in store.runs() if r.kind in ("run", "sweep")]  # two configurations: both shown
@@ -273,8 +317,9 @@ def test_a_point_whose_interpreter_is_gone_is_measured_in_the_frameworks_environ
     uid = old_point(store_path, request=Request(python="/gone/venv/bin/python", packages=(("dlbench", __version__),)))
     ready = check_environment(find(Store(store_path, readonly=True), uid[:8]), force=False)
     assert ready.forced == ""  # the same version here: nothing overridden
-    assert ready.notes == (f"fake ran in /gone/venv/bin/python, which no longer exists: measuring with "
-                           f"{interpreter_for('fake')}",)
+    assert ready.notes == (
+        f"fake ran in /gone/venv/bin/python, which no longer exists: measuring with {interpreter_for('fake')}",
+    )
 
 
 def test_the_host_of_a_gpu_point_names_its_gpu_driver_and_topology(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -283,14 +328,30 @@ def test_the_host_of_a_gpu_point_names_its_gpu_driver_and_topology(monkeypatch: 
     from tests.support.fake_pynvml import gpus, install
 
     install(monkeypatch, gpus(2))
-    spec = PointSpec(framework="torch", model="alexnet", batch_size=2, device="cuda",
-                     protocol=Protocol(warmup=1, steps=3, repeats=3, statistic="median", preset="quick"))
-    env = environment(spec, {"framework_version": "2.5.1", "cuda": "12.4", "cudnn": "90100",
-                             "gpu_interconnect": "nvlink", "nvlink_links_per_gpu": "18", "gpu_pair_path": "SYS"})
+    spec = PointSpec(
+        framework="torch",
+        model="alexnet",
+        batch_size=2,
+        device="cuda",
+        protocol=Protocol(warmup=1, steps=3, repeats=3, statistic="median", preset="quick"),
+    )
+    env = environment(
+        spec,
+        {
+            "framework_version": "2.5.1",
+            "cuda": "12.4",
+            "cudnn": "90100",
+            "gpu_interconnect": "nvlink",
+            "nvlink_links_per_gpu": "18",
+            "gpu_pair_path": "SYS",
+        },
+    )
     facts = dict(host_facts(PointResult(spec, "error", env=env)))
     assert facts["device model"] == "NVIDIA H100 80GB HBM3" and facts["devices"] == "2"
     assert facts["driver"] == env.identity["driver"] and facts["cuda"] == "12.4" and facts["cudnn"] == "90100"
-    assert facts["gpu memory"] == "80.0 GiB" and facts["compute capability"] == env.descriptive["gpu_compute_capability"]
+    assert (
+        facts["gpu memory"] == "80.0 GiB" and facts["compute capability"] == env.descriptive["gpu_compute_capability"]
+    )
     assert (facts["interconnect"], facts["nvlink links/gpu"], facts["gpu 0-1 path"]) == ("nvlink", "18", "SYS")
     assert facts["visible gpus"] == "(unset: all)"
 

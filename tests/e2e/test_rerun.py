@@ -21,9 +21,16 @@ def original(store_path: Path) -> tuple[str, list[PointSpec]]:
     """A run measured elsewhere: two fake configurations, stored with framework version 0.9-fake."""
     store = Store(store_path)
     rid = store.create_run("dlbench run (on another machine)")
-    specs = [PointSpec(framework="fake", model=m, batch_size=2, input_size=32,
-                       protocol=Protocol(warmup=1, steps=6, repeats=1, statistic="median", preset="quick"))
-             for m in ("resnet50", "alexnet")]
+    specs = [
+        PointSpec(
+            framework="fake",
+            model=m,
+            batch_size=2,
+            input_size=32,
+            protocol=Protocol(warmup=1, steps=6, repeats=1, statistic="median", preset="quick"),
+        )
+        for m in ("resnet50", "alexnet")
+    ]
     for spec in specs:
         ranks = (RankRaw(0, (RepeatRaw((0.01,) * 6, 0.06),)),)
         env = environment(spec, {"framework_version": "0.9-fake"})  # this host's keys, another fake version
@@ -34,7 +41,8 @@ def original(store_path: Path) -> tuple[str, list[PointSpec]]:
 
 
 def test_rerun_measures_the_same_specs_and_names_identity_differences_first(
-        store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch) -> None:
+    store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.005")
     rid, specs = original(store_path)

@@ -36,8 +36,7 @@ max_batch: {{lo: 1, hi: {hi}}}
 """
 
 
-def write_suite(tmp_path: Path, models: str = "[resnet50, alexnet, vgg16]", timeout: float = 60,
-                hi: int = 64) -> Path:
+def write_suite(tmp_path: Path, models: str = "[resnet50, alexnet, vgg16]", timeout: float = 60, hi: int = 64) -> Path:
     f = tmp_path / "suite.yaml"
     f.write_text(SUITE.format(models=models, timeout=timeout, hi=hi))
     return f
@@ -47,8 +46,10 @@ def sweep_rows(db: Path) -> list[tuple[str, str, int, str]]:
     """(model, batch group, batch, status) of the sweep run's points, read with plain sqlite3."""
     con = sqlite3.connect(db)
     try:
-        rows = con.execute("SELECT p.model, json_extract(p.extra_json, '$.batch_group'), p.batch_size, p.status "
-                           "FROM points p JOIN runs r ON r.id = p.run_id WHERE r.kind = 'sweep' ORDER BY p.id")
+        rows = con.execute(
+            "SELECT p.model, json_extract(p.extra_json, '$.batch_group'), p.batch_size, p.status "
+            "FROM points p JOIN runs r ON r.id = p.run_id WHERE r.kind = 'sweep' ORDER BY p.id"
+        )
         return [tuple(r) for r in rows]  # type: ignore[misc]
     finally:
         con.close()
@@ -58,8 +59,9 @@ def sweep_run_id(db: Path) -> str:
     return next(r.id for r in Store(db, readonly=True).runs() if r.kind == "sweep")
 
 
-def test_sweep_records_every_point_and_goes_past_failures(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                          cli: Callable[..., CliResult]) -> None:
+def test_sweep_records_every_point_and_goes_past_failures(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", "resnet50=oom_above:37,alexnet=hang,vgg16=raise")
     monkeypatch.setenv("COLUMNS", "200")
     db = tmp_path / "s.db"
@@ -77,9 +79,9 @@ def test_sweep_records_every_point_and_goes_past_failures(monkeypatch: pytest.Mo
     assert "max batch size" in out and "37" in out
 
 
-def test_a_framework_that_is_not_installed_is_recorded_as_unsupported(monkeypatch: pytest.MonkeyPatch,
-                                                                     tmp_path: Path,
-                                                                     cli: Callable[..., CliResult]) -> None:
+def test_a_framework_that_is_not_installed_is_recorded_as_unsupported(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
     def missing(framework: str) -> str:
         raise NotInstalled(f"framework {framework} is not installed: run: dlbench setup {framework}")
 
@@ -88,14 +90,14 @@ def test_a_framework_that_is_not_installed_is_recorded_as_unsupported(monkeypatc
     code, _, err = cli("sweep", str(write_suite(tmp_path, models="resnet50", hi=4)), "--store", str(db))
     assert code == 0, err
     rows = sweep_rows(db)
-    assert [(g, s) for _, g, _, s in rows] == [("min", "unsupported"), ("fixed", "unsupported"),
-                                               ("max", "unsupported")]
+    assert [(g, s) for _, g, _, s in rows] == [("min", "unsupported"), ("fixed", "unsupported"), ("max", "unsupported")]
     errors = [p.result.error for p in Store(db).points()]
     assert all("not installed" in (e or "") for e in errors)
 
 
-def test_max_equal_to_another_group_is_one_point(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                 cli: Callable[..., CliResult]) -> None:
+def test_max_equal_to_another_group_is_one_point(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", "oom_above:8")  # resnet50's CPU fixed batch is 8
     db = tmp_path / "s.db"
     code, _, err = cli("sweep", str(write_suite(tmp_path, models="resnet50", hi=16)), "--store", str(db))
@@ -111,8 +113,13 @@ def _sigint_default() -> None:
 
 def start_sweep(suite: Path, db: Path, fake: str = "sleep:0.05") -> subprocess.Popen[bytes]:
     env = {**os.environ, "DLBENCH_FAKE": fake}
-    return subprocess.Popen([sys.executable, "-m", "dlbench", "sweep", str(suite), "--store", str(db)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_sigint_default)
+    return subprocess.Popen(
+        [sys.executable, "-m", "dlbench", "sweep", str(suite), "--store", str(db)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_sigint_default,
+    )
 
 
 def wait_for_points(db: Path, n: int, proc: subprocess.Popen[bytes], timeout: float = 240) -> None:
@@ -128,8 +135,9 @@ def wait_for_points(db: Path, n: int, proc: subprocess.Popen[bytes], timeout: fl
     raise AssertionError(f"fewer than {n} points after {timeout} s")
 
 
-def test_resume_after_kill_9_runs_only_what_is_missing(tmp_path: Path, cli: Callable[..., CliResult],
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resume_after_kill_9_runs_only_what_is_missing(
+    tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     suite, db = write_suite(tmp_path, models="[resnet50, alexnet, vgg16, bert_base]", hi=4), tmp_path / "s.db"
     proc = start_sweep(suite, db)
     wait_for_points(db, 2, proc)
@@ -145,8 +153,8 @@ def test_resume_after_kill_9_runs_only_what_is_missing(tmp_path: Path, cli: Call
     code, _, err = cli("sweep", "--resume", run_id, "--store", str(db))
     assert code == 0, err
     after = sweep_rows(db)
-    assert after[:len(before)] == before  # finished points kept as they were
-    assert [p.id for p in Store(db).points([run_id])][:len(ids_before)] == ids_before
+    assert after[: len(before)] == before  # finished points kept as they were
+    assert [p.id for p in Store(db).points([run_id])][: len(ids_before)] == ids_before
     groups = [(m, g) for m, g, _, _ in after]
     assert len(groups) == len(set(groups)) == 12  # the same points as an uninterrupted sweep, none twice
     assert {g for _, g in groups} == {"min", "fixed", "max"}
@@ -173,8 +181,18 @@ def test_ctrl_c_stops_cleanly_and_marks_the_run_interrupted(tmp_path: Path) -> N
 
 
 def fake_spec(**kw: object) -> PointSpec:
-    return PointSpec(**{**dict(framework="fake", model="resnet50", batch_size=4,  # type: ignore[arg-type]
-                               protocol=Protocol(2, 5, 2, "median"), timeout_s=30.0), **kw})
+    return PointSpec(
+        **{
+            **dict(
+                framework="fake",
+                model="resnet50",
+                batch_size=4,  # type: ignore[arg-type]
+                protocol=Protocol(2, 5, 2, "median"),
+                timeout_s=30.0,
+            ),
+            **kw,
+        }
+    )
 
 
 def test_slow_loader_is_flagged_input_bound(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -188,10 +206,23 @@ def test_slow_loader_is_flagged_input_bound(monkeypatch: pytest.MonkeyPatch) -> 
     assert r.metrics is not None and not r.metrics.input_bound and r.metrics.input_wait_share < 0.01
 
 
-def test_run_exit_codes_say_what_happened(monkeypatch: pytest.MonkeyPatch, store_path: Path,
-                                          cli: Callable[..., CliResult]) -> None:
-    quick = ("-f", "fake", "-m", "resnet50", "--steps", "1", "--warmup", "0", "--repeats", "1", "--store",
-             str(store_path))
+def test_run_exit_codes_say_what_happened(
+    monkeypatch: pytest.MonkeyPatch, store_path: Path, cli: Callable[..., CliResult]
+) -> None:
+    quick = (
+        "-f",
+        "fake",
+        "-m",
+        "resnet50",
+        "--steps",
+        "1",
+        "--warmup",
+        "0",
+        "--repeats",
+        "1",
+        "--store",
+        str(store_path),
+    )
     assert cli("run", *quick)[0] == 0
     assert cli("run", *quick, "--compile")[0] == 0  # refused as unsupported (the fake has no compiler): not a failure
     monkeypatch.setenv("DLBENCH_FAKE", "raise")
@@ -202,8 +233,9 @@ def test_run_exit_codes_say_what_happened(monkeypatch: pytest.MonkeyPatch, store
 
 def test_framework_option_keeps_those_frameworks_as_in_run(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
     suite = tmp_path / "two.yaml"
-    suite.write_text(SUITE.format(models="resnet50", timeout=60, hi=4).replace("framework: fake",
-                                                                                "framework: [fake, torch]"))
+    suite.write_text(
+        SUITE.format(models="resnet50", timeout=60, hi=4).replace("framework: fake", "framework: [fake, torch]")
+    )
     db = tmp_path / "s.db"
     code, out, err = cli("sweep", str(suite), "-f", "fake", "--dry-run", "--store", str(db))
     assert code == 0, err

@@ -32,8 +32,9 @@ def xla_flops(name: str, size: int, batch: int = 2) -> float:
     def loss(params: Any, images: Any) -> jax.Array:
         batch = {**arrays, "images": images} if images is not None else arrays
         v = {"params": params, **({"batch_stats": stats} if stats else {})}
-        out, _ = module.apply(v, *model_inputs(case, batch), train=True, mutable=["batch_stats"],
-                              rngs={"dropout": jax.random.PRNGKey(2)})
+        out, _ = module.apply(
+            v, *model_inputs(case, batch), train=True, mutable=["batch_stats"], rngs={"dropout": jax.random.PRNGKey(2)}
+        )
         return train_loss(case, out, batch)
 
     images = arrays.get("images")

@@ -7,8 +7,14 @@ from __future__ import annotations
 import json
 
 PARAMS = {"hidden": 32, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 64, "vocab": 128, "seq": 8, "tied": 0}
-MESHES = {"data4": (4, 1, 1), "fsdp4": (1, 4, 1), "tensor4": (1, 1, 4), "fsdp2_tensor2": (1, 2, 2),
-          "data2_tensor2": (2, 1, 2), "data2_fsdp2": (2, 2, 1)}
+MESHES = {
+    "data4": (4, 1, 1),
+    "fsdp4": (1, 4, 1),
+    "tensor4": (1, 1, 4),
+    "fsdp2_tensor2": (1, 2, 2),
+    "data2_tensor2": (2, 1, 2),
+    "data2_fsdp2": (2, 2, 1),
+}
 
 
 def main() -> None:

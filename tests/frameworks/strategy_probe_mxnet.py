@@ -27,8 +27,12 @@ def main(devices: int, steps: int) -> dict[str, object]:
     from dlbench.cases.arch import POOL, VggArch
     from dlbench.spec import PointSpec, Protocol
 
-    case = dataclasses.replace(get_case("vgg16"), arch=VggArch((8, POOL, 16, POOL), pool=2, fc=(32,), dropout=0.0),
-                               input=ImageInput(size=16, classes=10), optimizer=Optimizer("sgd", lr=0.05, momentum=0.9))
+    case = dataclasses.replace(
+        get_case("vgg16"),
+        arch=VggArch((8, POOL, 16, POOL), pool=2, fc=(32,), dropout=0.0),
+        input=ImageInput(size=16, classes=10),
+        optimizer=Optimizer("sgd", lr=0.05, momentum=0.9),
+    )
     per, size, ctxs = 2, 16, [mx.cpu(i) for i in range(devices)]
     whole = synthetic_batch(case, per * devices, mx.cpu(0), size, seed=0)
 
@@ -48,11 +52,17 @@ def main(devices: int, steps: int) -> dict[str, object]:
     one = kvstores.KvstoreTrainer(case, net_on([mx.cpu(0)]), [mx.cpu(0)], [whole], per * devices, "independent")
     answer: dict[str, object] = {"one_device": run(one)}
     for strategy in ("ps-cpu", "ps-gpu", "independent"):
-        slices = [[a[i * per:(i + 1) * per].as_in_context(c) for a in whole] for i, c in enumerate(ctxs)]
+        slices = [[a[i * per : (i + 1) * per].as_in_context(c) for a in whole] for i, c in enumerate(ctxs)]
         trainer = kvstores.KvstoreTrainer(case, net_on(ctxs), ctxs, slices, per * devices, strategy)
         answer[strategy] = {"losses": run(trainer), "checksums": trainer.replica_checksums(), **trainer.facts()}
-    spec = PointSpec(framework="mxnet", model="resnet50", batch_size=2, protocol=Protocol(0, 1, 1, "median"),
-                     devices_per_node=devices, strategy="replicated-nccl")
+    spec = PointSpec(
+        framework="mxnet",
+        model="resnet50",
+        batch_size=2,
+        protocol=Protocol(0, 1, 1, "median"),
+        devices_per_node=devices,
+        strategy="replicated-nccl",
+    )
     answer["nccl_refusal"] = kvstores.refuse(spec, gpus=0)
     return answer
 
@@ -70,20 +80,30 @@ def dist_worker(role: str, rank: int, devices: int, steps: int, port: int, done:
     from dlbench.spec import PointSpec, Protocol
     from dlbench.wire import RankContext
 
-    spec = PointSpec(framework="mxnet", model="vgg16", batch_size=2, protocol=Protocol(0, steps, 1, "median"),
-                     devices_per_node=devices, strategy="ps")
+    spec = PointSpec(
+        framework="mxnet",
+        model="vgg16",
+        batch_size=2,
+        protocol=Protocol(0, steps, 1, "median"),
+        devices_per_node=devices,
+        strategy="ps",
+    )
     ctx = RankContext(rank=rank, world_size=devices, master_port=port, server=rank if role != "worker" else -1)
     if role != "worker":
         kvstores.serve(spec, ctx, [done])  # until main has the workers' answers
         return {}
     kvstores.dist_env(spec, ctx, "worker")
-    case = dataclasses.replace(get_case("vgg16"), arch=VggArch((8, POOL, 16, POOL), pool=2, fc=(32,), dropout=0.0),
-                               input=ImageInput(size=16, classes=10), optimizer=Optimizer("sgd", lr=0.05, momentum=0.9))
+    case = dataclasses.replace(
+        get_case("vgg16"),
+        arch=VggArch((8, POOL, 16, POOL), pool=2, fc=(32,), dropout=0.0),
+        input=ImageInput(size=16, classes=10),
+        optimizer=Optimizer("sgd", lr=0.05, momentum=0.9),
+    )
     whole = synthetic_batch(case, 2 * devices, mx.cpu(), 16, seed=0)
     mx.random.seed(0)
     net = TrainLoss(case, build_model(case, 16))
     initialize(net, mx.cpu())
-    mine = [[a[rank * 2:(rank + 1) * 2] for a in whole]]
+    mine = [[a[rank * 2 : (rank + 1) * 2] for a in whole]]
     trainer = kvstores.KvstoreTrainer(case, net, [mx.cpu()], mine, 2 * devices, "ps", workers=devices)
     losses = []
     for _ in range(steps):
@@ -103,10 +123,16 @@ def dist(devices: int, steps: int) -> dict[str, object]:
         port = sock.getsockname()[1]
     done = Path(tempfile.mkdtemp()) / "done"
     me = [sys.executable, __file__, "dist-process"]
-    servers = [subprocess.Popen([*me, role, str(i), str(devices), str(steps), str(port), str(done)])
-               for i, role in enumerate(("scheduler", "server"))]
-    workers = [subprocess.Popen([*me, "worker", str(r), str(devices), str(steps), str(port), str(done)],
-                                stdout=subprocess.PIPE, text=True) for r in range(devices)]
+    servers = [
+        subprocess.Popen([*me, role, str(i), str(devices), str(steps), str(port), str(done)])
+        for i, role in enumerate(("scheduler", "server"))
+    ]
+    workers = [
+        subprocess.Popen(
+            [*me, "worker", str(r), str(devices), str(steps), str(port), str(done)], stdout=subprocess.PIPE, text=True
+        )
+        for r in range(devices)
+    ]
     try:
         outs = [json.loads(w.communicate(timeout=300)[0].strip().splitlines()[-1]) for w in workers]
     finally:
@@ -116,8 +142,11 @@ def dist(devices: int, steps: int) -> dict[str, object]:
                 p.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 p.kill()
-    return {"losses": [sum(o["losses"][i] for o in outs) / devices for i in range(steps)],
-            "checksums": [o["checksum"] for o in outs], "kvstore": outs[0]["kvstore"]}
+    return {
+        "losses": [sum(o["losses"][i] for o in outs) / devices for i in range(steps)],
+        "checksums": [o["checksum"] for o in outs],
+        "kvstore": outs[0]["kvstore"],
+    }
 
 
 if __name__ == "__main__":

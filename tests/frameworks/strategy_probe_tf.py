@@ -31,8 +31,12 @@ def main(devices: int, steps: int) -> dict[str, object]:
     from dlbench.wire import RankContext
 
     variables.split_cpu(devices + 1)
-    case = dataclasses.replace(get_case("vgg16"), arch=VggArch((8, POOL, 16, POOL), pool=2, fc=(32,), dropout=0.0),
-                               input=ImageInput(size=16, classes=10), optimizer=Optimizer("sgd", lr=0.05, momentum=0.9))
+    case = dataclasses.replace(
+        get_case("vgg16"),
+        arch=VggArch((8, POOL, 16, POOL), pool=2, fc=(32,), dropout=0.0),
+        input=ImageInput(size=16, classes=10),
+        optimizer=Optimizer("sgd", lr=0.05, momentum=0.9),
+    )
     per_device, size = 2, 16
     whole = synthetic_batch(case, per_device * devices, "/CPU:0", size, seed=0)
     place = variables.logical_cpus(devices)
@@ -45,8 +49,15 @@ def main(devices: int, steps: int) -> dict[str, object]:
         return out
 
     keras.utils.set_random_seed(0)
-    single = TfTrainer(case, build_model(case, size), fixed(whole), "/CPU:0", jit_compile=False, loss_scale=False,
-                       global_batch=per_device * devices)
+    single = TfTrainer(
+        case,
+        build_model(case, size),
+        fixed(whole),
+        "/CPU:0",
+        jit_compile=False,
+        loss_scale=False,
+        global_batch=per_device * devices,
+    )
     answer: dict[str, object] = {"one_device": run(single)}
     for strategy in variables.STRATEGIES:
         if strategy == "replicated-nccl":
@@ -56,20 +67,33 @@ def main(devices: int, steps: int) -> dict[str, object]:
         slices = []
         for i, d in enumerate(place.compute):
             with tf.device(d):
-                slices.append({k: tf.identity(v[i * per_device:(i + 1) * per_device]) for k, v in whole.items()})
+                slices.append({k: tf.identity(v[i * per_device : (i + 1) * per_device]) for k, v in whole.items()})
         trainer = variables.VariableMgrTrainer(case, model, strategy, place, slices, per_device * devices)
-        answer[strategy] = {"losses": run(trainer), "checksums": trainer.replica_checksums(),
-                            "variables_on": trainer.placement(), "sums_on": trainer.summed_on()}
-    spec = PointSpec(framework="tf", model="resnet50", batch_size=2, protocol=Protocol(0, 1, 1, "median"),
-                     devices_per_node=devices, strategy="replicated-nccl")
+        answer[strategy] = {
+            "losses": run(trainer),
+            "checksums": trainer.replica_checksums(),
+            "variables_on": trainer.placement(),
+            "sums_on": trainer.summed_on(),
+        }
+    spec = PointSpec(
+        framework="tf",
+        model="resnet50",
+        batch_size=2,
+        protocol=Protocol(0, 1, 1, "median"),
+        devices_per_node=devices,
+        strategy="replicated-nccl",
+    )
     # mirrored's own check, on the logical CPUs dlbench refuses it on (the swap TF makes there is read back)
     mirrored = tf.distribute.MirroredStrategy(list(place.compute))
     with mirrored.scope():
         model = build_model(case, size)
     mspec = dataclasses.replace(spec, model="vgg16", input_size=size, strategy="mirrored")
     trainer = distributed.TfDistTrainer(mspec, case, mirrored, model, False, RankContext())
-    answer["mirrored"] = {"losses": run(trainer), "checksums": trainer.replica_checksums(),
-                          "communication": distributed.facts(mspec, mirrored)["communication"]}
+    answer["mirrored"] = {
+        "losses": run(trainer),
+        "checksums": trainer.replica_checksums(),
+        "communication": distributed.facts(mspec, mirrored)["communication"],
+    }
     answer["nccl_refusal"] = distributed.refuse(spec, local_gpus=0)
     return answer
 

@@ -35,9 +35,12 @@ WORLD, PER_RANK, SIZE = 2, 2, 16
 
 def tiny_case() -> Case:
     """VGG's builder at a toy size, without dropout, with SGD at a learning rate that moves the loss."""
-    return dataclasses.replace(get_case("vgg16"), arch=VggArch((8, POOL, 16, POOL), pool=2, fc=(32,), dropout=0.0),
-                               input=ImageInput(size=SIZE, classes=10),
-                               optimizer=Optimizer("sgd", lr=0.05, momentum=0.9))
+    return dataclasses.replace(
+        get_case("vgg16"),
+        arch=VggArch((8, POOL, 16, POOL), pool=2, fc=(32,), dropout=0.0),
+        input=ImageInput(size=SIZE, classes=10),
+        optimizer=Optimizer("sgd", lr=0.05, momentum=0.9),
+    )
 
 
 def whole_batch(case: Case) -> dict[str, torch.Tensor]:
@@ -50,20 +53,34 @@ def trainer(case: Case, spec: PointSpec, batch: dict[str, torch.Tensor], ctx: Ra
     """The backend's own wrapping for the strategy, then its trainer on a fixed batch."""
     torch.manual_seed(0)
     model, sync, _ = distributed.setup(spec, build_model(case), torch.device("cpu"), ctx)
-    return TorchTrainer(case, model, fixed(batch), torch.device("cpu"), resolve_precision("fp32", "cpu"), False,
-                        spec.global_batch, sync=sync)
+    return TorchTrainer(
+        case,
+        model,
+        fixed(batch),
+        torch.device("cpu"),
+        resolve_precision("fp32", "cpu"),
+        False,
+        spec.global_batch,
+        sync=sync,
+    )
 
 
 def rank(r: int, strategies: list[str], steps: int, ports: list[int], out: dict[str, object]) -> None:
     """One rank: every strategy in turn, each in a process group of its own."""
     case = tiny_case()
     whole = whole_batch(case)
-    mine = {k: v[r * PER_RANK:(r + 1) * PER_RANK] for k, v in whole.items()}
+    mine = {k: v[r * PER_RANK : (r + 1) * PER_RANK] for k, v in whole.items()}
     ctx = RankContext(rank=r, world_size=WORLD, local_rank=r, local_world_size=WORLD, rdzv_timeout_s=120)
     for strategy, port in zip(strategies, ports):
         os.environ.update(RANK=str(r), WORLD_SIZE=str(WORLD), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        spec = PointSpec(framework="torch", model="vgg16", batch_size=PER_RANK, protocol=Protocol(0, steps, 1, "median"),
-                         devices_per_node=WORLD, strategy=strategy)
+        spec = PointSpec(
+            framework="torch",
+            model="vgg16",
+            batch_size=PER_RANK,
+            protocol=Protocol(0, steps, 1, "median"),
+            devices_per_node=WORLD,
+            strategy=strategy,
+        )
         t = trainer(case, spec, mine, ctx)
         losses = []
         for _ in range(steps):
@@ -85,7 +102,9 @@ def free_port() -> int:
 def main(steps: int, strategies: list[str]) -> dict[str, object]:
     """One device's losses, then every strategy's on 2 ranks."""
     case = tiny_case()
-    one = PointSpec(framework="torch", model="vgg16", batch_size=PER_RANK * WORLD, protocol=Protocol(0, steps, 1, "median"))
+    one = PointSpec(
+        framework="torch", model="vgg16", batch_size=PER_RANK * WORLD, protocol=Protocol(0, steps, 1, "median")
+    )
     t = trainer(case, one, whole_batch(case), RankContext())
     single = []
     for _ in range(steps):
@@ -97,7 +116,10 @@ def main(steps: int, strategies: list[str]) -> dict[str, object]:
     mp.start_processes(rank, args=(strategies, steps, ports, out), nprocs=WORLD, start_method="fork")
     answer: dict[str, object] = {"one_device": single}
     for s in strategies:
-        answer[s] = {"losses": out[f"{s}/0"]["losses"], "checksums": [out[f"{s}/{r}"]["checksum"] for r in range(WORLD)]}
+        answer[s] = {
+            "losses": out[f"{s}/0"]["losses"],
+            "checksums": [out[f"{s}/{r}"]["checksum"] for r in range(WORLD)],
+        }
     return answer
 
 

@@ -34,8 +34,15 @@ POINT = ("-f", "jax", "--input-size", "32", "-b", "2", "--steps", "2", "--warmup
 
 # The smallest inputs each architecture accepts: AlexNet's three 3/2 max-pools need 64, Inception v3
 # needs 75 (torchvision's minimum); BERT runs a 16-token sequence, GPT-2 32 tokens.
-TINY = {"resnet50": 32, "resnet152": 32, "vgg16": 32, "alexnet": 64, "inception_v3": 75, "bert_base": 16,
-        "gpt2_small": 32}
+TINY = {
+    "resnet50": 32,
+    "resnet152": 32,
+    "vgg16": 32,
+    "alexnet": 64,
+    "inception_v3": 75,
+    "bert_base": 16,
+    "gpt2_small": 32,
+}
 
 
 def test_parameter_counts_of_all_cases(framework_python: str) -> None:
@@ -49,8 +56,20 @@ def test_loss_falls_in_20_steps(framework_python: str, model: str) -> None:
 
 
 def test_bf16_trains(framework_python: str) -> None:
-    answer = run_check(framework_python, "converge", "jax", "alexnet", "--steps", "3", "--batch", "2",
-                       "--input-size", "64", "--precision", "bf16")
+    answer = run_check(
+        framework_python,
+        "converge",
+        "jax",
+        "alexnet",
+        "--steps",
+        "3",
+        "--batch",
+        "2",
+        "--input-size",
+        "64",
+        "--precision",
+        "bf16",
+    )
     losses = answer["losses"]
     assert isinstance(losses, list) and all(math.isfinite(loss) for loss in losses), losses
 
@@ -63,8 +82,9 @@ def test_one_real_point_through_the_cli(framework_python: str, cli: Callable[...
     assert get_case(p.spec.model).param_count == 25_557_032
 
 
-def test_channels_last_is_refused_with_a_reason(framework_python: str, cli: Callable[..., CliResult],
-                                                store_path: Path) -> None:
+def test_channels_last_is_refused_with_a_reason(
+    framework_python: str, cli: Callable[..., CliResult], store_path: Path
+) -> None:
     code, _, _ = cli("run", *POINT, "-m", "resnet50", "--channels-last", "--store", str(store_path))
     [p] = [s.result for s in Store(store_path).points()]
     assert code == 0 and p.status == "unsupported"  # b4ed042: a refused point exits 0
@@ -74,11 +94,13 @@ def test_channels_last_is_refused_with_a_reason(framework_python: str, cli: Call
 TWO_RANKS = ("--devices-per-node", "2", "--threads", "1", "--timeout", "600")
 
 
-def test_two_processes_shard_one_global_batch(framework_python: str, cli: Callable[..., CliResult],
-                                              scale_store: Path) -> None:
+def test_two_processes_shard_one_global_batch(
+    framework_python: str, cli: Callable[..., CliResult], scale_store: Path
+) -> None:
     """jax.distributed over two local workers (gloo collectives): one replicated state, the batch sharded."""
-    code, out, err = cli("run", *POINT, "-m", "resnet50", *TWO_RANKS, "--strategy", "sharding",
-                         "--store", str(scale_store))
+    code, out, err = cli(
+        "run", *POINT, "-m", "resnet50", *TWO_RANKS, "--strategy", "sharding", "--store", str(scale_store)
+    )
     assert code == 0, err
     base, r = stored(scale_store)[-2:]
     assert base.status == "ok" and base.spec.world_size == 1
@@ -92,22 +114,35 @@ def test_two_processes_shard_one_global_batch(framework_python: str, cli: Callab
 
 
 @pytest.mark.parametrize("strategy", ["ps", "ddp"])
-def test_torch_strategies_are_refused_on_two_processes(framework_python: str, cli: Callable[..., CliResult],
-                                                       scale_store: Path, strategy: str) -> None:
-    code, _, _ = cli("run", *POINT, "-m", "resnet50", *TWO_RANKS, "--strategy", strategy,
-                     "--store", str(scale_store))
+def test_torch_strategies_are_refused_on_two_processes(
+    framework_python: str, cli: Callable[..., CliResult], scale_store: Path, strategy: str
+) -> None:
+    code, _, _ = cli("run", *POINT, "-m", "resnet50", *TWO_RANKS, "--strategy", strategy, "--store", str(scale_store))
     r = stored(scale_store)[-1]
     assert code == 0 and r.spec.strategy == strategy and r.status == "unsupported"
     assert f"jax has no {strategy} strategy" in (r.error or "") and "\n" not in (r.error or "")
 
 
-def test_real_images_through_grain(framework_python: str, cli: Callable[..., CliResult], tmp_path: Path,
-                                   store_path: Path) -> None:
+def test_real_images_through_grain(
+    framework_python: str, cli: Callable[..., CliResult], tmp_path: Path, store_path: Path
+) -> None:
     """JPEGs decoded, cropped and flipped in two Grain worker processes, normalised on the device."""
     code, _, err = cli("data", "imagenet", "--out", str(tmp_path / "imagenet"), "--images", "8", "--classes", "2")
     assert code == 0, err
-    code, _, err = cli("run", *POINT, "-m", "resnet50", "--threads", "1", "--data", "real",
-                       "--data-dir", str(tmp_path / "imagenet"), "--store", str(store_path))
+    code, _, err = cli(
+        "run",
+        *POINT,
+        "-m",
+        "resnet50",
+        "--threads",
+        "1",
+        "--data",
+        "real",
+        "--data-dir",
+        str(tmp_path / "imagenet"),
+        "--store",
+        str(store_path),
+    )
     assert code == 0, err
     [p] = [s.result for s in Store(store_path).points()]
     assert p.status == "ok" and p.spec.data == "real" and p.spec.loader_workers == 2 and p.metrics is not None
@@ -115,16 +150,40 @@ def test_real_images_through_grain(framework_python: str, cli: Callable[..., Cli
     assert math.isfinite(p.metrics.final_loss or math.nan) and 0 <= p.metrics.input_wait_share < 1
 
 
-def test_real_bert_samples_through_grain(framework_python: str, cli: Callable[..., CliResult], tmp_path: Path,
-                                         store_path: Path) -> None:
+def test_real_bert_samples_through_grain(
+    framework_python: str, cli: Callable[..., CliResult], tmp_path: Path, store_path: Path
+) -> None:
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n\n".join(f"Item {i} starts here. Item {i} goes on. Item {i} ends." for i in range(50)))
-    code, _, err = cli("data", "text", "--out", str(tmp_path / "text"), "--samples", "8", "--vocab-size", "300",
-                       str(corpus))
+    code, _, err = cli(
+        "data", "text", "--out", str(tmp_path / "text"), "--samples", "8", "--vocab-size", "300", str(corpus)
+    )
     assert code == 0, err
-    code, _, err = cli("run", "-f", "jax", "-m", "bert_base", "--input-size", "16", "-b", "2", "--warmup", "1",
-                       "--steps", "2", "--repeats", "1", "--threads", "1", "--data", "real",
-                       "--data-dir", str(tmp_path / "text"), "--store", str(store_path))
+    code, _, err = cli(
+        "run",
+        "-f",
+        "jax",
+        "-m",
+        "bert_base",
+        "--input-size",
+        "16",
+        "-b",
+        "2",
+        "--warmup",
+        "1",
+        "--steps",
+        "2",
+        "--repeats",
+        "1",
+        "--threads",
+        "1",
+        "--data",
+        "real",
+        "--data-dir",
+        str(tmp_path / "text"),
+        "--store",
+        str(store_path),
+    )
     assert code == 0, err
     [p] = [s.result for s in Store(store_path).points()]
     assert p.status == "ok" and p.spec.data == "real" and p.metrics is not None
@@ -156,12 +215,24 @@ def test_each_process_reads_its_own_shard(framework_python: str) -> None:
     assert epochs["0"][:2] != epochs["0"][2:], "the second epoch was not reshuffled"
 
 
-def test_real_images_on_two_processes(framework_python: str, cli: Callable[..., CliResult], tmp_path: Path,
-                                      scale_store: Path) -> None:
+def test_real_images_on_two_processes(
+    framework_python: str, cli: Callable[..., CliResult], tmp_path: Path, scale_store: Path
+) -> None:
     code, _, err = cli("data", "imagenet", "--out", str(tmp_path / "imagenet"), "--images", "8", "--classes", "2")
     assert code == 0, err
-    code, _, err = cli("run", *POINT, "-m", "resnet50", *TWO_RANKS, "--data", "real",
-                       "--data-dir", str(tmp_path / "imagenet"), "--store", str(scale_store))
+    code, _, err = cli(
+        "run",
+        *POINT,
+        "-m",
+        "resnet50",
+        *TWO_RANKS,
+        "--data",
+        "real",
+        "--data-dir",
+        str(tmp_path / "imagenet"),
+        "--store",
+        str(scale_store),
+    )
     assert code == 0, err
     r = stored(scale_store)[-1]
     assert r.spec.data == "real" and r.spec.strategy == "none"  # none on several devices means sharding
@@ -189,7 +260,9 @@ print(json.dumps({"losses": losses, "scale": float(t.state.dynamic_scale.scale)}
 
 def test_fp16_dynamic_loss_scaling_path(framework_python: str) -> None:
     """GPU amp is fp16 with flax's DynamicScale; XLA runs fp16 on the CPU too, so the path is checked here."""
-    proc = subprocess.run([framework_python, "-c", FP16_STEPS], capture_output=True, text=True, timeout=900, check=False)
+    proc = subprocess.run(
+        [framework_python, "-c", FP16_STEPS], capture_output=True, text=True, timeout=900, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     answer = json.loads(proc.stdout.strip().splitlines()[-1])
     assert all(math.isfinite(loss) for loss in answer["losses"]), answer

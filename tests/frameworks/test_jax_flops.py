@@ -32,19 +32,34 @@ from tests.support.frameworks import interpreter_or_skip
 pytestmark = [pytest.mark.framework("jax"), pytest.mark.slow, pytest.mark.timeout(3300)]
 
 PROBE = Path(__file__).with_name("jax_flops_probe.py")
-SIZES = {"resnet50": 64, "resnet152": 64, "vgg16": 64, "alexnet": 64, "inception_v3": 80, "bert_base": 32,
-         "gpt2_small": 64}
+SIZES = {
+    "resnet50": 64,
+    "resnet152": 64,
+    "vgg16": 64,
+    "alexnet": 64,
+    "inception_v3": 80,
+    "bert_base": 32,
+    "gpt2_small": 64,
+}
 BATCH_NORM_ELEMENTWISE = 0.06  # batch norm + ReLU after every convolution: XLA counts their element-wise work
-TOLERANCE = {"resnet50": BATCH_NORM_ELEMENTWISE, "resnet152": BATCH_NORM_ELEMENTWISE,
-             "inception_v3": BATCH_NORM_ELEMENTWISE}
+TOLERANCE = {
+    "resnet50": BATCH_NORM_ELEMENTWISE,
+    "resnet152": BATCH_NORM_ELEMENTWISE,
+    "inception_v3": BATCH_NORM_ELEMENTWISE,
+}
 
 
 @pytest.fixture(scope="module")
 def xla_counts() -> dict[str, float]:
     """XLA's FLOPs per sample of every case, from one process in the JAX environment (compiling takes minutes)."""
     python = interpreter_or_skip("jax")
-    proc = subprocess.run([python, str(PROBE), *(f"{n}:{s}" for n, s in SIZES.items())], capture_output=True,
-                          text=True, timeout=3000, check=False)
+    proc = subprocess.run(
+        [python, str(PROBE), *(f"{n}:{s}" for n, s in SIZES.items())],
+        capture_output=True,
+        text=True,
+        timeout=3000,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     answer = json.loads(proc.stdout.strip().splitlines()[-1])
     if "skip" in answer:

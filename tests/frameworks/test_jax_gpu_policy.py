@@ -18,8 +18,9 @@ import pytest
 pytestmark = [pytest.mark.framework("jax"), pytest.mark.slow]
 
 
-def run_script(python: str, script: str, env: dict[str, str | None] | None = None,
-               timeout: float = 600) -> dict[str, object]:
+def run_script(
+    python: str, script: str, env: dict[str, str | None] | None = None, timeout: float = 600
+) -> dict[str, object]:
     """Run a script in the jax environment (env: variables to set, None to unset) and parse the JSON object on
     its last line."""
     environ = dict(os.environ)
@@ -27,8 +28,9 @@ def run_script(python: str, script: str, env: dict[str, str | None] | None = Non
         environ.pop(name, None)
         if value is not None:
             environ[name] = value
-    proc = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=timeout, check=False,
-                          env=environ)
+    proc = subprocess.run(
+        [python, "-c", script], capture_output=True, text=True, timeout=timeout, check=False, env=environ
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

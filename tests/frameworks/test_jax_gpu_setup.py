@@ -92,12 +92,21 @@ def jax_gpu_setup() -> dict[str, Any]:
         if record is None or not Path(record.python).exists():
             pytest.skip(f"jax environment absent: {exc}")
         python = record.python
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_PREALLOCATE",
-                        "CUDA_VISIBLE_DEVICES")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "XLA_CLIENT_MEM_FRACTION",
+            "XLA_PYTHON_CLIENT_MEM_FRACTION",
+            "XLA_PYTHON_CLIENT_PREALLOCATE",
+            "CUDA_VISIBLE_DEVICES",
+        )
+    }
     env["PYTHONPATH"] = os.pathsep.join([str(Path(dlbench.__file__).parents[1]), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([python, "-c", JAX_GPU_SETUP], capture_output=True, text=True, timeout=300, env=env,
-                          check=False)
+    proc = subprocess.run(
+        [python, "-c", JAX_GPU_SETUP], capture_output=True, text=True, timeout=300, env=env, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     answer: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
     return answer
@@ -115,8 +124,11 @@ def test_jax_memory_fraction(jax_gpu_setup: dict[str, Any]) -> None:
     gpu_memory_env(ours)
     assert ours == {"XLA_PYTHON_CLIENT_PREALLOCATE": "false", "XLA_CLIENT_MEM_FRACTION": "0.95"}
     assert memory_fraction_fact(ours) == "0.95 (XLA_CLIENT_MEM_FRACTION)"
-    for user in ({"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5"}, {"XLA_CLIENT_MEM_FRACTION": "0.6"},
-                 {"XLA_CLIENT_MEM_FRACTION": "0.6", "XLA_PYTHON_CLIENT_PREALLOCATE": "true"}):
+    for user in (
+        {"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.5"},
+        {"XLA_CLIENT_MEM_FRACTION": "0.6"},
+        {"XLA_CLIENT_MEM_FRACTION": "0.6", "XLA_PYTHON_CLIENT_PREALLOCATE": "true"},
+    ):
         environ = dict(user)
         gpu_memory_env(environ)
         assert environ == user  # never a second fraction variable, never the user's preallocation changed

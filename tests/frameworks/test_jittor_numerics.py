@@ -54,8 +54,9 @@ print(json.dumps({"use_tensorcore": int(jt.flags.use_tensorcore), "override": os
 
 
 def test_fp32_without_tensor_cores_refusals_and_oom_classification(framework_python: str) -> None:
-    proc = subprocess.run([framework_python, "-c", textwrap.dedent(SCRIPT)], capture_output=True, text=True, timeout=1200,
-                          check=False)
+    proc = subprocess.run(
+        [framework_python, "-c", textwrap.dedent(SCRIPT)], capture_output=True, text=True, timeout=1200, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     answer = json.loads(proc.stdout.strip().splitlines()[-1])
     assert answer["use_tensorcore"] == 0 and answer["override"] == "0" and answer["math_mode"] == "fp32", answer

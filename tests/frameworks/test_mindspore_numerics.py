@@ -43,7 +43,9 @@ def run_ms(python: str, body: str, folder: Path) -> dict[str, object]:
 
 
 def test_an_fp32_build_on_the_cpu_is_fp32_and_the_rest_is_refused(framework_python: str, tmp_path: Path) -> None:
-    answer = run_ms(framework_python, """
+    answer = run_ms(
+        framework_python,
+        """
         backend = MindsporeBackend()
         trainer = backend.build(spec("fp32"), get_case("resnet50"), RankContext())
         trainer.train_step(trainer.next_batch())
@@ -52,7 +54,9 @@ def test_an_fp32_build_on_the_cpu_is_fp32_and_the_rest_is_refused(framework_pyth
                           "facts": backend.facts(), "peak": trainer.allocator_peak() is None,
                           "refused": {p: backend.refuse(spec(p)) for p in ("tf32", "amp", "bf16")},
                           "two": backend.refuse(two)}))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     env, facts, refused = answer["env"], answer["facts"], answer["refused"]
     assert answer["target"] == "CPU" and isinstance(env, dict) and env["math_mode"] == "fp32", answer
     assert isinstance(facts, dict) and "conv_allow_tf32" not in facts  # the GPU switches are not touched on a CPU
@@ -62,7 +66,9 @@ def test_an_fp32_build_on_the_cpu_is_fp32_and_the_rest_is_refused(framework_pyth
 
 
 def test_oom_error_knows_mindspores_real_allocation_failure(framework_python: str, tmp_path: Path) -> None:
-    answer = run_ms(framework_python, """
+    answer = run_ms(
+        framework_python,
+        """
         backend = MindsporeBackend()
         ops.ones((4,), ms.float32).asnumpy()  # runtime and pools up before the limit
 
@@ -88,6 +94,8 @@ def test_oom_error_knows_mindspores_real_allocation_failure(framework_python: st
                           "graph": [type(graph).__name__, backend.is_oom(graph)], "graph_text": str(graph),
                           "other": backend.oom_error(RuntimeError("For 'MatMul', the shapes do not match")),
                           "not_runtime": backend.oom_error(ValueError("out of memory"))}))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert answer["eager"] == ["RuntimeError", True] and answer["graph"] == ["RuntimeError", True], answer
     assert answer["other"] is False and answer["not_runtime"] is False, answer

@@ -32,39 +32,48 @@ def spec(precision, device="cpu", model="resnet50"):
 
 def run_mxnet(python: str, body: str) -> dict[str, object]:
     """Run PRELUDE + body in the mxnet environment; body prints one JSON object as its last line."""
-    proc = subprocess.run([python, "-c", PRELUDE + textwrap.dedent(body)], capture_output=True, text=True,
-                          timeout=600, check=False)
+    proc = subprocess.run(
+        [python, "-c", PRELUDE + textwrap.dedent(body)], capture_output=True, text=True, timeout=600, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_an_fp32_build_leaves_mxnet_without_tensor_cores(framework_python: str) -> None:
-    answer = run_mxnet(framework_python, """
+    answer = run_mxnet(
+        framework_python,
+        """
         backend = MxnetBackend()
         trainer = backend.build(spec("fp32"), get_case("resnet50"), RankContext())
         trainer.train_step(trainer.next_batch())
         print(json.dumps({"tensor_core": mx.util.getenv("MXNET_CUDA_ALLOW_TENSOR_CORE"),
                           "tf32_override": mx.util.getenv("NVIDIA_TF32_OVERRIDE"),
                           "math_mode": backend.environment(spec("fp32"))["math_mode"], "loss": trainer.loss()}))
-    """)
+    """,
+    )
     # read back through MXNet's own getenv (the C library's view, what its cuBLAS/cuDNN code reads)
     assert answer["tensor_core"] == "0" and answer["tf32_override"] == "0", answer
     assert answer["math_mode"] == "fp32"
 
 
 def test_tf32_and_amp_are_refused_on_the_cpu_and_several_devices_everywhere(framework_python: str) -> None:
-    answer = run_mxnet(framework_python, """
+    answer = run_mxnet(
+        framework_python,
+        """
         import dataclasses
         backend = MxnetBackend()
         two = dataclasses.replace(spec("fp32"), nodes=1, devices_per_node=2)
         print(json.dumps({p: backend.refuse(spec(p)) for p in ("tf32", "amp")} | {"two": backend.refuse(two)}))
-    """)
+    """,
+    )
     assert "NVIDIA GPUs" in str(answer["tf32"]) and "for GPUs" in str(answer["amp"]), answer
     assert "one device only" in str(answer["two"]), answer
 
 
 def test_oom_error_knows_mxnets_real_allocation_failure(framework_python: str) -> None:
-    answer = run_mxnet(framework_python, """
+    answer = run_mxnet(
+        framework_python,
+        """
         backend = MxnetBackend()
         x = mx.nd.ones((4,)); x.wait_to_read()  # engine and thread pools up before the limit
         soft, hard = resource.getrlimit(resource.RLIMIT_AS)
@@ -87,6 +96,7 @@ def test_oom_error_knows_mxnets_real_allocation_failure(framework_python: str) -
         print(json.dumps({"message": str(raised).strip().splitlines()[-1], "oom": backend.oom_error(raised),
                           "other": backend.oom_error(other), "wrapped": backend.is_oom(wrapped),
                           "plain_runtime": backend.oom_error(RuntimeError("out of memory"))}))
-    """)
+    """,
+    )
     assert answer["oom"] is True and answer["wrapped"] is True, answer
     assert answer["other"] is False and answer["plain_runtime"] is False, answer

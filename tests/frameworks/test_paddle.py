@@ -69,14 +69,28 @@ def test_to_static_point(framework_python: str, cli: Callable[..., CliResult], s
     assert p.extra.get("compiled") == "paddle.jit.to_static (SOT, full_graph=False: Paddle's default)"
 
 
-def test_real_data_point(framework_python: str, cli: Callable[..., CliResult], store_path: Path,
-                         tmp_path: Path) -> None:
+def test_real_data_point(
+    framework_python: str, cli: Callable[..., CliResult], store_path: Path, tmp_path: Path
+) -> None:
     data = tmp_path / "images"
-    code, _, err = cli("data", "imagenet", "--images", "8", "--classes", "2", "--min-side", "48",
-                       "--max-side", "80", "--out", str(data))
+    code, _, err = cli(
+        "data",
+        "imagenet",
+        "--images",
+        "8",
+        "--classes",
+        "2",
+        "--min-side",
+        "48",
+        "--max-side",
+        "80",
+        "--out",
+        str(data),
+    )
     assert code == 0, err
-    code, _, err = cli("run", *POINT, "-m", "resnet50", "--data", "real", "--data-dir", str(data),
-                       "--store", str(store_path))
+    code, _, err = cli(
+        "run", *POINT, "-m", "resnet50", "--data", "real", "--data-dir", str(data), "--store", str(store_path)
+    )
     assert code == 0, err
     [p] = [s.result for s in Store(store_path).points()]
     assert p.status == "ok" and p.spec.data == "real"
@@ -84,16 +98,38 @@ def test_real_data_point(framework_python: str, cli: Callable[..., CliResult], s
     assert str(p.extra.get("loader")).startswith("paddle.io.DataLoader")
 
 
-def test_real_bert_samples_carry_the_masked_positions(framework_python: str, cli: Callable[..., CliResult],
-                                                      store_path: Path, tmp_path: Path) -> None:
+def test_real_bert_samples_carry_the_masked_positions(
+    framework_python: str, cli: Callable[..., CliResult], store_path: Path, tmp_path: Path
+) -> None:
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n\n".join(f"Line {i} opens. Line {i} continues. Line {i} closes." for i in range(50)))
-    code, _, err = cli("data", "text", "--out", str(tmp_path / "text"), "--samples", "8", "--vocab-size", "300",
-                       str(corpus))
+    code, _, err = cli(
+        "data", "text", "--out", str(tmp_path / "text"), "--samples", "8", "--vocab-size", "300", str(corpus)
+    )
     assert code == 0, err
-    code, _, err = cli("run", "-f", "paddle", "-m", "bert_base", "--input-size", "16", "-b", "2", "--warmup", "1",
-                       "--steps", "2", "--repeats", "1", "--data", "real", "--data-dir", str(tmp_path / "text"),
-                       "--store", str(store_path))
+    code, _, err = cli(
+        "run",
+        "-f",
+        "paddle",
+        "-m",
+        "bert_base",
+        "--input-size",
+        "16",
+        "-b",
+        "2",
+        "--warmup",
+        "1",
+        "--steps",
+        "2",
+        "--repeats",
+        "1",
+        "--data",
+        "real",
+        "--data-dir",
+        str(tmp_path / "text"),
+        "--store",
+        str(store_path),
+    )
     assert code == 0, err
     [p] = [s.result for s in Store(store_path).points()]
     assert p.status == "ok" and p.spec.data == "real" and p.metrics is not None, p.error
@@ -101,14 +137,38 @@ def test_real_bert_samples_carry_the_masked_positions(framework_python: str, cli
 
 
 def test_amp_on_the_cpu_is_refused_by_the_numerics_policy(framework_python: str) -> None:
-    answer = run_check(framework_python, "converge", "paddle", "resnet50", "--steps", "2", "--batch", "2",
-                       "--input-size", "32", "--precision", "amp")
+    answer = run_check(
+        framework_python,
+        "converge",
+        "paddle",
+        "resnet50",
+        "--steps",
+        "2",
+        "--batch",
+        "2",
+        "--input-size",
+        "32",
+        "--precision",
+        "amp",
+    )
     assert "amp is float16 with loss scaling, for GPUs" in str(answer["unsupported"])
 
 
 def test_bf16_on_the_cpu_trains_or_is_refused_with_a_reason(framework_python: str) -> None:
-    answer = run_check(framework_python, "converge", "paddle", "resnet50", "--steps", "2", "--batch", "2",
-                       "--input-size", "32", "--precision", "bf16")
+    answer = run_check(
+        framework_python,
+        "converge",
+        "paddle",
+        "resnet50",
+        "--steps",
+        "2",
+        "--batch",
+        "2",
+        "--input-size",
+        "32",
+        "--precision",
+        "bf16",
+    )
     if "unsupported" in answer:  # a CPU without native bfloat16, as this machine's
         assert "leaves every op in float32" in str(answer["unsupported"])
     else:
@@ -117,7 +177,8 @@ def test_bf16_on_the_cpu_trains_or_is_refused_with_a_reason(framework_python: st
 
 
 def test_channels_last_is_refused_with_a_reason_where_the_model_is_nchw_only(
-        framework_python: str, cli: Callable[..., CliResult], store_path: Path) -> None:
+    framework_python: str, cli: Callable[..., CliResult], store_path: Path
+) -> None:
     # the ResNets train NHWC (test_paddle_numerics.py checks they compute what NCHW does, and train)
     code, _, _ = cli("run", *POINT, "-m", "vgg16", "--channels-last", "--store", str(store_path))
     [p] = [s.result for s in Store(store_path).points()]
@@ -126,12 +187,27 @@ def test_channels_last_is_refused_with_a_reason_where_the_model_is_nchw_only(
 
 
 # none on several devices means fleet; to_static programs run inside fleet's DataParallel too.
-@pytest.mark.parametrize("options", [("--strategy", "fleet"), ("--strategy", "none"),
-                                     ("--strategy", "fleet", "--compile")], ids=["fleet", "none", "fleet-to-static"])
-def test_two_ranks_with_fleet_stay_in_sync(framework_python: str, cli: Callable[..., CliResult], scale_store: Path,
-                                           options: tuple[str, ...]) -> None:
-    code, out, err = cli("run", *POINT, "-m", "resnet50", "--devices-per-node", "2", *options, "--threads", "1",
-                         "--store", str(scale_store))
+@pytest.mark.parametrize(
+    "options",
+    [("--strategy", "fleet"), ("--strategy", "none"), ("--strategy", "fleet", "--compile")],
+    ids=["fleet", "none", "fleet-to-static"],
+)
+def test_two_ranks_with_fleet_stay_in_sync(
+    framework_python: str, cli: Callable[..., CliResult], scale_store: Path, options: tuple[str, ...]
+) -> None:
+    code, out, err = cli(
+        "run",
+        *POINT,
+        "-m",
+        "resnet50",
+        "--devices-per-node",
+        "2",
+        *options,
+        "--threads",
+        "1",
+        "--store",
+        str(scale_store),
+    )
     assert code == 0, err
     r = stored(scale_store)[-1]
     assert r.spec.world_size == 2 and r.spec.launcher == "local"
@@ -143,25 +219,59 @@ def test_two_ranks_with_fleet_stay_in_sync(framework_python: str, cli: Callable[
     assert "speedup" in out
 
 
-def test_other_frameworks_strategies_are_refused(framework_python: str, cli: Callable[..., CliResult],
-                                                 store_path: Path) -> None:
-    code, _, _ = cli("run", *POINT, "-m", "resnet50", "--devices-per-node", "2", "--strategy", "ddp",
-                     "--threads", "1", "--store", str(store_path))
+def test_other_frameworks_strategies_are_refused(
+    framework_python: str, cli: Callable[..., CliResult], store_path: Path
+) -> None:
+    code, _, _ = cli(
+        "run",
+        *POINT,
+        "-m",
+        "resnet50",
+        "--devices-per-node",
+        "2",
+        "--strategy",
+        "ddp",
+        "--threads",
+        "1",
+        "--store",
+        str(store_path),
+    )
     r = stored(store_path)[-1]
     assert code == 0 and r.spec.world_size == 2 and r.status == "unsupported"
     assert "paddle has no ddp strategy; use --strategy fleet" in str(r.error)
 
 
 def test_a_missing_peer_ends_the_wait_at_the_rendezvous_timeout(framework_python: str, tmp_path: Path) -> None:
-    spec = PointSpec(framework="paddle", model="resnet50", batch_size=2, input_size=32, devices_per_node=2,
-                     strategy="fleet", threads=1, protocol=Protocol(warmup=1, steps=2, repeats=1, statistic="median"))
+    spec = PointSpec(
+        framework="paddle",
+        model="resnet50",
+        batch_size=2,
+        input_size=32,
+        devices_per_node=2,
+        strategy="fleet",
+        threads=1,
+        protocol=Protocol(warmup=1, steps=2, repeats=1, statistic="median"),
+    )
     (tmp_path / "spec.json").write_text(spec.to_json())
-    env = {**os.environ, "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(free_port()), "DLBENCH_RDZV_TIMEOUT": "5", "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "DLBENCH_RDZV_TIMEOUT": "5",
+        "OMP_NUM_THREADS": "1",
+    }
     started = time.monotonic()
-    proc = subprocess.run([framework_python, "-m", "dlbench.worker", str(tmp_path / "spec.json"),
-                           str(tmp_path / "result.json")], env=env, capture_output=True, text=True, timeout=300,
-                          check=False)
+    proc = subprocess.run(
+        [framework_python, "-m", "dlbench.worker", str(tmp_path / "spec.json"), str(tmp_path / "result.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]  # rank 0 never came: rank 1 gave up after 5 s
     last = proc.stderr.strip().splitlines()[-1]  # the line the launcher reports for the rank
     assert last.startswith("paddle rendezvous: rank 1 did not meet its 1 peer(s) at 127.0.0.1:"), last

@@ -49,7 +49,9 @@ def run_paddle(python: str, body: str, folder: Path) -> dict[str, object]:
 
 
 def test_an_fp32_build_leaves_paddle_without_tf32(framework_python: str, tmp_path: Path) -> None:
-    answer = run_paddle(framework_python, """
+    answer = run_paddle(
+        framework_python,
+        """
         backend = PaddleBackend()
         trainer = backend.build(spec("fp32"), get_case("resnet50"), RankContext())
         trainer.train_step(trainer.next_batch())
@@ -62,7 +64,9 @@ def test_an_fp32_build_leaves_paddle_without_tf32(framework_python: str, tmp_pat
         print(json.dumps({"cuda_build": paddle.is_compiled_with_cuda(), "flags": flags,
                           "math_mode": backend.environment(spec("fp32"))["math_mode"],
                           "fact": backend.facts()["paddle_tf32_flags"], "loss": trainer.loss()}))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     flags = answer["flags"]
     assert isinstance(flags, dict) and set(flags) == {"FLAGS_allow_tf32_cublas", "FLAGS_allow_tf32_cudnn"}
     if answer["cuda_build"]:  # a CUDA build has both switches: fp32 turned them off
@@ -75,7 +79,9 @@ def test_an_fp32_build_leaves_paddle_without_tf32(framework_python: str, tmp_pat
 
 
 def test_tf32_and_amp_are_refused_on_the_cpu_and_bf16_is_probed(framework_python: str, tmp_path: Path) -> None:
-    answer = run_paddle(framework_python, """
+    answer = run_paddle(
+        framework_python,
+        """
         backend = PaddleBackend()
         out = {p: backend.refuse(spec(p)) for p in ("fp32", "tf32", "amp", "bf16")}  # device cpu
         try:
@@ -85,7 +91,9 @@ def test_tf32_and_amp_are_refused_on_the_cpu_and_bf16_is_probed(framework_python
             out["set_tf32"] = str(exc)
         out["cuda_build"] = paddle.is_compiled_with_cuda()
         print(json.dumps(out))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert answer["fp32"] is None
     assert "tf32 is a tensor-core mode of NVIDIA GPUs" in str(answer["tf32"])
     assert "amp is float16 with loss scaling, for GPUs" in str(answer["amp"])
@@ -97,7 +105,9 @@ def test_tf32_and_amp_are_refused_on_the_cpu_and_bf16_is_probed(framework_python
 
 
 def test_paddles_own_out_of_memory_errors_are_recognised(framework_python: str, tmp_path: Path) -> None:
-    answer = run_paddle(framework_python, """
+    answer = run_paddle(
+        framework_python,
+        """
         backend = PaddleBackend()
         out = {}
         try:
@@ -117,7 +127,9 @@ def test_paddles_own_out_of_memory_errors_are_recognised(framework_python: str, 
         except Exception as exc:
             out["not_oom"] = [type(exc).__name__, backend.is_oom(exc)]
         print(json.dumps(out))
-    """, tmp_path)
+    """,
+        tmp_path,
+    )
     assert answer["eager"] == ["MemoryError", True, True]
     assert answer["to_static"] == ["MemoryError", True, True]
     assert answer["wrapped"] == [False, True]  # found through the cause chain
@@ -198,24 +210,33 @@ def test_gpu_build_applies_paddles_benchmark_settings_and_records_the_host_read(
     fp32, amp = gpu_b["fp32"], gpu_b["amp"]
     assert isinstance(fp32, dict) and isinstance(amp, dict)
     assert fp32["refused"] is None and amp["refused"] is None
-    assert gpu_b["flags"] == {"FLAGS_allow_tf32_cublas": False, "FLAGS_allow_tf32_cudnn": False,
-                              "FLAGS_cudnn_exhaustive_search": True, "FLAGS_conv_workspace_size_limit": 4000,
-                              "FLAGS_cudnn_batchnorm_spatial_persistent": True, "FLAGS_max_inplace_grad_add": 8,
-                              "FLAGS_use_mkldnn": False}
+    assert gpu_b["flags"] == {
+        "FLAGS_allow_tf32_cublas": False,
+        "FLAGS_allow_tf32_cudnn": False,
+        "FLAGS_cudnn_exhaustive_search": True,
+        "FLAGS_conv_workspace_size_limit": 4000,
+        "FLAGS_cudnn_batchnorm_spatial_persistent": True,
+        "FLAGS_max_inplace_grad_add": 8,
+        "FLAGS_use_mkldnn": False,
+    }
     for point in (fp32, amp):
         for where in ("facts", "env"):
             assert point[where]["cudnn_exhaustive_search"] == "True"
             assert point[where]["conv_workspace_size_limit"] == "4000"
         assert point["env"]["math_mode"] == ("fp32" if point is fp32 else "fp16")
     assert (fp32["facts"]["paddle_layout"], fp32["facts"]["autocast"], fp32["image"]) == ("NCHW", "off", [1, 3, 32, 32])
-    assert (amp["facts"]["paddle_layout"], amp["facts"]["autocast"], amp["image"]) == ("NHWC", "O2 float16",
-                                                                                        [1, 32, 32, 3])
+    assert (amp["facts"]["paddle_layout"], amp["facts"]["autocast"], amp["image"]) == (
+        "NHWC",
+        "O2 float16",
+        [1, 32, 32, 3],
+    )
     assert amp["master_weights"] and not fp32["master_weights"]
     assert "Optimizer._create_optimization_pass" in amp["facts"]["amp_host_sync"]
     assert "amp_host_sync" not in fp32["facts"]
     assert "if found_inf:" in str(gpu_b["scaler_source"]) and "np.array(self)" in str(gpu_b["bool_source"])
     assert "lacks FLAGS_allow_tf32_cublas, FLAGS_allow_tf32_cudnn: it cannot guarantee IEEE fp32" in str(
-        gpu_b["old_build_fp32"])
+        gpu_b["old_build_fp32"]
+    )
 
 
 def test_nhwc_resnet_computes_what_nchw_does_and_trains_on_the_cpu(gpu_b: dict[str, object]) -> None:

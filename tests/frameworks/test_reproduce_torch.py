@@ -18,16 +18,38 @@ CliResult = tuple[int, str, str]
 
 
 def test_a_torch_point_keeps_its_lock_and_is_measured_again(
-        store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch) -> None:
+    store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "80")
-    code, _, err = cli("run", "-f", "torch", "-m", "alexnet", "--input-size", "64", "-b", "2", "--steps", "2",
-                       "--warmup", "1", "--repeats", "1", "--store", str(store_path))
+    code, _, err = cli(
+        "run",
+        "-f",
+        "torch",
+        "-m",
+        "alexnet",
+        "--input-size",
+        "64",
+        "-b",
+        "2",
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--repeats",
+        "1",
+        "--store",
+        str(store_path),
+    )
     assert code == 0, err
     point = Store(store_path, readonly=True).points()[0]
     req = request_of(point.result)
     python = interpreter_for("torch")
-    asked = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('torch'))"],
-                           capture_output=True, text=True, check=True).stdout.strip()
+    asked = subprocess.run(
+        [python, "-c", "import importlib.metadata as m; print(m.version('torch'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert req is not None and req.python == python and req.package_version("torch") == asked
     assert point.result.env.identity["framework_version"].split("+")[0] == asked.split("+")[0]
     code, out, err = cli("reproduce", point.uid[:8], "--store", str(store_path))

@@ -28,13 +28,21 @@ from tests.support.frameworks import interpreter_or_skip
 HERE = Path(__file__).parent
 STEPS = 4
 EXACT, FP16, BF16, POWERSGD = 1e-4, 1e-3, 1e-2, 5e-2
-TORCH_TOLERANCE = {"ddp": EXACT, "replicated-pscpu": EXACT, "allreduce": EXACT, "ps": EXACT, "ddp-fp16": FP16,
-                   "ddp-bf16": BF16, "powersgd": POWERSGD}
+TORCH_TOLERANCE = {
+    "ddp": EXACT,
+    "replicated-pscpu": EXACT,
+    "allreduce": EXACT,
+    "ps": EXACT,
+    "ddp-fp16": FP16,
+    "ddp-bf16": BF16,
+    "powersgd": POWERSGD,
+}
 
 
 def _probe(python: str, name: str, *args: str, timeout: float = 600) -> dict[str, object]:
-    proc = subprocess.run([python, str(HERE / name), *args], capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    proc = subprocess.run(
+        [python, str(HERE / name), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -44,7 +52,9 @@ def _assert_matches(one: list[float], losses: list[float], tolerance: float, lab
     move = abs(one[0] - one[-1])
     assert move > 0.01 * abs(one[0]), (label, one)  # the steps moved the loss, so a wrong exchange shows
     worst = max(abs(a - b) for a, b in zip(one, losses))
-    assert worst <= tolerance * move, f"{label}: off by {worst:.3g}, tolerance {tolerance} x {move:.3g}: {losses} vs {one}"
+    assert worst <= tolerance * move, (
+        f"{label}: off by {worst:.3g}, tolerance {tolerance} x {move:.3g}: {losses} vs {one}"
+    )
 
 
 def _equal(sums: list[float]) -> bool:
@@ -141,9 +151,31 @@ def test_mxnet_dist_sync_across_processes_matches_one_context(mxnet_probe: dict[
 def test_tf_ps_trains_asynchronously_through_its_servers(cli: object, store_path: Path) -> None:
     """ParameterServerStrategy: the coordinator measures, 2 worker servers and a ps task beside it, then gone."""
     interpreter_or_skip("tf")
-    code, _, err = cli("run", "-f", "tf", "-m", "resnet50", "--input-size", "32", "-b", "1", "--scale", "1n2c",  # type: ignore[operator]
-                       "--strategy", "ps", "--device", "cpu", "--warmup", "0", "--steps", "1", "--repeats", "1",
-                       "--store", str(store_path))
+    code, _, err = cli(
+        "run",
+        "-f",
+        "tf",
+        "-m",
+        "resnet50",
+        "--input-size",
+        "32",
+        "-b",
+        "1",
+        "--scale",
+        "1n2c",  # type: ignore[operator]
+        "--strategy",
+        "ps",
+        "--device",
+        "cpu",
+        "--warmup",
+        "0",
+        "--steps",
+        "1",
+        "--repeats",
+        "1",
+        "--store",
+        str(store_path),
+    )
     assert code == 0, err
     from dlbench.store.store import Store
 

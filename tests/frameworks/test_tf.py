@@ -48,8 +48,18 @@ def test_loss_falls_on_a_fixed_batch(model: str) -> None:
     """20 steps on one fixed batch of 2: every loss finite, the mean of the last 5 below the first. Not the last
     alone: once AlexNet has memorised its 2 samples, one dropout draw can send a single step's loss above the
     first (seed 0 ends at 8.4 from 6.8 here after 0.3 two steps earlier; torch's model ends at 5.8 from 6.9)."""
-    answer = run_check(interpreter_or_skip("tf"), "converge", "tf", model, "--steps", "20", "--batch", "2",
-                       "--input-size", str(SIZES[model]))
+    answer = run_check(
+        interpreter_or_skip("tf"),
+        "converge",
+        "tf",
+        model,
+        "--steps",
+        "20",
+        "--batch",
+        "2",
+        "--input-size",
+        str(SIZES[model]),
+    )
     losses = answer["losses"]
     assert isinstance(losses, list) and len(losses) == 20
     assert all(math.isfinite(x) for x in losses), losses
@@ -67,8 +77,21 @@ def test_resnet50_point_through_the_cli(cli: Callable[..., CliResult], store_pat
 
 def test_bf16_is_mixed_bfloat16_and_compile_is_xla(cli: Callable[..., CliResult], store_path: Path) -> None:
     interpreter_or_skip("tf")
-    code, _, err = cli("run", "-f", "tf", "-m", "alexnet", "--input-size", "64", "-p", "bf16", "--compile", *TINY,
-                       "--store", str(store_path))
+    code, _, err = cli(
+        "run",
+        "-f",
+        "tf",
+        "-m",
+        "alexnet",
+        "--input-size",
+        "64",
+        "-p",
+        "bf16",
+        "--compile",
+        *TINY,
+        "--store",
+        str(store_path),
+    )
     assert code == 0, err
     [p] = Store(store_path).points()
     assert p.result.status == "ok", p.result.error
@@ -78,8 +101,9 @@ def test_bf16_is_mixed_bfloat16_and_compile_is_xla(cli: Callable[..., CliResult]
 
 
 @pytest.mark.parametrize("precision", ["amp", "tf32"])
-def test_gpu_only_precisions_are_refused_on_the_cpu(cli: Callable[..., CliResult], store_path: Path,
-                                                    precision: str) -> None:
+def test_gpu_only_precisions_are_refused_on_the_cpu(
+    cli: Callable[..., CliResult], store_path: Path, precision: str
+) -> None:
     interpreter_or_skip("tf")
     assert_refused(cli, store_path, ("-f", "tf", *TINY), "32", precision, "GPU")
     assert "\n" not in (only_point(store_path).error or "")
@@ -98,8 +122,9 @@ def test_cuda_is_refused_without_a_gpu(cli: Callable[..., CliResult], store_path
 
     if cuda_available():
         pytest.skip("this machine has a GPU: the refusal applies only without one")
-    code, _, err = cli("run", "-f", "tf", "-m", "alexnet", "--input-size", "64", "--device", "cuda", *TINY,
-                       "--store", str(store_path))
+    code, _, err = cli(
+        "run", "-f", "tf", "-m", "alexnet", "--input-size", "64", "--device", "cuda", *TINY, "--store", str(store_path)
+    )
     # issue 24: bad input (exit 2, one line, nothing stored), so that a CI job that lost its GPU fails
     assert code == 2 and "--device cpu" in err and not store_path.exists()
 
@@ -111,9 +136,33 @@ def test_real_data_through_tf_data(cli: Callable[..., CliResult], tmp_path: Path
 
 def test_two_workers_stay_in_sync_through_multiworker(cli: Callable[..., CliResult], store_path: Path) -> None:
     interpreter_or_skip("tf")
-    code, _, err = cli("run", "-f", "tf", "-m", "resnet50", "--input-size", "32", "-b", "2", "--devices-per-node", "2",
-                       "--strategy", "multiworker", "--warmup", "1", "--steps", "2", "--repeats", "1", "--threads", "1",
-                       "--timeout", "600", "--store", str(store_path))
+    code, _, err = cli(
+        "run",
+        "-f",
+        "tf",
+        "-m",
+        "resnet50",
+        "--input-size",
+        "32",
+        "-b",
+        "2",
+        "--devices-per-node",
+        "2",
+        "--strategy",
+        "multiworker",
+        "--warmup",
+        "1",
+        "--steps",
+        "2",
+        "--repeats",
+        "1",
+        "--threads",
+        "1",
+        "--timeout",
+        "600",
+        "--store",
+        str(store_path),
+    )
     assert code == 0, err
     r = Store(store_path).points()[-1].result  # after the 1-device point measured for the speedup
     assert (r.spec.strategy, r.spec.launcher, r.spec.world_size) == ("multiworker", "local", 2)
@@ -124,14 +173,32 @@ def test_two_workers_stay_in_sync_through_multiworker(cli: Callable[..., CliResu
     assert r.env.descriptive["strategy_run"] == "multiworker"
 
 
-@pytest.mark.parametrize(("strategy", "reason"), [("ddp", "not a tf.distribute strategy"),
-                                                  ("ps", "needs several devices"),  # ps itself runs: #22
-                                                  ("mirrored", "at least 2 local GPUs")])
-def test_strategy_tf_cannot_run_is_refused(cli: Callable[..., CliResult], store_path: Path, strategy: str,
-                                           reason: str) -> None:
+@pytest.mark.parametrize(
+    ("strategy", "reason"),
+    [
+        ("ddp", "not a tf.distribute strategy"),
+        ("ps", "needs several devices"),  # ps itself runs: #22
+        ("mirrored", "at least 2 local GPUs"),
+    ],
+)
+def test_strategy_tf_cannot_run_is_refused(
+    cli: Callable[..., CliResult], store_path: Path, strategy: str, reason: str
+) -> None:
     interpreter_or_skip("tf")
-    code, _, _ = cli("run", "-f", "tf", "-m", "resnet50", "--input-size", "32", *TINY, "--strategy", strategy,
-                     "--store", str(store_path))
+    code, _, _ = cli(
+        "run",
+        "-f",
+        "tf",
+        "-m",
+        "resnet50",
+        "--input-size",
+        "32",
+        *TINY,
+        "--strategy",
+        strategy,
+        "--store",
+        str(store_path),
+    )
     [p] = Store(store_path).points()
     assert code == 0 and p.result.status == "unsupported", p.result.error
     assert reason in (p.result.error or "") and "\n" not in (p.result.error or "")
@@ -139,14 +206,36 @@ def test_strategy_tf_cannot_run_is_refused(cli: Callable[..., CliResult], store_
 
 def test_a_worker_whose_peer_never_comes_gives_up_after_the_rendezvous_timeout(tmp_path: Path) -> None:
     python = interpreter_or_skip("tf")
-    spec = PointSpec(framework="tf", model="resnet50", batch_size=2, protocol=preset("quick"), input_size=32,
-                     devices_per_node=2, strategy="multiworker", threads=1)
+    spec = PointSpec(
+        framework="tf",
+        model="resnet50",
+        batch_size=2,
+        protocol=preset("quick"),
+        input_size=32,
+        devices_per_node=2,
+        strategy="multiworker",
+        threads=1,
+    )
     (tmp_path / "spec.json").write_text(spec.to_json())
-    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": "29731", "DLBENCH_NODE_HOSTS": "127.0.0.1", "DLBENCH_RDZV_TIMEOUT": "5"}
+    env = {
+        **os.environ,
+        "RANK": "0",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": "29731",
+        "DLBENCH_NODE_HOSTS": "127.0.0.1",
+        "DLBENCH_RDZV_TIMEOUT": "5",
+    }
     started = time.monotonic()
-    proc = subprocess.run([python, "-m", "dlbench.worker", str(tmp_path / "spec.json"), str(tmp_path / "r.json")],
-                          env=env, capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [python, "-m", "dlbench.worker", str(tmp_path / "spec.json"), str(tmp_path / "r.json")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     waited = time.monotonic() - started
     result = tmp_path / "r.rank0.json"
     if result.exists():  # the error became a recorded status

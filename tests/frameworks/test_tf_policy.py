@@ -19,7 +19,7 @@ from tests.support.frameworks import interpreter_or_skip
 
 pytestmark = [pytest.mark.framework("tf"), pytest.mark.slow]
 
-PROBE = textwrap.dedent('''
+PROBE = textwrap.dedent("""
     import dataclasses
     import json
     import tensorflow as tf
@@ -92,9 +92,9 @@ PROBE = textwrap.dedent('''
     out["tf_loop"] = {"same": again[0] is images and again[1] is labels, "steps": int(tiny.optimizer.iterations),
                       "tf_data": isinstance(batches, tf.data.Iterator)}
     print(json.dumps(out, default=str))
-''').replace("__LOOPS__", repr(str(Path(__file__).parents[2] / "benchmarks" / "fairness_loops")))
+""").replace("__LOOPS__", repr(str(Path(__file__).parents[2] / "benchmarks" / "fairness_loops")))
 
-CONFIG_PROBE = textwrap.dedent('''
+CONFIG_PROBE = textwrap.dedent("""
     import json
     from dlbench.backends.tf.distributed import tf_config
     from dlbench.spec import PointSpec, preset
@@ -110,12 +110,12 @@ CONFIG_PROBE = textwrap.dedent('''
     except RuntimeError as exc:
         out["no_port"] = str(exc)
     print(json.dumps(out))
-''')
+""")
 
 
 # TF's device calls replaced at their boundary (this machine has no GPU): which GPUs each rank makes visible
 # and grows, for the machine's GPUs as listed, under the rank context given.
-GPU_PROBE = textwrap.dedent('''
+GPU_PROBE = textwrap.dedent("""
     import json, os
     import tensorflow as tf
     from dlbench.backends.base import Unsupported
@@ -152,13 +152,14 @@ GPU_PROBE = textwrap.dedent('''
         "mirrored": configure(2, "mirrored", 0, 1, 2),
         "alone": configure(1, "none", 0, 1, 1),
     }))
-''')
+""")
 
 
 def _probe(script: str) -> dict[str, object]:
     """Run a script in the tf environment and parse the JSON on its last output line."""
-    proc = subprocess.run([interpreter_or_skip("tf"), "-c", script], capture_output=True, text=True, timeout=600,
-                          check=False)
+    proc = subprocess.run(
+        [interpreter_or_skip("tf"), "-c", script], capture_output=True, text=True, timeout=600, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -186,12 +187,24 @@ def test_tf32_and_amp_are_refused_on_the_cpu_and_bf16_runs(probe: dict[str, obje
 
 
 def test_what_tf32_amp_and_bf16_apply_is_read_back(probe: dict[str, object]) -> None:
-    assert probe["applied_tf32"] == {"tf32": True, "policy": "float32", "math_mode_gpu": "tf32",
-                                     "math_mode_cpu": "fp32"}
-    assert probe["applied_amp"] == {"tf32": False, "policy": "mixed_float16", "math_mode_gpu": "fp16",
-                                    "math_mode_cpu": "fp16"}
-    assert probe["applied_bf16"] == {"tf32": False, "policy": "mixed_bfloat16", "math_mode_gpu": "bf16",
-                                     "math_mode_cpu": "bf16"}
+    assert probe["applied_tf32"] == {
+        "tf32": True,
+        "policy": "float32",
+        "math_mode_gpu": "tf32",
+        "math_mode_cpu": "fp32",
+    }
+    assert probe["applied_amp"] == {
+        "tf32": False,
+        "policy": "mixed_float16",
+        "math_mode_gpu": "fp16",
+        "math_mode_cpu": "fp16",
+    }
+    assert probe["applied_bf16"] == {
+        "tf32": False,
+        "policy": "mixed_bfloat16",
+        "math_mode_gpu": "bf16",
+        "math_mode_cpu": "bf16",
+    }
     assert probe["amp_optimizer"] == "LossScaleOptimizer"
 
 
@@ -208,22 +221,31 @@ def test_other_tf_errors_are_not_oom(probe: dict[str, object]) -> None:
 
 def test_tf_config_comes_from_the_rank_context() -> None:
     answer = _probe(CONFIG_PROBE)
-    assert answer["config"] == {"cluster": {"worker": ["h0:29501", "h0:29502", "h1:29503", "h1:29504"]},
-                                "task": {"type": "worker", "index": 3}}
+    assert answer["config"] == {
+        "cluster": {"worker": ["h0:29501", "h0:29502", "h1:29503", "h1:29504"]},
+        "task": {"type": "worker", "index": 3},
+    }
     assert "MASTER_PORT" in str(answer["no_port"])
 
 
 def test_each_rank_sees_its_own_gpu_with_memory_growth() -> None:
     answer = _probe(GPU_PROBE)
-    assert answer["rank1_of_2"]["calls"] == [["visible", ["/physical_device:GPU:1"]],
-                                             ["growth", "/physical_device:GPU:1", True]]
+    assert answer["rank1_of_2"]["calls"] == [
+        ["visible", ["/physical_device:GPU:1"]],
+        ["growth", "/physical_device:GPU:1", True],
+    ]
     assert answer["rank1_of_2"]["facts"] == {"gpu_memory_growth": True, "visible_gpus": "GPU:1"}
-    assert answer["bound"]["calls"] == [["visible", ["/physical_device:GPU:0"]],  # its one bound GPU: ordinal 0
-                                        ["growth", "/physical_device:GPU:0", True]]
+    assert answer["bound"]["calls"] == [
+        ["visible", ["/physical_device:GPU:0"]],  # its one bound GPU: ordinal 0
+        ["growth", "/physical_device:GPU:0", True],
+    ]
     assert "1 visible GPU" in answer["shared"]["unsupported"]  # two ranks would share one GPU
-    assert answer["mirrored"]["calls"] == [["growth", "/physical_device:GPU:0", True],  # one process, every GPU
-                                           ["growth", "/physical_device:GPU:1", True]]
+    assert answer["mirrored"]["calls"] == [
+        ["growth", "/physical_device:GPU:0", True],  # one process, every GPU
+        ["growth", "/physical_device:GPU:1", True],
+    ]
     assert answer["alone"]["facts"]["visible_gpus"] == "GPU:0"
+
 
 # --- gpu-b: amp's host read; the fairness loop's device-resident batch ---
 def test_amp_records_tensorflows_own_host_read(probe: dict[str, object]) -> None:

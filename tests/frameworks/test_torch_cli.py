@@ -34,8 +34,9 @@ def test_resnet50_and_bert_end_to_end(cli: Callable[..., CliResult], store_path:
 
 
 def test_bf16_and_channels_last_on_cpu_and_amp_is_refused(cli: Callable[..., CliResult], store_path: Path) -> None:
-    code, _, err = cli("run", "-f", "torch", "-m", "alexnet", "-p", "bf16,amp", "--channels-last", *SMALL,
-                       "--store", str(store_path))
+    code, _, err = cli(
+        "run", "-f", "torch", "-m", "alexnet", "-p", "bf16,amp", "--channels-last", *SMALL, "--store", str(store_path)
+    )
     assert code == 0, err  # amp is refused as unsupported (with its reason), which is not a failure
     bf16, amp = [p.result for p in Store(store_path).points()]
     assert bf16.status == "ok" and bf16.spec.channels_last and bf16.env.identity["math_mode"] == "bf16"

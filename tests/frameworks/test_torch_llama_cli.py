@@ -22,8 +22,9 @@ SMALL = ("--input-size", "32", "--warmup", "1", "--steps", "2", "--repeats", "2"
 
 def test_fsdp_on_two_ranks_trains_and_records_its_figures(cli: Callable[..., CliResult], tmp_path: Path) -> None:
     store = tmp_path / "r.db"
-    code, out, err = cli("run", "-f", "torch", "-m", "llama_tiny", "--scale", "1n2c", "--fsdp", *SMALL,
-                         "--store", str(store))
+    code, out, err = cli(
+        "run", "-f", "torch", "-m", "llama_tiny", "--scale", "1n2c", "--fsdp", *SMALL, "--store", str(store)
+    )
     assert code == 0, err
     assert "FSDP" in out and "tokens/s" in out and "6N+attn/2" in out
     points = {p.result.spec.world_size: p.result for p in Store(store).points()}

@@ -29,8 +29,11 @@ from dlbench.suite.maxbatch import probe_bound, search  # noqa: E402
 
 pytestmark = pytest.mark.framework("torch")
 CliResult = tuple[int, str, str]
-CORPUS = "\n\n".join(f"Sentence one about item {i} is here. Sentence two follows item {i} closely. A third one "
-                     f"ends the story of item {i}." for i in range(200))
+CORPUS = "\n\n".join(
+    f"Sentence one about item {i} is here. Sentence two follows item {i} closely. A third one "
+    f"ends the story of item {i}."
+    for i in range(200)
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +51,17 @@ def test_image_items_are_decoded_and_cropped(images: Path) -> None:
 
 
 def real_spec(model: str, data_dir: Path, **kw: object) -> PointSpec:
-    base: dict[str, object] = dict(framework="torch", model=model, batch_size=2, data="real", data_dir=str(data_dir),
-                                   protocol=Protocol(1, 2, 1, "mean"), input_size=32, threads=1, timeout_s=600.0)
+    base: dict[str, object] = dict(
+        framework="torch",
+        model=model,
+        batch_size=2,
+        data="real",
+        data_dir=str(data_dir),
+        protocol=Protocol(1, 2, 1, "mean"),
+        input_size=32,
+        threads=1,
+        timeout_s=600.0,
+    )
     return PointSpec(**{**base, **kw})  # type: ignore[arg-type]
 
 
@@ -59,13 +71,57 @@ def test_real_data_points_run_in_the_worker(images: Path, tmp_path: Path, cli: C
     src.write_text(CORPUS)
     make_text(tmp_path / "text", samples=8, files=[src], vocab_size=300)
     db = tmp_path / "s.db"
-    code, _, err = cli("run", "-f", "torch", "-m", "resnet50", "-b", "2", "--input-size", "32", "--data", "real",
-                         "--data-dir", str(images), "--warmup", "1", "--steps", "2", "--repeats", "1", "--threads",
-                         "1", "--store", str(db))
+    code, _, err = cli(
+        "run",
+        "-f",
+        "torch",
+        "-m",
+        "resnet50",
+        "-b",
+        "2",
+        "--input-size",
+        "32",
+        "--data",
+        "real",
+        "--data-dir",
+        str(images),
+        "--warmup",
+        "1",
+        "--steps",
+        "2",
+        "--repeats",
+        "1",
+        "--threads",
+        "1",
+        "--store",
+        str(db),
+    )
     assert code == 0, err
-    code, _, err = cli("run", "-f", "torch", "-m", "bert_base", "-b", "2", "--input-size", "16", "--data", "real",
-                         "--data-dir", str(tmp_path), "--warmup", "1", "--steps", "2", "--repeats", "1",
-                         "--threads", "1", "--store", str(db))
+    code, _, err = cli(
+        "run",
+        "-f",
+        "torch",
+        "-m",
+        "bert_base",
+        "-b",
+        "2",
+        "--input-size",
+        "16",
+        "--data",
+        "real",
+        "--data-dir",
+        str(tmp_path),
+        "--warmup",
+        "1",
+        "--steps",
+        "2",
+        "--repeats",
+        "1",
+        "--threads",
+        "1",
+        "--store",
+        str(db),
+    )
     assert code == 0, err
     for p in Store(db).points():
         r = p.result
@@ -85,12 +141,14 @@ def test_slow_loader_is_input_bound() -> None:
     torch.set_num_threads(1)
     case = get_case("alexnet")
     nn = torch.nn  # a step of some milliseconds, so that an instant loader costs a negligible share
-    model = nn.Sequential(nn.Flatten(), nn.Linear(3 * 16 * 16, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(),
-                          nn.Linear(2048, 1000))
+    model = nn.Sequential(
+        nn.Flatten(), nn.Linear(3 * 16 * 16, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, 1000)
+    )
     spec = PointSpec(framework="torch", model="alexnet", batch_size=2, protocol=Protocol(1, 4, 2, "mean"))
     for delay, bound in ((0.1, True), (0.0, False)):
-        trainer = TorchTrainer(case, model, slow(delay), torch.device("cpu"), resolve_precision("fp32", "cpu"),
-                               False, global_batch=2)
+        trainer = TorchTrainer(
+            case, model, slow(delay), torch.device("cpu"), resolve_precision("fp32", "cpu"), False, global_batch=2
+        )
         measured = measure(trainer, spec.protocol)
         metrics = summarize(spec, (RankRaw(rank=0, repeats=measured.repeats, input_wait_s=measured.input_wait_s),))
         assert metrics.input_bound is bound, metrics.input_wait_share
@@ -109,8 +167,15 @@ def test_too_few_samples_for_the_batch_is_a_clear_error(images: Path) -> None:
 @pytest.mark.slow
 def test_cpu_max_batch_search_under_a_memory_limit(tmp_path: Path) -> None:
     """ResNet-50 at 64x64 under an 850 MiB budget: weights and optimizer take ~620 MiB, ~10 MiB per sample."""
-    base = PointSpec(framework="torch", model="resnet50", batch_size=1, protocol=Protocol(1, 1, 1, "mean"),
-                     input_size=64, threads=1, timeout_s=600.0)
+    base = PointSpec(
+        framework="torch",
+        model="resnet50",
+        batch_size=1,
+        protocol=Protocol(1, 1, 1, "mean"),
+        input_size=64,
+        threads=1,
+        timeout_s=600.0,
+    )
     limit = 850 * 2**20
     store = Store(tmp_path / "s.db")
     found = search(store, base, 1, 32, warmup=1, steps=1, memory_limit=limit, launchers=Launchers())
@@ -122,8 +187,9 @@ def test_cpu_max_batch_search_under_a_memory_limit(tmp_path: Path) -> None:
     assert found.exact or "within run-to-run noise" in found.note, found.note
     assert len(found.probes) <= probe_bound(1, 32)
     at_max = [p for p in (*found.probes, *found.checks) if p.value == best]
-    assert len(at_max) >= 2 and all(p.fits and p.peak_memory_bytes is not None and p.peak_memory_bytes <= limit
-                                    for p in at_max)
+    assert len(at_max) >= 2 and all(
+        p.fits and p.peak_memory_bytes is not None and p.peak_memory_bytes <= limit for p in at_max
+    )
     assert any(p.value == best + 1 and p.too_big for p in (*found.probes, *found.checks))
     failed = [p for p in found.probes if not p.fits]
     assert failed and all(p.status == "oom" for p in failed)

@@ -39,9 +39,31 @@ def test_parameter_count_follows_vocab(fw: str) -> None:
 @pytest.mark.parametrize("fw", FRAMEWORKS)
 def test_tiny_point_trains_and_says_how(fw: str, cli: Callable[..., CliResult], store_path: Path) -> None:
     interpreter_or_skip(fw)
-    code, _, err = cli("run", "-f", fw, "-m", "wide_deep", "-b", "64", "--param", "vocab=1K", "--param", "sparse=0,1",
-                       "--device", "cpu", "--warmup", "1", "--steps", "2", "--repeats", "1", "--threads", "1",
-                       "--store", str(store_path))
+    code, _, err = cli(
+        "run",
+        "-f",
+        fw,
+        "-m",
+        "wide_deep",
+        "-b",
+        "64",
+        "--param",
+        "vocab=1K",
+        "--param",
+        "sparse=0,1",
+        "--device",
+        "cpu",
+        "--warmup",
+        "1",
+        "--steps",
+        "2",
+        "--repeats",
+        "1",
+        "--threads",
+        "1",
+        "--store",
+        str(store_path),
+    )
     assert code == 0, err
     points = {p.result.spec.params["sparse"]: p.result for p in Store(store_path).points()}
     assert sorted(points) == [0, 1] and all(r.status == "ok" for r in points.values())

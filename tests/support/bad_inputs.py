@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-BILLION_LAUGHS = ('a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
-                  + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 9)}]\n"
-                            for i in range(9))
-                  + "name: x\naxes: {model: resnet50}\n")
+BILLION_LAUGHS = (
+    'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+    + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [{','.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(9))
+    + "name: x\naxes: {model: resnet50}\n"
+)
 GOOD = "name: s\naxes: {framework: fake, model: resnet50}\n"
 
 
@@ -247,8 +248,10 @@ BAD_INPUTS: list[tuple[str, str]] = [
     # GPT layouts (#23)
     ("run -f fake -m gpt --scale 1n4c --tensor-parallel 3 --store {store}", "do not divide by 3 x 1"),
     ("run -f fake -m gpt --micro-batches 2 --store {store}", "with --pipeline-parallel 2"),
-    ("run -f fake -m gpt --scale 1n2c --pipeline-parallel 2 --micro-batches 3 -b 4 --store {store}",
-     "multiple of --micro-batches"),
+    (
+        "run -f fake -m gpt --scale 1n2c --pipeline-parallel 2 --micro-batches 3 -b 4 --store {store}",
+        "multiple of --micro-batches",
+    ),
     ("run -f fake -m gpt --tensor-parallel 0 --store {store}", "tensor-parallel"),
     ("run -f fake -m gpt --param hidden=100 --param heads=3 --store {store}", "multiple of heads"),
     ("run -f fake -m gpt --schedule zb --store {store}", "schedule"),

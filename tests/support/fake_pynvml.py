@@ -51,6 +51,7 @@ def fake_module(gpus: list[FakeGpu]) -> types.ModuleType:
             if name in h.fail:
                 raise h.fail[name]
             return fn(h, *args)
+
         return call
 
     def energy(h: FakeGpu) -> int:
@@ -69,20 +70,24 @@ def fake_module(gpus: list[FakeGpu]) -> types.ModuleType:
         "nvmlDeviceGetHandleByUUID": lambda u: next(g for g in gpus if g.uuid == u.decode()),
         "nvmlSystemGetDriverVersion": lambda: "580.95",
         "nvmlDeviceGetUUID": guard("nvmlDeviceGetUUID", lambda h: h.uuid),
-        "nvmlDeviceGetMemoryInfo": guard("nvmlDeviceGetMemoryInfo",
-                                         lambda h: SimpleNamespace(total=h.total, used=h.used, free=h.total - h.used)),
+        "nvmlDeviceGetMemoryInfo": guard(
+            "nvmlDeviceGetMemoryInfo", lambda h: SimpleNamespace(total=h.total, used=h.used, free=h.total - h.used)
+        ),
         "nvmlDeviceGetComputeRunningProcesses": guard("nvmlDeviceGetComputeRunningProcesses", lambda h: list(h.procs)),
         "nvmlDeviceGetGraphicsRunningProcesses": guard("nvmlDeviceGetGraphicsRunningProcesses", lambda h: []),
         "nvmlDeviceGetName": guard("nvmlDeviceGetName", lambda h: h.name),
-        "nvmlDeviceGetCudaComputeCapability": guard("nvmlDeviceGetCudaComputeCapability",
-                                                    lambda h: h.compute_capability),
-        "nvmlDeviceGetMaxClockInfo": guard("nvmlDeviceGetMaxClockInfo",
-                                           lambda h, kind: 1980 if kind == pynvml.NVML_CLOCK_SM else 2619),
+        "nvmlDeviceGetCudaComputeCapability": guard(
+            "nvmlDeviceGetCudaComputeCapability", lambda h: h.compute_capability
+        ),
+        "nvmlDeviceGetMaxClockInfo": guard(
+            "nvmlDeviceGetMaxClockInfo", lambda h, kind: 1980 if kind == pynvml.NVML_CLOCK_SM else 2619
+        ),
         "nvmlDeviceGetEnforcedPowerLimit": guard("nvmlDeviceGetEnforcedPowerLimit", lambda h: 700_000),
         "nvmlDeviceGetEccMode": guard("nvmlDeviceGetEccMode", lambda h: (1, 1)),
         "nvmlDeviceGetMigMode": guard("nvmlDeviceGetMigMode", lambda h: (0, 0)),
-        "nvmlDeviceGetClockInfo": guard("nvmlDeviceGetClockInfo",
-                                        lambda h, kind: h.sm_mhz if kind == pynvml.NVML_CLOCK_SM else h.mem_mhz),
+        "nvmlDeviceGetClockInfo": guard(
+            "nvmlDeviceGetClockInfo", lambda h, kind: h.sm_mhz if kind == pynvml.NVML_CLOCK_SM else h.mem_mhz
+        ),
         "nvmlDeviceGetTemperature": guard("nvmlDeviceGetTemperature", lambda h, kind: h.temperature_c),
         "nvmlDeviceGetPowerUsage": guard("nvmlDeviceGetPowerUsage", lambda h: h.power_mw),
         "nvmlDeviceGetTotalEnergyConsumption": guard("nvmlDeviceGetTotalEnergyConsumption", energy),

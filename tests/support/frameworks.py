@@ -34,18 +34,29 @@ def interpreter_or_skip(name: str) -> str:
 
 def run_check(python: str, *args: str, timeout: float = 900) -> dict[str, object]:
     """Run `python -m dlbench.check ARGS` in a framework's environment and parse its JSON answer."""
-    proc = subprocess.run([python, "-m", "dlbench.check", *args], capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    proc = subprocess.run(
+        [python, "-m", "dlbench.check", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def check_loss_falls(python: str, framework: str, model: str, size: int, batch: int,
-                     timeout: float = 900) -> None:
+def check_loss_falls(python: str, framework: str, model: str, size: int, batch: int, timeout: float = 900) -> None:
     """Convergence sanity in a framework's environment: 20 steps on one fixed batch, every loss finite and the
     mean of the last five below the first (one last step can land on a dropout spike at batch 2: AlexNet)."""
-    answer = run_check(python, "converge", framework, model, "--steps", "20", "--batch", str(batch),
-                       "--input-size", str(size), timeout=timeout)
+    answer = run_check(
+        python,
+        "converge",
+        framework,
+        model,
+        "--steps",
+        "20",
+        "--batch",
+        str(batch),
+        "--input-size",
+        str(size),
+        timeout=timeout,
+    )
     losses = answer["losses"]
     assert isinstance(losses, list) and len(losses) == 20
     assert all(math.isfinite(x) for x in losses), losses
@@ -74,13 +85,23 @@ def only_point(store_path: Path) -> PointResult:
     return p
 
 
-def assert_compiled_point(cli: Callable[..., CliResult], store_path: Path, point: tuple[str, ...], model: str,
-                          size: str, framework: str, version: str, compiled: str, flag: bool = True) -> None:
+def assert_compiled_point(
+    cli: Callable[..., CliResult],
+    store_path: Path,
+    point: tuple[str, ...],
+    model: str,
+    size: str,
+    framework: str,
+    version: str,
+    compiled: str,
+    flag: bool = True,
+) -> None:
     """One `--compile` point (`flag` False: a framework that always compiles) through the CLI: ok, a finite
     loss, the framework's identity, its compiled label, and window timing (synchronised at the ends of the 2
     measured steps)."""
-    code, _, err = cli("run", *point, "-m", model, "--input-size", size, *(["--compile"] if flag else []),
-                       "--store", str(store_path))
+    code, _, err = cli(
+        "run", *point, "-m", model, "--input-size", size, *(["--compile"] if flag else []), "--store", str(store_path)
+    )
     assert code == 0, err
     p = only_point(store_path)
     assert p.status == "ok" and p.metrics is not None, p.error
@@ -90,8 +111,9 @@ def assert_compiled_point(cli: Callable[..., CliResult], store_path: Path, point
     assert [sum(r.window_steps) for r in p.ranks[0].repeats] == [2]
 
 
-def assert_refused(cli: Callable[..., CliResult], store_path: Path, point: tuple[str, ...], size: str,
-                   precision: str, reason: str) -> None:
+def assert_refused(
+    cli: Callable[..., CliResult], store_path: Path, point: tuple[str, ...], size: str, precision: str, reason: str
+) -> None:
     """A ResNet-50 point in a precision the framework cannot run here is stored unsupported, saying why."""
     cli("run", *point, "-m", "resnet50", "--input-size", size, "--precision", precision, "--store", str(store_path))
     p = only_point(store_path)

@@ -24,11 +24,13 @@ class FakeGpu:
 
 def install(monkeypatch: pytest.MonkeyPatch, gpus: list[FakeGpu], init_error: Exception | None = None) -> None:
     """Put the fake machine behind pynvml's functions (handles are the FakeGpu objects)."""
+
     def guard(fn_name: str, fn: Any) -> Any:
         def call(h: FakeGpu, *args: Any) -> Any:
             if fn_name in h.fail:
                 raise h.fail[fn_name]
             return fn(h, *args)
+
         return call
 
     def init() -> None:
@@ -43,8 +45,9 @@ def install(monkeypatch: pytest.MonkeyPatch, gpus: list[FakeGpu], init_error: Ex
         "nvmlSystemGetDriverVersion": lambda: "580.95",
         "nvmlDeviceGetUUID": guard("nvmlDeviceGetUUID", lambda h: h.uuid),
         "nvmlDeviceGetName": guard("nvmlDeviceGetName", lambda h: h.name),
-        "nvmlDeviceGetMemoryInfo": guard("nvmlDeviceGetMemoryInfo",
-                                         lambda h: SimpleNamespace(total=80 << 30, used=h.used)),
+        "nvmlDeviceGetMemoryInfo": guard(
+            "nvmlDeviceGetMemoryInfo", lambda h: SimpleNamespace(total=80 << 30, used=h.used)
+        ),
         "nvmlDeviceGetCudaComputeCapability": guard("nvmlDeviceGetCudaComputeCapability", lambda h: (9, 0)),
         "nvmlDeviceGetClockInfo": guard("nvmlDeviceGetClockInfo", lambda h, kind: 1980 if kind == 1 else 2619),
         "nvmlDeviceGetMaxClockInfo": guard("nvmlDeviceGetMaxClockInfo", lambda h, kind: 1980),

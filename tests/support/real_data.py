@@ -12,8 +12,11 @@ from dlbench.data.text import make_text
 from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
-CORPUS = "\n\n".join(f"Sentence one about item {i} is here. Sentence two follows item {i} closely. A third one "
-                     f"ends the story of item {i}." for i in range(200))
+CORPUS = "\n\n".join(
+    f"Sentence one about item {i} is here. Sentence two follows item {i} closely. A third one "
+    f"ends the story of item {i}."
+    for i in range(200)
+)
 # (model, input size, extra options): an image model and BERT, each at a tiny size
 IMAGE_AND_BERT: tuple[tuple[str, str, tuple[str, ...]], ...] = (("resnet50", "32", ()), ("bert_base", "16", ()))
 
@@ -27,14 +30,32 @@ def make_real_data(folder: Path) -> Path:
     return folder
 
 
-def check_real_points(cli: Callable[..., CliResult], point: Sequence[str], folder: Path, loader: str,
-                      runs: Sequence[tuple[str, str, tuple[str, ...]]] = IMAGE_AND_BERT) -> None:
+def check_real_points(
+    cli: Callable[..., CliResult],
+    point: Sequence[str],
+    folder: Path,
+    loader: str,
+    runs: Sequence[tuple[str, str, tuple[str, ...]]] = IMAGE_AND_BERT,
+) -> None:
     """Each run on folder's real data: stored ok, marked real, a finite loss, an input-wait share in [0, 1),
     and the loader recorded (its description starts with `loader`)."""
     db = folder / "s.db"
     for model, size, extra in runs:
-        code, _, err = cli("run", *point, "-m", model, "--input-size", size, *extra, "--data", "real",
-                           "--data-dir", str(folder), "--store", str(db))
+        code, _, err = cli(
+            "run",
+            *point,
+            "-m",
+            model,
+            "--input-size",
+            size,
+            *extra,
+            "--data",
+            "real",
+            "--data-dir",
+            str(folder),
+            "--store",
+            str(db),
+        )
         assert code == 0, err
     points = Store(db).points()
     assert len(points) == len(runs)
@@ -49,8 +70,20 @@ def check_too_few_samples(cli: Callable[..., CliResult], point: Sequence[str], f
     """One image for a batch of 2: a recorded error naming the cause, exit code 1."""
     make_imagenet(folder / "imagenet", images=1, classes=1, min_side=48, max_side=64)
     db = folder / "s.db"
-    code, _, _ = cli("run", *point, "-m", "resnet50", "--input-size", "32", "--data", "real",
-                     "--data-dir", str(folder), "--store", str(db))
+    code, _, _ = cli(
+        "run",
+        *point,
+        "-m",
+        "resnet50",
+        "--input-size",
+        "32",
+        "--data",
+        "real",
+        "--data-dir",
+        str(folder),
+        "--store",
+        str(db),
+    )
     [p] = [s.result for s in Store(db).points()]
     assert code == 1 and p.status == "error"
     assert "fewer than the batch size 2" in (p.error or "")

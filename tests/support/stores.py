@@ -87,13 +87,31 @@ def start_private() -> PgServer:
         shutil.chown(pwfile, "postgres")
         base.chmod(0o700)
     try:
-        _run(server, [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--pwfile", str(pwfile),
-                      "--auth=scram-sha-256", "-E", "UTF8", "--no-sync"])
+        _run(
+            server,
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "--pwfile",
+                str(pwfile),
+                "--auth=scram-sha-256",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        )
         port = _free_port()
-        opts = (f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={base} -c fsync=off "
-                "-c full_page_writes=off -c max_connections=60")
-        _run(server, [str(server.pg_ctl), "-D", str(data), "-l", str(base / "log"), "-o", opts, "-w", "-t", "60",
-                      "start"])
+        opts = (
+            f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={base} -c fsync=off "
+            "-c full_page_writes=off -c max_connections=60"
+        )
+        _run(
+            server,
+            [str(server.pg_ctl), "-D", str(data), "-l", str(base / "log"), "-o", opts, "-w", "-t", "60", "start"],
+        )
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
         server.stop()
         raise RuntimeError(f"could not start a private PostgreSQL server: {exc}") from None
@@ -171,9 +189,16 @@ def result(status: str = "ok", batch: int = 4) -> PointResult:
     spec = PointSpec(framework="torch", model="resnet50", batch_size=batch, protocol=preset("quick"))
     ranks = (RankRaw(0, tuple(RepeatRaw((0.1, 0.2, 0.1, 0.1, 0.1), 0.6) for _ in range(3)), 123, "rss", 2.5),)
     metrics = summarize(spec, ranks) if status == "ok" else None
-    return PointResult(spec=spec, status=status, ranks=ranks if metrics else (), metrics=metrics,  # type: ignore[arg-type]
-                       env=Environment({"framework": "torch", "device_model": "cpu"}, {"hostname": "h"}),
-                       error=None if status == "ok" else "boom", started=1.0, finished=2.0)
+    return PointResult(
+        spec=spec,
+        status=status,
+        ranks=ranks if metrics else (),
+        metrics=metrics,  # type: ignore[arg-type]
+        env=Environment({"framework": "torch", "device_model": "cpu"}, {"hostname": "h"}),
+        error=None if status == "ok" else "boom",
+        started=1.0,
+        finished=2.0,
+    )
 
 
 def load_v1_sqlite(path: Path) -> None:

@@ -16,9 +16,20 @@ DOC = Path(__file__).parents[2] / "docs" / "architecture.md"
 # Layers of whole packages (and top-level modules), lowest first: a package may import its own layer and those
 # below. docs/architecture.md shows the same table (test_the_architecture_doc_shows_these_layers).
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("dlbench", "dlbench.spec", "dlbench.numerics", "dlbench.parallel", "dlbench.redact", "dlbench.envfile",
-     "dlbench.paths", "dlbench.records", "dlbench.cases", "dlbench.capabilities", "dlbench.jsonout",
-     "dlbench.printable"),
+    (
+        "dlbench",
+        "dlbench.spec",
+        "dlbench.numerics",
+        "dlbench.parallel",
+        "dlbench.redact",
+        "dlbench.envfile",
+        "dlbench.paths",
+        "dlbench.records",
+        "dlbench.cases",
+        "dlbench.capabilities",
+        "dlbench.jsonout",
+        "dlbench.printable",
+    ),
     ("dlbench.data", "dlbench.protocol", "dlbench.reference"),
     ("dlbench.wire", "dlbench.machine"),
     ("dlbench.store",),
@@ -55,9 +66,13 @@ def imports(path: Path, top_level_only: bool) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     nodes = tree.body if top_level_only else list(ast.walk(tree))
     if top_level_only:  # try blocks at top level still load; `if TYPE_CHECKING:` blocks do not
-        nodes = [n for stmt in tree.body for n in ast.walk(stmt)
-                 if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                 and not (isinstance(stmt, ast.If) and "TYPE_CHECKING" in ast.unparse(stmt.test))]
+        nodes = [
+            n
+            for stmt in tree.body
+            for n in ast.walk(stmt)
+            if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and not (isinstance(stmt, ast.If) and "TYPE_CHECKING" in ast.unparse(stmt.test))
+        ]
     out: set[str] = set()
     pkg = module_name(path).rsplit(".", 0 if path.name == "__init__.py" else 1)[0]
     for node in nodes:
@@ -69,8 +84,11 @@ def imports(path: Path, top_level_only: bool) -> set[str]:
                 base = ".".join(pkg.split(".")[: len(pkg.split(".")) - node.level + 1] + ([base] if base else []))
             if base.startswith("dlbench"):
                 out.add(base)
-                out |= {f"{base}.{a.name}" for a in node.names if (SRC.parent / f"{base}.{a.name}".replace(".", "/")
-                                                                   ).with_suffix(".py").exists()}
+                out |= {
+                    f"{base}.{a.name}"
+                    for a in node.names
+                    if (SRC.parent / f"{base}.{a.name}".replace(".", "/")).with_suffix(".py").exists()
+                }
     return out
 
 
@@ -85,8 +103,11 @@ def _framework_backend(module: str) -> bool:
 def test_no_import_runs_upward(module: str) -> None:
     mine = layer(module)
     assert mine >= 0, f"{module} is in no layer: add it to LAYERS"
-    upward = sorted(m for m in imports(MODULES[module], top_level_only=False)
-                    if layer(m) > mine and not (m == REGISTRY and mine >= layer(REGISTRY) - 1))
+    upward = sorted(
+        m
+        for m in imports(MODULES[module], top_level_only=False)
+        if layer(m) > mine and not (m == REGISTRY and mine >= layer(REGISTRY) - 1)
+    )
     assert not upward, f"{module} (layer {mine}) imports {upward}"
 
 
@@ -97,8 +118,9 @@ def test_the_controller_never_imports_a_framework_backend(module: str) -> None:
 
 
 def test_the_worker_never_imports_a_launcher() -> None:
-    found = sorted(m for m in imports(MODULES["dlbench.worker"], top_level_only=False)
-                   if m.startswith("dlbench.launch"))
+    found = sorted(
+        m for m in imports(MODULES["dlbench.worker"], top_level_only=False) if m.startswith("dlbench.launch")
+    )
     assert not found, found
 
 
@@ -115,7 +137,7 @@ def test_no_import_circle_at_load_time() -> None:
         stack.append(m)
         for n in sorted(graph[m]):
             if state.get(n) == 1:
-                raise AssertionError("import circle: " + " -> ".join([*stack[stack.index(n):], n]))
+                raise AssertionError("import circle: " + " -> ".join([*stack[stack.index(n) :], n]))
             if n not in state:
                 visit(n)
         stack.pop()
@@ -134,9 +156,17 @@ def _package(module: str) -> str:
 def test_no_import_circle_inside_a_package() -> None:
     """Modules of one package never import each other both ways, counting imports inside functions and under
     TYPE_CHECKING too: such a pair is one module in two files (recovery <-> store was)."""
-    graph = {m: {i for i in imports(p, top_level_only=False) if i in MODULES and i != m
-                 and _package(i) == _package(m) and not (p.name == "__init__.py" and i.startswith(m + "."))}
-             for m, p in MODULES.items()}
+    graph = {
+        m: {
+            i
+            for i in imports(p, top_level_only=False)
+            if i in MODULES
+            and i != m
+            and _package(i) == _package(m)
+            and not (p.name == "__init__.py" and i.startswith(m + "."))
+        }
+        for m, p in MODULES.items()
+    }
     circles = []
     for m, targets in graph.items():
         seen, todo = set(), list(targets)
@@ -155,8 +185,9 @@ def test_no_import_circle_inside_a_package() -> None:
 def _package_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for m, p in MODULES.items():
-        graph.setdefault(package(m), set()).update(package(i) for i in imports(p, top_level_only=False)
-                                                   if package(i) != package(m))
+        graph.setdefault(package(m), set()).update(
+            package(i) for i in imports(p, top_level_only=False) if package(i) != package(m)
+        )
     return graph
 
 
@@ -188,8 +219,7 @@ def _doc_layers() -> tuple[tuple[str, ...], ...]:
     for number, cell in rows:
         assert int(number) == len(layers), f"docs/architecture.md: layer {number} is out of order"
         units = re.findall(r"`([\w.]+/?)`", cell)
-        layers.append(tuple(sorted(names.get(u, "dlbench." + u.removesuffix("/").removesuffix(".py"))
-                                   for u in units)))
+        layers.append(tuple(sorted(names.get(u, "dlbench." + u.removesuffix("/").removesuffix(".py")) for u in units)))
     return tuple(layers)
 
 
@@ -200,6 +230,9 @@ def test_the_architecture_doc_shows_these_layers() -> None:
 @pytest.mark.parametrize("command", ["dlbench.cli.run", "dlbench.cli.sweep"])
 def test_run_and_sweep_commands_parse_call_and_render(command: str) -> None:
     """The run API (runapi/) prepares and executes; the command imports no launcher, store or max-batch search."""
-    found = sorted(m for m in imports(MODULES[command], top_level_only=False)
-                   if m.startswith(("dlbench.launch", "dlbench.store", "dlbench.suite.maxbatch")))
+    found = sorted(
+        m
+        for m in imports(MODULES[command], top_level_only=False)
+        if m.startswith(("dlbench.launch", "dlbench.store", "dlbench.suite.maxbatch"))
+    )
     assert not found, f"{command} imports {found}"

@@ -22,21 +22,23 @@ CliResult = tuple[int, str, str]
 SECRET_URL = "postgresql://bench:ret@99@db.example.org/dlbench"
 
 
-@pytest.mark.parametrize("text, shown", [
-    (SECRET_URL, "postgresql://bench:***@db.example.org/dlbench"),
-    ("push --to postgresql://u:p4ss@h:5432/d ok", "push --to postgresql://u:***@h:5432/d ok"),
-    ("postgresql://bench@db/x", "postgresql://bench@db/x"),
-    ("host=db password=s3cret dbname=x", "host=db password=*** dbname=x"),
-    ("host=db password='a b@c' dbname=x", "host=db password=*** dbname=x"),
-    ("postgresql://u@h/d?sslmode=require&password=s3cret", "postgresql://u@h/d?sslmode=require&password=***"),
-    ("PGPASSWORD=s3cret dlbench run", "PGPASSWORD=*** dlbench run"),
-])
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        (SECRET_URL, "postgresql://bench:***@db.example.org/dlbench"),
+        ("push --to postgresql://u:p4ss@h:5432/d ok", "push --to postgresql://u:***@h:5432/d ok"),
+        ("postgresql://bench@db/x", "postgresql://bench@db/x"),
+        ("host=db password=s3cret dbname=x", "host=db password=*** dbname=x"),
+        ("host=db password='a b@c' dbname=x", "host=db password=*** dbname=x"),
+        ("postgresql://u@h/d?sslmode=require&password=s3cret", "postgresql://u@h/d?sslmode=require&password=***"),
+        ("PGPASSWORD=s3cret dlbench run", "PGPASSWORD=*** dlbench run"),
+    ],
+)
 def test_redact_hides_the_whole_password(text: str, shown: str) -> None:
     assert redact(text) == shown
 
 
-def test_a_password_with_an_at_sign_is_never_printed_or_recorded(tmp_path: Path,
-                                                                 cli: Callable[..., CliResult]) -> None:
+def test_a_password_with_an_at_sign_is_never_printed_or_recorded(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
     code, _, err = cli("results", "--store", "postgresql://bench:ret@99@127.0.0.1:1/dlbench")
     assert code == 2 and err.count("\n") == 1
     assert "ret" not in err and "99" not in err and "bench:***@127.0.0.1" in err
@@ -46,9 +48,9 @@ def test_a_password_with_an_at_sign_is_never_printed_or_recorded(tmp_path: Path,
     assert row[0] == "dlbench store push --to postgresql://bench:***@db.example.org/dlbench"
 
 
-def test_a_libpq_keyword_string_is_refused_without_showing_its_password(tmp_path: Path,
-                                                                         cli: Callable[..., CliResult],
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_libpq_keyword_string_is_refused_without_showing_its_password(
+    tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     for command in ("results", "run -f fake"):
         code, _, err = cli(*command.split(), "--store", "host=db.example.org password=s3cret dbname=dlbench")

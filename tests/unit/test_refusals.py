@@ -43,12 +43,16 @@ IMPOSSIBLE: list[tuple[str, str]] = [
 
 
 @pytest.mark.parametrize("line, message", IMPOSSIBLE, ids=[line for line, _ in IMPOSSIBLE])
-def test_an_impossible_request_exits_2_at_once_storing_nothing(cli: Callable[..., CliResult], tmp_path: Path,
-                                                               line: str, message: str) -> None:
+def test_an_impossible_request_exits_2_at_once_storing_nothing(
+    cli: Callable[..., CliResult], tmp_path: Path, line: str, message: str
+) -> None:
     store = tmp_path / "results.db"
     start = time.monotonic()
-    code, out, err = cli("run", *line.split(), "--device", "cpu", "--store", str(store)) if "--device" not in line \
+    code, out, err = (
+        cli("run", *line.split(), "--device", "cpu", "--store", str(store))
+        if "--device" not in line
         else cli("run", *line.split(), "--store", str(store))
+    )
     elapsed = time.monotonic() - start
     assert code == 2, (out, err)
     assert message in err and len(err.strip().splitlines()) == 1 and out == "", err
@@ -76,11 +80,40 @@ def _dump(store: Path) -> str:
 
 def test_a_refused_store_keeps_its_rows(cli: Callable[..., CliResult], tmp_path: Path) -> None:
     store = tmp_path / "results.db"
-    assert cli("run", "-f", "fake", "-m", "resnet50", "--steps", "1", "--warmup", "0", "--repeats", "1", "--store",
-               str(store))[0] == 0
+    assert (
+        cli(
+            "run",
+            "-f",
+            "fake",
+            "-m",
+            "resnet50",
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--repeats",
+            "1",
+            "--store",
+            str(store),
+        )[0]
+        == 0
+    )
     before = _dump(store), sorted(tmp_path.iterdir())
-    code, _, err = cli("run", "-f", "torch", "-m", "alexnet", "--device", "cpu", "--scale", "1n2c", "--strategy", "dp",
-                       "--store", str(store))
+    code, _, err = cli(
+        "run",
+        "-f",
+        "torch",
+        "-m",
+        "alexnet",
+        "--device",
+        "cpu",
+        "--scale",
+        "1n2c",
+        "--strategy",
+        "dp",
+        "--store",
+        str(store),
+    )
     assert code == 2 and (_dump(store), sorted(tmp_path.iterdir())) == before, err
 
 
@@ -88,12 +121,14 @@ def test_every_backend_has_a_framework_free_table() -> None:
     for name, info in all_backends(include_test=True).items():
         table = info.capabilities_table()
         assert isinstance(table, Capabilities) and table.framework == name
-    code = ("import os, sys; before = dict(os.environ); from dlbench.backends import all_backends; "
-            "[b.capabilities_table() for b in all_backends(True).values()]; "
-            "import dlbench.refusals; "
-            "heavy = [m for m in ('torch', 'tensorflow', 'jax', 'paddle', 'mxnet', 'oneflow', 'megengine', "
-            "'mindspore', 'jittor') if m in sys.modules]; "
-            "assert not heavy, heavy; assert dict(os.environ) == before, 'a table set an environment variable'")
+    code = (
+        "import os, sys; before = dict(os.environ); from dlbench.backends import all_backends; "
+        "[b.capabilities_table() for b in all_backends(True).values()]; "
+        "import dlbench.refusals; "
+        "heavy = [m for m in ('torch', 'tensorflow', 'jax', 'paddle', 'mxnet', 'oneflow', 'megengine', "
+        "'mindspore', 'jittor') if m in sys.modules]; "
+        "assert not heavy, heavy; assert dict(os.environ) == before, 'a table set an environment variable'"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
@@ -102,21 +137,39 @@ def test_every_backend_has_a_framework_free_table() -> None:
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("scale", [(1, 1), (1, 2), (2, 2)])
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_the_table_agrees_with_the_torch_backend_on_the_cpu(strategy: str, scale: tuple[int, int],
-                                                            precision: str) -> None:
+def test_the_table_agrees_with_the_torch_backend_on_the_cpu(
+    strategy: str, scale: tuple[int, int], precision: str
+) -> None:
     """What the controller refuses is what torch's worker would refuse, and the other way round."""
     from dlbench.backends.torch.backend import TorchBackend
 
-    spec = PointSpec("torch", "alexnet", 2, preset("quick"), precision=precision,  # type: ignore[arg-type]
-                     nodes=scale[0], devices_per_node=scale[1], strategy=strategy)
-    assert (refusal(spec) is None) == (TorchBackend().refuse(spec) is None), (refusal(spec),
-                                                                             TorchBackend().refuse(spec))
+    spec = PointSpec(
+        "torch",
+        "alexnet",
+        2,
+        preset("quick"),
+        precision=precision,  # type: ignore[arg-type]
+        nodes=scale[0],
+        devices_per_node=scale[1],
+        strategy=strategy,
+    )
+    assert (refusal(spec) is None) == (TorchBackend().refuse(spec) is None), (
+        refusal(spec),
+        TorchBackend().refuse(spec),
+    )
 
 
-@pytest.mark.parametrize("changes", [{"tensor_parallel": 2}, {"pipeline_parallel": 2}, {"tensor_parallel": 4},
-                                     {"pipeline_parallel": 4, "case_params": (("layers", 2),)},
-                                     {"tensor_parallel": 2, "case_params": (("hidden", 64),)},
-                                     {"tensor_parallel": 2, "case_params": (("heads", 3), ("hidden", 192))}])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"tensor_parallel": 2},
+        {"pipeline_parallel": 2},
+        {"tensor_parallel": 4},
+        {"pipeline_parallel": 4, "case_params": (("layers", 2),)},
+        {"tensor_parallel": 2, "case_params": (("hidden", 64),)},
+        {"tensor_parallel": 2, "case_params": (("heads", 3), ("hidden", 192))},
+    ],
+)
 def test_the_layout_rules_match_torch_split(changes: dict[str, object]) -> None:
     split = pytest.importorskip("dlbench.backends.torch.split", reason="torch is not installed here")
     spec = dataclasses.replace(PointSpec("torch", "gpt", 1, preset("quick"), devices_per_node=4), **changes)
@@ -133,8 +186,9 @@ def test_run_names_each_impossible_point_of_several() -> None:
 
 def test_sweep_refuses_a_suite_up_front_or_skips_and_names(cli: Callable[..., CliResult], tmp_path: Path) -> None:
     suite = tmp_path / "s.yaml"
-    suite.write_text("name: s\ndevice: cpu\naxes: {framework: torch, model: alexnet, scale: 1n2c, "
-                     "strategy: [ddp, dp, mirrored]}\n")
+    suite.write_text(
+        "name: s\ndevice: cpu\naxes: {framework: torch, model: alexnet, scale: 1n2c, strategy: [ddp, dp, mirrored]}\n"
+    )
     store = tmp_path / "results.db"
     for extra in ((), ("--dry-run",)):
         code, out, err = cli("sweep", str(suite), *extra, "--store", str(store))
@@ -161,6 +215,9 @@ def test_a_builtin_suite_with_impossible_cells_says_it_skips_them() -> None:
 
     for name in builtin_names():
         suite = load(name)
-        bad = [p for p in expand(suite, suite.device if suite.device != "auto" else "cpu", "/nonexistent", {})
-               if refusal(p.spec)]
+        bad = [
+            p
+            for p in expand(suite, suite.device if suite.device != "auto" else "cpu", "/nonexistent", {})
+            if refusal(p.spec)
+        ]
         assert not bad or suite.skip_impossible, f"built-in suite {name} holds impossible points: {len(bad)}"

@@ -46,10 +46,17 @@ def hooks_into(seen: list[Recorder], notes: list[str]) -> tuple[object, object]:
     def progress(total: int) -> Iterator[object]:
         rec = Recorder(total)
         seen.append(rec)
-        yield type("UI", (), {"started": lambda self, i, spec: rec.started.append(spec),
-                              "done": lambda self, i, result: rec.done.append(result),
-                              "note": lambda self, text: rec.notes.append(text),
-                              "restart": lambda self, total: rec.restarted.append(total)})()
+        yield type(
+            "UI",
+            (),
+            {
+                "started": lambda self, i, spec: rec.started.append(spec),
+                "done": lambda self, i, result: rec.done.append(result),
+                "note": lambda self, text: rec.notes.append(text),
+                "restart": lambda self, total: rec.restarted.append(total),
+            },
+        )()
+
     return notes.append, progress
 
 
@@ -69,7 +76,9 @@ def test_prepare_run_refuses_before_the_store_is_touched(store_path: Path) -> No
 def test_prepare_run_checks_every_point_and_opens_the_store(store_path: Path) -> None:
     prepared = prepare_run(RunRequest(**QUICK, batch_size="2,4", store_path=str(store_path)))
     assert [(s.framework, s.model, s.batch_size, s.launcher) for s in prepared.specs] == [
-        ("fake", "resnet50", 2, "local"), ("fake", "resnet50", 4, "local")]
+        ("fake", "resnet50", 2, "local"),
+        ("fake", "resnet50", 4, "local"),
+    ]
     assert prepared.searched is None and prepared.store.points() == []
 
 
@@ -77,8 +86,10 @@ def test_execute_run_stores_every_point_and_returns_the_outcome(store_path: Path
     seen: list[Recorder] = []
     notes: list[str] = []
     note, progress = hooks_into(seen, notes)
-    outcome = execute_run(prepare_run(RunRequest(**QUICK, batch_size="2", store_path=str(store_path))),
-                          RunHooks(note=note, progress=progress))  # type: ignore[arg-type]
+    outcome = execute_run(
+        prepare_run(RunRequest(**QUICK, batch_size="2", store_path=str(store_path))),
+        RunHooks(note=note, progress=progress),
+    )  # type: ignore[arg-type]
     assert [r.status for r in outcome.results] == ["ok"] and outcome.exit_code == 0
     assert [p.result.spec.key() for p in outcome.mine()] == [outcome.results[0].spec.key()]
     assert Store(store_path).get_run(outcome.run_id).status == "done"

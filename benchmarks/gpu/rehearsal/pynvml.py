@@ -29,8 +29,12 @@ def _gpu() -> object:
     """The fake GPU $DLBENCH_FAKE_GPU describes."""
     name, gib, cap = (os.environ.get("DLBENCH_FAKE_GPU") or "NVIDIA H100 80GB HBM3;80;9.0").split(";")
     major, minor = cap.split(".")
-    return FakeGpu(uuid="GPU-rehearsal-0", name=name, total=int(float(gib) * (1 << 30)),
-                   compute_capability=(int(major), int(minor)))
+    return FakeGpu(
+        uuid="GPU-rehearsal-0",
+        name=name,
+        total=int(float(gib) * (1 << 30)),
+        compute_capability=(int(major), int(minor)),
+    )
 
 
 real = _real_pynvml()

@@ -109,8 +109,7 @@ def label(r: PointResult) -> str:
     """A short human name for a configuration: 'torch resnet50 bs32 fp32 1n1c' (case parameters after the model:
     'torch wide_deep vocab=3200000 bs16384 ...', or two vocabularies would read alike)."""
     s = r.spec
-    parts = [s.framework, s.model, *(f"{k}={v}" for k, v in s.case_params), f"bs{s.batch_size}", s.precision,
-             s.scale]
+    parts = [s.framework, s.model, *(f"{k}={v}" for k, v in s.case_params), f"bs{s.batch_size}", s.precision, s.scale]
     if s.compile:
         parts.append("compile")
     if s.channels_last:
@@ -153,12 +152,13 @@ def _boot_means(m: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
         k = min(chunk, n - start)
         ri = rng.integers(0, reps, size=(k, reps))
         si = rng.integers(0, steps, size=(k, reps, steps))
-        out[start:start + k] = m[ri[..., None], si].mean(axis=(1, 2))
+        out[start : start + k] = m[ri[..., None], si].mean(axis=(1, 2))
     return out
 
 
-def ratio_ci(a: np.ndarray, b: np.ndarray, level: float = CI_LEVEL, resamples: int = RESAMPLES,
-             seed: int = SEED) -> tuple[float, float]:
+def ratio_ci(
+    a: np.ndarray, b: np.ndarray, level: float = CI_LEVEL, resamples: int = RESAMPLES, seed: int = SEED
+) -> tuple[float, float]:
     """Percentile interval of mean step time A / mean step time B (= throughput B / A), hierarchical bootstrap."""
     rng = np.random.default_rng(seed)
     ratios = _boot_means(a, rng, resamples) / _boot_means(b, rng, resamples)
@@ -167,8 +167,9 @@ def ratio_ci(a: np.ndarray, b: np.ndarray, level: float = CI_LEVEL, resamples: i
     return float(lo), float(hi)
 
 
-def verdict(ratio: float, ci: tuple[float, float], p_value: float, alpha: float = ALPHA,
-            min_effect: float = MIN_EFFECT) -> str:
+def verdict(
+    ratio: float, ci: tuple[float, float], p_value: float, alpha: float = ALPHA, min_effect: float = MIN_EFFECT
+) -> str:
     """faster / slower only when p < alpha, the interval excludes 1 and the change is at least min_effect."""
     significant = p_value < alpha and not (ci[0] <= 1.0 <= ci[1]) and abs(ratio - 1.0) >= min_effect
     if not significant:
@@ -181,16 +182,25 @@ def _peak_text(e: Efficiency) -> str:
     return (e.peak.label + ("; above peak" if e.above_peak else "")) if e.peak else e.note
 
 
-def compare_points(a: PointResult, b: PointResult, min_effect: float = MIN_EFFECT,
-                   target: float | None = None) -> PointComparison:
+def compare_points(
+    a: PointResult, b: PointResult, min_effect: float = MIN_EFFECT, target: float | None = None
+) -> PointComparison:
     """The ratio B/A of one configuration, its interval, the Mann-Whitney p-value and the verdict; 'not enough
     samples' where the test could not have called a change of `target` (with its power), or of min_effect
     (the smallest p only) when no target is given."""
     ea, eb = efficiency(a), efficiency(b)
-    head = PointComparison(key=a.spec.key(), label=label(a), status_a=a.status, status_b=b.status,
-                           throughput_a=a.metrics.throughput if a.metrics else None,
-                           throughput_b=b.metrics.throughput if b.metrics else None, mfu_a=ea.mfu, mfu_b=eb.mfu,
-                           peak_a=_peak_text(ea), peak_b=_peak_text(eb))
+    head = PointComparison(
+        key=a.spec.key(),
+        label=label(a),
+        status_a=a.status,
+        status_b=b.status,
+        throughput_a=a.metrics.throughput if a.metrics else None,
+        throughput_b=b.metrics.throughput if b.metrics else None,
+        mfu_a=ea.mfu,
+        mfu_b=eb.mfu,
+        peak_a=_peak_text(ea),
+        peak_b=_peak_text(eb),
+    )
     if a.status != "ok" or b.status != "ok":
         return replace(head, verdict="not comparable", note=f"status {a.status} -> {b.status}")
     ma, mb = step_matrix(a), step_matrix(b)
@@ -208,8 +218,15 @@ def compare_points(a: PointResult, b: PointResult, min_effect: float = MIN_EFFEC
         p = float(mannwhitneyu(ma.ravel(), mb.ravel(), alternative="two-sided").pvalue)
     called = verdict(ratio, (lo, hi), p, min_effect=min_effect)
     det = detectability(ma, mb, target if target is not None else min_effect, ALPHA, power_required=target is not None)
-    head = replace(head, ratio=ratio, ci_low=lo, ci_high=hi, p_value=p, min_p=det.min_p,
-                   power=det.power if target is not None else None)
+    head = replace(
+        head,
+        ratio=ratio,
+        ci_low=lo,
+        ci_high=hi,
+        p_value=p,
+        min_p=det.min_p,
+        power=det.power if target is not None else None,
+    )
     if called == SAME and not det.detectable:
         return replace(head, verdict=UNDETECTABLE, note=det.message, needed_per_side=det.needed)
     return replace(head, verdict=called)
@@ -232,8 +249,7 @@ def _protocol_warnings(pairs: list[tuple[PointResult, PointResult]]) -> list[str
     diff = sorted({label(a) for a, b in pairs if a.spec.protocol != b.spec.protocol})
     if not diff:
         return []
-    return [(f"the protocol (warm-up, steps, repeats or statistic) differs for {len(diff)} point(s), "
-             f"e.g. {diff[0]}")]
+    return [(f"the protocol (warm-up, steps, repeats or statistic) differs for {len(diff)} point(s), e.g. {diff[0]}")]
 
 
 def _order(r: PointResult) -> tuple[object, ...]:
@@ -241,8 +257,14 @@ def _order(r: PointResult) -> tuple[object, ...]:
     return (s.framework, s.model, s.precision, s.data, s.world_size, s.batch_size, label(r))
 
 
-def compare_runs(run_a: str, points_a: list[StoredPoint], run_b: str, points_b: list[StoredPoint],
-                 min_effect: float = MIN_EFFECT, target: float | None = None) -> Comparison:
+def compare_runs(
+    run_a: str,
+    points_a: list[StoredPoint],
+    run_b: str,
+    points_b: list[StoredPoint],
+    min_effect: float = MIN_EFFECT,
+    target: float | None = None,
+) -> Comparison:
     """Compare every point of run B with the point of run A that has the same configuration key (`target`: the
     change the samples must be able to detect, e.g. --fail-above's)."""
     by_a = {p.result.spec.key(): p.result for p in points_a}  # a later point of a key wins (a re-run)
@@ -258,14 +280,25 @@ def compare_runs(run_a: str, points_a: list[StoredPoint], run_b: str, points_b: 
     warnings += _protocol_warnings(pairs)
     if not pairs:
         warnings.append("the runs have no configuration in common")
-    method = (f"ratio = throughput B / A from mean step times; {CI_LEVEL:.0%} CI by hierarchical bootstrap "
-              f"({RESAMPLES} resamples of repeats, then steps); Mann-Whitney U on step times; a change is "
-              f"called when p < {ALPHA}, the CI excludes 1 and |ratio - 1| >= {min_effect:.0%}; 'not enough "
-              f"samples' where the smallest attainable p is not below {ALPHA}"
-              + (f" or the power to detect {target * 100:.3g}% is under 80% (log-normal spread of the steps, simulated "
-                 f"or Noether's approximation)" if target is not None else ""))
+    method = (
+        f"ratio = throughput B / A from mean step times; {CI_LEVEL:.0%} CI by hierarchical bootstrap "
+        f"({RESAMPLES} resamples of repeats, then steps); Mann-Whitney U on step times; a change is "
+        f"called when p < {ALPHA}, the CI excludes 1 and |ratio - 1| >= {min_effect:.0%}; 'not enough "
+        f"samples' where the smallest attainable p is not below {ALPHA}"
+        + (
+            f" or the power to detect {target * 100:.3g}% is under 80% (log-normal spread of the steps, simulated "
+            f"or Noether's approximation)"
+            if target is not None
+            else ""
+        )
+    )
     return Comparison(
-        run_a=run_a, run_b=run_b, points=tuple(matched),
+        run_a=run_a,
+        run_b=run_b,
+        points=tuple(matched),
         only_a=tuple(label(r) for r in sorted((by_a[k] for k in by_a if k not in by_b), key=_order)),
         only_b=tuple(label(r) for r in sorted((by_b[k] for k in by_b if k not in by_a), key=_order)),
-        identity_diffs=diffs, warnings=tuple(warnings), method=method)
+        identity_diffs=diffs,
+        warnings=tuple(warnings),
+        method=method,
+    )

@@ -78,14 +78,29 @@ def llm_figures(r: PointResult) -> LlmFigures | None:
     except SpecError:
         ratio = 1.0
     cores = cores_per_device(r.spec, int(r.env.identity.get("cpu_cores", "0") or 0))
-    bf16 = peak_for(r.spec.device, r.env.identity.get("device_model", ""), "bf16",
-                    r.env.descriptive.get("hostname", ""), cores, r.env.identity.get("gpu_mig", "")).peak
+    bf16 = peak_for(
+        r.spec.device,
+        r.env.identity.get("device_model", ""),
+        "bf16",
+        r.env.descriptive.get("hostname", ""),
+        cores,
+        r.env.identity.get("gpu_mig", ""),
+    ).peak
     mfu_bf16 = model_tf / bf16.tflops if bf16 is not None and model_tf <= bf16.tflops else None
     return LlmFigures(
-        tokens_per_s=m.throughput * tokens, tokens_per_s_per_device=m.throughput * tokens / devices,
-        model_tflops_per_device=model_tf, hardware_tflops_per_device=model_tf * ratio, flop_convention=convention,
-        math_mode=e.math_mode, mfu=e.mfu, mfu_bf16=mfu_bf16, bf16_peak_tflops_per_device=bf16.tflops if bf16 else None,
-        peak_note=e.note, memory_per_device_bytes=m.peak_memory_bytes, memory_kind=m.memory_kind)
+        tokens_per_s=m.throughput * tokens,
+        tokens_per_s_per_device=m.throughput * tokens / devices,
+        model_tflops_per_device=model_tf,
+        hardware_tflops_per_device=model_tf * ratio,
+        flop_convention=convention,
+        math_mode=e.math_mode,
+        mfu=e.mfu,
+        mfu_bf16=mfu_bf16,
+        bf16_peak_tflops_per_device=bf16.tflops if bf16 else None,
+        peak_note=e.note,
+        memory_per_device_bytes=m.peak_memory_bytes,
+        memory_kind=m.memory_kind,
+    )
 
 
 __all__ = ["MEGATRON", "LlmFigures", "flop_convention", "llm_figures"]

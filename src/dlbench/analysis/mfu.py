@@ -27,8 +27,10 @@ from dlbench.spec import PointSpec, SpecError
 
 PEAK_KEY = "peak"  # the key of a point's extra that holds the peak it was judged against
 LOOKED_UP = "peak looked up when read: the point was stored before peaks were kept"
-ABOVE_PEAK = ("achieved FLOP/s above the peak: the framework does less arithmetic than the model's FLOP count "
-              "(e.g. Winograd or FFT convolutions), or ran above the clock the peak assumes; no MFU is given")
+ABOVE_PEAK = (
+    "achieved FLOP/s above the peak: the framework does less arithmetic than the model's FLOP count "
+    "(e.g. Winograd or FFT convolutions), or ran above the clock the peak assumes; no MFU is given"
+)
 
 
 @dataclass(frozen=True)
@@ -54,13 +56,22 @@ class Efficiency:
     def as_dict(self) -> dict[str, object]:
         """Plain JSON-able figures: flops, achieved, peak (and its kind and source), MFU, note."""
         p = self.peak
-        return {"math_mode": self.math_mode, "train_flops_per_sample": self.flops_per_sample,
-                "achieved_tflops": self.achieved_tflops, "peak_tflops_per_device": p.tflops if p else None,
-                "peak_kind": p.kind if p else None, "peak_device": p.device if p else None,
-                "peak_source": p.source if p else None, "peak_recorded": self.recorded, "devices": self.devices,
-                "mfu": self.mfu, "above_peak": self.above_peak,
-                "achievable_tflops": self.achievable.tflops if self.achievable else None,
-                "achievable_source": self.achievable.source if self.achievable else None, "note": self.note}
+        return {
+            "math_mode": self.math_mode,
+            "train_flops_per_sample": self.flops_per_sample,
+            "achieved_tflops": self.achieved_tflops,
+            "peak_tflops_per_device": p.tflops if p else None,
+            "peak_kind": p.kind if p else None,
+            "peak_device": p.device if p else None,
+            "peak_source": p.source if p else None,
+            "peak_recorded": self.recorded,
+            "devices": self.devices,
+            "mfu": self.mfu,
+            "above_peak": self.above_peak,
+            "achievable_tflops": self.achievable.tflops if self.achievable else None,
+            "achievable_source": self.achievable.source if self.achievable else None,
+            "note": self.note,
+        }
 
 
 def math_mode(r: PointResult) -> str:
@@ -100,22 +111,37 @@ def stored_peak(spec: PointSpec, identity: dict[str, str], descriptive: dict[str
     found = _lookup(spec, identity, descriptive, mode)
     ach = cpu_achievable(cpu_model(), mode) if spec.device == "cpu" and found.peak is not None else None
     p = found.peak
-    return {"tflops": p.tflops if p else None, "math_mode": mode, "kind": p.kind if p else None,
-            "device": p.device if p else None, "source": p.source if p else None, "reason": found.reason,
-            "recorded": time.time(), "achievable_tflops": ach.tflops if ach else None,
-            "achievable_source": ach.source if ach else None}
+    return {
+        "tflops": p.tflops if p else None,
+        "math_mode": mode,
+        "kind": p.kind if p else None,
+        "device": p.device if p else None,
+        "source": p.source if p else None,
+        "reason": found.reason,
+        "recorded": time.time(),
+        "achievable_tflops": ach.tflops if ach else None,
+        "achievable_source": ach.source if ach else None,
+    }
 
 
 def _from_store(d: dict[str, object]) -> tuple[PeakLookup, Achievable | None, float | None]:
     """The stored peak record read back (a malformed one reads as unknown, naming why)."""
     try:
         when = float(d["recorded"])  # type: ignore[arg-type]
-        ach = (Achievable(float(d["achievable_tflops"]), str(d.get("achievable_source", "")))  # type: ignore[arg-type]
-               if d.get("achievable_tflops") is not None else None)
+        ach = (
+            Achievable(float(d["achievable_tflops"]), str(d.get("achievable_source", "")))  # type: ignore[arg-type]
+            if d.get("achievable_tflops") is not None
+            else None
+        )
         if d.get("tflops") is None:
             return PeakLookup(None, str(d.get("reason") or "peak unknown")), ach, when
-        peak = Peak(float(d["tflops"]), str(d["math_mode"]), d["kind"], str(d["device"]),  # type: ignore[arg-type]
-                    str(d["source"]))
+        peak = Peak(
+            float(d["tflops"]),
+            str(d["math_mode"]),
+            d["kind"],
+            str(d["device"]),  # type: ignore[arg-type]
+            str(d["source"]),
+        )
         return PeakLookup(peak), ach, when
     except (KeyError, TypeError, ValueError) as exc:
         return PeakLookup(None, f"peak unknown: the stored peak record is malformed ({exc})"), None, None
@@ -142,8 +168,18 @@ def efficiency(r: PointResult) -> Efficiency:
     ratio = achieved / (found.peak.tflops * devices)
     note = "" if when is not None else LOOKED_UP
     if ratio > 1:
-        return Efficiency(mode, flops, achieved, found.peak, devices, None, "; ".join(t for t in (ABOVE_PEAK, note) if t),
-                          ach, when, above_peak=True)
+        return Efficiency(
+            mode,
+            flops,
+            achieved,
+            found.peak,
+            devices,
+            None,
+            "; ".join(t for t in (ABOVE_PEAK, note) if t),
+            ach,
+            when,
+            above_peak=True,
+        )
     return Efficiency(mode, flops, achieved, found.peak, devices, ratio, note, ach, when)
 
 
@@ -170,12 +206,26 @@ def peak_notes(effs: list[Efficiency]) -> list[str]:
         if e.peak is not None:
             seen[f"MFU against {e.peak.label}: {e.peak.source}"] = None
         if e.achievable is not None:
-            seen[f"achievable here (not the peak): {e.achievable.tflops:,.4g} TFLOP/s {e.math_mode}, "
-                 f"{e.achievable.source}"] = None
+            seen[
+                f"achievable here (not the peak): {e.achievable.tflops:,.4g} TFLOP/s {e.math_mode}, "
+                f"{e.achievable.source}"
+            ] = None
         if e.achieved_tflops is not None and e.note:
             seen[e.note] = None
     return list(seen)
 
 
-__all__ = ["ABOVE_PEAK", "LOOKED_UP", "PEAK_KEY", "Efficiency", "cores_per_device", "efficiency", "flops_per_sample",
-           "fmt_mfu", "fmt_tflops", "math_mode", "peak_notes", "stored_peak"]
+__all__ = [
+    "ABOVE_PEAK",
+    "LOOKED_UP",
+    "PEAK_KEY",
+    "Efficiency",
+    "cores_per_device",
+    "efficiency",
+    "flops_per_sample",
+    "fmt_mfu",
+    "fmt_tflops",
+    "math_mode",
+    "peak_notes",
+    "stored_peak",
+]

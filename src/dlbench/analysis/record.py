@@ -27,8 +27,9 @@ def environment(spec: PointSpec, worker_env: Mapping[str, str]) -> Environment:
     return Environment(identity=ident, descriptive=desc)
 
 
-def point_result(spec: PointSpec, status: str, worker: WorkerResult | None, error: str | None,
-                 tail: Sequence[str], started: float) -> PointResult:
+def point_result(
+    spec: PointSpec, status: str, worker: WorkerResult | None, error: str | None, tail: Sequence[str], started: float
+) -> PointResult:
     """The stored record of a finished point; metrics only for an ok point (the worker checked its loss)."""
     ranks = tuple(worker.ranks) if worker is not None else ()
     extra: dict[str, object] = dict(worker.facts) if worker is not None else {}
@@ -38,6 +39,14 @@ def point_result(spec: PointSpec, status: str, worker: WorkerResult | None, erro
     env = environment(spec, worker.env if worker is not None else {})
     if status == "ok":
         extra[PEAK_KEY] = stored_peak(spec, env.identity, env.descriptive)
-    return PointResult(spec=spec, status=status, ranks=ranks, metrics=metrics,  # type: ignore[arg-type]
-                       env=env, error=error,
-                       started=started, finished=time.time(), extra=extra)
+    return PointResult(
+        spec=spec,
+        status=status,
+        ranks=ranks,
+        metrics=metrics,  # type: ignore[arg-type]
+        env=env,
+        error=error,
+        started=started,
+        finished=time.time(),
+        extra=extra,
+    )

@@ -55,8 +55,10 @@ def find(store: Store, ident: str) -> Target:
     if found == 0:
         raise NotReproducible(f"no point or run {ident!r} in {store.path} (`dlbench results` lists the runs)")
     if found > 1:
-        names = [f"run {r}" for r in run_ids] + [f"point {r['uid'][:12]} ({r['framework']} {r['model']} "
-                                                  f"bs{r['batch_size']}, run {r['run_id']})" for r in rows]
+        names = [f"run {r}" for r in run_ids] + [
+            f"point {r['uid'][:12]} ({r['framework']} {r['model']} bs{r['batch_size']}, run {r['run_id']})"
+            for r in rows
+        ]
         more = f", and {found - SHOWN_CANDIDATES} more" if found > SHOWN_CANDIDATES else ""
         raise NotReproducible(f"{ident!r} is ambiguous: {'; '.join(names[:SHOWN_CANDIDATES])}{more}: give more of it")
     if run_ids:
@@ -93,17 +95,37 @@ def what_is_missing(point: StoredPoint, run: RunRecord) -> list[str]:
 
 _HOST_KEYS: tuple[tuple[str, str, str], ...] = (
     # (shown as, key, where: i = identity, d = descriptive)
-    ("host", "hostname", "d"), ("os", "os", "d"), ("cpu", "cpu_model", "i"), ("cpu cores", "cpu_cores", "i"),
-    ("logical cpus", "logical_cpus", "d"), ("memory", "memory_bytes", "d"), ("threads", "threads", "i"),
-    ("device", "device", "i"), ("device model", "device_model", "i"), ("devices", "device_count", "i"),
-    ("gpu memory", "gpu_memory_bytes", "d"), ("compute capability", "gpu_compute_capability", "d"),
-    ("driver", "driver", "i"), ("cuda", "cuda", "i"), ("cudnn", "cudnn", "i"), ("nccl", "nccl", "i"),
-    ("power limit W", "gpu_power_limit_w", "d"), ("ecc", "gpu_ecc", "d"), ("mig", "gpu_mig", "d"),
-    ("visible gpus", "cuda_visible_devices", "d"), ("interconnect", "gpu_interconnect", "d"),
-    ("nvlink links/gpu", "nvlink_links_per_gpu", "d"), ("pcie link", "pcie_link", "d"),
-    ("gpu 0-1 path", "gpu_pair_path", "d"), ("framework", "framework", "i"),
-    ("framework version", "framework_version", "i"), ("math mode", "math_mode", "i"), ("python", "python", "d"),
-    ("dlbench", "dlbench_version", "i"), ("dlbench commit", "git_commit", "d"), ("measured at", "time", "d"),
+    ("host", "hostname", "d"),
+    ("os", "os", "d"),
+    ("cpu", "cpu_model", "i"),
+    ("cpu cores", "cpu_cores", "i"),
+    ("logical cpus", "logical_cpus", "d"),
+    ("memory", "memory_bytes", "d"),
+    ("threads", "threads", "i"),
+    ("device", "device", "i"),
+    ("device model", "device_model", "i"),
+    ("devices", "device_count", "i"),
+    ("gpu memory", "gpu_memory_bytes", "d"),
+    ("compute capability", "gpu_compute_capability", "d"),
+    ("driver", "driver", "i"),
+    ("cuda", "cuda", "i"),
+    ("cudnn", "cudnn", "i"),
+    ("nccl", "nccl", "i"),
+    ("power limit W", "gpu_power_limit_w", "d"),
+    ("ecc", "gpu_ecc", "d"),
+    ("mig", "gpu_mig", "d"),
+    ("visible gpus", "cuda_visible_devices", "d"),
+    ("interconnect", "gpu_interconnect", "d"),
+    ("nvlink links/gpu", "nvlink_links_per_gpu", "d"),
+    ("pcie link", "pcie_link", "d"),
+    ("gpu 0-1 path", "gpu_pair_path", "d"),
+    ("framework", "framework", "i"),
+    ("framework version", "framework_version", "i"),
+    ("math mode", "math_mode", "i"),
+    ("python", "python", "d"),
+    ("dlbench", "dlbench_version", "i"),
+    ("dlbench commit", "git_commit", "d"),
+    ("measured at", "time", "d"),
 )
 
 
@@ -126,8 +148,10 @@ def host_facts(result: PointResult) -> list[tuple[str, str]]:
 def requirements_text(req: Request, what: str) -> str:
     """The lock as a pip requirements file (`pip install -r`), headed by where it came from; dlbench itself is a
     comment (install it from its commit), as is any package whose local version label needs its own index."""
-    head = [f"# {what}: packages of {req.python or 'its interpreter'} (Python {req.python_version or '?'})",
-            f"# written by dlbench reproduce; dlbench {req.dlbench_version} {req.dlbench_commit}".rstrip()]
+    head = [
+        f"# {what}: packages of {req.python or 'its interpreter'} (Python {req.python_version or '?'})",
+        f"# written by dlbench reproduce; dlbench {req.dlbench_version} {req.dlbench_commit}".rstrip(),
+    ]
     lines = []
     for name, version in req.packages:
         pin = f"{name}=={version}"
@@ -150,8 +174,10 @@ def version_refusal(stored: PointResult, framework: str, distribution: str, here
         then, source = stored.env.identity.get("framework_version"), "framework_version it recorded"
     if then is None or here is None or then == here:
         return None
-    return (f"{framework} here is {here} but the point was measured with {then} ({source}): install {then} "
-            f"(`--env-file` writes the lock), or --force to measure it anyway")
+    return (
+        f"{framework} here is {here} but the point was measured with {then} ({source}): install {then} "
+        f"(`--env-file` writes the lock), or --force to measure it anyway"
+    )
 
 
 def specs_of(target: Target) -> list[PointResult]:

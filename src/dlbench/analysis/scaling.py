@@ -57,9 +57,20 @@ def baseline_spec(spec: PointSpec) -> PointSpec:
     """The same configuration on 1 device: one node, one device, no strategy (nor its bucket size), no model
     split and no FSDP (the batch of one data-parallel replica, recomputation kept); local, or Slurm for Slurm."""
     launcher = "slurm" if spec.launcher == "slurm" else "local"
-    return dataclasses.replace(spec, nodes=1, devices_per_node=1, strategy="none", launcher=launcher, bucket_mb=None,
-                               tensor_parallel=1, pipeline_parallel=1, micro_batches=1, pipeline_schedule="1f1b",
-                               fsdp=False, context_parallel=1)
+    return dataclasses.replace(
+        spec,
+        nodes=1,
+        devices_per_node=1,
+        strategy="none",
+        launcher=launcher,
+        bucket_mb=None,
+        tensor_parallel=1,
+        pipeline_parallel=1,
+        micro_batches=1,
+        pipeline_schedule="1f1b",
+        fsdp=False,
+        context_parallel=1,
+    )
 
 
 def _match_key(spec: PointSpec) -> str:
@@ -83,11 +94,18 @@ class Scaled:
         samples/s)'."""
         b = self.baseline.result
         m = b.metrics
-        cv = f"CV {m.cv:.1%}" if m is not None and m.cv is not None else \
-            f"n={len(m.repeat_throughputs)}: CV unknown" if m is not None else "CV unknown"
+        cv = (
+            f"CV {m.cv:.1%}"
+            if m is not None and m.cv is not None
+            else f"n={len(m.repeat_throughputs)}: CV unknown"
+            if m is not None
+            else "CV unknown"
+        )
         rate = f"{m.throughput:,.1f} samples/s" if m is not None else "no throughput"
-        return (f"1-device point #{self.baseline.id} (run {self.baseline.run_id}, protocol "
-                f"{describe_protocol(b.spec.protocol)}; {cv}; {rate})")
+        return (
+            f"1-device point #{self.baseline.id} (run {self.baseline.run_id}, protocol "
+            f"{describe_protocol(b.spec.protocol)}; {cv}; {rate})"
+        )
 
 
 def describe_protocol(p: Protocol) -> str:
@@ -97,15 +115,23 @@ def describe_protocol(p: Protocol) -> str:
 
 def _age(seconds: float) -> str:
     s = abs(seconds)
-    text = (f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h" if s < 172800
-            else f"{s / 86400:.1f} days")
+    text = (
+        f"{s:.0f} s"
+        if s < 120
+        else f"{s / 60:.0f} min"
+        if s < 7200
+        else f"{s / 3600:.1f} h"
+        if s < 172800
+        else f"{s / 86400:.1f} days"
+    )
     return f"{text} {'older' if seconds >= 0 else 'newer'}"
 
 
 def _run_of(points: Sequence[StoredPoint], result: PointResult) -> str | None:
     """The run a result was stored in, where it is among points (same spec and finishing time)."""
-    return next((p.run_id for p in points if p.result.finished == result.finished and p.result.spec == result.spec),
-                None)
+    return next(
+        (p.run_id for p in points if p.result.finished == result.finished and p.result.spec == result.spec), None
+    )
 
 
 def scaling_marks(result: PointResult, base: StoredPoint, run_id: str | None, sc: Scaling) -> tuple[str, ...]:
@@ -122,28 +148,40 @@ def scaling_marks(result: PointResult, base: StoredPoint, run_id: str | None, sc
     elif run_id is None and abs(age) > 3600:
         marks.append(f"baseline measured {_age(age)}")
     if base.result.spec.protocol != result.spec.protocol:
-        marks.append(f"baseline from another protocol ({describe_protocol(base.result.spec.protocol)} vs "
-                     f"{describe_protocol(result.spec.protocol)})")
+        marks.append(
+            f"baseline from another protocol ({describe_protocol(base.result.spec.protocol)} vs "
+            f"{describe_protocol(result.spec.protocol)})"
+        )
     if sc.efficiency > 1.0:
-        marks.append(f"efficiency {sc.efficiency:.0%} is above 100%: a slow or noisy baseline, or more cache "
-                     "per device; not a speedup to trust")
+        marks.append(
+            f"efficiency {sc.efficiency:.0%} is above 100%: a slow or noisy baseline, or more cache "
+            "per device; not a speedup to trust"
+        )
     return tuple(marks)
 
 
 def _candidates(points: Sequence[StoredPoint], spec: PointSpec, identity: Mapping[str, str]) -> list[StoredPoint]:
     want = _match_key(spec)
-    return [p for p in points
-            if p.result.status == "ok" and p.result.metrics is not None and p.result.spec.world_size == 1
-            and _match_key(p.result.spec) == want
-            and all(p.result.env.identity.get(k) == v for k, v in identity.items())]
+    return [
+        p
+        for p in points
+        if p.result.status == "ok"
+        and p.result.metrics is not None
+        and p.result.spec.world_size == 1
+        and _match_key(p.result.spec) == want
+        and all(p.result.env.identity.get(k) == v for k, v in identity.items())
+    ]
 
 
 def find_baseline(points: Sequence[StoredPoint], result: PointResult, run_id: str | None = None) -> StoredPoint | None:
     """The ok 1-device point of the same configuration whose identity keys match the result's: one of the same
     run first, then one of the same protocol, then the newest."""
     identity = {k: result.env.identity[k] for k in BASELINE_IDENTITY if k in result.env.identity}
-    return max(_candidates(points, result.spec, identity), default=None,
-               key=lambda p: (p.run_id == run_id, p.result.spec.protocol == result.spec.protocol, p.id))
+    return max(
+        _candidates(points, result.spec, identity),
+        default=None,
+        key=lambda p: (p.run_id == run_id, p.result.spec.protocol == result.spec.protocol, p.id),
+    )
 
 
 def outgrows_one_device(result: PointResult) -> bool:
@@ -168,8 +206,9 @@ def scaled(points: Sequence[StoredPoint], result: PointResult) -> Scaled | None:
     return Scaled(sc, base, scaling_marks(result, base, run_id, sc))
 
 
-def missing_baselines(points: Sequence[StoredPoint], specs: Sequence[PointSpec],
-                      host: Mapping[str, str]) -> list[PointSpec]:
+def missing_baselines(
+    points: Sequence[StoredPoint], specs: Sequence[PointSpec], host: Mapping[str, str]
+) -> list[PointSpec]:
     """1-device specs to measure first: those of multi-device specs that neither the store (on this host's
     identity keys) nor the list itself has."""
     out: list[PointSpec] = []

@@ -32,7 +32,8 @@ class Mismatch:
 def _same(a: object, b: object) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
         return math.isclose(float(a), float(b), rel_tol=REL_TOL, abs_tol=1e-12) or (
-            math.isnan(float(a)) and math.isnan(float(b)))
+            math.isnan(float(a)) and math.isnan(float(b))
+        )
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     return a == b
@@ -52,8 +53,13 @@ def row_problems(p: StoredPoint, row: Mapping[str, object]) -> list[str]:
     metrics, ranks = _json(row.get("metrics_json")), _json(row.get("ranks_json"))
     ranks = ranks if isinstance(ranks, list) else []
     out = status_problems(row.get("status"), metrics is not None)
-    for column, value in (("batch_size", s.batch_size), ("framework", s.framework), ("model", s.model),
-                          ("precision", s.precision), ("spec_key", s.key())):
+    for column, value in (
+        ("batch_size", s.batch_size),
+        ("framework", s.framework),
+        ("model", s.model),
+        ("precision", s.precision),
+        ("spec_key", s.key()),
+    ):
         if row.get(column) != value:
             out.append(f"the {column} column reads {row.get(column)!r}, the point's spec {value!r}")
     if isinstance(metrics, dict):
@@ -82,8 +88,11 @@ def verify_point(p: StoredPoint, stored: Mapping[str, object] | None) -> Mismatc
         except Exception as exc:
             problems.append(f"raw samples cannot be summarised: {exc}")
         else:
-            problems += [f"{k}: stored {metrics[k]!r}, raw samples give {derived[k]!r}"
-                         for k in sorted(set(metrics) & set(derived)) if not _same(metrics[k], derived[k])]
+            problems += [
+                f"{k}: stored {metrics[k]!r}, raw samples give {derived[k]!r}"
+                for k in sorted(set(metrics) & set(derived))
+                if not _same(metrics[k], derived[k])
+            ]
     return Mismatch(p.run_id, p.uid, label, tuple(problems)) if problems else None
 
 

@@ -76,25 +76,93 @@ class UnknownFramework(KeyError):
 
 _BUILTIN: tuple[BackendInfo, ...] = (
     # PyPI's Linux torch wheels are CUDA builds, so the GPU build is the same extra (here /opt/wheels' +cpu wins).
-    BackendInfo("torch", "PyTorch", "torch", "torch", "dlbench.backends.torch.backend:TorchBackend", "torch",
-                engine="torchrun", python=("3.10", "3.14"), cuda_extra="torch"),
-    BackendInfo("paddle", "PaddlePaddle", "paddle", "paddlepaddle", "dlbench.backends.paddle.backend:PaddleBackend",
-                "paddle", python=("3.9", "3.13"), cuda_extra="paddle-cuda",
-                cuda_index="https://www.paddlepaddle.org.cn/packages/stable/cu126/"),
-    BackendInfo("tf", "TensorFlow/Keras", "tensorflow", "tensorflow-cpu", "dlbench.backends.tf.backend:TfBackend",
-                "tf", python=("3.10", "3.13"), cuda_extra="tf-cuda"),
-    BackendInfo("mxnet", "MXNet", "mxnet", "mxnet", "dlbench.backends.mxnet.backend:MxnetBackend", "mxnet",
-                python=("3.7", "3.11")),  # numpy < 1.24 has no wheel for 3.12
-    BackendInfo("jax", "JAX/Flax", "jax", "jax", "dlbench.backends.jax.backend:JaxBackend", "jax",
-                python=("3.11", "3.14"), cuda_extra="jax-cuda"),
-    BackendInfo("mindspore", "MindSpore", "mindspore", "mindspore",
-                "dlbench.backends.mindspore.backend:MindsporeBackend", "mindspore", python=("3.9", "3.12")),
-    BackendInfo("jittor", "Jittor", "jittor", "jittor", "dlbench.backends.jittor.backend:JittorBackend", "jittor",
-                python=("3.7", "3.12")),  # it pins numpy < 2: no wheel for 3.13
-    BackendInfo("oneflow", "OneFlow", "oneflow", "oneflow", "dlbench.backends.oneflow.backend:OneflowBackend",
-                "oneflow", python=("3.8", "3.10")),
-    BackendInfo("megengine", "MegEngine", "megengine", "megengine",
-                "dlbench.backends.megengine.backend:MegengineBackend", "megengine", python=("3.8", "3.10")),
+    BackendInfo(
+        "torch",
+        "PyTorch",
+        "torch",
+        "torch",
+        "dlbench.backends.torch.backend:TorchBackend",
+        "torch",
+        engine="torchrun",
+        python=("3.10", "3.14"),
+        cuda_extra="torch",
+    ),
+    BackendInfo(
+        "paddle",
+        "PaddlePaddle",
+        "paddle",
+        "paddlepaddle",
+        "dlbench.backends.paddle.backend:PaddleBackend",
+        "paddle",
+        python=("3.9", "3.13"),
+        cuda_extra="paddle-cuda",
+        cuda_index="https://www.paddlepaddle.org.cn/packages/stable/cu126/",
+    ),
+    BackendInfo(
+        "tf",
+        "TensorFlow/Keras",
+        "tensorflow",
+        "tensorflow-cpu",
+        "dlbench.backends.tf.backend:TfBackend",
+        "tf",
+        python=("3.10", "3.13"),
+        cuda_extra="tf-cuda",
+    ),
+    BackendInfo(
+        "mxnet",
+        "MXNet",
+        "mxnet",
+        "mxnet",
+        "dlbench.backends.mxnet.backend:MxnetBackend",
+        "mxnet",
+        python=("3.7", "3.11"),
+    ),  # numpy < 1.24 has no wheel for 3.12
+    BackendInfo(
+        "jax",
+        "JAX/Flax",
+        "jax",
+        "jax",
+        "dlbench.backends.jax.backend:JaxBackend",
+        "jax",
+        python=("3.11", "3.14"),
+        cuda_extra="jax-cuda",
+    ),
+    BackendInfo(
+        "mindspore",
+        "MindSpore",
+        "mindspore",
+        "mindspore",
+        "dlbench.backends.mindspore.backend:MindsporeBackend",
+        "mindspore",
+        python=("3.9", "3.12"),
+    ),
+    BackendInfo(
+        "jittor",
+        "Jittor",
+        "jittor",
+        "jittor",
+        "dlbench.backends.jittor.backend:JittorBackend",
+        "jittor",
+        python=("3.7", "3.12"),
+    ),  # it pins numpy < 2: no wheel for 3.13
+    BackendInfo(
+        "oneflow",
+        "OneFlow",
+        "oneflow",
+        "oneflow",
+        "dlbench.backends.oneflow.backend:OneflowBackend",
+        "oneflow",
+        python=("3.8", "3.10"),
+    ),
+    BackendInfo(
+        "megengine",
+        "MegEngine",
+        "megengine",
+        "megengine",
+        "dlbench.backends.megengine.backend:MegengineBackend",
+        "megengine",
+        python=("3.8", "3.10"),
+    ),
 )
 _TEST_ONLY: tuple[BackendInfo, ...] = (
     BackendInfo("fake", "fake (test double)", "dlbench", "dlbench", "dlbench.backends.fake:FakeBackend", ""),
@@ -166,19 +234,37 @@ class GpuBuilds:
 BUILDS: dict[str, GpuBuilds] = {
     "torch": GpuBuilds("yes", "yes", True, "PyPI's CUDA wheels: dlbench setup --cuda torch"),
     "jax": GpuBuilds("yes", "yes", True, "PyPI: dlbench setup --cuda jax (extra jax-cuda: jax[cuda13], flax, optax)"),
-    "tf": GpuBuilds("PTX", "no", True, "PyPI tensorflow[and-cuda]: on Hopper its compute_90 PTX is JIT-compiled "
-                                       "once (recorded as ptx_jit); no Blackwell kernels yet"),
-    "paddle": GpuBuilds("yes", "?", False, "not on PyPI: dlbench setup --cuda paddle --index-url "
-                                           "https://www.paddlepaddle.org.cn/packages/stable/cu126/ (sm_90; a "
-                                           "Blackwell build is not checked here)"),
-    "mxnet": GpuBuilds("no", "no", False, "newest GPU wheel mxnet-cu117 (CUDA 11.7, no sm_90): only NVIDIA's old "
-                                          "NGC MXNet container; register its Python with dlbench setup --existing"),
+    "tf": GpuBuilds(
+        "PTX",
+        "no",
+        True,
+        "PyPI tensorflow[and-cuda]: on Hopper its compute_90 PTX is JIT-compiled "
+        "once (recorded as ptx_jit); no Blackwell kernels yet",
+    ),
+    "paddle": GpuBuilds(
+        "yes",
+        "?",
+        False,
+        "not on PyPI: dlbench setup --cuda paddle --index-url "
+        "https://www.paddlepaddle.org.cn/packages/stable/cu126/ (sm_90; a "
+        "Blackwell build is not checked here)",
+    ),
+    "mxnet": GpuBuilds(
+        "no",
+        "no",
+        False,
+        "newest GPU wheel mxnet-cu117 (CUDA 11.7, no sm_90): only NVIDIA's old "
+        "NGC MXNet container; register its Python with dlbench setup --existing",
+    ),
     "oneflow": GpuBuilds("no", "no", False, "its GPU wheels need CUDA 11 (no sm_90 kernels): none runs on Hopper"),
     "mindspore": GpuBuilds("no", "no", False, "its GPU wheels need CUDA 11 (no sm_90 kernels): none runs on Hopper"),
-    "megengine": GpuBuilds("no", "no", False, "MegEngine's wheels: CUDA 11, Python <= 3.10 only; none runs on "
-                                              "Hopper"),
-    "jittor": GpuBuilds("?", "?", True, "compiles its kernels at first import with the machine's CUDA toolkit "
-                                        "(nvcc); not yet run on a Hopper GPU"),
+    "megengine": GpuBuilds("no", "no", False, "MegEngine's wheels: CUDA 11, Python <= 3.10 only; none runs on Hopper"),
+    "jittor": GpuBuilds(
+        "?",
+        "?",
+        True,
+        "compiles its kernels at first import with the machine's CUDA toolkit (nvcc); not yet run on a Hopper GPU",
+    ),
 }
 
 

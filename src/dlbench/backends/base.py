@@ -121,16 +121,20 @@ def strategy_refusal(spec: PointSpec, default: str, supported: tuple[str, ...], 
     return None
 
 
-HOROVOD_GONE = ("Horovod is not installed in this interpreter, and cannot be today: its last release (0.28.1, "
-                "2023) does not build against torch >= 2.1 nor work with TF >= 2.16; register an old container's "
-                "Python that has it with `dlbench setup FW --existing PATH`")
+HOROVOD_GONE = (
+    "Horovod is not installed in this interpreter, and cannot be today: its last release (0.28.1, "
+    "2023) does not build against torch >= 2.1 nor work with TF >= 2.16; register an old container's "
+    "Python that has it with `dlbench setup FW --existing PATH`"
+)
 
 
 def single_device_only(spec: PointSpec, title: str) -> str | None:
     """The refusal of a backend without real multi-device support (one line), or None on one device."""
     if spec.world_size > 1:
-        return (f"dlbench's {title} backend trains on one device only (no multi-device data parallelism wired "
-                f"yet): use --scale 1n1c")
+        return (
+            f"dlbench's {title} backend trains on one device only (no multi-device data parallelism wired "
+            f"yet): use --scale 1n1c"
+        )
     return None
 
 
@@ -150,18 +154,22 @@ def gpu_binding_problem(ctx: RankContext, visible: int) -> str | None:
         return None
     if visible == 1 and (os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("SLURM_STEP_GPUS")):
         return None  # bound: each rank was given its own GPU
-    return (f"{ctx.local_world_size} ranks on this node but it has {visible} visible GPU(s): use fewer devices per "
-            "node, or bind one GPU per rank (Slurm --gpus-per-task=1)")
+    return (
+        f"{ctx.local_world_size} ranks on this node but it has {visible} visible GPU(s): use fewer devices per "
+        "node, or bind one GPU per rank (Slurm --gpus-per-task=1)"
+    )
 
 
 # Out-of-memory failures that CUDA's libraries report in their own words, not as the framework's OOM error: a
 # cuDNN, cuBLAS, cuSOLVER or cuFFT handle or workspace that could not be allocated, NCCL's CUDA calls failing
 # with 'out of memory' (torch's DistBackendError, XLA's INTERNAL status), the CUDA runtime's and driver's names
 # for it. Near the memory limit a max-batch probe reaches, this is what running out of memory looks like.
-LIBRARY_OOM = re.compile(r"CUDNN_STATUS_ALLOC_FAILED|CUBLAS_STATUS_ALLOC_FAILED|CUSOLVER_STATUS_ALLOC_FAILED|"
-                         r"CUSPARSE_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED|cudaErrorMemoryAllocation|"
-                         r"CUDA_ERROR_OUT_OF_MEMORY|CUDA error: out of memory|Cuda failure( \d+)? 'out of memory'",
-                         re.IGNORECASE)
+LIBRARY_OOM = re.compile(
+    r"CUDNN_STATUS_ALLOC_FAILED|CUBLAS_STATUS_ALLOC_FAILED|CUSOLVER_STATUS_ALLOC_FAILED|"
+    r"CUSPARSE_STATUS_ALLOC_FAILED|CUFFT_ALLOC_FAILED|cudaErrorMemoryAllocation|"
+    r"CUDA_ERROR_OUT_OF_MEMORY|CUDA error: out of memory|Cuda failure( \d+)? 'out of memory'",
+    re.IGNORECASE,
+)
 
 
 def library_oom(exc: BaseException) -> bool:
@@ -217,8 +225,10 @@ class Backend(ABC):
         None. By default a backend splits no model and recomputes nothing; torch and JAX say what they can."""
         lay, title = spec.layout, self.title or self.name
         if lay.splits_model:
-            return (f"dlbench's {title} backend does not split a model (tensor or pipeline parallel is wired for "
-                    "torch, and tensor parallel for JAX): use --tensor-parallel 1 --pipeline-parallel 1")
+            return (
+                f"dlbench's {title} backend does not split a model (tensor or pipeline parallel is wired for "
+                "torch, and tensor parallel for JAX): use --tensor-parallel 1 --pipeline-parallel 1"
+            )
         if lay.recompute:
             return f"dlbench's {title} backend does not recompute activations: drop --recompute"
         return None

@@ -42,10 +42,14 @@ def no_device_reason(framework: str, build_cuda: str, driver: str | None = None,
         return f"{framework} (built for CUDA {build}) sees no CUDA device, and NVML sees no GPU: use --device cpu"
     drv = driver_cuda() if driver is None else driver
     if drv and _older(drv, build):
-        return (f"the NVIDIA driver is older than this {framework} build: it supports CUDA {drv}, the build needs "
-                f"CUDA {build}; update the driver, or install a {framework} build for CUDA {drv} or older")
-    return (f"{framework} (built for CUDA {build}) sees no CUDA device although NVML sees {seen} GPU(s): check "
-            f"CUDA_VISIBLE_DEVICES and the driver (dlbench env --device cuda)")
+        return (
+            f"the NVIDIA driver is older than this {framework} build: it supports CUDA {drv}, the build needs "
+            f"CUDA {build}; update the driver, or install a {framework} build for CUDA {drv} or older"
+        )
+    return (
+        f"{framework} (built for CUDA {build}) sees no CUDA device although NVML sees {seen} GPU(s): check "
+        f"CUDA_VISIBLE_DEVICES and the driver (dlbench env --device cuda)"
+    )
 
 
 __all__ = ["driver_cuda", "no_device_reason"]

@@ -13,8 +13,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-NO_ALGORITHM = re.compile(r"Unable to find a valid cuDNN algorithm|CUDNN_STATUS_NOT_SUPPORTED|"
-                          r"unable to find an engine|no valid (cuDNN )?(algorithm|engine)", re.IGNORECASE)
+NO_ALGORITHM = re.compile(
+    r"Unable to find a valid cuDNN algorithm|CUDNN_STATUS_NOT_SUPPORTED|"
+    r"unable to find an engine|no valid (cuDNN )?(algorithm|engine)",
+    re.IGNORECASE,
+)
 # The used share of the device's memory from which a second "no valid algorithm" failure reads as out of memory.
 NEARLY_FULL = 0.9
 RETRIED = "cudnn_retry"

@@ -23,7 +23,11 @@ from dlbench.wire import RankContext
 # The newest compute capability each CUDA toolkit release compiles for, from NVIDIA's CUDA release notes:
 # 11.0 added sm_80 (A100), 11.1 sm_86, 11.8 sm_89 and sm_90 (H100), 12.8 sm_100 and sm_120 (Blackwell).
 NEWEST_ARCH: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = (
-    ((11, 0), (8, 0)), ((11, 1), (8, 6)), ((11, 8), (9, 0)), ((12, 8), (12, 0)))
+    ((11, 0), (8, 0)),
+    ((11, 1), (8, 6)),
+    ((11, 8), (9, 0)),
+    ((12, 8), (12, 0)),
+)
 _ARCH = re.compile(r"(sm|compute)_(\d+)(\d)([af]?)")
 
 
@@ -96,16 +100,22 @@ def refusal(capability: str, gpu_name: str, build: GpuBuild) -> str | None:
             return None
         listed = ", ".join(build.archs)
         if "ptx" in kinds:
-            return (f"{build.framework}'s build has no kernels for {gpu}, only PTX the driver would compile at "
-                    f"start for minutes ({build.source}: {listed}): install a build for {sm}")
-        return f"{build.framework}'s build has no kernels for {gpu} ({build.source}: {listed}): install a build for {sm}"
+            return (
+                f"{build.framework}'s build has no kernels for {gpu}, only PTX the driver would compile at "
+                f"start for minutes ({build.source}: {listed}): install a build for {sm}"
+            )
+        return (
+            f"{build.framework}'s build has no kernels for {gpu} ({build.source}: {listed}): install a build for {sm}"
+        )
     newest = newest_arch(build.cuda)
     if newest is None or cap[0] <= newest[0]:
         return None
     needs = next((f"{v[0]}.{v[1]}" for v, arch in NEWEST_ARCH if arch[0] >= cap[0]), "a newer CUDA")
-    return (f"{build.framework} was built with CUDA {cuda_version(build.cuda)} ({build.source}), which compiles for "
-            f"GPUs up to sm_{newest[0]}{newest[1]}: {gpu} would fail late or JIT-compile for minutes; install a "
-            f"build for CUDA {needs} or newer")
+    return (
+        f"{build.framework} was built with CUDA {cuda_version(build.cuda)} ({build.source}), which compiles for "
+        f"GPUs up to sm_{newest[0]}{newest[1]}: {gpu} would fail late or JIT-compile for minutes; install a "
+        f"build for CUDA {needs} or newer"
+    )
 
 
 # The driver's JIT cache must hold a whole framework's kernels compiled from PTX, so that they are compiled once (in
@@ -129,8 +139,10 @@ def ptx_jit(capability: str, build: GpuBuild) -> str | None:
     ptx = [a for a in build.archs if _runs(a, cap) == "ptx" and _major(a) == cap[0]]
     if not ptx:
         return None
-    return (f"{build.framework}'s build has no sm_{cap[0]}{cap[1]} machine code: the driver JIT-compiles its "
-            f"{', '.join(ptx)} PTX once, in the warm-up (CUDA_CACHE_MAXSIZE={JIT_CACHE_BYTES})")
+    return (
+        f"{build.framework}'s build has no sm_{cap[0]}{cap[1]} machine code: the driver JIT-compiles its "
+        f"{', '.join(ptx)} PTX once, in the warm-up (CUDA_CACHE_MAXSIZE={JIT_CACHE_BYTES})"
+    )
 
 
 def rank_ptx_jit(build: GpuBuild | None, ctx: RankContext) -> str | None:
@@ -158,5 +170,15 @@ def rank_refusal(build: GpuBuild | None, ctx: RankContext) -> str | None:
     return refusal(gpu.get("compute_capability", ""), gpu.get("name", ""), build) if gpu else None
 
 
-__all__ = ["JIT_CACHE_BYTES", "NEWEST_ARCH", "GpuBuild", "cuda_version", "newest_arch", "ptx_jit", "rank_gpu",
-           "rank_ptx_jit", "rank_refusal", "refusal"]
+__all__ = [
+    "JIT_CACHE_BYTES",
+    "NEWEST_ARCH",
+    "GpuBuild",
+    "cuda_version",
+    "newest_arch",
+    "ptx_jit",
+    "rank_gpu",
+    "rank_ptx_jit",
+    "rank_refusal",
+    "refusal",
+]

@@ -31,8 +31,10 @@ class StrategyCap:
     def refusal(self, device: str, nodes: int, precision: str) -> str | None:
         """Why this strategy cannot run on this device, node count and precision (one line), or None."""
         if device not in self.devices or (nodes > 1 and not self.across_nodes) or precision not in self.precisions:
-            return self.why_not or (f"strategy {self.name} runs on {'/'.join(self.devices)} with "
-                                    f"{'/'.join(self.precisions)}{'' if self.across_nodes else ', one node'}")
+            return self.why_not or (
+                f"strategy {self.name} runs on {'/'.join(self.devices)} with "
+                f"{'/'.join(self.precisions)}{'' if self.across_nodes else ', one node'}"
+            )
         return None
 
 

@@ -9,8 +9,11 @@ CAPABILITIES = Capabilities(
     default_strategy="sharding",
     strategies=(StrategyCap("sharding"),),
     strategy_advice="use --strategy sharding (XLA all-reduces the gradients of a batch sharded over the processes)",
-    tensor_parallel=True, recompute=True, even_vocab_shards=True,
+    tensor_parallel=True,
+    recompute=True,
+    even_vocab_shards=True,
     layout_why="JAX has no pipeline-parallel schedule in its public API: dlbench's JAX backend splits GPT by tensor "
-               "(--tensor-parallel) only; use --pipeline-parallel 1",
-    channels_last=False, channels_last_why="JAX/XLA chooses layouts itself: --channels-last has no JAX equivalent",
+    "(--tensor-parallel) only; use --pipeline-parallel 1",
+    channels_last=False,
+    channels_last_why="JAX/XLA chooses layouts itself: --channels-last has no JAX equivalent",
 )

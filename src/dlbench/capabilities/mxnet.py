@@ -9,15 +9,22 @@ _KVSTORE_WHY = "runs MXNet's kvstore in one process over one node's devices (acr
 CAPABILITIES = Capabilities(
     framework="mxnet",
     strategies=(
-        *(StrategyCap(name, across_nodes=False, precisions=("fp32",), why_not=f"{name} {_KVSTORE_WHY}")
-          for name in ("ps-cpu", "ps-gpu", "independent")),
-        StrategyCap("replicated-nccl", devices=("cuda",), across_nodes=False, precisions=("fp32",),
-                    why_not="MXNet's nccl kvstore needs GPUs (NCCL) on one node, fp32: on the CPU use ps-cpu (local) "
-                            "or ps-gpu (device)"),
+        *(
+            StrategyCap(name, across_nodes=False, precisions=("fp32",), why_not=f"{name} {_KVSTORE_WHY}")
+            for name in ("ps-cpu", "ps-gpu", "independent")
+        ),
+        StrategyCap(
+            "replicated-nccl",
+            devices=("cuda",),
+            across_nodes=False,
+            precisions=("fp32",),
+            why_not="MXNet's nccl kvstore needs GPUs (NCCL) on one node, fp32: on the CPU use ps-cpu (local) "
+            "or ps-gpu (device)",
+        ),
         StrategyCap("ps", precisions=("fp32",), why_not="dlbench runs MXNet's kvstores in fp32 only"),
     ),
     strategy_advice="on several devices name its kvstore: --strategy ps-cpu (local), ps-gpu (device), "
-                    "replicated-nccl (nccl), independent (none) or ps (dist_sync)",
+    "replicated-nccl (nccl), independent (none) or ps (dist_sync)",
     real_data_multi=False,
     precisions=(("cpu", ("fp32", "bf16")), ("cuda", ("fp32",))),
     precision_why="dlbench's mxnet backend runs fp32 only on GPUs (MXNet 1.9 AMP: fp16 not wired, no bf16 on GPU)",

@@ -11,5 +11,6 @@ CAPABILITIES = Capabilities(
     strategy_advice="OneFlow's data parallelism is wired as ddp only",
     precisions=(("cpu", ("fp32",)), ("cuda", ("fp32",))),
     precision_why="dlbench's OneFlow backend runs fp32 only (OneFlow's autocast and loss scaling are not wired)",
-    channels_last=False, channels_last_why="dlbench's OneFlow backend trains NCHW only; channels-last is not offered",
+    channels_last=False,
+    channels_last_why="dlbench's OneFlow backend trains NCHW only; channels-last is not offered",
 )

@@ -8,7 +8,12 @@ CAPABILITIES = Capabilities(
     framework="paddle",
     default_strategy="fleet",
     strategies=(StrategyCap("fleet"),),
-    refused_strategies=(("ps-cpu", "ps-cpu is fleet's parameter-server mode, which dlbench does not drive (PyPI's "
-                                   "wheels are built without its core, WITH_PSCORE): use --strategy fleet"),),
+    refused_strategies=(
+        (
+            "ps-cpu",
+            "ps-cpu is fleet's parameter-server mode, which dlbench does not drive (PyPI's "
+            "wheels are built without its core, WITH_PSCORE): use --strategy fleet",
+        ),
+    ),
     strategy_advice="use --strategy fleet (fleet.distributed_model: DataParallel all-reduces the gradients)",
 )

@@ -122,8 +122,9 @@ class Case:
             if p.name in values and not p.choices and values[p.name] < p.minimum:
                 raise SpecError(f"case {self.name}: {p.name} must be at least {p.minimum}; got {values[p.name]}")
             if p.choices and p.name in values and values[p.name] not in p.choices:
-                raise SpecError(f"case {self.name}: {p.name} must be one of "
-                                f"{', '.join(map(str, p.choices))}; got {values[p.name]}")
+                raise SpecError(
+                    f"case {self.name}: {p.name} must be one of {', '.join(map(str, p.choices))}; got {values[p.name]}"
+                )
         out = dataclasses.replace(self, values=tuple(sorted(values.items())))
         return out.derive(out) if out.derive is not None else out
 
@@ -140,12 +141,16 @@ class Case:
 
         least = min_input_size(self)
         if size is not None and size < least:
-            raise SpecError(f"--input-size {size} is too small for {self.name}: its architecture takes at least "
-                            f"{least} ({'image side' if isinstance(self.input, ImageInput) else 'tokens'})")
+            raise SpecError(
+                f"--input-size {size} is too small for {self.name}: its architecture takes at least "
+                f"{least} ({'image side' if isinstance(self.input, ImageInput) else 'tokens'})"
+            )
         own = self.input.size if isinstance(self.input, ImageInput) else getattr(self.input, "seq_len", None)
         if size is not None and own is not None and size > own:  # it shrinks the input: larger is a typo
-            raise SpecError(f"--input-size {size} is larger than {self.name}'s own input ({own}): it only shrinks "
-                            "the image side or sequence length")
+            raise SpecError(
+                f"--input-size {size} is larger than {self.name}'s own input ({own}): it only shrinks "
+                "the image side or sequence length"
+            )
 
     def train_flops_per_sample(self, input_size: int | None = None) -> float:
         """Training FLOPs of one sample at the case's input or `input_size` (cases/flops.py)."""

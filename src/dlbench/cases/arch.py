@@ -150,8 +150,9 @@ class FaceArch:
     sample: int = 100
 
 
-Arch = (ResNetArch | VggArch | AlexNetArch | InceptionArch | BertConfig | GptConfig | LlamaConfig | WideDeepArch
-        | FaceArch)
+Arch = (
+    ResNetArch | VggArch | AlexNetArch | InceptionArch | BertConfig | GptConfig | LlamaConfig | WideDeepArch | FaceArch
+)
 
 LossKind = Literal["softmax_ce", "mlm_nsp", "causal_lm", "bce", "arcface"]
 
@@ -166,5 +167,19 @@ class Loss:
     aux_weight: float = 0.0
 
 
-__all__ = ["POOL", "AlexNetArch", "Arch", "BertConfig", "ConvLayer", "FaceArch", "GptConfig", "InceptionArch",
-           "LlamaConfig", "Loss", "LossKind", "ResNetArch", "VggArch", "WideDeepArch"]
+__all__ = [
+    "POOL",
+    "AlexNetArch",
+    "Arch",
+    "BertConfig",
+    "ConvLayer",
+    "FaceArch",
+    "GptConfig",
+    "InceptionArch",
+    "LlamaConfig",
+    "Loss",
+    "LossKind",
+    "ResNetArch",
+    "VggArch",
+    "WideDeepArch",
+]

@@ -29,8 +29,10 @@ from dlbench.spec import SpecError
 
 # DLPerf's Max num_classes table (seed 003): (nodes, devices per node) -> (OneFlow, MXNet/insightface), batch 64
 # per device, FP16, model parallel and Partial FC on, V100-SXM2-16GB.
-DLPERF_MAX_CLASSES: dict[tuple[int, int], tuple[int, int]] = {(1, 1): (2_000_000, 1_800_000),
-                                                              (1, 8): (13_500_000, 12_000_000)}
+DLPERF_MAX_CLASSES: dict[tuple[int, int], tuple[int, int]] = {
+    (1, 1): (2_000_000, 1_800_000),
+    (1, 8): (13_500_000, 12_000_000),
+}
 # The classifier modes by name -> (model_parallel, sample percent).
 MODES: dict[str, tuple[int, int]] = {"full": (0, 100), "model_parallel": (1, 100), "partial_fc": (1, 10)}
 
@@ -64,8 +66,13 @@ def features(a: FaceArch) -> int:
 
 def param_count(a: FaceArch) -> int:
     """Trainable parameters, from the formula in this module's docstring."""
-    return backbone_params(a.backbone) + features(a) * a.embedding + a.embedding + 2 * a.embedding \
+    return (
+        backbone_params(a.backbone)
+        + features(a) * a.embedding
+        + a.embedding
+        + 2 * a.embedding
         + a.embedding * a.classes
+    )
 
 
 def sampled_classes(a: FaceArch, shard: int) -> int:
@@ -86,8 +93,9 @@ def _configured(case: Case) -> Case:
     sample = case.param("sample")
     if not 1 <= sample <= 100:
         raise SpecError(f"{case.name}: sample is a percent of the classes, 1 to 100; got {sample}")
-    arch = dataclasses.replace(face_arch(case), classes=case.param("classes"),
-                               model_parallel=case.param("model_parallel") == 1, sample=sample)
+    arch = dataclasses.replace(
+        face_arch(case), classes=case.param("classes"), model_parallel=case.param("model_parallel") == 1, sample=sample
+    )
     if sample < 100 and not arch.model_parallel:
         raise SpecError(f"{case.name}: Partial FC samples each rank's shard: set model_parallel=1 with sample<100")
     image = dataclasses.replace(case.input, classes=arch.classes) if isinstance(case.input, ImageInput) else case.input
@@ -97,21 +105,53 @@ def _configured(case: Case) -> Case:
 register_forward_flops(FaceArch, forward_flops)
 _ARCH = FaceArch()
 
-CASE = register(Case(
-    name="face", title="Face recognition (ArcFace, ResNet-50)", task="face_recognition",
-    input=ImageInput(size=112, classes=_ARCH.classes),
-    optimizer=Optimizer("sgd", lr=0.1, momentum=0.9, weight_decay=5e-4, lr_ref_batch=512),
-    param_count=param_count(_ARCH), batch_fixed=64, batch_cpu=8, arch=_ARCH, loss=Loss("arcface"),
-    aliases=("insightface", "arcface"), derive=_configured,
-    params=(CaseParam("classes", _ARCH.classes, "identities the classifier holds (MS1MV2's 85,742 by default)",
-                      search=(1_000, 100_000_000, 1_000)),
-            CaseParam("model_parallel", 0, "1: split the classifier by classes across the ranks, features "
-                      "all-gathered, softmax across ranks; 0: the whole classifier on every rank", choices=(0, 1),
-                      splits_model=True),
-            CaseParam("sample", 100, "percent of each rank's classes a step uses (Partial FC: 10, with "
-                      "model_parallel=1); 100: all")),
-    notes="InsightFace's arcface_torch recipe: ArcFace m 0.5 s 64, SGD momentum 0.9 lr 0.1 wd 5e-4, 112x112.",
-))
+CASE = register(
+    Case(
+        name="face",
+        title="Face recognition (ArcFace, ResNet-50)",
+        task="face_recognition",
+        input=ImageInput(size=112, classes=_ARCH.classes),
+        optimizer=Optimizer("sgd", lr=0.1, momentum=0.9, weight_decay=5e-4, lr_ref_batch=512),
+        param_count=param_count(_ARCH),
+        batch_fixed=64,
+        batch_cpu=8,
+        arch=_ARCH,
+        loss=Loss("arcface"),
+        aliases=("insightface", "arcface"),
+        derive=_configured,
+        params=(
+            CaseParam(
+                "classes",
+                _ARCH.classes,
+                "identities the classifier holds (MS1MV2's 85,742 by default)",
+                search=(1_000, 100_000_000, 1_000),
+            ),
+            CaseParam(
+                "model_parallel",
+                0,
+                "1: split the classifier by classes across the ranks, features "
+                "all-gathered, softmax across ranks; 0: the whole classifier on every rank",
+                choices=(0, 1),
+                splits_model=True,
+            ),
+            CaseParam(
+                "sample",
+                100,
+                "percent of each rank's classes a step uses (Partial FC: 10, with model_parallel=1); 100: all",
+            ),
+        ),
+        notes="InsightFace's arcface_torch recipe: ArcFace m 0.5 s 64, SGD momentum 0.9 lr 0.1 wd 5e-4, 112x112.",
+    )
+)
 
-__all__ = ["CASE", "DLPERF_MAX_CLASSES", "MODES", "backbone_params", "face_arch", "features", "forward_flops",
-           "param_count", "sampled_classes"]
+__all__ = [
+    "CASE",
+    "DLPERF_MAX_CLASSES",
+    "MODES",
+    "backbone_params",
+    "face_arch",
+    "features",
+    "forward_flops",
+    "param_count",
+    "sampled_classes",
+]

@@ -38,8 +38,9 @@ class _Count:
     padded: bool = True
     macs: int = 0
 
-    def conv(self, cin: int, cout: int, side: int, k: int | tuple[int, int], stride: int = 1,
-             pad: int | tuple[int, int] = 0) -> int:
+    def conv(
+        self, cin: int, cout: int, side: int, k: int | tuple[int, int], stride: int = 1, pad: int | tuple[int, int] = 0
+    ) -> int:
         """Add one square-input convolution (kernel k or (kh, kw), padding p or (ph, pw)); its output side."""
         kh, kw = (k, k) if isinstance(k, int) else k
         ph, pw = (pad, pad) if isinstance(pad, int) else pad
@@ -168,10 +169,12 @@ def _bert(a: BertConfig, seq: int, predictions: int) -> int:
     if seq > a.max_position_embeddings:
         raise SpecError(f"sequence {seq} is longer than BERT's {a.max_position_embeddings} positions")
     c, h = _Count(), a.hidden_size
-    per_layer = (seq * h * 3 * h  # fused query, key, value
-                 + 2 * seq * seq * h  # scores Q K^T and the weighted values, over all heads
-                 + seq * h * h  # attention output
-                 + 2 * seq * h * a.intermediate_size)  # the feed-forward's two layers
+    per_layer = (
+        seq * h * 3 * h  # fused query, key, value
+        + 2 * seq * seq * h  # scores Q K^T and the weighted values, over all heads
+        + seq * h * h  # attention output
+        + 2 * seq * h * a.intermediate_size
+    )  # the feed-forward's two layers
     c.macs += a.num_layers * per_layer
     c.linear(h, h)  # pooler, on [CLS]
     c.linear(h, 2)  # next-sentence head
@@ -223,5 +226,14 @@ def train_flops_per_sample(case: Case, input_size: int | None = None) -> float:
     return TRAIN_FACTOR * forward_flops_per_sample(case, input_size)
 
 
-__all__ = ["BACKWARD_FACTOR", "FORWARD_COUNTERS", "TRAIN_FACTOR", "forward_flops_per_sample", "forward_macs",
-           "masked_predictions", "register_forward_flops", "resnet_macs", "train_flops_per_sample"]
+__all__ = [
+    "BACKWARD_FACTOR",
+    "FORWARD_COUNTERS",
+    "TRAIN_FACTOR",
+    "forward_flops_per_sample",
+    "forward_macs",
+    "masked_predictions",
+    "register_forward_flops",
+    "resnet_macs",
+    "train_flops_per_sample",
+]

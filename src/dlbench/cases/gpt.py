@@ -43,15 +43,32 @@ def _sized(case: Case) -> Case:
     return dataclasses.replace(case, arch=arch, param_count=param_count(arch))
 
 
-CASE = register(Case(
-    name="gpt2_small", title="GPT-2 small", task="causal_lm",
-    input=TextInput(seq_len=1024, vocab=50257), optimizer=Optimizer("adamw", lr=6e-4, weight_decay=0.1),
-    param_count=124_439_808, batch_fixed=8, batch_cpu=1, arch=SIZES[124], loss=Loss("causal_lm"),
-    aliases=("gpt2",), derive=_sized,
-    params=(CaseParam("size", 124, "family member by parameters in millions: 124 (GPT-2 small), 350, 760, 1300 "
-                      "(Megatron/GPT-3 names), 774, 1558 (GPT-2 large, XL)", choices=tuple(SIZES)),),
-    notes="Megatron-LM's GPT-2 recipe: lr 6e-4, weight decay 0.1 (on every parameter here), dropout 0.1.",
-))
+CASE = register(
+    Case(
+        name="gpt2_small",
+        title="GPT-2 small",
+        task="causal_lm",
+        input=TextInput(seq_len=1024, vocab=50257),
+        optimizer=Optimizer("adamw", lr=6e-4, weight_decay=0.1),
+        param_count=124_439_808,
+        batch_fixed=8,
+        batch_cpu=1,
+        arch=SIZES[124],
+        loss=Loss("causal_lm"),
+        aliases=("gpt2",),
+        derive=_sized,
+        params=(
+            CaseParam(
+                "size",
+                124,
+                "family member by parameters in millions: 124 (GPT-2 small), 350, 760, 1300 "
+                "(Megatron/GPT-3 names), 774, 1558 (GPT-2 large, XL)",
+                choices=tuple(SIZES),
+            ),
+        ),
+        notes="Megatron-LM's GPT-2 recipe: lr 6e-4, weight decay 0.1 (on every parameter here), dropout 0.1.",
+    )
+)
 
 
 # The family (#23): DLPerf's shapes as parameters, GPT-2 small's as defaults. One sequence fills the learned
@@ -66,28 +83,42 @@ def _shaped(case: Case) -> Case:
     if "heads" not in dict(case.values):  # not given: heads of 64, as GPT-2 has them (12 at width 768)
         heads = max(1, hidden // HEAD_SIZE)
     if hidden % heads:
-        raise SpecError(f"case {case.name}: hidden ({hidden}) must be a multiple of heads ({heads}); set --param "
-                        "heads")
+        raise SpecError(f"case {case.name}: hidden ({hidden}) must be a multiple of heads ({heads}); set --param heads")
     arch = GptConfig(vocab_size=vocab, hidden_size=hidden, num_layers=layers, num_heads=heads, max_positions=seq)
-    return dataclasses.replace(case, arch=arch, param_count=param_count(arch),
-                               input=TextInput(seq_len=seq, vocab=vocab))
+    return dataclasses.replace(
+        case, arch=arch, param_count=param_count(arch), input=TextInput(seq_len=seq, vocab=vocab)
+    )
 
 
-FAMILY = register(Case(
-    name="gpt", title="GPT", task="causal_lm",
-    input=TextInput(seq_len=1024, vocab=50257), optimizer=Optimizer("adamw", lr=6e-4, weight_decay=0.1),
-    param_count=param_count(GptConfig()), batch_fixed=8, batch_cpu=1, arch=GptConfig(), loss=Loss("causal_lm"),
-    derive=_shaped,
-    params=(CaseParam("hidden", 768, "width of the decoder (DLPerf: 768, 1536, 2304, 3072)"),
+FAMILY = register(
+    Case(
+        name="gpt",
+        title="GPT",
+        task="causal_lm",
+        input=TextInput(seq_len=1024, vocab=50257),
+        optimizer=Optimizer("adamw", lr=6e-4, weight_decay=0.1),
+        param_count=param_count(GptConfig()),
+        batch_fixed=8,
+        batch_cpu=1,
+        arch=GptConfig(),
+        loss=Loss("causal_lm"),
+        derive=_shaped,
+        params=(
+            CaseParam("hidden", 768, "width of the decoder (DLPerf: 768, 1536, 2304, 3072)"),
             CaseParam("layers", 12, "decoder layers (DLPerf: 12, 16, 24, 32)"),
-            CaseParam("heads", 12, "attention heads; hidden must be a multiple; not given: hidden / 64 "
-                      "(DLPerf: 12, 16, 24, 32)"),
+            CaseParam(
+                "heads",
+                12,
+                "attention heads; hidden must be a multiple; not given: hidden / 64 (DLPerf: 12, 16, 24, 32)",
+            ),
             CaseParam("seq", 1024, "tokens per sequence, = learned positions (DLPerf: 2048)"),
-            CaseParam("vocab", 50257, "vocabulary size (DLPerf: 51200)")),
-    notes="A GPT-2 decoder of any shape (DLPerf's GPT study: 117M to 3.5B), trained with Megatron-LM's GPT-2 "
-          "recipe; the parallel layout is the point's (--tensor-parallel, --pipeline-parallel, --micro-batches, "
-          "--recompute).",
-))
+            CaseParam("vocab", 50257, "vocabulary size (DLPerf: 51200)"),
+        ),
+        notes="A GPT-2 decoder of any shape (DLPerf's GPT study: 117M to 3.5B), trained with Megatron-LM's GPT-2 "
+        "recipe; the parallel layout is the point's (--tensor-parallel, --pipeline-parallel, --micro-batches, "
+        "--recompute).",
+    )
+)
 
 
 def gpt_arch(case: Case) -> GptConfig:
@@ -166,8 +197,9 @@ def tokens_per_sample(model: str, input_size: int | None = None, params: dict[st
     return input_size or (seq if (seq := dict(params or {}).get("seq")) else case.input.seq_len)
 
 
-def lm_rates(model: str, params: dict[str, int], input_size: int | None,
-             samples_per_s: float) -> tuple[float, float] | None:
+def lm_rates(
+    model: str, params: dict[str, int], input_size: int | None, samples_per_s: float
+) -> tuple[float, float] | None:
     """(tokens/s, achieved TFLOP/s by its family's formula: Megatron-LM's for GPT) of a causal-LM point at this
     samples/s; None for any other case, or a point its case can no longer configure."""
     tokens = tokens_per_sample(model, input_size, params)
@@ -181,10 +213,22 @@ def lm_rates(model: str, params: dict[str, int], input_size: int | None,
     return samples_per_s * tokens, samples_per_s * flops / 1e12
 
 
-__all__ = ["CASE", "FAMILY", "FAMILY_DEFAULTS", "SIZES", "GptConfig", "flop_label", "gpt_arch",
-           "hardware_ratio",
-           "layout_flops_per_sample", "lm_rates", "megatron_flops_per_sample", "param_count", "sequence_length",
-           "tokens_per_sample"]
+__all__ = [
+    "CASE",
+    "FAMILY",
+    "FAMILY_DEFAULTS",
+    "SIZES",
+    "GptConfig",
+    "flop_label",
+    "gpt_arch",
+    "hardware_ratio",
+    "layout_flops_per_sample",
+    "lm_rates",
+    "megatron_flops_per_sample",
+    "param_count",
+    "sequence_length",
+    "tokens_per_sample",
+]
 
 
 # The case's model-FLOPs count is the Megatron-LM formula without recomputation (3x the forward pass); torch's

@@ -26,12 +26,14 @@ FLOP_CONVENTION = "6N + 6 l s H d per token (causal attention counted as half, a
 
 # Shapes from the models' configuration files (Hugging Face meta-llama/Llama-3.1-8B and Llama-3.2-1B config.json).
 LLAMA3_8B = LlamaConfig()  # 8,030,261,248 parameters
-LLAMA3_1B = LlamaConfig(hidden_size=2048, num_layers=16, num_heads=32, num_kv_heads=8, ffn_size=8192,
-                        tied_embeddings=True)  # 1,235,814,400 parameters
+LLAMA3_1B = LlamaConfig(
+    hidden_size=2048, num_layers=16, num_heads=32, num_kv_heads=8, ffn_size=8192, tied_embeddings=True
+)  # 1,235,814,400 parameters
 # A shape this CPU trains in seconds that still splits every way the layouts do: 8 heads over 4 key/value heads
 # (tensor parallel up to 4), 4 layers (up to 4 pipeline stages), a sequence of 64 (sequence parallel up to 4).
-LLAMA_TINY = LlamaConfig(vocab_size=1024, hidden_size=128, num_layers=4, num_heads=8, num_kv_heads=4, ffn_size=352,
-                         max_positions=64)
+LLAMA_TINY = LlamaConfig(
+    vocab_size=1024, hidden_size=128, num_layers=4, num_heads=8, num_kv_heads=4, ffn_size=352, max_positions=64
+)
 
 PARAM_NAMES = ("hidden", "layers", "heads", "kv_heads", "ffn", "vocab", "seq", "tied")
 
@@ -71,34 +73,57 @@ def _config(case: Case) -> LlamaConfig:
     if hidden % heads:
         raise SpecError(f"case {case.name}: hidden ({hidden}) must be a multiple of heads ({heads})")
     if heads % kv:
-        raise SpecError(f"case {case.name}: heads ({heads}) must be a multiple of kv_heads ({kv}): each key/value "
-                        "head serves a whole group of query heads")
+        raise SpecError(
+            f"case {case.name}: heads ({heads}) must be a multiple of kv_heads ({kv}): each key/value "
+            "head serves a whole group of query heads"
+        )
     if (hidden // heads) % 2:
-        raise SpecError(f"case {case.name}: the head width hidden / heads ({hidden // heads}) must be even: rotary "
-                        "embedding turns pairs of channels")
+        raise SpecError(
+            f"case {case.name}: the head width hidden / heads ({hidden // heads}) must be even: rotary "
+            "embedding turns pairs of channels"
+        )
     arch = llama_arch(case)
-    return dataclasses.replace(arch, vocab_size=vocab, hidden_size=hidden, num_layers=layers, num_heads=heads,
-                               num_kv_heads=kv, ffn_size=ffn, max_positions=seq, tied_embeddings=bool(tied))
+    return dataclasses.replace(
+        arch,
+        vocab_size=vocab,
+        hidden_size=hidden,
+        num_layers=layers,
+        num_heads=heads,
+        num_kv_heads=kv,
+        ffn_size=ffn,
+        max_positions=seq,
+        tied_embeddings=bool(tied),
+    )
 
 
 def _shaped(case: Case) -> Case:
     """The member at its parameters: architecture, parameter count and input."""
     arch = _config(case)
-    return dataclasses.replace(case, arch=arch, param_count=param_count(arch),
-                               input=TextInput(seq_len=arch.max_positions, vocab=arch.vocab_size))
+    return dataclasses.replace(
+        case,
+        arch=arch,
+        param_count=param_count(arch),
+        input=TextInput(seq_len=arch.max_positions, vocab=arch.vocab_size),
+    )
 
 
 def _params(a: LlamaConfig) -> tuple[CaseParam, ...]:
     """The family's parameters with this member's shape as their defaults."""
-    return (CaseParam("hidden", a.hidden_size, "width of the decoder (8B: 4096, 1B: 2048)"),
-            CaseParam("layers", a.num_layers, "decoder layers (8B: 32, 1B: 16)"),
-            CaseParam("heads", a.num_heads, "query heads; hidden must be a multiple (8B and 1B: 32)"),
-            CaseParam("kv_heads", a.num_kv_heads, "key/value heads of grouped-query attention; divides heads (8)"),
-            CaseParam("ffn", a.ffn_size, "SwiGLU width (8B: 14336, 1B: 8192)"),
-            CaseParam("vocab", a.vocab_size, "vocabulary size (Llama 3: 128256)"),
-            CaseParam("seq", a.max_positions, "tokens per sequence (Llama 3 pretraining: 8192)"),
-            CaseParam("tied", int(a.tied_embeddings), "1: the LM head is the token embedding (1B), 0: its own (8B)",
-                      choices=(0, 1)))
+    return (
+        CaseParam("hidden", a.hidden_size, "width of the decoder (8B: 4096, 1B: 2048)"),
+        CaseParam("layers", a.num_layers, "decoder layers (8B: 32, 1B: 16)"),
+        CaseParam("heads", a.num_heads, "query heads; hidden must be a multiple (8B and 1B: 32)"),
+        CaseParam("kv_heads", a.num_kv_heads, "key/value heads of grouped-query attention; divides heads (8)"),
+        CaseParam("ffn", a.ffn_size, "SwiGLU width (8B: 14336, 1B: 8192)"),
+        CaseParam("vocab", a.vocab_size, "vocabulary size (Llama 3: 128256)"),
+        CaseParam("seq", a.max_positions, "tokens per sequence (Llama 3 pretraining: 8192)"),
+        CaseParam(
+            "tied",
+            int(a.tied_embeddings),
+            "1: the LM head is the token embedding (1B), 0: its own (8B)",
+            choices=(0, 1),
+        ),
+    )
 
 
 # Llama 3's pretraining recipe (Grattafiori et al. 2024, section 3.4.1): AdamW, peak lr 3e-4 (8B), weight decay 0.1.
@@ -107,25 +132,74 @@ OPTIMIZER = Optimizer("adamw", lr=3e-4, weight_decay=0.1)
 
 def _member(name: str, title: str, arch: LlamaConfig, batch_fixed: int, batch_cpu: int, notes: str) -> Case:
     """Register one member of the family: its shape as parameter defaults, its exact count."""
-    return register(Case(
-        name=name, title=title, task="causal_lm", input=TextInput(seq_len=arch.max_positions, vocab=arch.vocab_size),
-        optimizer=OPTIMIZER, param_count=param_count(arch), batch_fixed=batch_fixed, batch_cpu=batch_cpu, arch=arch,
-        loss=Loss("causal_lm"), derive=_shaped, params=_params(arch), notes=notes))
+    return register(
+        Case(
+            name=name,
+            title=title,
+            task="causal_lm",
+            input=TextInput(seq_len=arch.max_positions, vocab=arch.vocab_size),
+            optimizer=OPTIMIZER,
+            param_count=param_count(arch),
+            batch_fixed=batch_fixed,
+            batch_cpu=batch_cpu,
+            arch=arch,
+            loss=Loss("causal_lm"),
+            derive=_shaped,
+            params=_params(arch),
+            notes=notes,
+        )
+    )
 
 
-FAMILY = _member("llama", "Llama", LLAMA3_8B, 1, 1,
-                 "A Llama-3-style decoder of any shape (--param hidden=... layers=...), Llama 3.1 8B's by default; "
-                 "the layout is the point's (--fsdp, --tensor-parallel with sequence parallel, --pipeline-parallel).")
-LLAMA3_8B_CASE = _member("llama3_8b", "Llama 3.1 8B", LLAMA3_8B, 1, 1,
-                         "Llama 3.1 8B's shape (untied head), trained at sequence 8192 as torchtitan's recipe does; "
-                         "RoPE without 3.1's long-context frequency scaling (same FLOPs and parameters).")
-LLAMA3_1B_CASE = _member("llama3_1b", "Llama 3.2 1B", LLAMA3_1B, 2, 1,
-                         "Llama 3.2 1B's shape (head tied to the token embedding) at sequence 8192.")
-TINY = _member("llama_tiny", "Llama tiny", LLAMA_TINY, 8, 8,
-               "A 1M-parameter Llama for CPU tests of every layout (up to 4 tensor ranks or pipeline stages).")
+FAMILY = _member(
+    "llama",
+    "Llama",
+    LLAMA3_8B,
+    1,
+    1,
+    "A Llama-3-style decoder of any shape (--param hidden=... layers=...), Llama 3.1 8B's by default; "
+    "the layout is the point's (--fsdp, --tensor-parallel with sequence parallel, --pipeline-parallel).",
+)
+LLAMA3_8B_CASE = _member(
+    "llama3_8b",
+    "Llama 3.1 8B",
+    LLAMA3_8B,
+    1,
+    1,
+    "Llama 3.1 8B's shape (untied head), trained at sequence 8192 as torchtitan's recipe does; "
+    "RoPE without 3.1's long-context frequency scaling (same FLOPs and parameters).",
+)
+LLAMA3_1B_CASE = _member(
+    "llama3_1b",
+    "Llama 3.2 1B",
+    LLAMA3_1B,
+    2,
+    1,
+    "Llama 3.2 1B's shape (head tied to the token embedding) at sequence 8192.",
+)
+TINY = _member(
+    "llama_tiny",
+    "Llama tiny",
+    LLAMA_TINY,
+    8,
+    8,
+    "A 1M-parameter Llama for CPU tests of every layout (up to 4 tensor ranks or pipeline stages).",
+)
 
 
-__all__ = ["FAMILY", "FLOP_CONVENTION", "LLAMA3_1B", "LLAMA3_8B", "LLAMA_TINY", "OPTIMIZER", "PARAM_NAMES", "TINY",
-           "flops_per_sample", "llama_arch", "matmul_params", "param_count"]
+__all__ = [
+    "FAMILY",
+    "FLOP_CONVENTION",
+    "LLAMA3_1B",
+    "LLAMA3_8B",
+    "LLAMA_TINY",
+    "OPTIMIZER",
+    "PARAM_NAMES",
+    "TINY",
+    "flops_per_sample",
+    "llama_arch",
+    "matmul_params",
+    "param_count",
+]
 
 register_forward_flops(LlamaConfig, lambda case, input_size: flops_per_sample(case, input_size) / 3.0)

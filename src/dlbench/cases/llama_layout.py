@@ -13,8 +13,10 @@ from dlbench.cases.arch import LlamaConfig
 from dlbench.spec import PointSpec
 
 FSDP_FRAMEWORKS: tuple[str, ...] = ("torch",)
-CP_CUDA_ONLY = ("--context-parallel needs CUDA attention kernels (torch's context parallel runs ring attention "
-                "over the flash, memory-efficient and cuDNN kernels only): GPU only, not on the CPU")
+CP_CUDA_ONLY = (
+    "--context-parallel needs CUDA attention kernels (torch's context parallel runs ring attention "
+    "over the flash, memory-efficient and cuDNN kernels only): GPU only, not on the CPU"
+)
 
 
 def _shape_refusal(a: LlamaConfig, tensor: int, pipeline: int, seq: int) -> str | None:
@@ -22,8 +24,10 @@ def _shape_refusal(a: LlamaConfig, tensor: int, pipeline: int, seq: int) -> str 
     if a.num_heads % tensor:
         return f"{a.num_heads} query heads do not split over {tensor} tensor-parallel ranks"
     if a.num_kv_heads % tensor:
-        return (f"{a.num_kv_heads} key/value heads do not split over {tensor} tensor-parallel ranks (each rank "
-                "keeps whole groups of grouped-query attention)")
+        return (
+            f"{a.num_kv_heads} key/value heads do not split over {tensor} tensor-parallel ranks (each rank "
+            "keeps whole groups of grouped-query attention)"
+        )
     if a.ffn_size % tensor:
         return f"the SwiGLU's {a.ffn_size} units do not split over {tensor} tensor-parallel ranks"
     if a.vocab_size % tensor:
@@ -42,22 +46,30 @@ def llama_layout_refusal(spec: PointSpec) -> str | None:
     if spec.context_parallel > 1:
         if spec.device != "cuda":
             return CP_CUDA_ONLY
-        return ("--context-parallel is not wired in dlbench yet (torch.distributed.tensor.experimental."
-                "context_parallel on a cp mesh dimension): leave it at 1")
+        return (
+            "--context-parallel is not wired in dlbench yet (torch.distributed.tensor.experimental."
+            "context_parallel on a cp mesh dimension): leave it at 1"
+        )
     llama = isinstance(case.arch, LlamaConfig)
     if spec.fsdp and not llama:
         return f"--fsdp is wired for the llama cases only, not {case.name}: use --strategy ddp or a split layout"
     if spec.fsdp and spec.framework not in FSDP_FRAMEWORKS:
-        return (f"--fsdp is wired for {', '.join(FSDP_FRAMEWORKS)} only (FSDP2), not {spec.framework}: JAX's fsdp "
-                "mesh axis (backends/jax/llama_mesh.py) is not selectable from a point yet")
+        return (
+            f"--fsdp is wired for {', '.join(FSDP_FRAMEWORKS)} only (FSDP2), not {spec.framework}: JAX's fsdp "
+            "mesh axis (backends/jax/llama_mesh.py) is not selectable from a point yet"
+        )
     if spec.fsdp and spec.layout.data == 1:
-        return (f"--fsdp shards over the data-parallel ranks and this layout has one ({spec.world_size} device(s) "
-                "/ tensor x pipeline): use more devices")
+        return (
+            f"--fsdp shards over the data-parallel ranks and this layout has one ({spec.world_size} device(s) "
+            "/ tensor x pipeline): use more devices"
+        )
     if not llama or not (spec.fsdp or spec.layout.splits_model):
         return None
     if spec.strategy != "none":
-        return ("FSDP2 keeps a llama point's data-parallel replicas in step (--fsdp, or with a split layout): "
-                "leave --strategy at none")
+        return (
+            "FSDP2 keeps a llama point's data-parallel replicas in step (--fsdp, or with a split layout): "
+            "leave --strategy at none"
+        )
     if spec.compile:
         return "torch.compile of a sharded or split llama is not wired: drop --compile"
     assert isinstance(case.arch, LlamaConfig)

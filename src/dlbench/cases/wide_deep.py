@@ -76,16 +76,47 @@ def _at_vocab(case: Case) -> Case:
 register_forward_flops(WideDeepArch, forward_flops)
 _ARCH = WideDeepArch()
 
-CASE = register(Case(
-    name="wide_deep", title="Wide & Deep", task="ctr", input=CtrInput(),
-    optimizer=Optimizer("adam", lr=1e-3), param_count=param_count(_ARCH, CtrInput()),
-    batch_fixed=16384, batch_cpu=512, arch=_ARCH, loss=Loss("bce"), aliases=("wdl",), derive=_at_vocab,
-    params=(CaseParam("vocab", _ARCH.vocab, "embedding vocabulary (wide and deep tables), e.g. 3.2M",
-                      search=(100_000, 1_638_400_000, 100_000)),
-            CaseParam("sparse", 1, "1: sparse embedding gradients and a sparse-aware optimizer where the "
-                      "framework has them; 0: dense gradients over the whole table", choices=(0, 1))),
-    notes="OneFlow-WDL as DLPerf ran it: 7 x 1024 ReLU layers, dropout 0.5, embedding 32, lazy Adam lr 0.001.",
-))
+CASE = register(
+    Case(
+        name="wide_deep",
+        title="Wide & Deep",
+        task="ctr",
+        input=CtrInput(),
+        optimizer=Optimizer("adam", lr=1e-3),
+        param_count=param_count(_ARCH, CtrInput()),
+        batch_fixed=16384,
+        batch_cpu=512,
+        arch=_ARCH,
+        loss=Loss("bce"),
+        aliases=("wdl",),
+        derive=_at_vocab,
+        params=(
+            CaseParam(
+                "vocab",
+                _ARCH.vocab,
+                "embedding vocabulary (wide and deep tables), e.g. 3.2M",
+                search=(100_000, 1_638_400_000, 100_000),
+            ),
+            CaseParam(
+                "sparse",
+                1,
+                "1: sparse embedding gradients and a sparse-aware optimizer where the "
+                "framework has them; 0: dense gradients over the whole table",
+                choices=(0, 1),
+            ),
+        ),
+        notes="OneFlow-WDL as DLPerf ran it: 7 x 1024 ReLU layers, dropout 0.5, embedding 32, lazy Adam lr 0.001.",
+    )
+)
 
-__all__ = ["CASE", "DLPERF_VOCABS", "WideDeepArch", "ctr_input", "deep_input_width", "forward_flops", "param_count",
-           "sparse_embeddings", "wide_deep_arch"]
+__all__ = [
+    "CASE",
+    "DLPERF_VOCABS",
+    "WideDeepArch",
+    "ctr_input",
+    "deep_input_width",
+    "forward_flops",
+    "param_count",
+    "sparse_embeddings",
+    "wide_deep_arch",
+]

@@ -34,8 +34,9 @@ def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_version,
-              help="Show the version and exit.")
+@click.option(
+    "--version", is_flag=True, expose_value=False, is_eager=True, callback=_version, help="Show the version and exit."
+)
 def cli() -> None:
     """Measure how fast deep-learning frameworks train the standard models, one protocol for all."""
 
@@ -43,37 +44,77 @@ def cli() -> None:
 # Each sub-command: its name, where it lives, and the first sentence of its help (what `dlbench --help` lists;
 # tests/unit/cli/test_startup.py checks it against the command).
 COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("run", "dlbench.cli.run:run",
-     "Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."),
-    ("setup", "dlbench.cli.setup:setup",
-     ("Create or reuse one environment per framework under $DLBENCH_HOME/envs (e.g. `dlbench setup jax "
-     "tf`), or register an interpreter that has it (--existing).")),
-    ("list", "dlbench.cli.info:list_cmd",
-     ("Cases with their parameter counts, and frameworks: installed or not, which version, CPU or GPU "
-     "build, which Python (or the range it needs), where, which cases.")),
-    ("env", "dlbench.cli.info:env",
-     "The environment the store would record (the framework's own keys are added by its worker)."),
-    ("results", "dlbench.cli.results:results",
-     "Show stored runs and points (RUN_ID prefixes work)."),
-    ("sweep", "dlbench.cli.sweep:sweep",
-     "Run a suite (built-in name or YAML file) as one resumable run; Ctrl-C keeps every finished point."),
-    ("data", "dlbench.cli.data:data",
-     "Make real data locally (nothing is downloaded): ImageNet-layout JPEGs, BERT samples."),
-    ("report", "dlbench.cli.report:report",
-     "Write a report of stored runs: tables per model, charts, published figures (RUN_ID prefixes work)."),
-    ("compare", "dlbench.cli.compare:compare",
-     "Compare run B with run A point by point (RUN_ID prefixes work)."),
-    ("reference", "dlbench.cli.reference:reference_cmd",
-     "Published training-throughput figures from the seed studies (DLPerf, Paddle, tf_cnn_benchmarks)."),
-    ("store", "dlbench.cli.store:store_cmd",
-     "Share results: copy runs to and from another store (a PostgreSQL server or a SQLite file)."),
-    ("history", "dlbench.cli.history:history",
-     ("Throughput of each configuration over time and framework versions; regressions and improvements are "
-     "called with the test `dlbench compare` uses.")),
-    ("rerun", "dlbench.cli.rerun:rerun",
-     "Measure RUN's configurations again here, store them as a new run and compare it with RUN."),
-    ("reproduce", "dlbench.cli.reproduce:reproduce",
-     "How a stored point (or run) was made: command, package lock, host; --run measures it again beside it."),
+    (
+        "run",
+        "dlbench.cli.run:run",
+        "Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick).",
+    ),
+    (
+        "setup",
+        "dlbench.cli.setup:setup",
+        (
+            "Create or reuse one environment per framework under $DLBENCH_HOME/envs (e.g. `dlbench setup jax "
+            "tf`), or register an interpreter that has it (--existing)."
+        ),
+    ),
+    (
+        "list",
+        "dlbench.cli.info:list_cmd",
+        (
+            "Cases with their parameter counts, and frameworks: installed or not, which version, CPU or GPU "
+            "build, which Python (or the range it needs), where, which cases."
+        ),
+    ),
+    (
+        "env",
+        "dlbench.cli.info:env",
+        "The environment the store would record (the framework's own keys are added by its worker).",
+    ),
+    ("results", "dlbench.cli.results:results", "Show stored runs and points (RUN_ID prefixes work)."),
+    (
+        "sweep",
+        "dlbench.cli.sweep:sweep",
+        "Run a suite (built-in name or YAML file) as one resumable run; Ctrl-C keeps every finished point.",
+    ),
+    (
+        "data",
+        "dlbench.cli.data:data",
+        "Make real data locally (nothing is downloaded): ImageNet-layout JPEGs, BERT samples.",
+    ),
+    (
+        "report",
+        "dlbench.cli.report:report",
+        "Write a report of stored runs: tables per model, charts, published figures (RUN_ID prefixes work).",
+    ),
+    ("compare", "dlbench.cli.compare:compare", "Compare run B with run A point by point (RUN_ID prefixes work)."),
+    (
+        "reference",
+        "dlbench.cli.reference:reference_cmd",
+        "Published training-throughput figures from the seed studies (DLPerf, Paddle, tf_cnn_benchmarks).",
+    ),
+    (
+        "store",
+        "dlbench.cli.store:store_cmd",
+        "Share results: copy runs to and from another store (a PostgreSQL server or a SQLite file).",
+    ),
+    (
+        "history",
+        "dlbench.cli.history:history",
+        (
+            "Throughput of each configuration over time and framework versions; regressions and improvements are "
+            "called with the test `dlbench compare` uses."
+        ),
+    ),
+    (
+        "rerun",
+        "dlbench.cli.rerun:rerun",
+        "Measure RUN's configurations again here, store them as a new run and compare it with RUN.",
+    ),
+    (
+        "reproduce",
+        "dlbench.cli.reproduce:reproduce",
+        "How a stored point (or run) was made: command, package lock, host; --run measures it again beside it.",
+    ),
 )
 
 

@@ -34,17 +34,35 @@ def parse_percent(text: str) -> float:
 @click.command("compare")
 @click.argument("run_a")
 @click.argument("run_b")
-@click.option("--fail-above", help="Exit 1 when a point is significantly slower in B by more than this, e.g. 5%; "
-              "exit 3 when a point's samples have under 80% power to detect it. Exit 5 (always) when the runs share "
-              "no configuration.")
-@click.option("--min-effect", default=f"{MIN_EFFECT:.0%}", show_default=True,
-              help="Smallest change that can be called faster or slower.")
+@click.option(
+    "--fail-above",
+    help="Exit 1 when a point is significantly slower in B by more than this, e.g. 5%; "
+    "exit 3 when a point's samples have under 80% power to detect it. Exit 5 (always) when the runs share "
+    "no configuration.",
+)
+@click.option(
+    "--min-effect",
+    default=f"{MIN_EFFECT:.0%}",
+    show_default=True,
+    help="Smallest change that can be called faster or slower.",
+)
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--store", "store_path", type=click.Path(), help="Result store.")
-@click.option("--wide", is_flag=True, help=f"Keep every column ({', '.join(COMPARE_OPTIONAL)} are left out where the "
-              "terminal is too narrow); outside a terminal, print the table at its full width.")
-def compare(run_a: str, run_b: str, fail_above: str | None, min_effect: str, fmt: str,
-            store_path: str | None, wide: bool = False) -> int:
+@click.option(
+    "--wide",
+    is_flag=True,
+    help=f"Keep every column ({', '.join(COMPARE_OPTIONAL)} are left out where the "
+    "terminal is too narrow); outside a terminal, print the table at its full width.",
+)
+def compare(
+    run_a: str,
+    run_b: str,
+    fail_above: str | None,
+    min_effect: str,
+    fmt: str,
+    store_path: str | None,
+    wide: bool = False,
+) -> int:
     """Compare run B with run A point by point (RUN_ID prefixes work)."""
     threshold = parse_percent(fail_above) if fail_above is not None else None
     effect = parse_percent(min_effect)
@@ -67,19 +85,27 @@ def compare(run_a: str, run_b: str, fail_above: str | None, min_effect: str, fmt
             out.print(escape(line), highlight=False)
         out.print(f"Method: {c.method}.", highlight=False)
     if not c.points:
-        err.print(f"[bold red]nothing compared:[/] runs {escape(c.run_a)} and {escape(c.run_b)} share no "
-                  "configuration (exit 5)", highlight=False)
+        err.print(
+            f"[bold red]nothing compared:[/] runs {escape(c.run_a)} and {escape(c.run_b)} share no "
+            "configuration (exit 5)",
+            highlight=False,
+        )
         return NOTHING_COMPARED_EXIT
     if threshold is not None:
         bad = c.regressions(threshold)
         if bad:
-            err.print(f"[bold red]{len(bad)} significant regression(s) over {threshold:.1%}:[/] "
-                      + ", ".join(f"{p.label} ({p.change:+.1%})" for p in bad if p.change is not None),
-                      highlight=False)
+            err.print(
+                f"[bold red]{len(bad)} significant regression(s) over {threshold:.1%}:[/] "
+                + ", ".join(f"{p.label} ({p.change:+.1%})" for p in bad if p.change is not None),
+                highlight=False,
+            )
             return 1
     blind = c.undetectable()
     if blind:
-        err.print(f"[bold yellow]{len(blind)} point(s) could not have shown the change asked about:[/] "
-                  + escape("; ".join(undetectable_lines(c))), highlight=False)
+        err.print(
+            f"[bold yellow]{len(blind)} point(s) could not have shown the change asked about:[/] "
+            + escape("; ".join(undetectable_lines(c))),
+            highlight=False,
+        )
         return UNDETECTABLE_EXIT
     return 0

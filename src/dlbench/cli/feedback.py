@@ -23,11 +23,13 @@ def busy_line(interval_s: float = 0.5) -> str | None:
         return None
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     cpus = len(me.cpu_affinity() or []) if hasattr(me, "cpu_affinity") else os.cpu_count()
-    return (f"this machine is busy: other processes use {share:.0%} of its {cpus} CPUs"
-            + (f" (load {load:.1f})" if load is not None else "")
-            + "; points measured now will be slower and marked contended. "
-            f"--wait-quiet {SUGGESTED_WAIT_S} waits up to {SUGGESTED_WAIT_S // 60} minutes before each point for it "
-            "to calm down.")
+    return (
+        f"this machine is busy: other processes use {share:.0%} of its {cpus} CPUs"
+        + (f" (load {load:.1f})" if load is not None else "")
+        + "; points measured now will be slower and marked contended. "
+        f"--wait-quiet {SUGGESTED_WAIT_S} waits up to {SUGGESTED_WAIT_S // 60} minutes before each point for it "
+        "to calm down."
+    )
 
 
 def say_busy(console: Console, wait_quiet_s: float) -> None:
@@ -41,5 +43,7 @@ def say_busy(console: Console, wait_quiet_s: float) -> None:
 
 def interrupted_line(run_id: str, command: str) -> str:
     """What `run` says on Ctrl-C: where the finished points are, and that it measures again, not resumes."""
-    return (f"interrupted: the finished points are stored in run {run_id} (dlbench results {run_id}). `dlbench run` "
-            f"does not resume: to measure the rest, run the command again: {command}")
+    return (
+        f"interrupted: the finished points are stored in run {run_id} (dlbench results {run_id}). `dlbench run` "
+        f"does not resume: to measure the rest, run the command again: {command}"
+    )

@@ -30,31 +30,68 @@ def _known(model: str | None, framework: str | None) -> tuple[list[str], list[st
 
 
 def _as_json(series: list[Series]) -> str:
-    return strict_dumps([{
-        "label": s.label, "framework": s.framework, "model": s.model, "hardware": s.hardware,
-        "points": [{"run_id": hp.point.run_id, "uid": hp.point.uid, "finished": hp.point.result.finished,
-                    "status": hp.point.result.status, "versions": hp.versions,
-                    "throughput": hp.point.result.metrics.throughput if hp.point.result.metrics else None,
-                    "ratio_vs_segment_start": hp.comparison.ratio if hp.comparison else None,
-                    "p_value": hp.comparison.p_value if hp.comparison else None, "change": hp.change,
-                    "undetectable": hp.comparison.note if hp.undetectable and hp.comparison else None}
-                   for hp in s.points]} for s in series], indent=2)
+    return strict_dumps(
+        [
+            {
+                "label": s.label,
+                "framework": s.framework,
+                "model": s.model,
+                "hardware": s.hardware,
+                "points": [
+                    {
+                        "run_id": hp.point.run_id,
+                        "uid": hp.point.uid,
+                        "finished": hp.point.result.finished,
+                        "status": hp.point.result.status,
+                        "versions": hp.versions,
+                        "throughput": hp.point.result.metrics.throughput if hp.point.result.metrics else None,
+                        "ratio_vs_segment_start": hp.comparison.ratio if hp.comparison else None,
+                        "p_value": hp.comparison.p_value if hp.comparison else None,
+                        "change": hp.change,
+                        "undetectable": hp.comparison.note if hp.undetectable and hp.comparison else None,
+                    }
+                    for hp in s.points
+                ],
+            }
+            for s in series
+        ],
+        indent=2,
+    )
 
 
 @click.command("history")
 @click.option("--model", "-m", help="Comma-separated cases. Default: all.")
 @click.option("--framework", "-f", help="Comma-separated frameworks. Default: all.")
 @click.option("--since", help="Only points from this long ago on, e.g. 30d, 12h, 2w.")
-@click.option("--min-effect", default=f"{MIN_EFFECT:.0%}", show_default=True,
-              help="Smallest change that can be called a regression or an improvement.")
-@click.option("--fail-on-regression", is_flag=True, help="Exit 1 when the newest point of a configuration is a "
-              "significant regression.")
+@click.option(
+    "--min-effect",
+    default=f"{MIN_EFFECT:.0%}",
+    show_default=True,
+    help="Smallest change that can be called a regression or an improvement.",
+)
+@click.option(
+    "--fail-on-regression",
+    is_flag=True,
+    help="Exit 1 when the newest point of a configuration is a significant regression.",
+)
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--store", "store_path", help="Result store (a file or postgresql://user@host/db).")
-@click.option("--wide", is_flag=True, help=f"Keep every column ({', '.join(HISTORY_OPTIONAL)} are left out where the "
-              "terminal is too narrow); outside a terminal, print the table at its full width.")
-def history(model: str | None, framework: str | None, since: str | None, min_effect: str,
-            fail_on_regression: bool, fmt: str, store_path: str | None, wide: bool = False) -> int:
+@click.option(
+    "--wide",
+    is_flag=True,
+    help=f"Keep every column ({', '.join(HISTORY_OPTIONAL)} are left out where the "
+    "terminal is too narrow); outside a terminal, print the table at its full width.",
+)
+def history(
+    model: str | None,
+    framework: str | None,
+    since: str | None,
+    min_effect: str,
+    fail_on_regression: bool,
+    fmt: str,
+    store_path: str | None,
+    wide: bool = False,
+) -> int:
     """Throughput of each configuration over time and framework versions; regressions and improvements are
     called with the test `dlbench compare` uses."""
     try:
@@ -75,22 +112,34 @@ def history(model: str | None, framework: str | None, since: str | None, min_eff
         out.print(history_table(series, wide=wide))
         found = [(s, hp) for s in series for hp in s.changes]
         blind = sum(len(s.undetectable) for s in series)
-        out.print(f"{len(series)} configuration(s), {len(points)} point(s); {len(found)} change point(s)"
-                  + (f", and {blind} comparison(s) whose samples could not have shown one (not enough samples)"
-                     if blind else "") + ". "
-                  f"Each point is compared with its segment's first point (the series' first, or the last "
-                  f"change): p < {ALPHA}, the 95% CI excludes 1 and the change is at least {effect:.0%}.",
-                  highlight=False)
+        out.print(
+            f"{len(series)} configuration(s), {len(points)} point(s); {len(found)} change point(s)"
+            + (
+                f", and {blind} comparison(s) whose samples could not have shown one (not enough samples)"
+                if blind
+                else ""
+            )
+            + ". "
+            f"Each point is compared with its segment's first point (the series' first, or the last "
+            f"change): p < {ALPHA}, the 95% CI excludes 1 and the change is at least {effect:.0%}.",
+            highlight=False,
+        )
     regressed = [s for s in series if s.latest_regressed]
     if regressed:
-        click.echo(f"{len(regressed)} configuration(s) regressed in their newest point: "
-                   + ", ".join(s.label for s in regressed), err=True)
+        click.echo(
+            f"{len(regressed)} configuration(s) regressed in their newest point: "
+            + ", ".join(s.label for s in regressed),
+            err=True,
+        )
         if fail_on_regression:
             return 1
     blind_points = [(s, hp) for s in series for hp in s.undetectable]
     if blind_points:
-        click.echo(f"{len(blind_points)} comparison(s) could not have shown a change, e.g. {blind_points[0][0].label}"
-                   f" in run {blind_points[0][1].point.run_id}: "
-                   f"{blind_points[0][1].comparison.note if blind_points[0][1].comparison else ''}", err=True)
+        click.echo(
+            f"{len(blind_points)} comparison(s) could not have shown a change, e.g. {blind_points[0][0].label}"
+            f" in run {blind_points[0][1].point.run_id}: "
+            f"{blind_points[0][1].comparison.note if blind_points[0][1].comparison else ''}",
+            err=True,
+        )
         return 3
     return 0

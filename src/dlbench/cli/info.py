@@ -57,8 +57,13 @@ def _python_version(recorded: str, python: str) -> str:
 
 def _live_cases(python: str, framework: str) -> dict[str, object]:
     """Ask an environment which cases it can build (slow: it builds every model)."""
-    proc = subprocess.run([python, "-m", "dlbench.check", "params", framework], capture_output=True, text=True,
-                          check=False, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [python, "-m", "dlbench.check", "params", framework],
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
         return {}
@@ -66,12 +71,16 @@ def _live_cases(python: str, framework: str) -> dict[str, object]:
     return {k: v for k, v in answer.items() if k != "version"} if isinstance(answer, dict) else {}
 
 
-
 @click.command("list")
-@click.option("--check", is_flag=True, help="Ask installed frameworks without a cached answer which cases they "
-              "can build (slow).")
-@click.option("--wide", is_flag=True, help=f"Keep every column ({', '.join(CASES_OPTIONAL + FRAMEWORKS_OPTIONAL)} are "
-              "left out where the terminal is too narrow); outside a terminal, print the tables at full width.")
+@click.option(
+    "--check", is_flag=True, help="Ask installed frameworks without a cached answer which cases they can build (slow)."
+)
+@click.option(
+    "--wide",
+    is_flag=True,
+    help=f"Keep every column ({', '.join(CASES_OPTIONAL + FRAMEWORKS_OPTIONAL)} are "
+    "left out where the terminal is too narrow); outside a terminal, print the tables at full width.",
+)
 def list_cmd(check: bool, wide: bool = False) -> None:
     """Cases with their parameter counts, and frameworks: installed or not, which version, CPU or GPU build, which
     Python (or the range it needs), where, which cases."""
@@ -80,7 +89,9 @@ def list_cmd(check: bool, wide: bool = False) -> None:
     for c in all_cases():
         inp = c.input
         shape = _shape(inp)
-        opt = f"{c.optimizer.name} lr {c.optimizer.lr:g}" + (f" m {c.optimizer.momentum:g}" if c.optimizer.momentum else "")
+        opt = f"{c.optimizer.name} lr {c.optimizer.lr:g}" + (
+            f" m {c.optimizer.momentum:g}" if c.optimizer.momentum else ""
+        )
         case_rows.append((c.name, c.title, shape, opt, f"{c.param_count:,}", f"{c.batch_fixed} / {c.batch_cpu}"))
     out.print(cases_table(case_rows, wide=wide))
     out.print(llama_family_table())
@@ -89,25 +100,40 @@ def list_cmd(check: bool, wide: bool = False) -> None:
     unchecked = []
     for name, info in all_backends().items():
         st = state(name)
-        fws.append([f"{name} ({info.title})", "yes" if st.installed else "no", st.version or "-",
-                    (st.build or "?") if st.installed else "-",
-                    _python_version(st.python_version, st.python) if st.installed else f"needs {range_text(info)}",
-                    st.where or st.reason])
+        fws.append(
+            [
+                f"{name} ({info.title})",
+                "yes" if st.installed else "no",
+                st.version or "-",
+                (st.build or "?") if st.installed else "-",
+                _python_version(st.python_version, st.python) if st.installed else f"needs {range_text(info)}",
+                st.where or st.reason,
+            ]
+        )
         if not st.installed:
             continue
         answers = st.cases or (_live_cases(st.python, name) if check else {})
         if not answers:
             unchecked.append(name)
-        support.append([name, *(styled(_support(c, answers.get(c.name) if answers else None))
-                                 for c in all_cases())])
+        support.append([name, *(styled(_support(c, answers.get(c.name) if answers else None)) for c in all_cases())])
     out.print(frameworks_table(fws, wide=wide))
     builds = {name: gpu_builds(name) for name in all_backends()}
-    out.print(gpu_builds_table([(name, b.hopper, b.blackwell, "yes" if b.on_pypi else "no", b.how)
-                                for name, b in builds.items() if b is not None], wide=wide))
+    out.print(
+        gpu_builds_table(
+            [
+                (name, b.hopper, b.blackwell, "yes" if b.on_pypi else "no", b.how)
+                for name, b in builds.items()
+                if b is not None
+            ],
+            wide=wide,
+        )
+    )
     out.print(support_table([c.name for c in all_cases()], support))
     if unchecked:
-        out.print(f"? = not checked for {', '.join(unchecked)}: `dlbench setup FW` caches it, "
-                  f"or `dlbench list --check` asks now.")
+        out.print(
+            f"? = not checked for {', '.join(unchecked)}: `dlbench setup FW` caches it, "
+            f"or `dlbench list --check` asks now."
+        )
 
 
 @click.command("env")

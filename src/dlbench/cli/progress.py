@@ -69,11 +69,19 @@ class RunProgress:
 
     def __init__(self, total: int, console: Console) -> None:
         # The description gives way first (it is cut with '…'); the counts, elapsed time and ETA never are.
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}", table_column=Column(
-                                     ratio=1, no_wrap=True, overflow="ellipsis", min_width=8)),
-                                 BarColumn(bar_width=16), MofNCompleteColumn(table_column=Column(no_wrap=True)),
-                                 TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)), EtaColumn(),
-                                 console=console, transient=False, expand=True)
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn(
+                "{task.description}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis", min_width=8)
+            ),
+            BarColumn(bar_width=16),
+            MofNCompleteColumn(table_column=Column(no_wrap=True)),
+            TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+            EtaColumn(),
+            console=console,
+            transient=False,
+            expand=True,
+        )
         self.points = self.progress.add_task("points", total=total)
         self.steps = self.progress.add_task("", total=1, visible=False)
         self.failures = 0
@@ -92,8 +100,9 @@ class RunProgress:
         proto = spec.protocol
         per_repeat = proto.warmup + proto.steps
         total = per_repeat * proto.repeats
-        self.progress.update(self.steps, description=describe(spec) + " (starting)", completed=0, total=total,
-                             visible=True, eta_s=None)
+        self.progress.update(
+            self.steps, description=describe(spec) + " (starting)", completed=0, total=total, visible=True, eta_s=None
+        )
         self.started_at = time.monotonic()
         pace = Pace()
 
@@ -102,8 +111,12 @@ class RunProgress:
             done = r * per_repeat + (s if event["phase"] == "warmup" else proto.warmup + s)
             pace.see(str(event["phase"]), done, time.monotonic())
             left = None if pace.step_s is None else pace.step_s * (total - done)
-            self.progress.update(self.steps, completed=done, eta_s=left,
-                                 description=f"{describe(spec)} ({event['phase']}, repeat {r + 1})")
+            self.progress.update(
+                self.steps,
+                completed=done,
+                eta_s=left,
+                description=f"{describe(spec)} ({event['phase']}, repeat {r + 1})",
+            )
             self._points_eta(left)
 
         return sink
@@ -122,8 +135,9 @@ class RunProgress:
         after = max(0.0, (task.total or 0) - task.completed - 1)
         if this_left is None:
             return
-        per_point = (sum(self.point_s) / len(self.point_s) if self.point_s
-                     else time.monotonic() - self.started_at + this_left)
+        per_point = (
+            sum(self.point_s) / len(self.point_s) if self.point_s else time.monotonic() - self.started_at + this_left
+        )
         self.progress.update(self.points, eta_s=this_left + after * per_point)
 
     def done(self, index: int, result: PointResult) -> None:
@@ -134,5 +148,6 @@ class RunProgress:
         label = "points" + (f" ({self.failures} failed)" if self.failures else "")
         self.progress.update(self.points, advance=1, description=label)
         task = self.progress.tasks[self.points]
-        self.progress.update(self.points, eta_s=max(0.0, (task.total or 0) - task.completed) * sum(self.point_s)
-                             / len(self.point_s))
+        self.progress.update(
+            self.points, eta_s=max(0.0, (task.total or 0) - task.completed) * sum(self.point_s) / len(self.point_s)
+        )

@@ -36,15 +36,24 @@ def _write(doc: object, out: Path, fmt: str) -> list[Path]:
 @click.command("report")
 @click.argument("run_ids", nargs=-1)
 @click.option("--format", "fmt", type=click.Choice(["html", "md"]), default="html", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="Where to write it. Default: dlbench-report.html (or .md).")
-@click.option("--last", type=click.IntRange(min=1), default=1, show_default=True,
-              help="With no RUN_ID: how many recent runs.")
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), help="Where to write it. Default: dlbench-report.html (or .md)."
+)
+@click.option(
+    "--last", type=click.IntRange(min=1), default=1, show_default=True, help="With no RUN_ID: how many recent runs."
+)
 @click.option("--all", "all_runs", is_flag=True, help="Every run in the store.")
 @click.option("--title", default="", help="Title of the report. Default: 'dlbench report'.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store.")
-def report(run_ids: tuple[str, ...], fmt: str, output: str | None, last: int, all_runs: bool, title: str,
-           store_path: str | None) -> None:
+def report(
+    run_ids: tuple[str, ...],
+    fmt: str,
+    output: str | None,
+    last: int,
+    all_runs: bool,
+    title: str,
+    store_path: str | None,
+) -> None:
     """Write a report of stored runs: tables per model, charts, published figures (RUN_ID prefixes work)."""
     store = Store(store_path, readonly=True)
     if run_ids:
@@ -78,6 +87,9 @@ def report(run_ids: tuple[str, ...], fmt: str, output: str | None, last: int, al
         raise click.UsageError(str(exc)) from None
     except OSError as exc:  # a full disk (exit 4, as `run`), a folder it cannot replace a file in, /proc ...
         raise ReportNotWritten(f"cannot write {out}: {exc.strerror or exc}", exc) from None
-    click.echo(f"Wrote {out} ({doc.points} points from {len(runs)} run{'s' if len(runs) != 1 else ''}"
-               + (f"; {doc.probes_text}" if doc.probes else "")
-               + (f", {len(written) - 1} chart files beside it" if len(written) > 1 else "") + ")")
+    click.echo(
+        f"Wrote {out} ({doc.points} points from {len(runs)} run{'s' if len(runs) != 1 else ''}"
+        + (f"; {doc.probes_text}" if doc.probes else "")
+        + (f", {len(written) - 1} chart files beside it" if len(written) > 1 else "")
+        + ")"
+    )

@@ -69,13 +69,19 @@ def show(out: Console, target: Target) -> None:
         return
     gone = what_is_missing(first, target.run)
     if gone:
-        _say(out, f"missing: {'; '.join(gone)} (stored by an older dlbench, or never known): shown below is what "
-                  "its run and its record hold")
+        _say(
+            out,
+            f"missing: {'; '.join(gone)} (stored by an older dlbench, or never known): shown below is what "
+            "its run and its record hold",
+        )
     hosts = {tuple(host_facts(p.result)[:4]) for p in target.points}
     out.print(host_table(first.result, "host" if len(hosts) == 1 else "host (of the first point; others differ)"))
     for python, (who, lock) in _locks(target.points).items():
-        _say(out, f"package lock of {python or 'an unknown interpreter'} (Python {lock.python_version or '?'}; "
-                  f"{who}): {len(lock.packages)} packages")
+        _say(
+            out,
+            f"package lock of {python or 'an unknown interpreter'} (Python {lock.python_version or '?'}; "
+            f"{who}): {len(lock.packages)} packages",
+        )
         for name, version in lock.packages:
             _say(out, f"  {name}=={version}")
 
@@ -99,13 +105,15 @@ def write_env_file(target: Target, path: str) -> str:
     """Write the lock of the target's (first) point as a requirements file; the one-line message for the user."""
     locks = _locks(target.points)
     if not locks:
-        raise NotReproducible(f"{target.name} has no package lock (stored before dlbench kept one): no "
-                              f"requirements file to write")
+        raise NotReproducible(
+            f"{target.name} has no package lock (stored before dlbench kept one): no requirements file to write"
+        )
     if len(locks) > 1:
         which = ", ".join(w for w, _ in locks.values())
-        raise NotReproducible(f"{target.name} ran in {len(locks)} environments ({which}): give one point's id to "
-                              f"write its lock")
-    (who, req), = locks.values()
+        raise NotReproducible(
+            f"{target.name} ran in {len(locks)} environments ({which}): give one point's id to write its lock"
+        )
+    ((who, req),) = locks.values()
     file = Path(path)
     if not file.parent.is_dir():
         raise NotReproducible(f"cannot write {file}: its folder {file.parent} does not exist")
@@ -130,19 +138,28 @@ def side_by_side(old: StoredPoint, new: StoredPoint) -> Table:
 def _fields(p: StoredPoint) -> list[tuple[str, str]]:
     r, m = p.result, p.result.metrics
     req = request_of(r)
-    spread = (f"± {(m.ci_high - m.ci_low) / 2:,.2f}" if m and m.has_spread and m.ci_high is not None
-              and m.ci_low is not None else f"n={m.repeats}: no CI" if m else "-")
-    return [("point", p.uid[:UID_SHOWN]), ("run", p.run_id), ("status", r.status),
-            ("samples/s", f"{m.throughput:,.2f}" if m else "-"), ("95% CI", spread),
-            ("median step s", f"{m.median_step_s:.4g}" if m else "-"),
-            ("repeats", str(m.repeats) if m else "-"),
-            ("framework", f"{r.spec.framework} {r.env.identity.get('framework_version', '?')}"),
-            ("device", r.env.identity.get("device_model", r.spec.device)),
-            ("host", r.env.descriptive.get("hostname", "?")),
-            ("python", req.python_version if req and req.python_version else r.env.descriptive.get("python", "?")),
-            ("dlbench", (req.dlbench_commit or req.dlbench_version) if req
-             else r.env.identity.get("dlbench_version", "?")),
-            ("forced", req.forced if req and req.forced else "-")]
+    spread = (
+        f"± {(m.ci_high - m.ci_low) / 2:,.2f}"
+        if m and m.has_spread and m.ci_high is not None and m.ci_low is not None
+        else f"n={m.repeats}: no CI"
+        if m
+        else "-"
+    )
+    return [
+        ("point", p.uid[:UID_SHOWN]),
+        ("run", p.run_id),
+        ("status", r.status),
+        ("samples/s", f"{m.throughput:,.2f}" if m else "-"),
+        ("95% CI", spread),
+        ("median step s", f"{m.median_step_s:.4g}" if m else "-"),
+        ("repeats", str(m.repeats) if m else "-"),
+        ("framework", f"{r.spec.framework} {r.env.identity.get('framework_version', '?')}"),
+        ("device", r.env.identity.get("device_model", r.spec.device)),
+        ("host", r.env.descriptive.get("hostname", "?")),
+        ("python", req.python_version if req and req.python_version else r.env.descriptive.get("python", "?")),
+        ("dlbench", (req.dlbench_commit or req.dlbench_version) if req else r.env.identity.get("dlbench_version", "?")),
+        ("forced", req.forced if req and req.forced else "-"),
+    ]
 
 
 def verdict_line(pc: PointComparison) -> str:
@@ -156,17 +173,32 @@ def verdict_line(pc: PointComparison) -> str:
 
 @click.command("reproduce")
 @click.argument("ident", metavar="POINT_OR_RUN")
-@click.option("--env-file", type=click.Path(dir_okay=False), help="Write the point's package lock here as a pip "
-              "requirements file.")
-@click.option("--run", "again", is_flag=True, help="Measure it again here, store it, and show both side by side "
-              "with compare's verdict.")
-@click.option("--force", is_flag=True, help="With --run: measure even where the framework's version here differs "
-              "(recorded on the new point).")
-@click.option("--min-effect", default=f"{MIN_EFFECT:.0%}", show_default=True,
-              help="With --run: smallest change that can be called faster or slower.")
+@click.option(
+    "--env-file",
+    type=click.Path(dir_okay=False),
+    help="Write the point's package lock here as a pip requirements file.",
+)
+@click.option(
+    "--run",
+    "again",
+    is_flag=True,
+    help="Measure it again here, store it, and show both side by side with compare's verdict.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="With --run: measure even where the framework's version here differs (recorded on the new point).",
+)
+@click.option(
+    "--min-effect",
+    default=f"{MIN_EFFECT:.0%}",
+    show_default=True,
+    help="With --run: smallest change that can be called faster or slower.",
+)
 @click.option("--store", "store_path", type=click.Path(), help="Result store.")
-def reproduce(ident: str, env_file: str | None, again: bool, force: bool, min_effect: str,
-              store_path: str | None) -> int:
+def reproduce(
+    ident: str, env_file: str | None, again: bool, force: bool, min_effect: str, store_path: str | None
+) -> int:
     """How a stored point (or run) was made: command, package lock, host; --run measures it again beside it."""
     effect = parse_percent(min_effect)
     if force and not again:
@@ -186,8 +218,15 @@ def reproduce(ident: str, env_file: str | None, again: bool, force: bool, min_ef
     for note in ready.notes:
         err.print(escape(note), highlight=False)
     with RunProgress(len(specs_of(target)), err) as ui:
-        c, new_id = measure_again(store, target, command_line(f"dlbench reproduce {ident} --run"), ready, effect,
-                                  started=ui.started, done=ui.done)
+        c, new_id = measure_again(
+            store,
+            target,
+            command_line(f"dlbench reproduce {ident} --run"),
+            ready,
+            effect,
+            started=ui.started,
+            done=ui.done,
+        )
     new = store.points([new_id])
     for line in identity_lines(c):
         _say(out, line.replace("(rerun)", "(again)"))

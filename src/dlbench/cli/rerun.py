@@ -42,14 +42,20 @@ def identity_lines(c: Comparison) -> list[str]:
     """The identity keys that differ between the original and the rerun, one line each, or one line saying none."""
     if not c.identity_diffs:
         return ["identity keys: the same as the original's (device, CPU, framework version, threads ...)"]
-    return [f"identity key {k} differs: {', '.join(a)} (original) -> {', '.join(b)} (rerun)"
-            for k, (a, b) in c.identity_diffs.items()]
+    return [
+        f"identity key {k} differs: {', '.join(a)} (original) -> {', '.join(b)} (rerun)"
+        for k, (a, b) in c.identity_diffs.items()
+    ]
 
 
 @click.command("rerun")
 @click.argument("run_id")
-@click.option("--min-effect", default=f"{MIN_EFFECT:.0%}", show_default=True,
-              help="Smallest change that can be called faster or slower.")
+@click.option(
+    "--min-effect",
+    default=f"{MIN_EFFECT:.0%}",
+    show_default=True,
+    help="Smallest change that can be called faster or slower.",
+)
 @click.option("--store", "store_path", type=click.Path(), help="Result store (the rerun is stored in it too).")
 def rerun(run_id: str, min_effect: str, store_path: str | None) -> int:
     """Measure RUN's configurations again here, store them as a new run and compare it with RUN."""
@@ -85,6 +91,8 @@ def rerun(run_id: str, min_effect: str, store_path: str | None) -> int:
     for line in undetectable_lines(c):
         out.print(escape(line), highlight=False)
     out.print(f"Method: {c.method}.", highlight=False)
-    out.print(f"Results: {store.path} (run {new_id}). `dlbench compare {original.id} {new_id}` compares them "
-              f"again.", highlight=False)
+    out.print(
+        f"Results: {store.path} (run {new_id}). `dlbench compare {original.id} {new_id}` compares them again.",
+        highlight=False,
+    )
     return exit_code(r.status for r in results)

@@ -15,20 +15,42 @@ from dlbench.store.store import Store
 
 @click.command("results")
 @click.argument("run_ids", nargs=-1)
-@click.option("--last", type=click.IntRange(min=1), default=5, show_default=True,
-              help="With no RUN_ID: how many recent runs.")
+@click.option(
+    "--last", type=click.IntRange(min=1), default=5, show_default=True, help="With no RUN_ID: how many recent runs."
+)
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
 @click.option("--store", "store_path", type=click.Path(), help="Result store.")
-@click.option("--verify", is_flag=True, help="Re-derive every point's metrics from its raw samples and report "
-              "any that differ from the stored ones (exit 1).")
-@click.option("--recover", is_flag=True, help="Read the store's recovery files (points it could not take when "
-              "written) back into it; reading twice adds nothing.")
-@click.option("--columns", help=f"Table columns, comma-separated, from {', '.join(COLUMNS)}. Default: "
-              f"{', '.join(COMPACT)}.")
-@click.option("--wide", is_flag=True, help="Every table column; speedup and samples/kWh, optional, are otherwise left "
-              "out where the terminal is narrow (and the runs table's 'created'). Outside a terminal: full width.")
-def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | None, verify: bool,
-            recover: bool, columns: str | None, wide: bool) -> int:
+@click.option(
+    "--verify",
+    is_flag=True,
+    help="Re-derive every point's metrics from its raw samples and report "
+    "any that differ from the stored ones (exit 1).",
+)
+@click.option(
+    "--recover",
+    is_flag=True,
+    help="Read the store's recovery files (points it could not take when "
+    "written) back into it; reading twice adds nothing.",
+)
+@click.option(
+    "--columns", help=f"Table columns, comma-separated, from {', '.join(COLUMNS)}. Default: {', '.join(COMPACT)}."
+)
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="Every table column; speedup and samples/kWh, optional, are otherwise left "
+    "out where the terminal is narrow (and the runs table's 'created'). Outside a terminal: full width.",
+)
+def results(
+    run_ids: tuple[str, ...],
+    last: int,
+    fmt: str,
+    store_path: str | None,
+    verify: bool,
+    recover: bool,
+    columns: str | None,
+    wide: bool,
+) -> int:
     """Show stored runs and points (RUN_ID prefixes work)."""
     shown = pick_columns(columns, wide)
     if recover:
@@ -51,8 +73,7 @@ def results(run_ids: tuple[str, ...], last: int, fmt: str, store_path: str | Non
             if not mine:
                 continue
             scales = [scaled(every, p) for p in mine] if any(p.spec.world_size > 1 for p in mine) else None
-            out.print(points_table(mine, title=f"run {r.id}", scaled=scales, columns=shown, wide=wide,
-                                   width=out.width))
+            out.print(points_table(mine, title=f"run {r.id}", scaled=scales, columns=shown, wide=wide, width=out.width))
             for line in scaling_notes(mine, scales or []):
                 out.print(line)
     return 0
@@ -64,8 +85,9 @@ def verify_runs(store: Store, run_ids: list[str]) -> int:
     bad = verify_points(points, store.stored_rows(run_ids))
     for m in bad:
         click.echo(f"MISMATCH run {m.run_id} point {m.uid} ({m.label}): " + "; ".join(m.problems), err=True)
-    click.echo(f"verified {len(points)} point(s) of {len(run_ids)} run(s) against their raw samples: "
-               f"{len(bad)} mismatch(es)")
+    click.echo(
+        f"verified {len(points)} point(s) of {len(run_ids)} run(s) against their raw samples: {len(bad)} mismatch(es)"
+    )
     return 1 if bad else 0
 
 
@@ -78,10 +100,11 @@ def recover_points(store_path: str | None) -> int:
     if not r.files:
         click.echo(f"no recovery file for {store.path} (looked at {', '.join(map(str, store.recovery_paths))})")
         return 0
-    click.echo(f"recovered {r.added} point(s) into {store.path} from {', '.join(map(str, r.files))}; "
-               f"{r.present} were already there; {r.failed} could not be written to the store"
-               + (f"; {r.quarantined} unreadable line(s) moved to a quarantine file beside it" if r.quarantined
-                  else ""))
+    click.echo(
+        f"recovered {r.added} point(s) into {store.path} from {', '.join(map(str, r.files))}; "
+        f"{r.present} were already there; {r.failed} could not be written to the store"
+        + (f"; {r.quarantined} unreadable line(s) moved to a quarantine file beside it" if r.quarantined else "")
+    )
     for e in r.errors[:3]:
         click.echo(f"  {e}", err=True)
     if not r.failed:

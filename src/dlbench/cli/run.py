@@ -23,20 +23,35 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
 @click.command("run")
 @click.option("--framework", "-f", help="Comma-separated frameworks, or 'all'. Default: torch.")
 @click.option("--model", "-m", help="Comma-separated cases. Default: resnet50,bert_base.")
-@click.option("--batch-size", "-b", help="Per-device batch size(s), comma-separated. Default: the case's "
-              "CPU size on the CPU, its fixed seed size on a GPU.")
+@click.option(
+    "--batch-size",
+    "-b",
+    help="Per-device batch size(s), comma-separated. Default: the case's "
+    "CPU size on the CPU, its fixed seed size on a GPU.",
+)
 @click.option("--precision", "-p", help=f"Comma-separated, from {', '.join(PRECISIONS)}. Default: fp32.")
 @click.option("--compile/--no-compile", "compile_", default=False, help="Compile the step (torch.compile, XLA ...).")
 @click.option("--channels-last", is_flag=True, help="NHWC memory format for image models.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-@click.option("--preset", "preset_name", type=click.Choice(list(PRESETS)), default="quick", show_default=True,
-              help="The seeds' methodology: warm-up, measured steps, repeats, statistic.")
+@click.option(
+    "--preset",
+    "preset_name",
+    type=click.Choice(list(PRESETS)),
+    default="quick",
+    show_default=True,
+    help="The seeds' methodology: warm-up, measured steps, repeats, statistic.",
+)
 @click.option("--warmup", type=click.IntRange(min=0), help="Override the preset's warm-up steps.")
 @click.option("--steps", type=click.IntRange(min=1), help="Override the preset's measured steps.")
 @click.option("--repeats", type=click.IntRange(min=1), help="Override the preset's repeats.")
 @click.option("--statistic", type=click.Choice(["mean", "median"]), help="Override the statistic over repeats.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=1800.0, show_default=True,
-              help="Seconds before a point's worker is stopped and recorded as 'timeout'.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1800.0,
+    show_default=True,
+    help="Seconds before a point's worker is stopped and recorded as 'timeout'.",
+)
 @click.option("--input-size", type=click.IntRange(min=1), help="Shrink the image side / sequence length (tests).")
 @click.option("--threads", type=click.IntRange(min=1), help="CPU threads for every framework. Default: physical cores.")
 @click.option("--data", type=click.Choice(["synthetic", "real"]), default="synthetic", show_default=True)
@@ -44,99 +59,270 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
 @click.option("--scale", help="Nodes and devices per node the seeds' way, e.g. 1n2c or 2n8c.")
 @click.option("--nodes", type=click.IntRange(min=1), help="Number of nodes.")
 @click.option("--devices-per-node", type=click.IntRange(min=1), help="Devices (processes) per node.")
-@click.option("--strategy", type=click.Choice(list(STRATEGIES)), default="none", show_default=True,
-              help="How gradients meet across devices.")
-@click.option("--launcher", help=f"Where points run: {', '.join(LAUNCHER_NAMES)}. Default: local on "
-              "1 device; on several, the framework's engine (torchrun for torch), else local.")
-@click.option("--hosts", envvar="DLBENCH_HOSTS", help="Comma-separated hosts for several nodes (torchrun, hosts, "
-              "mpirun), node 0 first. [env: DLBENCH_HOSTS]")
-@click.option("--reach", envvar="DLBENCH_REACH", help="Command that runs a command on {host}. Default: "
-              "'ssh -o BatchMode=yes -o ConnectTimeout=10 {host}'. [env: DLBENCH_REACH]")
-@click.option("--master-addr", envvar="DLBENCH_MASTER_ADDR", help="Rendezvous address. Default: the first "
-              "host. [env: DLBENCH_MASTER_ADDR]")
-@click.option("--rendezvous-timeout", envvar="DLBENCH_RDZV_TIMEOUT", type=click.FloatRange(min=0, min_open=True),
-              default=300.0, show_default=True, help="Seconds ranks wait for each other. [env: DLBENCH_RDZV_TIMEOUT]")
+@click.option(
+    "--strategy",
+    type=click.Choice(list(STRATEGIES)),
+    default="none",
+    show_default=True,
+    help="How gradients meet across devices.",
+)
+@click.option(
+    "--launcher",
+    help=f"Where points run: {', '.join(LAUNCHER_NAMES)}. Default: local on "
+    "1 device; on several, the framework's engine (torchrun for torch), else local.",
+)
+@click.option(
+    "--hosts",
+    envvar="DLBENCH_HOSTS",
+    help="Comma-separated hosts for several nodes (torchrun, hosts, mpirun), node 0 first. [env: DLBENCH_HOSTS]",
+)
+@click.option(
+    "--reach",
+    envvar="DLBENCH_REACH",
+    help="Command that runs a command on {host}. Default: "
+    "'ssh -o BatchMode=yes -o ConnectTimeout=10 {host}'. [env: DLBENCH_REACH]",
+)
+@click.option(
+    "--master-addr",
+    envvar="DLBENCH_MASTER_ADDR",
+    help="Rendezvous address. Default: the first host. [env: DLBENCH_MASTER_ADDR]",
+)
+@click.option(
+    "--rendezvous-timeout",
+    envvar="DLBENCH_RDZV_TIMEOUT",
+    type=click.FloatRange(min=0, min_open=True),
+    default=300.0,
+    show_default=True,
+    help="Seconds ranks wait for each other. [env: DLBENCH_RDZV_TIMEOUT]",
+)
 @click.option("--memory-limit", help="Emulated device memory budget on the CPU, e.g. 8GiB (over it = oom).")
-@click.option("--param", "params", multiple=True, help="A case parameter's values, e.g. vocab=3.2M,6.4M (K, M, G "
-              "suffixes; each value a point; repeatable), or NAME=max to search the largest that trains.")
-@click.option("--tensor-parallel", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Split each layer over T devices (Megatron's column/row split; GPT cases).")
-@click.option("--pipeline-parallel", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Split the layers into P pipeline stages (GPT cases). Data parallel = devices / (T x P).")
-@click.option("--micro-batches", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Micro-batches a pipeline splits each replica's batch into.")
-@click.option("--schedule", "pipeline_schedule", type=click.Choice(["1f1b", "gpipe"]), default="1f1b",
-              show_default=True, help="The pipeline's schedule.")
-@click.option("--recompute", is_flag=True, help="Recompute activations in the backward pass (activation "
-              "checkpointing, as DLPerf's GPT runs did).")
-@click.option("--fsdp", is_flag=True, help="FSDP2: shard parameters, gradients and optimizer state over the "
-              "data-parallel ranks (llama cases).")
-@click.option("--context-parallel", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Split each sequence over N ranks (torch's context parallel: GPUs only).")
-@click.option("--sync-every-step", is_flag=True, help="Synchronise with the device after every measured step "
-              "(latency studies; part of the point's identity). Default: only at the ends of each timed window.")
-@click.option("--bucket-mb", type=click.IntRange(min=1), help="DDP's gradient bucket size in MB (ddp, ddp-fp16, "
-              "ddp-bf16, powersgd, replicated-pscpu; part of the point's identity). Default: torch's 25.")
-@click.option("--store", "store_path", type=click.Path(), help="Result store. Default: $DLBENCH_STORE or "
-              "./dlbench-results/results.db.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True,
-              help="How the finished points are printed (json and csv as `dlbench results` gives them).")
-@click.option("--columns", help=f"Table columns, comma-separated, from {', '.join(COLUMNS)}. Default: "
-              f"{', '.join(COMPACT)}.")
-@click.option("--wide", is_flag=True, help="Every table column; speedup and samples/kWh, optional, are otherwise left "
-              "out where the terminal is narrow. Outside a terminal: the table at its full width.")
-@click.option("--force", is_flag=True, help="Start more ranks or threads than this machine has GPUs or logical "
-              "CPUs (see docs/measuring.md, Bounds).")
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    help="A case parameter's values, e.g. vocab=3.2M,6.4M (K, M, G "
+    "suffixes; each value a point; repeatable), or NAME=max to search the largest that trains.",
+)
+@click.option(
+    "--tensor-parallel",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Split each layer over T devices (Megatron's column/row split; GPT cases).",
+)
+@click.option(
+    "--pipeline-parallel",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Split the layers into P pipeline stages (GPT cases). Data parallel = devices / (T x P).",
+)
+@click.option(
+    "--micro-batches",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Micro-batches a pipeline splits each replica's batch into.",
+)
+@click.option(
+    "--schedule",
+    "pipeline_schedule",
+    type=click.Choice(["1f1b", "gpipe"]),
+    default="1f1b",
+    show_default=True,
+    help="The pipeline's schedule.",
+)
+@click.option(
+    "--recompute",
+    is_flag=True,
+    help="Recompute activations in the backward pass (activation checkpointing, as DLPerf's GPT runs did).",
+)
+@click.option(
+    "--fsdp",
+    is_flag=True,
+    help="FSDP2: shard parameters, gradients and optimizer state over the data-parallel ranks (llama cases).",
+)
+@click.option(
+    "--context-parallel",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Split each sequence over N ranks (torch's context parallel: GPUs only).",
+)
+@click.option(
+    "--sync-every-step",
+    is_flag=True,
+    help="Synchronise with the device after every measured step "
+    "(latency studies; part of the point's identity). Default: only at the ends of each timed window.",
+)
+@click.option(
+    "--bucket-mb",
+    type=click.IntRange(min=1),
+    help="DDP's gradient bucket size in MB (ddp, ddp-fp16, "
+    "ddp-bf16, powersgd, replicated-pscpu; part of the point's identity). Default: torch's 25.",
+)
+@click.option(
+    "--store",
+    "store_path",
+    type=click.Path(),
+    help="Result store. Default: $DLBENCH_STORE or ./dlbench-results/results.db.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "csv"]),
+    default="table",
+    show_default=True,
+    help="How the finished points are printed (json and csv as `dlbench results` gives them).",
+)
+@click.option(
+    "--columns", help=f"Table columns, comma-separated, from {', '.join(COLUMNS)}. Default: {', '.join(COMPACT)}."
+)
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="Every table column; speedup and samples/kWh, optional, are otherwise left "
+    "out where the terminal is narrow. Outside a terminal: the table at its full width.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Start more ranks or threads than this machine has GPUs or logical CPUs (see docs/measuring.md, Bounds).",
+)
 @watch_options
-def run(framework: str | None, model: str | None, batch_size: str | None, precision: str | None,
-        compile_: bool, channels_last: bool, device: str, preset_name: str, warmup: int | None,
-        steps: int | None, repeats: int | None, statistic: str | None, timeout: float, input_size: int | None,
-        threads: int | None, data: str, data_dir: str | None, scale: str | None, nodes: int | None,
-        devices_per_node: int | None, strategy: str, launcher: str | None, hosts: str | None, reach: str | None,
-        master_addr: str | None, rendezvous_timeout: float, memory_limit: str | None,
-        params: tuple[str, ...], tensor_parallel: int, pipeline_parallel: int, micro_batches: int,
-        pipeline_schedule: str, recompute: bool, fsdp: bool, context_parallel: int, sync_every_step: bool, bucket_mb: int | None,
-        store_path: str | None, fmt: str, columns: str | None, wide: bool, force: bool = False, wait_quiet: float = 0.0,
-        price_per_hour: float | None = None) -> int:
+def run(
+    framework: str | None,
+    model: str | None,
+    batch_size: str | None,
+    precision: str | None,
+    compile_: bool,
+    channels_last: bool,
+    device: str,
+    preset_name: str,
+    warmup: int | None,
+    steps: int | None,
+    repeats: int | None,
+    statistic: str | None,
+    timeout: float,
+    input_size: int | None,
+    threads: int | None,
+    data: str,
+    data_dir: str | None,
+    scale: str | None,
+    nodes: int | None,
+    devices_per_node: int | None,
+    strategy: str,
+    launcher: str | None,
+    hosts: str | None,
+    reach: str | None,
+    master_addr: str | None,
+    rendezvous_timeout: float,
+    memory_limit: str | None,
+    params: tuple[str, ...],
+    tensor_parallel: int,
+    pipeline_parallel: int,
+    micro_batches: int,
+    pipeline_schedule: str,
+    recompute: bool,
+    fsdp: bool,
+    context_parallel: int,
+    sync_every_step: bool,
+    bucket_mb: int | None,
+    store_path: str | None,
+    fmt: str,
+    columns: str | None,
+    wide: bool,
+    force: bool = False,
+    wait_quiet: float = 0.0,
+    price_per_hour: float | None = None,
+) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
     shown = pick_columns(columns, wide)
     command = command_line("dlbench run")
     request = RunRequest(
-        framework=framework, model=model, batch_size=batch_size, precision=precision, compile_=compile_,
-        channels_last=channels_last, device=device, preset_name=preset_name, warmup=warmup, steps=steps,
-        repeats=repeats, statistic=statistic, timeout=timeout, input_size=input_size, threads=threads, data=data,
-        data_dir=data_dir, scale=scale, nodes=nodes, devices_per_node=devices_per_node, strategy=strategy,
-        launcher=launcher, hosts=hosts, reach=reach, master_addr=master_addr, rendezvous_timeout=rendezvous_timeout,
-        memory_limit=memory_limit, params=params, tensor_parallel=tensor_parallel,
-        pipeline_parallel=pipeline_parallel, micro_batches=micro_batches, pipeline_schedule=pipeline_schedule,
-        recompute=recompute, fsdp=fsdp, context_parallel=context_parallel, sync_every_step=sync_every_step, bucket_mb=bucket_mb, store_path=store_path,
-        force=force, wait_quiet=wait_quiet, price_per_hour=price_per_hour, command=command)
+        framework=framework,
+        model=model,
+        batch_size=batch_size,
+        precision=precision,
+        compile_=compile_,
+        channels_last=channels_last,
+        device=device,
+        preset_name=preset_name,
+        warmup=warmup,
+        steps=steps,
+        repeats=repeats,
+        statistic=statistic,
+        timeout=timeout,
+        input_size=input_size,
+        threads=threads,
+        data=data,
+        data_dir=data_dir,
+        scale=scale,
+        nodes=nodes,
+        devices_per_node=devices_per_node,
+        strategy=strategy,
+        launcher=launcher,
+        hosts=hosts,
+        reach=reach,
+        master_addr=master_addr,
+        rendezvous_timeout=rendezvous_timeout,
+        memory_limit=memory_limit,
+        params=params,
+        tensor_parallel=tensor_parallel,
+        pipeline_parallel=pipeline_parallel,
+        micro_batches=micro_batches,
+        pipeline_schedule=pipeline_schedule,
+        recompute=recompute,
+        fsdp=fsdp,
+        context_parallel=context_parallel,
+        sync_every_step=sync_every_step,
+        bucket_mb=bucket_mb,
+        store_path=store_path,
+        force=force,
+        wait_quiet=wait_quiet,
+        price_per_hour=price_per_hour,
+        command=command,
+    )
     prepared = prepare_run(request)
     say_device(device)
     console = Console(stderr=True)
     say_busy(console, wait_quiet)
-    outcome = execute_run(prepared, RunHooks(
-        note=lambda line: click.echo(line, err=True), progress=lambda total: RunProgress(total, console),
-        interrupted=lambda run_id: console.print(interrupted_line(run_id, command), highlight=False, markup=False)))
+    outcome = execute_run(
+        prepared,
+        RunHooks(
+            note=lambda line: click.echo(line, err=True),
+            progress=lambda total: RunProgress(total, console),
+            interrupted=lambda run_id: console.print(interrupted_line(run_id, command), highlight=False, markup=False),
+        ),
+    )
     if fmt != "table":
         stored = list(outcome.stored)
-        click.echo(to_json(outcome.mine(), stored) if fmt == "json" else to_csv(outcome.mine(), stored),
-                   nl=fmt == "json")
+        click.echo(
+            to_json(outcome.mine(), stored) if fmt == "json" else to_csv(outcome.mine(), stored), nl=fmt == "json"
+        )
         return outcome.exit_code
     results = list(outcome.results)
     out = stdout_console(wide)
     scales = outcome.scales()
-    out.print(points_table(results, title=f"run {outcome.run_id}", scaled=scales, columns=shown, wide=wide,
-                           width=out.width))
+    out.print(
+        points_table(results, title=f"run {outcome.run_id}", scaled=scales, columns=shown, wide=wide, width=out.width)
+    )
     for line in scaling_notes(results, scales) + verdict_lines(results):
         out.print(line)
     for line in telemetry_notes(results):
         out.print(line)
     n = outcome.protocol.repeats
-    out.print(f"Throughput = global samples in the measured steps / wall time of those steps; "
-              f"{outcome.protocol.statistic} of {n} repeat{'s' if n != 1 else ''}, "
-              + ("± half the 95% CI." if n >= MIN_REPEATS_FOR_SPREAD else
-                 f"n={n}: fewer than {MIN_REPEATS_FOR_SPREAD} repeats give no CI and no CV (noise unknown)."))
-    out.print(f"Results: {outcome.store_path} (run {outcome.run_id}). Raw step times: dlbench results "
-              f"{outcome.run_id} --format json")
+    out.print(
+        f"Throughput = global samples in the measured steps / wall time of those steps; "
+        f"{outcome.protocol.statistic} of {n} repeat{'s' if n != 1 else ''}, "
+        + (
+            "± half the 95% CI."
+            if n >= MIN_REPEATS_FOR_SPREAD
+            else f"n={n}: fewer than {MIN_REPEATS_FOR_SPREAD} repeats give no CI and no CV (noise unknown)."
+        )
+    )
+    out.print(
+        f"Results: {outcome.store_path} (run {outcome.run_id}). Raw step times: dlbench results "
+        f"{outcome.run_id} --format json"
+    )
     return outcome.exit_code

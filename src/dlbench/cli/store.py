@@ -9,8 +9,10 @@ from dlbench.store.store import Store
 
 
 def _say(verb: str, c: Copied, src: Store, dst: Store) -> None:
-    click.echo(f"{verb} {src.path} -> {dst.path}: {c.runs_added} new run(s), {c.runs_updated} run status "
-               f"update(s), {c.points_added} new point(s), {c.points_present} already there")
+    click.echo(
+        f"{verb} {src.path} -> {dst.path}: {c.runs_added} new run(s), {c.runs_updated} run status "
+        f"update(s), {c.points_added} new point(s), {c.points_present} already there"
+    )
 
 
 @click.group("store")
@@ -22,8 +24,7 @@ def store_cmd() -> None:
 @click.argument("run_ids", nargs=-1)
 @click.option("--to", "to_url", required=True, help="The target store: postgresql://user@host/db or a file.")
 @click.option("--all", "all_runs", is_flag=True, help="Every run of the local store.")
-@click.option("--store", "store_path", help="The local store. Default: $DLBENCH_STORE or "
-              "./dlbench-results/results.db.")
+@click.option("--store", "store_path", help="The local store. Default: $DLBENCH_STORE or ./dlbench-results/results.db.")
 def push(run_ids: tuple[str, ...], to_url: str, all_runs: bool, store_path: str | None) -> None:
     """Copy runs (RUN_ID prefixes work) with every point to another store; copying again adds nothing."""
     if not run_ids and not all_runs:
@@ -36,11 +37,9 @@ def push(run_ids: tuple[str, ...], to_url: str, all_runs: bool, store_path: str 
 
 @store_cmd.command("pull")
 @click.argument("run_ids", nargs=-1)
-@click.option("--from", "from_url", required=True, help="The store to copy from: postgresql://user@host/db "
-              "or a file.")
+@click.option("--from", "from_url", required=True, help="The store to copy from: postgresql://user@host/db or a file.")
 @click.option("--all", "all_runs", is_flag=True, help="Every run of that store.")
-@click.option("--store", "store_path", help="The local store. Default: $DLBENCH_STORE or "
-              "./dlbench-results/results.db.")
+@click.option("--store", "store_path", help="The local store. Default: $DLBENCH_STORE or ./dlbench-results/results.db.")
 def pull(run_ids: tuple[str, ...], from_url: str, all_runs: bool, store_path: str | None) -> None:
     """Copy runs (RUN_ID prefixes work) with every point from another store into the local one."""
     if not run_ids and not all_runs:

@@ -23,40 +23,95 @@ from dlbench.suite import builtin_names, load
 @click.argument("suite_name", required=False, metavar="SUITE|FILE")
 @click.option("--resume", "resume_id", help="Run only the points this sweep run lacks (its suite is stored with it).")
 @click.option("--dry-run", is_flag=True, help="List the points (and stored max batches) and run nothing.")
-@click.option("--only", multiple=True, metavar="AXIS=V[,V]", help="Keep only these values of an axis "
-              "(repeatable), e.g. --only framework=torch --only scale=1n1c.")
-@click.option("--framework", "-f", help="Comma-separated frameworks to keep, as in `run` (shorthand for --only "
-              "framework=...; 'all' keeps the suite's).")
-@click.option("--device", type=click.Choice(["suite", "auto", "cpu", "cuda"]), default="suite", show_default=True,
-              help="Override the suite's device.")
-@click.option("--data-dir", type=click.Path(file_okay=False), help="Real data made by `dlbench data`. Default: "
-              "generated beside the store as the suite's real_data says.")
-@click.option("--memory-limit", help="Emulated device budget of max-batch probes on the CPU, e.g. 8GiB "
-              "(overrides the suite's).")
-@click.option("--launcher", type=click.Choice(["auto", *LAUNCHER_NAMES]), help="Override the suite's launcher, "
-              "e.g. slurm to run every point as a Slurm job.")
+@click.option(
+    "--only",
+    multiple=True,
+    metavar="AXIS=V[,V]",
+    help="Keep only these values of an axis (repeatable), e.g. --only framework=torch --only scale=1n1c.",
+)
+@click.option(
+    "--framework",
+    "-f",
+    help="Comma-separated frameworks to keep, as in `run` (shorthand for --only "
+    "framework=...; 'all' keeps the suite's).",
+)
+@click.option(
+    "--device",
+    type=click.Choice(["suite", "auto", "cpu", "cuda"]),
+    default="suite",
+    show_default=True,
+    help="Override the suite's device.",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    help="Real data made by `dlbench data`. Default: generated beside the store as the suite's real_data says.",
+)
+@click.option(
+    "--memory-limit", help="Emulated device budget of max-batch probes on the CPU, e.g. 8GiB (overrides the suite's)."
+)
+@click.option(
+    "--launcher",
+    type=click.Choice(["auto", *LAUNCHER_NAMES]),
+    help="Override the suite's launcher, e.g. slurm to run every point as a Slurm job.",
+)
 @click.option("--list", "list_suites", is_flag=True, help="List the built-in suites.")
 @click.option("--store", "store_path", type=click.Path(), help="Result store.")
-@click.option("--skip-impossible", is_flag=True, help="Skip (and name) the points the spec shows cannot run "
-              "(docs/refusals.md); without it such a point refuses the whole suite before anything runs.")
-@click.option("--force", is_flag=True, help="Start more ranks or threads than this machine has GPUs or logical "
-              "CPUs (see docs/measuring.md, Bounds).")
+@click.option(
+    "--skip-impossible",
+    is_flag=True,
+    help="Skip (and name) the points the spec shows cannot run "
+    "(docs/refusals.md); without it such a point refuses the whole suite before anything runs.",
+)
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Start more ranks or threads than this machine has GPUs or logical CPUs (see docs/measuring.md, Bounds).",
+)
 @watch_options
-def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tuple[str, ...], framework: str | None,
-          device: str, data_dir: str | None, memory_limit: str | None, launcher: str | None, list_suites: bool,
-          store_path: str | None, force: bool = False, skip_impossible: bool = False, wait_quiet: float = 0.0,
-          price_per_hour: float | None = None) -> int:
+def sweep(
+    suite_name: str | None,
+    resume_id: str | None,
+    dry_run: bool,
+    only: tuple[str, ...],
+    framework: str | None,
+    device: str,
+    data_dir: str | None,
+    memory_limit: str | None,
+    launcher: str | None,
+    list_suites: bool,
+    store_path: str | None,
+    force: bool = False,
+    skip_impossible: bool = False,
+    wait_quiet: float = 0.0,
+    price_per_hour: float | None = None,
+) -> int:
     """Run a suite (built-in name or YAML file) as one resumable run; Ctrl-C keeps every finished point."""
     if list_suites:
         stdout_console().print(suites_table([(name, load(name).title) for name in builtin_names()]))
         return 0
     command = command_line(f"dlbench sweep {suite_name}") if suite_name else None
     console = Console(stderr=True)
-    prepared = prepare_sweep(SweepRequest(
-        suite_name=suite_name, resume_id=resume_id, dry_run=dry_run, only=only, framework=framework, device=device,
-        data_dir=data_dir, memory_limit=memory_limit, launcher=launcher, store_path=store_path, force=force,
-        skip_impossible=skip_impossible, wait_quiet=wait_quiet, price_per_hour=price_per_hour, command=command),
-        note=console.print)
+    prepared = prepare_sweep(
+        SweepRequest(
+            suite_name=suite_name,
+            resume_id=resume_id,
+            dry_run=dry_run,
+            only=only,
+            framework=framework,
+            device=device,
+            data_dir=data_dir,
+            memory_limit=memory_limit,
+            launcher=launcher,
+            store_path=store_path,
+            force=force,
+            skip_impossible=skip_impossible,
+            wait_quiet=wait_quiet,
+            price_per_hour=price_per_hour,
+            command=command,
+        ),
+        note=console.print,
+    )
     if isinstance(prepared, PlannedSweep):
         out = stdout_console()
         out.print(plan_table(prepared.suite, prepared.planned, prepared.found, prepared.settings))
@@ -66,17 +121,20 @@ def sweep(suite_name: str | None, resume_id: str | None, dry_run: bool, only: tu
     if not resume_id:
         say_device(prepared.suite.device if device == "suite" else device)
     say_busy(console, wait_quiet)
-    outcome = execute_sweep(prepared, SweepHooks(note=console.print,
-                                                 progress=lambda total: RunProgress(total, console)))
+    outcome = execute_sweep(
+        prepared, SweepHooks(note=console.print, progress=lambda total: RunProgress(total, console))
+    )
     results = list(outcome.results)
     out = stdout_console()
     out.print(sweep_table(results, title=f"sweep {outcome.suite.name}: run {outcome.run_id}", width=out.width))
     if outcome.searches:
         out.print(maxbatch_table(outcome.searches, results, outcome.bases))
     failed = sum(r.status != "ok" for r in results)
-    out.print(f"{len(results)} points ({failed} not ok: each says why) in {outcome.elapsed_s:,.0f} s this "
-              f"session. Results: {outcome.store_path} (run {outcome.run_id}); show them with: dlbench results "
-              f"{outcome.run_id}")
+    out.print(
+        f"{len(results)} points ({failed} not ok: each says why) in {outcome.elapsed_s:,.0f} s this "
+        f"session. Results: {outcome.store_path} (run {outcome.run_id}); show them with: dlbench results "
+        f"{outcome.run_id}"
+    )
     return outcome.exit_code
 
 

@@ -27,15 +27,23 @@ def _finite(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 def watch_options(fn: F) -> F:
     """Add --wait-quiet SECONDS and --price-per-hour PRICE to a command."""
     fn = click.option(
-        "--price-per-hour", type=click.FloatRange(min=0, min_open=True), callback=_finite,
+        "--price-per-hour",
+        type=click.FloatRange(min=0, min_open=True),
+        callback=_finite,
         metavar="PRICE",
         help="What one device (a GPU; on the CPU, the machine) costs per hour, in any currency: each point then "
-             "shows its cost per million samples.")(fn)
+        "shows its cost per million samples.",
+    )(fn)
     fn = click.option(
-        "--wait-quiet", type=click.FloatRange(min=0), callback=_finite, default=0.0, metavar="SECONDS",
+        "--wait-quiet",
+        type=click.FloatRange(min=0),
+        callback=_finite,
+        default=0.0,
+        metavar="SECONDS",
         help=f"Before each point, wait up to SECONDS for a quiet machine (other processes using at most "
-             f"{CONTENTION_SHARE:.0%} of the CPUs over a second, the point's GPUs free); then run anyway and "
-             "record that it waited in vain.")(fn)
+        f"{CONTENTION_SHARE:.0%} of the CPUs over a second, the point's GPUs free); then run anyway and "
+        "record that it waited in vain.",
+    )(fn)
     return fn
 
 

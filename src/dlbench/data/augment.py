@@ -62,8 +62,7 @@ def numpy_rng(rng: np.random.Generator | None = None) -> tuple[Uniform, RandInt]
     return (lambda lo, hi: float(rng.uniform(lo, hi)), lambda lo, hi: int(rng.integers(lo, hi)))
 
 
-def decode_crop_flip(path: str | Path, side: int, uniform: Uniform, randint: RandInt,
-                     flip_prob: float) -> np.ndarray:
+def decode_crop_flip(path: str | Path, side: int, uniform: Uniform, randint: RandInt, flip_prob: float) -> np.ndarray:
     """A JPEG decoded with Pillow, random-resized-cropped to side x side (bilinear), flipped with
     probability flip_prob: an HWC uint8 array."""
     with Image.open(path) as src:
@@ -77,12 +76,14 @@ def decode_crop_flip(path: str | Path, side: int, uniform: Uniform, randint: Ran
 def enough_samples(n: int, batch_size: int, data_dir: str | None) -> None:
     """DataLayoutError when a data folder holds fewer samples than one batch."""
     if n < batch_size:
-        raise DataLayoutError(f"{data_dir} holds {n} samples, fewer than the batch size {batch_size}: "
-                              "make more with `dlbench data`")
+        raise DataLayoutError(
+            f"{data_dir} holds {n} samples, fewer than the batch size {batch_size}: make more with `dlbench data`"
+        )
 
 
-def bert_arrays(data_dir: str | Path, input_size: int | None, predictions: int,
-                dtype: str = "int64") -> dict[str, np.ndarray]:
+def bert_arrays(
+    data_dir: str | Path, input_size: int | None, predictions: int, dtype: str = "int64"
+) -> dict[str, np.ndarray]:
     """The samples of bert_samples.npz as a BERT batch's arrays (dlbench.data.synthetic.BERT_KEYS): 2-D ones cut to
     the first input_size columns, the masked-LM labels gathered into `predictions` positions per row; integers
     as dtype, weights float32."""
@@ -99,8 +100,11 @@ def bert_arrays(data_dir: str | Path, input_size: int | None, predictions: int,
     cut = {k: np.ascontiguousarray(v[:, :seq] if v.ndim == 2 else v) for k, v in arrays.items()}
     gathered = gather_masked(cut.pop("mlm_labels"), predictions)
     out = {k: v.astype(dtype) for k, v in cut.items()}
-    out.update(mlm_positions=gathered["mlm_positions"].astype(dtype), mlm_ids=gathered["mlm_ids"].astype(dtype),
-               mlm_weights=gathered["mlm_weights"])
+    out.update(
+        mlm_positions=gathered["mlm_positions"].astype(dtype),
+        mlm_ids=gathered["mlm_ids"].astype(dtype),
+        mlm_weights=gathered["mlm_weights"],
+    )
     return out
 
 

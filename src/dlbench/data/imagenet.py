@@ -52,8 +52,17 @@ def check_args(out: Path, images: int, classes: int, min_side: int, max_side: in
         raise DataLayoutError(f"image sides must satisfy 16 <= min side <= max side; got {min_side}..{max_side}")
 
 
-def make_imagenet(out: Path, images: int, classes: int, seed: int = 0, min_side: int = 200, max_side: int = 500,
-                  quality: int = 90, force: bool = False, tick: Tick | None = None) -> dict[str, object]:
+def make_imagenet(
+    out: Path,
+    images: int,
+    classes: int,
+    seed: int = 0,
+    min_side: int = 200,
+    max_side: int = 500,
+    quality: int = 90,
+    force: bool = False,
+    tick: Tick | None = None,
+) -> dict[str, object]:
     """Write train/<wnid>/*.JPEG, labels.txt, train_list.txt and the manifest into out; returns the manifest."""
     check_args(out, images, classes, min_side, max_side, force)
     rng = np.random.default_rng(seed)
@@ -73,9 +82,19 @@ def make_imagenet(out: Path, images: int, classes: int, seed: int = 0, min_side:
                 tick(1)
         order = rng.permutation(len(lines))
         (tmp / TRAIN_LIST).write_text("".join(lines[i] for i in order))
-        manifest = write_manifest(tmp, {"kind": "imagenet", "images": images, "classes": classes, "seed": seed,
-                                        "min_side": min_side, "max_side": max_side, "quality": quality,
-                                        "bytes": total})
+        manifest = write_manifest(
+            tmp,
+            {
+                "kind": "imagenet",
+                "images": images,
+                "classes": classes,
+                "seed": seed,
+                "min_side": min_side,
+                "max_side": max_side,
+                "quality": quality,
+                "bytes": total,
+            },
+        )
     return manifest
 
 

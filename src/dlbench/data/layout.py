@@ -49,8 +49,10 @@ def read_manifest(folder: Path) -> dict[str, object]:
         raise DataLayoutError(f"{folder} is not a complete dlbench data folder (no {MANIFEST})")
     manifest: dict[str, object] = json.loads(path.read_text())
     if manifest.get("layout_version") != LAYOUT_VERSION:
-        raise DataLayoutError(f"{path} has layout version {manifest.get('layout_version')!r}; this dlbench "
-                              f"reads {LAYOUT_VERSION}: make the data again with `dlbench data`")
+        raise DataLayoutError(
+            f"{path} has layout version {manifest.get('layout_version')!r}; this dlbench "
+            f"reads {LAYOUT_VERSION}: make the data again with `dlbench data`"
+        )
     return manifest
 
 

@@ -12,8 +12,15 @@ import numpy as np
 
 from dlbench.cases import CtrInput, ImageInput, TextInput
 
-BERT_KEYS: tuple[str, ...] = ("input_ids", "token_type_ids", "attention_mask", "mlm_positions", "mlm_ids",
-                              "mlm_weights", "nsp_labels")
+BERT_KEYS: tuple[str, ...] = (
+    "input_ids",
+    "token_type_ids",
+    "attention_mask",
+    "mlm_positions",
+    "mlm_ids",
+    "mlm_weights",
+    "nsp_labels",
+)
 
 
 def max_predictions(text: TextInput, seq_len: int | None = None) -> int:
@@ -31,9 +38,9 @@ def gather_masked(mlm_labels: np.ndarray, predictions: int) -> dict[str, np.ndar
     weights = np.zeros((rows, predictions), np.float32)
     for r in range(rows):
         where = np.flatnonzero(mlm_labels[r] >= 0)[:predictions]
-        positions[r, :len(where)] = where
-        ids[r, :len(where)] = mlm_labels[r, where]
-        weights[r, :len(where)] = 1.0
+        positions[r, : len(where)] = where
+        ids[r, : len(where)] = mlm_labels[r, where]
+        weights[r, : len(where)] = 1.0
     return {"mlm_positions": positions, "mlm_ids": ids, "mlm_weights": weights}
 
 
@@ -50,10 +57,14 @@ def synthetic_bert(text: TextInput, batch: int, seq_len: int | None, seed: int) 
         where = np.sort(rng.choice(np.arange(1, seq), size=masked, replace=False))
         labels[r, where] = ids[r, where]
     types = np.zeros((batch, seq), np.int64)
-    types[:, seq // 2:] = 1
-    return {"input_ids": ids.astype(np.int64), "token_type_ids": types,
-            "attention_mask": np.ones((batch, seq), np.int64), **gather_masked(labels, preds),
-            "nsp_labels": rng.integers(0, 2, batch).astype(np.int64)}
+    types[:, seq // 2 :] = 1
+    return {
+        "input_ids": ids.astype(np.int64),
+        "token_type_ids": types,
+        "attention_mask": np.ones((batch, seq), np.int64),
+        **gather_masked(labels, preds),
+        "nsp_labels": rng.integers(0, 2, batch).astype(np.int64),
+    }
 
 
 def synthetic_gpt(text: TextInput, batch: int, seq_len: int | None, seed: int) -> dict[str, np.ndarray]:
@@ -65,21 +76,26 @@ def synthetic_gpt(text: TextInput, batch: int, seq_len: int | None, seed: int) -
     return {"input_ids": np.ascontiguousarray(tokens[:, :-1]), "labels": np.ascontiguousarray(tokens[:, 1:])}
 
 
-def synthetic_images(image: ImageInput, batch: int, side: int | None, seed: int,
-                     channels_last: bool = False) -> dict[str, np.ndarray]:
+def synthetic_images(
+    image: ImageInput, batch: int, side: int | None, seed: int, channels_last: bool = False
+) -> dict[str, np.ndarray]:
     """One image batch: standard-normal float32 pixels (NCHW, or NHWC with channels_last) and int64 labels."""
     rng = np.random.default_rng(seed)
     s = side or image.size
     shape = (batch, s, s, image.channels) if channels_last else (batch, image.channels, s, s)
-    return {"images": rng.standard_normal(shape, dtype=np.float32),
-            "labels": rng.integers(0, image.classes, batch).astype(np.int64)}
+    return {
+        "images": rng.standard_normal(shape, dtype=np.float32),
+        "labels": rng.integers(0, image.classes, batch).astype(np.int64),
+    }
 
 
 def synthetic_ctr(ctr: CtrInput, batch: int, vocab: int, seed: int) -> dict[str, np.ndarray]:
     """One click-through batch, Criteo-shaped: `dense` [B, 13] float32 in [0, 1), `deep_ids` [B, 26] and
     `wide_ids` [B, 2] int64 drawn uniformly from the vocabulary, `labels` [B, 1] float32 0/1."""
     rng = np.random.default_rng(seed)
-    return {"dense": rng.random((batch, ctr.dense), dtype=np.float32),
-            "deep_ids": rng.integers(0, vocab, (batch, ctr.categorical), dtype=np.int64),
-            "wide_ids": rng.integers(0, vocab, (batch, ctr.wide), dtype=np.int64),
-            "labels": rng.integers(0, 2, (batch, 1)).astype(np.float32)}
+    return {
+        "dense": rng.random((batch, ctr.dense), dtype=np.float32),
+        "deep_ids": rng.integers(0, vocab, (batch, ctr.categorical), dtype=np.int64),
+        "wide_ids": rng.integers(0, vocab, (batch, ctr.wide), dtype=np.int64),
+        "labels": rng.integers(0, 2, (batch, 1)).astype(np.float32),
+    }

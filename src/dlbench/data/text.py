@@ -105,29 +105,33 @@ def _truncate(a: list[int], b: list[int], budget: int, rng: np.random.Generator)
         del longer[0 if rng.random() < 0.5 else -1]
 
 
-def make_samples(docs: list[list[list[int]]], n: int, vocab: int, seed: int,
-                 seq_len: int = SEQ_LEN) -> dict[str, np.ndarray]:
+def make_samples(
+    docs: list[list[list[int]]], n: int, vocab: int, seed: int, seq_len: int = SEQ_LEN
+) -> dict[str, np.ndarray]:
     """n MLM + NSP samples from tokenised documents (lists of sentences of ids); half the pairs are IsNext."""
     rng = np.random.default_rng(seed)
     multi = [d for d in docs if len(d) >= 2]
     if not multi:
         raise DataLayoutError("the corpus needs documents of at least two sentences for next-sentence pairs")
     arrays: dict[str, np.ndarray] = {
-        "input_ids": np.zeros((n, seq_len), np.int32), "token_type_ids": np.zeros((n, seq_len), np.int8),
-        "attention_mask": np.zeros((n, seq_len), np.int8), "mlm_labels": np.full((n, seq_len), -100, np.int32),
-        "nsp_labels": np.zeros(n, np.int8)}
+        "input_ids": np.zeros((n, seq_len), np.int32),
+        "token_type_ids": np.zeros((n, seq_len), np.int8),
+        "attention_mask": np.zeros((n, seq_len), np.int8),
+        "mlm_labels": np.full((n, seq_len), -100, np.int32),
+        "nsp_labels": np.zeros(n, np.int8),
+    }
     target = seq_len - 3
     for k in range(n):
         doc = multi[int(rng.integers(len(multi)))]
         cut = int(rng.integers(1, len(doc)))
-        a = [t for s in doc[max(0, cut - 3):cut] for t in s][-target:]
+        a = [t for s in doc[max(0, cut - 3) : cut] for t in s][-target:]
         not_next = bool(rng.random() < 0.5)
         if not_next:
             other = docs[int(rng.integers(len(docs)))]
             start = int(rng.integers(len(other)))
-            b = [t for s in other[start:start + 3] for t in s]
+            b = [t for s in other[start : start + 3] for t in s]
         else:
-            b = [t for s in doc[cut:cut + 3] for t in s]
+            b = [t for s in doc[cut : cut + 3] for t in s]
         a, b = list(a), list(b[:target])
         _truncate(a, b, target, rng)
         ids = np.array([CLS, *a, SEP, *b, SEP], np.int32)
@@ -135,15 +139,22 @@ def make_samples(docs: list[list[list[int]]], n: int, vocab: int, seed: int,
         masked, labels = _mask(ids, special, vocab, rng)
         length = len(ids)
         arrays["input_ids"][k, :length] = masked
-        arrays["token_type_ids"][k, len(a) + 2:length] = 1
+        arrays["token_type_ids"][k, len(a) + 2 : length] = 1
         arrays["attention_mask"][k, :length] = 1
         arrays["mlm_labels"][k, :length] = labels
         arrays["nsp_labels"][k] = int(not_next)
     return arrays
 
 
-def make_text(out: Path, samples: int, files: Sequence[Path] = (), vocab_size: int = 30522, seed: int = 0,
-              max_sentences: int = 10_000, force: bool = False) -> dict[str, object]:
+def make_text(
+    out: Path,
+    samples: int,
+    files: Sequence[Path] = (),
+    vocab_size: int = 30522,
+    seed: int = 0,
+    max_sentences: int = 10_000,
+    force: bool = False,
+) -> dict[str, object]:
     """Corpus, vocabulary and samples into out, in the layout of docs/data-layout.md; returns the manifest."""
     if samples < 1:
         raise DataLayoutError(f"need at least one sample; got {samples}")
@@ -164,11 +175,20 @@ def make_text(out: Path, samples: int, files: Sequence[Path] = (), vocab_size: i
         (tmp / "vocab.txt").write_text("".join(f"{t}\n" for t, _ in by_id), encoding="utf-8")
         tok.save(str(tmp / "tokenizer.json"))
         np.savez(tmp / SAMPLES, **arrays)  # type: ignore[arg-type]
-        manifest = write_manifest(tmp, {
-            "kind": "text", "samples": samples, "seq_len": SEQ_LEN, "vocab_size": len(vocab),
-            "mask_prob": MASK_PROB, "seed": seed, "documents": len(documents),
-            "sentences": sum(len(d) for d in documents),
-            "sources": [str(Path(f)) for f in files] or [STDLIB_SOURCE]})
+        manifest = write_manifest(
+            tmp,
+            {
+                "kind": "text",
+                "samples": samples,
+                "seq_len": SEQ_LEN,
+                "vocab_size": len(vocab),
+                "mask_prob": MASK_PROB,
+                "seed": seed,
+                "documents": len(documents),
+                "sentences": sum(len(d) for d in documents),
+                "sources": [str(Path(f)) for f in files] or [STDLIB_SOURCE],
+            },
+        )
     return manifest
 
 

@@ -30,8 +30,10 @@ DLBENCH_PYTHON = (3, 10)  # dlbench's own requires-python (pyproject.toml); a te
 _VERSION = re.compile(r"^(\d+)\.(\d+)$")
 _PATH_NAME = re.compile(r"^python3(\.\d+)?$")
 # Runs on any interpreter, 2.7 included: what it is.
-_WHO = ("import sys, json; print(json.dumps({'version': list(sys.version_info[:3]), "
-        "'impl': getattr(getattr(sys, 'implementation', None), 'name', 'cpython'), 'executable': sys.executable}))")
+_WHO = (
+    "import sys, json; print(json.dumps({'version': list(sys.version_info[:3]), "
+    "'impl': getattr(getattr(sys, 'implementation', None), 'name', 'cpython'), 'executable': sys.executable}))"
+)
 
 
 @dataclass(frozen=True)
@@ -83,16 +85,25 @@ def misfit(info: BackendInfo, minor: tuple[int, int]) -> str | None:
     if minor < _minor(info.python[0]):
         return f"Python {_dotted(minor)} is too old for {info.name} (it supports {range_text(info)})"
     if minor < lo:
-        return (f"Python {_dotted(minor)} is too old for dlbench (it needs >= {_dotted(DLBENCH_PYTHON)}; "
-                f"{info.name} supports {range_text(info)} with it)")
+        return (
+            f"Python {_dotted(minor)} is too old for dlbench (it needs >= {_dotted(DLBENCH_PYTHON)}; "
+            f"{info.name} supports {range_text(info)} with it)"
+        )
     return None
 
 
 def probe(python: str, timeout: float = 15) -> Interpreter | None:
     """Run an interpreter to learn its version; None if it is no working Python."""
     try:
-        proc = subprocess.run([python, "-c", _WHO], capture_output=True, text=True, timeout=timeout, check=False,
-                              stdin=subprocess.DEVNULL, cwd="/")
+        proc = subprocess.run(
+            [python, "-c", _WHO],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            cwd="/",
+        )
         answer = json.loads(proc.stdout.strip().splitlines()[-1])
         major, minor, micro = (int(x) for x in answer["version"])
         return Interpreter(str(answer.get("executable") or python), (major, minor, micro), str(answer["impl"]))
@@ -114,8 +125,9 @@ def candidates(environ: Mapping[str, str] | None = None) -> list[str]:
             continue
         found += [os.path.join(folder, n) for n in names if _PATH_NAME.match(n)]
     if (root / "versions").is_dir():
-        found += [str(p / "bin" / "python") for p in sorted((root / "versions").iterdir())
-                  if (p / "bin" / "python").is_file()]
+        found += [
+            str(p / "bin" / "python") for p in sorted((root / "versions").iterdir()) if (p / "bin" / "python").is_file()
+        ]
     unique: dict[str, str] = {}  # one path per real file (python3 and python3.11 are often one)
     for p in found:
         if os.access(p, os.X_OK):
@@ -130,8 +142,15 @@ def _uv_find(request: str, environ: Mapping[str, str] | None) -> str | None:
     if uv is None:
         return None
     try:
-        proc = subprocess.run([uv, "python", "find", request], capture_output=True, text=True, timeout=30,
-                              check=False, stdin=subprocess.DEVNULL, env=env)
+        proc = subprocess.run(
+            [uv, "python", "find", request],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     path = proc.stdout.strip().splitlines()[-1] if proc.returncode == 0 and proc.stdout.strip() else ""
@@ -171,8 +190,10 @@ def choose(info: BackendInfo, request: str | None, environ: Mapping[str, str] | 
         via_uv = probe(uv) if uv else None
         if via_uv is not None and misfit(info, via_uv.minor) is None:
             return via_uv
-        raise NoInterpreter(f"{info.name} needs Python {range_text(info)} and none was found on PATH, in pyenv "
-                            f"or through uv: {_fix(info)}")
+        raise NoInterpreter(
+            f"{info.name} needs Python {range_text(info)} and none was found on PATH, in pyenv "
+            f"or through uv: {_fix(info)}"
+        )
     match = _VERSION.match(request)
     if match:
         minor = (int(match.group(1)), int(match.group(2)))
@@ -196,8 +217,10 @@ def named(info: BackendInfo, request: str, environ: Mapping[str, str] | None = N
     path = request if os.sep in request else shutil.which(request, path=env.get("PATH"))
     if not path or not Path(path).is_file():
         if request[:1].isdigit():
-            raise NoInterpreter(f"unknown Python version {request!r}: give X.Y (e.g. {_dotted(supported(info)[1])}) "
-                                f"or an interpreter's path")
+            raise NoInterpreter(
+                f"unknown Python version {request!r}: give X.Y (e.g. {_dotted(supported(info)[1])}) "
+                f"or an interpreter's path"
+            )
         raise NoInterpreter(f"no Python interpreter at {request!r}: give a version X.Y or an interpreter's path")
     found = probe(path)
     if found is None:
@@ -247,15 +270,33 @@ def state(framework: str) -> FrameworkState:
         return FrameworkState(framework, None, "", "", reason=f"{stale}: run: dlbench setup {framework}")
     if rec is not None and rec.python_exists():
         where = f"existing {rec.python}" if rec.existing else f"env {Path(rec.python).parents[1]}"
-        return FrameworkState(framework, rec.version or None, rec.python, where, cases=rec.cases,
-                              python_version=rec.python_version, build=rec.build)
+        return FrameworkState(
+            framework,
+            rec.version or None,
+            rec.python,
+            where,
+            cases=rec.cases,
+            python_version=rec.python_version,
+            build=rec.build,
+        )
     version = info.installed_version()
     if version is not None:
-        return FrameworkState(framework, version, sys.executable, "this interpreter",
-                              python_version=_dotted(sys.version_info[:3]), build=build_of(version))
+        return FrameworkState(
+            framework,
+            version,
+            sys.executable,
+            "this interpreter",
+            python_version=_dotted(sys.version_info[:3]),
+            build=build_of(version),
+        )
     if rec is not None:
-        return FrameworkState(framework, None, "", "", reason=f"its environment's python {rec.python} is gone: "
-                                                              f"run: dlbench setup {framework}")
+        return FrameworkState(
+            framework,
+            None,
+            "",
+            "",
+            reason=f"its environment's python {rec.python} is gone: run: dlbench setup {framework}",
+        )
     return FrameworkState(framework, None, "", "", reason=_missing(framework))
 
 
@@ -267,8 +308,11 @@ def interpreter_for(framework: str) -> str:
     st = state(framework)
     if st.installed:
         return st.python
-    raise NotInstalled(f"framework {framework} is {st.reason}" if st.reason.startswith("not installed")
-                       else f"framework {framework}: {st.reason}")
+    raise NotInstalled(
+        f"framework {framework} is {st.reason}"
+        if st.reason.startswith("not installed")
+        else f"framework {framework}: {st.reason}"
+    )
 
 
 def installed(framework: str) -> bool:
@@ -281,8 +325,9 @@ def build_of(version: str, distributions: tuple[str, ...] = ()) -> str:
     (+cpu, +cu128), a -cpu or -gpu distribution, or NVIDIA's CUDA wheels beside it."""
     label = version.partition("+")[2].lower()
     names = [d.lower().replace("_", "-") for d in distributions]
-    if label.startswith("cu") or any(n.endswith("-gpu") or "cuda" in n or re.match(r"nvidia-.*-cu\d", n)
-                                     for n in names):
+    if label.startswith("cu") or any(
+        n.endswith("-gpu") or "cuda" in n or re.match(r"nvidia-.*-cu\d", n) for n in names
+    ):
         return "cuda"
     if label.startswith("cpu") or any(n.endswith("-cpu") for n in names):
         return "cpu"

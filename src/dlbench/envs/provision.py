@@ -53,8 +53,14 @@ def _run_logged(argv: Sequence[str], log: Path, label: str, console: Console) ->
     with log.open("a", encoding="utf-8") as fh, stage(console, label, log), console.status(label) as status:
         fh.write(f"$ {' '.join(argv)}\n")
         fh.flush()
-        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                stdin=subprocess.DEVNULL, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         assert proc.stdout is not None
         try:
             for line in proc.stdout:
@@ -89,8 +95,14 @@ def _last_error(log: Path) -> str:
 def _ask(python: str, *args: str, timeout: float) -> dict[str, object]:
     """Run `python -m dlbench.check ARGS` and parse its JSON answer; SetupFailed on any failure."""
     try:
-        proc = subprocess.run([python, "-m", "dlbench.check", *args], capture_output=True, text=True,
-                              timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            [python, "-m", "dlbench.check", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         raise SetupFailed(f"`dlbench.check {' '.join(args)}` took over {timeout:g} s") from None
     lines = proc.stdout.strip().splitlines()
@@ -146,8 +158,15 @@ print(json.dumps({'version': version, 'provides': [d for d in provides if d in n
 def probe_framework(python: str, info: BackendInfo) -> dict[str, object]:
     """What an interpreter holds of the framework and of dlbench (see _PROBE); SetupFailed if it cannot answer."""
     try:
-        proc = subprocess.run([python, "-c", _PROBE, info.import_name, info.distribution], capture_output=True,
-                              text=True, timeout=120, check=False, stdin=subprocess.DEVNULL, cwd="/")
+        proc = subprocess.run(
+            [python, "-c", _PROBE, info.import_name, info.distribution],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            stdin=subprocess.DEVNULL,
+            cwd="/",
+        )
         answer = json.loads(proc.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         raise SetupFailed(f"{python} could not say whether it has {info.distribution}") from None
@@ -211,8 +230,12 @@ def _make_venv(plan: Plan, folder: Path, log: Path, console: Console) -> None:
     uv = shutil.which("uv")
     if code != 0 and uv is not None:
         shutil.rmtree(folder, ignore_errors=True)
-        code = _run_logged([uv, "venv", "--seed", "--python", plan.python.path, str(folder)], log,
-                           f"{fw}: creating {folder} with uv", console)
+        code = _run_logged(
+            [uv, "venv", "--seed", "--python", plan.python.path, str(folder)],
+            log,
+            f"{fw}: creating {folder} with uv",
+            console,
+        )
     if code != 0:
         raise SetupFailed(f"{fw}: could not create a venv at {folder}: {_last_error(log)} (log: {log})")
 
@@ -245,8 +268,10 @@ def setup_one(plan: Plan, recreate: bool, check_cases: bool, console: Console) -
         code = _run_logged(argv, log, f"{fw}: pip install ({plan.build} build)", console)
     except KeyboardInterrupt:  # pip stopped half-way: the environment is no longer known to be whole
         if envs.forget(fw):
-            console.print(f"{fw}: interrupted during pip install; its environment is no longer marked ready: "
-                          f"run `dlbench setup {fw}` again")
+            console.print(
+                f"{fw}: interrupted during pip install; its environment is no longer marked ready: "
+                f"run `dlbench setup {fw}` again"
+            )
         raise
     if code != 0:
         raise SetupFailed(f"{fw}: pip install failed: {_last_error(log)} (full log: {log})")
@@ -257,10 +282,16 @@ def setup_one(plan: Plan, recreate: bool, check_cases: bool, console: Console) -
     if build == "cuda" and build_from(probe_framework(str(python), info), "") == "cpu":
         build = "cpu"  # e.g. a +cpu wheel from a find-links folder won over PyPI's CUDA one
         console.print(f"[yellow]{fw}: the GPU build was asked for, but pip installed a CPU one[/yellow]")
-    rec = envs.EnvRecord(framework=fw, python=str(python), version=str(version), created=created,
-                         source=" ".join(envs.install_source(plan.extra)),
-                         cases=_cases(str(python), fw, check_cases, console),
-                         python_version=have.label if have else plan.python.label, build=build)
+    rec = envs.EnvRecord(
+        framework=fw,
+        python=str(python),
+        version=str(version),
+        created=created,
+        source=" ".join(envs.install_source(plan.extra)),
+        cases=_cases(str(python), fw, check_cases, console),
+        python_version=have.label if have else plan.python.label,
+        build=build,
+    )
     envs.record(rec)
     return rec
 
@@ -281,17 +312,28 @@ def setup_existing(plan: Plan, check_cases: bool, console: Console) -> envs.EnvR
         log = _log(fw)
         argv = [python, "-m", "pip", "install", "--no-deps", "--progress-bar", "off", *source]
         if _run_logged(argv, log, f"{fw}: pip install --no-deps dlbench", console) != 0:
-            raise SetupFailed(f"{fw}: pip install --no-deps dlbench into {python} failed: {_last_error(log)} "
-                              f"(full log: {log})")
+            raise SetupFailed(
+                f"{fw}: pip install --no-deps dlbench into {python} failed: {_last_error(log)} (full log: {log})"
+            )
         answer = probe_framework(python, info)
     missing = [str(m) for m in answer.get("missing", [])]  # type: ignore[attr-defined]
     if missing:
-        raise SetupFailed(f"{fw}: {python} lacks dlbench's own requirements {', '.join(missing)}; dlbench leaves "
-                          f"its packages alone: install them there ({python} -m pip install {' '.join(missing)})")
+        raise SetupFailed(
+            f"{fw}: {python} lacks dlbench's own requirements {', '.join(missing)}; dlbench leaves "
+            f"its packages alone: install them there ({python} -m pip install {' '.join(missing)})"
+        )
     version = _ask(python, "version", fw, timeout=120).get("version") or plan.version
-    rec = envs.EnvRecord(framework=fw, python=python, version=str(version), created=_now(), source=" ".join(source),
-                         cases=_cases(python, fw, check_cases, console), python_version=plan.python.label,
-                         build=plan.build, existing=True)
+    rec = envs.EnvRecord(
+        framework=fw,
+        python=python,
+        version=str(version),
+        created=_now(),
+        source=" ".join(source),
+        cases=_cases(python, fw, check_cases, console),
+        python_version=plan.python.label,
+        build=plan.build,
+        existing=True,
+    )
     envs.record(rec)
     return rec
 
@@ -325,22 +367,34 @@ def _build(info: BackendInfo, cuda: bool | None, gpu: bool, index_url: str | Non
         return "cpu"
     if not info.cuda_extra:
         if cuda:
-            raise click.UsageError(f"{advice(info.name)}. Leave out --cuda, or register an interpreter that has a "
-                                   f"GPU build with --existing PATH")
-        notes.append(f"an NVIDIA GPU is here, but dlbench installs no GPU build of it: the CPU build. "
-                     f"{advice(info.name)}")
+            raise click.UsageError(
+                f"{advice(info.name)}. Leave out --cuda, or register an interpreter that has a "
+                f"GPU build with --existing PATH"
+            )
+        notes.append(
+            f"an NVIDIA GPU is here, but dlbench installs no GPU build of it: the CPU build. {advice(info.name)}"
+        )
         return "cpu"
     if cuda:
         notes.append(advice(info.name))  # what runs on a Hopper or Blackwell GPU, said before installing
     if info.cuda_index and not index_url:
         why = "--cuda" if cuda else "an NVIDIA GPU is here, so the GPU build"
-        raise click.UsageError(f"{info.name}: {why} (extra {info.cuda_extra}) needs another index than PyPI: "
-                               f"pass --index-url {info.cuda_index} (or --cpu for the CPU build)")
+        raise click.UsageError(
+            f"{info.name}: {why} (extra {info.cuda_extra}) needs another index than PyPI: "
+            f"pass --index-url {info.cuda_index} (or --cpu for the CPU build)"
+        )
     return "cuda"
 
 
-def plan(infos: Sequence[BackendInfo], python: str | None, existing: str | None, cuda: bool | None,
-         index_url: str | None, console: Console, skip_misfits: bool = False) -> list[Plan]:
+def plan(
+    infos: Sequence[BackendInfo],
+    python: str | None,
+    existing: str | None,
+    cuda: bool | None,
+    index_url: str | None,
+    console: Console,
+    skip_misfits: bool = False,
+) -> list[Plan]:
     """Check every framework's interpreter and build before anything is installed; UsageError (one line) if not.
     With skip_misfits (`setup all`), a framework that the interpreter does not fit, or an existing interpreter
     lacks, is left out with a note instead; UsageError only if none is left."""
@@ -356,8 +410,10 @@ def plan(infos: Sequence[BackendInfo], python: str | None, existing: str | None,
                     if skip_misfits:
                         notes.append(f"{info.name}: skipped: {found.path} has no {info.distribution}")
                         continue
-                    raise click.UsageError(f"{info.name}: {found.path} has no {info.distribution}: install it there, "
-                                           f"or leave out --existing to let dlbench make an environment")
+                    raise click.UsageError(
+                        f"{info.name}: {found.path} has no {info.distribution}: install it there, "
+                        f"or leave out --existing to let dlbench make an environment"
+                    )
                 plans.append(Plan(info, found, build_from(answer, ""), existing=True, version=str(answer["version"])))
                 continue
             build = _build(info, cuda, gpu, index_url, notes)

@@ -121,8 +121,10 @@ def _parse(text: str, path: Path) -> dict[str, EnvRecord]:
     try:
         raw = json.loads(text) if text.strip() else {}
     except json.JSONDecodeError as exc:
-        raise EnvError(f"environment registry {path} is not valid JSON ({exc.msg}, line {exc.lineno}); "
-                       f"delete it and run dlbench setup again") from None
+        raise EnvError(
+            f"environment registry {path} is not valid JSON ({exc.msg}, line {exc.lineno}); "
+            f"delete it and run dlbench setup again"
+        ) from None
     if not isinstance(raw, dict):
         raise EnvError(f"environment registry {path} must hold a JSON object")
     out: dict[str, EnvRecord] = {}
@@ -132,11 +134,17 @@ def _parse(text: str, path: Path) -> dict[str, EnvRecord]:
         if not isinstance(entry, dict) or not isinstance(entry.get("python"), str):
             raise EnvError(f"environment registry {path}: entry {name!r} has no python path")
         cases = entry.get("cases")
-        out[name] = EnvRecord(framework=name, python=entry["python"], version=str(entry.get("version", "")),
-                              created=str(entry.get("created", "")), source=str(entry.get("source", "")),
-                              cases=dict(cases) if isinstance(cases, dict) else {},
-                              python_version=str(entry.get("python_version", "")), build=str(entry.get("build", "")),
-                              existing=entry.get("existing") is True)
+        out[name] = EnvRecord(
+            framework=name,
+            python=entry["python"],
+            version=str(entry.get("version", "")),
+            created=str(entry.get("created", "")),
+            source=str(entry.get("source", "")),
+            cases=dict(cases) if isinstance(cases, dict) else {},
+            python_version=str(entry.get("python_version", "")),
+            build=str(entry.get("build", "")),
+            existing=entry.get("existing") is True,
+        )
     return out
 
 

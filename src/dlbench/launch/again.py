@@ -41,8 +41,10 @@ def check_environment(target: Target, force: bool) -> Readiness:
             python = interpreter_for(fw)
         except NotInstalled as exc:
             was = f" ({req.python})" if req is not None and req.python else ""
-            raise NotReproducible(f"the environment that ran {fw}{was} no longer exists here: {exc}; "
-                                  f"`--env-file` writes the lock to rebuild it") from None
+            raise NotReproducible(
+                f"the environment that ran {fw}{was} no longer exists here: {exc}; "
+                f"`--env-file` writes the lock to rebuild it"
+            ) from None
         if req is not None and req.python and req.python != python:
             state = "no longer exists" if not Path(req.python).exists() else "is not the one dlbench uses now"
             notes.append(f"{fw} ran in {req.python}, which {state}: measuring with {python}")
@@ -56,17 +58,30 @@ def check_environment(target: Target, force: bool) -> Readiness:
     return Readiness("; ".join(w.split(": install")[0] for w in refusals) if force else "", tuple(notes))
 
 
-def measure_again(store: Store, target: Target, command: str, ready: Readiness, min_effect: float = MIN_EFFECT,
-                  started: PointStarted | None = None, done: PointDone | None = None) -> tuple[Comparison, str]:
+def measure_again(
+    store: Store,
+    target: Target,
+    command: str,
+    ready: Readiness,
+    min_effect: float = MIN_EFFECT,
+    started: PointStarted | None = None,
+    done: PointDone | None = None,
+) -> tuple[Comparison, str]:
     """Measure the target's distinct configurations again into a new run (its meta names the original and what
     was forced, which each new point's request records); the comparison with the original, and the new run's id."""
     specs = [r.spec for r in specs_of(target)]
     launchers = Launchers.build(HostsConfig.from_options(None, None, None, 300.0))
     for s in specs:
         launchers.check(s)
-    new_id = store.create_run(command, kind=REPRODUCE_KIND,
-                              meta={"reproduce_of": target.point.uid if target.point else target.run.id,
-                                    "forced": ready.forced, "points": len(specs)})
+    new_id = store.create_run(
+        command,
+        kind=REPRODUCE_KIND,
+        meta={
+            "reproduce_of": target.point.uid if target.point else target.run.id,
+            "forced": ready.forced,
+            "points": len(specs),
+        },
+    )
     try:
         run_points(store, new_id, specs, launchers, started=started, done=done)
     except KeyboardInterrupt:

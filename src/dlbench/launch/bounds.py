@@ -41,15 +41,22 @@ def local_rank_limit(device: str) -> tuple[int, str]:
 def bound_problem(spec: PointSpec, remote: bool) -> str | None:
     """Why the spec asks for more ranks or threads than its node can start (None when within bounds)."""
     per_node = spec.processes if spec.nodes == 1 else spec.devices_per_node
-    limit, why = ((REMOTE_RANKS_PER_NODE, "the fixed cap for a node dlbench cannot see") if remote
-                  else local_rank_limit(spec.device))
+    limit, why = (
+        (REMOTE_RANKS_PER_NODE, "the fixed cap for a node dlbench cannot see")
+        if remote
+        else local_rank_limit(spec.device)
+    )
     if per_node > limit:
-        return (f"{spec.scale} starts {per_node:,} ranks on a node, more than {limit:,} ({why}): check the scale, "
-                "or pass --force to start them anyway")
+        return (
+            f"{spec.scale} starts {per_node:,} ranks on a node, more than {limit:,} ({why}): check the scale, "
+            "or pass --force to start them anyway"
+        )
     threads_limit = REMOTE_THREADS if remote else logical_cpus()
     if spec.threads is not None and spec.threads > threads_limit:
-        return (f"--threads {spec.threads:,} is more than the {threads_limit:,} logical CPUs "
-                f"{'a node may have here' if remote else 'of this machine'}: pass --force to ask for them anyway")
+        return (
+            f"--threads {spec.threads:,} is more than the {threads_limit:,} logical CPUs "
+            f"{'a node may have here' if remote else 'of this machine'}: pass --force to ask for them anyway"
+        )
     return None
 
 
@@ -64,5 +71,11 @@ def check_bounds(specs: Iterable[PointSpec], force: bool, remote_hosts: bool = F
             raise SpecError(problem)
 
 
-__all__ = ["REMOTE_RANKS_PER_NODE", "REMOTE_THREADS", "bound_problem", "check_bounds", "local_rank_limit",
-           "logical_cpus"]
+__all__ = [
+    "REMOTE_RANKS_PER_NODE",
+    "REMOTE_THREADS",
+    "bound_problem",
+    "check_bounds",
+    "local_rank_limit",
+    "logical_cpus",
+]

@@ -34,14 +34,40 @@ from dlbench.wire import DEFAULT_RDZV_TIMEOUT_S, NODE_HOSTS_VAR, RANK_VARS, RDZV
 
 DEFAULT_REACH: tuple[str, ...] = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "{host}")
 # The frameworks' own variables a remote rank receives: exact names, and prefixes each framework owns.
-FORWARD_NAMES: tuple[str, ...] = (*RANK_VARS, *THREAD_VARS, "MASTER_ADDR", "MASTER_PORT", "PYTHONUNBUFFERED",
-                                  "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "TF_CPP_MIN_LOG_LEVEL",
-                                  "TF_ENABLE_ONEDNN_OPTS", "TF_FORCE_GPU_ALLOW_GROWTH", "TF_GPU_ALLOCATOR",
-                                  "TF_XLA_FLAGS", "XLA_FLAGS", "XLA_PYTHON_CLIENT_PREALLOCATE",
-                                  "XLA_PYTHON_CLIENT_MEM_FRACTION", "XLA_CLIENT_MEM_FRACTION", "MALLOC_TRIM_THRESHOLD_",
-                                  "MALLOC_MMAP_THRESHOLD_", "LD_LIBRARY_PATH", "PYTHONPATH")
-FORWARD_PREFIXES: tuple[str, ...] = ("DLBENCH_", "GLOO_", "NCCL_", "TORCH_", "PYTORCH_", "JAX_", "FLAGS_",
-                                     "PADDLE_", "MXNET_", "KMP_")
+FORWARD_NAMES: tuple[str, ...] = (
+    *RANK_VARS,
+    *THREAD_VARS,
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "PYTHONUNBUFFERED",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "TF_CPP_MIN_LOG_LEVEL",
+    "TF_ENABLE_ONEDNN_OPTS",
+    "TF_FORCE_GPU_ALLOW_GROWTH",
+    "TF_GPU_ALLOCATOR",
+    "TF_XLA_FLAGS",
+    "XLA_FLAGS",
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "XLA_CLIENT_MEM_FRACTION",
+    "MALLOC_TRIM_THRESHOLD_",
+    "MALLOC_MMAP_THRESHOLD_",
+    "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+)
+FORWARD_PREFIXES: tuple[str, ...] = (
+    "DLBENCH_",
+    "GLOO_",
+    "NCCL_",
+    "TORCH_",
+    "PYTORCH_",
+    "JAX_",
+    "FLAGS_",
+    "PADDLE_",
+    "MXNET_",
+    "KMP_",
+)
 REMOTE_SHELLS: tuple[str, ...] = ("ssh", "rsh")
 ENV_FILE_ARG = "--env-file"
 
@@ -49,8 +75,11 @@ ENV_FILE_ARG = "--env-file"
 def forwarded(env: Mapping[str, str]) -> dict[str, str]:
     """The part of an environment that ranks on another host receive: the frameworks' own variables only, never
     the store or its credentials (the controller alone stores)."""
-    return {k: v for k, v in env.items() if (k in FORWARD_NAMES or k.startswith(FORWARD_PREFIXES))
-            and k not in CONTROLLER_ONLY_VARS}
+    return {
+        k: v
+        for k, v in env.items()
+        if (k in FORWARD_NAMES or k.startswith(FORWARD_PREFIXES)) and k not in CONTROLLER_ONLY_VARS
+    }
 
 
 def env_file(folder: PointFolder, label: str, env: Mapping[str, str]) -> Path:
@@ -76,15 +105,22 @@ class HostsConfig:
             if not h or any(c.isspace() for c in h) or h.startswith("-"):
                 raise SpecError(f"a host name must be a non-empty word not starting with '-'; got {h!r}")
         if self.hosts and not any("{host}" in part for part in self.reach):
-            raise SpecError("the reach command must contain {host}, e.g. 'ssh {host}' or "
-                            "'nsenter --net=/run/netns/{host}'")
+            raise SpecError(
+                "the reach command must contain {host}, e.g. 'ssh {host}' or 'nsenter --net=/run/netns/{host}'"
+            )
         if not (0 < self.rendezvous_timeout_s < float("inf")):
-            raise SpecError(f"the rendezvous timeout must be a finite number of seconds > 0; got "
-                            f"{self.rendezvous_timeout_s}")
+            raise SpecError(
+                f"the rendezvous timeout must be a finite number of seconds > 0; got {self.rendezvous_timeout_s}"
+            )
 
     @classmethod
-    def from_options(cls, hosts: str | None = None, reach: str | None = None, master_addr: str | None = None,
-                     rendezvous_timeout_s: float | None = None) -> HostsConfig:
+    def from_options(
+        cls,
+        hosts: str | None = None,
+        reach: str | None = None,
+        master_addr: str | None = None,
+        rendezvous_timeout_s: float | None = None,
+    ) -> HostsConfig:
         """From --hosts 'h1,h2', --reach 'ssh {host}' (split with shlex into an argv template) and the rest."""
         try:
             reach_argv = tuple(shlex.split(reach)) if reach else DEFAULT_REACH
@@ -92,9 +128,12 @@ class HostsConfig:
             raise SpecError(f"cannot split the reach command {reach!r}: {exc}") from None
         if not reach_argv:
             raise SpecError("the reach command is empty; give e.g. 'ssh {host}'")
-        return cls(hosts=tuple(h.strip() for h in (hosts or "").split(",") if h.strip()), reach=reach_argv,
-                   master_addr=master_addr or None,
-                   rendezvous_timeout_s=DEFAULT_RDZV_TIMEOUT_S if rendezvous_timeout_s is None else rendezvous_timeout_s)
+        return cls(
+            hosts=tuple(h.strip() for h in (hosts or "").split(",") if h.strip()),
+            reach=reach_argv,
+            master_addr=master_addr or None,
+            rendezvous_timeout_s=DEFAULT_RDZV_TIMEOUT_S if rendezvous_timeout_s is None else rendezvous_timeout_s,
+        )
 
     @classmethod
     def from_env(cls) -> HostsConfig:
@@ -104,8 +143,12 @@ class HostsConfig:
             seconds = float(timeout) if timeout else None
         except ValueError:
             raise SpecError(f"{RDZV_TIMEOUT_VAR} must be a number of seconds; got {timeout!r}") from None
-        return cls.from_options(os.environ.get("DLBENCH_HOSTS"), os.environ.get("DLBENCH_REACH"),
-                                os.environ.get("DLBENCH_MASTER_ADDR"), seconds)
+        return cls.from_options(
+            os.environ.get("DLBENCH_HOSTS"),
+            os.environ.get("DLBENCH_REACH"),
+            os.environ.get("DLBENCH_MASTER_ADDR"),
+            seconds,
+        )
 
     def master(self) -> str:
         """The rendezvous address: as configured, else the first host, else this machine's loopback."""
@@ -114,8 +157,10 @@ class HostsConfig:
     def problem(self, spec: PointSpec) -> str | None:
         """Why this configuration cannot place the spec's nodes, or None."""
         if spec.nodes > 1 and len(self.hosts) < spec.nodes:
-            return (f"{spec.nodes} nodes need {spec.nodes} hosts, {len(self.hosts)} given: pass --hosts h1,h2 "
-                    "(or set DLBENCH_HOSTS), or use --launcher slurm")
+            return (
+                f"{spec.nodes} nodes need {spec.nodes} hosts, {len(self.hosts)} given: pass --hosts h1,h2 "
+                "(or set DLBENCH_HOSTS), or use --launcher slurm"
+            )
         return None
 
     def label(self, node: int) -> str:
@@ -139,17 +184,24 @@ class HostsConfig:
 def rank_env(spec: PointSpec, config: HostsConfig, port: int) -> dict[str, str]:
     """The environment every rank shares: the worker's, the rendezvous address and its timeout, and the
     node hosts in node order (NODE_HOSTS_VAR; for frameworks that list every worker, such as TF_CONFIG)."""
-    hosts = ",".join(config.hosts[:spec.nodes]) if config.hosts else config.master()
-    return worker_env(spec, {"MASTER_ADDR": config.master(), "MASTER_PORT": str(port),
-                             "WORLD_SIZE": str(spec.world_size), RDZV_TIMEOUT_VAR: f"{config.rendezvous_timeout_s:g}",
-                             NODE_HOSTS_VAR: hosts})
+    hosts = ",".join(config.hosts[: spec.nodes]) if config.hosts else config.master()
+    return worker_env(
+        spec,
+        {
+            "MASTER_ADDR": config.master(),
+            "MASTER_PORT": str(port),
+            "WORLD_SIZE": str(spec.world_size),
+            RDZV_TIMEOUT_VAR: f"{config.rendezvous_timeout_s:g}",
+            NODE_HOSTS_VAR: hosts,
+        },
+    )
 
 
 def topology(spec: PointSpec, config: HostsConfig) -> dict[str, str]:
     """Launcher-side facts for the result's environment."""
     out = {"world_size": str(spec.world_size), "master_addr": config.master()}
     if config.hosts:
-        out["hosts"] = ",".join(config.hosts[:spec.nodes])
+        out["hosts"] = ",".join(config.hosts[: spec.nodes])
     return out
 
 
@@ -166,12 +218,20 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
     with point_folder(spec, shared=bool(config.hosts)) as folder:
         base = rank_env(spec, config, free_port("" if config.hosts else "127.0.0.1"))
         commands, envs, labels = [], [], []
-        ranks = [(0, 0)] if spec.processes == 1 else [(n, k) for n in range(spec.nodes)
-                                                      for k in range(spec.devices_per_node)]
+        ranks = (
+            [(0, 0)]
+            if spec.processes == 1
+            else [(n, k) for n in range(spec.nodes) for k in range(spec.devices_per_node)]
+        )
         for node, local in ranks:  # one per device; one coordinator when servers compute (TF's ps)
             rank = node * spec.devices_per_node + local
-            env = {**base, "RANK": str(rank), "LOCAL_RANK": str(local), "NODE_RANK": str(node),
-                   "LOCAL_WORLD_SIZE": str(spec.devices_per_node)}
+            env = {
+                **base,
+                "RANK": str(rank),
+                "LOCAL_RANK": str(local),
+                "NODE_RANK": str(node),
+                "LOCAL_WORLD_SIZE": str(spec.devices_per_node),
+            }
             path = env_file(folder, f"rank{rank}", env) if config.hosts else None
             commands.append(config.command(node, worker_argv(python, folder), path))
             envs.append(env)
@@ -186,8 +246,9 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
         return collect(spec, folder.result, group_failure(spec, group, labels), env=topology(spec, config))
 
 
-def run_single(spec: PointSpec, python: str, on_progress: ProgressSink | None,
-               env_extra: dict[str, str] | None = None) -> ChildOutcome:
+def run_single(
+    spec: PointSpec, python: str, on_progress: ProgressSink | None, env_extra: dict[str, str] | None = None
+) -> ChildOutcome:
     """One worker process on this machine: a group of one."""
     with point_folder(spec, shared=False) as folder:
         group = run_group([worker_argv(python, folder)], spec, worker_env(spec, env_extra), on_progress)

@@ -54,8 +54,9 @@ def package_lock(python: str) -> tuple[str, tuple[tuple[str, str], ...], str]:
         except Exception as exc:
             return platform.python_version(), (), f"cannot read the packages: {type(exc).__name__}: {exc}"[:200]
     try:
-        proc = subprocess.run([python, "-c", LOCK_SCRIPT], capture_output=True, text=True, timeout=LOCK_TIMEOUT_S,
-                              check=False)
+        proc = subprocess.run(
+            [python, "-c", LOCK_SCRIPT], capture_output=True, text=True, timeout=LOCK_TIMEOUT_S, check=False
+        )
         answer = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 and proc.stdout else None
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
         return "", (), f"{python} could not list its packages: {type(exc).__name__}"
@@ -71,8 +72,13 @@ def dlbench_commit() -> str:
     """`git describe --always --dirty --tags` of the checkout dlbench runs from; '' where it is not one."""
     here = Path(__file__).resolve().parents[1]
     try:
-        out = subprocess.run(["git", "-C", str(here), "describe", "--always", "--dirty", "--tags"],
-                             capture_output=True, text=True, timeout=10, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(here), "describe", "--always", "--dirty", "--tags"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return out.stdout.strip() if out.returncode == 0 else ""
@@ -83,10 +89,19 @@ def request_for(store: Store, run_id: str, result: PointResult, python: str | No
     run = store.get_run(run_id)
     version, packages, error = package_lock(python) if python else ("", (), "the point never reached an interpreter")
     sweep = run.kind == "sweep"
-    return Request(command=run.command, kind=run.kind, suite=str(run.meta.get("suite_name", "")) if sweep else "",
-                   suite_point=result.spec.key() if sweep else "", dlbench_version=__version__,
-                   dlbench_commit=dlbench_commit(), python=python or "", python_version=version, packages=packages,
-                   lock_error=error, forced=str(run.meta.get("forced") or ""))
+    return Request(
+        command=run.command,
+        kind=run.kind,
+        suite=str(run.meta.get("suite_name", "")) if sweep else "",
+        suite_point=result.spec.key() if sweep else "",
+        dlbench_version=__version__,
+        dlbench_commit=dlbench_commit(),
+        python=python or "",
+        python_version=version,
+        packages=packages,
+        lock_error=error,
+        forced=str(run.meta.get("forced") or ""),
+    )
 
 
 def attach_request(store: Store, run_id: str, result: PointResult, python: str | None) -> PointResult:

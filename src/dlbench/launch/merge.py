@@ -51,12 +51,19 @@ def merge(spec: PointSpec, results: dict[int, WorkerResult], unreadable: dict[in
     values = [s for s in sums if s is not None]
     if spec.processes > 1 and len(values) < len(sums):
         nones = ", ".join(str(i) for i, s in enumerate(sums) if s is None)
-        return ChildOutcome("failed_check", result=merged, error=f"rank(s) {nones} reported no parameter checksum: "
-                            f"the {spec.framework} backend does not keep ranks in sync")
+        return ChildOutcome(
+            "failed_check",
+            result=merged,
+            error=f"rank(s) {nones} reported no parameter checksum: "
+            f"the {spec.framework} backend does not keep ranks in sync",
+        )
     if values and not all(math.isclose(v, values[0], rel_tol=CHECKSUM_REL_TOL) for v in values):
-        return ChildOutcome("failed_check", result=merged,
-                            error="parameters differ across ranks after the timed steps: checksums "
-                                  + ", ".join(f"rank {i} {v:.12g}" for i, v in enumerate(values)))
+        return ChildOutcome(
+            "failed_check",
+            result=merged,
+            error="parameters differ across ranks after the timed steps: checksums "
+            + ", ".join(f"rank {i} {v:.12g}" for i, v in enumerate(values)),
+        )
     return ChildOutcome("ok", result=merged)
 
 
@@ -67,27 +74,38 @@ def replica_check(spec: PointSpec, result: WorkerResult) -> ChildOutcome:
     raw = result.facts.get("replica_checksums")
     sums = [float(v) for v in raw] if isinstance(raw, list) and all(isinstance(v, (int, float)) for v in raw) else []
     if not sums:
-        return ChildOutcome("failed_check", result=result, error=f"the {spec.framework} backend reported no replica "
-                            f"checksums for {spec.strategy} on {spec.world_size} devices: it cannot show its "
-                            "replicas in sync")
+        return ChildOutcome(
+            "failed_check",
+            result=result,
+            error=f"the {spec.framework} backend reported no replica "
+            f"checksums for {spec.strategy} on {spec.world_size} devices: it cannot show its "
+            "replicas in sync",
+        )
     equal = all(math.isclose(v, sums[0], rel_tol=CHECKSUM_REL_TOL) for v in sums)
     if spec.strategy in NO_EXCHANGE_STRATEGIES:
-        verdict = (f"{len(sums)} copies differ, as expected: {spec.strategy} exchanges no gradients" if not equal
-                   else f"{len(sums)} copies equal although {spec.strategy} exchanges nothing (identical batches?)")
+        verdict = (
+            f"{len(sums)} copies differ, as expected: {spec.strategy} exchanges no gradients"
+            if not equal
+            else f"{len(sums)} copies equal although {spec.strategy} exchanges nothing (identical batches?)"
+        )
     elif len(sums) == 1:
         verdict = f"one copy of the parameters, read by all {spec.world_size} devices (nothing to compare)"
     elif equal:
         verdict = f"{len(sums)} copies equal after the measured steps"
     else:
-        return ChildOutcome("failed_check", result=result,
-                            error="parameters differ across replicas after the timed steps: checksums "
-                                  + ", ".join(f"replica {i} {v:.12g}" for i, v in enumerate(sums)))
+        return ChildOutcome(
+            "failed_check",
+            result=result,
+            error="parameters differ across replicas after the timed steps: checksums "
+            + ", ".join(f"replica {i} {v:.12g}" for i, v in enumerate(sums)),
+        )
     facts = {**result.facts, "replica_check": verdict}
     return ChildOutcome("ok", result=result.model_copy(update={"facts": facts}))
 
 
-def collect(spec: PointSpec, result: Path, failure: ChildOutcome | None,
-            env: dict[str, str] | None = None) -> ChildOutcome:
+def collect(
+    spec: PointSpec, result: Path, failure: ChildOutcome | None, env: dict[str, str] | None = None
+) -> ChildOutcome:
     """Merge the rank files next to `result` (the file itself for one rank) with how the engine ended.
 
     A timeout or an out-of-memory kill wins. Otherwise the ranks' own records come first (a rank that wrote
@@ -109,15 +127,17 @@ def collect(spec: PointSpec, result: Path, failure: ChildOutcome | None,
     else:
         out = merge(spec, found, unreadable)
         if failure is not None and out.status == "ok" and out.result is not None:
-            out.result = out.result.model_copy(update={"facts": {**out.result.facts,
-                                                                 "launcher_warning": failure.error}})
+            out.result = out.result.model_copy(
+                update={"facts": {**out.result.facts, "launcher_warning": failure.error}}
+            )
         elif failure is not None and not found:  # the engine's reason is the whole story
             reason = "; ".join(unreadable.values()) or "no result was written"
             out = ChildOutcome(failure.status, error=f"{failure.error}; {reason}", tail=failure.tail)
         elif failure is not None:  # a rank that wrote nothing ended as the engine says (crashed, error)
             status = failure.status if len(found) < spec.processes else out.status
-            out = ChildOutcome(status, result=out.result, error=f"{out.error}; {failure.error}",
-                               tail=out.tail or failure.tail)
+            out = ChildOutcome(
+                status, result=out.result, error=f"{out.error}; {failure.error}", tail=out.tail or failure.tail
+            )
     if failure is not None:
         out.tail = out.tail or failure.tail
         out.wall_s = failure.wall_s

@@ -31,8 +31,9 @@ def mpi_flavour() -> str | None:
     return "openmpi" if "Open MPI" in out.stdout + out.stderr else "other"
 
 
-def mpirun_argv(spec: PointSpec, python: str, env: dict[str, str], hostfile: Path | None,
-                spec_path: str, result_path: str) -> list[str]:
+def mpirun_argv(
+    spec: PointSpec, python: str, env: dict[str, str], hostfile: Path | None, spec_path: str, result_path: str
+) -> list[str]:
     """The mpirun command: world-size ranks, K per node, the rank environment exported with -x."""
     argv = ["mpirun", "-np", str(spec.world_size), "--bind-to", "none", "--oversubscribe"]
     if os.geteuid() == 0:
@@ -59,7 +60,7 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
         hostfile = None
         if config.hosts:
             hostfile = folder.path / "hostfile"
-            hostfile.write_text("".join(f"{h} slots={spec.devices_per_node}\n" for h in config.hosts[:spec.nodes]))
+            hostfile.write_text("".join(f"{h} slots={spec.devices_per_node}\n" for h in config.hosts[: spec.nodes]))
         env = rank_env(spec, config, free_port("" if config.hosts else "127.0.0.1"))
         argv = mpirun_argv(spec, python, env, hostfile, str(spec_path), str(result))
         group = run_group([argv], spec, env, on_progress)

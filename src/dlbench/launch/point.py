@@ -14,9 +14,14 @@ from dlbench.records import PointResult
 from dlbench.spec import PointSpec, SpecError
 
 
-def execute(spec: PointSpec, launchers: Launchers, python: str = sys.executable,
-            on_progress: ProgressSink | None = None, wait_quiet_s: float = 0.0,
-            price_per_hour: float | None = None) -> PointResult:
+def execute(
+    spec: PointSpec,
+    launchers: Launchers,
+    python: str = sys.executable,
+    on_progress: ProgressSink | None = None,
+    wait_quiet_s: float = 0.0,
+    price_per_hour: float | None = None,
+) -> PointResult:
     """Run a point with its launcher and return its result, with the machine's state around it (contention,
     energy, GPU clocks and memory: launch/watch.py); never raises for a failed point. ``wait_quiet_s``: wait up
     to that long for a quiet machine first; ``price_per_hour``: one device's hourly price, kept for its cost."""

@@ -148,13 +148,26 @@ def oom_kills() -> int | None:
 
 
 def _start(argv: Sequence[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env, start_new_session=True, preexec_fn=_die_with_controller)
+    return subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,
+        preexec_fn=_die_with_controller,
+    )
 
 
-def run_group(commands: Sequence[Sequence[str]], spec: PointSpec, env: dict[str, str] | Sequence[dict[str, str]],
-              on_progress: ProgressSink | None = None, grace_s: float = GRACE_S,
-              poll_s: float = 0.05) -> GroupOutcome:
+def run_group(
+    commands: Sequence[Sequence[str]],
+    spec: PointSpec,
+    env: dict[str, str] | Sequence[dict[str, str]],
+    on_progress: ProgressSink | None = None,
+    grace_s: float = GRACE_S,
+    poll_s: float = 0.05,
+) -> GroupOutcome:
     """Run argv lists side by side until all end; every wait is bounded.
 
     The group is killed when it passes the spec's timeout or memory limit (the largest single process's
@@ -222,8 +235,14 @@ def run_group(commands: Sequence[Sequence[str]], spec: PointSpec, env: dict[str,
     for t in threads:
         t.join(timeout=5)
     after = oom_kills()
-    return GroupOutcome(codes, killed, [list(r.tail) for r in readers], time.monotonic() - start, peak,
-                        after - kills_before if after is not None and kills_before is not None else 0)
+    return GroupOutcome(
+        codes,
+        killed,
+        [list(r.tail) for r in readers],
+        time.monotonic() - start,
+        peak,
+        after - kills_before if after is not None and kills_before is not None else 0,
+    )
 
 
 def signal_name(code: int) -> str:
@@ -238,8 +257,22 @@ def _last_line(lines: Sequence[str]) -> str:
     """The most telling output line: the last one naming an error, else the last one."""
     for line in reversed(lines):
         low = line.lower()
-        if any(word in low for word in ("error", "exception", "failed", "timed out", "timeout", "refused",
-                                        "cannot", "no such", "unreachable", "killed", "signal")):
+        if any(
+            word in low
+            for word in (
+                "error",
+                "exception",
+                "failed",
+                "timed out",
+                "timeout",
+                "refused",
+                "cannot",
+                "no such",
+                "unreachable",
+                "killed",
+                "signal",
+            )
+        ):
             return line.strip()[:300]
     return lines[-1].strip()[:300] if lines else "no output"
 
@@ -250,14 +283,20 @@ def group_failure(spec: PointSpec, group: GroupOutcome, labels: Sequence[str]) -
     A SIGKILL the controller did not send is `crashed`, named as such: the kernel's out-of-memory killer is one
     cause among several (an administrator, a job scheduler), and dlbench cannot tell which.
     """
-    tail = [f"[{labels[i]}] {line}" if len(labels) > 1 else line
-            for i, t in enumerate(group.tails) for line in t][-TAIL_LINES * 2:]
+    tail = [f"[{labels[i]}] {line}" if len(labels) > 1 else line for i, t in enumerate(group.tails) for line in t][
+        -TAIL_LINES * 2 :
+    ]
     if group.killed == "timeout":
-        return ChildOutcome("timeout", error=f"exceeded the {spec.timeout_s:g} s timeout", tail=tail,
-                            wall_s=group.wall_s)
+        return ChildOutcome(
+            "timeout", error=f"exceeded the {spec.timeout_s:g} s timeout", tail=tail, wall_s=group.wall_s
+        )
     if group.killed == "oom":
-        return ChildOutcome("oom", error=f"passed the memory limit of {spec.memory_limit_bytes} bytes "
-                                         f"(reached {group.peak_rss})", tail=tail, wall_s=group.wall_s)
+        return ChildOutcome(
+            "oom",
+            error=f"passed the memory limit of {spec.memory_limit_bytes} bytes (reached {group.peak_rss})",
+            tail=tail,
+            wall_s=group.wall_s,
+        )
     bad = [i for i, c in enumerate(group.codes) if c not in (0, None)]
     if not bad:
         return None
@@ -266,17 +305,26 @@ def group_failure(spec: PointSpec, group: GroupOutcome, labels: Sequence[str]) -
     assert code is not None
     died = code < 0 and -code in signal.valid_signals()
     if died and -code == signal.SIGKILL and group.oom_kills > 0:
-        return ChildOutcome("oom", error=f"{labels[i]} was killed by the kernel's out-of-memory killer (/proc/vmstat "
-                                         f"oom_kill rose by {group.oom_kills} while it ran): this machine's memory "
-                                         "ran out", tail=tail, wall_s=group.wall_s)
+        return ChildOutcome(
+            "oom",
+            error=f"{labels[i]} was killed by the kernel's out-of-memory killer (/proc/vmstat "
+            f"oom_kill rose by {group.oom_kills} while it ran): this machine's memory "
+            "ran out",
+            tail=tail,
+            wall_s=group.wall_s,
+        )
     if died:
         how = f"died from {signal_name(code)}"
         if -code == signal.SIGKILL:
             how += " (sent by another process: the kernel's out-of-memory killer, a scheduler or a user)"
     else:
         how = f"exited with code {code}"
-    return ChildOutcome("crashed" if died else "error", error=f"{labels[i]} {how}: {_last_line(group.tails[i])}",
-                        tail=tail, wall_s=group.wall_s)
+    return ChildOutcome(
+        "crashed" if died else "error",
+        error=f"{labels[i]} {how}: {_last_line(group.tails[i])}",
+        tail=tail,
+        wall_s=group.wall_s,
+    )
 
 
 __all__ = [

@@ -49,8 +49,10 @@ class LocalLauncher(Launcher):
     def check(self, spec: PointSpec) -> None:
         """Several nodes are not this machine."""
         if spec.nodes > 1:
-            raise SpecError(f"the local launcher runs on this machine only; for {spec.nodes} nodes use --launcher "
-                            "torchrun, hosts or mpirun with --hosts, or --launcher slurm")
+            raise SpecError(
+                f"the local launcher runs on this machine only; for {spec.nodes} nodes use --launcher "
+                "torchrun, hosts or mpirun with --hosts, or --launcher slurm"
+            )
         super().check(spec)
 
     def launch(self, spec: PointSpec, python: str, on_progress: ProgressSink | None) -> ChildOutcome:
@@ -102,8 +104,13 @@ class SlurmLauncher(Launcher):
 
 
 # The registry: every launcher class, in the order help texts list them; names come from the classes.
-LAUNCHER_CLASSES: tuple[type[Launcher], ...] = (LocalLauncher, HostsLauncher, TorchrunLauncher, MpirunLauncher,
-                                                SlurmLauncher)
+LAUNCHER_CLASSES: tuple[type[Launcher], ...] = (
+    LocalLauncher,
+    HostsLauncher,
+    TorchrunLauncher,
+    MpirunLauncher,
+    SlurmLauncher,
+)
 NAMES: tuple[str, ...] = tuple(cls.NAME for cls in LAUNCHER_CLASSES)
 
 
@@ -140,5 +147,14 @@ class Launchers:
         self.get(spec.launcher).check(spec)
 
 
-__all__ = ["LAUNCHER_CLASSES", "NAMES", "HostsLauncher", "Launcher", "Launchers", "LocalLauncher", "MpirunLauncher",
-           "SlurmLauncher", "TorchrunLauncher"]
+__all__ = [
+    "LAUNCHER_CLASSES",
+    "NAMES",
+    "HostsLauncher",
+    "Launcher",
+    "Launchers",
+    "LocalLauncher",
+    "MpirunLauncher",
+    "SlurmLauncher",
+    "TorchrunLauncher",
+]

@@ -18,10 +18,17 @@ PointStarted = Callable[[int, PointSpec], ProgressSink | None]
 PointDone = Callable[[int, PointResult], None]
 
 
-def run_points(store: Store, run_id: str, specs: Sequence[PointSpec], launchers: Launchers,
-               started: PointStarted | None = None, done: PointDone | None = None,
-               extras: Mapping[str, Mapping[str, object]] | None = None, wait_quiet_s: float = 0.0,
-               price_per_hour: float | None = None) -> list[PointResult]:
+def run_points(
+    store: Store,
+    run_id: str,
+    specs: Sequence[PointSpec],
+    launchers: Launchers,
+    started: PointStarted | None = None,
+    done: PointDone | None = None,
+    extras: Mapping[str, Mapping[str, object]] | None = None,
+    wait_quiet_s: float = 0.0,
+    price_per_hour: float | None = None,
+) -> list[PointResult]:
     """Run every spec in order; a failed point is recorded and the run goes on. Ctrl-C propagates. ``extras``:
     facts to keep with a point, by its spec key (the search that found its value); ``wait_quiet_s`` and
     ``price_per_hour`` go to each point (launch.point.execute)."""
@@ -29,8 +36,9 @@ def run_points(store: Store, run_id: str, specs: Sequence[PointSpec], launchers:
     for i, spec in enumerate(specs):
         sink = started(i, spec) if started else None
         python = interpreter_for(spec.framework)
-        result = execute(spec, launchers, python=python, on_progress=sink, wait_quiet_s=wait_quiet_s,
-                         price_per_hour=price_per_hour)
+        result = execute(
+            spec, launchers, python=python, on_progress=sink, wait_quiet_s=wait_quiet_s, price_per_hour=price_per_hour
+        )
         result = attach_request(store, run_id, result, python)  # the command and package lock that made it
         if extras and spec.key() in extras:
             result = dataclasses.replace(result, extra={**result.extra, **extras[spec.key()]})

@@ -43,12 +43,32 @@ QUEUE_TIMEOUT_VAR = "DLBENCH_SLURM_QUEUE_TIMEOUT"
 EXTRA_ARGS_VAR = "DLBENCH_SBATCH_ARGS"
 CALL_TIMEOUT_S = 60.0  # any single sbatch / squeue / scontrol / scancel call
 POLL_S = 1.0
-DONE_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
-               "BOOT_FAIL", "DEADLINE"}
+DONE_STATES = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
 # Pending reasons under which a job will not start as submitted (sbatch accepts it and it would wait forever).
-HOPELESS = {"PartitionNodeLimit", "PartitionTimeLimit", "PartitionConfig", "PartitionDown", "BadConstraints",
-            "AccountNotAllowed", "InvalidAccount", "InvalidQOS", "QOSMaxNodePerJobLimit",
-            "QOSMaxWallDurationPerJobLimit", "QOSMaxCpuPerJobLimit", "QOSMaxGRESPerJob"}
+HOPELESS = {
+    "PartitionNodeLimit",
+    "PartitionTimeLimit",
+    "PartitionConfig",
+    "PartitionDown",
+    "BadConstraints",
+    "AccountNotAllowed",
+    "InvalidAccount",
+    "InvalidQOS",
+    "QOSMaxNodePerJobLimit",
+    "QOSMaxWallDurationPerJobLimit",
+    "QOSMaxCpuPerJobLimit",
+    "QOSMaxGRESPerJob",
+}
 
 
 def _call(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -64,9 +84,17 @@ def _call(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Comp
 def sbatch_argv(spec: PointSpec, script: Path, folder: Path, worker: list[str], extra: list[str]) -> list[str]:
     """The sbatch command: N nodes, K tasks per node, a time limit from the point's timeout."""
     minutes = max(1, math.ceil(spec.timeout_s / 60))
-    argv = ["sbatch", "--parsable", f"--job-name=dlbench-{spec.model}", f"--nodes={spec.nodes}",
-            f"--ntasks-per-node={spec.devices_per_node}", f"--time={minutes}", f"--output={folder / 'job.out'}",
-            f"--chdir={folder}", "--export=ALL"]
+    argv = [
+        "sbatch",
+        "--parsable",
+        f"--job-name=dlbench-{spec.model}",
+        f"--nodes={spec.nodes}",
+        f"--ntasks-per-node={spec.devices_per_node}",
+        f"--time={minutes}",
+        f"--output={folder / 'job.out'}",
+        f"--chdir={folder}",
+        "--export=ALL",
+    ]
     if spec.device == "cuda":
         argv.append(f"--gpus-per-node={spec.devices_per_node}")
     return [*argv, *extra, str(script), *worker]
@@ -166,8 +194,10 @@ def cancel_and_wait(job: str, limit_s: float = CALL_TIMEOUT_S) -> None:
 def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, config: HostsConfig) -> ChildOutcome:
     """Submit the point as a job, wait for it with bounded polls, and merge every rank's result."""
     if shutil.which("sbatch") is None:
-        return ChildOutcome("error", error="sbatch is not on PATH: run where Slurm's client commands are "
-                                           "installed (see docs/scaling.md)")
+        return ChildOutcome(
+            "error",
+            error="sbatch is not on PATH: run where Slurm's client commands are installed (see docs/scaling.md)",
+        )
     try:
         extra = shlex.split(os.environ.get(EXTRA_ARGS_VAR, ""))
         queue_timeout_s = float(os.environ.get(QUEUE_TIMEOUT_VAR) or 3600)
@@ -197,27 +227,50 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
             raise
         follower.poll()
         state, exit_code, fields = job_state(job)
-        facts = {"slurm_job": job, "slurm_state": state, "slurm_nodes": fields.get("NodeList", ""),
-                 "world_size": str(spec.world_size)}
+        facts = {
+            "slurm_job": job,
+            "slurm_state": state,
+            "slurm_nodes": fields.get("NodeList", ""),
+            "world_size": str(spec.world_size),
+        }
         wall = time.monotonic() - start
         failure: ChildOutcome | None = None
         if stopped == "timeout":
-            failure = ChildOutcome("timeout", error=f"Slurm job {job} exceeded the {spec.timeout_s:g} s timeout "
-                                                    "and was cancelled", tail=follower.tail, wall_s=wall)
+            failure = ChildOutcome(
+                "timeout",
+                error=f"Slurm job {job} exceeded the {spec.timeout_s:g} s timeout and was cancelled",
+                tail=follower.tail,
+                wall_s=wall,
+            )
         elif stopped == "queue_timeout":
-            failure = ChildOutcome("timeout", error=f"Slurm job {job} waited in the queue over "
-                                                    f"{queue_timeout_s:g} s and was cancelled", wall_s=wall)
+            failure = ChildOutcome(
+                "timeout",
+                error=f"Slurm job {job} waited in the queue over {queue_timeout_s:g} s and was cancelled",
+                wall_s=wall,
+            )
         elif stopped and stopped.startswith("hopeless:"):
-            failure = ChildOutcome("error", error=f"Slurm job {job} cannot start as submitted "
-                                                  f"({stopped.partition(':')[2]}: {spec.nodes} nodes x "
-                                                  f"{spec.devices_per_node} tasks) and was cancelled", wall_s=wall)
+            failure = ChildOutcome(
+                "error",
+                error=f"Slurm job {job} cannot start as submitted "
+                f"({stopped.partition(':')[2]}: {spec.nodes} nodes x "
+                f"{spec.devices_per_node} tasks) and was cancelled",
+                wall_s=wall,
+            )
         elif stopped == "lost":
-            failure = ChildOutcome("error", error=f"squeue stopped answering about job {job}; it was cancelled",
-                                   tail=follower.tail, wall_s=wall)
+            failure = ChildOutcome(
+                "error",
+                error=f"squeue stopped answering about job {job}; it was cancelled",
+                tail=follower.tail,
+                wall_s=wall,
+            )
         elif state not in ("COMPLETED", "UNKNOWN") or exit_code not in ("0:0", ""):
             last = follower.tail[-1] if follower.tail else "no output"
-            failure = ChildOutcome("error", error=f"Slurm job {job} ended {state} (exit {exit_code}): {last}",
-                                   tail=follower.tail, wall_s=wall)
+            failure = ChildOutcome(
+                "error",
+                error=f"Slurm job {job} ended {state} (exit {exit_code}): {last}",
+                tail=follower.tail,
+                wall_s=wall,
+            )
         out = collect(spec, result, failure, env=facts)
         out.tail = out.tail or follower.tail
         return out

@@ -18,13 +18,33 @@ from dlbench.launch.process import ChildOutcome, ProgressSink, group_failure, ru
 from dlbench.spec import PointSpec
 
 
-def torchrun_argv(spec: PointSpec, python: str, node: int, addr: str, port: int, rdzv_timeout_s: float,
-                  spec_path: str, result_path: str) -> list[str]:
+def torchrun_argv(
+    spec: PointSpec,
+    python: str,
+    node: int,
+    addr: str,
+    port: int,
+    rdzv_timeout_s: float,
+    spec_path: str,
+    result_path: str,
+) -> list[str]:
     """The torchrun command for one node: static rendezvous, no restarts, the worker as a module."""
-    return [python, "-m", "torch.distributed.run", f"--nnodes={spec.nodes}", f"--node-rank={node}",
-            f"--nproc-per-node={spec.devices_per_node}", f"--master-addr={addr}", f"--master-port={port}",
-            f"--rdzv-conf=timeout={max(1, round(rdzv_timeout_s))}", "--max-restarts=0",
-            "-m", "dlbench.worker", spec_path, result_path]
+    return [
+        python,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={spec.nodes}",
+        f"--node-rank={node}",
+        f"--nproc-per-node={spec.devices_per_node}",
+        f"--master-addr={addr}",
+        f"--master-port={port}",
+        f"--rdzv-conf=timeout={max(1, round(rdzv_timeout_s))}",
+        "--max-restarts=0",
+        "-m",
+        "dlbench.worker",
+        spec_path,
+        result_path,
+    ]
 
 
 _SUMMARY = re.compile(r"^\s*rank\s*:\s*(\d+).*?^\s*exitcode\s*:\s*(-?\d+)", re.MULTILINE | re.DOTALL)
@@ -37,7 +57,7 @@ def failed_rank(tail: Sequence[str]) -> tuple[int, int] | None:
     "Root Cause (first observed failure)".
     """
     text = "\n".join(tail)
-    m = _SUMMARY.search(text[text.rfind("Root Cause"):] if "Root Cause" in text else text)
+    m = _SUMMARY.search(text[text.rfind("Root Cause") :] if "Root Cause" in text else text)
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
@@ -67,10 +87,16 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
         spec_path, result = folder.spec, folder.result
         port = free_port("" if config.hosts else "127.0.0.1")
         env = rank_env(spec, config, port)
-        commands = [config.command(node, torchrun_argv(spec, python, node, config.master(), port,
-                                                       config.rendezvous_timeout_s, str(spec_path), str(result)),
-                                   env_file(folder, f"node{node}", env) if config.hosts else None)
-                    for node in range(spec.nodes)]
+        commands = [
+            config.command(
+                node,
+                torchrun_argv(
+                    spec, python, node, config.master(), port, config.rendezvous_timeout_s, str(spec_path), str(result)
+                ),
+                env_file(folder, f"node{node}", env) if config.hosts else None,
+            )
+            for node in range(spec.nodes)
+        ]
         labels = [f"torchrun on {config.label(node)}" for node in range(spec.nodes)]
         group = run_group(commands, spec, env, on_progress)
         failure = group_failure(spec, group, labels)

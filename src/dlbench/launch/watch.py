@@ -43,9 +43,16 @@ def _is_worker(p: psutil.Process) -> bool:
 class PointWatch:
     """Context manager around one point's launch; `sink` wraps the progress sink; `finish` gives the telemetry."""
 
-    def __init__(self, spec: PointSpec, wait_quiet_s: float = 0.0, price_per_hour: float | None = None,
-                 stat_path: Path = PROC_STAT, powercap: Path = POWERCAP,
-                 sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        spec: PointSpec,
+        wait_quiet_s: float = 0.0,
+        price_per_hour: float | None = None,
+        stat_path: Path = PROC_STAT,
+        powercap: Path = POWERCAP,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.spec = spec
         self.wait_quiet_s = wait_quiet_s
         self.price_per_hour = price_per_hour
@@ -75,8 +82,9 @@ class PointWatch:
     def _is_own(self, pid: int) -> bool:
         if pid not in self._own_cache:
             try:
-                self._own_cache[pid] = pid == self.me.pid or any(a.pid == self.me.pid
-                                                                 for a in psutil.Process(pid).parents())
+                self._own_cache[pid] = pid == self.me.pid or any(
+                    a.pid == self.me.pid for a in psutil.Process(pid).parents()
+                )
             except psutil.Error:  # gone, or a PID of another namespace that names nothing here
                 self._own_cache[pid] = False
         return self._own_cache[pid]
@@ -99,10 +107,18 @@ class PointWatch:
         if gpu is not None:
             gpu.idle_check()
         if self.wait_quiet_s > 0:
+
             def gpu_busy() -> bool:
                 return gpu is not None and not all(d.idle for d in gpu.idle_check())
-            self.waited = wait_quiet(self.wait_quiet_s, lambda: [self.me], gpu_busy, stat_path=self.stat_path,
-                                     clock=self.clock, sleep=self.sleep)
+
+            self.waited = wait_quiet(
+                self.wait_quiet_s,
+                lambda: [self.me],
+                gpu_busy,
+                stat_path=self.stat_path,
+                clock=self.clock,
+                sleep=self.sleep,
+            )
         if gpu is not None:
             gpu.start()
         return self
@@ -114,6 +130,7 @@ class PointWatch:
 
     def sink(self, downstream: ProgressSink | None) -> ProgressSink:
         """The progress sink to give the launcher: window edges are read here, then every event goes on."""
+
         def on_event(event: dict[str, object]) -> None:
             edge = event.get(EDGE_KEY)
             if edge in ("start", "end"):
@@ -123,6 +140,7 @@ class PointWatch:
                 self.cpu.refresh()
             if downstream is not None:
                 downstream(event)
+
         return on_event
 
     def edge(self, which: str) -> None:
@@ -162,20 +180,28 @@ class PointWatch:
         samples = self.spec.global_batch * sum(r.steps for r in repeats)
         if self.windows and not self.saw_worker:
             why = "the ranks ran where the controller cannot see them (another host)"
-            tele = Telemetry(watcher="none", contention=Contention(note=why),
-                             energy=Energy(samples=samples, reason=why, price_per_hour=self.price_per_hour))
+            tele = Telemetry(
+                watcher="none",
+                contention=Contention(note=why),
+                energy=Energy(samples=samples, reason=why, price_per_hour=self.price_per_hour),
+            )
             return tele, worker
         contention = self.cpu.result()
         if self.waited is not None:
-            contention = dataclasses.replace(contention, waited_s=round(self.waited[0], 1),
-                                             quiet_at_start=self.waited[1])
+            contention = dataclasses.replace(
+                contention, waited_s=round(self.waited[0], 1), quiet_at_start=self.waited[1]
+            )
         gpu = self.gpu
         if gpu is not None:
             contention = dataclasses.replace(contention, gpu_other_processes=gpu.other_processes())
-        tele = Telemetry(contention=contention, energy=self._energy(samples),
-                         clocks=gpu.clocks() if gpu is not None else {},
-                         idle=gpu.idle() if gpu is not None else (),
-                         nvml_errors=gpu.errors if gpu is not None else 0, nvml_error=gpu.error if gpu else "")
+        tele = Telemetry(
+            contention=contention,
+            energy=self._energy(samples),
+            clocks=gpu.clocks() if gpu is not None else {},
+            idle=gpu.idle() if gpu is not None else (),
+            nvml_errors=gpu.errors if gpu is not None else 0,
+            nvml_error=gpu.error if gpu else "",
+        )
         if worker is not None and any(r.memory_kind == CONTROLLER_MEMORY for r in worker.ranks):
             filled = []
             for r in worker.ranks:

@@ -103,8 +103,12 @@ class CpuWindows:
     process found at an end edge that started inside the window counts all its time as the point's.
     """
 
-    def __init__(self, own: Callable[[], list[psutil.Process]], stat_path: Path = PROC_STAT,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        own: Callable[[], list[psutil.Process]],
+        stat_path: Path = PROC_STAT,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.own = own
         self.stat_path = stat_path
         self.clock = clock
@@ -148,8 +152,9 @@ class CpuWindows:
             self.busy += end.ticks.busy - start.ticks.busy
             self.total += end.ticks.total - start.ticks.total
             self.own_s += sum(t - start.own[pid] for pid, t in end.own.items() if pid in start.own)
-            self.own_s += sum(t for pid, t in end.own.items()
-                              if pid not in start.own and self._born_after(pid, start.wall))
+            self.own_s += sum(
+                t for pid, t in end.own.items() if pid not in start.own and self._born_after(pid, start.wall)
+            )
             self.window_s += end.at - start.at
             self.windows += 1
             self.load_avg = os.getloadavg()
@@ -163,12 +168,21 @@ class CpuWindows:
             return Contention(cpus=cpus, note=self.error or "no measured window was seen")
         hz = ticks_per_s()
         others = max(0.0, self.busy / hz - self.own_s)
-        return Contention(others_share=min(1.0, others / (self.total / hz)), cpus=cpus, window_s=self.window_s,
-                          load_avg=self.load_avg, note=self.error)
+        return Contention(
+            others_share=min(1.0, others / (self.total / hz)),
+            cpus=cpus,
+            window_s=self.window_s,
+            load_avg=self.load_avg,
+            note=self.error,
+        )
 
 
-def others_share_now(own: Callable[[], list[psutil.Process]], interval_s: float = 1.0,
-                     stat_path: Path = PROC_STAT, sleep: Callable[[float], None] = time.sleep) -> float | None:
+def others_share_now(
+    own: Callable[[], list[psutil.Process]],
+    interval_s: float = 1.0,
+    stat_path: Path = PROC_STAT,
+    sleep: Callable[[float], None] = time.sleep,
+) -> float | None:
     """Others' share of this process's CPUs over the next `interval_s`, as in the measured windows."""
     probe = CpuWindows(own, stat_path)
     probe.edge("start")
@@ -177,9 +191,15 @@ def others_share_now(own: Callable[[], list[psutil.Process]], interval_s: float 
     return probe.result().others_share
 
 
-def wait_quiet(limit_s: float, own: Callable[[], list[psutil.Process]], gpu_busy: Callable[[], bool] = lambda: False,
-               interval_s: float = 1.0, stat_path: Path = PROC_STAT, clock: Callable[[], float] = time.monotonic,
-               sleep: Callable[[float], None] = time.sleep) -> tuple[float, bool]:
+def wait_quiet(
+    limit_s: float,
+    own: Callable[[], list[psutil.Process]],
+    gpu_busy: Callable[[], bool] = lambda: False,
+    interval_s: float = 1.0,
+    stat_path: Path = PROC_STAT,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[float, bool]:
     """--wait-quiet: wait up to limit_s for others' share of the CPUs to fall to the threshold and the point's
     GPUs to be free; (seconds waited, whether it became quiet). It runs anyway after the limit."""
     start = clock()

@@ -45,10 +45,14 @@ class FmaRule:
 
     def matches(self, cpu: CpuInfo) -> bool:
         """Whether the CPU is this microarchitecture, and its flags agree."""
-        return (cpu.vendor == self.vendor and cpu.family in self.families
-                and (not self.models or cpu.model in self.models)
-                and (not self.model_name or re.search(self.model_name, cpu.model_name) is not None)
-                and all(f in cpu.flags for f in self.needs) and not any(f in cpu.flags for f in self.never))
+        return (
+            cpu.vendor == self.vendor
+            and cpu.family in self.families
+            and (not self.models or cpu.model in self.models)
+            and (not self.model_name or re.search(self.model_name, cpu.model_name) is not None)
+            and all(f in cpu.flags for f in self.needs)
+            and not any(f in cpu.flags for f in self.never)
+        )
 
 
 _WIKICHIP_ZEN2 = "https://en.wikichip.org/wiki/amd/microarchitectures/zen_2"
@@ -60,27 +64,81 @@ _FLOPS = "https://en.wikichip.org/wiki/flops"
 
 # First match wins; the flag-only rules at the end catch every CPU the rows above do not name.
 FMA_RULES: tuple[FmaRule, ...] = (
-    FmaRule("AMD Zen / Zen+ (128-bit FP units; AVX2 split in two)", "AuthenticAMD", (0x17,), 2, 128, _WIKICHIP_ZEN2,
-            models=tuple(range(0x30)), never=("avx512f",)),
-    FmaRule("AMD Zen 4 (AVX-512 double-pumped on 256-bit units)", "AuthenticAMD", (0x19,), 2, 256, _ZEN5,
-            needs=("avx512f",)),
-    FmaRule("AMD Zen 5 (full 512-bit FMA units; the mobile parts' 256-bit units are not told apart)",
-            "AuthenticAMD", (0x1A,), 2, 512, _ZEN5, needs=("avx512f",)),
-    FmaRule("Intel Cannon/Ice/Tiger/Rocket Lake client (one 512-bit FMA unit)", "GenuineIntel", (6,), 1, 512, _ICL_SP,
-            models=(0x66, 0x7D, 0x7E, 0x8C, 0x8D, 0xA7, 0xA8), needs=("avx512f",), never=("amx_tile", "avx512_fp16")),
-    FmaRule("Intel Skylake-SP / Cascade Lake with one 512-bit FMA unit (Bronze, Silver, Gold 5xxx but 5122/5222)",
-            "GenuineIntel", (6,), 1, 512, _SKX, models=(0x55,),
-            model_name=r"Bronze|Silver|Gold 5(?!122|222)\d{3}", needs=("avx512f",)),
-    FmaRule("Intel Xeon with AMX (Sapphire Rapids and later: two 512-bit FMA units)", "GenuineIntel", (6,), 2, 512,
-            _SPR, needs=("avx512f", "amx_tile")),
-    FmaRule("Intel Xeon with AVX-512 (Skylake-SP and later: two 512-bit FMA units)", "GenuineIntel", (6,), 2, 512,
-            _SKX, needs=("avx512f",)),
+    FmaRule(
+        "AMD Zen / Zen+ (128-bit FP units; AVX2 split in two)",
+        "AuthenticAMD",
+        (0x17,),
+        2,
+        128,
+        _WIKICHIP_ZEN2,
+        models=tuple(range(0x30)),
+        never=("avx512f",),
+    ),
+    FmaRule(
+        "AMD Zen 4 (AVX-512 double-pumped on 256-bit units)", "AuthenticAMD", (0x19,), 2, 256, _ZEN5, needs=("avx512f",)
+    ),
+    FmaRule(
+        "AMD Zen 5 (full 512-bit FMA units; the mobile parts' 256-bit units are not told apart)",
+        "AuthenticAMD",
+        (0x1A,),
+        2,
+        512,
+        _ZEN5,
+        needs=("avx512f",),
+    ),
+    FmaRule(
+        "Intel Cannon/Ice/Tiger/Rocket Lake client (one 512-bit FMA unit)",
+        "GenuineIntel",
+        (6,),
+        1,
+        512,
+        _ICL_SP,
+        models=(0x66, 0x7D, 0x7E, 0x8C, 0x8D, 0xA7, 0xA8),
+        needs=("avx512f",),
+        never=("amx_tile", "avx512_fp16"),
+    ),
+    FmaRule(
+        "Intel Skylake-SP / Cascade Lake with one 512-bit FMA unit (Bronze, Silver, Gold 5xxx but 5122/5222)",
+        "GenuineIntel",
+        (6,),
+        1,
+        512,
+        _SKX,
+        models=(0x55,),
+        model_name=r"Bronze|Silver|Gold 5(?!122|222)\d{3}",
+        needs=("avx512f",),
+    ),
+    FmaRule(
+        "Intel Xeon with AMX (Sapphire Rapids and later: two 512-bit FMA units)",
+        "GenuineIntel",
+        (6,),
+        2,
+        512,
+        _SPR,
+        needs=("avx512f", "amx_tile"),
+    ),
+    FmaRule(
+        "Intel Xeon with AVX-512 (Skylake-SP and later: two 512-bit FMA units)",
+        "GenuineIntel",
+        (6,),
+        2,
+        512,
+        _SKX,
+        needs=("avx512f",),
+    ),
 )
 # By flags alone, for a vendor or model no rule names.
 FLAG_RULES: tuple[FmaRule, ...] = (
     FmaRule("AVX-512 (two 512-bit FMA units assumed: server cores)", "", (), 2, 512, _SKX, needs=("avx512f",)),
-    FmaRule("AVX2 + FMA (two 256-bit FMA units: Haswell and later, Zen 2 and 3)", "", (), 2, 256, _WIKICHIP_ZEN2,
-            needs=("avx2", "fma")),
+    FmaRule(
+        "AVX2 + FMA (two 256-bit FMA units: Haswell and later, Zen 2 and 3)",
+        "",
+        (),
+        2,
+        256,
+        _WIKICHIP_ZEN2,
+        needs=("avx2", "fma"),
+    ),
     FmaRule("AVX without FMA (one 256-bit add and one multiply unit)", "", (), 1, 256, _FLOPS, needs=("avx",)),
     FmaRule("SSE2 (one 128-bit add and one multiply unit)", "", (), 1, 128, _FLOPS, needs=("sse2",)),
 )
@@ -106,10 +164,15 @@ def parse_cpuinfo(text: str) -> CpuInfo:
         raise ValueError("no processor in /proc/cpuinfo")
     first = procs[0]
     cores = {(p.get("physical id", "0"), p.get("core id", str(i))) for i, p in enumerate(procs)}
-    return CpuInfo(vendor=first.get("vendor_id", ""), family=int(first.get("cpu family", "0") or 0),
-                   model=int(first.get("model", "0") or 0), model_name=first.get("model name", ""),
-                   flags=frozenset(first.get("flags", "").split()), cores=len(cores),
-                   mhz=float(first.get("cpu MHz", "0") or 0))
+    return CpuInfo(
+        vendor=first.get("vendor_id", ""),
+        family=int(first.get("cpu family", "0") or 0),
+        model=int(first.get("model", "0") or 0),
+        model_name=first.get("model name", ""),
+        flags=frozenset(first.get("flags", "").split()),
+        cores=len(cores),
+        mhz=float(first.get("cpu MHz", "0") or 0),
+    )
 
 
 def _pairs(block: str) -> list[tuple[str, str]]:
@@ -199,5 +262,17 @@ def read_cpu(path: Path | None = None) -> CpuInfo | str:
         return f"peak unknown: cannot read {path} ({exc})"
 
 
-__all__ = ["AMX_FLOPS_PER_CYCLE", "FLAG_RULES", "FMA_RULES", "CorePeak", "CpuInfo", "FmaRule", "core_peak",
-           "flops_per_cycle", "fma_rule", "max_clock", "parse_cpuinfo", "read_cpu"]
+__all__ = [
+    "AMX_FLOPS_PER_CYCLE",
+    "FLAG_RULES",
+    "FMA_RULES",
+    "CorePeak",
+    "CpuInfo",
+    "FmaRule",
+    "core_peak",
+    "flops_per_cycle",
+    "fma_rule",
+    "max_clock",
+    "parse_cpuinfo",
+    "read_cpu",
+]

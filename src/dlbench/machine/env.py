@@ -21,13 +21,33 @@ from dlbench import __version__
 from dlbench.machine.nvml import GpuInfo, gpu_info, session, visible_handles
 
 IDENTITY_KEYS: tuple[str, ...] = (
-    "framework", "framework_version", "device", "device_model", "device_count", "cpu_model", "cpu_cores",
-    "cuda", "cudnn", "nccl", "driver", "threads", "dlbench_version", "math_mode",
+    "framework",
+    "framework_version",
+    "device",
+    "device_model",
+    "device_count",
+    "cpu_model",
+    "cpu_cores",
+    "cuda",
+    "cudnn",
+    "nccl",
+    "driver",
+    "threads",
+    "dlbench_version",
+    "math_mode",
 )
 # GPU settings recorded for the first visible GPU (descriptive: a clock drifts, a comparison still holds). The
 # clocks the point ran at are sampled while it is measured (machine/telemetry.py), not read here, idle.
-GPU_DESCRIPTIVE: tuple[str, ...] = ("uuid", "memory_bytes", "compute_capability", "sm_clock_max_mhz",
-                                    "mem_clock_max_mhz", "power_limit_w", "ecc", "mig")
+GPU_DESCRIPTIVE: tuple[str, ...] = (
+    "uuid",
+    "memory_bytes",
+    "compute_capability",
+    "sm_clock_max_mhz",
+    "mem_clock_max_mhz",
+    "power_limit_w",
+    "ecc",
+    "mig",
+)
 
 
 _BRAND_FIELDS = ("model name", "cpu", "processor", "uarch")  # py-cpuinfo's own order for /proc/cpuinfo
@@ -82,8 +102,11 @@ def choose_device(device: str) -> tuple[str, str]:
     if info.devices:
         first = info.devices[0]
         return "cuda", f"--device auto: NVML sees {len(info.devices)} visible GPU(s), the first a {first['name']}"
-    why = ("CUDA_VISIBLE_DEVICES hides every GPU" if os.environ.get("CUDA_VISIBLE_DEVICES") == ""
-           else "NVML reports no NVIDIA GPU")
+    why = (
+        "CUDA_VISIBLE_DEVICES hides every GPU"
+        if os.environ.get("CUDA_VISIBLE_DEVICES") == ""
+        else "NVML reports no NVIDIA GPU"
+    )
     return "cpu", f"--device auto: {why}, so the CPU"
 
 
@@ -97,8 +120,9 @@ def git_commit() -> str:
     """The commit of the dlbench source tree, where it is a git checkout; else ''."""
     here = Path(__file__).resolve().parent
     try:
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        )
     except (OSError, subprocess.TimeoutExpired):
         return ""
     return out.stdout.strip() if out.returncode == 0 else ""
@@ -132,7 +156,8 @@ def host_descriptive(device: str = "cpu") -> dict[str, str]:
         differ = [k for k in GPU_DESCRIPTIVE if k != "uuid" and len({d[k] for d in visible}) > 1]
         if differ:
             gpu["gpu_settings_differ"] = ", ".join(differ)
-    return {**gpu,
+    return {
+        **gpu,
         "hostname": socket.gethostname(),
         "cpu_mhz": f"{freq.current:.0f}" if freq else "",
         "cpu_max_mhz": f"{freq.max:.0f}" if freq and freq.max else "",

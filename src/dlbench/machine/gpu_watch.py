@@ -62,16 +62,18 @@ class Slot:
         return f"{self.index} ({self.uuid})" if self.uuid else str(self.index)
 
 
-def rank_devices(visible: int, processes: int, devices_per_node: int,
-                 ranks: Iterable[tuple[int, int]]) -> dict[int, tuple[int, ...]]:
+def rank_devices(
+    visible: int, processes: int, devices_per_node: int, ranks: Iterable[tuple[int, int]]
+) -> dict[int, tuple[int, ...]]:
     """CUDA ordinal -> the ranks using it, for (rank, local rank) pairs: a rank's device is its local rank
     modulo the visible devices; a single process over several devices uses the first devices_per_node."""
     if visible <= 0:
         return {}
     out: dict[int, tuple[int, ...]] = {}
     for rank, local in ranks:
-        ordinals = range(min(devices_per_node, visible)) if processes == 1 and devices_per_node > 1 else (
-            local % visible,)
+        ordinals = (
+            range(min(devices_per_node, visible)) if processes == 1 and devices_per_node > 1 else (local % visible,)
+        )
         for i in ordinals:
             out[i] = (*out.get(i, ()), rank)
     return out
@@ -80,9 +82,15 @@ def rank_devices(visible: int, processes: int, devices_per_node: int,
 class GpuSampler:
     """Samples the point's GPUs from a thread (memory always; clocks and power between window edges)."""
 
-    def __init__(self, nv: Any, devices: dict[int, tuple[int, ...]], is_own: Callable[[int], bool],
-                 interval_s: float = 0.1, clock: Callable[[], float] = time.monotonic,
-                 visible: Sequence[Any] | None = None) -> None:
+    def __init__(
+        self,
+        nv: Any,
+        devices: dict[int, tuple[int, ...]],
+        is_own: Callable[[int], bool],
+        interval_s: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+        visible: Sequence[Any] | None = None,
+    ) -> None:
         self.nv = nv
         self.is_own = is_own
         self.interval_s = interval_s
@@ -164,11 +172,13 @@ class GpuSampler:
     def _sample_clocks(self, s: Slot, now: float) -> None:
         nv = self.nv
         for name, value in (
-                ("sm_mhz", self._call("the SM clock", nv.nvmlDeviceGetClockInfo, s.handle, nv.NVML_CLOCK_SM, slot=s)),
-                ("mem_mhz", self._call("the memory clock", nv.nvmlDeviceGetClockInfo, s.handle, nv.NVML_CLOCK_MEM,
-                                       slot=s)),
-                ("temperature_c", self._call("the temperature", nv.nvmlDeviceGetTemperature, s.handle,
-                                             nv.NVML_TEMPERATURE_GPU, slot=s))):
+            ("sm_mhz", self._call("the SM clock", nv.nvmlDeviceGetClockInfo, s.handle, nv.NVML_CLOCK_SM, slot=s)),
+            ("mem_mhz", self._call("the memory clock", nv.nvmlDeviceGetClockInfo, s.handle, nv.NVML_CLOCK_MEM, slot=s)),
+            (
+                "temperature_c",
+                self._call("the temperature", nv.nvmlDeviceGetTemperature, s.handle, nv.NVML_TEMPERATURE_GPU, slot=s),
+            ),
+        ):
             if value is not None:
                 self.samples[name].append(float(value))
         mw = self._call("the power", nv.nvmlDeviceGetPowerUsage, s.handle, slot=s)
@@ -183,8 +193,7 @@ class GpuSampler:
                 self.measuring = True
             for s in self.slots:
                 if s.counter:
-                    mj = self._call("the energy counter", self.nv.nvmlDeviceGetTotalEnergyConsumption, s.handle,
-                                    slot=s)
+                    mj = self._call("the energy counter", self.nv.nvmlDeviceGetTotalEnergyConsumption, s.handle, slot=s)
                     if mj is None:
                         s.counter = False
                     elif which == "start":
@@ -273,8 +282,9 @@ class GpuSampler:
 
 
 @contextlib.contextmanager
-def gpu_sampler(devices: dict[int, tuple[int, ...]], is_own: Callable[[int], bool],
-                interval_s: float = 0.1) -> Iterator[GpuSampler | None]:
+def gpu_sampler(
+    devices: dict[int, tuple[int, ...]], is_own: Callable[[int], bool], interval_s: float = 0.1
+) -> Iterator[GpuSampler | None]:
     """A GpuSampler inside an NVML session, its idle check done and its thread started; None without NVML."""
     with session() as nv:
         if nv is None:

@@ -26,8 +26,9 @@ class NvmlWarning(UserWarning):
 
 
 def _warn(what: str, exc: BaseException) -> None:
-    warnings.warn(f"NVML could not read {what} ({type(exc).__name__}: {exc}); recorded as unknown",
-                  NvmlWarning, stacklevel=3)
+    warnings.warn(
+        f"NVML could not read {what} ({type(exc).__name__}: {exc}); recorded as unknown", NvmlWarning, stacklevel=3
+    )
 
 
 def _text(value: object) -> str:
@@ -101,7 +102,7 @@ def _mode(pair: Any) -> str:
     """'on', 'off' or 'on (pending off)' from NVML's (current, pending) pair."""
     if pair is None:
         return UNKNOWN
-    current, pending = (pair if isinstance(pair, (list, tuple)) else (pair, pair))
+    current, pending = pair if isinstance(pair, (list, tuple)) else (pair, pair)
     word = {0: "off", 1: "on"}
     text = word.get(int(current), str(current))
     return text if pending == current else f"{text} (pending {word.get(int(pending), str(pending))})"
@@ -109,6 +110,7 @@ def _mode(pair: Any) -> str:
 
 def device_facts(nv: Any, h: Any) -> dict[str, str]:
     """Name, memory, clocks, power limit, ECC and MIG mode of one GPU; a field NVML cannot read is 'unknown'."""
+
     def text(what: str, fn: Any, *args: Any, fmt: Any = _text) -> str:
         value = _read(what, fn, *args)
         return UNKNOWN if value is None else fmt(value)
@@ -124,8 +126,9 @@ def device_facts(nv: Any, h: Any) -> dict[str, str]:
         "sm_clock_max_mhz": text("the max SM clock", nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_SM),
         "mem_clock_mhz": text("the memory clock", nv.nvmlDeviceGetClockInfo, h, nv.NVML_CLOCK_MEM),
         "mem_clock_max_mhz": text("the max memory clock", nv.nvmlDeviceGetMaxClockInfo, h, nv.NVML_CLOCK_MEM),
-        "power_limit_w": text("the power limit", nv.nvmlDeviceGetEnforcedPowerLimit, h,
-                              fmt=lambda mw: f"{int(mw) / 1000:g}"),
+        "power_limit_w": text(
+            "the power limit", nv.nvmlDeviceGetEnforcedPowerLimit, h, fmt=lambda mw: f"{int(mw) / 1000:g}"
+        ),
         "ecc": _mode(_read("the ECC mode", nv.nvmlDeviceGetEccMode, h)),
         "mig": _mode(_read("the MIG mode", nv.nvmlDeviceGetMigMode, h)),
     }

@@ -80,8 +80,15 @@ def _parse_table(raw: object) -> tuple[GpuPeaks, ...]:
     for g in raw["gpus"]:
         tflops = {m: (None if g.get(m) is None else float(g[m])) for m in MATH_MODES}
         slices = g.get("mig_slices")
-        out.append(GpuPeaks(name=str(g["name"]), nvml=tuple(str(p) for p in g["nvml"]), tflops=tflops,
-                            source=str(g["source"]), mig_slices=None if slices is None else int(slices)))
+        out.append(
+            GpuPeaks(
+                name=str(g["name"]),
+                nvml=tuple(str(p) for p in g["nvml"]),
+                tflops=tflops,
+                source=str(g["source"]),
+                mig_slices=None if slices is None else int(slices),
+            )
+        )
     return tuple(out)
 
 
@@ -102,8 +109,9 @@ def find_gpu(nvml_name: str) -> GpuPeaks | None:
 # A MIG slice's device name: the card's, then " MIG " and the profile, e.g. "NVIDIA H100 80GB HBM3 MIG 1g.10gb"
 # (a GPU instance of 1 compute slice and 10 GB) or "... MIG 1c.3g.40gb" (a compute instance of 1 slice inside one
 # of 3). The slices it computes on are the leading number.
-_MIG_NAME = re.compile(r"(?P<card>.+?)\s+MIG\s+(?P<profile>(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.\d+gb(?:\+\w+)?)",
-                       re.IGNORECASE)
+_MIG_NAME = re.compile(
+    r"(?P<card>.+?)\s+MIG\s+(?P<profile>(?:(?P<c>\d+)c\.)?(?P<g>\d+)g\.\d+gb(?:\+\w+)?)", re.IGNORECASE
+)
 
 
 def gpu_peak(nvml_name: str, math_mode: str, mig: str = "") -> PeakLookup:
@@ -120,18 +128,23 @@ def gpu_peak(nvml_name: str, math_mode: str, mig: str = "") -> PeakLookup:
         return PeakLookup(None, f"peak unknown: the {g.name} datasheet has no {math_mode} figure")
     if slice_ is None:
         if mig.strip().lower().startswith("on"):
-            return PeakLookup(None, f"peak unknown: MIG is on for this {g.name}, and the point does not say which "
-                                    "slice it ran on (run it with CUDA_VISIBLE_DEVICES=MIG-<uuid>)")
+            return PeakLookup(
+                None,
+                f"peak unknown: MIG is on for this {g.name}, and the point does not say which "
+                "slice it ran on (run it with CUDA_VISIBLE_DEVICES=MIG-<uuid>)",
+            )
         return PeakLookup(Peak(value, math_mode, "datasheet", g.name, g.source))
     used = int(slice_.group("c") or slice_.group("g"))
     if not g.mig_slices or used > g.mig_slices:
-        return PeakLookup(None, f"peak unknown: gpu_peaks.yaml has no MIG slices for the {g.name} "
-                                f"({slice_.group('profile')})")
+        return PeakLookup(
+            None, f"peak unknown: gpu_peaks.yaml has no MIG slices for the {g.name} ({slice_.group('profile')})"
+        )
     device = f"{g.name} MIG {slice_.group('profile')}, {used}/{g.mig_slices} of its compute"
     return PeakLookup(Peak(value * used / g.mig_slices, math_mode, "datasheet", device, g.source))
 
 
 # ------------------------------------------------------------------------------------------- CPU
+
 
 def cpu_peak(math_mode: str, cores: float, cpu: CpuInfo | str | None = None) -> PeakLookup:
     """The instruction-set peak of `cores` of this host's CPU (or of `cpu`) in a math mode, or why there is none."""
@@ -143,8 +156,15 @@ def cpu_peak(math_mode: str, cores: float, cpu: CpuInfo | str | None = None) -> 
         return PeakLookup(None, per)
     used = min(cores, info.cores) if cores > 0 else info.cores
     name = info.model_name or cpu_model()
-    return PeakLookup(Peak(per.tflops_per_core * used, math_mode, "instruction set", f"{name} x {used:g} cores",
-                           f"{used:g} physical cores x {per.derivation}; sources: {per.source}"))
+    return PeakLookup(
+        Peak(
+            per.tflops_per_core * used,
+            math_mode,
+            "instruction set",
+            f"{name} x {used:g} cores",
+            f"{used:g} physical cores x {per.derivation}; sources: {per.source}",
+        )
+    )
 
 
 PROBE_DTYPES: dict[str, str] = {"fp32": "float32"}  # math mode -> numpy dtype the achievable probe multiplies in
@@ -186,8 +206,10 @@ class Probed:
     def source(self, dtype: str) -> str:
         """How the achievable figure was measured, in words."""
         day = time.strftime("%Y-%m-%d", time.localtime(self.since))
-        return (f"numpy {dtype} 1024^3 matmul on all {os.cpu_count() or 0} logical CPUs, best of {self.probes} "
-                f"probe{'s' * (self.probes != 1)} since {day} (load {self.load:.1f} then)")
+        return (
+            f"numpy {dtype} 1024^3 matmul on all {os.cpu_count() or 0} logical CPUs, best of {self.probes} "
+            f"probe{'s' * (self.probes != 1)} since {day} (load {self.load:.1f} then)"
+        )
 
 
 def _load() -> float:
@@ -271,8 +293,9 @@ def forget_probes() -> None:
     _seen.clear()
 
 
-def peak_for(device: str, device_model: str, math_mode: str, hostname: str = "", cores: float = 0.0,
-             mig: str = "") -> PeakLookup:
+def peak_for(
+    device: str, device_model: str, math_mode: str, hostname: str = "", cores: float = 0.0, mig: str = ""
+) -> PeakLookup:
     """The peak of a point's device in its math mode: a GPU from the table (a MIG slice's share of it, `mig` being
     the recorded MIG mode), this host's CPU from its instruction set (`cores`: the physical cores one device of the
     point was given, 0 for all); a CPU point from another host or CPU has no peak here (its flags and clock were
@@ -280,13 +303,29 @@ def peak_for(device: str, device_model: str, math_mode: str, hostname: str = "",
     if device == "cuda":
         return gpu_peak(device_model, math_mode, mig)
     if hostname and hostname != socket.gethostname():
-        return PeakLookup(None, f"peak unknown: the CPU peak is read from this host's CPU, and {hostname} is not "
-                                "this one")
+        return PeakLookup(
+            None, f"peak unknown: the CPU peak is read from this host's CPU, and {hostname} is not this one"
+        )
     here = cpu_model()
     if device_model and device_model != here:
         return PeakLookup(None, f"peak unknown: the CPU peak is read here, on {here}, not on {device_model}")
     return cpu_peak(math_mode, cores)
 
 
-__all__ = ["MATH_MODES", "TABLE_VERSION", "Achievable", "GpuPeaks", "Peak", "PeakKind", "PeakLookup", "cpu_achievable",
-           "cpu_peak", "find_gpu", "forget_probes", "gpu_peak", "gpu_table", "peak_for", "probe_gemm"]
+__all__ = [
+    "MATH_MODES",
+    "TABLE_VERSION",
+    "Achievable",
+    "GpuPeaks",
+    "Peak",
+    "PeakKind",
+    "PeakLookup",
+    "cpu_achievable",
+    "cpu_peak",
+    "find_gpu",
+    "forget_probes",
+    "gpu_peak",
+    "gpu_table",
+    "peak_for",
+    "probe_gemm",
+]

@@ -54,8 +54,7 @@ def _min_n_for_alpha(alpha: float) -> int:
 
 def log_spread(a: np.ndarray, b: np.ndarray) -> float:
     """Robust sigma of log step time: 1.4826 x MAD of each side's log times about its own median, pooled."""
-    res = [np.log(np.asarray(x, float).ravel()) - np.median(np.log(np.asarray(x, float))) for x in (a, b)
-           if np.size(x)]
+    res = [np.log(np.asarray(x, float).ravel()) - np.median(np.log(np.asarray(x, float))) for x in (a, b) if np.size(x)]
     pooled = np.concatenate(res) if res else np.zeros(1)
     return float(1.4826 * np.median(np.abs(pooled)))
 
@@ -130,33 +129,54 @@ class Detectability:
     def message(self) -> str:
         """'not enough samples to detect 5%: need 5 per side (have 4 and 4; ...)'."""
         if self.min_p >= self.alpha:
-            why = (f"the smallest p with {self.samples_a} against {self.samples_b} is {self.min_p:.2g}, "
-                   f"not below alpha {self.alpha:g}")
+            why = (
+                f"the smallest p with {self.samples_a} against {self.samples_b} is {self.min_p:.2g}, "
+                f"not below alpha {self.alpha:g}"
+            )
         else:
-            why = (f"power {self.power:.0%} at alpha {self.alpha:g} with this spread of step times "
-                   f"(sigma {self.sigma:.1%})")
+            why = (
+                f"power {self.power:.0%} at alpha {self.alpha:g} with this spread of step times "
+                f"(sigma {self.sigma:.1%})"
+            )
         n = self.needed
         need = f"{n:,}" if n < MAX_NEEDED else f"over {MAX_NEEDED:,}"
-        return (f"not enough samples to detect {self.effect * 100:.3g}%: need {need} per side "
-                f"(have {self.samples_a} and {self.samples_b}; {why})")
+        return (
+            f"not enough samples to detect {self.effect * 100:.3g}%: need {need} per side "
+            f"(have {self.samples_a} and {self.samples_b}; {why})"
+        )
 
     def as_dict(self) -> dict[str, object]:
         """Plain JSON-able figures (`needed_per_side` only where the effect is not detectable)."""
-        return {"effect": self.effect, "alpha": self.alpha, "min_p": self.min_p, "power": self.power,
-                "log_sigma": self.sigma, "detectable": self.detectable,
-                "needed_per_side": None if self.detectable else self.needed}
+        return {
+            "effect": self.effect,
+            "alpha": self.alpha,
+            "min_p": self.min_p,
+            "power": self.power,
+            "log_sigma": self.sigma,
+            "detectable": self.detectable,
+            "needed_per_side": None if self.detectable else self.needed,
+        }
 
 
-def detectability(a: np.ndarray, b: np.ndarray, effect: float, alpha: float,
-                   power_required: bool = True) -> Detectability:
+def detectability(
+    a: np.ndarray, b: np.ndarray, effect: float, alpha: float, power_required: bool = True
+) -> Detectability:
     """How well the step times a and b could show a relative change of `effect` with the Mann-Whitney test;
     power_required=False judges only whether the test can reach alpha with these counts (`needed` still
     counts the samples that would give the effect TARGET_POWER)."""
     m, n = int(np.size(a)), int(np.size(b))
     sigma = round(log_spread(a, b), 6)  # rounded: the power cache sees the same spread as the same
-    return Detectability(effect, alpha, m, n, min_p(m, n), power(m, n, sigma, effect, alpha), sigma,
-                         power_required)
+    return Detectability(effect, alpha, m, n, min_p(m, n), power(m, n, sigma, effect, alpha), sigma, power_required)
 
 
-__all__ = ["MAX_NEEDED", "TARGET_POWER", "Detectability", "detectability", "log_spread", "min_p", "needed",
-           "noether_power", "power"]
+__all__ = [
+    "MAX_NEEDED",
+    "TARGET_POWER",
+    "Detectability",
+    "detectability",
+    "log_spread",
+    "min_p",
+    "needed",
+    "noether_power",
+    "power",
+]

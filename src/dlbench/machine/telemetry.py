@@ -64,8 +64,7 @@ class Contention:
     @property
     def flagged(self) -> bool:
         """Whether the point was measured under contention: others above the threshold, or on its GPUs."""
-        return ((self.others_share is not None and self.others_share > self.threshold)
-                or bool(self.gpu_other_processes))
+        return (self.others_share is not None and self.others_share > self.threshold) or bool(self.gpu_other_processes)
 
     def describe(self) -> str:
         """'others used 48% of its 2 CPUs (load 3.10)', or why it is unknown."""
@@ -165,11 +164,16 @@ class Telemetry:
         c = _known(Contention, d.get("contention") or {})
         if c.get("load_avg") is not None:
             c["load_avg"] = tuple(c["load_avg"])
-        return cls(version=int(d.get("version", VERSION)), watcher=str(d.get("watcher", "controller")),
-                   contention=Contention(**c), energy=Energy(**_known(Energy, d.get("energy") or {})),
-                   clocks={k: Spread(**_known(Spread, v)) for k, v in (d.get("clocks") or {}).items()},
-                   idle=tuple(DeviceIdle(**_known(DeviceIdle, x)) for x in d.get("idle") or ()),
-                   nvml_errors=int(d.get("nvml_errors", 0)), nvml_error=str(d.get("nvml_error", "")))
+        return cls(
+            version=int(d.get("version", VERSION)),
+            watcher=str(d.get("watcher", "controller")),
+            contention=Contention(**c),
+            energy=Energy(**_known(Energy, d.get("energy") or {})),
+            clocks={k: Spread(**_known(Spread, v)) for k, v in (d.get("clocks") or {}).items()},
+            idle=tuple(DeviceIdle(**_known(DeviceIdle, x)) for x in d.get("idle") or ()),
+            nvml_errors=int(d.get("nvml_errors", 0)),
+            nvml_error=str(d.get("nvml_error", "")),
+        )
 
 
 def _known(cls: type, d: Mapping[str, Any]) -> dict[str, Any]:

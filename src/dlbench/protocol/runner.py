@@ -113,9 +113,16 @@ def _own(steps: int) -> int:
     return steps
 
 
-def measure(trainer: Steppable, protocol: Protocol, clock: Clock = time.perf_counter,
-            progress: Progress = _quiet, sync_every_step: bool = False, calibrate: bool = True,
-            window_edge: Edge = _no_edge, agree: Callable[[int], int] = _own) -> Measured:
+def measure(
+    trainer: Steppable,
+    protocol: Protocol,
+    clock: Clock = time.perf_counter,
+    progress: Progress = _quiet,
+    sync_every_step: bool = False,
+    calibrate: bool = True,
+    window_edge: Edge = _no_edge,
+    agree: Callable[[int], int] = _own,
+) -> Measured:
     """Warm up, then time the measured steps in windows; repeat. Warm-up steps are never timed. `window_edge` is
     called just before each repeat's first clock read and just after its last, never between them. A calibrated
     step count goes through `agree` (several ranks: rank 0's count for every rank)."""
@@ -154,6 +161,9 @@ def measure(trainer: Steppable, protocol: Protocol, clock: Clock = time.perf_cou
         if sync_every_step:
             repeats.append(RepeatRaw(step_times=spans, wall_s=reads[-1] - reads[0], device_step_s=device))
         else:
-            repeats.append(RepeatRaw(step_times=(), wall_s=reads[-1] - reads[0], window_s=spans, window_steps=sizes,
-                                     device_step_s=device))
+            repeats.append(
+                RepeatRaw(
+                    step_times=(), wall_s=reads[-1] - reads[0], window_s=spans, window_steps=sizes, device_step_s=device
+                )
+            )
     return Measured(tuple(repeats), waited, steps, protocol.steps, timer.kind if timer is not None else "")

@@ -80,8 +80,13 @@ def summarize(spec: PointSpec, ranks: tuple[RankRaw, ...]) -> Metrics:
     waited = sum(r.input_wait_s for r in ranks)
     share = waited / measured if measured > 0 else 0.0
     return Metrics(
-        throughput=value, statistic=stat, repeat_throughputs=per_repeat,
-        ci_low=lo, ci_high=hi, ci_level=CI_LEVEL, cv=cv,
+        throughput=value,
+        statistic=stat,
+        repeat_throughputs=per_repeat,
+        ci_low=lo,
+        ci_high=hi,
+        ci_level=CI_LEVEL,
+        cv=cv,
         median_step_s=statistics.median(all_steps),
         global_batch=spec.global_batch,
         peak_memory_bytes=max(peaks) if peaks else None,

@@ -22,9 +22,24 @@ DATA_KINDS: frozenset[str] = frozenset({"synthetic", "real"})
 UNITS: frozenset[str] = frozenset({"samples/s"})
 
 _SOURCE_KEYS = ("title", "organisation", "year", "seed_file", "url")
-_ROW_REQUIRED = ("framework", "framework_version", "model", "hardware", "devices", "nodes", "devices_per_node",
-                 "precision", "batch_size", "data", "conditions", "throughput", "unit", "speedup", "table",
-                 "source_line")
+_ROW_REQUIRED = (
+    "framework",
+    "framework_version",
+    "model",
+    "hardware",
+    "devices",
+    "nodes",
+    "devices_per_node",
+    "precision",
+    "batch_size",
+    "data",
+    "conditions",
+    "throughput",
+    "unit",
+    "speedup",
+    "table",
+    "source_line",
+)
 _ROW_OPTIONAL = ("model_variant", "case_params", "parallel", "tflops_per_device", "tflops_line")
 _LAYOUT_KEYS = ("data", "tensor", "pipeline", "micro_batches")  # a row's `parallel` mapping (GPT, #23)
 
@@ -130,8 +145,15 @@ def _source(file: str, doc: Any) -> ReferenceSource:
         raise fail("notes must be a string")
     if not isinstance(doc.get("rows"), list):
         raise fail("rows must be a list")
-    return ReferenceSource(file=file, title=src["title"], organisation=src["organisation"], year=src["year"],
-                           seed_file=src["seed_file"], url=src["url"], notes=doc["notes"])
+    return ReferenceSource(
+        file=file,
+        title=src["title"],
+        organisation=src["organisation"],
+        year=src["year"],
+        seed_file=src["seed_file"],
+        url=src["url"],
+        notes=doc["notes"],
+    )
 
 
 _CHECKS: dict[str, tuple[Any, str]] = {
@@ -146,8 +168,10 @@ _CHECKS: dict[str, tuple[Any, str]] = {
     "precision": (lambda v: v in PRECISIONS, f"one of {sorted(PRECISIONS)}"),
     "batch_size": (_pos_int, "a positive integer"),
     "data": (lambda v: v is None or v in DATA_KINDS, f"one of {sorted(DATA_KINDS)} or null"),
-    "conditions": (lambda v: isinstance(v, list) and all(isinstance(c, str) and c for c in v),
-                   "a list of non-empty strings"),
+    "conditions": (
+        lambda v: isinstance(v, list) and all(isinstance(c, str) and c for c in v),
+        "a list of non-empty strings",
+    ),
     "throughput": (lambda v: _is_number(v) and v > 0, "a number > 0"),
     "unit": (lambda v: v in UNITS, f"one of {sorted(UNITS)}"),
     "speedup": (lambda v: v is None or (_is_number(v) and v > 0), "a number > 0 or null"),
@@ -180,8 +204,9 @@ def _row(source: ReferenceSource, index: int, raw: Any) -> ReferenceRow:
 
 
 def _int_map(value: object, keys: tuple[str, ...] | None) -> bool:
-    return isinstance(value, dict) and all(isinstance(k, str) and (keys is None or k in keys) and _pos_int(v)
-                                           for k, v in value.items())
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and (keys is None or k in keys) and _pos_int(v) for k, v in value.items()
+    )
 
 
 def _gpt_fields(raw: dict[str, Any], fail: Any) -> dict[str, Any]:
@@ -198,8 +223,12 @@ def _gpt_fields(raw: dict[str, Any], fail: Any) -> dict[str, Any]:
         raise fail(f"tflops_per_device must be a number > 0 or absent, got {tflops!r}")
     if line is not None and not _pos_int(line):
         raise fail(f"tflops_line must be a positive integer or absent, got {line!r}")
-    return {"case_params": tuple(sorted(params.items())), "parallel": tuple(sorted(layout.items())),
-            "tflops_per_device": tflops, "tflops_line": line}
+    return {
+        "case_params": tuple(sorted(params.items())),
+        "parallel": tuple(sorted(layout.items())),
+        "tflops_per_device": tflops,
+        "tflops_line": line,
+    }
 
 
 def load_file(name: str, text: str) -> list[ReferenceRow]:
@@ -245,9 +274,16 @@ def find(model: str, precision: str, batch_size: int, framework: str | None = No
     measured at case parameters or a parallel layout (DLPerf's GPT table) match only where those are compared too
     (report/gpt_layouts.py), so they are left out here."""
     name = get_case(model).name
-    return [r for r in load_all()
-            if r.model == name and r.precision == precision and r.batch_size == batch_size
-            and (framework is None or r.framework == framework) and not r.case_params and not r.parallel]
+    return [
+        r
+        for r in load_all()
+        if r.model == name
+        and r.precision == precision
+        and r.batch_size == batch_size
+        and (framework is None or r.framework == framework)
+        and not r.case_params
+        and not r.parallel
+    ]
 
 
 __all__ = [

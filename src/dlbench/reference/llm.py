@@ -54,8 +54,14 @@ def matching(model: str, params: dict[str, int], device_model: str, precision: s
     shape = _shape(model, params)
     if shape is None:
         return []
-    return [a for a in anchors() if a.model is not None and _shape(a.model, {}) == shape
-            and a.gpu.lower() in device_model.lower() and a.precision == precision]
+    return [
+        a
+        for a in anchors()
+        if a.model is not None
+        and _shape(a.model, {}) == shape
+        and a.gpu.lower() in device_model.lower()
+        and a.precision == precision
+    ]
 
 
 __all__ = ["LlmAnchor", "anchors", "matching"]

@@ -20,14 +20,26 @@ from dlbench.report.groups import Column
 
 matplotlib.use("Agg")
 
-PALETTE = ("#3b6fb6", "#e07b39", "#3f9e5a", "#c8453c", "#8a6bbf", "#8c6d57", "#d67fbd", "#7f7f7f",
-           "#b5a642", "#3fb0c8")
+PALETTE = ("#3b6fb6", "#e07b39", "#3f9e5a", "#c8453c", "#8a6bbf", "#8c6d57", "#d67fbd", "#7f7f7f", "#b5a642", "#3fb0c8")
 STYLE: dict[str, object] = {
-    "font.size": 9, "axes.titlesize": 10, "axes.titleweight": "bold", "axes.labelsize": 9,
-    "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True, "grid.color": "#e3e6ea",
-    "grid.linewidth": 0.8, "axes.axisbelow": True, "axes.edgecolor": "#9aa3ad", "legend.frameon": False,
-    "legend.fontsize": 8, "svg.fonttype": "none", "font.family": ["DejaVu Sans", "sans-serif"],
-    "figure.dpi": 100, "xtick.color": "#444c56", "ytick.color": "#444c56",
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.titleweight": "bold",
+    "axes.labelsize": 9,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.color": "#e3e6ea",
+    "grid.linewidth": 0.8,
+    "axes.axisbelow": True,
+    "axes.edgecolor": "#9aa3ad",
+    "legend.frameon": False,
+    "legend.fontsize": 8,
+    "svg.fonttype": "none",
+    "font.family": ["DejaVu Sans", "sans-serif"],
+    "figure.dpi": 100,
+    "xtick.color": "#444c56",
+    "ytick.color": "#444c56",
 }
 FAIL_COLOR = "#c8453c"
 P = ParamSpec("P")
@@ -95,7 +107,7 @@ def render_svg(chart: Chart) -> str:
     with matplotlib.rc_context({**STYLE, "svg.hashsalt": chart.slug}):  # type: ignore[dict-item]
         chart.figure.savefig(buf, format="svg")
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def render_png(chart: Chart, dpi: int = 120) -> bytes:

@@ -58,17 +58,44 @@ def _bars(sec: Section, cc: dict[Column, str], rows: list[RowKey]) -> Chart:
             m = cell.point.result.metrics
             if cell.ok and m is not None:
                 low, high = whiskers(m)
-                ax.bar(x, m.throughput, w * 0.92, color=cc[col], yerr=[[low], [high]], ecolor="#333", capsize=3,
-                       label=col.title if bi == 0 else None)
+                ax.bar(
+                    x,
+                    m.throughput,
+                    w * 0.92,
+                    color=cc[col],
+                    yerr=[[low], [high]],
+                    ecolor="#333",
+                    capsize=3,
+                    label=col.title if bi == 0 else None,
+                )
                 few = "" if m.has_spread else f"\nn={m.repeats}"
-                ax.annotate(_si(m.throughput) + few, (x, m.throughput + high), textcoords="offset points",
-                            xytext=(0, 3), ha="center", fontsize=7.5, color="#333")
+                ax.annotate(
+                    _si(m.throughput) + few,
+                    (x, m.throughput + high),
+                    textcoords="offset points",
+                    xytext=(0, 3),
+                    ha="center",
+                    fontsize=7.5,
+                    color="#333",
+                )
                 top = max(top, m.throughput + high)
             else:
-                ax.annotate(cell.status_text, (x, 0), textcoords="offset points", xytext=(0, 4), ha="center",
-                            rotation=90, fontsize=8, color=FAIL_COLOR, fontweight="bold")
-    ax.set_xticks(range(len(rows)), [_bar_label(sec, r, len(scales) > 1) for r in rows],
-                  fontsize=7.5 if any(r.variant for r in rows) else None)
+                ax.annotate(
+                    cell.status_text,
+                    (x, 0),
+                    textcoords="offset points",
+                    xytext=(0, 4),
+                    ha="center",
+                    rotation=90,
+                    fontsize=8,
+                    color=FAIL_COLOR,
+                    fontweight="bold",
+                )
+    ax.set_xticks(
+        range(len(rows)),
+        [_bar_label(sec, r, len(scales) > 1) for r in rows],
+        fontsize=7.5 if any(r.variant for r in rows) else None,
+    )
     ax.set_xlim(-0.6, len(rows) - 0.4)
     ax.set_ylim(0, (top or 1) * 1.25)
     ax.grid(axis="x", visible=False)
@@ -78,9 +105,12 @@ def _bars(sec: Section, cc: dict[Column, str], rows: list[RowKey]) -> Chart:
     ax.set_title(f"Throughput, {where}")
     if ax.get_legend_handles_labels()[0]:
         _legend_below(ax, n)
-    return Chart(f"{sec.slug}-throughput", f"Throughput by framework, {where}",
-                 "Bars: throughput; whiskers: 95% CI over repeats (none below 3 repeats). Failed points are named "
-                 "at the base.", fig)
+    return Chart(
+        f"{sec.slug}-throughput",
+        f"Throughput by framework, {where}",
+        "Bars: throughput; whiskers: 95% CI over repeats (none below 3 repeats). Failed points are named at the base.",
+        fig,
+    )
 
 
 def _legend_below(ax: Axes, n: int, handles: dict[str, object] | None = None) -> None:
@@ -93,15 +123,18 @@ def _bar_label(sec: Section, row: RowKey, scale: bool = False) -> str:
     """'batch 8 (max)' (and its scale where bars of several scales stand side by side) and, on lines below,
     what sets the row apart."""
     group = sec.group_label(row)
-    head = f"batch {row.batch_size}" + (f" ({group})" if group else "") + (f" · {row.scale}" if scale else "") + \
-        (f" {row.strategy}" if row.strategy != "none" else "")
+    head = (
+        f"batch {row.batch_size}"
+        + (f" ({group})" if group else "")
+        + (f" · {row.scale}" if scale else "")
+        + (f" {row.strategy}" if row.strategy != "none" else "")
+    )
     return "\n".join([head, *row.variant])
 
 
-
-
-def _series(sec: Section, rows: list[RowKey], col: Column, speedup: bool, scales: list[ScaleKey]
-            ) -> tuple[list[int], list[float], list[list[float]]]:
+def _series(
+    sec: Section, rows: list[RowKey], col: Column, speedup: bool, scales: list[ScaleKey]
+) -> tuple[list[int], list[float], list[list[float]]]:
     """x (the scale's tick), y (throughput or speedup) and CI whiskers of one framework's ok points."""
     xs: list[int] = []
     ys: list[float] = []
@@ -127,8 +160,9 @@ def _series(sec: Section, rows: list[RowKey], col: Column, speedup: bool, scales
     return xs, ys, err
 
 
-def _scale_lines(sec: Section, cc: dict[Column, str], config: tuple[int, tuple[str, ...]], speedup: bool
-                 ) -> Chart | None:
+def _scale_lines(
+    sec: Section, cc: dict[Column, str], config: tuple[int, tuple[str, ...]], speedup: bool
+) -> Chart | None:
     """Throughput (or speedup, with the ideal line) against the scale, one line per framework, for one row
     configuration (batch per device and what sets it apart)."""
     rows = [r for r in sec.rows if r.config == config]
@@ -142,15 +176,30 @@ def _scale_lines(sec: Section, cc: dict[Column, str], config: tuple[int, tuple[s
         xs, ys, err = _series(sec, rows, col, speedup, scales)
         if xs:
             low, top = min(low, *ys), max(top, *ys)
-            ax.errorbar(xs, ys, yerr=None if speedup else err, color=cc[col], marker="o", ms=5, lw=2,
-                        capsize=3, label=col.title)
+            ax.errorbar(
+                xs, ys, yerr=None if speedup else err, color=cc[col], marker="o", ms=5, lw=2, capsize=3, label=col.title
+            )
     if not ax.lines:
         return None
-    over = [(scales.index(_scale_key(r)), cell.scaling.speedup) for r in rows for col in sec.columns
-            if (cell := sec.cell(r, col)) is not None and cell.ok and cell.scaling and cell.scaling.efficiency > 1]
+    over = [
+        (scales.index(_scale_key(r)), cell.scaling.speedup)
+        for r in rows
+        for col in sec.columns
+        if (cell := sec.cell(r, col)) is not None and cell.ok and cell.scaling and cell.scaling.efficiency > 1
+    ]
     if speedup and over:  # the marks the tables give: an efficiency above 100% is not a speedup to trust
-        ax.plot([x for x, _ in over], [y for _, y in over], ls="none", marker="o", ms=12, mfc="none",
-                mec=FAIL_COLOR, mew=1.5, label="above 100% efficiency: not a speedup to trust", zorder=4)
+        ax.plot(
+            [x for x, _ in over],
+            [y for _, y in over],
+            ls="none",
+            marker="o",
+            ms=12,
+            mfc="none",
+            mec=FAIL_COLOR,
+            mew=1.5,
+            label="above 100% efficiency: not a speedup to trust",
+            zorder=4,
+        )
     if speedup:
         ax.plot(range(len(scales)), [s[0] for s in scales], ls="--", color="#8a929b", lw=1.2, label="ideal (linear)")
         ax.set_ylabel("speedup over 1 device")
@@ -167,10 +216,14 @@ def _scale_lines(sec: Section, cc: dict[Column, str], config: tuple[int, tuple[s
     ax.legend(loc="upper left")
     caption = "Points: throughput; whiskers: 95% CI over repeats (none below 3 repeats)."
     if speedup:
-        caption = ("Speedup = throughput / 1-device throughput of the same configuration; the dashed line is ideal."
-                   + (" A red ring marks an efficiency above 100%, which the tables mark as not a speedup to trust."
-                      if over else ""))
-    slug = f"{sec.slug}-{'speedup' if speedup else 'scale'}-bs{bs}" + (f"-{sec.configs.index(config)}" if variant else "")
+        caption = "Speedup = throughput / 1-device throughput of the same configuration; the dashed line is ideal." + (
+            " A red ring marks an efficiency above 100%, which the tables mark as not a speedup to trust."
+            if over
+            else ""
+        )
+    slug = f"{sec.slug}-{'speedup' if speedup else 'scale'}-bs{bs}" + (
+        f"-{sec.configs.index(config)}" if variant else ""
+    )
     return Chart(slug, f"{what} vs scale, batch {bs}{apart}", caption, fig)
 
 
@@ -180,13 +233,22 @@ def throughput_charts(sec: Section, cc: dict[Column, str]) -> ChartSet:
     out = ChartSet()
     if not any(c.ok for c in sec.cells.values()):  # nothing to draw: one line, not an empty chart
         counts = Counter(c.status_text for c in sec.cells.values())
-        out.notes.append(f"{sec.title}: no point measured a throughput ("
-                         + ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) + ").")
+        out.notes.append(
+            f"{sec.title}: no point measured a throughput ("
+            + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+            + ")."
+        )
         return out
     # A configuration (batch and what sets it apart) with ok points at two scales or more gets scaling lines; the
     # others stand as bars, so that none is left out of the charts.
-    ok_scales = {c: {r.devices for r in sec.rows if r.config == c and any(
-        (x := sec.cell(r, col)) is not None and x.ok for col in sec.columns)} for c in sec.configs}
+    ok_scales = {
+        c: {
+            r.devices
+            for r in sec.rows
+            if r.config == c and any((x := sec.cell(r, col)) is not None and x.ok for col in sec.columns)
+        }
+        for c in sec.configs
+    }
     lines = [c for c in sec.configs if len(ok_scales[c]) > 1]
     single = [r for r in sec.rows if r.config not in lines]
     if single:
@@ -197,8 +259,10 @@ def throughput_charts(sec: Section, cc: dict[Column, str]) -> ChartSet:
     for config in lines:
         scales = [r.devices for r in sec.rows if r.config == config]
         if len(scales) != len(set(scales)):  # several strategies at one scale: one line per framework would zigzag
-            out.notes.append(f"{sec.title}, batch {config[0]}{''.join(' · ' + v for v in config[1])}: several "
-                             "strategies at one scale; their lines are under Gradient strategies.")
+            out.notes.append(
+                f"{sec.title}, batch {config[0]}{''.join(' · ' + v for v in config[1])}: several "
+                "strategies at one scale; their lines are under Gradient strategies."
+            )
             continue
         for speedup in (False, True):
             chart = _scale_lines(sec, cc, config, speedup)
@@ -214,11 +278,13 @@ def _config_label(row: RowKey, col: Column, many_rows: bool) -> str:
 def signed_percent(axis: Axis) -> Callable[[float, float], str]:
     """A tick formatter '+0.25%' with as many decimals as the ticks' spacing needs (a spread under 1% read
     '-0%' and '+0%' on every tick with none), and no '-0'."""
+
     def fmt(x: float, _: float) -> str:
         locs = np.diff(np.sort(axis.get_majorticklocs()))
         step = float(locs[locs > 0].min()) if (locs > 0).any() else 1.0
         decimals = max(0, int(np.ceil(-np.log10(step) - 1e-9)))
         return f"{round(x, decimals) + 0.0:+.{decimals}f}%"
+
     return fmt
 
 
@@ -238,8 +304,14 @@ def spread_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
         return ChartSet(notes=[f"{sec.title}: no raw step times to show."])
     fig, ax = figure(6.4, max(2.4, 0.9 + 0.5 * len(items)))
     data = [v for _, v, _ in items]
-    box = ax.boxplot(data, orientation="horizontal", widths=0.55, showfliers=False, patch_artist=True,
-                     medianprops={"color": "#222", "lw": 1.5})
+    box = ax.boxplot(
+        data,
+        orientation="horizontal",
+        widths=0.55,
+        showfliers=False,
+        patch_artist=True,
+        medianprops={"color": "#222", "lw": 1.5},
+    )
     for patch, (_, _, colour) in zip(box["boxes"], items):
         patch.set(facecolor=colour, alpha=0.25, edgecolor=colour)
     rng = np.random.default_rng(0)
@@ -252,9 +324,17 @@ def spread_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
     ax.set_xlabel("step time vs the point's median (one dot per measured step)")
     ax.set_title("Spread of the raw step times")
     ax.grid(axis="y", visible=False)
-    return ChartSet([Chart(f"{sec.slug}-spread", "Spread of the raw step times",
-                           "Each point's step times relative to its median: boxes give the quartiles, dots every "
-                           "step. A wide box or far dots mean a noisy measurement.", fig)])
+    return ChartSet(
+        [
+            Chart(
+                f"{sec.slug}-spread",
+                "Spread of the raw step times",
+                "Each point's step times relative to its median: boxes give the quartiles, dots every "
+                "step. A wide box or far dots mean a noisy measurement.",
+                fig,
+            )
+        ]
+    )
 
 
 @styled
@@ -263,8 +343,11 @@ def memory_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
     devices = sec.scales[0]
     rows = [r for r in sec.rows if r.devices == devices]
     vals = {(r, c): sec.cell(r, c) for r in rows for c in sec.columns}
-    kinds = {cell.point.result.metrics.memory_kind for cell in vals.values()
-             if cell and cell.ok and cell.point.result.metrics and cell.point.result.metrics.peak_memory_bytes}
+    kinds = {
+        cell.point.result.metrics.memory_kind
+        for cell in vals.values()
+        if cell and cell.ok and cell.point.result.metrics and cell.point.result.metrics.peak_memory_bytes
+    }
     if not kinds:
         return ChartSet(notes=[f"{sec.title}: no peak memory was recorded."])
     fig, ax = figure(6.4, 3.2)
@@ -276,28 +359,49 @@ def memory_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
             m = cell.point.result.metrics if cell and cell.ok else None
             x = bi - w * n / 2 + w * (ci + 0.5)
             if cell is not None and not cell.ok:
-                ax.annotate(cell.status_text, (x, 0), textcoords="offset points", xytext=(0, 4), ha="center",
-                            rotation=90, fontsize=8, color=FAIL_COLOR, fontweight="bold")
+                ax.annotate(
+                    cell.status_text,
+                    (x, 0),
+                    textcoords="offset points",
+                    xytext=(0, 4),
+                    ha="center",
+                    rotation=90,
+                    fontsize=8,
+                    color=FAIL_COLOR,
+                    fontweight="bold",
+                )
             if m is None or m.peak_memory_bytes is None:
                 continue
             gib = m.peak_memory_bytes / 2**30
             ax.bar(x, gib, w * 0.92, color=cc[col], label=col.title)
-            ax.annotate(f"{gib:.2f}" if gib < 10 else f"{gib:.1f}", (x, gib), textcoords="offset points",
-                        xytext=(0, 2), ha="center", fontsize=7.5, color="#333")
+            ax.annotate(
+                f"{gib:.2f}" if gib < 10 else f"{gib:.1f}",
+                (x, gib),
+                textcoords="offset points",
+                xytext=(0, 2),
+                ha="center",
+                fontsize=7.5,
+                color="#333",
+            )
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))
     _legend_below(ax, len(uniq), uniq)
-    ax.set_xticks(range(len(rows)), ["\n".join([f"batch {r.batch_size}", *r.variant]) for r in rows],
-                  fontsize=7.5 if any(r.variant for r in rows) else None)
+    ax.set_xticks(
+        range(len(rows)),
+        ["\n".join([f"batch {r.batch_size}", *r.variant]) for r in rows],
+        fontsize=7.5 if any(r.variant for r in rows) else None,
+    )
     ax.set_xlim(-0.6, len(rows) - 0.4)
     ax.set_ylabel("GiB")
     ax.set_ylim(top=ax.get_ylim()[1] * 1.15)
     ax.grid(axis="x", visible=False)
-    kind = ", ".join(sorted(kinds)).replace("rss", "worker peak RSS").replace("cuda_max_allocated",
-                                                                               "CUDA max allocated")
+    kind = (
+        ", ".join(sorted(kinds)).replace("rss", "worker peak RSS").replace("cuda_max_allocated", "CUDA max allocated")
+    )
     ax.set_title(f"Peak memory per device ({kind})")
-    return ChartSet([Chart(f"{sec.slug}-memory", "Peak memory", f"Peak memory per device at "
-                           f"{rows[0].scale}: {kind}.", fig)])
+    return ChartSet(
+        [Chart(f"{sec.slug}-memory", "Peak memory", f"Peak memory per device at {rows[0].scale}: {kind}.", fig)]
+    )
 
 
 @styled
@@ -314,29 +418,60 @@ def data_chart(sections: list[Section], cc: dict[Column, str]) -> ChartSet:
             ms = cell.point.result.metrics if cell.ok else None
             mr = other.point.result.metrics if other and other.ok else None
             if ms and mr:
-                pairs.append((f"{model_title(model)} {prec}\n{col.title} · {row.label}", ms.throughput,
-                              mr.throughput, _ratio_text(cell.point.result, other.point.result)))  # type: ignore[union-attr]
+                pairs.append(
+                    (
+                        f"{model_title(model)} {prec}\n{col.title} · {row.label}",
+                        ms.throughput,
+                        mr.throughput,
+                        _ratio_text(cell.point.result, other.point.result),
+                    )
+                )  # type: ignore[union-attr]
     if not pairs:
-        return ChartSet(notes=[("Synthetic vs real data: no configuration was measured with both "
-                                "(run the same points with --data real to see the input pipeline's cost).")])
+        return ChartSet(
+            notes=[
+                (
+                    "Synthetic vs real data: no configuration was measured with both "
+                    "(run the same points with --data real to see the input pipeline's cost)."
+                )
+            ]
+        )
     fig, ax = figure(6.4, 3.6)
     x = np.arange(len(pairs))
     ax.bar(x - 0.2, [p[1] for p in pairs], 0.38, color="#3b6fb6", label="synthetic")
     ax.bar(x + 0.2, [p[2] for p in pairs], 0.38, color="#e07b39", label="real")
     for i, (_, s, r, ci) in enumerate(pairs):
-        ax.annotate(f"{r / s:.0%} of synthetic\n{ci}", (i + 0.2, r), textcoords="offset points", xytext=(0, 3),
-                    ha="center", fontsize=7.5)
-    ax.set_xticks(x, [p[0] for p in pairs], fontsize=7.5, rotation=20 if len(pairs) > 3 else 0,
-                  ha="right" if len(pairs) > 3 else "center")
+        ax.annotate(
+            f"{r / s:.0%} of synthetic\n{ci}",
+            (i + 0.2, r),
+            textcoords="offset points",
+            xytext=(0, 3),
+            ha="center",
+            fontsize=7.5,
+        )
+    ax.set_xticks(
+        x,
+        [p[0] for p in pairs],
+        fontsize=7.5,
+        rotation=20 if len(pairs) > 3 else 0,
+        ha="right" if len(pairs) > 3 else "center",
+    )
     ax.set_ylabel("samples/s")
     ax.set_ylim(0, max(max(p[1], p[2]) for p in pairs) * 1.3)  # room for the ratio above the bars
     ax.grid(axis="x", visible=False)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the axes: it covers no bar or label
     ax.set_title("Synthetic vs real data")
-    return ChartSet([Chart("data-synthetic-vs-real", "Synthetic vs real data",
-                           "The same configuration fed synthetic tensors and the real input pipeline; the ratio "
-                           "real / synthetic with its 95% CI (hierarchical bootstrap over repeats and steps, as "
-                           "`dlbench compare` computes it; none below 3 repeats).", fig)])
+    return ChartSet(
+        [
+            Chart(
+                "data-synthetic-vs-real",
+                "Synthetic vs real data",
+                "The same configuration fed synthetic tensors and the real input pipeline; the ratio "
+                "real / synthetic with its 95% CI (hierarchical bootstrap over repeats and steps, as "
+                "`dlbench compare` computes it; none below 3 repeats).",
+                fig,
+            )
+        ]
+    )
 
 
 def _ratio_text(synthetic: PointResult, real: PointResult) -> str:
@@ -377,6 +512,13 @@ def max_batch_chart(points: list[StoredPoint], cc: dict[Column, str]) -> ChartSe
     ax.set_xlim(right=max(v for _, v in items) * 1.15)
     ax.grid(axis="y", visible=False)
     ax.set_title("Max batch size")
-    return ChartSet([Chart("max-batch", "Max batch size per framework",
-                           "From the max batch search: the largest per-device batch that did not run out of memory.",
-                           fig)])
+    return ChartSet(
+        [
+            Chart(
+                "max-batch",
+                "Max batch size per framework",
+                "From the max batch search: the largest per-device batch that did not run out of memory.",
+                fig,
+            )
+        ]
+    )

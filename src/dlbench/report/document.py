@@ -24,10 +24,12 @@ from dlbench.spec import Protocol
 from dlbench.store.store import RunRecord, StoredPoint
 from dlbench.suite.maxbatch import MAXBATCH_KIND, PROBE_PRESET
 
-THROUGHPUT_DEFINITION = ("Throughput = global samples in the measured steps / wall time of those steps (the slowest "
-                         "rank's), taken per repeat; a point's figure is the preset's statistic over repeats, with a "
-                         "95% Student-t confidence interval. Speedup = throughput / 1-device throughput of the same "
-                         "configuration; efficiency = speedup / devices.")
+THROUGHPUT_DEFINITION = (
+    "Throughput = global samples in the measured steps / wall time of those steps (the slowest "
+    "rank's), taken per repeat; a point's figure is the preset's statistic over repeats, with a "
+    "95% Student-t confidence interval. Speedup = throughput / 1-device throughput of the same "
+    "configuration; efficiency = speedup / devices."
+)
 _FRAMEWORK_KEYS = ("framework", "framework_version")
 _SHOWN_DESCRIPTIVE = ("hostname", "os", "python", "cpu_mhz", "memory_bytes", "logical_cpus", "git_commit")
 
@@ -95,8 +97,14 @@ class Report:
         """'64 max-search probes (12 out of memory, as a search expects)', '' when there are none."""
         n = sum(self.probes.values())
         oom = self.probes.get("oom", 0)
-        return (f"{n} max-search probe{'s' if n != 1 else ''}"
-                + (f" ({oom} out of memory, as a search expects)" if oom else "")) if n else ""
+        return (
+            (
+                f"{n} max-search probe{'s' if n != 1 else ''}"
+                + (f" ({oom} out of memory, as a search expects)" if oom else "")
+            )
+            if n
+            else ""
+        )
 
 
 def _identity(points: list[StoredPoint]) -> tuple[list[KeyValue], list[KeyValue], list[str]]:
@@ -111,9 +119,14 @@ def _identity(points: list[StoredPoint]) -> tuple[list[KeyValue], list[KeyValue]
                 values[k].add(v)
     keys = sorted(values, key=lambda k: (k not in ("device", "device_model", "device_count"), k))
     identity = [KeyValue(k, ", ".join(sorted(values[k])), len(values[k]) > 1) for k in keys]
-    fws = [KeyValue(f"{framework_title(f)} version", ", ".join(sorted(v)), len(v) > 1) for f, v in sorted(versions.items())]
-    warnings = [f"identity key {kv.key} differs between points ({kv.value}): these figures come from more than "
-                f"one environment" for kv in identity if kv.varies]
+    fws = [
+        KeyValue(f"{framework_title(f)} version", ", ".join(sorted(v)), len(v) > 1) for f, v in sorted(versions.items())
+    ]
+    warnings = [
+        f"identity key {kv.key} differs between points ({kv.value}): these figures come from more than one environment"
+        for kv in identity
+        if kv.varies
+    ]
     warnings += [f"{kv.key} ran at more than one version ({kv.value})" for kv in fws if kv.varies]
     return identity, fws, warnings
 
@@ -124,10 +137,20 @@ def _descriptive(points: list[StoredPoint]) -> list[KeyValue]:
         for k in _SHOWN_DESCRIPTIVE:
             v = p.result.env.descriptive.get(k)
             if v:
-                values[k].add(f"{int(v) / 2**30:.1f} GiB" if k == "memory_bytes" and v.isdigit() else
-                              v[:12] if k == "git_commit" else f"{v} MHz" if k == "cpu_mhz" else v)
-    out = [KeyValue(k, ", ".join(sorted(values[k])[:4]) + (" ..." if len(values[k]) > 4 else ""))
-           for k in _SHOWN_DESCRIPTIVE if values.get(k)]
+                values[k].add(
+                    f"{int(v) / 2**30:.1f} GiB"
+                    if k == "memory_bytes" and v.isdigit()
+                    else v[:12]
+                    if k == "git_commit"
+                    else f"{v} MHz"
+                    if k == "cpu_mhz"
+                    else v
+                )
+    out = [
+        KeyValue(k, ", ".join(sorted(values[k])[:4]) + (" ..." if len(values[k]) > 4 else ""))
+        for k in _SHOWN_DESCRIPTIVE
+        if values.get(k)
+    ]
     times = [p.result.started for p in points if p.result.started]
     if times:
         fmt = "%Y-%m-%d %H:%M"
@@ -138,12 +161,15 @@ def _descriptive(points: list[StoredPoint]) -> list[KeyValue]:
 
 def describe_protocol(proto: Protocol) -> str:
     """'quick: 2 warm-up + 5 measured steps, 3 repeats, median'."""
-    return (f"{proto.preset}: {proto.warmup} warm-up + {proto.steps} measured steps, {proto.repeats} repeat"
-            f"{'s' if proto.repeats != 1 else ''}, {proto.statistic} over repeats")
+    return (
+        f"{proto.preset}: {proto.warmup} warm-up + {proto.steps} measured steps, {proto.repeats} repeat"
+        f"{'s' if proto.repeats != 1 else ''}, {proto.statistic} over repeats"
+    )
 
 
-def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = "",
-                 pool: list[StoredPoint] | None = None) -> Report:
+def build_report(
+    runs: list[RunRecord], points: list[StoredPoint], title: str = "", pool: list[StoredPoint] | None = None
+) -> Report:
     """Sections, published figures, charts, environment and protocol of the given runs' points; 1-device
     points for speedups may come from pool (the whole store). The probes of max searches (their runs' kind) are
     counted apart, not as failures, and left out of the tables when other points are there."""
@@ -154,8 +180,9 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
     probes = [p for p in points if p.id in probe_ids]
     points = [p for p in points if p.id not in probe_ids]
     sections = build_sections(points, pool)
-    cc = colours(sorted({c for s in sections for c in s.columns},
-                        key=lambda c: (c.framework, c.compile, c.channels_last)))
+    cc = colours(
+        sorted({c for s in sections for c in s.columns}, key=lambda c: (c.framework, c.compile, c.channels_last))
+    )
     views = []
     for sec in sections:
         charts = throughput_charts(sec, cc)
@@ -177,12 +204,22 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         warnings.append("points were measured under different protocols; compare figures within one protocol")
     shown = {c.point.id for v in views for c in v.section.cells.values()}
     hidden = len(points) - len(shown)
-    notes = [(f"{hidden} earlier exact repeat(s) of a configuration (same spec and identity keys) are not shown: "
-              "the newest is, with the count beside it. Points that differ in anything else have rows or "
-              "columns of their own.")] if hidden else []
+    notes = (
+        [
+            (
+                f"{hidden} earlier exact repeat(s) of a configuration (same spec and identity keys) are not shown: "
+                "the newest is, with the count beside it. Points that differ in anything else have rows or "
+                "columns of their own."
+            )
+        ]
+        if hidden
+        else []
+    )
     if probes:
-        notes.append(f"{len(probes)} probe point(s) of max searches are not in the tables: the searches' outcomes "
-                     "are in the max batch chart and the largest-value table.")
+        notes.append(
+            f"{len(probes)} probe point(s) of max searches are not in the tables: the searches' outcomes "
+            "are in the max batch chart and the largest-value table."
+        )
     special, maxima = wide_deep_chart(points, cc), max_value_rows(points)
     layouts = layout_rows(points)
     special.extend(layout_chart(layouts, cc))
@@ -190,17 +227,33 @@ def build_report(runs: list[RunRecord], points: list[StoredPoint], title: str = 
         overall.notes.extend(special.notes)
         special = ChartSet()
     return Report(
-        title=title or "dlbench report", generated=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
-        dlbench_version=__version__, runs=runs, identity=identity, frameworks=fws,
-        descriptive=_descriptive(points), protocols=[f"{k} ({n} point{'s' if n != 1 else ''})"
-                                                      for k, n in protos.most_common()],
-        warnings=warnings, sections=views, overall=overall,
-        status_counts=dict(Counter("ok, contended" if p.result.status == "ok" and contended(p.result)
-                                   else p.result.status for p in points)),  # contended apart, as run's table says
-        colours=cc, notes=notes,
+        title=title or "dlbench report",
+        generated=datetime.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        dlbench_version=__version__,
+        runs=runs,
+        identity=identity,
+        frameworks=fws,
+        descriptive=_descriptive(points),
+        protocols=[f"{k} ({n} point{'s' if n != 1 else ''})" for k, n in protos.most_common()],
+        warnings=warnings,
+        sections=views,
+        overall=overall,
+        status_counts=dict(
+            Counter(
+                "ok, contended" if p.result.status == "ok" and contended(p.result) else p.result.status for p in points
+            )
+        ),  # contended apart, as run's table says
+        colours=cc,
+        notes=notes,
         probes=dict(Counter(p.result.status for p in probes)),
-        special=special, max_values=maxima, max_reference=dlperf_max_classes(), gpt_layouts=layouts,
-        strategies=strategy_report(sections), uids={p.id: p.uid for p in points}, llm=llm_rows(points))
+        special=special,
+        max_values=maxima,
+        max_reference=dlperf_max_classes(),
+        gpt_layouts=layouts,
+        strategies=strategy_report(sections),
+        uids={p.id: p.uid for p in points},
+        llm=llm_rows(points),
+    )
 
 
 __all__ = ["Column", "KeyValue", "Report", "SectionView", "build_report", "describe_protocol"]

@@ -15,12 +15,14 @@ from dlbench.analysis.mfu import Efficiency, efficiency
 from dlbench.report.chart_base import FAIL_COLOR, Chart, ChartSet, figure, styled
 from dlbench.report.groups import Column, RowKey, Section
 
-FLOPS_DEFINITION = ("Achieved TFLOP/s = samples/s x training FLOPs per sample (2 per multiply-add of every "
-                    "convolution and matrix product, backward = 2x forward, no recomputation); MFU = achieved / "
-                    "(dense peak of the point's math mode x devices): a GPU's datasheet figure, or a CPU's "
-                    "instruction-set peak (physical cores x maximum clock x FLOPs per cycle of its FMA or AMX "
-                    "units), stored with the point when it was measured. A CPU's numpy GEMM rate is shown beside it "
-                    "as achievable, never as the peak; achieved FLOP/s above the peak gives no MFU.")
+FLOPS_DEFINITION = (
+    "Achieved TFLOP/s = samples/s x training FLOPs per sample (2 per multiply-add of every "
+    "convolution and matrix product, backward = 2x forward, no recomputation); MFU = achieved / "
+    "(dense peak of the point's math mode x devices): a GPU's datasheet figure, or a CPU's "
+    "instruction-set peak (physical cores x maximum clock x FLOPs per cycle of its FMA or AMX "
+    "units), stored with the point when it was measured. A CPU's numpy GEMM rate is shown beside it "
+    "as achievable, never as the peak; achieved FLOP/s above the peak gives no MFU."
+)
 
 
 @dataclass(frozen=True)
@@ -110,15 +112,36 @@ def mfu_chart(sec: Section, rows: list[EffRow], cc: dict[Column, str]) -> ChartS
             if e.eff.mfu is not None:
                 pct = e.eff.mfu * 100
                 ax.bar(x, pct, w * 0.92, color=cc[col], label=col.title if gi == 0 else None)
-                ax.annotate(f"{pct:.3g}%", (x, pct), textcoords="offset points", xytext=(0, 3), ha="center",
-                            fontsize=7.5, color="#333")
+                ax.annotate(
+                    f"{pct:.3g}%",
+                    (x, pct),
+                    textcoords="offset points",
+                    xytext=(0, 3),
+                    ha="center",
+                    fontsize=7.5,
+                    color="#333",
+                )
                 top = max(top, pct)
             else:
-                ax.annotate(e.mfu, (x, 0), textcoords="offset points", xytext=(0, 4), ha="center", rotation=90,
-                            fontsize=8, color=FAIL_COLOR, fontweight="bold")
-    ax.set_xticks(range(len(groups)), ["\n".join([f"batch {r.batch_size} · {r.devices} device{'s' if r.devices > 1 else ''}",
-                                                *r.variant]) for r in groups],
-                  fontsize=7.5 if any(r.variant for r in groups) else None)
+                ax.annotate(
+                    e.mfu,
+                    (x, 0),
+                    textcoords="offset points",
+                    xytext=(0, 4),
+                    ha="center",
+                    rotation=90,
+                    fontsize=8,
+                    color=FAIL_COLOR,
+                    fontweight="bold",
+                )
+    ax.set_xticks(
+        range(len(groups)),
+        [
+            "\n".join([f"batch {r.batch_size} · {r.devices} device{'s' if r.devices > 1 else ''}", *r.variant])
+            for r in groups
+        ],
+        fontsize=7.5 if any(r.variant for r in groups) else None,
+    )
     ax.set_xlim(-0.6, len(groups) - 0.4)
     ax.set_ylim(0, max(top, 1.0) * 1.2)
     ax.grid(axis="x", visible=False)
@@ -126,9 +149,17 @@ def mfu_chart(sec: Section, rows: list[EffRow], cc: dict[Column, str]) -> ChartS
     ax.set_title("MFU by framework")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=max(1, min(n, 4)))
-    return ChartSet([Chart(f"{sec.slug}-mfu", "MFU by framework",
-                           "Model-FLOPs utilisation: achieved TFLOP/s over the device peak of the point's math "
-                           "mode. A point whose device peak is unknown is named at the base.", fig)])
+    return ChartSet(
+        [
+            Chart(
+                f"{sec.slug}-mfu",
+                "MFU by framework",
+                "Model-FLOPs utilisation: achieved TFLOP/s over the device peak of the point's math "
+                "mode. A point whose device peak is unknown is named at the base.",
+                fig,
+            )
+        ]
+    )
 
 
 @styled
@@ -156,8 +187,10 @@ def roofline_chart(sec: Section, rows: list[EffRow], cc: dict[Column, str]) -> C
     ax.set_title("Achieved TFLOP/s beside the device peak")
     if peaks:
         fig.legend(loc="outside lower center")
-    caption = ("Bars: achieved training TFLOP/s per device; dashed line: the device's dense peak in the point's "
-               "math mode (datasheet for a GPU, instruction set for a CPU). The gap is what the framework leaves unused.")
+    caption = (
+        "Bars: achieved training TFLOP/s per device; dashed line: the device's dense peak in the point's "
+        "math mode (datasheet for a GPU, instruction set for a CPU). The gap is what the framework leaves unused."
+    )
     if not peaks:
         caption += " No point's device peak is known, so no ceiling is drawn."
     return ChartSet([Chart(f"{sec.slug}-roofline", "Achieved TFLOP/s beside the device peak", caption, fig)])

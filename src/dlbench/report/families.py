@@ -17,9 +17,20 @@ def llama_family_rows() -> list[tuple[str, ...]]:
     for c in all_cases():
         a = c.arch
         if isinstance(a, LlamaConfig):
-            rows.append((c.name, str(a.hidden_size), str(a.num_layers), str(a.num_heads), str(a.num_kv_heads),
-                         str(a.ffn_size), str(a.vocab_size), str(a.max_positions),
-                         "yes" if a.tied_embeddings else "no", f"{c.param_count:,}"))
+            rows.append(
+                (
+                    c.name,
+                    str(a.hidden_size),
+                    str(a.num_layers),
+                    str(a.num_heads),
+                    str(a.num_kv_heads),
+                    str(a.ffn_size),
+                    str(a.vocab_size),
+                    str(a.max_positions),
+                    "yes" if a.tied_embeddings else "no",
+                    f"{c.param_count:,}",
+                )
+            )
     return rows
 
 
@@ -27,8 +38,13 @@ def llama_family_table() -> Table:
     """The family's rows in a table 71 columns wide whose numbers are never cut (each column as wide as its
     longest cell)."""
     rows = llama_family_rows()
-    table = Table(title="llama family (--param NAME=VALUE reshapes any member)", box=box.SIMPLE_HEAD,
-                  pad_edge=False, padding=(0, 1, 0, 0), show_edge=False)
+    table = Table(
+        title="llama family (--param NAME=VALUE reshapes any member)",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1, 0, 0),
+        show_edge=False,
+    )
     for i, name in enumerate(HEADERS):
         width = max(len(r[i]) for r in [HEADERS, *rows])
         table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True, min_width=width)

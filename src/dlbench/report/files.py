@@ -24,9 +24,14 @@ class OutputError(ValueError):
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a folder"), (stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device")):
+    for test, name in (
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -43,11 +48,13 @@ def check_output(path: Path) -> None:
     except OSError as exc:
         raise OutputError(f"cannot use {path} as output: {exc.strerror or exc}") from None
     if not stat.S_ISREG(mode):
-        raise OutputError(f"{path} is {_kind(mode)}: dlbench writes only a new file or replaces a regular file; "
-                          "give another -o")
+        raise OutputError(
+            f"{path} is {_kind(mode)}: dlbench writes only a new file or replaces a regular file; give another -o"
+        )
     if not os.access(path, os.W_OK):  # the rename would go around the file's own permissions (a shared folder)
-        raise OutputError(f"{path} is not writable by you: dlbench replaces only a file you could write in place; "
-                          "give another -o")
+        raise OutputError(
+            f"{path} is not writable by you: dlbench replaces only a file you could write in place; give another -o"
+        )
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -91,13 +98,17 @@ def check_chart_folder(folder: Path) -> None:
     try:
         listed = set(json.loads((folder / MARKER).read_text(encoding="utf-8"))["files"])
     except (OSError, ValueError, KeyError, TypeError):
-        raise OutputError(f"{folder} exists and dlbench did not make it (no {MARKER} in it): move it or give "
-                          "another -o") from None
+        raise OutputError(
+            f"{folder} exists and dlbench did not make it (no {MARKER} in it): move it or give another -o"
+        ) from None
     extra = sorted(p.name for p in folder.iterdir() if p.name not in listed | {MARKER})
-    if extra or any(not (folder / name).is_file() or (folder / name).is_symlink() for name in listed
-                    if (folder / name).exists()):
-        raise OutputError(f"{folder} holds files dlbench did not write ({', '.join(extra[:3]) or 'a changed file'}): "
-                          "move them or give another -o")
+    if extra or any(
+        not (folder / name).is_file() or (folder / name).is_symlink() for name in listed if (folder / name).exists()
+    ):
+        raise OutputError(
+            f"{folder} holds files dlbench did not write ({', '.join(extra[:3]) or 'a changed file'}): "
+            "move them or give another -o"
+        )
 
 
 def chart_folder(path: Path) -> Path:
@@ -113,8 +124,9 @@ def check_markdown_output(path: Path) -> None:
 
 def mark_chart_folder(folder: Path, names: list[str]) -> None:
     """Write the marker that says dlbench made this folder and what it put there."""
-    (folder / MARKER).write_text(json.dumps({"made_by": "dlbench report", "files": sorted(names)}) + "\n",
-                                 encoding="utf-8")
+    (folder / MARKER).write_text(
+        json.dumps({"made_by": "dlbench report", "files": sorted(names)}) + "\n", encoding="utf-8"
+    )
 
 
 def replace_chart_folder(new: Path, folder: Path) -> None:

@@ -30,8 +30,12 @@ Cell = str | Text
 GAP = 2  # cells between two columns: collapsed padding and the divider of TABLE_STYLE
 TEXT_MIN = 24  # a text column is squeezed no narrower than this (or its longest header word)
 # Two spaces between columns, a rule under the headers, no frame: the most room for the cells.
-TABLE_STYLE: dict[str, object] = {"box": box.SIMPLE_HEAD, "pad_edge": False, "show_edge": False,
-                                  "collapse_padding": True}
+TABLE_STYLE: dict[str, object] = {
+    "box": box.SIMPLE_HEAD,
+    "pad_edge": False,
+    "show_edge": False,
+    "collapse_padding": True,
+}
 
 
 @dataclass(frozen=True)
@@ -125,6 +129,7 @@ class Fitted:
 
     def layout(self, width: int) -> Layout:
         """The columns, their widths and what is left out at this width."""
+
         def span(cols: list[int], w: Callable[[int], int]) -> int:
             return sum(w(j) for j in cols) + GAP * max(0, len(cols) - 1)
 
@@ -156,8 +161,13 @@ class Fitted:
         t = Table(**TABLE_STYLE)  # type: ignore[arg-type]
         for j, w in zip(lay.keep, lay.widths):
             col = self.columns[j]
-            t.add_column(col.header, justify=col.justify, width=w, overflow="fold",
-                         no_wrap=col.role == "number" and not lay.split_numbers)
+            t.add_column(
+                col.header,
+                justify=col.justify,
+                width=w,
+                overflow="fold",
+                no_wrap=col.role == "number" and not lay.split_numbers,
+            )
         for r in self.rows:
             t.add_row(*(_text(r[j]) for j in lay.keep))
         return t
@@ -202,7 +212,13 @@ class Fitted:
             yield Text(n, overflow="fold")
 
 
-def fit(columns: Sequence[Col], rows: Iterable[Sequence[Cell]], title: str = "", notes: Sequence[str] = (),
-        wide: bool = False, more: str = "--wide shows them") -> Fitted:
+def fit(
+    columns: Sequence[Col],
+    rows: Iterable[Sequence[Cell]],
+    title: str = "",
+    notes: Sequence[str] = (),
+    wide: bool = False,
+    more: str = "--wide shows them",
+) -> Fitted:
     """A table under the width rule (see the module's docstring); `more` says how to see left-out columns."""
     return Fitted(list(columns), [list(r) for r in rows], title, list(notes), wide, more)

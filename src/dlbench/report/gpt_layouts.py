@@ -103,16 +103,30 @@ def _arch(spec: PointSpec) -> GptConfig | None:
 def _published(spec: PointSpec, arch: GptConfig, name: str) -> tuple[Published, ...]:
     """DLPerf's rows at this point's shape, layout, replica batch and devices (any precision: DLPerf's is fp16);
     of a case DLPerf ran twice under two names (DP_8x1x1 and 2D_8x1x1), the rows of this name."""
-    shape = {"hidden": arch.hidden_size, "layers": arch.num_layers, "heads": arch.num_heads,
-             "seq": arch.max_positions, "vocab": arch.vocab_size}
+    shape = {
+        "hidden": arch.hidden_size,
+        "layers": arch.num_layers,
+        "heads": arch.num_heads,
+        "seq": arch.max_positions,
+        "vocab": arch.vocab_size,
+    }
     lay = spec.layout
     want = {"data": lay.data, "tensor": lay.tensor, "pipeline": lay.pipeline, "micro_batches": lay.micro_batches}
-    rows = [r for r in reference.load_all()
-            if r.model == "gpt" and r.params == shape and r.layout == want and r.batch_size == spec.batch_size
-            and r.devices == spec.world_size and r.tflops_per_device is not None]
+    rows = [
+        r
+        for r in reference.load_all()
+        if r.model == "gpt"
+        and r.params == shape
+        and r.layout == want
+        and r.batch_size == spec.batch_size
+        and r.devices == spec.world_size
+        and r.tflops_per_device is not None
+    ]
     named = [r for r in rows if f"case={name}" in r.conditions]
-    return tuple(Published(_who(r), r.tflops_per_device, r.throughput, r.framework)  # type: ignore[arg-type]
-                 for r in named or rows)
+    return tuple(
+        Published(_who(r), r.tflops_per_device, r.throughput, r.framework)  # type: ignore[arg-type]
+        for r in named or rows
+    )
 
 
 def _who(r: ReferenceRow) -> str:
@@ -127,8 +141,10 @@ def _stage_ms(extra: dict[str, object]) -> str:
     if not isinstance(fwd, list) or not isinstance(bwd, list):
         return "-"
     fmt = "/".join
-    return (f"fwd {fmt(f'{v:.0f}' if isinstance(v, (int, float)) else '-' for v in fwd)} · "
-            f"bwd {fmt(f'{v:.0f}' if isinstance(v, (int, float)) else '-' for v in bwd)} ms")
+    return (
+        f"fwd {fmt(f'{v:.0f}' if isinstance(v, (int, float)) else '-' for v in fwd)} · "
+        f"bwd {fmt(f'{v:.0f}' if isinstance(v, (int, float)) else '-' for v in bwd)} ms"
+    )
 
 
 def layout_rows(points: list[StoredPoint]) -> list[LayoutRow]:
@@ -147,11 +163,26 @@ def layout_rows(points: list[StoredPoint]) -> list[LayoutRow]:
         tokens = tokens_per_sample(s.model, s.input_size, s.params)  # the point's sequence, as the run table reads it
         for name in case_names(s, str(r.extra.get("batch_group") or "")):
             latest[(f"{s.framework} {s.precision} {s.device}", name)] = LayoutRow(
-                p.id, s.framework, name, group_of(name), s.layout.label, f"{arch.hidden_size}x{arch.num_layers}",
-                s.world_size, s.global_batch, r.status, seqs, seqs * tokens if seqs and tokens else None,
-                per_dev * hardware_f / 1e12 if per_dev else None, per_dev * model_f / 1e12 if per_dev else None,
-                fmt_mfu(efficiency(r)), m.peak_memory_bytes if ok and m else None, m.memory_kind if m else "",
-                s.layout.bubble, _stage_ms(r.extra), _published(s, arch, name))
+                p.id,
+                s.framework,
+                name,
+                group_of(name),
+                s.layout.label,
+                f"{arch.hidden_size}x{arch.num_layers}",
+                s.world_size,
+                s.global_batch,
+                r.status,
+                seqs,
+                seqs * tokens if seqs and tokens else None,
+                per_dev * hardware_f / 1e12 if per_dev else None,
+                per_dev * model_f / 1e12 if per_dev else None,
+                fmt_mfu(efficiency(r)),
+                m.peak_memory_bytes if ok and m else None,
+                m.memory_kind if m else "",
+                s.layout.bubble,
+                _stage_ms(r.extra),
+                _published(s, arch, name),
+            )
     order = {g: i for i, g in enumerate(_GROUP_ORDER)}
     return sorted(latest.values(), key=lambda x: (order[x.group], x.devices, x.case, x.framework))
 
@@ -163,8 +194,10 @@ assert set(_GROUP_ORDER) == set(FAMILIES)
 def _ideal(rows: list[LayoutRow], row: LayoutRow) -> float | None:
     """The TFLOP/s one device of the same framework reaches: the group's 1-device case, else one of the shape."""
     alone = [r for r in rows if r.framework == row.framework and r.devices == 1 and r.tflops_per_device]
-    for pick in ([r for r in alone if r.group == row.group and r.shape == row.shape],
-                 [r for r in alone if r.shape == row.shape]):
+    for pick in (
+        [r for r in alone if r.group == row.group and r.shape == row.shape],
+        [r for r in alone if r.shape == row.shape],
+    ):
         if pick:
             return pick[0].tflops_per_device
     return None
@@ -197,16 +230,41 @@ def layout_chart(rows: list[LayoutRow], cc: dict[Column, str]) -> ChartSet:
                 continue
             x = ci - 0.4 + width * (fi + 0.5)
             if row.tflops_per_device is None:
-                top.annotate(row.status, (x, 0), textcoords="offset points", xytext=(0, 4), ha="center",
-                             rotation=90, fontsize=7, color=FAIL_COLOR, fontweight="bold")
+                top.annotate(
+                    row.status,
+                    (x, 0),
+                    textcoords="offset points",
+                    xytext=(0, 4),
+                    ha="center",
+                    rotation=90,
+                    fontsize=7,
+                    color=FAIL_COLOR,
+                    fontweight="bold",
+                )
                 continue
             ideal = _ideal(rows, row)
             above = ideal is not None and row.devices > 1 and row.tflops_per_device > ideal  # as the tables mark it
-            top.bar(x, row.tflops_per_device, width * 0.9, color=colour, label=bar_label,
-                    hatch="xx" if above else None, edgecolor=FAIL_COLOR if above else None)
+            top.bar(
+                x,
+                row.tflops_per_device,
+                width * 0.9,
+                color=colour,
+                label=bar_label,
+                hatch="xx" if above else None,
+                edgecolor=FAIL_COLOR if above else None,
+            )
             if above:
-                top.annotate("above ideal", (x, row.tflops_per_device), textcoords="offset points", xytext=(0, 3),
-                             ha="center", rotation=90, fontsize=7, color=FAIL_COLOR, fontweight="bold")
+                top.annotate(
+                    "above ideal",
+                    (x, row.tflops_per_device),
+                    textcoords="offset points",
+                    xytext=(0, 3),
+                    ha="center",
+                    rotation=90,
+                    fontsize=7,
+                    color=FAIL_COLOR,
+                    fontweight="bold",
+                )
                 marked = True
             bar_label = "_"
             peak = max(peak, row.tflops_per_device)
@@ -217,8 +275,16 @@ def layout_chart(rows: list[LayoutRow], cc: dict[Column, str]) -> ChartSet:
                 bottom.bar(x, row.memory_per_device / unit, width * 0.9, color=colour)
     for ci, (_, name) in enumerate(cases):
         for pub in (p for fw in frameworks if (name, fw) in at for p in at[(name, fw)].published):
-            top.plot(ci, pub.tflops_per_device, marker=PUBLISHED_MARKERS.get(pub.framework, "s"), ms=6,
-                     mfc="none", mec="#333", ls="none", label=f"DLPerf {pub.who} (V100, published)")
+            top.plot(
+                ci,
+                pub.tflops_per_device,
+                marker=PUBLISHED_MARKERS.get(pub.framework, "s"),
+                ms=6,
+                mfc="none",
+                mec="#333",
+                ls="none",
+                label=f"DLPerf {pub.who} (V100, published)",
+            )
             peak = max(peak, pub.tflops_per_device)
     _group_bands(top, cases)
     _group_bands(bottom, cases, titles=False)
@@ -228,29 +294,42 @@ def layout_chart(rows: list[LayoutRow], cc: dict[Column, str]) -> ChartSet:
     bottom.set_ylabel(f"peak memory per device ({unit_name})")
     bottom.set_title("Memory per device")
     bubbles = {name: r.bubble for (name, _), r in at.items() if r.bubble > 0}
-    bottom.set_xticks(range(len(cases)), [n + (f" (bubble {bubbles[n]:.0%})" if n in bubbles else "")
-                                          for _, n in cases], rotation=60, ha="right", fontsize=7)
+    bottom.set_xticks(
+        range(len(cases)),
+        [n + (f" (bubble {bubbles[n]:.0%})" if n in bubbles else "") for _, n in cases],
+        rotation=60,
+        ha="right",
+        fontsize=7,
+    )
     handles, labels = top.get_legend_handles_labels()
     seen = {label: h for h, label in zip(handles, labels) if not label.startswith("_")}
     fig.legend(list(seen.values()), list(seen.keys()), loc="outside lower center", ncol=min(4, len(seen)))
     published = any(r.published for r in rows)
-    caption = ("Each bar: a GPT point's achieved TFLOP/s per device (Megatron-LM's count; with activation "
-               "recomputation, the hardware FLOPs the devices run, as DLPerf counted), by DLPerf's case "
-               "<group>_<data>x<tensor>x<pipeline>_<global batch>_<hidden>x<layers>. Dashed: the ideal, the TFLOP/s "
-               "one device of the same framework reaches alone on the group's (else the shape's) 1-device case; a "
-               "layout that loses nothing to communication or bubbles stays on it. Under the cases: the bubble "
-               "(P-1)/(M+P-1) a pipeline's schedule implies. Below: the peak memory of the busiest rank (device "
-               "allocator on a GPU, resident set on the CPU). ")
+    caption = (
+        "Each bar: a GPT point's achieved TFLOP/s per device (Megatron-LM's count; with activation "
+        "recomputation, the hardware FLOPs the devices run, as DLPerf counted), by DLPerf's case "
+        "<group>_<data>x<tensor>x<pipeline>_<global batch>_<hidden>x<layers>. Dashed: the ideal, the TFLOP/s "
+        "one device of the same framework reaches alone on the group's (else the shape's) 1-device case; a "
+        "layout that loses nothing to communication or bubbles stays on it. Under the cases: the bubble "
+        "(P-1)/(M+P-1) a pipeline's schedule implies. Below: the peak memory of the busiest rank (device "
+        "allocator on a GPU, resident set on the CPU). "
+    )
     if marked:
-        caption += ("Hatched, 'above ideal': a device of a multi-device layout beat one device alone, an efficiency "
-                    "above 100% that the tables mark as not a speedup to trust (a slow or noisy baseline, or more "
-                    "cache per device). ")
-    caption += ("Hollow markers: DLPerf's published OneFlow (diamond) and Megatron-LM (circle) figures for the same "
-                "case on V100s in fp16; compare shapes, not values, unless the hardware matches." if published else
-                "DLPerf's published V100 figures are drawn only beside points of its own cases (shape, layout and "
-                "batch); these points are not.")
-    return ChartSet([Chart("gpt-layouts", "GPT: achieved TFLOP/s and memory per device by parallel layout",
-                           caption, fig)])
+        caption += (
+            "Hatched, 'above ideal': a device of a multi-device layout beat one device alone, an efficiency "
+            "above 100% that the tables mark as not a speedup to trust (a slow or noisy baseline, or more "
+            "cache per device). "
+        )
+    caption += (
+        "Hollow markers: DLPerf's published OneFlow (diamond) and Megatron-LM (circle) figures for the same "
+        "case on V100s in fp16; compare shapes, not values, unless the hardware matches."
+        if published
+        else "DLPerf's published V100 figures are drawn only beside points of its own cases (shape, layout and "
+        "batch); these points are not."
+    )
+    return ChartSet(
+        [Chart("gpt-layouts", "GPT: achieved TFLOP/s and memory per device by parallel layout", caption, fig)]
+    )
 
 
 def _group_bands(ax: object, cases: list[tuple[str, str]], titles: bool = True) -> None:
@@ -262,8 +341,16 @@ def _group_bands(ax: object, cases: list[tuple[str, str]], titles: bool = True) 
         if idx[0] > 0:
             ax.axvline(idx[0] - 0.5, color="#9aa3ad", lw=0.8)  # type: ignore[attr-defined]
         if titles:
-            ax.annotate(GROUP_TITLES[g], ((idx[0] + idx[-1]) / 2, 1.0), xycoords=("data", "axes fraction"),  # type: ignore[attr-defined]
-                        xytext=(0, -10), textcoords="offset points", ha="center", fontsize=8, color="#444c56")
+            ax.annotate(
+                GROUP_TITLES[g],
+                ((idx[0] + idx[-1]) / 2, 1.0),
+                xycoords=("data", "axes fraction"),  # type: ignore[attr-defined]
+                xytext=(0, -10),
+                textcoords="offset points",
+                ha="center",
+                fontsize=8,
+                color="#444c56",
+            )
     ax.set_xlim(-0.6, len(cases) - 0.4)  # type: ignore[attr-defined]
     ax.grid(axis="x", visible=False)  # type: ignore[attr-defined]
 

@@ -24,8 +24,14 @@ from dlbench.report.caveats import caveats
 from dlbench.report.table import fmt_bytes, fmt_count
 from dlbench.store.store import StoredPoint
 
-STATUS_TEXT: dict[str, str] = {"oom": "OOM", "unsupported": "unsupported", "timeout": "timeout",
-                               "crashed": "crashed", "error": "error", "failed_check": "failed check"}
+STATUS_TEXT: dict[str, str] = {
+    "oom": "OOM",
+    "unsupported": "unsupported",
+    "timeout": "timeout",
+    "crashed": "crashed",
+    "error": "error",
+    "failed_check": "failed check",
+}
 
 
 def framework_title(name: str) -> str:
@@ -68,8 +74,12 @@ class Column:
     @property
     def title(self) -> str:
         """'PyTorch +compile', with what sets the column apart: 'PyTorch · framework_version=2.13'."""
-        return framework_title(self.framework) + (" +compile" if self.compile else "") + \
-            (" +channels-last" if self.channels_last else "") + "".join(f" · {v}" for v in self.variant)
+        return (
+            framework_title(self.framework)
+            + (" +compile" if self.compile else "")
+            + (" +channels-last" if self.channels_last else "")
+            + "".join(f" · {v}" for v in self.variant)
+        )
 
 
 @dataclass(frozen=True)
@@ -96,14 +106,20 @@ class RowKey:
     @property
     def label(self) -> str:
         """'bs 64 · 1n4c (ddp)', then what sets the row apart: ' · vocab=3.2M threads=2'."""
-        return f"bs {self.batch_size} · {self.scale}" + (f" ({self.strategy})" if self.strategy != "none" else "") \
+        return (
+            f"bs {self.batch_size} · {self.scale}"
+            + (f" ({self.strategy})" if self.strategy != "none" else "")
             + (f" · {' '.join(self.variant)}" if self.variant else "")
+        )
 
     @property
     def chart_label(self) -> str:
         """The label with what sets the row apart on a line of its own (chart tick labels stay narrow)."""
-        return f"bs {self.batch_size} · {self.scale}" + (f" ({self.strategy})" if self.strategy != "none" else "") \
+        return (
+            f"bs {self.batch_size} · {self.scale}"
+            + (f" ({self.strategy})" if self.strategy != "none" else "")
             + (f"\n{' '.join(self.variant)}" if self.variant else "")
+        )
 
     @property
     def config(self) -> tuple[int, tuple[str, ...]]:
@@ -126,8 +142,11 @@ class Cell:
     @property
     def repeats_text(self) -> str:
         """'+2 earlier repeats of this configuration' ('' when the point is the only one)."""
-        return f"+{self.hidden} earlier repeat{'s' if self.hidden != 1 else ''} of this configuration" \
-            if self.hidden else ""
+        return (
+            f"+{self.hidden} earlier repeat{'s' if self.hidden != 1 else ''} of this configuration"
+            if self.hidden
+            else ""
+        )
 
     @property
     def ok(self) -> bool:
@@ -184,8 +203,10 @@ class Section:
     def title(self) -> str:
         """'ResNet-50 v1.5 · fp32 · synthetic data · CPU' (and the case parameters all its points set)."""
         size = f" · input {self.input_size}" if self.input_size else ""
-        return (f"{model_title(self.model)} · {self.precision} · {self.data} data · {self.device.upper()}{size}"
-                + "".join(f" · {c}" for c in self.common))
+        return (
+            f"{model_title(self.model)} · {self.precision} · {self.data} data · {self.device.upper()}{size}"
+            + "".join(f" · {c}" for c in self.common)
+        )
 
     @property
     def configs(self) -> list[tuple[int, tuple[str, ...]]]:
@@ -229,8 +250,10 @@ def _footnote_text(p: StoredPoint) -> str:
     r, s = p.result, p.result.spec
     lines = [ln for ln in (r.error or "").strip().splitlines() if ln.strip()]
     why = (lines[-1] if lines[0].startswith("Traceback") else lines[0]).strip() if lines else "no error recorded"
-    return (f"{framework_title(s.framework)}, batch {s.batch_size}, {s.scale}: "
-            f"{STATUS_TEXT.get(r.status, r.status)}: {why[:200]}")
+    return (
+        f"{framework_title(s.framework)}, batch {s.batch_size}, {s.scale}: "
+        f"{STATUS_TEXT.get(r.status, r.status)}: {why[:200]}"
+    )
 
 
 def _add_scaling(sec: Section, pool: Sequence[StoredPoint]) -> None:
@@ -258,9 +281,27 @@ def _add_footnotes(sec: Section) -> None:
 
 
 # Spec fields the section, a row or a column shows already; threads is read from the identity (the count used).
-_SHOWN = frozenset({"framework", "model", "batch_size", "precision", "compile", "channels_last", "device", "data",
-                    "input_size", "nodes", "devices_per_node", "strategy", "threads", "case_params",
-                    "timeout_s", "version", "protocol"})
+_SHOWN = frozenset(
+    {
+        "framework",
+        "model",
+        "batch_size",
+        "precision",
+        "compile",
+        "channels_last",
+        "device",
+        "data",
+        "input_size",
+        "nodes",
+        "devices_per_node",
+        "strategy",
+        "threads",
+        "case_params",
+        "timeout_s",
+        "version",
+        "protocol",
+    }
+)
 _NOT_IDENTITY = frozenset({"framework", "threads"})  # the column's own name; threads makes rows, not columns
 Field = tuple[tuple[int, float, str], str]  # (sort key, label)
 
@@ -270,8 +311,13 @@ def _field(name: str, value: object) -> Field:
     if isinstance(value, bool) or value is None or not isinstance(value, (int, float)):
         text = {None: "none", True: "yes", False: "no"}.get(value, str(value))  # type: ignore[call-overload]
         return (1, 0.0, text), f"{name}={text}"
-    shown = fmt_bytes(int(value)) if name.endswith("_bytes") else fmt_count(int(value)) \
-        if float(value).is_integer() else f"{value:g}"
+    shown = (
+        fmt_bytes(int(value))
+        if name.endswith("_bytes")
+        else fmt_count(int(value))
+        if float(value).is_integer()
+        else f"{value:g}"
+    )
     return (0, float(value), ""), f"{name.removesuffix('_bytes')}={shown}"
 
 
@@ -323,6 +369,8 @@ def _common_params(points: Sequence[StoredPoint]) -> tuple[str, ...]:
     sets = [dict(p.result.spec.case_params) for p in points]
     same = set.intersection(*(set(d.items()) for d in sets)) if sets else set()
     return tuple(_field(k, v)[1] for k, v in sorted(same))
+
+
 def _add_remarks(sec: Section) -> None:
     """Mark each ok cell whose point carries a caveat; one remark per distinct text, lettered a, b ..."""
     marks: dict[str, str] = {}
@@ -357,17 +405,24 @@ def build_sections(points: list[StoredPoint], pool: Sequence[StoredPoint] | None
         columns = _column_variants(grouped[key])
         for p in grouped[key]:
             s, f = p.result.spec, fields[p.id]
-            row = RowKey(s.batch_size, s.nodes, s.devices_per_node, s.strategy,
-                         tuple(f[k][1] if k in f else f"{k}=unknown" for k in varying),
-                         tuple(f[k][0] if k in f else (2, 0.0, "") for k in varying))
+            row = RowKey(
+                s.batch_size,
+                s.nodes,
+                s.devices_per_node,
+                s.strategy,
+                tuple(f[k][1] if k in f else f"{k}=unknown" for k in varying),
+                tuple(f[k][0] if k in f else (2, 0.0, "") for k in varying),
+            )
             col = Column(s.framework, s.compile, s.channels_last, columns[p.id])
             seen[(row, col)] += 1
             sec.cells[(row, col)] = Cell(p, hidden=seen[(row, col)] - 1)
             sec.groups.setdefault(row, set()).update(batch_groups(p))
-        sec.rows = sorted({r for r, _ in sec.cells},
-                          key=lambda r: (r.batch_size, r.order, r.devices, r.nodes, r.strategy))
-        sec.columns = sorted({c for _, c in sec.cells},
-                             key=lambda c: (c.framework, c.compile, c.channels_last, c.variant))
+        sec.rows = sorted(
+            {r for r, _ in sec.cells}, key=lambda r: (r.batch_size, r.order, r.devices, r.nodes, r.strategy)
+        )
+        sec.columns = sorted(
+            {c for _, c in sec.cells}, key=lambda c: (c.framework, c.compile, c.channels_last, c.variant)
+        )
         _add_scaling(sec, points if pool is None else pool)
         _add_footnotes(sec)
         _add_remarks(sec)

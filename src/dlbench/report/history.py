@@ -27,12 +27,17 @@ def verdict_caption(series: Sequence[Series], changes: Sequence[str]) -> str:
     """What the comparisons found, as `dlbench history` says it: the change points, the comparisons whose samples
     could not have shown a change ('not enough samples', with the CLI's reason), and 'no significant change
     point' only where every comparison could have shown one."""
-    blind = [f"{s.label} at run {hp.point.run_id}: {hp.comparison.note}" for s in series for hp in s.undetectable
-             if hp.comparison is not None]
+    blind = [
+        f"{s.label} at run {hp.point.run_id}: {hp.comparison.note}"
+        for s in series
+        for hp in s.undetectable
+        if hp.comparison is not None
+    ]
     out = ("Change points: " + "; ".join(changes) + ". ") if changes else ""
     if blind:
-        out += (f"{len(blind)} comparison(s) could not have shown a change (not enough samples): "
-                + "; ".join(blind) + ".")
+        out += (
+            f"{len(blind)} comparison(s) could not have shown a change (not enough samples): " + "; ".join(blind) + "."
+        )
     elif not changes:
         out += "No significant change point."
     return out.strip()
@@ -50,36 +55,57 @@ def _model_chart(model: str, series: list[Series], effect: float = MIN_EFFECT) -
         reach = [whiskers(m) for m in ms if m]  # no whisker below 3 repeats: no CI to draw
         err = [[lo for lo, _ in reach], [hi for _, hi in reach]]
         colour = PALETTE[i % len(PALETTE)]
-        ax.errorbar(xs, ys, yerr=err, color=colour, marker="o", markersize=3.5, linewidth=1.4, capsize=2.5,
-                    label=s.label)
+        ax.errorbar(
+            xs, ys, yerr=err, color=colour, marker="o", markersize=3.5, linewidth=1.4, capsize=2.5, label=s.label
+        )
         previous = None
         for x, y, hp in zip(xs, ys, ok):
             version = hp.versions.get("framework_version", "")
             if version and version != previous:
-                ax.annotate(version, (x, y), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7,
-                            color="#555")
+                ax.annotate(
+                    version, (x, y), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7, color="#555"
+                )
             previous = version
             if hp.change and hp.comparison is not None and hp.comparison.change is not None:
                 bad = hp.change == REGRESSION
-                ax.plot([x], [y], marker="v" if bad else "^", markersize=10, color=FAIL_COLOR if bad else GOOD_COLOR,
-                        linestyle="none", zorder=5)
-                ax.annotate(f"{hp.comparison.change:+.1%}", (x, y), textcoords="offset points", xytext=(8, -12),
-                            fontsize=7.5, fontweight="bold", color=FAIL_COLOR if bad else GOOD_COLOR)
-                notes.append(f"{hp.change} of {hp.comparison.change:+.1%} in {s.label} at run {hp.point.run_id} "
-                             f"(p = {hp.comparison.p_value:.2g})")
+                ax.plot(
+                    [x],
+                    [y],
+                    marker="v" if bad else "^",
+                    markersize=10,
+                    color=FAIL_COLOR if bad else GOOD_COLOR,
+                    linestyle="none",
+                    zorder=5,
+                )
+                ax.annotate(
+                    f"{hp.comparison.change:+.1%}",
+                    (x, y),
+                    textcoords="offset points",
+                    xytext=(8, -12),
+                    fontsize=7.5,
+                    fontweight="bold",
+                    color=FAIL_COLOR if bad else GOOD_COLOR,
+                )
+                notes.append(
+                    f"{hp.change} of {hp.comparison.change:+.1%} in {s.label} at run {hp.point.run_id} "
+                    f"(p = {hp.comparison.p_value:.2g})"
+                )
     locator = mdates.AutoDateLocator(minticks=3, maxticks=7)  # date ticks (minutes, hours or days apart)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, show_offset=True))
     ax.set_xlabel("when the point finished (local time)")
     ax.set_title(f"{model_title(model)}: throughput over time")
-    with_ci = any(m is not None and m.ci_low is not None for m in (hp.point.result.metrics for s in series
-                                                                    for hp in s.points))
+    with_ci = any(
+        m is not None and m.ci_low is not None for m in (hp.point.result.metrics for s in series for hp in s.points)
+    )
     ax.set_ylabel("samples/s (95% CI)" if with_ci else "samples/s (under 3 repeats: no CI)")
     ax.set_ylim(bottom=0)
     ax.legend(loc="lower left", fontsize=7)
-    caption = ("Throughput of each configuration over every stored run; labels give the framework version "
-               f"where it changes. Each point is compared with its segment's first point by the test of "
-               f"`dlbench compare` (p < {ALPHA}, CI excluding 1, at least {effect:.0%}). ")
+    caption = (
+        "Throughput of each configuration over every stored run; labels give the framework version "
+        f"where it changes. Each point is compared with its segment's first point by the test of "
+        f"`dlbench compare` (p < {ALPHA}, CI excluding 1, at least {effect:.0%}). "
+    )
     caption += verdict_caption(series, notes)
     return Chart(f"history-{model}", f"{model}: throughput over time and versions", caption, fig)
 
@@ -90,9 +116,13 @@ def history_charts(points: Sequence[StoredPoint], pool: Sequence[StoredPoint]) -
     wanted = {series_key(p) for p in points}
     series = [s for s in build_series([p for p in pool if series_key(p) in wanted]) if _ok(s) >= 2]
     if not series:
-        return ChartSet(notes=["No history chart: no configuration of these runs has two or more ok points in "
-                               "the store (run it again, or pull the team's runs with `dlbench store pull`)."])
+        return ChartSet(
+            notes=[
+                "No history chart: no configuration of these runs has two or more ok points in "
+                "the store (run it again, or pull the team's runs with `dlbench store pull`)."
+            ]
+        )
     by_model: dict[str, list[Series]] = defaultdict(list)
     for s in series:
         by_model[s.model].append(s)
-    return ChartSet(charts=[_model_chart(m, ss[:len(PALETTE)]) for m, ss in sorted(by_model.items())])
+    return ChartSet(charts=[_model_chart(m, ss[: len(PALETTE)]) for m, ss in sorted(by_model.items())])

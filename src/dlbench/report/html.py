@@ -32,7 +32,11 @@ class _ExternalFinder(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self._in_style = tag == "style"
         for name, value in attrs:
-            if value and name in ("src", "href", "xlink:href", "srcset", "action", "data") and _EXTERNAL_URL.match(value):
+            if (
+                value
+                and name in ("src", "href", "xlink:href", "srcset", "action", "data")
+                and _EXTERNAL_URL.match(value)
+            ):
                 self.found.append(f"<{tag} {name}={value!r}>")
             elif value and name == "style" and _EXTERNAL_CSS.search(value):
                 self.found.append(f"<{tag} style={value!r}>")
@@ -87,9 +91,13 @@ def cell_title(c: Cell) -> str:
     parts = [f"point {c.point.id} of run {c.point.run_id}"]
     if r.metrics:
         m = r.metrics
-        parts += [f"CV {m.cv:.1%} over {m.repeats} repeats" if m.cv is not None else
-                  f"{m.repeats} repeat{'s' if m.repeats != 1 else ''}: too few for a CI or a CV, noise unknown",
-                  f"median step {m.median_step_s * 1000:.1f} ms", f"global batch {m.global_batch}"]
+        parts += [
+            f"CV {m.cv:.1%} over {m.repeats} repeats"
+            if m.cv is not None
+            else f"{m.repeats} repeat{'s' if m.repeats != 1 else ''}: too few for a CI or a CV, noise unknown",
+            f"median step {m.median_step_s * 1000:.1f} ms",
+            f"global batch {m.global_batch}",
+        ]
     if c.scaling is not None and c.baseline_id != c.point.id:
         parts.append(f"speedup vs 1-device point {c.baseline_id}")
     if c.hidden:
@@ -99,12 +107,23 @@ def cell_title(c: Cell) -> str:
 
 def environment() -> jinja2.Environment:
     """The jinja2 environment over the package's templates, with the report's filters."""
-    env = jinja2.Environment(loader=jinja2.PackageLoader("dlbench.report", "templates"),
-                             autoescape=jinja2.select_autoescape(["html", "html.j2"]),
-                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
-    env.filters.update(number=fmt_number, half_ci=fmt_half_ci, bytes=fmt_bytes, ratio=fmt_ratio,
-                       cell_title=cell_title, contended=contended, reproduce=section_commands,
-                       reproduce_ids=id_commands)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("dlbench.report", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "html.j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.filters.update(
+        number=fmt_number,
+        half_ci=fmt_half_ci,
+        bytes=fmt_bytes,
+        ratio=fmt_ratio,
+        cell_title=cell_title,
+        contended=contended,
+        reproduce=section_commands,
+        reproduce_ids=id_commands,
+    )
     return env
 
 

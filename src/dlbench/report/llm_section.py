@@ -56,16 +56,31 @@ def llm_rows(points: list[StoredPoint]) -> list[LlmRow]:
             continue
         f = llm_figures(r)
         found = matching(s.model, s.params, r.env.identity.get("device_model", ""), s.precision)
-        anchors = "; ".join(f"{a.stack} {a.layout}: {a.tokens_per_s_per_gpu or '-'} tok/s/GPU, "
-                            f"{a.tflops_per_gpu or '-'} TFLOP/s/GPU" for a in found) or "-"
+        anchors = (
+            "; ".join(
+                f"{a.stack} {a.layout}: {a.tokens_per_s_per_gpu or '-'} tok/s/GPU, "
+                f"{a.tflops_per_gpu or '-'} TFLOP/s/GPU"
+                for a in found
+            )
+            or "-"
+        )
         mem = f.memory_per_device_bytes if f else None
-        rows.append(LlmRow(
-            case=s.model + (" " + ",".join(f"{k}={v}" for k, v in sorted(s.params.items())) if s.params else ""),
-            framework=s.framework, layout=_layout(p), precision=s.precision, devices=s.world_size,
-            tokens_per_s_per_device=f"{f.tokens_per_s_per_device:,.0f}" if f else "-",
-            tflops_per_device=f"{f.model_tflops_per_device:.3g}" if f else "-",
-            mfu=_pct(f.mfu) if f else "-", mfu_bf16=_pct(f.mfu_bf16) if f else "-",
-            memory_per_device=f"{mem / 2**20:,.0f} MiB" if mem else "-", status=r.status, anchors=anchors))
+        rows.append(
+            LlmRow(
+                case=s.model + (" " + ",".join(f"{k}={v}" for k, v in sorted(s.params.items())) if s.params else ""),
+                framework=s.framework,
+                layout=_layout(p),
+                precision=s.precision,
+                devices=s.world_size,
+                tokens_per_s_per_device=f"{f.tokens_per_s_per_device:,.0f}" if f else "-",
+                tflops_per_device=f"{f.model_tflops_per_device:.3g}" if f else "-",
+                mfu=_pct(f.mfu) if f else "-",
+                mfu_bf16=_pct(f.mfu_bf16) if f else "-",
+                memory_per_device=f"{mem / 2**20:,.0f} MiB" if mem else "-",
+                status=r.status,
+                anchors=anchors,
+            )
+        )
     return sorted(rows, key=lambda x: (x.case, x.devices, x.layout, x.precision))
 
 

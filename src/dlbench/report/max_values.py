@@ -87,15 +87,23 @@ def verdict(r: PointResult, facts: dict[str, object]) -> Verdict:
     unit = facts.get("unit") or 1
     found, over, hi = facts.get("max"), facts.get("fails_at"), facts.get("hi")
     if isinstance(found, int) and r.status != "ok":
-        return Verdict(f"below {fmt_count(found)}", f"{fmt_count(found)} ({r.status} when measured)",
-                       f"no: {fmt_count(found)} trained in the search, the point measured there ended {r.status}",
-                       demoted=True)
+        return Verdict(
+            f"below {fmt_count(found)}",
+            f"{fmt_count(found)} ({r.status} when measured)",
+            f"no: {fmt_count(found)} trained in the search, the point measured there ended {r.status}",
+            demoted=True,
+        )
     return Verdict(
         largest=fmt_count(found) if isinstance(found, int) else "none trains",
-        fails_at=fmt_count(over) if isinstance(over, int) else
-        f"not probed (bound {fmt_count(hi)})" if isinstance(hi, int) else "not probed",
-        exact=f"within {fmt_count(unit)}, reproduced{_checks(facts.get('checks'))}" if facts.get("exact")  # type: ignore[arg-type]
-        else str(facts.get("note") or "no"))
+        fails_at=fmt_count(over)
+        if isinstance(over, int)
+        else f"not probed (bound {fmt_count(hi)})"
+        if isinstance(hi, int)
+        else "not probed",
+        exact=f"within {fmt_count(unit)}, reproduced{_checks(facts.get('checks'))}"
+        if facts.get("exact")  # type: ignore[arg-type]
+        else str(facts.get("note") or "no"),
+    )
 
 
 def verdict_lines(results: list[PointResult]) -> list[str]:
@@ -106,8 +114,10 @@ def verdict_lines(results: list[PointResult]) -> list[str]:
         if isinstance(facts, dict) and isinstance(facts.get("name"), str):
             v, s = verdict(r, facts), r.spec
             over = "" if v.demoted or v.fails_at.startswith("not probed") else f", {v.fails_at} ran out of memory"
-            out.append(f"largest {facts['name']} that trains, {s.framework} {s.model} bs{s.batch_size} {s.scale}: "
-                       f"{v.largest}{over}; exact: {v.exact}")
+            out.append(
+                f"largest {facts['name']} that trains, {s.framework} {s.model} bs{s.batch_size} {s.scale}: "
+                f"{v.largest}{over}; exact: {v.exact}"
+            )
     return out
 
 
@@ -130,24 +140,48 @@ def max_value_rows(points: list[StoredPoint]) -> list[MaxValueRow]:
         s, name = p.result.spec, facts["name"]
         v = verdict(p.result, facts)
         row = MaxValueRow(
-            framework=s.framework, model=s.model, name=name, mode=mode_of(s.model, dict(s.params), name),
-            scale=s.scale, batch=s.batch_size, precision=s.precision, budget=_budget(p), largest=v.largest,
-            fails_at=v.fails_at, exact=v.exact, probes=int(facts.get("probes") or 0), point_id=p.id,
-            demoted=v.demoted)
+            framework=s.framework,
+            model=s.model,
+            name=name,
+            mode=mode_of(s.model, dict(s.params), name),
+            scale=s.scale,
+            batch=s.batch_size,
+            precision=s.precision,
+            budget=_budget(p),
+            largest=v.largest,
+            fails_at=v.fails_at,
+            exact=v.exact,
+            probes=int(facts.get("probes") or 0),
+            point_id=p.id,
+            demoted=v.demoted,
+        )
         latest[_config(p, name)] = row
     return sorted(latest.values(), key=lambda r: (r.model, r.name, r.scale, r.mode, r.framework))
 
 
 def dlperf_max_classes() -> list[PublishedMax]:
     """DLPerf's published max num_classes (seed 003), 1 node x 1 and x 8 V100-SXM2-16GB."""
-    return [PublishedMax(f"{n}n{d}c", fmt_count(of), fmt_count(mx))
-            for (n, d), (of, mx) in sorted(DLPERF_MAX_CLASSES.items())]
+    return [
+        PublishedMax(f"{n}n{d}c", fmt_count(of), fmt_count(mx))
+        for (n, d), (of, mx) in sorted(DLPERF_MAX_CLASSES.items())
+    ]
 
 
-REFERENCE_NOTE = ("DLPerf (seed 003, InsightFace): the largest num_classes that trained at batch 64 per device "
-                  "on Tesla V100-SXM2-16GB, fp16, with model parallelism and Partial FC (dlbench's partial_fc "
-                  "mode), OneFlow 0.3.4 and MXNet (deepinsight/insightface). Compare the order of the modes and "
-                  "how the maximum grows with devices, not values, unless the device and budget match.")
+REFERENCE_NOTE = (
+    "DLPerf (seed 003, InsightFace): the largest num_classes that trained at batch 64 per device "
+    "on Tesla V100-SXM2-16GB, fp16, with model parallelism and Partial FC (dlbench's partial_fc "
+    "mode), OneFlow 0.3.4 and MXNet (deepinsight/insightface). Compare the order of the modes and "
+    "how the maximum grows with devices, not values, unless the device and budget match."
+)
 
-__all__ = ["REFERENCE_NOTE", "MaxValueRow", "PublishedMax", "Verdict", "dlperf_max_classes", "max_value_rows",
-           "mode_of", "verdict", "verdict_lines"]
+__all__ = [
+    "REFERENCE_NOTE",
+    "MaxValueRow",
+    "PublishedMax",
+    "Verdict",
+    "dlperf_max_classes",
+    "max_value_rows",
+    "mode_of",
+    "verdict",
+    "verdict_lines",
+]

@@ -47,9 +47,15 @@ class Beside:
 
 
 def _measured(sec: Section, ref: ReferenceRow) -> Cell | None:
-    hits = [c for (row, col), c in sec.cells.items()
-            if c.ok and col.framework == ref.framework and row.batch_size == ref.batch_size
-            and row.devices == ref.devices and col == Column(col.framework)]
+    hits = [
+        c
+        for (row, col), c in sec.cells.items()
+        if c.ok
+        and col.framework == ref.framework
+        and row.batch_size == ref.batch_size
+        and row.devices == ref.devices
+        and col == Column(col.framework)
+    ]
     return hits[-1] if hits else None
 
 

@@ -19,8 +19,9 @@ def section_commands(section: Section, framework: str | None = None, batch_size:
             cell = section.cell(row, col)
             if cell is None or not cell.point.uid:
                 continue
-            if (framework is not None and col.framework != framework) or \
-                    (batch_size is not None and row.batch_size != batch_size):
+            if (framework is not None and col.framework != framework) or (
+                batch_size is not None and row.batch_size != batch_size
+            ):
                 continue
             out.append((f"{col.title} · {row.label}", reproduce_command(cell.point.uid)))
     return out

@@ -27,10 +27,17 @@ def hardware_label(s: Series) -> str:
 def history_table(series: Sequence[Series], wide: bool = False) -> Fitted:
     """Every configuration's points in one table: configuration, hardware, when, run (whole id), version,
     throughput, ratio to the segment's start with its CI, p, and the change found there (or why none could be)."""
-    cols = [Col("configuration", "key", shared=True), Col("hardware", "key", shared=True, optional=True),
-            Col("finished", "key", optional=True), Col("run", "key"), Col("framework version", "key", shared=True),
-            Col("samples/s", "number", "right"), Col("vs segment start", "number", "right", optional=True),
-            Col("p", "number", "right", optional=True), Col("change")]
+    cols = [
+        Col("configuration", "key", shared=True),
+        Col("hardware", "key", shared=True, optional=True),
+        Col("finished", "key", optional=True),
+        Col("run", "key"),
+        Col("framework version", "key", shared=True),
+        Col("samples/s", "number", "right"),
+        Col("vs segment start", "number", "right", optional=True),
+        Col("p", "number", "right", optional=True),
+        Col("change"),
+    ]
     rows: list[list[Cell]] = []
     for s in series:
         for hp in s.points:
@@ -38,36 +45,69 @@ def history_table(series: Sequence[Series], wide: bool = False) -> Fitted:
             when = datetime.datetime.fromtimestamp(r.finished).strftime("%Y-%m-%d %H:%M")
             tp = fmt_throughput(r) if r.metrics and r.status == "ok" else r.status  # 'n=1' where no CI can be had
             c = hp.comparison
-            ratio = (f"{c.ratio:.3f} ({c.ci_low:.3f}-{c.ci_high:.3f})" if c and c.ratio is not None
-                     and c.ci_low is not None and c.ci_high is not None else "-")
+            ratio = (
+                f"{c.ratio:.3f} ({c.ci_low:.3f}-{c.ci_high:.3f})"
+                if c and c.ratio is not None and c.ci_low is not None and c.ci_high is not None
+                else "-"
+            )
             pv = f"{c.p_value:.2g}" if c and c.p_value is not None else "-"
             change = Text("")
             if hp.change and c and c.change is not None:
                 change = Text(f"{hp.change} ({c.change:+.1%})", style=_STYLE[hp.change])
             if hp.undetectable and c is not None:
                 change = Text(c.note, style="yellow")
-            rows.append([s.label, hardware_label(s), when, hp.point.run_id,
-                         hp.versions.get("framework_version", "?"), tp, ratio, pv, change])
-    return fit(cols, rows, title="history", wide=wide,
-               notes=["samples/s: ± half the 95% CI; 'n=1' where the point has too few repeats for one."])
+            rows.append(
+                [
+                    s.label,
+                    hardware_label(s),
+                    when,
+                    hp.point.run_id,
+                    hp.versions.get("framework_version", "?"),
+                    tp,
+                    ratio,
+                    pv,
+                    change,
+                ]
+            )
+    return fit(
+        cols,
+        rows,
+        title="history",
+        wide=wide,
+        notes=["samples/s: ± half the 95% CI; 'n=1' where the point has too few repeats for one."],
+    )
 
 
 def fmt_mfu_change(p: PointComparison) -> str:
     """'41.0% → 40.2%'; 'above peak' or 'peak unknown' for a side without an MFU, '-' for one not measured."""
+
     def one(mfu: float | None, peak: str) -> str:
         if mfu is not None:
             return f"{mfu:.1%}"
-        return "above peak" if peak.endswith("; above peak") else "peak unknown" if peak.startswith("peak unknown") \
+        return (
+            "above peak"
+            if peak.endswith("; above peak")
+            else "peak unknown"
+            if peak.startswith("peak unknown")
             else "-"
+        )
+
     return f"{one(p.mfu_a, p.peak_a)} → {one(p.mfu_b, p.peak_b)}"
 
 
 def comparison_table(c: Comparison, wide: bool = False) -> Fitted:
     """One row per matching point: throughputs, ratio with its CI, p-value, MFU and verdict (the reason a point
     could not show a change follows the table: `undetectable_lines`)."""
-    cols = [Col("configuration", "key"), Col("A samples/s", "number", "right"), Col("B samples/s", "number", "right"),
-            Col("B/A", "number", "right"), Col("95% CI", "number", "right"), Col("p", "number", "right", optional=True),
-            Col("MFU A → B", "number", "right", optional=True), Col("verdict")]
+    cols = [
+        Col("configuration", "key"),
+        Col("A samples/s", "number", "right"),
+        Col("B samples/s", "number", "right"),
+        Col("B/A", "number", "right"),
+        Col("95% CI", "number", "right"),
+        Col("p", "number", "right", optional=True),
+        Col("MFU A → B", "number", "right", optional=True),
+        Col("verdict"),
+    ]
     rows: list[list[Cell]] = []
     for p in c.points:
         ta = f"{p.throughput_a:,.1f}" if p.throughput_a is not None else p.status_a

@@ -70,16 +70,24 @@ def vocab_curves(points: list[StoredPoint]) -> dict[tuple[str, str, int, str], l
         sparse = "dense" if s.params.get("sparse") == 0 else "sparse"
         ok = p.result.status == "ok" and m is not None
         latest[(s.framework, s.device, s.batch_size, sparse, vocab)] = VocabPoint(
-            vocab, m.median_step_s * 1000 if ok and m else None,
-            m.peak_memory_bytes / 2**20 if ok and m and m.peak_memory_bytes is not None else None, p.result.status)
+            vocab,
+            m.median_step_s * 1000 if ok and m else None,
+            m.peak_memory_bytes / 2**20 if ok and m and m.peak_memory_bytes is not None else None,
+            p.result.status,
+        )
     curves: dict[tuple[str, str, int, str], list[VocabPoint]] = defaultdict(list)
     for (fw, dev, bs, sparse, _), v in latest.items():
         curves[(fw, dev, bs, sparse)].append(v)
     return {k: sorted(v, key=lambda x: x.vocab) for k, v in sorted(curves.items())}
 
 
-def _panel(ax: Axes, curves: dict[tuple[str, str, int, str], list[VocabPoint]], cc: dict[Column, str],
-           field: str, published: bool) -> None:
+def _panel(
+    ax: Axes,
+    curves: dict[tuple[str, str, int, str], list[VocabPoint]],
+    cc: dict[Column, str],
+    field: str,
+    published: bool,
+) -> None:
     for i, (key, pts) in enumerate(curves.items()):
         fw, dev, bs, sparse = key
         colour = cc.get(Column(fw, False, False), PALETTE[i % len(PALETTE)])
@@ -89,18 +97,52 @@ def _panel(ax: Axes, curves: dict[tuple[str, str, int, str], list[VocabPoint]], 
             ax.plot([v for v, _ in ok], [y for _, y in ok], marker="o", ms=3.5, color=colour, label=label)
         for p in pts:
             if p.status == "oom":  # on the x axis' top edge: no figure, the point did not fit
-                ax.plot(p.vocab, 0.96, marker="x", ms=7, mew=2, color=FAIL_COLOR,
-                        transform=ax.get_xaxis_transform(), clip_on=False)
-                ax.annotate("OOM", (p.vocab, 0.96), xycoords=ax.get_xaxis_transform(), textcoords="offset points",
-                            xytext=(0, -11), ha="center", fontsize=7, color=FAIL_COLOR)
+                ax.plot(
+                    p.vocab,
+                    0.96,
+                    marker="x",
+                    ms=7,
+                    mew=2,
+                    color=FAIL_COLOR,
+                    transform=ax.get_xaxis_transform(),
+                    clip_on=False,
+                )
+                ax.annotate(
+                    "OOM",
+                    (p.vocab, 0.96),
+                    xycoords=ax.get_xaxis_transform(),
+                    textcoords="offset points",
+                    xytext=(0, -11),
+                    ha="center",
+                    fontsize=7,
+                    color=FAIL_COLOR,
+                )
     if published:
-        rows = [(r.vocab, r.oneflow_ms if field == "step_ms" else r.oneflow_mb,
-                 r.hugectr_ms if field == "step_ms" else r.hugectr_mb) for r in DLPERF_WDL]
-        ax.plot([r[0] for r in rows], [r[1] for r in rows], ls="--", color="#7f7f7f", lw=1,
-                label="DLPerf OneFlow (V100, published)")
+        rows = [
+            (
+                r.vocab,
+                r.oneflow_ms if field == "step_ms" else r.oneflow_mb,
+                r.hugectr_ms if field == "step_ms" else r.hugectr_mb,
+            )
+            for r in DLPERF_WDL
+        ]
+        ax.plot(
+            [r[0] for r in rows],
+            [r[1] for r in rows],
+            ls="--",
+            color="#7f7f7f",
+            lw=1,
+            label="DLPerf OneFlow (V100, published)",
+        )
         hc = [(r[0], r[2]) for r in rows if r[2] is not None]
-        ax.plot([v for v, _ in hc], [y for _, y in hc], ls=":", color="#7f7f7f", lw=1,
-                label="DLPerf HugeCTR (V100, published; OOM from 51.2M)")
+        ax.plot(
+            [v for v, _ in hc],
+            [y for _, y in hc],
+            ls=":",
+            color="#7f7f7f",
+            lw=1,
+            label="DLPerf HugeCTR (V100, published; OOM from 51.2M)",
+        )
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_count(round(v)) if v >= 1 else ""))
     ax.xaxis.set_minor_formatter(FuncFormatter(_minor_tick))
@@ -121,9 +163,12 @@ def wide_deep_chart(points: list[StoredPoint], cc: dict[Column, str]) -> ChartSe
     curves = vocab_curves(points)
     if not curves:
         at_default = sum(p.result.spec.model == MODEL for p in points)
-        note = (f"Wide & Deep: the {at_default} wide_deep point(s) here ran at the case's default vocabulary; the "
-                "vocabulary chart needs points at set vocabularies (`--param vocab=3.2M,6.4M`)." if at_default
-                else "Wide & Deep: no wide_deep point in these runs.")
+        note = (
+            f"Wide & Deep: the {at_default} wide_deep point(s) here ran at the case's default vocabulary; the "
+            "vocabulary chart needs points at set vocabularies (`--param vocab=3.2M,6.4M`)."
+            if at_default
+            else "Wide & Deep: no wide_deep point in these runs."
+        )
         return ChartSet(notes=[note])
     published = any(dev == "cuda" and bs == 16384 for _, dev, bs, _ in curves)
     fig = Figure(figsize=(9.6, 4.2), layout="constrained")
@@ -136,12 +181,17 @@ def wide_deep_chart(points: list[StoredPoint], cc: dict[Column, str]) -> ChartSe
     right.set_title("Peak memory")
     handles, labels = left.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=min(3, max(1, len(labels))))
-    caption = ("DLPerf's Wide & Deep study: the median time of one training step and the peak memory (device "
-               "allocator on a GPU, resident set on the CPU) as the embedding vocabulary grows; a red x marks a "
-               "vocabulary that ran out of memory. ")
-    caption += ("Dashed grey: DLPerf's published OneFlow and HugeCTR figures (V100 16 GB, batch 16384); compare "
-                "shapes, not values, unless the hardware matches." if published else
-                "DLPerf's published V100 figures are not drawn: these points are not at its batch 16384 on a GPU.")
+    caption = (
+        "DLPerf's Wide & Deep study: the median time of one training step and the peak memory (device "
+        "allocator on a GPU, resident set on the CPU) as the embedding vocabulary grows; a red x marks a "
+        "vocabulary that ran out of memory. "
+    )
+    caption += (
+        "Dashed grey: DLPerf's published OneFlow and HugeCTR figures (V100 16 GB, batch 16384); compare "
+        "shapes, not values, unless the hardware matches."
+        if published
+        else "DLPerf's published V100 figures are not drawn: these points are not at its batch 16384 on a GPU."
+    )
     return ChartSet([Chart("wide-deep-vocab", "Wide & Deep: latency and memory against vocabulary", caption, fig)])
 
 

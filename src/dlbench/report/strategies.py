@@ -19,8 +19,10 @@ from dlbench.report.groups import Cell, Section, framework_title, model_title
 from dlbench.spec import STRATEGIES
 
 MIN_REPEATS = 3  # fewer repeats than this give no confidence interval worth comparing
-NOISE_RULE = ("beyond the noise: the fastest strategy's 95% CI lies wholly above the runner-up's; with fewer than "
-              f"{MIN_REPEATS} repeats a CI means little, and the table says so")
+NOISE_RULE = (
+    "beyond the noise: the fastest strategy's 95% CI lies wholly above the runner-up's; with fewer than "
+    f"{MIN_REPEATS} repeats a CI means little, and the table says so"
+)
 
 
 @dataclass(frozen=True)
@@ -52,8 +54,11 @@ class StrategyCell:
             return self.status
         wide = self.ci_high is not None and self.ci_low is not None and self.ci_high > self.ci_low
         half = f" ± {_number((self.ci_high - self.ci_low) / 2)}" if wide else ""  # type: ignore[operator]
-        scaled = "" if self.devices == 1 or self.speedup is None or self.efficiency is None else \
-            f" · {self.speedup:.2f}× · {self.efficiency:.0%}"
+        scaled = (
+            ""
+            if self.devices == 1 or self.speedup is None or self.efficiency is None
+            else f" · {self.speedup:.2f}× · {self.efficiency:.0%}"
+        )
         return f"{_number(self.throughput)}{half}{scaled}"
 
 
@@ -86,8 +91,10 @@ class Study:
     def title(self) -> str:
         """'ResNet-50 v1.5 · TensorFlow/Keras · batch 2 per device · CPU'."""
         size = f" · input {self.section.input_size}" if self.section.input_size else ""
-        return (f"{model_title(self.section.model)} · {framework_title(self.framework)} · batch {self.batch_size} "
-                f"per device · {self.section.precision} · {self.section.device.upper()}{size}")
+        return (
+            f"{model_title(self.section.model)} · {framework_title(self.framework)} · batch {self.batch_size} "
+            f"per device · {self.section.precision} · {self.section.device.upper()}{size}"
+        )
 
     @property
     def slug(self) -> str:
@@ -149,14 +156,26 @@ def _cell(strategy: str, devices: int, cell: Cell) -> StrategyCell:
     mechanism = str(facts.get("communication") or facts.get("comm_hook") or facts.get("kvstore") or "")
     if r.status != "ok":  # why it measured nothing, in its own first line
         mechanism = f"{r.status}: {(r.error or '').strip().splitlines()[0] if r.error else 'no reason recorded'}"[:200]
-    base = StrategyCell(strategy, devices, r.spec.scale, r.status, mechanism=mechanism,
-                        check=str(facts.get("replica_check", "")))
+    base = StrategyCell(
+        strategy, devices, r.spec.scale, r.status, mechanism=mechanism, check=str(facts.get("replica_check", ""))
+    )
     if not cell.ok or m is None:
         return base
     sc = cell.scaling
-    return StrategyCell(strategy, devices, r.spec.scale, r.status, m.throughput, m.ci_low, m.ci_high,
-                        len(m.repeat_throughputs), 1.0 if devices == 1 else sc.speedup if sc else None,
-                        1.0 if devices == 1 else sc.efficiency if sc else None, mechanism, base.check)
+    return StrategyCell(
+        strategy,
+        devices,
+        r.spec.scale,
+        r.status,
+        m.throughput,
+        m.ci_low,
+        m.ci_high,
+        len(m.repeat_throughputs),
+        1.0 if devices == 1 else sc.speedup if sc else None,
+        1.0 if devices == 1 else sc.efficiency if sc else None,
+        mechanism,
+        base.check,
+    )
 
 
 def studies(sections: list[Section]) -> list[Study]:
@@ -199,27 +218,60 @@ def verdicts(found: list[Study]) -> list[Verdict]:
         per_model[study.section.model] = per_model.get(study.section.model, 0) + 1
     for study in found:
         sec = study.section
-        setting = "" if per_model[sec.model] == 1 else (
-            f"{study.framework}, bs {study.batch_size}, {sec.precision}, {sec.device}"
-            + (f", input {sec.input_size}" if sec.input_size else ""))
+        setting = (
+            ""
+            if per_model[sec.model] == 1
+            else (
+                f"{study.framework}, bs {study.batch_size}, {sec.precision}, {sec.device}"
+                + (f", input {sec.input_size}" if sec.input_size else "")
+            )
+        )
         for devices in study.devices:
             if devices == 1:
                 continue
-            ranked = sorted((c for (_, d), c in study.cells.items() if d == devices and c.ok),
-                            key=lambda c: c.throughput or 0.0, reverse=True)
+            ranked = sorted(
+                (c for (_, d), c in study.cells.items() if d == devices and c.ok),
+                key=lambda c: c.throughput or 0.0,
+                reverse=True,
+            )
             if not ranked:
                 continue
             best = ranked[0]
             assert best.throughput is not None
             if len(ranked) == 1:
-                out.append(Verdict(study.title, sec.model, study.framework, devices, best.strategy,
-                                   best.throughput, "-", None, None, "no runner-up", setting))
+                out.append(
+                    Verdict(
+                        study.title,
+                        sec.model,
+                        study.framework,
+                        devices,
+                        best.strategy,
+                        best.throughput,
+                        "-",
+                        None,
+                        None,
+                        "no runner-up",
+                        setting,
+                    )
+                )
                 continue
             runner = ranked[1]
             assert runner.throughput is not None
-            out.append(Verdict(study.title, sec.model, study.framework, devices, best.strategy,
-                               best.throughput, runner.strategy, runner.throughput,
-                               best.throughput / runner.throughput - 1.0, _noise(best, runner), setting))
+            out.append(
+                Verdict(
+                    study.title,
+                    sec.model,
+                    study.framework,
+                    devices,
+                    best.strategy,
+                    best.throughput,
+                    runner.strategy,
+                    runner.throughput,
+                    best.throughput / runner.throughput - 1.0,
+                    _noise(best, runner),
+                    setting,
+                )
+            )
     return out
 
 
@@ -252,8 +304,17 @@ def _panel(ax: Axes, study: Study, field_name: str, colours: dict[str, str]) -> 
                 lo.append(max(value - (c.ci_low or value), 0.0))
                 hi.append(max((c.ci_high or value) - value, 0.0))
         if xs:
-            ax.errorbar(xs, ys, yerr=[lo, hi] if field_name == "throughput" else None, color=colour, marker="o",
-                        ms=4.5, lw=1.8, capsize=3, label=strategy)
+            ax.errorbar(
+                xs,
+                ys,
+                yerr=[lo, hi] if field_name == "throughput" else None,
+                color=colour,
+                marker="o",
+                ms=4.5,
+                lw=1.8,
+                capsize=3,
+                label=strategy,
+            )
     ax.set_xscale("log", base=2)
     ax.set_xticks(study.devices, [str(d) for d in study.devices])
     ax.minorticks_off()
@@ -277,8 +338,10 @@ def study_chart(study: Study, colours: dict[str, str]) -> Chart:
     right.set_title("Scaling efficiency (speedup / devices)")
     handles, labels = left.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=min(6, max(1, len(labels))))
-    caption = ("Seed 004's view: each strategy's throughput as devices are added, from the same 1-device point "
-               "(no strategy); efficiency = speedup / devices. Whiskers: 95% CI over repeats.")
+    caption = (
+        "Seed 004's view: each strategy's throughput as devices are added, from the same 1-device point "
+        "(no strategy); efficiency = speedup / devices. Whiskers: 95% CI over repeats."
+    )
     if failed:
         caption += " Red x: no throughput (" + "; ".join(failed) + ")."
     return Chart(study.slug, study.title, caption, fig)

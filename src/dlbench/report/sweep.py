@@ -22,8 +22,9 @@ def batch_label(p: PlannedPoint, found: MaxBatch | None, settings: MaxBatchSetti
     return f"max (search {settings.lo}..{settings.hi})"
 
 
-def plan_table(suite: Suite, planned: tuple[PlannedPoint, ...], found: tuple[MaxBatch | None, ...],
-               settings: MaxBatchSettings) -> Fitted:
+def plan_table(
+    suite: Suite, planned: tuple[PlannedPoint, ...], found: tuple[MaxBatch | None, ...], settings: MaxBatchSettings
+) -> Fitted:
     """The planned points, one row each, with the max batch the store holds where one is searched (the axes every
     point shares are said in the title)."""
     rows = []
@@ -31,8 +32,19 @@ def plan_table(suite: Suite, planned: tuple[PlannedPoint, ...], found: tuple[Max
         s = p.spec
         model = s.model + fmt_case_params([(k, v) for k, v in s.case_params if k != p.param_search])
         model += f" {p.param_search}=max" if p.param_search else ""
-        rows.append((str(i), s.framework, model, batch_label(p, stored, settings), s.precision,
-                     "on" if s.compile else "off", s.data, s.scale, s.strategy))
+        rows.append(
+            (
+                str(i),
+                s.framework,
+                model,
+                batch_label(p, stored, settings),
+                s.precision,
+                "on" if s.compile else "off",
+                s.data,
+                s.scale,
+                s.strategy,
+            )
+        )
     return dry_run_table(f"suite {suite.name}: {len(planned)} points", rows)
 
 
@@ -42,12 +54,16 @@ def plan_notes(suite: Suite, planned: tuple[PlannedPoint, ...], settings: MaxBat
     searches = len({search_base(p).key() for p in planned if p.needs_search})
     if planned:
         proto = planned[0].spec.protocol
-        lines.append(f"{suite.title or suite.name}. Protocol: {proto.warmup} warm-up and {proto.steps} measured "
-                     f"steps, {proto.statistic} of {proto.repeats} repeats; timeout {planned[0].spec.timeout_s:g} s "
-                     "per point.")
+        lines.append(
+            f"{suite.title or suite.name}. Protocol: {proto.warmup} warm-up and {proto.steps} measured "
+            f"steps, {proto.statistic} of {proto.repeats} repeats; timeout {planned[0].spec.timeout_s:g} s "
+            "per point."
+        )
     if searches:
-        lines.append(f"{searches} max-batch searches (at most {probe_bound(settings.lo, settings.hi)} probes each, "
-                     "fewer where the store has them).")
+        lines.append(
+            f"{searches} max-batch searches (at most {probe_bound(settings.lo, settings.hi)} probes each, "
+            "fewer where the store has them)."
+        )
     return lines
 
 
@@ -68,14 +84,34 @@ def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], ba
     rows = []
     for key, found in searches.items():
         b = bases[key]
-        at_max = [r for r in results if r.spec.framework == b.framework and r.spec.model == b.model
-                  and r.spec.precision == b.precision and r.spec.compile == b.compile and r.spec.data == "synthetic"
-                  and value_of(r.spec, found.quantity) == found.max_batch and r.metrics is not None]
-        thr = f"{at_max[0].metrics.throughput:,.1f}" if at_max and at_max[0].metrics else (
-            f"{found.at_max.throughput:,.1f} (probe)" if found.at_max and found.at_max.throughput else "-")
+        at_max = [
+            r
+            for r in results
+            if r.spec.framework == b.framework
+            and r.spec.model == b.model
+            and r.spec.precision == b.precision
+            and r.spec.compile == b.compile
+            and r.spec.data == "synthetic"
+            and value_of(r.spec, found.quantity) == found.max_batch
+            and r.metrics is not None
+        ]
+        thr = (
+            f"{at_max[0].metrics.throughput:,.1f}"
+            if at_max and at_max[0].metrics
+            else (f"{found.at_max.throughput:,.1f} (probe)" if found.at_max and found.at_max.throughput else "-")
+        )
         what = "" if found.quantity == BATCH else f" ({found.quantity})"
-        rows.append((b.framework, b.model + what, b.precision + (" +compile" if b.compile else ""),
-                     str(found.max_batch) if found.max_batch else "none", "yes" if found.exact else "no",
-                     f"{len(found.probes)} ({found.new_probes})", str(probe_bound(found.lo, found.hi)), thr,
-                     found.note))
+        rows.append(
+            (
+                b.framework,
+                b.model + what,
+                b.precision + (" +compile" if b.compile else ""),
+                str(found.max_batch) if found.max_batch else "none",
+                "yes" if found.exact else "no",
+                f"{len(found.probes)} ({found.new_probes})",
+                str(probe_bound(found.lo, found.hi)),
+                thr,
+                found.note,
+            )
+        )
     return maxbatch_rows_table("max batch size" if batch_only else "max searches", rows)

@@ -82,8 +82,15 @@ def status_text(r: PointResult) -> str:
     """The status, with 'noisy' when the repeats' CV passed the threshold and 'input-bound' (see stats)."""
     if r.status == "ok":
         m = r.metrics
-        flags = [name for name, on in (("noisy", m and m.noisy), ("input-bound", m and m.input_bound),
-                                       ("contended", contended(r))) if on]
+        flags = [
+            name
+            for name, on in (
+                ("noisy", m and m.noisy),
+                ("input-bound", m and m.input_bound),
+                ("contended", contended(r)),
+            )
+            if on
+        ]
         return f"ok ({', '.join(flags)})" if flags else "ok"
     return r.status
 
@@ -94,8 +101,10 @@ def footnotes(results: list[PointResult]) -> list[str]:
     for r in results:
         if r.status != "ok":
             first = (r.error or "").splitlines()[0] if r.error else ""
-            notes.append(f"{r.spec.framework} {r.spec.model} bs{r.spec.batch_size} {r.spec.precision}: "
-                         f"{r.status}{': ' + first[:160] if first else ''}")
+            notes.append(
+                f"{r.spec.framework} {r.spec.model} bs{r.spec.batch_size} {r.spec.precision}: "
+                f"{r.status}{': ' + first[:160] if first else ''}"
+            )
     return notes
 
 
@@ -122,8 +131,14 @@ class TableColumn:
     def col(self, optional: bool = False, shared: bool = False) -> Col:
         """This column under the width rule."""
         role = "number" if self.number else "key" if self.whole else "text"
-        return Col(self.header, role, self.justify, optional=optional, shared=shared,  # type: ignore[arg-type]
-                   bare=True)
+        return Col(
+            self.header,
+            role,
+            self.justify,
+            optional=optional,
+            shared=shared,  # type: ignore[arg-type]
+            bare=True,
+        )
 
 
 def _precision(s: PointSpec) -> str:
@@ -133,8 +148,9 @@ def _precision(s: PointSpec) -> str:
 # Every column `run` and `results` can show, by the name --columns takes, in table order.
 COLUMNS: dict[str, TableColumn] = {
     "framework": TableColumn("framework", "left", lambda c: c.result.spec.framework, whole=True),
-    "model": TableColumn("model", "left", lambda c: c.result.spec.model + fmt_case_params(c.result.spec.case_params),
-                         whole=True),
+    "model": TableColumn(
+        "model", "left", lambda c: c.result.spec.model + fmt_case_params(c.result.spec.case_params), whole=True
+    ),
     "batch": TableColumn("batch", "right", lambda c: str(c.result.spec.batch_size), whole=True),
     "precision": TableColumn("precision", "left", lambda c: _precision(c.result.spec), whole=True),
     "data": TableColumn("data", "left", lambda c: c.result.spec.data, whole=True),
@@ -142,19 +158,34 @@ COLUMNS: dict[str, TableColumn] = {
     "strategy": TableColumn("strategy", "left", lambda c: c.result.spec.strategy, whole=True),
     "group": TableColumn("group", "left", lambda c: str(c.result.extra.get("batch_group", "-")), whole=True),
     "threads": TableColumn("threads", "right", lambda c: c.result.env.identity.get("threads", "-"), whole=True),
-    "throughput": TableColumn("samples/s", "right", lambda c: fmt_throughput(c.result) + fmt_lm_rates(c.result),
-                              whole=True, number=True),
+    "throughput": TableColumn(
+        "samples/s", "right", lambda c: fmt_throughput(c.result) + fmt_lm_rates(c.result), whole=True, number=True
+    ),
     "tflops": TableColumn("TFLOP/s", "right", lambda c: fmt_tflops(c.efficiency()), number=True),
     "mfu": TableColumn("MFU", "right", lambda c: fmt_mfu(c.efficiency()), number=True),
     "speedup": TableColumn("speedup", "right", lambda c: fmt_speedup(c.result, c.scaled), number=True),
     "efficiency": TableColumn("efficiency", "right", lambda c: fmt_efficiency(c.scaled), number=True),
     "cv": TableColumn("CV", "right", lambda c: fmt_cv(c.result.metrics), number=True),
-    "step": TableColumn("median step", "right", lambda c: f"{c.result.metrics.median_step_s * 1000:,.1f} ms"
-                        if c.result.metrics else "-", number=True),
-    "memory": TableColumn("peak memory", "right", lambda c: fmt_bytes(c.result.metrics.peak_memory_bytes)
-                          if c.result.metrics else "-", number=True),
-    "wait": TableColumn("input wait", "right", lambda c: f"{c.result.metrics.input_wait_share:.0%}"
-                        if c.result.metrics and c.result.spec.data == "real" else "-", number=True),
+    "step": TableColumn(
+        "median step",
+        "right",
+        lambda c: f"{c.result.metrics.median_step_s * 1000:,.1f} ms" if c.result.metrics else "-",
+        number=True,
+    ),
+    "memory": TableColumn(
+        "peak memory",
+        "right",
+        lambda c: fmt_bytes(c.result.metrics.peak_memory_bytes) if c.result.metrics else "-",
+        number=True,
+    ),
+    "wait": TableColumn(
+        "input wait",
+        "right",
+        lambda c: (
+            f"{c.result.metrics.input_wait_share:.0%}" if c.result.metrics and c.result.spec.data == "real" else "-"
+        ),
+        number=True,
+    ),
     "energy": TableColumn("samples/kWh", "right", lambda c: fmt_energy(c.result), number=True),
     "status": TableColumn("status", "left", lambda c: status_text(c.result)),
 }
@@ -164,6 +195,8 @@ COMPACT: tuple[str, ...] = ("framework", "model", "batch", "precision", "scale",
 OPTIONAL: tuple[str, ...] = ("speedup", "energy")
 # Compact columns that every row of a titled table shares are said once, in the title ('run X · fp32 · 1n1c').
 SAID_ONCE: tuple[str, ...] = ("precision", "data", "scale", "strategy")
+
+
 def pick_columns(text: str | None, wide: bool) -> tuple[str, ...] | None:
     """--columns a,b,c (names from COLUMNS) or --wide (every column) -> the columns to show; None: the compact
     default. An unknown name is a SpecError that lists the known ones."""
@@ -176,8 +209,7 @@ def pick_columns(text: str | None, wide: bool) -> tuple[str, ...] | None:
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in COLUMNS]
     if unknown or not names:
-        shown = ", ".join(n[:40] for n in unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3
-                                                                else "")
+        shown = ", ".join(n[:40] for n in unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
         raise SpecError(f"--columns: unknown column {shown or '(none given)'}; known: {', '.join(COLUMNS)}")
     twice = sorted(n for n, k in Counter(names).items() if k > 1)
     if twice:  # 5,000 names of a few dozen columns is a script gone wrong, not a table
@@ -185,10 +217,16 @@ def pick_columns(text: str | None, wide: bool) -> tuple[str, ...] | None:
     return names
 
 
-def points_table(results: list[PointResult], title: str = "",
-                 scaled: Sequence[Scaled | None] | None = None, columns: Sequence[str] | None = None,
-                 extra: Sequence[str] = (), width: int | None = None, wide: bool = False,
-                 more: str = "--columns or --wide shows them") -> Fitted:
+def points_table(
+    results: list[PointResult],
+    title: str = "",
+    scaled: Sequence[Scaled | None] | None = None,
+    columns: Sequence[str] | None = None,
+    extra: Sequence[str] = (),
+    width: int | None = None,
+    wide: bool = False,
+    more: str = "--columns or --wide shows them",
+) -> Fitted:
     """One row per point, in the columns asked for (names of COLUMNS); by default COMPACT, with the data source
     where some point read real data, the strategy where some point has one, the speedup against the 1-device
     point where `scaled` (one entry per result) holds a multi-device point, samples/kWh where some point has an
@@ -207,9 +245,17 @@ def points_table(results: list[PointResult], title: str = "",
         energy = any(samples_per_kwh(r) is not None for r in results)  # a column only where some point has it
         data = any(r.spec.data != "synthetic" for r in results)
         strategy = any(r.spec.strategy != "none" for r in results)
-        columns = (*COMPACT[:4], *(("data",) if data else ()), COMPACT[4],
-                   *(("strategy",) if strategy else ()), *COMPACT[5:-1], *(("speedup",) if many else ()),
-                   *(("energy",) if energy else ()), *extra, COMPACT[-1])
+        columns = (
+            *COMPACT[:4],
+            *(("data",) if data else ()),
+            COMPACT[4],
+            *(("strategy",) if strategy else ()),
+            *COMPACT[5:-1],
+            *(("speedup",) if many else ()),
+            *(("energy",) if energy else ()),
+            *extra,
+            COMPACT[-1],
+        )
         optional = {*OPTIONAL, *extra}
         said = set(SAID_ONCE) if title else set()
     grid = [[COLUMNS[name].cell(c) for name in columns] for c in cells]
@@ -243,11 +289,15 @@ def scaling_notes(results: list[PointResult], scaled: Sequence[Scaled | None]) -
         label = f"{r.spec.framework} {r.spec.model} bs{r.spec.batch_size} {r.spec.scale}"
         if sc is not None:
             marks = f". Marks: {'; '.join(sc.marks)}" if sc.marks else ""
-            out.append(f"{label}: speedup {sc.scaling.speedup:.2f}x, efficiency {sc.scaling.efficiency:.0%} "
-                       f"over {r.spec.world_size} devices, against {sc.evidence}{marks}")
+            out.append(
+                f"{label}: speedup {sc.scaling.speedup:.2f}x, efficiency {sc.scaling.efficiency:.0%} "
+                f"over {r.spec.world_size} devices, against {sc.evidence}{marks}"
+            )
         elif r.status == "ok" and r.spec.world_size > 1 and outgrows_one_device(r):
-            out.append(f"{label}: a model-parallel maximum outgrows one device by design, so no 1-device baseline "
-                       "and no speedup")
+            out.append(
+                f"{label}: a model-parallel maximum outgrows one device by design, so no 1-device baseline "
+                "and no speedup"
+            )
         elif r.status == "ok" and r.spec.world_size > 1:
             out.append(f"{label}: no ok 1-device point of the same configuration and environment, so no speedup")
     return out
@@ -256,8 +306,23 @@ def scaling_notes(results: list[PointResult], scaled: Sequence[Scaled | None]) -
 def runs_table(runs: list[RunRecord], wide: bool = False) -> Fitted:
     """Recent runs: id, when, kind, points, status, command (the command wraps; 'created' is optional: the run id
     starts with the date and time)."""
-    rows = [(r.id, datetime.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M"), r.kind, str(r.points),
-             r.status, printable(r.command)) for r in runs]
-    cols = [Col("run", "key"), Col("created", "key", optional=True), Col("kind", "key", shared=True),
-            Col("points", "number", "right"), Col("status"), Col("command")]
+    rows = [
+        (
+            r.id,
+            datetime.datetime.fromtimestamp(r.created).strftime("%Y-%m-%d %H:%M"),
+            r.kind,
+            str(r.points),
+            r.status,
+            printable(r.command),
+        )
+        for r in runs
+    ]
+    cols = [
+        Col("run", "key"),
+        Col("created", "key", optional=True),
+        Col("kind", "key", shared=True),
+        Col("points", "number", "right"),
+        Col("status"),
+        Col("command"),
+    ]
     return fit(cols, rows, title="runs", wide=wide)

@@ -10,8 +10,10 @@ from collections.abc import Sequence
 from dlbench.machine.telemetry import Telemetry, telemetry_of
 from dlbench.records import PointResult
 
-ENERGY_DEFINITION = ("Samples per kWh = global samples trained in the measured windows / the energy of those windows "
-                     "(NVML's energy counter summed over the point's GPUs, or the CPU packages' RAPL counters).")
+ENERGY_DEFINITION = (
+    "Samples per kWh = global samples trained in the measured windows / the energy of those windows "
+    "(NVML's energy counter summed over the point's GPUs, or the CPU packages' RAPL counters)."
+)
 
 
 def point_label(r: PointResult) -> str:
@@ -48,9 +50,14 @@ def telemetry_fields(r: PointResult, empty: object = "") -> dict[str, object]:
     c, e = t.contention, t.energy
     sm = t.clocks.get("sm_mhz")
     out: dict[str, object] = {
-        "contention_share": c.others_share, "contended": t.flagged, "load_1m": c.load_avg[0] if c.load_avg else None,
-        "gpu_other_processes": c.gpu_other_processes, "idle_at_start": t.idle_at_start,
-        "energy_j": e.joules, "avg_watts": e.avg_watts, "samples_per_kwh": samples_per_kwh(r),
+        "contention_share": c.others_share,
+        "contended": t.flagged,
+        "load_1m": c.load_avg[0] if c.load_avg else None,
+        "gpu_other_processes": c.gpu_other_processes,
+        "idle_at_start": t.idle_at_start,
+        "energy_j": e.joules,
+        "avg_watts": e.avg_watts,
+        "samples_per_kwh": samples_per_kwh(r),
         "energy_source": e.source if e.joules is not None else f"unavailable: {e.reason}",
         "cost_per_million": e.cost_per_million(r.metrics.throughput if r.metrics else None),
         "sm_clock_median_mhz": sm.median if sm else None,
@@ -58,9 +65,19 @@ def telemetry_fields(r: PointResult, empty: object = "") -> dict[str, object]:
     return {k: empty if v is None else v for k, v in out.items()}
 
 
-CSV_FIELDS: tuple[str, ...] = ("contention_share", "contended", "load_1m", "gpu_other_processes", "idle_at_start",
-                               "energy_j", "avg_watts", "samples_per_kwh", "energy_source", "cost_per_million",
-                               "sm_clock_median_mhz")
+CSV_FIELDS: tuple[str, ...] = (
+    "contention_share",
+    "contended",
+    "load_1m",
+    "gpu_other_processes",
+    "idle_at_start",
+    "energy_j",
+    "avg_watts",
+    "samples_per_kwh",
+    "energy_source",
+    "cost_per_million",
+    "sm_clock_median_mhz",
+)
 
 
 def _clock_text(t: Telemetry) -> str:
@@ -84,15 +101,25 @@ def telemetry_notes(results: Sequence[PointResult]) -> list[str]:
             lines.append(f"{label}: measured under contention: {t.contention.describe()}")
         busy = [d for d in t.idle if not d.idle]
         if busy:
-            lines.append(f"{label}: GPU(s) not idle before it started: " + ", ".join(
-                f"{d.device} with {d.processes or 0} process(es), {(d.used_bytes or 0) / 2**30:.1f} GiB used"
-                for d in busy))
+            lines.append(
+                f"{label}: GPU(s) not idle before it started: "
+                + ", ".join(
+                    f"{d.device} with {d.processes or 0} process(es), {(d.used_bytes or 0) / 2**30:.1f} GiB used"
+                    for d in busy
+                )
+            )
         e = t.energy
         if e.joules is not None and e.samples_per_kwh is not None:
             cost = e.cost_per_million(r.metrics.throughput if r.metrics else None)
-            lines.append(f"{label}: {e.samples_per_kwh:,.0f} samples/kWh, {e.avg_watts or 0:,.0f} W average "
-                         f"({e.source})" + (f"; {cost:,.4g} per million samples at {e.price_per_hour:g} per "
-                                            "device-hour" if cost is not None else ""))
+            lines.append(
+                f"{label}: {e.samples_per_kwh:,.0f} samples/kWh, {e.avg_watts or 0:,.0f} W average "
+                f"({e.source})"
+                + (
+                    f"; {cost:,.4g} per million samples at {e.price_per_hour:g} per device-hour"
+                    if cost is not None
+                    else ""
+                )
+            )
         else:
             unavailable.add(e.reason or "unknown")
             cost = e.cost_per_million(r.metrics.throughput if r.metrics else None)
@@ -105,5 +132,13 @@ def telemetry_notes(results: Sequence[PointResult]) -> list[str]:
     return lines
 
 
-__all__ = ["CSV_FIELDS", "ENERGY_DEFINITION", "contended", "fmt_energy", "point_label", "samples_per_kwh",
-           "telemetry_fields", "telemetry_notes"]
+__all__ = [
+    "CSV_FIELDS",
+    "ENERGY_DEFINITION",
+    "contended",
+    "fmt_energy",
+    "point_label",
+    "samples_per_kwh",
+    "telemetry_fields",
+    "telemetry_notes",
+]

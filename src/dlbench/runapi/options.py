@@ -35,8 +35,10 @@ def parse_params(texts: Sequence[str]) -> tuple[list[dict[str, int]], str | None
         if name in values or name == searched:
             raise SpecError(f"--param {name} is given twice; list its values once, comma-separated")
         if any(not v.strip() for v in rest.split(",")):
-            raise SpecError(f"--param {name}= lists an empty value ({text!r}): give values separated by single "
-                            "commas, e.g. vocab=1K,2K")
+            raise SpecError(
+                f"--param {name}= lists an empty value ({text!r}): give values separated by single "
+                "commas, e.g. vocab=1K,2K"
+            )
         items = split(rest, f"--param {name}=")
         if MAX in items:
             if items != [MAX]:
@@ -79,7 +81,7 @@ def frameworks(text: str | None) -> list[str]:
         states = [state(b) for b in all_backends()]
         missing = [s.name for s in states if not s.installed and not get_info(s.name).unavailable]
         unusable = [s.name for s in states if get_info(s.name).unavailable]
-        notes = ([f"{', '.join(missing)} (not installed: run: dlbench setup {' '.join(missing)})"] if missing else [])
+        notes = [f"{', '.join(missing)} (not installed: run: dlbench setup {' '.join(missing)})"] if missing else []
         notes += [f"{', '.join(unusable)} (not installable on this Python)"] if unusable else []
         if notes:
             click.echo(f"note: --framework all skips {'; '.join(notes)}", err=True)
@@ -102,8 +104,11 @@ def require_gpu(specs: Sequence[PointSpec], hosts: str | None) -> None:
     that lost its GPU fails. Points placed elsewhere (--hosts, Slurm) are left to the machines that run them."""
     here = [s for s in specs if s.device == "cuda" and s.launcher != "slurm"]
     if here and not hosts and not cuda_available():
-        why = ("CUDA_VISIBLE_DEVICES hides every GPU" if os.environ.get("CUDA_VISIBLE_DEVICES") == ""
-               else "NVML reports no NVIDIA GPU")
+        why = (
+            "CUDA_VISIBLE_DEVICES hides every GPU"
+            if os.environ.get("CUDA_VISIBLE_DEVICES") == ""
+            else "NVML reports no NVIDIA GPU"
+        )
         raise SpecError(f"--device cuda: {why} on this machine; use --device cpu (or auto)")
 
 
@@ -114,17 +119,36 @@ def say_device(device: str) -> None:
         click.echo(f"device: {chosen} ({why})", err=True)
 
 
-def build_specs(*, framework: str | None, model: str | None, batch_size: str | None, precision: str | None,
-                compile_: bool, channels_last: bool, device: str, protocol: Protocol, timeout: float,
-                input_size: int | None, threads: int | None, data: str, data_dir: str | None,
-                scale: str | None, nodes: int | None, devices_per_node: int | None, strategy: str,
-                launcher: str, memory_limit: str | None, params: Sequence[str] = ()) -> list[PointSpec]:
+def build_specs(
+    *,
+    framework: str | None,
+    model: str | None,
+    batch_size: str | None,
+    precision: str | None,
+    compile_: bool,
+    channels_last: bool,
+    device: str,
+    protocol: Protocol,
+    timeout: float,
+    input_size: int | None,
+    threads: int | None,
+    data: str,
+    data_dir: str | None,
+    scale: str | None,
+    nodes: int | None,
+    devices_per_node: int | None,
+    strategy: str,
+    launcher: str,
+    memory_limit: str | None,
+    params: Sequence[str] = (),
+) -> list[PointSpec]:
     """Every combination of the comma-separated axes and --param values, validated before anything runs. A
     parameter searched (NAME=max) starts at its case's search floor (suite/maxbatch.py bounds)."""
     dev = resolve_device(device)
     if scale and (nodes is not None or devices_per_node is not None):  # one would silently win over the other
-        raise SpecError(f"--scale {scale} sets the nodes and devices per node: give it, or --nodes and "
-                        "--devices-per-node, not both")
+        raise SpecError(
+            f"--scale {scale} sets the nodes and devices per node: give it, or --nodes and --devices-per-node, not both"
+        )
     n, k = parse_scale(scale) if scale else (nodes or 1, devices_per_node or 1)
     batches = parse_batches(batch_size)
     limit = parse_size(memory_limit) if memory_limit else None
@@ -139,30 +163,64 @@ def build_specs(*, framework: str | None, model: str | None, batch_size: str | N
         # a parameter the case does not declare, or a value it refuses; an input size it cannot take: SpecError
         case.configured(values).check_input_size(input_size)
         for bs in batches or [case.batch_cpu if dev == "cpu" else case.batch_fixed]:
-            specs.append(PointSpec(
-                framework=fw, model=case.name, batch_size=bs, protocol=protocol, precision=prec,  # type: ignore[arg-type]
-                compile=compile_, channels_last=channels_last, device=dev, data=data,  # type: ignore[arg-type]
-                data_dir=data_dir, input_size=input_size, nodes=n, devices_per_node=k, strategy=strategy,
-                launcher=launcher, timeout_s=timeout, memory_limit_bytes=limit, threads=threads,
-                case_params=tuple(sorted(values.items()))))
+            specs.append(
+                PointSpec(
+                    framework=fw,
+                    model=case.name,
+                    batch_size=bs,
+                    protocol=protocol,
+                    precision=prec,  # type: ignore[arg-type]
+                    compile=compile_,
+                    channels_last=channels_last,
+                    device=dev,
+                    data=data,  # type: ignore[arg-type]
+                    data_dir=data_dir,
+                    input_size=input_size,
+                    nodes=n,
+                    devices_per_node=k,
+                    strategy=strategy,
+                    launcher=launcher,
+                    timeout_s=timeout,
+                    memory_limit_bytes=limit,
+                    threads=threads,
+                    case_params=tuple(sorted(values.items())),
+                )
+            )
     for spec in specs:
         check_data_dir(spec, get_case(spec.model))
     return specs
 
 
-def protocol_from(preset_name: str, warmup: int | None, steps: int | None, repeats: int | None,
-                  statistic: str | None) -> Protocol:
+def protocol_from(
+    preset_name: str, warmup: int | None, steps: int | None, repeats: int | None, statistic: str | None
+) -> Protocol:
     """The named preset with any CLI overrides applied."""
     return preset(preset_name).override(warmup=warmup, steps=steps, repeats=repeats, statistic=statistic)
 
 
-def with_layout(specs: list[PointSpec], tensor: int, pipeline: int, micro_batches: int, schedule: str,
-                recompute: bool, round_batch: bool = False) -> list[PointSpec]:
+def with_layout(
+    specs: list[PointSpec],
+    tensor: int,
+    pipeline: int,
+    micro_batches: int,
+    schedule: str,
+    recompute: bool,
+    round_batch: bool = False,
+) -> list[PointSpec]:
     """The specs with a parallel layout (--tensor-parallel ...); a layout the devices cannot take: SpecError.
     `round_batch` (no --batch-size given): the case's default batch rounded up to whole micro-batches."""
     out = []
     for s in specs:
         batch = -(-s.batch_size // micro_batches) * micro_batches if round_batch else s.batch_size
-        out.append(dataclasses.replace(s, batch_size=batch, tensor_parallel=tensor, pipeline_parallel=pipeline,
-                                       micro_batches=micro_batches, pipeline_schedule=schedule, recompute=recompute))
+        out.append(
+            dataclasses.replace(
+                s,
+                batch_size=batch,
+                tensor_parallel=tensor,
+                pipeline_parallel=pipeline,
+                micro_batches=micro_batches,
+                pipeline_schedule=schedule,
+                recompute=recompute,
+            )
+        )
     return out

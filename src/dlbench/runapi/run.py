@@ -140,14 +140,36 @@ def prepare_run(req: RunRequest) -> PreparedRun:
     """Build and check every point (SpecError or a one-line refusal before anything is written), and open the
     store."""
     specs = build_specs(
-        framework=req.framework, model=req.model, batch_size=req.batch_size, precision=req.precision,
-        compile_=req.compile_, channels_last=req.channels_last, device=req.device,
+        framework=req.framework,
+        model=req.model,
+        batch_size=req.batch_size,
+        precision=req.precision,
+        compile_=req.compile_,
+        channels_last=req.channels_last,
+        device=req.device,
         protocol=protocol_from(req.preset_name, req.warmup, req.steps, req.repeats, req.statistic),
-        timeout=req.timeout, input_size=req.input_size, threads=req.threads, data=req.data, data_dir=req.data_dir,
-        scale=req.scale, nodes=req.nodes, devices_per_node=req.devices_per_node, strategy=req.strategy,
-        launcher=req.launcher or "local", memory_limit=req.memory_limit, params=req.params)
-    specs = with_layout(specs, req.tensor_parallel, req.pipeline_parallel, req.micro_batches, req.pipeline_schedule,
-                        req.recompute, round_batch=req.batch_size is None)
+        timeout=req.timeout,
+        input_size=req.input_size,
+        threads=req.threads,
+        data=req.data,
+        data_dir=req.data_dir,
+        scale=req.scale,
+        nodes=req.nodes,
+        devices_per_node=req.devices_per_node,
+        strategy=req.strategy,
+        launcher=req.launcher or "local",
+        memory_limit=req.memory_limit,
+        params=req.params,
+    )
+    specs = with_layout(
+        specs,
+        req.tensor_parallel,
+        req.pipeline_parallel,
+        req.micro_batches,
+        req.pipeline_schedule,
+        req.recompute,
+        round_batch=req.batch_size is None,
+    )
     specs = [dataclasses.replace(s, fsdp=req.fsdp, context_parallel=req.context_parallel) for s in specs]
     if req.sync_every_step:
         specs = [dataclasses.replace(s, sync_every_step=True) for s in specs]
@@ -156,10 +178,11 @@ def prepare_run(req: RunRequest) -> PreparedRun:
     refuse_impossible(specs)  # what the spec alone shows cannot run: exit 2 before anything runs (dlbench.refusals)
     searched = parse_params(req.params)[1]
     if searched and any(s.device == "cpu" and s.memory_limit_bytes is None for s in specs):
-        raise SpecError(f"--param {searched}=max on the CPU needs --memory-limit (the emulated device budget; "
-                        "the search must not fill this machine's memory)")
-    launchers = Launchers.build(HostsConfig.from_options(req.hosts, req.reach, req.master_addr,
-                                                         req.rendezvous_timeout))
+        raise SpecError(
+            f"--param {searched}=max on the CPU needs --memory-limit (the emulated device budget; "
+            "the search must not fill this machine's memory)"
+        )
+    launchers = Launchers.build(HostsConfig.from_options(req.hosts, req.reach, req.master_addr, req.rendezvous_timeout))
     if req.launcher is None:
         specs = [dataclasses.replace(s, launcher=Launchers.default_for(s)) for s in specs]
     for s in specs:
@@ -185,15 +208,24 @@ def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutco
     # A model-parallel (or Partial FC) maximum outgrows one device by design: no baseline for it (scaling.py).
     want = [s for s in specs if not (s.key() in extras and get_case(s.model).configured(s.params).splits_model)]
     specs = [*missing_baselines(store.points(), want, host_identity(first.device, physical_cores())), *specs]
-    run_id = store.create_run(req.command, kind="run", meta={"preset": req.preset_name,
-                                                            "points": len(specs) + len(failed)})
+    run_id = store.create_run(
+        req.command, kind="run", meta={"preset": req.preset_name, "points": len(specs) + len(failed)}
+    )
     for r in failed:
         store.add_point(run_id, r)
     try:
         with hooks.progress(len(specs)) as ui:
-            results = run_points(store, run_id, specs, launchers, started=ui.started if ui else None,
-                                 done=ui.done if ui else None, extras=extras, wait_quiet_s=req.wait_quiet,
-                                 price_per_hour=req.price_per_hour)
+            results = run_points(
+                store,
+                run_id,
+                specs,
+                launchers,
+                started=ui.started if ui else None,
+                done=ui.done if ui else None,
+                extras=extras,
+                wait_quiet_s=req.wait_quiet,
+                price_per_hour=req.price_per_hour,
+            )
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
         hooks.interrupted(run_id)
@@ -202,9 +234,13 @@ def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutco
     return RunOutcome(run_id, store.path, (*failed, *results), tuple(store.points()), first.protocol)
 
 
-def search_param(store: Store, specs: Sequence[PointSpec], name: str, launchers: Launchers,
-                 note: Callable[[str], None] = lambda line: None
-                 ) -> tuple[list[PointSpec], list[PointResult], dict[str, dict[str, object]]]:
+def search_param(
+    store: Store,
+    specs: Sequence[PointSpec],
+    name: str,
+    launchers: Launchers,
+    note: Callable[[str], None] = lambda line: None,
+) -> tuple[list[PointSpec], list[PointResult], dict[str, dict[str, object]]]:
     """--param NAME=max: search each configuration's largest value (suite/maxbatch.py, probes cached), then the
     points to measure at it, and the search's facts to keep with each (by spec key); a configuration where even
     the lower bound fails becomes a failed point. Each verdict is one line to `note`."""
@@ -213,19 +249,31 @@ def search_param(store: Store, specs: Sequence[PointSpec], name: str, launchers:
     extras: dict[str, dict[str, object]] = {}
     for spec in specs:
         lo, hi, unit = param_bounds(get_case(spec.model), name)
-        found = search(store, spec, lo, hi, memory_limit=spec.memory_limit_bytes,
-                       python=interpreter_for(spec.framework), launchers=launchers, quantity=name, unit=unit)
+        found = search(
+            store,
+            spec,
+            lo,
+            hi,
+            memory_limit=spec.memory_limit_bytes,
+            python=interpreter_for(spec.framework),
+            launchers=launchers,
+            quantity=name,
+            unit=unit,
+        )
         label = f"{spec.framework} {spec.model} bs{spec.batch_size}"
         if found.max_batch is None:
             note(f"max {name} for {label}: none fits: {found.note}")
-            none = point_result(spec, found.last.status, None, f"no {name} in [{lo}, {hi}) trains: {found.note}",
-                                [], time.time())
+            none = point_result(
+                spec, found.last.status, None, f"no {name} in [{lo}, {hi}) trains: {found.note}", [], time.time()
+            )
             failed.append(dataclasses.replace(none, extra={**none.extra, found.extra_key: found.facts()}))
             continue
         how = f"exact within {unit:,}, reproduced when run again" if found.exact else found.note
         over = f", {found.fails_at:,} ran out of memory" if found.fails_at is not None else ""
-        note(f"max {name} for {label}: {found.max_batch:,} trains{over} ({how}; {len(found.probes)} probes, "
-             f"{found.new_probes} new)")
+        note(
+            f"max {name} for {label}: {found.max_batch:,} trains{over} ({how}; {len(found.probes)} probes, "
+            f"{found.new_probes} new)"
+        )
         at_max = dataclasses.replace(spec, case_params=tuple(sorted({**spec.params, name: found.max_batch}.items())))
         found_specs.append(at_max)
         extras[at_max.key()] = {found.extra_key: found.facts()}

@@ -132,8 +132,9 @@ def parse_only(items: tuple[str, ...]) -> dict[str, list[str]]:
     for item in items:
         axis, sep, values = item.partition("=")
         if not sep or axis.strip() not in AXES or not values.strip():
-            raise click.UsageError(f"--only takes AXIS=VALUE[,VALUE...] with an axis of {', '.join(AXES)}; "
-                                   f"got {item!r}")
+            raise click.UsageError(
+                f"--only takes AXIS=VALUE[,VALUE...] with an axis of {', '.join(AXES)}; got {item!r}"
+            )
         out.setdefault(axis.strip(), []).extend(v.strip() for v in values.split(",") if v.strip())
     return out
 
@@ -165,8 +166,10 @@ def settings_for(suite: Suite, planned: list[PlannedPoint], memory_limit: str | 
             if limit is not None:
                 limits[p.spec.model] = limit
             elif p.spec.device == "cpu":
-                raise SuiteError(f"suite {suite.name}: a max-batch search on the CPU needs an emulated device budget "
-                                 f"for {p.spec.model}: set memory_limit in the suite or pass --memory-limit 8GiB")
+                raise SuiteError(
+                    f"suite {suite.name}: a max-batch search on the CPU needs an emulated device budget "
+                    f"for {p.spec.model}: set memory_limit in the suite or pass --memory-limit 8GiB"
+                )
     m = suite.max_batch
     return MaxBatchSettings(lo=m.lo, hi=m.hi, warmup=m.warmup, steps=m.steps, memory_limits=limits)
 
@@ -175,11 +178,15 @@ def _resumed(req: SweepRequest) -> tuple[Store, str, Suite, str, str | None, dic
     """A stored sweep's store, run id, suite, device, data folder, --only axes and memory limit."""
     assert req.resume_id is not None
     if req.resume_id.startswith("-") or not req.resume_id.strip():
-        raise click.UsageError(f"--resume takes the id of a stored sweep run; got {req.resume_id!r}: give the run "
-                               "id (`dlbench results` lists them)")
+        raise click.UsageError(
+            f"--resume takes the id of a stored sweep run; got {req.resume_id!r}: give the run "
+            "id (`dlbench results` lists them)"
+        )
     if req.suite_name:
-        raise click.UsageError(f"--resume {req.resume_id} resumes a stored sweep with its own suite: give no suite "
-                               f"({req.suite_name}) with it")
+        raise click.UsageError(
+            f"--resume {req.resume_id} resumes a stored sweep with its own suite: give no suite "
+            f"({req.suite_name}) with it"
+        )
     store = Store(req.store_path)
     run = store.get_run(req.resume_id)
     if run.kind != SWEEP_KIND:
@@ -188,14 +195,12 @@ def _resumed(req: SweepRequest) -> tuple[Store, str, Suite, str, str | None, dic
     suite = Suite.model_validate(meta["suite"])
     folder = str(meta["data_dir"]) if meta.get("data_dir") else None
     stored_only = meta.get("only") or {}
-    only_axes = {str(k): [str(v) for v in vs] for k, vs in stored_only.items()} if isinstance(
-        stored_only, dict) else {}
+    only_axes = {str(k): [str(v) for v in vs] for k, vs in stored_only.items()} if isinstance(stored_only, dict) else {}
     memory_limit = req.memory_limit or (str(meta["memory_limit"]) if meta.get("memory_limit") else None)
     return store, run.id, suite, str(meta["device"]), folder, only_axes, memory_limit
 
 
-def prepare_sweep(req: SweepRequest, note: Callable[[str], None] = lambda line: None
-                  ) -> PreparedSweep | PlannedSweep:
+def prepare_sweep(req: SweepRequest, note: Callable[[str], None] = lambda line: None) -> PreparedSweep | PlannedSweep:
     """Check the request, expand the suite and check every point before anything is written; for a dry run, the
     planned points with the max batches the store holds (read from a server, or a file that exists). A point the
     spec shows cannot run refuses the suite (dlbench.refusals), or with skip_impossible is named to `note` and
@@ -231,8 +236,12 @@ def prepare_sweep(req: SweepRequest, note: Callable[[str], None] = lambda line: 
         target = parse_target(req.store_path)
         present = target.file is None or target.file.exists()
         reader = store or (Store(req.store_path, readonly=True) if present else None)
-        found = tuple(lookup(reader, search_base(p), settings.lo, settings.hi, settings.memory_limits.get(p.spec.model))
-                      if p.needs_search and reader is not None else None for p in planned)
+        found = tuple(
+            lookup(reader, search_base(p), settings.lo, settings.hi, settings.memory_limits.get(p.spec.model))
+            if p.needs_search and reader is not None
+            else None
+            for p in planned
+        )
         return PlannedSweep(suite, tuple(planned), found, settings)
     if not planned:
         raise SuiteError(f"suite {suite.name} has no point left after its exclusions and --only")
@@ -240,8 +249,9 @@ def prepare_sweep(req: SweepRequest, note: Callable[[str], None] = lambda line: 
     for p in planned:
         launchers.check(p.spec)
     store = store or Store(req.store_path)
-    return PreparedSweep(req, suite, dev, folder, only_axes, memory_limit, tuple(planned), settings, launchers, store,
-                         run_id)
+    return PreparedSweep(
+        req, suite, dev, folder, only_axes, memory_limit, tuple(planned), settings, launchers, store, run_id
+    )
 
 
 def execute_sweep(prepared: PreparedSweep, hooks: SweepHooks = SweepHooks()) -> SweepOutcome:
@@ -254,36 +264,58 @@ def execute_sweep(prepared: PreparedSweep, hooks: SweepHooks = SweepHooks()) -> 
         ensure_data(suite, planned, Path(folder), hooks.note)
     run_id = prepared.run_id
     if run_id is None:
-        run_id = store.create_run(req.command or f"dlbench sweep {suite.name}", kind=SWEEP_KIND, meta={
-            "suite_name": suite.name, "suite": suite.model_dump(mode="json"), "device": prepared.device,
-            "data_dir": str(Path(folder).resolve()) if folder else None, "only": prepared.only,
-            "memory_limit": prepared.memory_limit, "points": len(planned)})
+        run_id = store.create_run(
+            req.command or f"dlbench sweep {suite.name}",
+            kind=SWEEP_KIND,
+            meta={
+                "suite_name": suite.name,
+                "suite": suite.model_dump(mode="json"),
+                "device": prepared.device,
+                "data_dir": str(Path(folder).resolve()) if folder else None,
+                "only": prepared.only,
+                "memory_limit": prepared.memory_limit,
+                "points": len(planned),
+            },
+        )
     with store.claim_run(run_id):  # one controller per run: a second `sweep --resume` of it is refused
         if prepared.run_id:
             store.finish_run(run_id, "running")
         return _run(store, run_id, prepared, launchers, hooks)
 
 
-def _run(store: Store, run_id: str, prepared: PreparedSweep, launchers: Launchers, hooks: SweepHooks
-         ) -> SweepOutcome:
+def _run(store: Store, run_id: str, prepared: PreparedSweep, launchers: Launchers, hooks: SweepHooks) -> SweepOutcome:
     start = time.monotonic()
     planned, settings = list(prepared.planned), prepared.settings
     bases = {search_base(p).key(): search_base(p) for p in planned if p.needs_search or p.param_search is not None}
     try:
         with hooks.progress(len(planned)) as ui:
+
             def search_started(base: PointSpec, n: int) -> None:
                 if ui:
                     ui.note(f"max batch {n + 1}/{len(bases)}: {base.framework} {base.model} {base.precision}")
 
-            searches = run_searches(store, planned, settings, launchers, started=search_started,
-                                    probe_started=lambda batch, spec: ui.started(0, spec) if ui else None)
+            searches = run_searches(
+                store,
+                planned,
+                settings,
+                launchers,
+                started=search_started,
+                probe_started=lambda batch, spec: ui.started(0, spec) if ui else None,
+            )
             jobs = resolve(planned, searches)
             todo = pending(store, run_id, jobs)
             if ui:
                 ui.restart(len(todo))
-            run_sweep_points(store, run_id, todo, launchers, started=lambda spec: ui.started(0, spec) if ui else None,
-                             done=lambda result: ui.done(0, result) if ui else None,
-                             wait_quiet_s=prepared.request.wait_quiet, price_per_hour=prepared.request.price_per_hour)
+            run_sweep_points(
+                store,
+                run_id,
+                todo,
+                launchers,
+                started=lambda spec: ui.started(0, spec) if ui else None,
+                done=lambda result: ui.done(0, result) if ui else None,
+                wait_quiet_s=prepared.request.wait_quiet,
+                price_per_hour=prepared.request.price_per_hour,
+            )
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
         hooks.note(f"interrupted: finished points are stored; resume with: dlbench sweep --resume {run_id}")

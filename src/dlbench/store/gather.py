@@ -25,21 +25,29 @@ class Copied:
     points_present: int = 0
 
     def __add__(self, other: Copied) -> Copied:
-        return Copied(self.runs_added + other.runs_added, self.runs_updated + other.runs_updated,
-                      self.points_added + other.points_added, self.points_present + other.points_present)
+        return Copied(
+            self.runs_added + other.runs_added,
+            self.runs_updated + other.runs_updated,
+            self.points_added + other.points_added,
+            self.points_present + other.points_present,
+        )
 
 
 def _copy_run(src: Store, dst: Store, run_id: str) -> Copied:
     with src.transaction() as c:
         run = dict(c.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().one())
-        rows = [dict(r) for r in c.execute(sa.select(points).where(points.c.run_id == run_id)
-                                           .order_by(points.c.id)).mappings()]
+        rows = [
+            dict(r)
+            for r in c.execute(sa.select(points).where(points.c.run_id == run_id).order_by(points.c.id)).mappings()
+        ]
     run["status"] = src.get_run(run_id).status  # a run whose controller died goes out as interrupted
     for r in rows:
         r.pop("id")
         if not r.get("uid"):
-            raise StoreError(f"point {r.get('id')} of run {run_id} in {src.path} has no unique id: open the store "
-                             "with a write command first to migrate it")
+            raise StoreError(
+                f"point {r.get('id')} of run {run_id} in {src.path} has no unique id: open the store "
+                "with a write command first to migrate it"
+            )
     added = updated = 0
     with dst.transaction(write=True) as c:
         there = c.execute(sa.select(runs).where(runs.c.id == run_id)).mappings().first()
@@ -49,9 +57,18 @@ def _copy_run(src: Store, dst: Store, run_id: str) -> Copied:
         elif (there["created"], there["command"]) != (run["created"], run["command"]):
             raise StoreError(f"run {run_id} in {dst.path} is a different run with the same id: not copied")
         elif there["status"] != run["status"] and (run["status"] in FINAL_STATUSES or there["status"] == "running"):
-            c.execute(runs.update().where(runs.c.id == run_id).values(
-                status=run["status"], reason=run["reason"], meta_json=run["meta_json"], host=run["host"],
-                pid=run["pid"], pid_started=run["pid_started"]))
+            c.execute(
+                runs.update()
+                .where(runs.c.id == run_id)
+                .values(
+                    status=run["status"],
+                    reason=run["reason"],
+                    meta_json=run["meta_json"],
+                    host=run["host"],
+                    pid=run["pid"],
+                    pid_started=run["pid_started"],
+                )
+            )
             updated = 1
         have = {str(u) for (u,) in c.execute(sa.select(points.c.uid).where(points.c.run_id == run_id))}
         new = [r for r in rows if r["uid"] not in have]

@@ -34,8 +34,21 @@ from dlbench.store.validate import INVALID
 
 FORMAT_VERSION = 1
 Transaction = Callable[..., AbstractContextManager[Connection]]  # Store.transaction(write=True)
-_TEXT_COLUMNS = ("uid", "run_id", "spec_key", "framework", "model", "precision", "status", "spec_json",
-                 "ranks_json", "env_json", "identity_json", "descriptive_json", "extra_json")
+_TEXT_COLUMNS = (
+    "uid",
+    "run_id",
+    "spec_key",
+    "framework",
+    "model",
+    "precision",
+    "status",
+    "spec_json",
+    "ranks_json",
+    "env_json",
+    "identity_json",
+    "descriptive_json",
+    "extra_json",
+)
 
 
 @dataclass(frozen=True)
@@ -199,23 +212,35 @@ def _quarantine(path: Path, good: list[bytes], bad: list[tuple[int, str, bytes]]
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError as exc:
-        print(f"dlbench: warning: {len(bad)} unreadable line(s) of {path} skipped ({first}); they could not be "
-              f"moved to {target}: {exc.strerror or exc}", file=sys.stderr)
+        print(
+            f"dlbench: warning: {len(bad)} unreadable line(s) of {path} skipped ({first}); they could not be "
+            f"moved to {target}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
         return
-    print(f"dlbench: warning: {len(bad)} unreadable line(s) of {path} moved to {target} ({first})",
-          file=sys.stderr)
+    print(f"dlbench: warning: {len(bad)} unreadable line(s) of {path} moved to {target} ({first})", file=sys.stderr)
 
 
 def _lost_run(rec: dict[str, object], run_id: str) -> dict[str, object]:
     """The run row a recovered point belongs to, as recorded beside it (or a stand-in that says so)."""
     run = rec.get("run")
-    if isinstance(run, dict) and run.get("id") == run_id and _number(run.get("created")) and all(
-            isinstance(run.get(k), str) for k in ("command", "status", "kind", "meta_json")):
+    if (
+        isinstance(run, dict)
+        and run.get("id") == run_id
+        and _number(run.get("created"))
+        and all(isinstance(run.get(k), str) for k in ("command", "status", "kind", "meta_json"))
+    ):
         return {c.name: run.get(c.name) for c in runs.c}
     when = rec.get("time")
-    return {"id": run_id, "created": float(when) if _number(when) else time.time(),  # type: ignore[arg-type]
-            "command": "(recovered)", "status": "failed", "kind": "run", "meta_json": "{}",
-            "reason": "recovered from a recovery file"}
+    return {
+        "id": run_id,
+        "created": float(when) if _number(when) else time.time(),  # type: ignore[arg-type]
+        "command": "(recovered)",
+        "status": "failed",
+        "kind": "run",
+        "meta_json": "{}",
+        "reason": "recovered from a recovery file",
+    }
 
 
 def read_back(paths: list[Path], transaction: Transaction) -> Recovered:

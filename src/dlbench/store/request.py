@@ -54,8 +54,10 @@ class Request:
         fields = {k: v for k, v in d.items() if k in names and k != "packages"}
         pkgs = d.get("packages")
         packages = tuple(sorted((str(k), str(v)) for k, v in pkgs.items())) if isinstance(pkgs, dict) else ()
-        return cls(**{k: (int(str(v)) if k == "version" else str(v)) for k, v in fields.items()},  # type: ignore[arg-type]
-                   packages=packages)
+        return cls(
+            **{k: (int(str(v)) if k == "version" else str(v)) for k, v in fields.items()},  # type: ignore[arg-type]
+            packages=packages,
+        )
 
     def package_version(self, distribution: str) -> str | None:
         """The locked version of a distribution (names compared as pip does), or None where it is not locked."""
@@ -77,4 +79,3 @@ def request_of(result: PointResult) -> Request | None:
 def with_request(result: PointResult, request: Request) -> PointResult:
     """The point with its request in its extensible data."""
     return dataclasses.replace(result, extra={**result.extra, REQUEST_KEY: request.to_dict()})
-

@@ -15,9 +15,26 @@ from dlbench.records import STATUSES, Environment, Metrics, PointResult, RankRaw
 from dlbench.spec import PointSpec
 from dlbench.store.validate import INVALID, metric_problems, rank_problems
 
-POINT_COLUMNS = ("uid", "run_id", "spec_key", "framework", "model", "batch_size", "precision", "status", "error",
-                 "spec_json", "ranks_json", "metrics_json", "env_json", "identity_json", "descriptive_json",
-                 "extra_json", "started", "finished")
+POINT_COLUMNS = (
+    "uid",
+    "run_id",
+    "spec_key",
+    "framework",
+    "model",
+    "batch_size",
+    "precision",
+    "status",
+    "error",
+    "spec_json",
+    "ranks_json",
+    "metrics_json",
+    "env_json",
+    "identity_json",
+    "descriptive_json",
+    "extra_json",
+    "started",
+    "finished",
+)
 RUN_COLUMNS = ("id", "created", "command", "status", "kind", "meta_json", "host", "pid", "pid_started", "reason")
 
 
@@ -55,13 +72,24 @@ def point_row(run_id: str, uid: str, result: PointResult) -> dict[str, object]:
     """The column values of one point (JSON text for the structured parts)."""
     s = result.spec
     return {
-        "uid": uid, "run_id": run_id, "spec_key": s.key(), "framework": s.framework, "model": s.model,
-        "batch_size": s.batch_size, "precision": s.precision, "status": result.status, "error": result.error,
-        "spec_json": s.to_json(), "ranks_json": json.dumps([asdict(r) for r in result.ranks]),
+        "uid": uid,
+        "run_id": run_id,
+        "spec_key": s.key(),
+        "framework": s.framework,
+        "model": s.model,
+        "batch_size": s.batch_size,
+        "precision": s.precision,
+        "status": result.status,
+        "error": result.error,
+        "spec_json": s.to_json(),
+        "ranks_json": json.dumps([asdict(r) for r in result.ranks]),
         "metrics_json": json.dumps(asdict(result.metrics)) if result.metrics else None,
         "env_json": json.dumps({**result.env.identity, **result.env.descriptive}),
-        "identity_json": json.dumps(result.env.identity), "descriptive_json": json.dumps(result.env.descriptive),
-        "extra_json": json.dumps(result.extra), "started": result.started, "finished": result.finished,
+        "identity_json": json.dumps(result.env.identity),
+        "descriptive_json": json.dumps(result.env.descriptive),
+        "extra_json": json.dumps(result.extra),
+        "started": result.started,
+        "finished": result.finished,
     }
 
 
@@ -79,11 +107,17 @@ def stored_point(row: Mapping[Any, Any]) -> StoredPoint:
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CorruptRow(f"corrupt spec_json ({why})") from None
-    ranks, ident, desc, extra = (_load(row, c) for c in ("ranks_json", "identity_json", "descriptive_json",
-                                                          "extra_json"))
+    ranks, ident, desc, extra = (
+        _load(row, c) for c in ("ranks_json", "identity_json", "descriptive_json", "extra_json")
+    )
     metrics = _load(row, "metrics_json") if row["metrics_json"] is not None else None
-    if not (isinstance(ranks, list) and isinstance(ident, dict) and isinstance(desc, dict)
-            and isinstance(extra, dict) and (metrics is None or isinstance(metrics, dict))):
+    if not (
+        isinstance(ranks, list)
+        and isinstance(ident, dict)
+        and isinstance(desc, dict)
+        and isinstance(extra, dict)
+        and (metrics is None or isinstance(metrics, dict))
+    ):
         raise CorruptRow("corrupt JSON: a list or object has the wrong shape")
     problems = rank_problems(ranks) + (metric_problems(metrics) if metrics is not None else [])
     if row["status"] not in STATUSES:
@@ -92,11 +126,16 @@ def stored_point(row: Mapping[Any, Any]) -> StoredPoint:
         return invalid_point(row, spec, Environment(identity=ident, descriptive=desc), extra, problems)
     try:
         result = PointResult(
-            spec=spec, status=str(row["status"]), error=row["error"],  # type: ignore[arg-type]
+            spec=spec,
+            status=str(row["status"]),
+            error=row["error"],  # type: ignore[arg-type]
             ranks=tuple(RankRaw.from_dict(x) for x in ranks),
             metrics=Metrics.from_dict(metrics) if metrics is not None else None,
-            env=Environment(identity=ident, descriptive=desc), extra=extra,
-            started=float(row["started"]), finished=float(row["finished"]))
+            env=Environment(identity=ident, descriptive=desc),
+            extra=extra,
+            started=float(row["started"]),
+            finished=float(row["finished"]),
+        )
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise CorruptRow(f"corrupt ranks_json or metrics_json ({exc})") from None
     return StoredPoint(int(row["id"]), str(row["run_id"]), result, str(row.get("uid") or ""))
@@ -109,15 +148,22 @@ def _seconds(value: object) -> float:
         return 0.0
 
 
-def invalid_point(row: Mapping[Any, Any], spec: PointSpec, env: Environment, extra: dict[str, object],
-                  problems: list[str]) -> StoredPoint:
+def invalid_point(
+    row: Mapping[Any, Any], spec: PointSpec, env: Environment, extra: dict[str, object], problems: list[str]
+) -> StoredPoint:
     """A row whose figures cannot be trusted, as readers show it: status `invalid`, no metrics or samples, the
     first problem and the point's id in its error."""
     uid = str(row.get("uid") or row["id"])
     more = f" (and {len(problems) - 1} more: dlbench results {row['run_id']} --verify)" if len(problems) > 1 else ""
-    result = PointResult(spec=spec, status=INVALID, env=env, extra=extra,  # type: ignore[arg-type]
-                         error=f"invalid stored point {uid}: {problems[0]}{more}",
-                         started=_seconds(row["started"]), finished=_seconds(row["finished"]))
+    result = PointResult(
+        spec=spec,
+        status=INVALID,
+        env=env,
+        extra=extra,  # type: ignore[arg-type]
+        error=f"invalid stored point {uid}: {problems[0]}{more}",
+        started=_seconds(row["started"]),
+        finished=_seconds(row["finished"]),
+    )
     return StoredPoint(int(row["id"]), str(row["run_id"]), result, str(row.get("uid") or ""))
 
 
@@ -127,6 +173,15 @@ def run_record(row: Mapping[Any, Any], status: str, count: int) -> RunRecord:
     if not isinstance(meta, dict):
         raise CorruptRow("corrupt meta_json (not an object)")
     pid = row.get("pid")
-    return RunRecord(str(row["id"]), float(row["created"]), str(row["kind"]), str(row["command"]), status,
-                     meta, count, row.get("host"), int(pid) if pid is not None else None,
-                     row.get("reason"))
+    return RunRecord(
+        str(row["id"]),
+        float(row["created"]),
+        str(row["kind"]),
+        str(row["command"]),
+        status,
+        meta,
+        count,
+        row.get("host"),
+        int(pid) if pid is not None else None,
+        row.get("reason"),
+    )

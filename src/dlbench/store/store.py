@@ -192,8 +192,10 @@ class Store:
         if self.readonly and version == 0:
             raise StoreError(f"no store at {self.path}: run `dlbench run` (or `dlbench store push`) first")
         if self.readonly and version < STORE_SCHEMA_VERSION and self.target.file is None:
-            raise StoreError(f"the store at {self.path} has schema {version}, older than this dlbench's "
-                             f"{STORE_SCHEMA_VERSION}: run any write command to migrate it")
+            raise StoreError(
+                f"the store at {self.path} has schema {version}, older than this dlbench's "
+                f"{STORE_SCHEMA_VERSION}: run any write command to migrate it"
+            )
         if version < STORE_SCHEMA_VERSION:  # read-only SQLite: the in-memory copy
             try:
                 self.db.info["write"] = True
@@ -217,8 +219,9 @@ class Store:
             with self.db.begin():
                 yield self.db
         except DB_ERRORS as exc:
-            raise StoreError(f"{'cannot write to' if write else 'cannot read'} the store at {self.path}: "
-                             f"{one_line(exc)}") from None
+            raise StoreError(
+                f"{'cannot write to' if write else 'cannot read'} the store at {self.path}: {one_line(exc)}"
+            ) from None
 
     def schema_version(self) -> int:
         """The version this store is at (a store not made yet will be made at the newest)."""
@@ -242,9 +245,19 @@ class Store:
         run_id = f"{now:%Y%m%d-%H%M%S}-{secrets.token_hex(4)}"
         host, pid, started = controller()
         with self.transaction(write=True) as c:
-            c.execute(runs.insert().values(id=run_id, created=now.timestamp(), command=mask(command),
-                                           status="running", kind=kind, meta_json=mask(json.dumps(meta or {})),
-                                           host=host, pid=pid, pid_started=started))
+            c.execute(
+                runs.insert().values(
+                    id=run_id,
+                    created=now.timestamp(),
+                    command=mask(command),
+                    status="running",
+                    kind=kind,
+                    meta_json=mask(json.dumps(meta or {})),
+                    host=host,
+                    pid=pid,
+                    pid_started=started,
+                )
+            )
         return run_id
 
     def finish_run(self, run_id: str, status: str, reason: str | None = None) -> None:
@@ -269,19 +282,28 @@ class Store:
         except StoreError as exc:
             failure = str(exc)
         what = f"{result.spec.framework} {result.spec.model} batch {result.spec.batch_size}"
-        record: dict[str, object] = {"run": self._run_row(run_id), "row": row, "store": self.target.display,
-                                     "error": failure, "time": time.time()}
+        record: dict[str, object] = {
+            "run": self._run_row(run_id),
+            "row": row,
+            "store": self.target.display,
+            "error": failure,
+            "time": time.time(),
+        }
         try:
             where = recovery.append(self.recovery_paths, record)
         except OSError as exc:
             print(json.dumps({"format": recovery.FORMAT_VERSION, **record}, sort_keys=True), file=sys.stderr)
-            lost = (f"{failure}; the point ({what}) could not be kept in a recovery file either "
-                    f"({exc.strerror or exc}): its record is the JSON line above on stderr")
+            lost = (
+                f"{failure}; the point ({what}) could not be kept in a recovery file either "
+                f"({exc.strerror or exc}): its record is the JSON line above on stderr"
+            )
             self._fail_run(run_id, f"store write failed and no recovery file could be written: {failure}")
             raise PointNotStored(lost) from None
         self._fail_run(run_id, f"store write failed: {failure}")
-        raise PointNotStored(f"{failure}; the point ({what}) was kept in {where}: after fixing the store, run "
-                             f"`dlbench results --recover --store {self.target.display}`")
+        raise PointNotStored(
+            f"{failure}; the point ({what}) was kept in {where}: after fixing the store, run "
+            f"`dlbench results --recover --store {self.target.display}`"
+        )
 
     def _fail_run(self, run_id: str, reason: str) -> None:
         try:
@@ -313,8 +335,11 @@ class Store:
         try:
             with claim:
                 with self.transaction(write=True) as c:
-                    c.execute(runs.update().where(runs.c.id == run_id).values(
-                        **dict(zip(("host", "pid", "pid_started"), controller()))))
+                    c.execute(
+                        runs.update()
+                        .where(runs.c.id == run_id)
+                        .values(**dict(zip(("host", "pid", "pid_started"), controller())))
+                    )
                 yield
         except ClaimTaken as taken:
             holder = taken.holder or self._holder(run_id)
@@ -341,8 +366,11 @@ class Store:
     def runs(self, limit: int | None = None) -> list[RunRecord]:
         """Runs, newest first, with their point counts."""
         n = sa.select(points.c.run_id, sa.func.count().label("n")).group_by(points.c.run_id).subquery()
-        q = (sa.select(runs, sa.func.coalesce(n.c.n, 0).label("n")).outerjoin(n, n.c.run_id == runs.c.id)
-             .order_by(runs.c.created.desc(), runs.c.id.desc()))
+        q = (
+            sa.select(runs, sa.func.coalesce(n.c.n, 0).label("n"))
+            .outerjoin(n, n.c.run_id == runs.c.id)
+            .order_by(runs.c.created.desc(), runs.c.id.desc())
+        )
         if limit:
             q = q.limit(int(limit))
         with self.transaction() as c:
@@ -354,22 +382,33 @@ class Store:
         an ambiguous part is refused naming its candidates."""
         with self.transaction() as c:
             ids = [str(r[0]) for r in c.execute(sa.select(runs.c.id))]
-        found = ([i for i in ids if i == run_id] or [i for i in ids if i.startswith(run_id)]
-                 or [i for i in ids if run_id and run_id in i])
+        found = (
+            [i for i in ids if i == run_id]
+            or [i for i in ids if i.startswith(run_id)]
+            or [i for i in ids if run_id and run_id in i]
+        )
         if len(found) != 1:
             if not found:
                 raise StoreError(f"no run {run_id!r} in {self.path}")
             shown = ", ".join(sorted(found)[:MAX_CANDIDATES]) + (
-                f" and {len(found) - MAX_CANDIDATES} more" if len(found) > MAX_CANDIDATES else "")
-            raise StoreError(f"run id {run_id!r} is ambiguous: it matches {len(found)} runs ({shown}); give more "
-                             "of the id")
+                f" and {len(found) - MAX_CANDIDATES} more" if len(found) > MAX_CANDIDATES else ""
+            )
+            raise StoreError(
+                f"run id {run_id!r} is ambiguous: it matches {len(found)} runs ({shown}); give more of the id"
+            )
         with self.transaction() as c:
             row = c.execute(sa.select(runs).where(runs.c.id == found[0])).mappings().one()
             count = c.execute(sa.select(sa.func.count()).where(points.c.run_id == found[0])).scalar_one()
         return self._record(row, int(count))
 
-    def points(self, run_ids: Sequence[str] | None = None, *, models: Sequence[str] | None = None,
-               frameworks: Sequence[str] | None = None, since: float | None = None) -> list[StoredPoint]:
+    def points(
+        self,
+        run_ids: Sequence[str] | None = None,
+        *,
+        models: Sequence[str] | None = None,
+        frameworks: Sequence[str] | None = None,
+        since: float | None = None,
+    ) -> list[StoredPoint]:
         """Points of the given runs (all runs when None), oldest first; optionally only these models and
         frameworks, finished at or after `since` (a POSIX time)."""
         q = sa.select(points).order_by(points.c.id)
@@ -398,8 +437,18 @@ class Store:
 
     def stored_rows(self, run_ids: Sequence[str]) -> dict[str, dict[str, object]]:
         """The points of these runs exactly as stored (their raw columns), by point uid, for verification."""
-        cols = (points.c.uid, points.c.run_id, points.c.status, points.c.batch_size, points.c.framework,
-                points.c.model, points.c.precision, points.c.spec_key, points.c.metrics_json, points.c.ranks_json)
+        cols = (
+            points.c.uid,
+            points.c.run_id,
+            points.c.status,
+            points.c.batch_size,
+            points.c.framework,
+            points.c.model,
+            points.c.precision,
+            points.c.spec_key,
+            points.c.metrics_json,
+            points.c.ranks_json,
+        )
         with self.transaction() as c:
             rows = c.execute(sa.select(*cols).where(points.c.run_id.in_(list(run_ids)))).mappings().all()
         return {str(r["uid"]): dict(r) for r in rows}
@@ -410,5 +459,13 @@ class Store:
             return {str(r[0]) for r in c.execute(sa.select(points.c.uid).where(points.c.run_id.in_(list(run_ids))))}
 
 
-__all__ = ["DEFAULT_STORE", "PointNotStored", "Recovered", "RunRecord", "Store", "StoreError", "StoredPoint",
-           "resolve_path"]
+__all__ = [
+    "DEFAULT_STORE",
+    "PointNotStored",
+    "Recovered",
+    "RunRecord",
+    "Store",
+    "StoreError",
+    "StoredPoint",
+    "resolve_path",
+]

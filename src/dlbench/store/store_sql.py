@@ -23,15 +23,15 @@ from dlbench.redact import redact as mask
 from dlbench.store.errors import StoreError
 
 DEFAULT_STORE = Path("dlbench-results") / "results.db"
-SCHEMES = {"postgresql": "postgresql", "postgres": "postgresql", "postgresql+psycopg": "postgresql",
-           "sqlite": "sqlite"}
+SCHEMES = {"postgresql": "postgresql", "postgres": "postgresql", "postgresql+psycopg": "postgresql", "sqlite": "sqlite"}
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 CONNECT_TIMEOUT_S = 10
 BUSY_TIMEOUT_S = 30.0
 
 metadata = sa.MetaData()
 runs = sa.Table(
-    "runs", metadata,
+    "runs",
+    metadata,
     sa.Column("id", sa.Text, primary_key=True),
     sa.Column("created", sa.Float, nullable=False),
     sa.Column("command", sa.Text, nullable=False),
@@ -44,7 +44,8 @@ runs = sa.Table(
     sa.Column("reason", sa.Text),  # one line, for a run that failed
 )
 points = sa.Table(
-    "points", metadata,
+    "points",
+    metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("uid", sa.Text, unique=True),  # globally unique: copies between stores are keyed on it
     sa.Column("run_id", sa.Text, sa.ForeignKey("runs.id"), nullable=False),
@@ -108,13 +109,17 @@ def _raw_store(path: str | os.PathLike[str] | None) -> str | None:
     if path is not None:
         raw: str | None = os.fspath(path)
         if not str(raw).strip():
-            raise StoreError("the store path is empty: give a file path or postgresql://user@host/db, or leave the "
-                             "option out for the default store")
+            raise StoreError(
+                "the store path is empty: give a file path or postgresql://user@host/db, or leave the "
+                "option out for the default store"
+            )
     else:
         raw = os.environ.get("DLBENCH_STORE") or None
     if raw is not None and is_libpq_string(raw):
-        raise StoreError(f"{mask(raw)!r} is a libpq keyword string, not a store: give the store as "
-                         "postgresql://user@host/db (the password from ~/.pgpass or PGPASSWORD)")
+        raise StoreError(
+            f"{mask(raw)!r} is a libpq keyword string, not a store: give the store as "
+            "postgresql://user@host/db (the password from ~/.pgpass or PGPASSWORD)"
+        )
     return raw
 
 
@@ -138,17 +143,20 @@ def parse_target(path_or_url: str | os.PathLike[str] | None) -> Target:
         return Target("sqlite", None, mask(str(file)), file)
     scheme = m.group(1).lower()
     if scheme not in SCHEMES:
-        raise ValueError(f"unknown store URL scheme {scheme!r} in {mask(raw)}: use a file path (SQLite) or "
-                         "postgresql://user@host/db")
+        raise ValueError(
+            f"unknown store URL scheme {scheme!r} in {mask(raw)}: use a file path (SQLite) or postgresql://user@host/db"
+        )
     if SCHEMES[scheme] == "sqlite":
-        rest = urllib.parse.unquote(raw[len(m.group(0)):])  # sqlite:///relative or sqlite:////absolute
+        rest = urllib.parse.unquote(raw[len(m.group(0)) :])  # sqlite:///relative or sqlite:////absolute
         file = Path(rest.removeprefix("/"))
         return Target("sqlite", None, str(file), file)
-    if raw[len(m.group(0)):].split("/")[0].count("@") > 1:  # SQLAlchemy would read the password up to the first
-        raise ValueError(f"the store URL {mask(raw)} has '@' more than once before the host: write an '@' in the "
-                         "user name or password as %40")
+    if raw[len(m.group(0)) :].split("/")[0].count("@") > 1:  # SQLAlchemy would read the password up to the first
+        raise ValueError(
+            f"the store URL {mask(raw)} has '@' more than once before the host: write an '@' in the "
+            "user name or password as %40"
+        )
     try:
-        url = sa.make_url("postgresql+psycopg://" + raw[len(m.group(0)):])
+        url = sa.make_url("postgresql+psycopg://" + raw[len(m.group(0)) :])
     except sa.exc.ArgumentError as exc:
         raise ValueError(f"cannot read the store URL {mask(raw)}: {one_line(exc)}") from None
     if not url.database:
@@ -159,15 +167,19 @@ def parse_target(path_or_url: str | os.PathLike[str] | None) -> Target:
 
 def _sqlite_uri(file: Path, mode: str) -> str:
     quoted = urllib.parse.quote(str(file.absolute()))
-    return f"file:{quoted}?mode=ro" if mode == "ro" else (
-        f"file:{quoted}?immutable=1" if mode == "immutable" else f"file:{quoted}?mode=rwc")
+    return (
+        f"file:{quoted}?mode=ro"
+        if mode == "ro"
+        else (f"file:{quoted}?immutable=1" if mode == "immutable" else f"file:{quoted}?mode=rwc")
+    )
 
 
 def sqlite_connect(file: Path, mode: str) -> sqlite3.Connection:
     """A raw sqlite3 connection: mode 'rwc' (writers: then writer_pragmas), 'ro' or 'immutable' (a read-only
     file system)."""
-    db = sqlite3.connect(_sqlite_uri(file, mode), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None,
-                         check_same_thread=False)
+    db = sqlite3.connect(
+        _sqlite_uri(file, mode), uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
     if mode != "rwc":
         db.execute("PRAGMA query_only=ON")
     return db
@@ -194,5 +206,6 @@ def sqlite_engine(raw: sqlite3.Connection) -> Engine:
 
 def postgres_engine(url: URL) -> Engine:
     """An engine for a PostgreSQL server (psycopg 3). Passwords come from the URL, PGPASSWORD or ~/.pgpass."""
-    return sa.create_engine(url, poolclass=NullPool, connect_args={"connect_timeout": CONNECT_TIMEOUT_S,
-                                                                   "application_name": "dlbench"})
+    return sa.create_engine(
+        url, poolclass=NullPool, connect_args={"connect_timeout": CONNECT_TIMEOUT_S, "application_name": "dlbench"}
+    )

@@ -49,8 +49,11 @@ def metric_problems(d: Mapping[str, object]) -> list[str]:
     if not isinstance(reps, (list, tuple)) or not all(_finite(x) for x in reps):
         out.append("repeat_throughputs is not a list of finite numbers")
     out += [f"{k} is {_what(d[k])}, not a whole number" for k in _COUNTS if k in d and not _count(d[k])]
-    out += [f"{k} is {_what(d[k])}, not a whole number" for k in _OPTIONAL_COUNTS
-            if d.get(k) is not None and not _count(d[k])]
+    out += [
+        f"{k} is {_what(d[k])}, not a whole number"
+        for k in _OPTIONAL_COUNTS
+        if d.get(k) is not None and not _count(d[k])
+    ]
     out += [f"{k} is {_what(d[k])}, not a finite number" for k in _SPREAD if d.get(k) is not None and not _finite(d[k])]
     out += [f"{k} is {_what(d[k])}, not true or false" for k in _FLAGS if k in d and not isinstance(d[k], bool)]
     if d.get("noisy") is not None and not isinstance(d["noisy"], bool):  # null: too few repeats to tell

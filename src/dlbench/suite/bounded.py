@@ -31,11 +31,13 @@ def decode(raw: bytes) -> str:
     if len(raw) > MAX_BYTES:
         raise BoundedYamlError(f"file is larger than {MAX_BYTES:,} bytes, the most a suite may have")
     if b"\0" in raw:
-        raise BoundedYamlError("binary file (contains a NUL byte), not YAML text", raw[:raw.index(b"\0")].count(b"\n") + 1)
+        raise BoundedYamlError(
+            "binary file (contains a NUL byte), not YAML text", raw[: raw.index(b"\0")].count(b"\n") + 1
+        )
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise BoundedYamlError("not UTF-8 text", raw[:exc.start].count(b"\n") + 1) from None
+        raise BoundedYamlError("not UTF-8 text", raw[: exc.start].count(b"\n") + 1) from None
 
 
 def _check_depth(text: str) -> None:
@@ -86,8 +88,10 @@ def _check_duplicate_keys(root: yaml.Node) -> None:
             for key, value in node.value:
                 if isinstance(key, yaml.ScalarNode) and key.value != "<<":
                     if key.value in lines:
-                        raise BoundedYamlError(f"key {key.value!r} is given twice (first on line {lines[key.value]}): "
-                                               "give each key once", key.start_mark.line + 1)
+                        raise BoundedYamlError(
+                            f"key {key.value!r} is given twice (first on line {lines[key.value]}): give each key once",
+                            key.start_mark.line + 1,
+                        )
                     lines[key.value] = key.start_mark.line + 1
                 todo += [key, value]
         elif isinstance(node, yaml.SequenceNode):
@@ -102,8 +106,9 @@ def load(text: str) -> tuple[yaml.Node | None, Any]:
     _check_depth(text)
     node = yaml.compose(text, Loader=yaml.SafeLoader)
     if node is not None and _expanded_size(node, {}) > MAX_NODES:
-        raise BoundedYamlError(f"expands to more than {MAX_NODES:,} values through aliases (an alias bomb?)",
-                               node.start_mark.line + 1)
+        raise BoundedYamlError(
+            f"expands to more than {MAX_NODES:,} values through aliases (an alias bomb?)", node.start_mark.line + 1
+        )
     if node is not None:
         _check_duplicate_keys(node)
     return node, yaml.safe_load(text)

@@ -56,8 +56,9 @@ def frameworks(names: list[str]) -> list[str]:
     return out
 
 
-def expand(suite: Suite, device: str, data_dir: str | None = None,
-           only: dict[str, list[str]] | None = None) -> list[PlannedPoint]:
+def expand(
+    suite: Suite, device: str, data_dir: str | None = None, only: dict[str, list[str]] | None = None
+) -> list[PlannedPoint]:
     """Every point of the suite on this device, in axis order, batch innermost; excluded points are left out.
 
     only restricts axes to the given values (as written in a suite, compared as text), e.g. {"scale": ["1n1c"]}.
@@ -72,8 +73,10 @@ def expand(suite: Suite, device: str, data_dir: str | None = None,
         known = [e.scale for e in suite.layouts] if layouts else [_text(v) for v in values[axis]]
         unknown = [w for w in wanted if w not in known]
         if unknown:  # named, not "no point left"
-            raise SuiteError(f"--only {axis}={unknown[0]!r} matches none of suite {suite.name}'s {axis} values "
-                             f"({', '.join(dict.fromkeys(known)) or 'none'})")
+            raise SuiteError(
+                f"--only {axis}={unknown[0]!r} matches none of suite {suite.name}'s {axis} values "
+                f"({', '.join(dict.fromkeys(known)) or 'none'})"
+            )
         if axis == "scale" and suite.layouts:
             continue  # each layout has its scale (_with_layouts)
         values[axis] = [v for v in values[axis] if _text(v) in wanted]
@@ -100,9 +103,18 @@ def _with_layouts(suite: Suite, point: PlannedPoint, only: dict[str, list[str]])
             continue
         nodes, per_node = parse_scale(e.scale)
         spec = dataclasses.replace(
-            point.spec, nodes=nodes, devices_per_node=per_node, batch_size=e.batch, tensor_parallel=e.tensor_parallel,
-            pipeline_parallel=e.pipeline_parallel, micro_batches=e.micro_batches, pipeline_schedule=e.schedule,
-            recompute=e.recompute, fsdp=e.fsdp, case_params=tuple(sorted({**point.spec.params, **e.params}.items())))
+            point.spec,
+            nodes=nodes,
+            devices_per_node=per_node,
+            batch_size=e.batch,
+            tensor_parallel=e.tensor_parallel,
+            pipeline_parallel=e.pipeline_parallel,
+            micro_batches=e.micro_batches,
+            pipeline_schedule=e.schedule,
+            recompute=e.recompute,
+            fsdp=e.fsdp,
+            case_params=tuple(sorted({**point.spec.params, **e.params}.items())),
+        )
         if suite.launcher == "auto":
             spec = dataclasses.replace(spec, launcher=Launchers.default_for(spec))
         out.append(PlannedPoint(spec, e.name))
@@ -137,8 +149,9 @@ def _channels_last(suite: Suite, framework: str, case: Case) -> bool:
     return wanted and isinstance(case.input, ImageInput)
 
 
-def _planned(suite: Suite, point: dict[str, object], device: str, protocol: Protocol,
-             data_dir: str | None) -> PlannedPoint:
+def _planned(
+    suite: Suite, point: dict[str, object], device: str, protocol: Protocol, data_dir: str | None
+) -> PlannedPoint:
     case = get_case(str(point["model"]))
     in_size = input_size(suite, case)
     case.check_input_size(in_size)  # smaller than the architecture takes: SpecError
@@ -155,13 +168,25 @@ def _planned(suite: Suite, point: dict[str, object], device: str, protocol: Prot
     nodes, per_node = parse_scale(str(point["scale"]))
     real = point["data"] == "real"
     spec = PointSpec(
-        framework=str(point["framework"]), model=case.name, batch_size=size, protocol=protocol,
-        precision=point["precision"], compile=bool(point["compile"]),  # type: ignore[arg-type]
-        channels_last=_channels_last(suite, str(point["framework"]), case), device=device, data=point["data"],  # type: ignore[arg-type]
-        data_dir=data_dir if real else None, loader_workers=suite.loader_workers, input_size=in_size,
-        nodes=nodes, devices_per_node=per_node, strategy=str(point["strategy"]),
-        launcher="local" if suite.launcher == "auto" else suite.launcher, timeout_s=suite.timeout,
-        threads=suite.threads)
+        framework=str(point["framework"]),
+        model=case.name,
+        batch_size=size,
+        protocol=protocol,
+        precision=point["precision"],
+        compile=bool(point["compile"]),  # type: ignore[arg-type]
+        channels_last=_channels_last(suite, str(point["framework"]), case),
+        device=device,
+        data=point["data"],  # type: ignore[arg-type]
+        data_dir=data_dir if real else None,
+        loader_workers=suite.loader_workers,
+        input_size=in_size,
+        nodes=nodes,
+        devices_per_node=per_node,
+        strategy=str(point["strategy"]),
+        launcher="local" if suite.launcher == "auto" else suite.launcher,
+        timeout_s=suite.timeout,
+        threads=suite.threads,
+    )
     if suite.launcher == "auto":
         spec = dataclasses.replace(spec, launcher=Launchers.default_for(spec))
     return PlannedPoint(spec, group)

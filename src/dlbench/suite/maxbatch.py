@@ -131,16 +131,26 @@ class MaxBatch:
     def fails_at(self) -> int | None:
         """The smallest probed value above the max that ran out of memory (None: none was probed, hi is only
         the search's bound)."""
-        over = [p.value for p in (*self.probes, *self.checks)
-                if p.too_big and (self.max_batch is None or p.value > self.max_batch)]
+        over = [
+            p.value
+            for p in (*self.probes, *self.checks)
+            if p.too_big and (self.max_batch is None or p.value > self.max_batch)
+        ]
         return min(over) if over else None
 
     def facts(self) -> dict[str, object]:
         """What a measured point keeps of the search behind it (extra['max_batch'] or extra['max_param'])."""
-        out: dict[str, object] = {"max": self.max_batch, "exact": self.exact, "lo": self.lo, "hi": self.hi,
-                                  "fails_at": self.fails_at, "probes": len(self.probes),
-                                  "new_probes": self.new_probes, "note": self.note,
-                                  "checks": [[p.value, p.status] for p in self.checks]}
+        out: dict[str, object] = {
+            "max": self.max_batch,
+            "exact": self.exact,
+            "lo": self.lo,
+            "hi": self.hi,
+            "fails_at": self.fails_at,
+            "probes": len(self.probes),
+            "new_probes": self.new_probes,
+            "note": self.note,
+            "checks": [[p.value, p.status] for p in self.checks],
+        }
         return out if self.quantity == BATCH else {"name": self.quantity, "unit": self.unit, **out}
 
     @property
@@ -158,8 +168,7 @@ def _stopped(p: Probe) -> str:
     return f"the probe at {p.value} failed for a reason other than memory ({p.status}): {p.error or ''}".strip()
 
 
-def bisect(lo: int, hi: int, probe: Callable[[int], Probe], unit: int = 1
-           ) -> tuple[int | None, bool, list[Probe], str]:
+def bisect(lo: int, hi: int, probe: Callable[[int], Probe], unit: int = 1) -> tuple[int | None, bool, list[Probe], str]:
     """Probe lo, then bisect (lo, hi) in multiples of unit within the probe bound: (max or None, exact, probes,
     note). Only an out-of-memory probe lowers the upper end; any other failure stops the search (max None, the
     reason noted)."""
@@ -185,8 +194,9 @@ def bisect(lo: int, hi: int, probe: Callable[[int], Probe], unit: int = 1
 STEPS_DOWN = 3  # how far below a value that failed its check the confirmation looks, in units
 
 
-def confirm(best: int, probes: list[Probe], lo: int, unit: int, again: Callable[[int], Probe]
-            ) -> tuple[int | None, bool, list[Probe], str]:
+def confirm(
+    best: int, probes: list[Probe], lo: int, unit: int, again: Callable[[int], Probe]
+) -> tuple[int | None, bool, list[Probe], str]:
     """Run an exact search's boundary again, each run a fresh process: the value above the max (it must run out
     of memory again) and the max (it must train again). Memory use near a budget varies a little from run to
     run (allocator and thread timing), so a max that fails its check is not reported: the largest value below
@@ -203,23 +213,36 @@ def confirm(best: int, probes: list[Probe], lo: int, unit: int, again: Callable[
             return None, False, checks, _stopped(next(r for r in runs if not r.fits and not r.too_big))
         value -= unit
     else:
-        return None, False, checks, (f"not reproducible: no value from {best} down {STEPS_DOWN} units trained on "
-                                     "every run; memory use varies more than the unit here")
+        return (
+            None,
+            False,
+            checks,
+            (
+                f"not reproducible: no value from {best} down {STEPS_DOWN} units trained on "
+                "every run; memory use varies more than the unit here"
+            ),
+        )
     if value == best and not above_ok:
         return best, True, checks, ""
-    said = [f"{best} ran out of memory when run again" if value < best else "",
-            f"{best + unit} trained when run again" if above_ok else ""]
+    said = [
+        f"{best} ran out of memory when run again" if value < best else "",
+        f"{best + unit} trained when run again" if above_ok else "",
+    ]
     return value, False, checks, "boundary within run-to-run noise: " + "; ".join(t for t in said if t)
 
 
-def probe_spec(base: PointSpec, value: int, warmup: int, steps: int, memory_limit: int | None,
-               quantity: str = BATCH) -> PointSpec:
+def probe_spec(
+    base: PointSpec, value: int, warmup: int, steps: int, memory_limit: int | None, quantity: str = BATCH
+) -> PointSpec:
     """A probe: the configuration on synthetic data at this value of the searched quantity, a short protocol, the
     device budget as memory limit."""
-    return dataclasses.replace(with_value(base, quantity, value), data="synthetic", data_dir=None,
-                               protocol=Protocol(warmup=warmup, steps=steps, repeats=1, statistic="mean",
-                                                 preset=PROBE_PRESET),
-                               memory_limit_bytes=memory_limit)
+    return dataclasses.replace(
+        with_value(base, quantity, value),
+        data="synthetic",
+        data_dir=None,
+        protocol=Protocol(warmup=warmup, steps=steps, repeats=1, statistic="mean", preset=PROBE_PRESET),
+        memory_limit_bytes=memory_limit,
+    )
 
 
 def search_key(base: PointSpec, memory_limit: int | None, quantity: str = BATCH, unit: int = 1) -> str:
@@ -262,8 +285,15 @@ def to_probe(result: PointResult, cached: bool = False, quantity: str = BATCH) -
     status, error = result.status, result.error
     if fits and limit is not None and peak is not None and m is not None and m.memory_kind == "rss" and peak > limit:
         fits, status, error = False, "oom", f"peak RSS {peak} passed the memory limit {limit}"
-    return Probe(value=value_of(result.spec, quantity), fits=fits, status=status, throughput=m.throughput if m else None,
-                 peak_memory_bytes=peak, error=error, cached=cached)
+    return Probe(
+        value=value_of(result.spec, quantity),
+        fits=fits,
+        status=status,
+        throughput=m.throughput if m else None,
+        peak_memory_bytes=peak,
+        error=error,
+        cached=cached,
+    )
 
 
 def cached_probes(store: Store, key: str, quantity: str = BATCH, device: str = "") -> dict[int, Probe]:
@@ -299,10 +329,21 @@ def _search_points(store: Store, key: str, device: str) -> list[StoredPoint]:
 ProbeStarted = Callable[[int, PointSpec], ProgressSink | None]
 
 
-def search(store: Store, base: PointSpec, lo: int, hi: int, warmup: int = 1, steps: int = 1,
-           memory_limit: int | None = None, python: str = sys.executable,
-           started: ProbeStarted | None = None, *, launchers: Launchers, quantity: str = BATCH,
-           unit: int = 1) -> MaxBatch:
+def search(
+    store: Store,
+    base: PointSpec,
+    lo: int,
+    hi: int,
+    warmup: int = 1,
+    steps: int = 1,
+    memory_limit: int | None = None,
+    python: str = sys.executable,
+    started: ProbeStarted | None = None,
+    *,
+    launchers: Launchers,
+    quantity: str = BATCH,
+    unit: int = 1,
+) -> MaxBatch:
     """Search the max of the quantity (the batch, or a case parameter in multiples of unit) for base's
     configuration, reusing stored probes and storing new ones."""
     key = search_key(base, memory_limit, quantity, unit)
@@ -321,8 +362,13 @@ def search(store: Store, base: PointSpec, lo: int, hi: int, warmup: int = 1, ste
 
     def run_probe(value: int, check: bool) -> Probe:
         if not run_id:
-            run_id.append(store.create_run(f"max {what} search {base.framework} {base.model}", kind=MAXBATCH_KIND,
-                                           meta={"search_key": key, "lo": lo, "hi": hi, "quantity": quantity}))
+            run_id.append(
+                store.create_run(
+                    f"max {what} search {base.framework} {base.model}",
+                    kind=MAXBATCH_KIND,
+                    meta={"search_key": key, "lo": lo, "hi": hi, "quantity": quantity},
+                )
+            )
         spec = probe_spec(base, value, warmup, steps, memory_limit, quantity)
         sink = started(value, spec) if started else None
         result = execute(spec, launchers, python=python, on_progress=sink)
@@ -353,19 +399,34 @@ def search(store: Store, base: PointSpec, lo: int, hi: int, warmup: int = 1, ste
     return dataclasses.replace(found, key=key, quantity=quantity)
 
 
-def _outcome(lo: int, hi: int, probe: Callable[[int], Probe], again: Callable[[int], Probe], unit: int
-             ) -> MaxBatch:
+def _outcome(lo: int, hi: int, probe: Callable[[int], Probe], again: Callable[[int], Probe], unit: int) -> MaxBatch:
     """bisect, then confirm an exact boundary."""
     best, exact, probes, note = bisect(lo, hi, probe, unit)
     checks: list[Probe] = []
     if exact and best is not None:
         best, exact, checks, note = confirm(best, probes, lo, unit, again)
-    return MaxBatch(key="", lo=lo, hi=hi, max_batch=best, exact=exact, probes=tuple(probes), note=note, unit=unit,
-                    checks=tuple(checks))
+    return MaxBatch(
+        key="",
+        lo=lo,
+        hi=hi,
+        max_batch=best,
+        exact=exact,
+        probes=tuple(probes),
+        note=note,
+        unit=unit,
+        checks=tuple(checks),
+    )
 
 
-def lookup(store: Store, base: PointSpec, lo: int, hi: int, memory_limit: int | None = None,
-           quantity: str = BATCH, unit: int = 1) -> MaxBatch | None:
+def lookup(
+    store: Store,
+    base: PointSpec,
+    lo: int,
+    hi: int,
+    memory_limit: int | None = None,
+    quantity: str = BATCH,
+    unit: int = 1,
+) -> MaxBatch | None:
     """The search's outcome from stored probes alone, or None when some probe on its path is missing."""
     key = search_key(base, memory_limit, quantity, unit)
     device = expected_device(base)

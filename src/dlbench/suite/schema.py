@@ -299,6 +299,7 @@ class Suite(_Strict):
             for name in v:
                 _framework(name)
         return v
+
     axes: Axes
     exclude: list[Selector] = Field(default_factory=list)
     max_batch: MaxBatchConfig = MaxBatchConfig()
@@ -394,7 +395,7 @@ def parse_suite(text: str, source: str) -> Suite:
         while known and known not in marks:
             known = known[:-1]
         # keep the path up to the deepest part that is in the file (pydantic adds union branch names)
-        shown = known if loc[len(known):] and not err["type"] == "missing" else loc
+        shown = known if loc[len(known) :] and not err["type"] == "missing" else loc
         msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"

@@ -56,9 +56,14 @@ def search_base(point: PlannedPoint) -> PointSpec:
     return dataclasses.replace(point.spec, data="synthetic", data_dir=None)
 
 
-def run_searches(store: Store, planned: Sequence[PlannedPoint], settings: MaxBatchSettings, launchers: Launchers,
-                 started: SearchStarted | None = None, probe_started: ProbeStarted | None = None
-                 ) -> dict[str, MaxBatch]:
+def run_searches(
+    store: Store,
+    planned: Sequence[PlannedPoint],
+    settings: MaxBatchSettings,
+    launchers: Launchers,
+    started: SearchStarted | None = None,
+    probe_started: ProbeStarted | None = None,
+) -> dict[str, MaxBatch]:
     """One search per distinct configuration among the max points (a max batch, or a case parameter at max) of
     installed frameworks, keyed by spec key."""
     out: dict[str, MaxBatch] = {}
@@ -75,9 +80,20 @@ def run_searches(store: Store, planned: Sequence[PlannedPoint], settings: MaxBat
         quantity, (lo, hi, unit) = BATCH, (settings.lo, settings.hi, 1)
         if point.param_search is not None:
             quantity, (lo, hi, unit) = point.param_search, param_bounds(get_case(base.model), point.param_search)
-        out[base.key()] = search(store, base, lo, hi, settings.warmup, settings.steps,
-                                 settings.memory_limits.get(base.model), python=python, started=probe_started,
-                                 launchers=launchers, quantity=quantity, unit=unit)
+        out[base.key()] = search(
+            store,
+            base,
+            lo,
+            hi,
+            settings.warmup,
+            settings.steps,
+            settings.memory_limits.get(base.model),
+            python=python,
+            started=probe_started,
+            launchers=launchers,
+            quantity=quantity,
+            unit=unit,
+        )
     return out
 
 
@@ -99,8 +115,9 @@ def resolve(planned: Sequence[PlannedPoint], searches: dict[str, MaxBatch]) -> l
         found = searches.get(search_base(point).key()) if _searching(point) else None
         if found is not None and found.max_batch is None:
             failed = _failed_search(point.spec, found)
-            items[f"failed-search {point.spec.key()}"] = SweepPoint(point.spec, (point.batch_group,), result=failed,
-                                                                    search=found)
+            items[f"failed-search {point.spec.key()}"] = SweepPoint(
+                point.spec, (point.batch_group,), result=failed, search=found
+            )
             continue
         if _searching(point) and found is None:  # not searched (framework not installed): recorded as such
             items[f"unsearched {point.spec.key()}"] = SweepPoint(point.spec, (point.batch_group,))
@@ -133,8 +150,11 @@ def data_source(spec: PointSpec) -> dict[str, object]:
 
 def annotate(result: PointResult, item: SweepPoint) -> PointResult:
     """Add the sweep's facts to a point: its batch groups, its data source, and the search behind a max."""
-    extra: dict[str, object] = {**result.extra, "batch_group": "+".join(item.groups),
-                                "data_source": data_source(item.spec)}
+    extra: dict[str, object] = {
+        **result.extra,
+        "batch_group": "+".join(item.groups),
+        "data_source": data_source(item.spec),
+    }
     if item.search is not None:
         extra[item.search.extra_key] = item.search.facts()
     return dataclasses.replace(result, extra=extra)
@@ -150,8 +170,10 @@ def done_ids(store: Store, run_id: str) -> set[tuple[str, str]]:
     keys = store.done_keys(run_id)
     if not keys:
         return set()
-    return {point_identity(p.result.spec, str(p.result.extra.get("batch_group", "")).split("+"))
-            for p in store.points([run_id])}
+    return {
+        point_identity(p.result.spec, str(p.result.extra.get("batch_group", "")).split("+"))
+        for p in store.points([run_id])
+    }
 
 
 def pending(store: Store, run_id: str, items: Sequence[SweepPoint]) -> list[SweepPoint]:
@@ -160,9 +182,16 @@ def pending(store: Store, run_id: str, items: Sequence[SweepPoint]) -> list[Swee
     return [j for j in items if point_identity(j.spec, j.groups) not in done]
 
 
-def run_sweep_points(store: Store, run_id: str, items: Sequence[SweepPoint], launchers: Launchers,
-             started: PointStarted | None = None, done: PointDone | None = None, wait_quiet_s: float = 0.0,
-             price_per_hour: float | None = None) -> list[PointResult]:
+def run_sweep_points(
+    store: Store,
+    run_id: str,
+    items: Sequence[SweepPoint],
+    launchers: Launchers,
+    started: PointStarted | None = None,
+    done: PointDone | None = None,
+    wait_quiet_s: float = 0.0,
+    price_per_hour: float | None = None,
+) -> list[PointResult]:
     """Run every item the run lacks, committing each point at once (``wait_quiet_s``, ``price_per_hour``: as in
     launch.point.execute). Ctrl-C propagates."""
     results = []
@@ -176,8 +205,14 @@ def run_sweep_points(store: Store, run_id: str, items: Sequence[SweepPoint], lau
             except NotInstalled as exc:
                 result = point_result(item.spec, "unsupported", None, str(exc), [], time.time())
             else:
-                result = execute(item.spec, launchers, python=python, on_progress=started(item.spec) if started else None,
-                                 wait_quiet_s=wait_quiet_s, price_per_hour=price_per_hour)
+                result = execute(
+                    item.spec,
+                    launchers,
+                    python=python,
+                    on_progress=started(item.spec) if started else None,
+                    wait_quiet_s=wait_quiet_s,
+                    price_per_hour=price_per_hour,
+                )
         result = attach_request(store, run_id, annotate(result, item), python)  # the request that made it
         store.add_point(run_id, result)
         results.append(result)

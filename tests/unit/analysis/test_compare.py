@@ -23,11 +23,23 @@ CliResult = tuple[int, str, str]
 IDENTITY = {"device": "cpu", "device_model": "AMD EPYC", "framework": "fake", "framework_version": "1.0"}
 
 
-def make_point(step_s: float | list[float], noise: float = 0.02, seed: int = 0, repeats: int = 3, steps: int = 10,
-               identity: dict[str, str] | None = None, batch: int = 8, status: str = "ok") -> PointResult:
+def make_point(
+    step_s: float | list[float],
+    noise: float = 0.02,
+    seed: int = 0,
+    repeats: int = 3,
+    steps: int = 10,
+    identity: dict[str, str] | None = None,
+    batch: int = 8,
+    status: str = "ok",
+) -> PointResult:
     """Synthetic raw step times: step_s per repeat (one value for all, or one per repeat), times (1 + noise N(0,1))."""
-    spec = PointSpec(framework="fake", model="resnet50", batch_size=batch,
-                     protocol=Protocol(warmup=1, steps=steps, repeats=repeats, statistic="median"))
+    spec = PointSpec(
+        framework="fake",
+        model="resnet50",
+        batch_size=batch,
+        protocol=Protocol(warmup=1, steps=steps, repeats=repeats, statistic="median"),
+    )
     env = Environment(identity=identity or IDENTITY)
     if status != "ok":
         return PointResult(spec, status, env=env, error="out of memory")  # type: ignore[arg-type]
@@ -69,8 +81,11 @@ def test_twenty_percent_slower_steps() -> None:
 
 
 def test_noisy_samples_give_no_false_verdict() -> None:
-    false = [s for s in range(20) if _one(make_point(0.01, noise=0.3, seed=2 * s),
-                                          make_point(0.01, noise=0.3, seed=2 * s + 1)) != SAME]
+    false = [
+        s
+        for s in range(20)
+        if _one(make_point(0.01, noise=0.3, seed=2 * s), make_point(0.01, noise=0.3, seed=2 * s + 1)) != SAME
+    ]
     assert false == []
 
 
@@ -118,6 +133,7 @@ def test_unmatched_points_are_listed() -> None:
 
 # --- through the CLI, on a store -----------------------------------------------------------------------------
 
+
 def _store(path: Path, *runs: list[PointResult]) -> list[str]:
     store = Store(path)
     ids = []
@@ -158,10 +174,13 @@ def test_cli_mismatched_machine_warns(store_path: Path, cli: Callable[..., CliRe
     assert re.search(r"warning:.*device_model: AMD EPYC -> Intel Xeon", err.replace("\n", " "))
 
 
-@pytest.mark.parametrize("args,needle", [
-    (("nope", "nope2"), "no run 'nope'"),
-    (("RUN_A", "RUN_B", "--fail-above", "lots"), "5%"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("nope", "nope2"), "no run 'nope'"),
+        (("RUN_A", "RUN_B", "--fail-above", "lots"), "5%"),
+    ],
+)
 def test_cli_bad_input(store_path: Path, cli: Callable[..., CliResult], args: tuple[str, ...], needle: str) -> None:
     a, b = _store(store_path, [make_point(0.01)], [make_point(0.01)])
     args = tuple(a if x == "RUN_A" else b if x == "RUN_B" else x for x in args)
@@ -171,9 +190,29 @@ def test_cli_bad_input(store_path: Path, cli: Callable[..., CliResult], args: tu
 
 def _fake_run(store: Path, sleep: str) -> str:
     env = {**os.environ, "DLBENCH_FAKE": f"sleep:{sleep}"}
-    proc = subprocess.run([sys.executable, "-m", "dlbench", "run", "-f", "fake", "-m", "resnet50", "--steps", "10",
-                           "--warmup", "1", "--store", str(store)], env=env, capture_output=True, text=True,
-                          timeout=300, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlbench",
+            "run",
+            "-f",
+            "fake",
+            "-m",
+            "resnet50",
+            "--steps",
+            "10",
+            "--warmup",
+            "1",
+            "--store",
+            str(store),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     m = re.search(r"\(run (\S+)\)", proc.stdout.replace("\n", " "))
     assert m, proc.stdout

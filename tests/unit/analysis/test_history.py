@@ -22,8 +22,14 @@ DAY = 86400.0
 T0 = 1_790_000_000.0
 
 
-def fake_point(step_s: float, rng: np.random.Generator, when: float, version: str = "1.0",
-               framework: str = "fake", noise: float = 0.02) -> PointResult:
+def fake_point(
+    step_s: float,
+    rng: np.random.Generator,
+    when: float,
+    version: str = "1.0",
+    framework: str = "fake",
+    noise: float = 0.02,
+) -> PointResult:
     """A fake-backend point: 3 repeats of 20 steps of step_s seconds each, with Gaussian noise."""
     spec = PointSpec(framework=framework, model="resnet50", batch_size=8, protocol=Protocol(2, 20, 3, "median"))
     reps = []
@@ -31,16 +37,23 @@ def fake_point(step_s: float, rng: np.random.Generator, when: float, version: st
         steps = tuple(float(t) for t in step_s * (1 + noise * rng.standard_normal(20)))
         reps.append(RepeatRaw(steps, sum(steps)))
     ranks = (RankRaw(0, tuple(reps), 1000, "rss", 1.0),)
-    env = Environment({"framework": framework, "framework_version": version, "device": "cpu",
-                       "cpu_model": "test-cpu"}, {"hostname": "h"})
-    return PointResult(spec=spec, status="ok", ranks=ranks, metrics=summarize(spec, ranks), env=env,
-                       started=when - 5, finished=when)
+    env = Environment(
+        {"framework": framework, "framework_version": version, "device": "cpu", "cpu_model": "test-cpu"},
+        {"hostname": "h"},
+    )
+    return PointResult(
+        spec=spec, status="ok", ranks=ranks, metrics=summarize(spec, ranks), env=env, started=when - 5, finished=when
+    )
 
 
 def series_of(step_times: list[float], seed: int = 0, versions: list[str] | None = None) -> list[StoredPoint]:
     rng = np.random.default_rng(seed)
-    return [StoredPoint(i + 1, f"run{i}", fake_point(s, rng, T0 + i * DAY, (versions or [])[i] if versions else "1.0"),
-                        f"uid-{i}") for i, s in enumerate(step_times)]
+    return [
+        StoredPoint(
+            i + 1, f"run{i}", fake_point(s, rng, T0 + i * DAY, (versions or [])[i] if versions else "1.0"), f"uid-{i}"
+        )
+        for i, s in enumerate(step_times)
+    ]
 
 
 def test_an_injected_ten_percent_slowdown_is_one_regression_where_it_happens() -> None:
@@ -59,17 +72,16 @@ def test_an_injected_ten_percent_slowdown_is_one_regression_where_it_happens() -
 def test_identical_runs_with_noise_have_no_change_point() -> None:
     for seed in range(3):
         [s] = build_series(series_of([0.010] * 10, seed=seed))
-        assert s.changes == [], [(hp.comparison.ratio, hp.comparison.p_value) for hp in s.changes
-                                 if hp.comparison]
+        assert s.changes == [], [(hp.comparison.ratio, hp.comparison.p_value) for hp in s.changes if hp.comparison]
         assert all(hp.comparison is not None for hp in s.points[1:])  # every point was tested
 
 
 def test_an_improvement_and_separate_series_per_framework() -> None:
     rng = np.random.default_rng(1)
-    pts = [StoredPoint(i, f"r{i}", fake_point(0.01 if i < 3 else 0.008, rng, T0 + i * DAY), f"u{i}")
-           for i in range(6)]
-    pts += [StoredPoint(10 + i, f"r{i}", fake_point(0.02, rng, T0 + i * DAY, framework="other"), f"o{i}")
-            for i in range(3)]
+    pts = [StoredPoint(i, f"r{i}", fake_point(0.01 if i < 3 else 0.008, rng, T0 + i * DAY), f"u{i}") for i in range(6)]
+    pts += [
+        StoredPoint(10 + i, f"r{i}", fake_point(0.02, rng, T0 + i * DAY, framework="other"), f"o{i}") for i in range(3)
+    ]
     series = build_series(pts)
     assert [s.framework for s in series] == ["fake", "other"]
     assert [hp.change for hp in series[0].points] == ["", "", "", IMPROVEMENT, "", ""]
@@ -94,13 +106,13 @@ def fill(store: Store, step_times: list[float], seed: int = 0) -> list[str]:
     return ids
 
 
-def test_history_cli_fails_on_a_regression_in_the_newest_run(tmp_path: Path, cli: Callable[..., CliResult],
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_history_cli_fails_on_a_regression_in_the_newest_run(
+    tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     db = tmp_path / "s.db"
     fill(Store(db), [0.010] * 4 + [0.010 / 0.9])
-    code, out, err = cli("history", "-m", "resnet50", "-f", "fake,torch", "--store", str(db),
-                         "--fail-on-regression")
+    code, out, err = cli("history", "-m", "resnet50", "-f", "fake,torch", "--store", str(db), "--fail-on-regression")
     assert code == 1, err
     assert "regression (-" in out and "1 change point(s)" in out
     assert "regressed in their newest point" in err
@@ -138,8 +150,9 @@ def test_the_report_gains_a_history_chart(tmp_path: Path) -> None:
     assert any("history" in n for n in alone.overall.notes)
 
 
-def test_history_of_real_fake_backend_runs(tmp_path: Path, cli: Callable[..., CliResult],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_history_of_real_fake_backend_runs(
+    tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`dlbench run -f fake` five times, the last 10% slower (sleep 10 ms -> 11.1 ms a step): one regression,
     in the newest run; the four identical runs before it show none."""
     from dlbench.analysis.compare import step_matrix
@@ -151,9 +164,11 @@ def test_history_of_real_fake_backend_runs(tmp_path: Path, cli: Callable[..., Cl
         assert code == 0, err
     points = Store(db, readonly=True).points()
     if step_matrix(points[0].result).size == 0:
-        pytest.skip("analysis.compare.step_matrix reads RepeatRaw.step_times only, and window-timed points keep "
-                    "their samples in window_s: compare (and so history) has no samples to test until it reads "
-                    "step_samples")
+        pytest.skip(
+            "analysis.compare.step_matrix reads RepeatRaw.step_times only, and window-timed points keep "
+            "their samples in window_s: compare (and so history) has no samples to test until it reads "
+            "step_samples"
+        )
     [s] = build_series(points)
     assert [hp.change for hp in s.points] == ["", "", "", "", REGRESSION]
     code, _, err = cli("history", "-m", "resnet50", "-f", "fake", "--store", str(db), "--fail-on-regression")

@@ -59,8 +59,10 @@ def test_gpt_keeps_megatron_and_recompute_counts_hardware() -> None:
 
 
 def test_the_points_json_carries_the_figures() -> None:
-    points = [StoredPoint(1, "run1", _point("llama3_1b", 1.0, 1, "bf16")),
-              StoredPoint(2, "run1", _point("resnet50", 1.0, 1, "bf16"))]
+    points = [
+        StoredPoint(1, "run1", _point("llama3_1b", 1.0, 1, "bf16")),
+        StoredPoint(2, "run1", _point("resnet50", 1.0, 1, "bf16")),
+    ]
     rows = json.loads(to_json(points))
     assert rows[0]["llm"]["flop_convention"].startswith("6N")
     assert rows[0]["llm"]["tokens_per_s"] == pytest.approx(2 * 8192)

@@ -21,8 +21,9 @@ from dlbench.store.rows import StoredPoint
 from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
-ENV = Environment({"framework": "fake", "framework_version": "1.0", "device": "cpu", "cpu_model": "test-cpu"},
-                  {"hostname": "h"})
+ENV = Environment(
+    {"framework": "fake", "framework_version": "1.0", "device": "cpu", "cpu_model": "test-cpu"}, {"hostname": "h"}
+)
 
 
 def point(steps: list[float], when: float = 0.0) -> PointResult:
@@ -87,8 +88,9 @@ def _store(path: Path, *runs: PointResult) -> list[str]:
     return ids
 
 
-def test_compare_cli_exits_3_and_names_the_samples_needed(store_path: Path, cli: Callable[..., CliResult],
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compare_cli_exits_3_and_names_the_samples_needed(
+    store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     a, b = _store(store_path, point(FOUR), point([t / 2.16 for t in FOUR]))
     code, out, err = cli("compare", a, b, "--store", str(store_path), "--fail-above", "5%")
@@ -100,8 +102,9 @@ def test_compare_cli_exits_3_and_names_the_samples_needed(store_path: Path, cli:
     assert code == 3 and doc["verdict"] == UNDETECTABLE and doc["needed_per_side"] == 5
 
 
-def test_history_says_a_jump_it_could_not_test_and_exits_3(store_path: Path, cli: Callable[..., CliResult],
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_history_says_a_jump_it_could_not_test_and_exits_3(
+    store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The issue: history drew a 7x jump between two 4-step points and said 'no significant change point'."""
     monkeypatch.setenv("COLUMNS", "250")
     first, jump = point(FOUR, when=1_790_000_000.0), point([t / 7 for t in FOUR], when=1_790_086_400.0)

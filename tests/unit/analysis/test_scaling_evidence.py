@@ -18,17 +18,32 @@ from dlbench.store.rows import StoredPoint
 
 QUICK = Protocol(warmup=1, steps=4, repeats=3, statistic="median", preset="quick")
 LONG = Protocol(warmup=5, steps=20, repeats=5, statistic="median", preset="standard")
-ENV = Environment({"framework": "torch", "framework_version": "2.0", "device": "cpu", "device_model": "cpu-x",
-                   "cpu_model": "cpu-x"}, {"hostname": "h"})
+ENV = Environment(
+    {"framework": "torch", "framework_version": "2.0", "device": "cpu", "device_model": "cpu-x", "cpu_model": "cpu-x"},
+    {"hostname": "h"},
+)
 T0 = 1_790_000_000.0
 
 
-def point(step_s: float, nodes: int = 1, per_node: int = 1, protocol: Protocol = QUICK, when: float = T0,
-          cv: float | None = None) -> PointResult:
+def point(
+    step_s: float,
+    nodes: int = 1,
+    per_node: int = 1,
+    protocol: Protocol = QUICK,
+    when: float = T0,
+    cv: float | None = None,
+) -> PointResult:
     """A torch resnet50 bs2 point with constant step times (exact throughput), finished at `when`."""
-    spec = PointSpec(framework="torch", model="resnet50", batch_size=2, protocol=protocol, nodes=nodes,
-                     devices_per_node=per_node, strategy="ddp" if nodes * per_node > 1 else "none",
-                     launcher="torchrun" if nodes * per_node > 1 else "local")
+    spec = PointSpec(
+        framework="torch",
+        model="resnet50",
+        batch_size=2,
+        protocol=protocol,
+        nodes=nodes,
+        devices_per_node=per_node,
+        strategy="ddp" if nodes * per_node > 1 else "none",
+        launcher="torchrun" if nodes * per_node > 1 else "local",
+    )
     reps = tuple(RepeatRaw((step_s,) * protocol.steps, step_s * protocol.steps) for _ in range(protocol.repeats))
     ranks = tuple(RankRaw(r, reps) for r in range(nodes * per_node))
     m = summarize(spec, ranks)
@@ -77,8 +92,11 @@ def test_a_one_repeat_baseline_says_its_noise_is_unknown() -> None:
 
 
 def test_the_scale_axis_labels_1n2c_and_2n1c_each_as_itself() -> None:
-    pts = [StoredPoint(1, "r", point(1.0)), StoredPoint(2, "r", point(0.6, per_node=2, when=T0 + 1)),
-           StoredPoint(3, "r", point(0.7, nodes=2, when=T0 + 2))]
+    pts = [
+        StoredPoint(1, "r", point(1.0)),
+        StoredPoint(2, "r", point(0.6, per_node=2, when=T0 + 1)),
+        StoredPoint(3, "r", point(0.7, nodes=2, when=T0 + 2)),
+    ]
     [sec] = build_sections(pts)
     chart = _scale_lines(sec, dict.fromkeys(sec.columns, "#1f77b4"), (2, ()), speedup=True)  # batch 2, no variant
     assert chart is not None

@@ -17,8 +17,13 @@ ROW = re.compile(r"^D\d+ (\S+):\d+-\d+ ~ (\S+):\d+-\d+")
 
 
 def _pairs(min_lines: int) -> list[tuple[str, str]]:
-    out = subprocess.run(["duplicates", "--repo", str(SRC), "--min-lines", str(min_lines), "--most", "200",
-                          "--seconds", "120"], capture_output=True, text=True, check=True, timeout=300).stdout
+    out = subprocess.run(
+        ["duplicates", "--repo", str(SRC), "--min-lines", str(min_lines), "--most", "200", "--seconds", "120"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
     assert "incomplete:" not in out, out
     return [(m[1], m[2]) for m in map(ROW.match, out.splitlines()) if m]
 

@@ -16,7 +16,9 @@ def _table_nodes(tree: ast.Module) -> set[int]:
     strings are function names, such as alexnet, not references to a case)."""
     inside: set[int] = set()
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         if any(isinstance(t, ast.Name) and t.id in ("MODELS", "__all__") for t in targets):
             inside |= {id(n) for n in ast.walk(node)}
     return inside
@@ -42,5 +44,7 @@ def test_no_case_name_outside_a_model_table() -> None:
 def test_the_check_sees_a_literal() -> None:
     tree = ast.parse("MODELS = {'resnet50': 1}\nif name == 'resnet50':\n    pass\n")
     table = _table_nodes(tree)
-    outside = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value == "resnet50" and id(n) not in table]
+    outside = [
+        n for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value == "resnet50" and id(n) not in table
+    ]
     assert len(outside) == 1 and outside[0].lineno == 2

@@ -28,19 +28,19 @@ def test_every_framework_has_its_gpu_story() -> None:
     assert set(all_backends()) == set(BUILDS)
     assert comparable("hopper") == ["torch", "jax", "tf", "paddle"]
     assert comparable("blackwell") == ["torch", "jax"]
-    assert {fw for fw, b in BUILDS.items() if not b.on_pypi} == {"paddle", "mxnet", "oneflow", "mindspore",
-                                                                 "megengine"}
+    assert {fw for fw, b in BUILDS.items() if not b.on_pypi} == {"paddle", "mxnet", "oneflow", "mindspore", "megengine"}
     assert "paddlepaddle.org.cn" in advice("paddle") and "NGC MXNet container" in advice("mxnet")
     assert "CUDA 11" in advice("oneflow") and "Python <= 3.10" in advice("megengine")
 
 
-def test_list_shows_the_gpu_builds_within_80_columns(cli: Callable[..., CliResult],
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_list_shows_the_gpu_builds_within_80_columns(
+    cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`dlbench list` has a GPU-builds row per framework, every line within 80 columns, the index URL whole."""
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = cli("list")
     assert code == 0
-    section = out[out.index("GPU builds"):out.index("case support")]
+    section = out[out.index("GPU builds") : out.index("case support")]
     assert max(len(line) for line in out.splitlines()) <= 80
     lines = section.splitlines()
     for fw in BUILDS:

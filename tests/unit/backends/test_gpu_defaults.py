@@ -43,9 +43,14 @@ class FakePaddleFlags:
 
 
 # A CUDA build of paddle 3.x as it starts: TF32 on for cuBLAS (its default), the benchmark flags at theirs.
-CUDA_BUILD = {"FLAGS_allow_tf32_cublas": True, "FLAGS_allow_tf32_cudnn": True, "FLAGS_cudnn_exhaustive_search": False,
-              "FLAGS_conv_workspace_size_limit": 512, "FLAGS_cudnn_batchnorm_spatial_persistent": False,
-              "FLAGS_max_inplace_grad_add": 0}
+CUDA_BUILD = {
+    "FLAGS_allow_tf32_cublas": True,
+    "FLAGS_allow_tf32_cudnn": True,
+    "FLAGS_cudnn_exhaustive_search": False,
+    "FLAGS_conv_workspace_size_limit": 512,
+    "FLAGS_cudnn_batchnorm_spatial_persistent": False,
+    "FLAGS_max_inplace_grad_add": 0,
+}
 
 
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "amp", "bf16"])
@@ -57,7 +62,9 @@ def test_paddle_gpu_defaults_are_those_of_paddles_resnet50_benchmark(precision: 
     assert plan.flags["FLAGS_cudnn_batchnorm_spatial_persistent"] is True
     assert {plan.flags[f] for f in gpu_defaults.TF32_FLAGS} == {precision == "tf32"}
     assert (plan.layout, plan.amp_level, plan.master_weights) == {
-        "amp": ("NHWC", "O2", True), "bf16": ("NCHW", "O1", False)}.get(precision, ("NCHW", None, False))
+        "amp": ("NHWC", "O2", True),
+        "bf16": ("NCHW", "O1", False),
+    }.get(precision, ("NCHW", None, False))
     # what the backend applies on a CUDA build (paddle's flag functions mocked): set, read back, recorded
     build = FakePaddleFlags(CUDA_BUILD)
     applied = gpu_defaults.apply_flags(plan.flags, build.set_flags, build.get_flags)
@@ -81,8 +88,12 @@ def test_paddle_gpu_defaults_are_inert_on_the_cpu_and_the_paddle_suite_uses_them
     points = [p.spec for p in expand(suite, "cuda", data_dir="/data")]
     assert {s.precision for s in points} == {"fp32", "amp"}
     for s in points:
-        plan = gpu_defaults.plan(s.device, resolve_precision(s.precision, s.device), s.channels_last,
-                                 gpu_defaults.has_nhwc(get_case(s.model)))
+        plan = gpu_defaults.plan(
+            s.device,
+            resolve_precision(s.precision, s.device),
+            s.channels_last,
+            gpu_defaults.has_nhwc(get_case(s.model)),
+        )
         assert plan.flags["FLAGS_cudnn_exhaustive_search"] is True
         assert (plan.layout, plan.amp_level) == (("NHWC", "O2") if s.precision == "amp" else ("NCHW", None))
 
@@ -91,8 +102,9 @@ def test_paddle_cuda_build_without_tf32_flags_refuses_fp32() -> None:
     fp32 = resolve_precision("fp32", "cuda")
     plan = gpu_defaults.plan("cuda", fp32, False, True)
     old = FakePaddleFlags({k: v for k, v in CUDA_BUILD.items() if k not in gpu_defaults.TF32_FLAGS})
-    with pytest.raises(Unsupported, match="lacks FLAGS_allow_tf32_cublas, FLAGS_allow_tf32_cudnn: it cannot "
-                                          "guarantee IEEE fp32"):
+    with pytest.raises(
+        Unsupported, match="lacks FLAGS_allow_tf32_cublas, FLAGS_allow_tf32_cudnn: it cannot guarantee IEEE fp32"
+    ):
         gpu_defaults.apply_flags(plan.flags, old.set_flags, old.get_flags)
     assert "IEEE fp32" in str(gpu_defaults.tf32_missing([], allow_tf32=False))  # refuse() says it before a build
     assert "lacks FLAGS_allow_tf32_cudnn:" in str(gpu_defaults.tf32_missing(["FLAGS_allow_tf32_cublas"], False))

@@ -42,8 +42,16 @@ def _trainer(optimizer: str, fused: bool, batches: list[dict[str, torch.Tensor]]
     case = dataclasses.replace(get_case("resnet50"), optimizer=get_case(owner).optimizer)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 10))
-    return TorchTrainer(case, model, iter(batches), torch.device("cpu"), resolve_precision("amp", "cuda"),
-                        compile_model=False, global_batch=256, fused=fused)
+    return TorchTrainer(
+        case,
+        model,
+        iter(batches),
+        torch.device("cpu"),
+        resolve_precision("amp", "cuda"),
+        compile_model=False,
+        global_batch=256,
+        fused=fused,
+    )
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam", "adamw"])
@@ -122,10 +130,17 @@ def test_gpu_build_without_kernels_for_the_gpu_is_refused(monkeypatch: pytest.Mo
     from dlbench.backends.gpu_arch import GpuBuild, cuda_version, refusal
     from tests.support.nvml_machine import FakeGpu, install
 
-    assert [cuda_version(t) for t in ("mxnet-cu112", "0.9.0+cu117", "11070", "12.6", "mxnet")] == \
-        ["11.2", "11.7", "11.7", "12.6", ""]
-    for build in (GpuBuild("mxnet", "11.2", (), "the distribution mxnet-cu112"),
-                  GpuBuild("oneflow", "11070", (), "oneflow's flags.cuda_version()")):
+    assert [cuda_version(t) for t in ("mxnet-cu112", "0.9.0+cu117", "11070", "12.6", "mxnet")] == [
+        "11.2",
+        "11.7",
+        "11.7",
+        "12.6",
+        "",
+    ]
+    for build in (
+        GpuBuild("mxnet", "11.2", (), "the distribution mxnet-cu112"),
+        GpuBuild("oneflow", "11070", (), "oneflow's flags.cuda_version()"),
+    ):
         why = refusal("9.0", H100, build)
         assert why is not None and "up to sm_86" in why and "CUDA 11.8 or newer" in why and "\n" not in why
         assert refusal("8.6", "NVIDIA A10", build) is None and refusal("8.9", "NVIDIA L4", build) is None
@@ -140,29 +155,38 @@ def test_gpu_build_without_kernels_for_the_gpu_is_refused(monkeypatch: pytest.Mo
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     monkeypatch.setattr(torch.version, "cuda", "11.7")
     monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: list(ampere))
-    spec = PointSpec(framework="torch", model="alexnet", batch_size=1, protocol=Protocol(0, 1, 1, "median"),
-                     device="cuda")
+    spec = PointSpec(
+        framework="torch", model="alexnet", batch_size=1, protocol=Protocol(0, 1, 1, "median"), device="cuda"
+    )
     result = worker.run(spec, RankContext())
     assert result.status == "unsupported", result
-    assert result.error == ("torch's build has no kernels for this GPU (NVIDIA H100 80GB HBM3, sm_90) "
-                            "(torch.cuda.get_arch_list(): sm_50, sm_60, sm_70, sm_75, sm_80, sm_86): install a "
-                            "build for sm_90")
+    assert result.error == (
+        "torch's build has no kernels for this GPU (NVIDIA H100 80GB HBM3, sm_90) "
+        "(torch.cuda.get_arch_list(): sm_50, sm_60, sm_70, sm_75, sm_80, sm_86): install a "
+        "build for sm_90"
+    )
 
 
 # Out-of-memory failures as CUDA's libraries word them, the way each framework re-raises them.
 NEAR_OOM = [
     "cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
     "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
-    ("NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:219, unhandled cuda error (run with NCCL_DEBUG=INFO "
-     "for details), NCCL version 2.21.5\nncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\n"
-     "Cuda failure 'out of memory'"),
+    (
+        "NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:219, unhandled cuda error (run with NCCL_DEBUG=INFO "
+        "for details), NCCL version 2.21.5\nncclUnhandledCudaError: Call to CUDA function failed.\nLast error:\n"
+        "Cuda failure 'out of memory'"
+    ),
     "NCCL WARN Cuda failure 2 'out of memory'",
     "INTERNAL: Failed to load in-memory CUBIN: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
     "Could not create cudnn handle: CUDNN_STATUS_ALLOC_FAILED",
     "CUDA runtime error: cudaErrorMemoryAllocation",
 ]
-NOT_OOM = ["cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input.",
-           "CUDNN_STATUS_INTERNAL_ERROR", "NCCL error: unhandled system error", "no kernel image is available"]
+NOT_OOM = [
+    "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED. This error may appear if you passed in a non-contiguous input.",
+    "CUDNN_STATUS_INTERNAL_ERROR",
+    "NCCL error: unhandled system error",
+    "no kernel image is available",
+]
 
 
 def test_library_out_of_memory_errors_are_oom() -> None:
@@ -235,7 +259,12 @@ def test_face_and_wide_deep_host_sync_per_step() -> None:
             arcface_loss(model, batch).backward()  # raises on a data-dependent (host) read
     backend = TorchBackend()
     for sparse, fact in ((1, SPARSE_ADAM_SYNC), (0, None)):
-        spec = PointSpec(framework="torch", model="wide_deep", batch_size=2, protocol=Protocol(0, 1, 1, "median"),
-                         case_params=(("sparse", sparse), ("vocab", 64)))
+        spec = PointSpec(
+            framework="torch",
+            model="wide_deep",
+            batch_size=2,
+            protocol=Protocol(0, 1, 1, "median"),
+            case_params=(("sparse", sparse), ("vocab", 64)),
+        )
         backend.build(spec, get_case("wide_deep").configured(spec.params), RankContext()).close()
         assert backend.facts().get("host_sync_per_step") == fact

@@ -48,6 +48,7 @@ def _torch_loop() -> Any:
 
 # ------------------------------------------------------------------------------------------------------------ PTX
 
+
 def test_ptx_of_the_gpus_own_major_version_runs_and_is_recorded(monkeypatch: pytest.MonkeyPatch) -> None:
     """TF's sm_60..sm_89 + compute_90 build runs on an H100 (the driver JIT-compiles the PTX once): not refused,
     and the fact says so with the JIT cache raised; on a Blackwell GPU (10.0) the same build stays refused."""
@@ -67,25 +68,41 @@ def test_ptx_of_the_gpus_own_major_version_runs_and_is_recorded(monkeypatch: pyt
 
 # ----------------------------------------------------------------------------------------------------------- TF32
 
+
 @pytest.fixture
 def tf32_restored() -> Iterator[Any]:
     """torch's TF32 settings as they were before the test (the new API's values, which always read)."""
     torch = _torch()
-    saved = (torch.backends.fp32_precision, torch.backends.cuda.matmul.fp32_precision,
-             torch.backends.cudnn.fp32_precision, torch.backends.cudnn.conv.fp32_precision,
-             torch.backends.cudnn.rnn.fp32_precision) if hasattr(torch.backends, "fp32_precision") else None
+    saved = (
+        (
+            torch.backends.fp32_precision,
+            torch.backends.cuda.matmul.fp32_precision,
+            torch.backends.cudnn.fp32_precision,
+            torch.backends.cudnn.conv.fp32_precision,
+            torch.backends.cudnn.rnn.fp32_precision,
+        )
+        if hasattr(torch.backends, "fp32_precision")
+        else None
+    )
     yield torch
     if saved is not None:
-        (torch.backends.fp32_precision, torch.backends.cuda.matmul.fp32_precision, torch.backends.cudnn.fp32_precision,
-         torch.backends.cudnn.conv.fp32_precision, torch.backends.cudnn.rnn.fp32_precision) = saved
+        (
+            torch.backends.fp32_precision,
+            torch.backends.cuda.matmul.fp32_precision,
+            torch.backends.cudnn.fp32_precision,
+            torch.backends.cudnn.conv.fp32_precision,
+            torch.backends.cudnn.rnn.fp32_precision,
+        ) = saved
 
 
 def _legacy_getters(torch: Any) -> dict[str, object]:
     """What Inductor reads on CUDA paths: each legacy getter (raises "mix of the legacy and new APIs" when only
     the new API was set)."""
-    return {"matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-            "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
-            "float32_matmul_precision": torch.get_float32_matmul_precision()}
+    return {
+        "matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
 
 
 def test_new_api_alone_breaks_the_legacy_getters(tf32_restored: Any) -> None:
@@ -95,10 +112,12 @@ def test_new_api_alone_breaks_the_legacy_getters(tf32_restored: Any) -> None:
     torch = tf32_restored
     if not hasattr(torch.backends, "fp32_precision"):
         pytest.skip(f"torch {torch.__version__} has no fp32_precision API")
-    code = ("import torch\n"
-            "torch.backends.cuda.matmul.fp32_precision = 'tf32'\n"
-            "torch.backends.cudnn.conv.fp32_precision = 'tf32'\n"
-            "torch.backends.cuda.matmul.allow_tf32\n")
+    code = (
+        "import torch\n"
+        "torch.backends.cuda.matmul.fp32_precision = 'tf32'\n"
+        "torch.backends.cudnn.conv.fp32_precision = 'tf32'\n"
+        "torch.backends.cuda.matmul.allow_tf32\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode != 0 and "mix of the legacy and new APIs" in proc.stderr, proc.stderr[-2000:]
 
@@ -114,8 +133,11 @@ def test_legacy_tf32_getters_read_after_every_mode(tf32_restored: Any, where: st
     for allow in (True, False, True, False):
         setter(allow)
         got = _legacy_getters(torch)
-        assert got == {"matmul.allow_tf32": allow, "cudnn.allow_tf32": allow,
-                       "float32_matmul_precision": "high" if allow else "highest"}, (allow, got)
+        assert got == {
+            "matmul.allow_tf32": allow,
+            "cudnn.allow_tf32": allow,
+            "float32_matmul_precision": "high" if allow else "highest",
+        }, (allow, got)
         assert tf32_state() == {"tf32_matmul": str(allow), "tf32_conv": str(allow)}
 
 
@@ -170,7 +192,8 @@ def test_cudnn_no_algorithm_is_retried_once_without_autotuning(monkeypatch: pyte
 
 @pytest.mark.parametrize(("used", "status"), [(0.97, "oom"), (0.4, "error")])
 def test_cudnn_no_algorithm_twice_reads_as_oom_only_with_memory_nearly_full(
-        monkeypatch: pytest.MonkeyPatch, used: float, status: str) -> None:
+    monkeypatch: pytest.MonkeyPatch, used: float, status: str
+) -> None:
     """Failing again after the retry: out of memory where the device's memory is nearly full, else the error."""
     backend = _CudnnBackend(always=True, used=used)
     result = _run_with(monkeypatch, backend)
@@ -190,6 +213,7 @@ def test_torch_turns_cudnn_autotuning_off_for_the_retry() -> None:
 
 
 # ------------------------------------------------------------------------------------------------------ GradScaler
+
 
 def _first_step_updates(scaler: Any) -> bool:
     """Whether one fp16-autocast step (torch's CPU kernels) of a linear layer over inputs of magnitude 4 changes
@@ -221,8 +245,15 @@ def test_grad_scaler_initial_scale_lets_the_first_step_update() -> None:
     assert _first_step_updates(scaler)
     from dlbench.cases import get_case
 
-    trainer = TorchTrainer(get_case("resnet50"), torch.nn.Linear(4, 4), iter(()), torch.device("cpu"),
-                           resolve_precision("amp", "cuda"), False, 8)
+    trainer = TorchTrainer(
+        get_case("resnet50"),
+        torch.nn.Linear(4, 4),
+        iter(()),
+        torch.device("cpu"),
+        resolve_precision("amp", "cuda"),
+        False,
+        8,
+    )
     assert trainer.scaler is not None and trainer.scaler.get_scale() == LOSS_SCALE_INIT
 
 
@@ -242,6 +273,7 @@ def test_bare_loop_starts_its_scaler_where_dlbench_does() -> None:
 
 # ------------------------------------------------------------------------------------------------------------ BERT
 
+
 @pytest.mark.slow
 def test_bert_trains_with_no_mask_when_every_token_is_real() -> None:
     """The synthetic BERT batch attends to every token, so torch gets no mask (SDPA may pick a fused kernel); the
@@ -260,8 +292,14 @@ def test_bert_trains_with_no_mask_when_every_token_is_real() -> None:
         unmasked = models.train_loss(case, model, batch)
         masked = models.train_loss(case, model, {**batch, "attention_mask": torch.ones(2, 16, dtype=torch.int64)})
     assert torch.allclose(unmasked, masked, atol=1e-5)
-    spec = PointSpec(framework="torch", model="bert_base", batch_size=2, input_size=16, device="cpu",
-                     protocol=Protocol(0, 1, 1, "median"))
+    spec = PointSpec(
+        framework="torch",
+        model="bert_base",
+        batch_size=2,
+        input_size=16,
+        device="cpu",
+        protocol=Protocol(0, 1, 1, "median"),
+    )
     backend = TorchBackend()
     backend.build(spec, case, RankContext())
     assert "no mask (every token real)" in str(backend.facts()["attention"])
@@ -269,17 +307,27 @@ def test_bert_trains_with_no_mask_when_every_token_is_real() -> None:
 
 # ---------------------------------------------------------------------------------- headline, peaks, old driver
 
+
 def test_headline_resnet50_point_is_channels_last() -> None:
     """Stage (a)'s ResNet-50 amp point, the published headline, is NHWC as NVIDIA publishes it."""
     script = (REPO / "benchmarks" / "gpu" / "validate.sh").read_text()
-    stage_a = script[script.index("stage_a() {"):script.index("stage_b() {")]
+    stage_a = script[script.index("stage_a() {") : script.index("stage_b() {")]
     line = next(ln for ln in stage_a.splitlines() if "-m resnet50" in ln)
     assert "-p amp" in line and "--channels-last" in line
 
 
-@pytest.mark.parametrize(("name", "bf16"), [("NVIDIA GH200 480GB", 989.5), ("NVIDIA H100 96GB HBM3", 989.5),
-                                            ("NVIDIA H800", 989.5), ("NVIDIA H20", 148.0), ("NVIDIA B200", 2250.0),
-                                            ("NVIDIA B300", 2250.0), ("NVIDIA GB200", 2500.0)])
+@pytest.mark.parametrize(
+    ("name", "bf16"),
+    [
+        ("NVIDIA GH200 480GB", 989.5),
+        ("NVIDIA H100 96GB HBM3", 989.5),
+        ("NVIDIA H800", 989.5),
+        ("NVIDIA H20", 148.0),
+        ("NVIDIA B200", 2250.0),
+        ("NVIDIA B300", 2250.0),
+        ("NVIDIA GB200", 2500.0),
+    ],
+)
 def test_peak_table_knows_the_new_names(name: str, bf16: float) -> None:
     """GPU names that read "peak unknown" before: each has its dense bf16 datasheet peak, with a source."""
     found = gpu_peak(name, "bf16")
@@ -299,7 +347,8 @@ def test_driver_older_than_the_torch_build_is_said_as_such(monkeypatch: pytest.M
     monkeypatch.setattr(nv, "nvmlSystemGetCudaDriverVersion", lambda: 12080, raising=False)
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    spec = PointSpec(framework="torch", model="alexnet", batch_size=1, device="cuda",
-                     protocol=Protocol(0, 1, 1, "median"))
+    spec = PointSpec(
+        framework="torch", model="alexnet", batch_size=1, device="cuda", protocol=Protocol(0, 1, 1, "median")
+    )
     said = TorchBackend().refuse(spec) or ""
     assert said.startswith("the NVIDIA driver is older than this torch build") and "\n" not in said

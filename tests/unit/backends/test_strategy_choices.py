@@ -16,16 +16,28 @@ PROTO = Protocol(0, 1, 1, "median")
 
 
 def _spec(framework: str = "tf", strategy: str = "replicated-copy", k: int = 2, **kw: object) -> PointSpec:
-    return PointSpec(framework=framework, model="resnet50", batch_size=2, protocol=PROTO, devices_per_node=k,
-                     strategy=strategy, **kw)  # type: ignore[arg-type]
+    return PointSpec(
+        framework=framework, model="resnet50", batch_size=2, protocol=PROTO, devices_per_node=k, strategy=strategy, **kw
+    )  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("framework", "strategy", "processes"), [
-    ("tf", "ps-cpu", 1), ("tf", "replicated-pscpu", 1), ("tf", "independent", 1), ("mxnet", "ps-gpu", 1),
-    ("torch", "dp", 1), ("torch", "replicated-pscpu", 4), ("mxnet", "ps", 4), ("torch", "ddp-fp16", 4),
-    ("tf", "multiworker", 4)])
-def test_one_process_drives_every_device_only_where_the_framework_does(framework: str, strategy: str,
-                                                                        processes: int) -> None:
+@pytest.mark.parametrize(
+    ("framework", "strategy", "processes"),
+    [
+        ("tf", "ps-cpu", 1),
+        ("tf", "replicated-pscpu", 1),
+        ("tf", "independent", 1),
+        ("mxnet", "ps-gpu", 1),
+        ("torch", "dp", 1),
+        ("torch", "replicated-pscpu", 4),
+        ("mxnet", "ps", 4),
+        ("torch", "ddp-fp16", 4),
+        ("tf", "multiworker", 4),
+    ],
+)
+def test_one_process_drives_every_device_only_where_the_framework_does(
+    framework: str, strategy: str, processes: int
+) -> None:
     assert _spec(framework, strategy, k=4).processes == processes
 
 
@@ -77,6 +89,7 @@ def test_torch_refuses_dp_on_the_cpu_and_horovod_where_it_is_absent() -> None:
     assert "one node" in str(distributed.refuse(_spec("torch", "dp", device="cuda", nodes=2)))
     assert distributed.refuse(_spec("torch", "powersgd")) is None
     import importlib.util
+
     if importlib.util.find_spec("horovod") is None:
         assert "0.28.1" in str(distributed.refuse(_spec("torch", "horovod")))
 
@@ -89,7 +102,12 @@ def test_the_strategy_suites_expand_to_the_seeds_matrices() -> None:
     assert {p.spec.model for p in gpu} == {"inception_v3", "resnet50", "resnet152", "alexnet", "vgg16"}
     assert len(gpu) == 5 * (1 + 5 * 3)  # five strategies at 2, 4 and 8 GPUs, one shared 1-GPU point per model
     assert {p.spec.strategy for p in gpu if p.spec.world_size > 1} == {
-        "ps-cpu", "ps-gpu", "replicated-nccl", "replicated-copy", "replicated-pscpu"}
+        "ps-cpu",
+        "ps-gpu",
+        "replicated-nccl",
+        "replicated-copy",
+        "replicated-pscpu",
+    }
     assert all(p.spec.processes == 1 for p in gpu)  # one process drives the server's GPUs, as tf_cnn did
     cpu = expand(load("alibaba-strategies-cpu"), "cpu")
     assert len(cpu) == 5 * (1 + 4 * 2) and {p.spec.world_size for p in cpu} == {1, 2, 4}

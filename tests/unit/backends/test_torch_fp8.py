@@ -31,13 +31,15 @@ def test_fp8_is_refused_off_a_gpu_naming_the_tensor_cores() -> None:
     assert "\n" not in n.refusal and resolve_precision("fp8", "cuda").refusal is None
     assert resolve_precision("fp8", "cuda").compute_dtype == "bfloat16"
     with pytest.raises(SpecError, match="wired for torch only"):
-        PointSpec(framework="jax", model="llama_tiny", batch_size=1, protocol=Protocol(0, 1, 1, "median"),
-                  precision="fp8")
+        PointSpec(
+            framework="jax", model="llama_tiny", batch_size=1, protocol=Protocol(0, 1, 1, "median"), precision="fp8"
+        )
 
 
 def test_the_cli_refuses_fp8_here_in_one_line(cli: Callable[..., tuple[int, str, str]], tmp_path: object) -> None:
-    code, _, err = cli("run", "-f", "torch", "-m", "llama_tiny", "-p", "fp8", "--device", "cpu", "--store",
-                       f"{tmp_path}/r.db")
+    code, _, err = cli(
+        "run", "-f", "torch", "-m", "llama_tiny", "-p", "fp8", "--device", "cpu", "--store", f"{tmp_path}/r.db"
+    )
     assert code == 2 and "FP8 tensor cores" in err and "unknown" not in err and len(err.strip().splitlines()) == 1
 
 
@@ -69,8 +71,9 @@ def _losses(precision: str, recipe: str = "tensorwise") -> tuple[list[float], di
     model = build_model(case)
     facts = fp8.convert(model, recipe, emulate=True) if precision == "fp8" else {}
     numerics = resolve_precision(precision, "cuda")  # the GPU's numerics (bf16 autocast), run on the CPU
-    trainer = TorchTrainer(case, model, iter(()), torch.device("cpu"), dataclasses.replace(numerics, refusal=None),
-                           False, 4)
+    trainer = TorchTrainer(
+        case, model, iter(()), torch.device("cpu"), dataclasses.replace(numerics, refusal=None), False, 4
+    )
     batch = synthetic_batch(case, 4, torch.device("cpu"), seed=1)
     out = []
     for _ in range(3):

@@ -61,16 +61,22 @@ def test_grouped_query_attention_is_repeated_key_value_heads() -> None:
     q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     group = q.shape[2] // k.shape[2]
     k, v = (t.repeat_interleave(group, dim=2) for t in (k, v))
-    ref = torch.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                           is_causal=True)
+    ref = torch.nn.functional.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True
+    )
     want = attn.wo(ref.transpose(1, 2).reshape(b, s, -1))
     torch.testing.assert_close(attn(x), want, rtol=1e-5, atol=1e-6)
 
 
 def test_a_point_trains_on_one_device_and_records_its_flop_convention() -> None:
     case = dataclasses.replace(get_case("llama_tiny").configured({"seq": 32}))
-    spec = PointSpec(framework="torch", model="llama_tiny", batch_size=4, protocol=Protocol(0, 1, 1, "median"),
-                     case_params=(("seq", 32),))
+    spec = PointSpec(
+        framework="torch",
+        model="llama_tiny",
+        batch_size=4,
+        protocol=Protocol(0, 1, 1, "median"),
+        case_params=(("seq", 32),),
+    )
     backend = TorchBackend()
     assert backend.refuse(spec) is None
     torch.manual_seed(0)

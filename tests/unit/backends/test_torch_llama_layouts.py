@@ -41,10 +41,19 @@ LAYOUTS = {  # name: (devices, tensor, pipeline, micro-batches, schedule, fsdp)
 
 def _spec(devices: int, tensor: int, pipeline: int, micro: int, schedule: str, fsdp: bool) -> PointSpec:
     data = devices // (tensor * pipeline)
-    return PointSpec(framework="torch", model="llama_tiny", batch_size=GLOBAL_BATCH // data,
-                     protocol=Protocol(0, 1, 1, "median"), devices_per_node=devices, tensor_parallel=tensor,
-                     pipeline_parallel=pipeline, micro_batches=micro, pipeline_schedule=schedule, fsdp=fsdp,
-                     case_params=tuple(sorted(PARAMS.items())))
+    return PointSpec(
+        framework="torch",
+        model="llama_tiny",
+        batch_size=GLOBAL_BATCH // data,
+        protocol=Protocol(0, 1, 1, "median"),
+        devices_per_node=devices,
+        tensor_parallel=tensor,
+        pipeline_parallel=pipeline,
+        micro_batches=micro,
+        pipeline_schedule=schedule,
+        fsdp=fsdp,
+        case_params=tuple(sorted(PARAMS.items())),
+    )
 
 
 def _global_batch() -> dict[str, Any]:
@@ -62,16 +71,22 @@ def _losses(trainer: Any, batch: dict[str, Any]) -> list[float]:
 
 
 def _rank(rank: int, port: int, spec: PointSpec) -> tuple[list[float], float, dict[str, object]]:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(spec.world_size), LOCAL_RANK=str(rank))
-    ctx = RankContext(rank=rank, world_size=spec.world_size, local_rank=rank, local_world_size=spec.world_size,
-                      rdzv_timeout_s=60)
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(spec.world_size),
+        LOCAL_RANK=str(rank),
+    )
+    ctx = RankContext(
+        rank=rank, world_size=spec.world_size, local_rank=rank, local_world_size=spec.world_size, rdzv_timeout_s=60
+    )
     backend = TorchBackend()
     assert backend.refuse(spec) is None
     trainer = backend.build(spec, get_case("llama_tiny").configured(PARAMS), ctx)
     dp = trainer.mesh["dp"].get_local_rank()  # type: ignore[attr-defined]
     n = spec.batch_size
-    mine = {k: v[dp * n:(dp + 1) * n] for k, v in _global_batch().items()}
+    mine = {k: v[dp * n : (dp + 1) * n] for k, v in _global_batch().items()}
     losses = _losses(trainer, mine)
     checksum = trainer.param_checksum()
     trainer.close()
@@ -82,10 +97,16 @@ def _rank(rank: int, port: int, spec: PointSpec) -> tuple[list[float], float, di
 def one_device() -> list[float]:
     """One device's losses on the global batch, from the same seed (the whole model)."""
     torch.manual_seed(0)
-    spec = PointSpec(framework="torch", model="llama_tiny", batch_size=GLOBAL_BATCH,
-                     protocol=Protocol(0, 1, 1, "median"), case_params=tuple(sorted(PARAMS.items())))
-    return _losses(TorchBackend().build(spec, get_case("llama_tiny").configured(PARAMS), RankContext()),
-                   _global_batch())
+    spec = PointSpec(
+        framework="torch",
+        model="llama_tiny",
+        batch_size=GLOBAL_BATCH,
+        protocol=Protocol(0, 1, 1, "median"),
+        case_params=tuple(sorted(PARAMS.items())),
+    )
+    return _losses(
+        TorchBackend().build(spec, get_case("llama_tiny").configured(PARAMS), RankContext()), _global_batch()
+    )
 
 
 @pytest.mark.parametrize("name", list(LAYOUTS))

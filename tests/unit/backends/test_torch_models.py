@@ -23,8 +23,10 @@ def _batch(name: str, batch: int = 2) -> dict[str, torch.Tensor]:
         arrays["attention_mask"][1, 12:] = 0  # some padding
         return {k: torch.from_numpy(v) for k, v in arrays.items()}
     size = 80 if name == "inception_v3" else 64
-    return {"images": torch.randn(batch, 3, size, size, generator=g),
-            "labels": torch.randint(0, 1000, (batch,), generator=g)}
+    return {
+        "images": torch.randn(batch, 3, size, size, generator=g),
+        "labels": torch.randint(0, 1000, (batch,), generator=g),
+    }
 
 
 @pytest.mark.parametrize("name", CASES)

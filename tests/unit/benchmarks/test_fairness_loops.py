@@ -41,8 +41,9 @@ def _torch_trainer_optimizer(precision: str) -> torch.optim.Optimizer:
     from dlbench.backends.torch.step import TorchTrainer
 
     model = torch.nn.Linear(4, 4)
-    trainer = TorchTrainer(get_case("resnet50"), model, iter(()), torch.device("cuda"),
-                           resolve_precision(precision, "cuda"), False, 8)
+    trainer = TorchTrainer(
+        get_case("resnet50"), model, iter(()), torch.device("cuda"), resolve_precision(precision, "cuda"), False, 8
+    )
     return trainer.optimizer
 
 
@@ -74,8 +75,11 @@ def test_fairness_dlbench_side_warms_up_as_the_loop_does(device: str) -> None:
     a = fairness.parser().parse_args(["--device", device, "--warmup", "4", "--steps", "7"])
     argv = fairness.dlbench_argv("torch", a, Path("s.db"))
     opt = dict(itertools.pairwise(argv))
-    proto = preset(opt["--preset"]).override(warmup=int(opt["--warmup"]), steps=int(opt["--steps"]),
-                                             repeats=int(opt["--repeats"])).on(device)
+    proto = (
+        preset(opt["--preset"])
+        .override(warmup=int(opt["--warmup"]), steps=int(opt["--steps"]), repeats=int(opt["--repeats"]))
+        .on(device)
+    )
     assert proto.min_time_s == 0  # no calibration window: dlbench warms up exactly as long as the loop
     loop = loop_common.parse_args(None, fairness.loop_argv("torch", a))
     assert (proto.warmup, proto.steps, proto.repeats) == (loop.warmup, loop.steps, 1)
@@ -85,8 +89,9 @@ def test_fairness_dlbench_side_warms_up_as_the_loop_does(device: str) -> None:
 def test_fairness_paddle_loop_gets_dlbench_tf32_state_layout_and_flags(precision: str) -> None:
     a = fairness.parser().parse_args(["--device", "cuda", "--precision", precision])
     loop = loop_common.parse_args(None, fairness.loop_argv("paddle", a))
-    ours = gpu_defaults.plan("cuda", resolve_precision(precision, "cuda"), False,
-                             gpu_defaults.has_nhwc(get_case("resnet50")))
+    ours = gpu_defaults.plan(
+        "cuda", resolve_precision(precision, "cuda"), False, gpu_defaults.has_nhwc(get_case("resnet50"))
+    )
     assert loop.flags == ours.flags  # the TF32 switches (off for fp32) and Paddle's benchmark flags
     assert {loop.flags[f] for f in gpu_defaults.TF32_FLAGS} == {precision == "tf32"}
     assert (loop.layout, loop.amp_level) == (ours.layout, ours.amp_level or "O1")

@@ -13,11 +13,10 @@ def test_validate_oom_step_is_too_big_for_memory_only() -> None:
     56 values an image) stays under 2^31 elements (8192 made 6.6e9); the run and its check name the same batch."""
 
     script = (REPO / "benchmarks" / "gpu" / "validate.sh").read_text(encoding="utf-8")
-    step = script[script.index("stage_b() {"):script.index("stage_c() {")]
+    step = script[script.index("stage_b() {") : script.index("stage_c() {")]
     given = re.search(r"run .*-m resnet50 -p fp32 -b (\d+) ", step)
     assert given is not None
     batch = int(given.group(1))
     assert f'check "batch {batch} is oom"' in step
     assert batch * 64 * 112 * 112 < 2**31
     assert batch * 100e6 > 141e9
-

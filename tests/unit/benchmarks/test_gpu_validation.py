@@ -29,13 +29,20 @@ def _env(home: Path) -> dict[str, str]:
 
 
 def _dlbench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "dlbench", *args], env=env, capture_output=True, text=True,
-                          timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "dlbench", *args], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
 
 
 def _check(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(GPU / "check_run.py"), *args], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, str(GPU / "check_run.py"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 @pytest.mark.slow
@@ -44,8 +51,14 @@ def test_rehearsal_runs_every_stage_and_the_merge(tmp_path: Path) -> None:
     writes its result within its budget, and the merge gathers them into one store, summary.json and a report;
     the max-batch check reads the sweep's run, not the probes' (the false FAIL)."""
     out = tmp_path / "out"
-    proc = subprocess.run(["bash", str(VALIDATE), "--rehearse", str(out)], env=_env(tmp_path / "home"),
-                          capture_output=True, text=True, timeout=1200, check=False)
+    proc = subprocess.run(
+        ["bash", str(VALIDATE), "--rehearse", str(out)],
+        env=_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-4000:]
     assert "PASS: max batch found and measured" in log
@@ -63,8 +76,14 @@ def test_rehearsal_runs_every_stage_and_the_merge(tmp_path: Path) -> None:
     assert any(p["batch_group"] == "max" and p["status"] == "ok" for p in points)
     assert (out / "report.html").stat().st_size > 0
     # Run again: every stage's result is there, so none runs; the merge is made again from them.
-    again = subprocess.run(["bash", str(VALIDATE), "all", str(out)], env=_env(tmp_path / "home"),
-                           capture_output=True, text=True, timeout=600, check=False)
+    again = subprocess.run(
+        ["bash", str(VALIDATE), "all", str(out)],
+        env=_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert again.returncode == 0, again.stdout[-2000:]
     assert again.stdout.count("done before") == len(STAGES) and "=== stage" not in again.stdout
 
@@ -74,8 +93,28 @@ def test_a_step_that_exits_2_fails_its_check_despite_an_older_run(tmp_path: Path
     there and exits 2 before creating a run. Its check FAILs, naming both, where reading 'the newest run' passed."""
     env = _env(tmp_path / "home")
     store = str(tmp_path / "store.db")
-    old = _dlbench(env, "run", "-f", "fake", "-m", "bert_base", "-b", "2", "--device", "cpu", "--preset", "caict",
-                   "--warmup", "0", "--steps", "1", "--repeats", "1", "--store", store)
+    old = _dlbench(
+        env,
+        "run",
+        "-f",
+        "fake",
+        "-m",
+        "bert_base",
+        "-b",
+        "2",
+        "--device",
+        "cpu",
+        "--preset",
+        "caict",
+        "--warmup",
+        "0",
+        "--steps",
+        "1",
+        "--repeats",
+        "1",
+        "--store",
+        store,
+    )
     assert old.returncode == 0, old.stderr
     before = tmp_path / "before"
     ids = _check(env, "ids", store)
@@ -83,20 +122,72 @@ def test_a_step_that_exits_2_fails_its_check_despite_an_older_run(tmp_path: Path
     step = _dlbench(env, "run", "-f", "fake", "-m", "bert_base", "-b", "2", "--device", "cuda", "--store", store)
     assert step.returncode == 2, step.stderr  # this CPU: NVML sees no GPU
     expr = 'all(p["status"] == "ok" for p in pts)'
-    got = _check(env, "check", store, "bert_base ok", expr, "--rc", str(step.returncode), "--before", str(before),
-                 "--model", "bert_base", "--device", "cuda")
+    got = _check(
+        env,
+        "check",
+        store,
+        "bert_base ok",
+        expr,
+        "--rc",
+        str(step.returncode),
+        "--before",
+        str(before),
+        "--model",
+        "bert_base",
+        "--device",
+        "cuda",
+    )
     assert got.returncode == 1
     assert "FAIL: bert_base ok: the step exited 2; the step created 0 run(s), not 1" in got.stdout
     # The same older run, read by its id: a CPU point, so a check on the GPU's points FAILs on the device too.
     run_id = ids.stdout.split()[0]
-    by_id = _check(env, "check", store, "bert_base ok", expr, "--rc", "0", "--run-id", run_id, "--model",
-                   "bert_base", "--device", "cuda")
+    by_id = _check(
+        env,
+        "check",
+        store,
+        "bert_base ok",
+        expr,
+        "--rc",
+        "0",
+        "--run-id",
+        run_id,
+        "--model",
+        "bert_base",
+        "--device",
+        "cuda",
+    )
     assert by_id.returncode == 1 and "a point on device cpu, not cuda" in by_id.stdout
-    wrong_model = _check(env, "check", store, "resnet50 ok", expr, "--rc", "0", "--run-id", run_id, "--model",
-                         "resnet50", "--device", "cpu")
+    wrong_model = _check(
+        env,
+        "check",
+        store,
+        "resnet50 ok",
+        expr,
+        "--rc",
+        "0",
+        "--run-id",
+        run_id,
+        "--model",
+        "resnet50",
+        "--device",
+        "cpu",
+    )
     assert wrong_model.returncode == 1 and "a point of model bert_base, not resnet50" in wrong_model.stdout
-    right = _check(env, "check", store, "bert_base ok", expr, "--rc", "0", "--run-id", run_id, "--model",
-                   "bert_base", "--device", "cpu")
+    right = _check(
+        env,
+        "check",
+        store,
+        "bert_base ok",
+        expr,
+        "--rc",
+        "0",
+        "--run-id",
+        run_id,
+        "--model",
+        "bert_base",
+        "--device",
+        "cpu",
+    )
     assert right.returncode == 0 and "PASS: bert_base ok" in right.stdout
 
 
@@ -108,8 +199,14 @@ def test_a_finished_stage_is_not_run_again_and_a_cut_one_is(tmp_path: Path) -> N
     done.mkdir(parents=True)
     (done / "result.json").write_text('{"stage": "a", "checks_failed": 0}')
     (done / "store.db").write_bytes(b"kept")
-    proc = subprocess.run(["bash", str(VALIDATE), "a", str(out)], env=_env(tmp_path / "home"), capture_output=True,
-                          text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        ["bash", str(VALIDATE), "a", str(out)],
+        env=_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0 and "stage a: done before" in proc.stdout
     assert (done / "store.db").read_bytes() == b"kept"
     bad = subprocess.run(["bash", str(VALIDATE), "--bogus"], capture_output=True, text=True, timeout=60, check=False)
@@ -134,7 +231,7 @@ def test_every_stage_states_its_budget_and_the_device_command_fits() -> None:
     for stage, seconds in budgets.items():
         assert re.search(rf"^#\s+{stage}\s+{seconds} s ", header, flags=re.MULTILINE), stage
     readme = (GPU / "README.md").read_text()
-    block = readme[readme.index("## The device command"):]
+    block = readme[readme.index("## The device command") :]
     command = next(b for b in re.findall(r"```bash\n(.*?)```", block, flags=re.DOTALL) if "validate.sh a" in b)
     assert len(command) <= 2000  # the device tool's limit on one command
     assert command.index("validate.sh a") < command.index("validate.sh b") < command.index("validate.sh merge")

@@ -70,11 +70,11 @@ def _rank(rank: int, port: int) -> object:
     model, _ = _tiny(100, 2, rank)
     with torch.no_grad():  # the same weights as the 1-device model: its backbone, and this rank's slice
         model.replicated.load_state_dict(full.replicated.state_dict())
-        model.weight.copy_(full.weight[model.lo:model.hi])
+        model.weight.copy_(full.weight[model.lo : model.hi])
     model.replicated = torch.nn.parallel.DistributedDataParallel(model.replicated)
     model.eval()  # batch norm from its running statistics: per-sample, so half batches and the whole agree
     batch = _batch()
-    mine = {k: v[rank * 3:(rank + 1) * 3] for k, v in batch.items()}  # each rank half of the global batch
+    mine = {k: v[rank * 3 : (rank + 1) * 3] for k, v in batch.items()}  # each rank half of the global batch
     loss = arcface_loss(model, mine)
     loss.backward()
     # The process group ends with the rank's process: destroyed here, the DDP reducer's teardown on return could

@@ -97,6 +97,7 @@ def test_synthetic_labels_are_the_next_tokens() -> None:
 
 # ------------------------------------------------------------------------------------------- torch model
 
+
 @pytest.mark.parametrize("size", sorted(SIZES))
 def test_torch_model_has_the_formula_s_count(size: int) -> None:
     torch = pytest.importorskip("torch", reason="torch is not installed in this environment")
@@ -143,8 +144,14 @@ def test_torch_refuses_real_data_and_a_too_long_sequence() -> None:
     assert batch["input_ids"].shape == batch["labels"].shape == (2, 16)
     with pytest.raises(Unsupported, match="1 to 1024"):
         synthetic_batch(case, 1, torch.device("cpu"), 1025)
-    real = PointSpec(framework="torch", model="gpt2_small", batch_size=1, protocol=Protocol(1, 1, 1, "median"),
-                     data="real", data_dir="/nonexistent")
+    real = PointSpec(
+        framework="torch",
+        model="gpt2_small",
+        batch_size=1,
+        protocol=Protocol(1, 1, 1, "median"),
+        data="real",
+        data_dir="/nonexistent",
+    )
     with pytest.raises(Unsupported, match="real data for gpt2_small is not read yet"):
         batches(real, case, torch.device("cpu"), 0)
 

@@ -95,13 +95,16 @@ def test_layout_fields_keep_old_keys_and_count_the_global_batch() -> None:
     assert _spec(devices_per_node=8, tensor_parallel=8).layout.label == "TP8"
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"devices_per_node": 4, "tensor_parallel": 3}, "do not divide by 3 x 1"),
-    ({"micro_batches": 2}, "with --pipeline-parallel 2"),
-    ({"devices_per_node": 2, "pipeline_parallel": 2, "micro_batches": 3}, "multiple of --micro-batches"),
-    ({"pipeline_schedule": "zb"}, "pipeline schedule must be one of"),
-    ({"tensor_parallel": 0}, "tensor parallel must be a whole number"),
-])
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"devices_per_node": 4, "tensor_parallel": 3}, "do not divide by 3 x 1"),
+        ({"micro_batches": 2}, "with --pipeline-parallel 2"),
+        ({"devices_per_node": 2, "pipeline_parallel": 2, "micro_batches": 3}, "multiple of --micro-batches"),
+        ({"pipeline_schedule": "zb"}, "pipeline schedule must be one of"),
+        ({"tensor_parallel": 0}, "tensor parallel must be a whole number"),
+    ],
+)
 def test_a_layout_the_devices_cannot_take_is_refused(fields: dict[str, object], message: str) -> None:
     with pytest.raises(SpecError, match=message):
         _spec(**fields)
@@ -112,8 +115,9 @@ def test_baseline_of_a_split_point_is_the_whole_model_on_one_device() -> None:
 
     split = _spec(devices_per_node=4, tensor_parallel=2, pipeline_parallel=2, micro_batches=4, recompute=True)
     base = baseline_spec(split)
-    assert base == dataclasses.replace(split, devices_per_node=1, tensor_parallel=1, pipeline_parallel=1,
-                                       micro_batches=1, launcher="local")
+    assert base == dataclasses.replace(
+        split, devices_per_node=1, tensor_parallel=1, pipeline_parallel=1, micro_batches=1, launcher="local"
+    )
     assert base.recompute and base.global_batch == split.global_batch
 
 
@@ -125,8 +129,9 @@ def test_torch_refuses_what_its_split_cannot_do() -> None:
     assert "GPT cases only" in (refuse(_spec(model="resnet50", **tp)) or "")
     assert "GPT cases only" in (refuse(_spec(model="bert_base", recompute=True)) or "")
     assert "heads do not split" in (refuse(_spec(case_params=(("heads", 3), ("hidden", 96)), **tp)) or "")
-    assert "equal pipeline stages" in (refuse(_spec(devices_per_node=2, pipeline_parallel=2,
-                                                    case_params=(("layers", 3),))) or "")
+    assert "equal pipeline stages" in (
+        refuse(_spec(devices_per_node=2, pipeline_parallel=2, case_params=(("layers", 3),))) or ""
+    )
     assert "--strategy" in (refuse(_spec(strategy="allreduce", **tp)) or "")
     assert refuse(_spec(**tp)) is None and refuse(_spec(recompute=True)) is None
 

@@ -23,10 +23,17 @@ PUBLISHED = {"llama3_8b": 8_030_261_248, "llama3_1b": 1_235_814_400}
 def _by_hand(v: int, h: int, layers: int, heads: int, kv: int, ffn: int, tied: bool) -> int:
     """The count worked from the config the long way: every matrix and norm of every layer, one at a time."""
     d = h // heads
-    per_layer = (h  # input RMSNorm
-                 + h * heads * d + h * kv * d + h * kv * d + heads * d * h  # q, k, v, o
-                 + h  # post-attention RMSNorm
-                 + h * ffn + h * ffn + ffn * h)  # gate, up, down
+    per_layer = (
+        h  # input RMSNorm
+        + h * heads * d
+        + h * kv * d
+        + h * kv * d
+        + heads * d * h  # q, k, v, o
+        + h  # post-attention RMSNorm
+        + h * ffn
+        + h * ffn
+        + ffn * h
+    )  # gate, up, down
     return v * h + layers * per_layer + h + (0 if tied else v * h)
 
 
@@ -36,8 +43,15 @@ def test_members_have_the_published_count(name: str) -> None:
     assert case.param_count == PUBLISHED[name] == _by_hand(*CONFIGS[name])
     v, h, layers, heads, kv, ffn, tied = CONFIGS[name]
     a = llama_arch(case)
-    assert (a.vocab_size, a.hidden_size, a.num_layers, a.num_heads, a.num_kv_heads, a.ffn_size,
-            a.tied_embeddings) == (v, h, layers, heads, kv, ffn, tied)
+    assert (a.vocab_size, a.hidden_size, a.num_layers, a.num_heads, a.num_kv_heads, a.ffn_size, a.tied_embeddings) == (
+        v,
+        h,
+        layers,
+        heads,
+        kv,
+        ffn,
+        tied,
+    )
 
 
 def test_the_family_takes_every_shape_as_parameters() -> None:
@@ -53,13 +67,16 @@ def test_the_family_takes_every_shape_as_parameters() -> None:
     assert short.input.seq_len == 16  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize(("values", "message"), [
-    ({"hidden": 100, "heads": 8}, "multiple of heads"),
-    ({"heads": 8, "kv_heads": 3}, "multiple of kv_heads"),
-    ({"hidden": 24, "heads": 8, "kv_heads": 4}, "must be even"),
-    ({"tied": 2}, "tied must be one of 0, 1"),
-    ({"window": 4}, "has no parameter window"),
-])
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"hidden": 100, "heads": 8}, "multiple of heads"),
+        ({"heads": 8, "kv_heads": 3}, "multiple of kv_heads"),
+        ({"hidden": 24, "heads": 8, "kv_heads": 4}, "must be even"),
+        ({"tied": 2}, "tied must be one of 0, 1"),
+        ({"window": 4}, "has no parameter window"),
+    ],
+)
 def test_a_shape_the_decoder_cannot_take_is_refused(values: dict[str, int], message: str) -> None:
     with pytest.raises(SpecError, match=message):
         get_case("llama_tiny").configured(values)
@@ -83,13 +100,24 @@ def test_model_flops_are_6n_plus_half_the_causal_attention() -> None:
 def test_llama_counts_differ_from_any_closed_form_typo() -> None:
     """The formula in cases/llama.py and the long-hand count agree on a shape where every term differs."""
     for v, h, layers, heads, kv, ffn in ((1000, 96, 3, 6, 2, 200), (512, 64, 1, 4, 4, 64)):
-        case = get_case("llama").configured({"vocab": v, "hidden": h, "layers": layers, "heads": heads,
-                                             "kv_heads": kv, "ffn": ffn, "tied": 0, "seq": 32})
+        case = get_case("llama").configured(
+            {
+                "vocab": v,
+                "hidden": h,
+                "layers": layers,
+                "heads": heads,
+                "kv_heads": kv,
+                "ffn": ffn,
+                "tied": 0,
+                "seq": 32,
+            }
+        )
         assert case.param_count == param_count(llama_arch(case)) == _by_hand(v, h, layers, heads, kv, ffn, False)
 
 
-def test_list_shows_the_family_with_whole_counts_at_80_columns(cli: Callable[..., tuple[int, str, str]],
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_list_shows_the_family_with_whole_counts_at_80_columns(
+    cli: Callable[..., tuple[int, str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     code, out, _ = cli("list")
     assert code == 0

@@ -16,34 +16,49 @@ def _spec(**kw: object) -> PointSpec:
     return PointSpec(**{**base, **kw})  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("fields", "message"), [
-    ({"context_parallel": 2, "devices_per_node": 2}, "GPU only, not on the CPU"),
-    ({"context_parallel": 2, "devices_per_node": 2, "device": "cuda"}, "not wired in dlbench yet"),
-    ({"fsdp": True, "model": "resnet50", "devices_per_node": 2}, "llama cases only, not resnet50"),
-    ({"fsdp": True}, "has one"),
-    ({"fsdp": True, "devices_per_node": 2, "framework": "jax"}, "wired for torch only (FSDP2), not jax"),
-    ({"fsdp": True, "devices_per_node": 2, "tensor_parallel": 2}, "has one"),
-    ({"fsdp": True, "devices_per_node": 2, "strategy": "ddp"}, "leave --strategy at none"),
-    ({"devices_per_node": 2, "tensor_parallel": 2, "compile": True}, "drop --compile"),
-    ({"devices_per_node": 8, "tensor_parallel": 8}, "4 key/value heads do not split over 8"),  # 8 query heads do
-    ({"devices_per_node": 4, "tensor_parallel": 4, "case_params": (("ffn", 350),)}, "SwiGLU's 350 units"),
-    ({"devices_per_node": 2, "tensor_parallel": 2, "case_params": (("vocab", 1001),)}, "vocabulary of 1001"),
-    ({"devices_per_node": 4, "tensor_parallel": 4, "input_size": 30}, "the 30 tokens"),
-    ({"devices_per_node": 3, "pipeline_parallel": 3}, "4 layers do not split into 3"),
-    ({"devices_per_node": 2, "tensor_parallel": 2, "case_params": (("heads", 6), ("hidden", 96),
-                                                                   ("kv_heads", 3))}, "3 key/value heads"),
-])
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"context_parallel": 2, "devices_per_node": 2}, "GPU only, not on the CPU"),
+        ({"context_parallel": 2, "devices_per_node": 2, "device": "cuda"}, "not wired in dlbench yet"),
+        ({"fsdp": True, "model": "resnet50", "devices_per_node": 2}, "llama cases only, not resnet50"),
+        ({"fsdp": True}, "has one"),
+        ({"fsdp": True, "devices_per_node": 2, "framework": "jax"}, "wired for torch only (FSDP2), not jax"),
+        ({"fsdp": True, "devices_per_node": 2, "tensor_parallel": 2}, "has one"),
+        ({"fsdp": True, "devices_per_node": 2, "strategy": "ddp"}, "leave --strategy at none"),
+        ({"devices_per_node": 2, "tensor_parallel": 2, "compile": True}, "drop --compile"),
+        ({"devices_per_node": 8, "tensor_parallel": 8}, "4 key/value heads do not split over 8"),  # 8 query heads do
+        ({"devices_per_node": 4, "tensor_parallel": 4, "case_params": (("ffn", 350),)}, "SwiGLU's 350 units"),
+        ({"devices_per_node": 2, "tensor_parallel": 2, "case_params": (("vocab", 1001),)}, "vocabulary of 1001"),
+        ({"devices_per_node": 4, "tensor_parallel": 4, "input_size": 30}, "the 30 tokens"),
+        ({"devices_per_node": 3, "pipeline_parallel": 3}, "4 layers do not split into 3"),
+        (
+            {
+                "devices_per_node": 2,
+                "tensor_parallel": 2,
+                "case_params": (("heads", 6), ("hidden", 96), ("kv_heads", 3)),
+            },
+            "3 key/value heads",
+        ),
+    ],
+)
 def test_a_layout_the_family_cannot_take_is_refused_in_one_line(fields: dict[str, object], message: str) -> None:
     reason = llama_layout_refusal(_spec(**fields)) or ""
     assert message in reason and "\n" not in reason
 
 
-@pytest.mark.parametrize("fields", [
-    {}, {"devices_per_node": 2}, {"devices_per_node": 2, "fsdp": True},
-    {"devices_per_node": 4, "tensor_parallel": 4}, {"devices_per_node": 4, "pipeline_parallel": 4},
-    {"devices_per_node": 4, "tensor_parallel": 2, "fsdp": True},
-    {"model": "gpt", "devices_per_node": 2, "tensor_parallel": 2},  # GPT's own refusals live in its backend
-])
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"devices_per_node": 2},
+        {"devices_per_node": 2, "fsdp": True},
+        {"devices_per_node": 4, "tensor_parallel": 4},
+        {"devices_per_node": 4, "pipeline_parallel": 4},
+        {"devices_per_node": 4, "tensor_parallel": 2, "fsdp": True},
+        {"model": "gpt", "devices_per_node": 2, "tensor_parallel": 2},  # GPT's own refusals live in its backend
+    ],
+)
 def test_what_the_family_can_take_passes(fields: dict[str, object]) -> None:
     assert llama_layout_refusal(_spec(**fields)) is None
 
@@ -60,13 +75,18 @@ def test_the_new_fields_keep_old_keys_and_a_baseline_drops_them() -> None:
         _spec(context_parallel=0)
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("--context-parallel", "2", "--scale", "1n2c"), CP_CUDA_ONLY),
-    (("--fsdp",), "--fsdp shards over the data-parallel ranks"),
-])
-def test_the_cli_refuses_before_anything_runs(cli: Callable[..., tuple[int, str, str]], tmp_path: object,
-                                              args: tuple[str, ...], message: str) -> None:
-    code, _, err = cli("run", "-f", "torch", "-m", "llama_tiny", "--device", "cpu", "--store",
-                       f"{tmp_path}/r.db", *args)
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--context-parallel", "2", "--scale", "1n2c"), CP_CUDA_ONLY),
+        (("--fsdp",), "--fsdp shards over the data-parallel ranks"),
+    ],
+)
+def test_the_cli_refuses_before_anything_runs(
+    cli: Callable[..., tuple[int, str, str]], tmp_path: object, args: tuple[str, ...], message: str
+) -> None:
+    code, _, err = cli(
+        "run", "-f", "torch", "-m", "llama_tiny", "--device", "cpu", "--store", f"{tmp_path}/r.db", *args
+    )
     assert code == 2 and message in " ".join(err.split())
     assert "Traceback" not in err

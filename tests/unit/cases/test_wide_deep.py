@@ -78,8 +78,10 @@ def test_a_cpu_allocation_failure_is_oom() -> None:
     """A table larger than the memory left fails in torch's CPU allocator: that is oom, which bounds a search."""
     from dlbench.backends.torch.backend import TorchBackend
 
-    msg = ("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
-           "allocate 26214400000 bytes. Error code 12 (Cannot allocate memory)")
+    msg = (
+        "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: you tried to "
+        "allocate 26214400000 bytes. Error code 12 (Cannot allocate memory)"
+    )
     assert TorchBackend().oom_error(RuntimeError(msg))
     assert not TorchBackend().oom_error(RuntimeError("cuDNN error: CUDNN_STATUS_INTERNAL_ERROR"))
 

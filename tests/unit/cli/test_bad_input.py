@@ -36,8 +36,26 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
     folder = tmp_path_factory.mktemp("bad")
     hostile_files(folder)
     store = folder / "store.db"
-    assert main(["run", "-f", "fake", "-m", "resnet50", "--steps", "1", "--warmup", "0", "--repeats", "1",
-                 "--store", str(store)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "-f",
+                "fake",
+                "-m",
+                "resnet50",
+                "--steps",
+                "1",
+                "--warmup",
+                "0",
+                "--repeats",
+                "1",
+                "--store",
+                str(store),
+            ]
+        )
+        == 0
+    )
     con = sqlite3.connect(store)
     run_id = con.execute("SELECT id FROM runs").fetchone()[0]
     con.close()
@@ -45,17 +63,37 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]:
 
 
 def test_the_table_is_broad() -> None:
-    commands = {line.split()[0] if not line.startswith(("store", "data", "reference")) else " ".join(line.split()[:2])
-                for line, _ in BAD_INPUTS}
+    commands = {
+        line.split()[0] if not line.startswith(("store", "data", "reference")) else " ".join(line.split()[:2])
+        for line, _ in BAD_INPUTS
+    }
     assert len(BAD_INPUTS) >= 80
-    assert {"run", "sweep", "results", "report", "compare", "history", "store push", "store pull", "setup",
-            "data imagenet", "data text", "reference show", "env", "list"} <= commands
+    assert {
+        "run",
+        "sweep",
+        "results",
+        "report",
+        "compare",
+        "history",
+        "store push",
+        "store pull",
+        "setup",
+        "data imagenet",
+        "data text",
+        "reference show",
+        "env",
+        "list",
+    } <= commands
 
 
 @pytest.mark.parametrize("line, message", BAD_INPUTS, ids=[line for line, _ in BAD_INPUTS])
-def test_bad_input_is_one_line_exit_2_and_changes_nothing(cli: Callable[..., CliResult], scene: tuple[Path, Path, str],
-                                                          line: str, message: str,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_input_is_one_line_exit_2_and_changes_nothing(
+    cli: Callable[..., CliResult],
+    scene: tuple[Path, Path, str],
+    line: str,
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     folder, store, run_id = scene
     monkeypatch.chdir(folder)
     monkeypatch.setenv("DLBENCH_HOME", str(folder / "home"))

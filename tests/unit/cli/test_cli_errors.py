@@ -22,8 +22,9 @@ def test_unwritable_store(cli: Callable[..., CliResult], tmp_path: Path) -> None
     assert code == 2 and "cannot open the store" in err and len(err.strip().splitlines()) == 1
 
 
-def test_framework_not_installed(cli: Callable[..., CliResult], store_path: Path,
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_framework_not_installed(
+    cli: Callable[..., CliResult], store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from dlbench import backends
 
     info = backends.get_info("torch")

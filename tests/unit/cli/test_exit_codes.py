@@ -21,8 +21,9 @@ def refusing_store(db: Path) -> None:
     """A store whose points table refuses every new row, as a full disk would (a real SQLite error)."""
     Store(db).create_run("dlbench run (earlier)")  # the store exists, with a run
     con = sqlite3.connect(db)
-    con.execute("CREATE TRIGGER full BEFORE INSERT ON points BEGIN SELECT RAISE(ABORT, 'database or disk is full'); "
-                "END")
+    con.execute(
+        "CREATE TRIGGER full BEFORE INSERT ON points BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END"
+    )
     con.commit()
     con.close()
 
@@ -34,8 +35,9 @@ def newest_run(db: Path) -> tuple[str, str]:
     return status, reason or ""
 
 
-def test_a_point_the_store_refuses_is_exit_4_and_kept(tmp_path: Path, cli: Callable[..., CliResult],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_point_the_store_refuses_is_exit_4_and_kept(
+    tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path / "home"))
     db = tmp_path / "s.db"
     refusing_store(db)
@@ -46,8 +48,9 @@ def test_a_point_the_store_refuses_is_exit_4_and_kept(tmp_path: Path, cli: Calla
     assert len(Path(f"{db}.recovery.jsonl").read_text().splitlines()) == 1
 
 
-def test_a_double_fault_fails_the_run_and_prints_the_point(tmp_path: Path, cli: Callable[..., CliResult],
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_double_fault_fails_the_run_and_prints_the_point(
+    tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "home").mkdir()
     (tmp_path / "home" / "recovery").write_text("a file where the recovery folder should be made")
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path / "home"))

@@ -38,8 +38,12 @@ def one_cpu() -> Iterator[int]:
 
 def _orphan_busy_loop() -> int:
     """A busy loop that is not this process's descendant (a shell starts it and exits; init adopts it)."""
-    shell = subprocess.run(["sh", "-c", f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
-                           capture_output=True, text=True, check=True)
+    shell = subprocess.run(
+        ["sh", "-c", f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(shell.stdout.strip())
 
 
@@ -54,18 +58,35 @@ def test_a_busy_loop_on_our_cpu_makes_the_machine_read_busy(one_cpu: int) -> Non
 
 
 @pytest.mark.parametrize("share", [0.6, 0.0])
-def test_run_says_the_machine_is_busy_before_its_first_point(share: float, monkeypatch: pytest.MonkeyPatch,
-                                                            tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+def test_run_says_the_machine_is_busy_before_its_first_point(
+    share: float, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
     """The reading of others' share mocked at its boundary: busy says so (and suggests --wait-quiet) before any
     point is measured; quiet says nothing."""
     order: list[str] = []
     monkeypatch.setattr(feedback, "others_share_now", lambda own, interval_s: order.append("read") or share)
     from dlbench.runapi import run as run_api
+
     real = run_api.run_points
     monkeypatch.setattr(run_api, "run_points", lambda *a, **k: order.append("points") or real(*a, **k))
     monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.001")
-    code, _, err = cli("run", "-f", "fake", "-m", "resnet50", "-b", "2", "--warmup", "0", "--steps", "2",
-                       "--repeats", "1", "--store", str(tmp_path / "s.db"))
+    code, _, err = cli(
+        "run",
+        "-f",
+        "fake",
+        "-m",
+        "resnet50",
+        "-b",
+        "2",
+        "--warmup",
+        "0",
+        "--steps",
+        "2",
+        "--repeats",
+        "1",
+        "--store",
+        str(tmp_path / "s.db"),
+    )
     assert code == 0, err
     assert order == ["read", "points"]
     assert ("this machine is busy: other processes use 60%" in err and "--wait-quiet 300" in err) == (share > 0)

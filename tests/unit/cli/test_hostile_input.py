@@ -50,22 +50,28 @@ def test_report_to_a_folder_name_is_refused(cli: Callable[..., CliResult], two_r
     assert "names a folder" in err and not target.exists()
 
 
-def test_a_report_never_replaces_a_file_the_user_could_not_write(cli: Callable[..., CliResult],
-                                                                  two_runs: tuple[Path, str, str],
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_report_never_replaces_a_file_the_user_could_not_write(
+    cli: Callable[..., CliResult], two_runs: tuple[Path, str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     store, _, _ = two_runs
     theirs = store.parent / "theirs.html"
     theirs.write_text("someone else's")
     real_access = os.access
-    monkeypatch.setattr(os, "access", lambda p, mode, **kw: not (Path(p) == theirs and mode & os.W_OK)
-                        and real_access(p, mode, **kw))
+    monkeypatch.setattr(
+        os, "access", lambda p, mode, **kw: not (Path(p) == theirs and mode & os.W_OK) and real_access(p, mode, **kw)
+    )
     err = _one_line(*cli("report", "--all", "--store", str(store), "-o", str(theirs)))
     assert "not writable by you" in err and theirs.read_text() == "someone else's"
 
 
 @pytest.mark.parametrize("code, expected", [(errno.ENOSPC, 4), (errno.EACCES, 2), (errno.EROFS, 2)])
-def test_a_report_write_failure_is_one_line(cli: Callable[..., CliResult], two_runs: tuple[Path, str, str],
-                                            monkeypatch: pytest.MonkeyPatch, code: int, expected: int) -> None:
+def test_a_report_write_failure_is_one_line(
+    cli: Callable[..., CliResult],
+    two_runs: tuple[Path, str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    code: int,
+    expected: int,
+) -> None:
     """A full disk exits 4 as `run` does; a folder it cannot replace a file in, a read-only one: exit 2."""
     store, _, _ = two_runs
     out = store.parent / "r.html"
@@ -84,9 +90,12 @@ def test_a_store_folder_is_refused_as_before(cli: Callable[..., CliResult], two_
     store, run_a, _ = two_runs
     folder = store.parent / "folder"
     folder.mkdir()
-    for args in (("results", "--store", str(folder)), ("run", *FAKE, "--store", str(folder)),
-                 ("store", "push", run_a, "--store", str(store), "--to", str(folder)),
-                 ("results", "--store", f"{store.parent}/nothere/")):
+    for args in (
+        ("results", "--store", str(folder)),
+        ("run", *FAKE, "--store", str(folder)),
+        ("store", "push", run_a, "--store", str(store), "--to", str(folder)),
+        ("results", "--store", f"{store.parent}/nothere/"),
+    ):
         err = _one_line(*cli(*args))
         assert "folder" in err, err
     assert list(folder.iterdir()) == []
@@ -101,8 +110,9 @@ def test_a_fifo_is_refused_where_a_store_or_recovery_file_should_be(tmp_path: Pa
     os.mkfifo(fifo_store)
     env = {**os.environ, "PYTHONPATH": str(Path(dlbench.__file__).parents[1])}  # the dlbench under test
     for args in (["results", "--recover", "--store", str(store)], ["results", "--store", str(fifo_store)]):
-        proc = subprocess.run([sys.executable, "-m", "dlbench", *args], capture_output=True, text=True, timeout=120,
-                              env=env, check=False)
+        proc = subprocess.run(
+            [sys.executable, "-m", "dlbench", *args], capture_output=True, text=True, timeout=120, env=env, check=False
+        )
         assert proc.returncode == 2 and "not a regular file" in proc.stderr, proc.stderr
 
 
@@ -149,8 +159,9 @@ def test_a_run_id_matches_by_any_unique_part(cli: Callable[..., CliResult], two_
     assert "ambiguous" in err and run_a in err and run_b in err
 
 
-def test_compare_of_runs_sharing_nothing_exits_5(cli: Callable[..., CliResult],
-                                                 two_runs: tuple[Path, str, str]) -> None:
+def test_compare_of_runs_sharing_nothing_exits_5(
+    cli: Callable[..., CliResult], two_runs: tuple[Path, str, str]
+) -> None:
     store, run_a, run_b = two_runs
     code, _, err = cli("compare", run_a, run_b, "--fail-above", "5%", "--store", str(store))
     assert code == 5 and "nothing compared" in err
@@ -173,8 +184,9 @@ BAD_VALUES: list[tuple[str, str]] = [
 
 
 @pytest.mark.parametrize("line, message", BAD_VALUES, ids=[line[:60] for line, _ in BAD_VALUES])
-def test_an_absurd_value_is_refused(cli: Callable[..., CliResult], two_runs: tuple[Path, str, str], line: str,
-                                    message: str) -> None:
+def test_an_absurd_value_is_refused(
+    cli: Callable[..., CliResult], two_runs: tuple[Path, str, str], line: str, message: str
+) -> None:
     store, _, _ = two_runs
     before = _files(store.parent)
     start = time.monotonic()
@@ -197,13 +209,13 @@ SUITES: list[tuple[str, str]] = [
 
 
 @pytest.mark.parametrize("text, message", SUITES, ids=["binary", "escape", "long", "only"])
-def test_a_hostile_suite_is_refused_at_once(cli: Callable[..., CliResult], tmp_path: Path, text: str,
-                                            message: str) -> None:
+def test_a_hostile_suite_is_refused_at_once(
+    cli: Callable[..., CliResult], tmp_path: Path, text: str, message: str
+) -> None:
     suite = tmp_path / "s.yaml"
     suite.write_text(text)
     start = time.monotonic()
-    err = _one_line(*cli("sweep", str(suite), "--dry-run", "--only", "model=resnet", "--store",
-                         str(tmp_path / "r.db")))
+    err = _one_line(*cli("sweep", str(suite), "--dry-run", "--only", "model=resnet", "--store", str(tmp_path / "r.db")))
     assert message in err and "\x1b" not in err and time.monotonic() - start < 5, err
 
 
@@ -240,7 +252,7 @@ def test_sigterm_to_setup_ends_its_pip_child(tmp_path: Path) -> None:
         child = [sys.executable, "-c", "import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
                  "print('installing', flush=True); time.sleep(120)"]
         try:
-            _run_logged(child, Path({str(tmp_path / 'log')!r}), "pip", Console(stderr=True))
+            _run_logged(child, Path({str(tmp_path / "log")!r}), "pip", Console(stderr=True))
         except KeyboardInterrupt:
             sys.exit(130)
     """)
@@ -270,8 +282,18 @@ def test_an_interrupted_install_unmarks_the_environment(monkeypatch: pytest.Monk
     python = venvs.venv_python(folder)
     python.parent.mkdir(parents=True)
     python.symlink_to(sys.executable)
-    venvs.record(venvs.EnvRecord(framework="fake", python=str(python), version="1", created="then", source="x",
-                                 cases={}, python_version="3", build="cpu"))
+    venvs.record(
+        venvs.EnvRecord(
+            framework="fake",
+            python=str(python),
+            version="1",
+            created="then",
+            source="x",
+            cases={},
+            python_version="3",
+            build="cpu",
+        )
+    )
 
     def interrupted(*args: object, **kwargs: object) -> int:
         raise KeyboardInterrupt("SIGTERM")

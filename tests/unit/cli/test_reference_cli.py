@@ -35,8 +35,9 @@ def test_list_json_counts(cli: Callable[..., CliResult]) -> None:
 
 
 def test_show_filtered_json_matches_find(cli: Callable[..., CliResult]) -> None:
-    code, out, _ = cli("reference", "show", "--model", "resnet50", "--precision", "amp", "--batch-size", "256",
-                       "--format", "json")
+    code, out, _ = cli(
+        "reference", "show", "--model", "resnet50", "--precision", "amp", "--batch-size", "256", "--format", "json"
+    )
     assert code == 0
     rows = json.loads(out)
     assert len(rows) == len(find("resnet50", "amp", 256)) > 0
@@ -56,12 +57,15 @@ def test_show_source_without_numbers(cli: Callable[..., CliResult]) -> None:
     assert code == 0 and "charts only, no numbers" in out
 
 
-@pytest.mark.parametrize("args,needle", [
-    (("show", "nope"), "unknown reference source 'nope'"),
-    (("show", "--model", "resnet18"), "unknown model 'resnet18'"),
-    (("show", "--framework", "caffe"), "unknown framework 'caffe'"),
-    (("show", "--precision", "fp16"), "fp16"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("show", "nope"), "unknown reference source 'nope'"),
+        (("show", "--model", "resnet18"), "unknown model 'resnet18'"),
+        (("show", "--framework", "caffe"), "unknown framework 'caffe'"),
+        (("show", "--precision", "fp16"), "fp16"),
+    ],
+)
 def test_bad_input(cli: Callable[..., CliResult], args: tuple[str, ...], needle: str) -> None:
     code, _, err = cli("reference", *args)
     assert code == 2 and needle in err and len(err.strip().splitlines()) == 1

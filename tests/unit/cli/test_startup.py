@@ -16,8 +16,20 @@ from dlbench.cli import cli
 from dlbench.cli.lazy import short_help
 from dlbench.machine.env import proc_cpuinfo_brand
 
-HEAVY = ("scipy", "sqlalchemy", "alembic", "matplotlib", "jinja2", "pandas", "pydantic", "numpy", "cpuinfo", "rich",
-         "psutil", "yaml")
+HEAVY = (
+    "scipy",
+    "sqlalchemy",
+    "alembic",
+    "matplotlib",
+    "jinja2",
+    "pandas",
+    "pydantic",
+    "numpy",
+    "cpuinfo",
+    "rich",
+    "psutil",
+    "yaml",
+)
 
 
 def imported_after(code: str, cwd: Path | None = None) -> set[str]:
@@ -48,25 +60,40 @@ def test_a_points_controller_and_worker_import_only_what_it_needs(tmp_path: Path
 
     store = tmp_path / "s.db"
     Store(store).create_run("x")  # the store exists (making one imports Alembic, which builds its schema)
-    run = ("from dlbench.cli import main\n"
-           f"assert main(['run', '-f', 'fake', '-m', 'resnet50', '--steps', '1', '--warmup', '0', '--repeats', '1', "
-           f"'--store', {str(store)!r}]) == 0")
+    run = (
+        "from dlbench.cli import main\n"
+        f"assert main(['run', '-f', 'fake', '-m', 'resnet50', '--steps', '1', '--warmup', '0', '--repeats', '1', "
+        f"'--store', {str(store)!r}]) == 0"
+    )
     loaded = imported_after(run, tmp_path)
     assert not loaded & {"scipy", "alembic", "matplotlib", "jinja2", "pandas", "cpuinfo"}, loaded
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"framework": "fake", "model": "resnet50", "batch_size": 2, "protocol": {
-        "warmup": 0, "steps": 1, "repeats": 1, "statistic": "median"}}))
+    spec.write_text(
+        json.dumps(
+            {
+                "framework": "fake",
+                "model": "resnet50",
+                "batch_size": 2,
+                "protocol": {"warmup": 0, "steps": 1, "repeats": 1, "statistic": "median"},
+            }
+        )
+    )
     worker = f"from dlbench.worker import main\nassert main([{str(spec)!r}, {str(tmp_path / 'r.json')!r}]) == 0"
     loaded = imported_after(worker, tmp_path)
     assert not loaded & {"scipy", "sqlalchemy", "alembic", "matplotlib", "jinja2", "pandas", "cpuinfo", "yaml"}, loaded
 
 
-@pytest.mark.parametrize("text, brand", [
-    ("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n",
-     "Intel(R) Xeon(R) Platinum 8480+"),
-    ("processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd\nCPU implementer\t: 0x41\n", None),  # ARM: no brand
-    ("processor\t: 0\ncpu\t\t: POWER9 (raw), altivec supported\n", "POWER9 (raw), altivec supported"),
-])
+@pytest.mark.parametrize(
+    "text, brand",
+    [
+        (
+            "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\n",
+            "Intel(R) Xeon(R) Platinum 8480+",
+        ),
+        ("processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd\nCPU implementer\t: 0x41\n", None),  # ARM: no brand
+        ("processor\t: 0\ncpu\t\t: POWER9 (raw), altivec supported\n", "POWER9 (raw), altivec supported"),
+    ],
+)
 def test_the_cpu_brand_is_read_as_py_cpuinfo_reads_proc_cpuinfo(text: str, brand: str | None) -> None:
     assert proc_cpuinfo_brand(text) == brand
 

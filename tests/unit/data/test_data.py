@@ -19,7 +19,9 @@ CliResult = tuple[int, str, str]
 CORPUS = "\n\n".join(
     f"The {animal} number {i} runs across the field. It stops near the river and drinks some water. "
     f"Then the {animal} sleeps under a tall tree until the morning comes. Birds sing above the {animal}."
-    for i in range(40) for animal in ("horse", "zebra", "camel", "otter"))
+    for i in range(40)
+    for animal in ("horse", "zebra", "camel", "otter")
+)
 
 
 def test_imagenet_layout_with_real_jpegs(tmp_path: Path) -> None:
@@ -79,7 +81,10 @@ def test_missing_or_incomplete_data_is_one_line_with_the_fix(tmp_path: Path) -> 
 
 def test_split_sentences() -> None:
     assert split_sentences("One two three. Four five six!  Seven\neight nine? ok") == [
-        "One two three.", "Four five six!", "Seven eight nine? ok"]
+        "One two three.",
+        "Four five six!",
+        "Seven eight nine? ok",
+    ]
 
 
 def test_text_samples_are_bert_pretraining_samples(tmp_path: Path) -> None:
@@ -107,7 +112,7 @@ def test_text_samples_are_bert_pretraining_samples(tmp_path: Path) -> None:
         seps = np.flatnonzero(a["input_ids"][row, :n] == SEP)
         assert seps[-1] == n - 1
         types = a["token_type_ids"][row]
-        assert (types[seps[0] + 1:n] == 1).all() and (types[:seps[0] + 1] == 0).all()
+        assert (types[seps[0] + 1 : n] == 1).all() and (types[: seps[0] + 1] == 0).all()
 
 
 def test_samples_need_two_sentence_documents() -> None:
@@ -116,16 +121,29 @@ def test_samples_need_two_sentence_documents() -> None:
 
 
 def test_data_cli(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
-    code, out, err = cli("data", "imagenet", "--images", "4", "--classes", "2", "--min-side", "32", "--max-side",
-                         "40", "--out", str(tmp_path / "img"))
+    code, out, err = cli(
+        "data",
+        "imagenet",
+        "--images",
+        "4",
+        "--classes",
+        "2",
+        "--min-side",
+        "32",
+        "--max-side",
+        "40",
+        "--out",
+        str(tmp_path / "img"),
+    )
     assert code == 0, err
     assert "4 JPEGs in 2 classes" in out
     code, _, err = cli("data", "imagenet", "--images", "4", "--classes", "2", "--out", str(tmp_path / "img"))
     assert code == 2 and "pass --force" in err and len(err.strip().splitlines()) == 1
     src = tmp_path / "c.txt"
     src.write_text(CORPUS)
-    code, out, err = cli("data", "text", str(src), "--samples", "8", "--vocab-size", "300",
-                         "--out", str(tmp_path / "t"))
+    code, out, err = cli(
+        "data", "text", str(src), "--samples", "8", "--vocab-size", "300", "--out", str(tmp_path / "t")
+    )
     assert code == 0, err
     assert "8 samples" in out
     code, _, err = cli("data", "imagenet", "--images", "2", "--classes", "3", "--out", str(tmp_path / "x"))

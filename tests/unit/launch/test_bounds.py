@@ -20,11 +20,14 @@ def two_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
 
 
-def test_more_ranks_or_threads_than_cpus_are_refused(two_cpus: None, tmp_path: Path,
-                                                    cli: Callable[..., CliResult]) -> None:
+def test_more_ranks_or_threads_than_cpus_are_refused(
+    two_cpus: None, tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
     db = tmp_path / "s.db"
-    for extra, why in ((("--scale", "1n3c"), "3 ranks on a node, more than 2"),
-                       (("--threads", "3"), "--threads 3 is more than the 2 logical CPUs")):
+    for extra, why in (
+        (("--scale", "1n3c"), "3 ranks on a node, more than 2"),
+        (("--threads", "3"), "--threads 3 is more than the 2 logical CPUs"),
+    ):
         code, _, err = cli("run", *POINT, *extra, "--store", str(db))
         assert code == 2 and why in err and "--force" in err and err.count("\n") == 1, err
     assert not db.exists()  # nothing ran, nothing was written
@@ -32,8 +35,7 @@ def test_more_ranks_or_threads_than_cpus_are_refused(two_cpus: None, tmp_path: P
     assert code == 0, err
 
 
-def test_a_suite_file_is_under_the_same_bounds(two_cpus: None, tmp_path: Path,
-                                               cli: Callable[..., CliResult]) -> None:
+def test_a_suite_file_is_under_the_same_bounds(two_cpus: None, tmp_path: Path, cli: Callable[..., CliResult]) -> None:
     suite = tmp_path / "wide.yaml"
     suite.write_text("name: wide\naxes: {framework: fake, model: resnet50, scale: [1n1c, 1n3c]}\n")
     code, _, err = cli("sweep", str(suite), "--dry-run", "--store", str(tmp_path / "s.db"))

@@ -20,10 +20,18 @@ from dlbench.envs.venvs import source_root
 from dlbench.runapi import options
 
 CliResult = tuple[int, str, str]
-GHOST = BackendInfo("ghost", "Ghost", "dlbench_no_such_module", "dlbench-no-such-dist",
-                    "dlbench_no_such_module:Backend", "ghost")
-GONE = BackendInfo("gone", "Gone", "dlbench_no_such_module", "dlbench-no-such-dist", "", "gone",
-                   unavailable="not installable on this Python: no wheel for it")
+GHOST = BackendInfo(
+    "ghost", "Ghost", "dlbench_no_such_module", "dlbench-no-such-dist", "dlbench_no_such_module:Backend", "ghost"
+)
+GONE = BackendInfo(
+    "gone",
+    "Gone",
+    "dlbench_no_such_module",
+    "dlbench-no-such-dist",
+    "",
+    "gone",
+    unavailable="not installable on this Python: no wheel for it",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -50,8 +58,7 @@ def _fake_python(folder: Path) -> str:
 
 
 def _rec(name: str, python: str, **kw: object) -> envs.EnvRecord:
-    return envs.EnvRecord(framework=name, python=python, version="1.0", created="2026-01-01T00:00:00+00:00",
-                          **kw)  # type: ignore[arg-type]
+    return envs.EnvRecord(framework=name, python=python, version="1.0", created="2026-01-01T00:00:00+00:00", **kw)  # type: ignore[arg-type]
 
 
 def test_home_follows_the_variable(temp_home: Path) -> None:
@@ -71,8 +78,7 @@ def test_registry_round_trip_keeps_other_entries(temp_home: Path) -> None:
     assert loaded["tf"].python == "/b/bin/python"
     raw = json.loads((temp_home / "envs.json").read_text())
     assert raw["_version"] == envs.REGISTRY_VERSION
-    assert set(raw["tf"]) == {"python", "version", "created", "source", "cases", "python_version", "build",
-                              "existing"}
+    assert set(raw["tf"]) == {"python", "version", "created", "source", "cases", "python_version", "build", "existing"}
     assert not [p for p in temp_home.iterdir() if p.name.startswith(".envs-")]  # no temp file left
 
 
@@ -113,8 +119,11 @@ def test_registered_env_comes_first(temp_home: Path) -> None:
 def test_env_set_up_from_another_checkout_is_refused_with_the_fix(temp_home: Path) -> None:
     py = _fake_python(temp_home / "envs" / "torch")
     envs.record(_rec("torch", py, source="-e /elsewhere/old-clone[torch]"))
-    with pytest.raises(NotInstalled, match=r"runs dlbench from '-e /elsewhere/old-clone\[torch\]'.*"
-                                           r"run: dlbench setup torch"):
+    with pytest.raises(
+        NotInstalled,
+        match=r"runs dlbench from '-e /elsewhere/old-clone\[torch\]'.*"
+        r"run: dlbench setup torch",
+    ):
         interpreter_for("torch")
     envs.record(_rec("torch", py, source=" ".join(envs.install_source("torch"))))  # what setup records
     assert interpreter_for("torch") == py
@@ -151,15 +160,19 @@ def test_framework_all_skips_absent_ones_with_a_note(capsys: pytest.CaptureFixtu
     assert "skips" in err and "ghost" in err and "dlbench setup" in err and "gone" in err
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("setup", "gone"), "gone: not installable on this Python: "),
-    (("setup", "nosuch"), "unknown framework 'nosuch'"),
-    (("setup", "../evil"), "bad framework name"),
-    (("setup", "fake"), "no pip extra"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("setup", "gone"), "gone: not installable on this Python: "),
+        (("setup", "nosuch"), "unknown framework 'nosuch'"),
+        (("setup", "../evil"), "bad framework name"),
+        (("setup", "fake"), "no pip extra"),
+    ],
+)
 @pytest.mark.usefixtures("with_ghost")
-def test_setup_refusals_are_one_line_exit_2(cli: Callable[..., CliResult], temp_home: Path,
-                                            args: tuple[str, ...], message: str) -> None:
+def test_setup_refusals_are_one_line_exit_2(
+    cli: Callable[..., CliResult], temp_home: Path, args: tuple[str, ...], message: str
+) -> None:
     code, _, err = cli(*args)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1
@@ -167,8 +180,7 @@ def test_setup_refusals_are_one_line_exit_2(cli: Callable[..., CliResult], temp_
 
 
 @pytest.mark.usefixtures("with_ghost")
-def test_list_shows_cached_case_support_and_unavailable_reasons(cli: Callable[..., CliResult],
-                                                                 temp_home: Path) -> None:
+def test_list_shows_cached_case_support_and_unavailable_reasons(cli: Callable[..., CliResult], temp_home: Path) -> None:
     py = _fake_python(temp_home / "envs" / "torch")
     envs.record(_rec("torch", py, cases={"resnet50": 25_557_032, "vgg16": 5, "bert_base": "unsupported: nope"}))
     code, out, _ = cli("list")
@@ -195,8 +207,9 @@ def test_real_setup_of_a_tiny_env(temp_home: Path) -> None:
         pytest.skip("dlbench is not running from a checkout")
     here = probe(sys.executable)
     assert here is not None
-    rec = setup_one(Plan(backends.get_info("fake"), here, "cpu"), recreate=False, check_cases=True,
-                    console=Console(stderr=True))
+    rec = setup_one(
+        Plan(backends.get_info("fake"), here, "cpu"), recreate=False, check_cases=True, console=Console(stderr=True)
+    )
     assert Path(rec.python) == envs.venv_python(temp_home / "envs" / "fake")
     assert rec.version and rec.cases["resnet50"]
     assert rec.python_version == here.label and not rec.existing
@@ -219,7 +232,8 @@ def pip_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
 
 
 def test_existing_registers_this_python_for_torch_without_installing_torch(
-        cli: Callable[..., CliResult], pip_calls: list[list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    cli: Callable[..., CliResult], pip_calls: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     version = backends.get_info("torch").installed_version()
     if version is None:
         pytest.skip("torch is not installed in this interpreter")
@@ -247,13 +261,13 @@ def test_existing_registers_this_python_for_torch_without_installing_torch(
     assert code == 0 and "existing" in flat and rec.python_version in flat
 
 
-def _plan(monkeypatch: pytest.MonkeyPatch, gpu: bool, *names: str, cuda: bool | None = None,
-          index_url: str | None = None) -> list[Plan]:
+def _plan(
+    monkeypatch: pytest.MonkeyPatch, gpu: bool, *names: str, cuda: bool | None = None, index_url: str | None = None
+) -> list[Plan]:
     from rich.console import Console
 
     monkeypatch.setattr(setup_cli, "gpu_present", lambda: gpu)
-    return setup_cli.plan([backends.get_info(n) for n in names], None, None, cuda, index_url,
-                          Console(stderr=True))
+    return setup_cli.plan([backends.get_info(n) for n in names], None, None, cuda, index_url, Console(stderr=True))
 
 
 def test_a_gpu_means_the_gpu_build_where_one_is_known(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -273,14 +287,18 @@ def test_a_gpu_means_the_gpu_build_where_one_is_known(monkeypatch: pytest.Monkey
     assert paddle.extra == "paddle-cuda" and paddle.index_url == "https://example.org/simple"
 
 
-def test_gpu_build_pip_arguments_and_record(temp_home: Path, pip_calls: list[list[str]],
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpu_build_pip_arguments_and_record(
+    temp_home: Path, pip_calls: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """setup_one with every command faked: the GPU extra, the extra index, and the build recorded as pip says."""
     from rich.console import Console
 
     monkeypatch.setattr(setup_cli, "_ask", lambda python, *args, timeout: {"version": "3.3.1"})
-    monkeypatch.setattr(setup_cli, "probe_framework",
-                        lambda python, info: {"version": "3.3.1", "provides": ["paddlepaddle-gpu"], "cuda": []})
+    monkeypatch.setattr(
+        setup_cli,
+        "probe_framework",
+        lambda python, info: {"version": "3.3.1", "provides": ["paddlepaddle-gpu"], "cuda": []},
+    )
     here = probe(sys.executable)
     assert here is not None
     plan = Plan(backends.get_info("paddle"), here, "cuda", index_url="https://example.org/simple")
@@ -310,8 +328,9 @@ def test_every_backend_names_extras_that_exist_and_a_python_range() -> None:
     assert backends.get_info("oneflow").python == ("3.8", "3.10") == backends.get_info("megengine").python
 
 
-def test_on_a_gpu_machine_a_refusal_is_still_one_line(cli: Callable[..., CliResult], temp_home: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_on_a_gpu_machine_a_refusal_is_still_one_line(
+    cli: Callable[..., CliResult], temp_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The 'no GPU build known, the CPU one' note waits until every framework passed its checks."""
     monkeypatch.setattr(setup_cli, "gpu_present", lambda: True)
     code, _, err = cli("setup", "mxnet", "jittor", "--python", "3.12")
@@ -336,8 +355,9 @@ def test_setup_all_leaves_out_what_the_interpreter_does_not_fit(monkeypatch: pyt
         setup_cli.plan(infos[1:], "3.12", None, False, None, Console(stderr=True), skip_misfits=True)
 
 
-def test_a_cpu_wheel_installed_for_a_gpu_request_is_recorded_as_cpu(temp_home: Path, pip_calls: list[list[str]],
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cpu_wheel_installed_for_a_gpu_request_is_recorded_as_cpu(
+    temp_home: Path, pip_calls: list[list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """--cuda torch where a find-links folder holds torch +cpu (as here): recorded as the CPU build it is."""
     from rich.console import Console
 
@@ -345,6 +365,7 @@ def test_a_cpu_wheel_installed_for_a_gpu_request_is_recorded_as_cpu(temp_home: P
     monkeypatch.setattr(setup_cli, "probe_framework", lambda python, info: {"version": "2.13.0+cpu"})
     here = probe(sys.executable)
     assert here is not None
-    rec = setup_one(Plan(backends.get_info("torch"), here, "cuda"), recreate=False, check_cases=False,
-                    console=Console(stderr=True))
+    rec = setup_one(
+        Plan(backends.get_info("torch"), here, "cuda"), recreate=False, check_cases=False, console=Console(stderr=True)
+    )
     assert rec.build == "cpu"

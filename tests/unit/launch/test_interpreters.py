@@ -23,8 +23,7 @@ def _fake(path: Path, version: str, impl: str = "cpython", broken: bool = False)
     """An executable standing in for a Python: it answers the version probe (any -c script) with `version`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     parts = ", ".join(version.split("."))
-    body = ("exit 3" if broken else
-            f"echo '{{\"version\": [{parts}], \"impl\": \"{impl}\", \"executable\": \"{path}\"}}'")
+    body = "exit 3" if broken else f'echo \'{{"version": [{parts}], "impl": "{impl}", "executable": "{path}"}}\''
     path.write_text(f"#!/bin/sh\n{body}\n")
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return path
@@ -75,8 +74,11 @@ def test_a_version_picks_that_minor(pyenv: dict[str, str]) -> None:
 
 
 def test_none_fits_says_how_to_get_one(pyenv: dict[str, str]) -> None:
-    with pytest.raises(it.NoInterpreter, match=r"no Python 3\.14 found on PATH, in pyenv or through uv: install one "
-                                               r"\(`uv python install 3\.14`\) or name it: .*--python PATH") as exc:
+    with pytest.raises(
+        it.NoInterpreter,
+        match=r"no Python 3\.14 found on PATH, in pyenv or through uv: install one "
+        r"\(`uv python install 3\.14`\) or name it: .*--python PATH",
+    ) as exc:
         it.choose(backends.get_info("jax"), "3.14", pyenv)
     assert "\n" not in str(exc.value)
     if it.probe(sys.executable).minor == (3, 14):  # type: ignore[union-attr]
@@ -85,14 +87,17 @@ def test_none_fits_says_how_to_get_one(pyenv: dict[str, str]) -> None:
         it.choose(_info("newfw", "3.14", "3.14"), None, pyenv)
 
 
-@pytest.mark.parametrize(("request_", "message"), [
-    ("3.99", r"Python 3\.99 is too new for torch \(it supports 3\.10-3\.14\)"),
-    ("4.0", "too new for torch"),
-    ("2.7", r"Python 2\.7 is too old for torch"),
-    ("3.x", "unknown Python version '3.x'"),
-    ("3.12.1.7", "unknown Python version"),
-    ("no-such-python-here", "no Python interpreter at 'no-such-python-here'"),
-])
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        ("3.99", r"Python 3\.99 is too new for torch \(it supports 3\.10-3\.14\)"),
+        ("4.0", "too new for torch"),
+        ("2.7", r"Python 2\.7 is too old for torch"),
+        ("3.x", "unknown Python version '3.x'"),
+        ("3.12.1.7", "unknown Python version"),
+        ("no-such-python-here", "no Python interpreter at 'no-such-python-here'"),
+    ],
+)
 def test_bad_requests_are_one_line(pyenv: dict[str, str], request_: str, message: str) -> None:
     with pytest.raises(it.NoInterpreter, match=message) as exc:
         it.choose(backends.get_info("torch"), request_, pyenv)
@@ -129,21 +134,25 @@ def test_dlbench_floor_is_pyproject_requires_python() -> None:
     assert (int(match.group(1)), int(match.group(2))) == it.DLBENCH_PYTHON
 
 
-@pytest.mark.parametrize(("version", "dists", "build"), [
-    ("2.13.0+cpu", (), "cpu"),
-    ("2.11.0+cu128", (), "cuda"),
-    ("2.21.0", ("tensorflow-cpu",), "cpu"),
-    ("2.21.0", ("tensorflow", "nvidia-cudnn-cu12"), "cuda"),
-    ("0.12.0", ("jax", "jax-cuda12-plugin"), "cuda"),
-    ("3.3.1", ("paddlepaddle-gpu",), "cuda"),
-    ("2.6.0a0+git1234", ("torch",), ""),  # a container's source build: unknown, not guessed
-])
+@pytest.mark.parametrize(
+    ("version", "dists", "build"),
+    [
+        ("2.13.0+cpu", (), "cpu"),
+        ("2.11.0+cu128", (), "cuda"),
+        ("2.21.0", ("tensorflow-cpu",), "cpu"),
+        ("2.21.0", ("tensorflow", "nvidia-cudnn-cu12"), "cuda"),
+        ("0.12.0", ("jax", "jax-cuda12-plugin"), "cuda"),
+        ("3.3.1", ("paddlepaddle-gpu",), "cuda"),
+        ("2.6.0a0+git1234", ("torch",), ""),  # a container's source build: unknown, not guessed
+    ],
+)
 def test_build_from_distributions(version: str, dists: tuple[str, ...], build: str) -> None:
     assert it.build_of(version, dists) == build
 
 
-def test_existing_interpreter_out_of_range_is_one_line(cli: Callable[..., CliResult], pyenv: dict[str, str],
-                                                       tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_existing_interpreter_out_of_range_is_one_line(
+    cli: Callable[..., CliResult], pyenv: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path / "home"))
     py39 = str(Path(pyenv["PYENV_ROOT"]) / "versions" / "3.9.18" / "bin" / "python")
     code, _, err = cli("setup", "torch", "--existing", py39)
@@ -152,8 +161,9 @@ def test_existing_interpreter_out_of_range_is_one_line(cli: Callable[..., CliRes
     assert not (tmp_path / "home").exists()
 
 
-def test_a_venv_of_another_python_than_asked_is_rebuilt(pyenv: dict[str, str], tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_venv_of_another_python_than_asked_is_rebuilt(
+    pyenv: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """setup_one with every command faked: a jax venv made by 3.13 is deleted and made again by the 3.12 asked."""
     from rich.console import Console
 
@@ -168,8 +178,9 @@ def test_a_venv_of_another_python_than_asked_is_rebuilt(pyenv: dict[str, str], t
     old = _fake(venvs.venv_python(venvs.env_dir("jax")), "3.13.0")
     jax = backends.get_info("jax")
     wanted = it.choose(jax, "3.12", pyenv)
-    setup_cli.setup_one(setup_cli.Plan(jax, wanted, "cpu", pinned=True), recreate=False, check_cases=False,
-                        console=Console(stderr=True))
+    setup_cli.setup_one(
+        setup_cli.Plan(jax, wanted, "cpu", pinned=True), recreate=False, check_cases=False, console=Console(stderr=True)
+    )
     assert not old.exists()  # deleted: its Python was not the one asked for
     assert calls[0][:3] == [wanted.path, "-m", "venv"]
     assert calls[1][-1].endswith("[jax]")
@@ -180,7 +191,7 @@ def test_uv_python_find_is_asked_where_uv_is_installed(pyenv: dict[str, str], tm
     py314 = _fake(tmp_path / "uv-pythons" / "cpython-3.14.0" / "bin" / "python", "3.14.0")
     asked = tmp_path / "uv-asked"
     uv = Path(pyenv["PATH"]) / "uv"
-    uv.write_text(f"#!/bin/sh\necho \"$@\" >> {asked}\necho {py314}\n")
+    uv.write_text(f'#!/bin/sh\necho "$@" >> {asked}\necho {py314}\n')
     uv.chmod(uv.stat().st_mode | stat.S_IXUSR)
     assert it.choose(backends.get_info("jax"), "3.14", pyenv).path == str(py314)
     assert asked.read_text().splitlines() == ["python find 3.14"]

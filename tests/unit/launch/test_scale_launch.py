@@ -36,12 +36,18 @@ def spec(**kw: object) -> PointSpec:
 
 
 def rank_payload(rank: int, checksum: float | None = 1.5, wall: float = 1.0) -> WorkerResult:
-    raw = RankRaw(rank, (RepeatRaw((), wall, window_s=(wall,), window_steps=(2,)),), peak_memory_bytes=1,
-                  final_loss=1.0, param_checksum=checksum)
+    raw = RankRaw(
+        rank,
+        (RepeatRaw((), wall, window_s=(wall,), window_steps=(2,)),),
+        peak_memory_bytes=1,
+        final_loss=1.0,
+        param_checksum=checksum,
+    )
     return WorkerResult(status="ok", ranks=[raw], env={"node_hostname": f"h{rank}"})
 
 
 # -- the rank contract ----------------------------------------------------------------------------------
+
 
 def test_configure_rank_translates_slurm_and_splits_cores() -> None:
     env = {"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1", "DLBENCH_NODE_HOSTS": "a,b"}
@@ -90,6 +96,7 @@ def test_each_rank_has_its_own_result_file() -> None:
 
 # -- merging ranks ----------------------------------------------------------------------------------------
 
+
 def test_merge_keeps_every_rank_and_the_hosts() -> None:
     out = merge(spec(devices_per_node=2), {0: rank_payload(0), 1: rank_payload(1, wall=2.0)}, {})
     assert out.status == "ok"
@@ -137,9 +144,12 @@ def test_collect_reads_rank_files_and_a_timeout_wins(tmp_path: Path) -> None:
 
 # -- running a group of commands -------------------------------------------------------------------------
 
+
 def test_group_stops_the_survivors_after_a_command_fails() -> None:
-    cmds = [[sys.executable, "-c", "import time; time.sleep(60)"],
-            [sys.executable, "-c", "import sys; print('boom: cannot reach'); sys.exit(3)"]]
+    cmds = [
+        [sys.executable, "-c", "import time; time.sleep(60)"],
+        [sys.executable, "-c", "import sys; print('boom: cannot reach'); sys.exit(3)"],
+    ]
     group = run_group(cmds, spec(timeout_s=120), {}, grace_s=0.5)
     assert group.codes[1] == 3 and group.codes[0] is None and group.wall_s < 30
     failure = group_failure(spec(), group, ["a", "b"])
@@ -148,7 +158,7 @@ def test_group_stops_the_survivors_after_a_command_fails() -> None:
 
 def test_group_times_out_and_reports_progress() -> None:
     events: list[dict[str, object]] = []
-    code = "import time; print('@@dlbench {\"phase\": \"warmup\"}', flush=True); time.sleep(60)"
+    code = 'import time; print(\'@@dlbench {"phase": "warmup"}\', flush=True); time.sleep(60)'
     group = run_group([[sys.executable, "-c", code]], spec(timeout_s=2), {}, on_progress=events.append)
     assert group.killed == "timeout" and events == [{"phase": "warmup"}]
     failure = group_failure(spec(timeout_s=2), group, ["x"])
@@ -180,6 +190,7 @@ def test_the_oom_kill_counter_is_read_on_linux() -> None:
 
 # -- engines' argv --------------------------------------------------------------------------------------
 
+
 def test_reach_command_passes_argv_and_the_environment_in_a_file(tmp_path: Path) -> None:
     argv = ["/usr/bin/python3", "-m", "dlbench.worker", "/j/spec one.json", "/j/r.json"]
     env = {"RANK": "1", "GLOO_SOCKET_IFNAME": "dl0; touch /tmp/x", "HOME": "/root", "TF_TOKEN_app": "secret"}
@@ -207,14 +218,27 @@ def test_the_env_file_trampoline_sets_the_variables_and_runs_argv(tmp_path: Path
 
     path = tmp_path / "env.json"
     path.write_text(json.dumps({"GLOO_SOCKET_IFNAME": "dl0; touch x"}))
-    out = subprocess.run([sys.executable, "-m", "dlbench.envfile", str(path), sys.executable, "-c",
-                          "import os; print(os.environ['GLOO_SOCKET_IFNAME'])"], capture_output=True, text=True,
-                         cwd=tmp_path, check=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dlbench.envfile",
+            str(path),
+            sys.executable,
+            "-c",
+            "import os; print(os.environ['GLOO_SOCKET_IFNAME'])",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=True,
+    )
     assert out.stdout.strip() == "dl0; touch x" and not (tmp_path / "x").exists()
 
 
-@pytest.mark.parametrize("kw", [{"hosts": "h1,-oProxyCommand=x"}, {"hosts": "h1", "reach": "ssh"},
-                                {"reach": "'unclosed"}])
+@pytest.mark.parametrize(
+    "kw", [{"hosts": "h1,-oProxyCommand=x"}, {"hosts": "h1", "reach": "ssh"}, {"reach": "'unclosed"}]
+)
 def test_bad_host_configuration_is_refused(kw: dict[str, str]) -> None:
     with pytest.raises(SpecError):
         HostsConfig.from_options(**kw)
@@ -235,12 +259,27 @@ def test_nodes_need_hosts_and_defaults_pick_the_engine() -> None:
 def test_torchrun_argv_and_its_failure_summary() -> None:
     argv = torchrun_argv(spec(nodes=2, devices_per_node=4), "py", 1, "10.0.0.1", 29500, 30, "s.json", "r.json")
     assert argv[:3] == ["py", "-m", "torch.distributed.run"]
-    assert {"--nnodes=2", "--node-rank=1", "--nproc-per-node=4", "--master-addr=10.0.0.1", "--master-port=29500",
-            "--rdzv-conf=timeout=30", "--max-restarts=0"} <= set(argv)
+    assert {
+        "--nnodes=2",
+        "--node-rank=1",
+        "--nproc-per-node=4",
+        "--master-addr=10.0.0.1",
+        "--master-port=29500",
+        "--rdzv-conf=timeout=30",
+        "--max-restarts=0",
+    } <= set(argv)
     assert argv[-4:] == ["-m", "dlbench.worker", "s.json", "r.json"]
-    tail = ["Failures:", "[1]:", "  rank      : 0 (local_rank: 0)", "  exitcode  : -15 (pid: 11)",
-            "Root Cause (first observed failure):", "[0]:", "  time      : 2026", "  rank      : 1 (local_rank: 1)",
-            "  exitcode  : -9 (pid: 12)"]
+    tail = [
+        "Failures:",
+        "[1]:",
+        "  rank      : 0 (local_rank: 0)",
+        "  exitcode  : -15 (pid: 11)",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2026",
+        "  rank      : 1 (local_rank: 1)",
+        "  exitcode  : -9 (pid: 12)",
+    ]
     assert failed_rank(tail) == (1, -9)
     assert failed_rank(tail[:4]) == (0, -15)
 
@@ -252,19 +291,31 @@ def test_sbatch_and_mpirun_argv() -> None:
     assert argv[-8:] == ["-p", "gpu", "/j/job.sh", "py", "-m", "dlbench.worker", "a", "b"]
     assert '"$@"' in BATCH_SCRIPT
     m = mpirun_argv(spec(devices_per_node=2), "py", {"MASTER_ADDR": "x", "HOME": "/"}, None, "a", "b")
-    assert m[:3] == ["mpirun", "-np", "2"] and ["-x", "MASTER_ADDR"] == m[m.index("-x"):m.index("-x") + 2]
+    assert m[:3] == ["mpirun", "-np", "2"] and ["-x", "MASTER_ADDR"] == m[m.index("-x") : m.index("-x") + 2]
     assert "HOME" not in m and m[-5:] == ["py", "-m", "dlbench.worker", "a", "b"]
 
 
 # -- the 1-device point a speedup divides by ----------------------------------------------------------------
 
+
 def stored(pid: int, s: PointSpec, throughput_wall: float, version: str = "2.13") -> StoredPoint:
-    ranks = tuple(RankRaw(r, (RepeatRaw((throughput_wall / 2,) * 2, throughput_wall),), param_checksum=1.0)
-                  for r in range(s.world_size))
-    env = Environment({"framework": s.framework, "framework_version": version, "device": "cpu",
-                       "device_model": "EPYC", "cpu_model": "EPYC"}, {})
-    return StoredPoint(pid, f"run{pid}", PointResult(spec=s, status="ok", ranks=ranks, metrics=summarize(s, ranks),
-                                                     env=env))
+    ranks = tuple(
+        RankRaw(r, (RepeatRaw((throughput_wall / 2,) * 2, throughput_wall),), param_checksum=1.0)
+        for r in range(s.world_size)
+    )
+    env = Environment(
+        {
+            "framework": s.framework,
+            "framework_version": version,
+            "device": "cpu",
+            "device_model": "EPYC",
+            "cpu_model": "EPYC",
+        },
+        {},
+    )
+    return StoredPoint(
+        pid, f"run{pid}", PointResult(spec=s, status="ok", ranks=ranks, metrics=summarize(s, ranks), env=env)
+    )
 
 
 def test_speedup_uses_the_newest_matching_1_device_point() -> None:
@@ -295,4 +346,6 @@ def test_a_command_that_cannot_start_is_a_failure_not_an_exception() -> None:
     group = run_group(cmds, spec(timeout_s=60), {})
     failure = group_failure(spec(), group, ["node 0", "node 1 (h2)"])
     assert failure is not None
-    assert failure.error == "node 1 (h2) exited with code 127: cannot start /nonexistent/reach: No such file or directory"
+    assert (
+        failure.error == "node 1 (h2) exited with code 127: cannot start /nonexistent/reach: No such file or directory"
+    )

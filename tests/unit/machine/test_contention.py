@@ -43,8 +43,9 @@ def hz(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(contention, "ticks_per_s", lambda: HZ)
 
 
-def windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_s: list[float],
-            cpus: set[int] | None = None) -> tuple[CpuWindows, Path]:
+def windows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_s: list[float], cpus: set[int] | None = None
+) -> tuple[CpuWindows, Path]:
     """A CpuWindows over a fake /proc/stat whose own processes used own_s[i] CPU seconds by edge i."""
     stat = tmp_path / "stat"
     reads = iter(own_s)
@@ -62,8 +63,9 @@ def test_cpu_ticks_read_only_the_point_cpus(tmp_path: Path) -> None:
     assert cpu_ticks({1}, stat) == contention.CpuTicks(700, 1000)  # the point's affinity: CPU 1 only
 
 
-def test_others_share_is_busy_time_minus_the_point_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       hz: None) -> None:
+def test_others_share_is_busy_time_minus_the_point_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hz: None
+) -> None:
     w, stat = windows(tmp_path, monkeypatch, [10.0, 10.5])
     stat.write_text(stat_text((0, 0), (0, 0)))
     w.edge("start")
@@ -90,9 +92,9 @@ def test_no_window_means_unknown_not_zero(tmp_path: Path, monkeypatch: pytest.Mo
     assert c.others_share is None and "no measured window" in c.note and not c.flagged
 
 
-def test_wait_quiet_waits_for_a_quiet_machine_or_says_it_waited_in_vain(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch,
-                                                                        hz: None) -> None:
+def test_wait_quiet_waits_for_a_quiet_machine_or_says_it_waited_in_vain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hz: None
+) -> None:
     stat = tmp_path / "stat"
     now, ticks = [0.0], [0]
     busy = iter([100, 100, 100])  # others' busy ticks per 1 s probe on 1 CPU, then quiet
@@ -122,18 +124,31 @@ def rapl_tree(root: Path, zones: dict[str, tuple[int, int]]) -> None:
 
 def test_rapl_sums_packages_only_and_survives_a_wrap(tmp_path: Path) -> None:
     root = tmp_path / "powercap"
-    rapl_tree(root, {"intel-rapl:0": (1_000_000, 10_000_000), "intel-rapl:0:0": (5, 10_000_000),
-                     "intel-rapl:1": (9_500_000, 10_000_000)})
+    rapl_tree(
+        root,
+        {
+            "intel-rapl:0": (1_000_000, 10_000_000),
+            "intel-rapl:0:0": (5, 10_000_000),
+            "intel-rapl:1": (9_500_000, 10_000_000),
+        },
+    )
     meter = RaplMeter(root)
     meter.edge("start")
-    rapl_tree(root, {"intel-rapl:0": (3_000_000, 10_000_000), "intel-rapl:0:0": (900_000_000, 10_000_000),
-                     "intel-rapl:1": (500_000, 10_000_000)})  # package 1 wrapped at 10 J
+    rapl_tree(
+        root,
+        {
+            "intel-rapl:0": (3_000_000, 10_000_000),
+            "intel-rapl:0:0": (900_000_000, 10_000_000),
+            "intel-rapl:1": (500_000, 10_000_000),
+        },
+    )  # package 1 wrapped at 10 J
     meter.edge("end")
     assert meter.joules == pytest.approx(2.0 + 1.0)  # the core sub-zone is inside package 0: not added
 
 
-def test_rapl_absent_or_unreadable_is_unavailable_with_the_reason(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rapl_absent_or_unreadable_is_unavailable_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     absent = RaplMeter(tmp_path / "no-powercap")
     assert not absent.available and "exposes no RAPL" in absent.reason
     root = tmp_path / "powercap"
@@ -144,6 +159,7 @@ def test_rapl_absent_or_unreadable_is_unavailable_with_the_reason(tmp_path: Path
         if self.name == "energy_uj":
             raise PermissionError(13, "Permission denied")
         return real_read(self, *a, **k)  # type: ignore[arg-type]
+
     monkeypatch.setattr(Path, "read_text", denied)
     meter = RaplMeter(root)
     assert not meter.available and "root only" in meter.reason
@@ -165,8 +181,7 @@ def test_the_cpu_point_energy_comes_from_rapl_over_its_windows(tmp_path: Path) -
     tele, _ = watch.finish(None)
     assert tele.energy.joules == pytest.approx(90.0) and tele.energy.source == "rapl"
     assert watch.windows == 2 and tele.energy.samples == 0  # no worker result: no samples counted
-    energy = Energy(joules=90.0, source="rapl", window_s=1.0, samples=4 * 5 * len(reps), devices=1,
-                    price_per_hour=2.0)
+    energy = Energy(joules=90.0, source="rapl", window_s=1.0, samples=4 * 5 * len(reps), devices=1, price_per_hour=2.0)
     assert energy.avg_watts == pytest.approx(90.0)
     assert energy.samples_per_kwh == pytest.approx(40 / (90 / 3.6e6))
     assert energy.cost_per_million(40.0) == pytest.approx(2.0 * 1e6 / 40.0 / 3600)
@@ -193,11 +208,16 @@ def test_window_edges_are_outside_the_timed_region() -> None:
         calls.append("clock")
         return float(next(clock_reads))
 
-    measure(Trainer(), Protocol(0, 2, 2, "median", windows=1), clock=clock, calibrate=False,
-            window_edge=lambda edge, r, n: calls.append(f"{edge}{r}"))
+    measure(
+        Trainer(),
+        Protocol(0, 2, 2, "median", windows=1),
+        clock=clock,
+        calibrate=False,
+        window_edge=lambda edge, r, n: calls.append(f"{edge}{r}"),
+    )
     first = calls.index("start0")
     assert calls[first + 1] == "clock" and calls[calls.index("end0") - 1] == "clock"
-    timed = calls[first + 1:calls.index("end0")]
+    timed = calls[first + 1 : calls.index("end0")]
     assert "start0" not in timed and calls.count("start1") == 1 and calls[-1] == "end1"
     event = parse_progress(progress_line(edge_event("end", 1, 2)))
     assert event == {"phase": "measure", "repeat": 1, "step": 2, "total": 2, "edge": "end"}
@@ -210,9 +230,10 @@ def point(tele: Telemetry | None, pid: int = 1, batch: int = 4) -> StoredPoint:
     return StoredPoint(pid, "run1", with_telemetry(r, tele) if tele is not None else r)
 
 
-CONTENDED = Telemetry(contention=Contention(others_share=0.48, cpus=2, window_s=1.0, load_avg=(3.1, 2.0, 1.0)),
-                      energy=Energy(joules=100.0, source="rapl", window_s=1.0, samples=20, devices=1,
-                                    price_per_hour=1.5))
+CONTENDED = Telemetry(
+    contention=Contention(others_share=0.48, cpus=2, window_s=1.0, load_avg=(3.1, 2.0, 1.0)),
+    energy=Energy(joules=100.0, source="rapl", window_s=1.0, samples=20, devices=1, price_per_hour=1.5),
+)
 
 
 def test_a_contended_point_is_flagged_in_run_json_csv_and_the_report(capsys: pytest.CaptureFixture[str]) -> None:
@@ -241,8 +262,9 @@ def test_telemetry_reads_back_and_old_points_have_none() -> None:
     assert Telemetry.from_dict({"contention": {"others_share": 0.1, "future_field": 1}}).contention.others_share == 0.1
 
 
-def test_a_point_that_waited_for_quiet_in_vain_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       hz: None) -> None:
+def test_a_point_that_waited_for_quiet_in_vain_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hz: None
+) -> None:
     stat, ticks, now = tmp_path / "stat", [0], [0.0]
     cpus = len(contention.affinity_cpus([psutil.Process()]))
     monkeypatch.setattr(contention, "process_cpu_s", lambda procs: {})

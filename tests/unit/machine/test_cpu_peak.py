@@ -25,31 +25,45 @@ SPR = AVX512 + " avx512_bf16 avx512_fp16 amx_bf16 amx_tile amx_int8"
 NO_CPUFREQ = Path("/nonexistent/cpuinfo_max_freq")
 
 
-def cpuinfo(vendor: str, family: int, model: int, name: str, flags: str, cores: int = 2, threads: int = 1,
-            mhz: float = 2600.0) -> str:
+def cpuinfo(
+    vendor: str, family: int, model: int, name: str, flags: str, cores: int = 2, threads: int = 1, mhz: float = 2600.0
+) -> str:
     """/proc/cpuinfo text of one socket: `cores` cores of `threads` SMT threads each."""
     blocks = []
     for i in range(cores * threads):
-        blocks.append(f"processor\t: {i}\nvendor_id\t: {vendor}\ncpu family\t: {family}\nmodel\t\t: {model}\n"
-                      f"model name\t: {name}\ncpu MHz\t\t: {mhz:.3f}\nphysical id\t: 0\ncore id\t\t: {i % cores}\n"
-                      f"flags\t\t: {flags}\n")
+        blocks.append(
+            f"processor\t: {i}\nvendor_id\t: {vendor}\ncpu family\t: {family}\nmodel\t\t: {model}\n"
+            f"model name\t: {name}\ncpu MHz\t\t: {mhz:.3f}\nphysical id\t: 0\ncore id\t\t: {i % cores}\n"
+            f"flags\t\t: {flags}\n"
+        )
     return "\n".join(blocks)
 
 
-@pytest.mark.parametrize(("text", "fp32_per_cycle", "rule"), [
-    # this project's VM: a model number of Rocket Lake (167) with AMX flags no Rocket Lake has -> the flags decide
-    (cpuinfo("GenuineIntel", 6, 167, "Intel(R) Xeon(R) Processor", SPR), 64, "with AMX"),
-    (cpuinfo("GenuineIntel", 6, 167, "11th Gen Intel(R) Core(TM) i9-11900K @ 3.50GHz", AVX512), 32, "client"),
-    (cpuinfo("GenuineIntel", 6, 85, "Intel(R) Xeon(R) Gold 5118 CPU @ 2.30GHz", AVX512), 32, "one 512-bit"),
-    (cpuinfo("GenuineIntel", 6, 85, "Intel(R) Xeon(R) Gold 5122 CPU @ 3.60GHz", AVX512), 64, "Skylake-SP and later"),
-    (cpuinfo("GenuineIntel", 6, 85, "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz", AVX512), 64, "Skylake-SP and later"),
-    (cpuinfo("AuthenticAMD", 25, 17, "AMD EPYC 9654 96-Core Processor", AVX512), 32, "Zen 4"),
-    (cpuinfo("AuthenticAMD", 25, 1, "AMD EPYC 7763 64-Core Processor", AVX2), 32, "AVX2 + FMA"),
-    (cpuinfo("AuthenticAMD", 23, 1, "AMD EPYC 7601 32-Core Processor", AVX2), 16, "Zen / Zen+"),
-    (cpuinfo("AuthenticAMD", 26, 2, "AMD EPYC 9755 128-Core Processor", AVX512), 64, "Zen 5"),
-    (cpuinfo("GenuineIntel", 6, 63, "Intel(R) Xeon(R) CPU E5-2680 v3 @ 2.50GHz", AVX2), 32, "AVX2 + FMA"),
-    (cpuinfo("GenuineIntel", 6, 45, "Intel(R) Xeon(R) CPU E5-2670 0 @ 2.60GHz", BASE + " avx"), 16, "without FMA"),
-])
+@pytest.mark.parametrize(
+    ("text", "fp32_per_cycle", "rule"),
+    [
+        # this project's VM: a model number of Rocket Lake (167) with AMX flags no Rocket Lake has -> the flags decide
+        (cpuinfo("GenuineIntel", 6, 167, "Intel(R) Xeon(R) Processor", SPR), 64, "with AMX"),
+        (cpuinfo("GenuineIntel", 6, 167, "11th Gen Intel(R) Core(TM) i9-11900K @ 3.50GHz", AVX512), 32, "client"),
+        (cpuinfo("GenuineIntel", 6, 85, "Intel(R) Xeon(R) Gold 5118 CPU @ 2.30GHz", AVX512), 32, "one 512-bit"),
+        (
+            cpuinfo("GenuineIntel", 6, 85, "Intel(R) Xeon(R) Gold 5122 CPU @ 3.60GHz", AVX512),
+            64,
+            "Skylake-SP and later",
+        ),
+        (
+            cpuinfo("GenuineIntel", 6, 85, "Intel(R) Xeon(R) Gold 6148 CPU @ 2.40GHz", AVX512),
+            64,
+            "Skylake-SP and later",
+        ),
+        (cpuinfo("AuthenticAMD", 25, 17, "AMD EPYC 9654 96-Core Processor", AVX512), 32, "Zen 4"),
+        (cpuinfo("AuthenticAMD", 25, 1, "AMD EPYC 7763 64-Core Processor", AVX2), 32, "AVX2 + FMA"),
+        (cpuinfo("AuthenticAMD", 23, 1, "AMD EPYC 7601 32-Core Processor", AVX2), 16, "Zen / Zen+"),
+        (cpuinfo("AuthenticAMD", 26, 2, "AMD EPYC 9755 128-Core Processor", AVX512), 64, "Zen 5"),
+        (cpuinfo("GenuineIntel", 6, 63, "Intel(R) Xeon(R) CPU E5-2680 v3 @ 2.50GHz", AVX2), 32, "AVX2 + FMA"),
+        (cpuinfo("GenuineIntel", 6, 45, "Intel(R) Xeon(R) CPU E5-2670 0 @ 2.60GHz", BASE + " avx"), 16, "without FMA"),
+    ],
+)
 def test_fma_units_per_microarchitecture(text: str, fp32_per_cycle: float, rule: str) -> None:
     cpu = parse_cpuinfo(text)
     found = fma_rule(cpu)
@@ -94,15 +108,33 @@ def no_cpufreq(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cpu_peak, "CPUFREQ_MAX", NO_CPUFREQ)
 
 
-def test_a_stored_points_mfu_never_changes_when_read(home: Path, store_path: Path, cli: Callable[..., CliResult],
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stored_points_mfu_never_changes_when_read(
+    home: Path, store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The issue: a stored CPU point's MFU read 62.1%, 44.6%, 16.0% within 30 minutes, as the CPU peak it divided
     by was probed again and rose. Here the probe rises 100-fold and the CPU's flags change between reads."""
     rates = iter([0.01, 0.1, 1.0, 10.0, 100.0, 1000.0])
     monkeypatch.setattr(peaks, "probe_gemm", lambda dtype="float32": next(rates))
     monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.05")
-    code, _, err = cli("run", "-f", "fake", "-m", "resnet50", "-b", "1", "--steps", "2", "--warmup", "1",
-                       "--repeats", "1", "--input-size", "32", "--store", str(store_path))
+    code, _, err = cli(
+        "run",
+        "-f",
+        "fake",
+        "-m",
+        "resnet50",
+        "-b",
+        "1",
+        "--steps",
+        "2",
+        "--warmup",
+        "1",
+        "--repeats",
+        "1",
+        "--input-size",
+        "32",
+        "--store",
+        str(store_path),
+    )
     assert code == 0, err
     [p] = Store(store_path, readonly=True).points()
     first = mfu.efficiency(p.result)
@@ -116,11 +148,18 @@ def test_a_stored_points_mfu_never_changes_when_read(home: Path, store_path: Pat
 
 
 def _cpu_point(threads: int | None, extra: dict[str, object] | None = None) -> PointResult:
-    spec = PointSpec(framework="fake", model="resnet50", batch_size=1, threads=threads, input_size=32,
-                     protocol=Protocol(warmup=1, steps=2, repeats=1, statistic="median"))
+    spec = PointSpec(
+        framework="fake",
+        model="resnet50",
+        batch_size=1,
+        threads=threads,
+        input_size=32,
+        protocol=Protocol(warmup=1, steps=2, repeats=1, statistic="median"),
+    )
     ranks = (RankRaw(0, (RepeatRaw((1.0, 1.0), 2.0),)),)
-    env = Environment(identity={"device": "cpu", "device_model": cpu_model(), "cpu_cores": "2"},
-                      descriptive={"hostname": ""})
+    env = Environment(
+        identity={"device": "cpu", "device_model": cpu_model(), "cpu_cores": "2"}, descriptive={"hostname": ""}
+    )
     return PointResult(spec, "ok", ranks, summarize(spec, ranks), env, extra=extra or {})
 
 
@@ -144,12 +183,19 @@ def test_compare_shows_above_peak_in_words_not_an_mfu_over_100() -> None:
     from dlbench.analysis.compare import compare_points
     from dlbench.report.screens import fmt_mfu_change as _mfu
 
-    spec = PointSpec(framework="fake", model="resnet50", batch_size=8, device="cuda",
-                     protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"))
+    spec = PointSpec(
+        framework="fake",
+        model="resnet50",
+        batch_size=8,
+        device="cuda",
+        protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"),
+    )
 
     def gpu(step_s: float) -> PointResult:
         ranks = (RankRaw(0, (RepeatRaw((step_s,) * 3, 3 * step_s),)),)
-        return PointResult(spec, "ok", ranks, summarize(spec, ranks), Environment(identity={"device_model": "NVIDIA L4"}))
+        return PointResult(
+            spec, "ok", ranks, summarize(spec, ranks), Environment(identity={"device_model": "NVIDIA L4"})
+        )
 
     c = compare_points(gpu(0.02), gpu(1e-4))  # 80,000 samples/s of ResNet-50 is far above an L4's peak
     assert c.mfu_b is None and _mfu(c).endswith("→ above peak") and "%" in _mfu(c).split("→")[0]

@@ -24,16 +24,20 @@ def test_no_nvml_library_means_no_gpu_and_the_cpu(monkeypatch: pytest.MonkeyPatc
     assert device == "cpu" and "NVML" in why
 
 
-@pytest.mark.parametrize("visible, uuids", [
-    (None, ["GPU-aaaa-0000", "GPU-bbbb-1111"]),
-    ("1", ["GPU-bbbb-1111"]),
-    ("1,0", ["GPU-bbbb-1111", "GPU-aaaa-0000"]),  # CUDA's order is the variable's order
-    ("GPU-bbbb", ["GPU-bbbb-1111"]),  # a UUID prefix, as CUDA accepts
-    ("0,7,1", ["GPU-aaaa-0000"]),  # CUDA stops at the first entry that names no device
-    ("", []),
-])
-def test_visible_devices_follow_cuda_visible_devices(monkeypatch: pytest.MonkeyPatch, visible: str | None,
-                                                     uuids: list[str]) -> None:
+@pytest.mark.parametrize(
+    "visible, uuids",
+    [
+        (None, ["GPU-aaaa-0000", "GPU-bbbb-1111"]),
+        ("1", ["GPU-bbbb-1111"]),
+        ("1,0", ["GPU-bbbb-1111", "GPU-aaaa-0000"]),  # CUDA's order is the variable's order
+        ("GPU-bbbb", ["GPU-bbbb-1111"]),  # a UUID prefix, as CUDA accepts
+        ("0,7,1", ["GPU-aaaa-0000"]),  # CUDA stops at the first entry that names no device
+        ("", []),
+    ],
+)
+def test_visible_devices_follow_cuda_visible_devices(
+    monkeypatch: pytest.MonkeyPatch, visible: str | None, uuids: list[str]
+) -> None:
     install(monkeypatch, machine())
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
@@ -50,15 +54,21 @@ def test_device_facts_record_clocks_power_ecc_and_mig(monkeypatch: pytest.Monkey
         info = nvml.gpu_info()
     d = info.devices[0]
     assert info.driver == "580.95"
-    assert (d["compute_capability"], d["sm_clock_mhz"], d["mem_clock_mhz"], d["power_limit_w"]) == \
-        ("9.0", "1980", "2619", "700")
+    assert (d["compute_capability"], d["sm_clock_mhz"], d["mem_clock_mhz"], d["power_limit_w"]) == (
+        "9.0",
+        "1980",
+        "2619",
+        "700",
+    )
     assert d["ecc"] == "on" and d["mig"] == "off (pending on)"
 
 
 def test_an_nvml_error_is_unknown_with_one_warning_never_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
     gpu = machine()[0]
-    gpu.fail = {"nvmlDeviceGetEnforcedPowerLimit": pynvml.NVMLError_GpuIsLost(),
-                "nvmlDeviceGetMigMode": pynvml.NVMLError_NotSupported()}
+    gpu.fail = {
+        "nvmlDeviceGetEnforcedPowerLimit": pynvml.NVMLError_GpuIsLost(),
+        "nvmlDeviceGetMigMode": pynvml.NVMLError_NotSupported(),
+    }
     install(monkeypatch, [gpu])
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     with pytest.warns(nvml.NvmlWarning, match="power limit") as caught:

@@ -25,14 +25,24 @@ CliResult = tuple[int, str, str]
 pytestmark = pytest.mark.usefixtures("home")  # every test: a private home (the CPU probe's cache), no probe kept
 
 
-@pytest.mark.parametrize(("nvml_name", "table_name"), [
-    ("Tesla V100-SXM2-32GB", "V100 SXM2"), ("Tesla V100-PCIE-16GB", "V100 PCIe"),
-    ("NVIDIA A100-SXM4-40GB", "A100 SXM4 40GB"), ("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB"),
-    ("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB"), ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB"),
-    ("NVIDIA H100 80GB HBM3", "H100 SXM5"), ("NVIDIA H100 PCIe", "H100 PCIe"), ("NVIDIA H200", "H200 SXM"),
-    ("NVIDIA L40S", "L40S"), ("NVIDIA L4", "L4"), ("NVIDIA A10", "A10"),
-    ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090"),
-])
+@pytest.mark.parametrize(
+    ("nvml_name", "table_name"),
+    [
+        ("Tesla V100-SXM2-32GB", "V100 SXM2"),
+        ("Tesla V100-PCIE-16GB", "V100 PCIe"),
+        ("NVIDIA A100-SXM4-40GB", "A100 SXM4 40GB"),
+        ("NVIDIA A100-SXM4-80GB", "A100 SXM4 80GB"),
+        ("NVIDIA A100-PCIE-40GB", "A100 PCIe 40GB"),
+        ("NVIDIA A100 80GB PCIe", "A100 PCIe 80GB"),
+        ("NVIDIA H100 80GB HBM3", "H100 SXM5"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H200", "H200 SXM"),
+        ("NVIDIA L40S", "L40S"),
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA A10", "A10"),
+        ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090"),
+    ],
+)
 def test_gpus_are_recognised_from_their_nvml_names(nvml_name: str, table_name: str) -> None:
     g = peaks.find_gpu(nvml_name)
     assert g is not None and g.name == table_name
@@ -125,11 +135,30 @@ def test_no_cpu_peak_for_another_host_or_cpu_and_none_in_tf32() -> None:
     assert tf32.peak is None and tf32.reason.startswith("peak unknown")
 
 
-def test_a_fake_run_gives_flops_consistent_with_its_raw_step_times(store_path: Path, cli: Callable[..., CliResult],
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fake_run_gives_flops_consistent_with_its_raw_step_times(
+    store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.05")  # slow fake steps at a small input: under the CPU's peak
-    code, out, err = cli("run", "-f", "fake", "-m", "resnet50,bert_base", "-b", "2", "--steps", "4", "--warmup", "1",
-                         "--repeats", "1", "--input-size", "32", "--store", str(store_path), "--wide")
+    code, out, err = cli(
+        "run",
+        "-f",
+        "fake",
+        "-m",
+        "resnet50,bert_base",
+        "-b",
+        "2",
+        "--steps",
+        "4",
+        "--warmup",
+        "1",
+        "--repeats",
+        "1",
+        "--input-size",
+        "32",
+        "--store",
+        str(store_path),
+        "--wide",
+    )
     assert code == 0, err
     assert "TFLOP/s" in out and "MFU" in out  # --wide: the compact default has neither (issue 24)
     points = Store(store_path).points()
@@ -156,8 +185,13 @@ def test_a_fake_run_gives_flops_consistent_with_its_raw_step_times(store_path: P
 
 
 def test_a_point_on_an_unknown_gpu_says_peak_unknown() -> None:
-    spec = PointSpec(framework="fake", model="resnet50", batch_size=8, device="cuda",
-                     protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"))
+    spec = PointSpec(
+        framework="fake",
+        model="resnet50",
+        batch_size=8,
+        device="cuda",
+        protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"),
+    )
     ranks = (RankRaw(0, (RepeatRaw((0.1, 0.1, 0.1), 0.3),)),)
     r = PointResult(spec, "ok", ranks, summarize(spec, ranks), Environment(identity={"device_model": "Quadro P1000"}))
     e = efficiency(r)
@@ -166,8 +200,15 @@ def test_a_point_on_an_unknown_gpu_says_peak_unknown() -> None:
 
 
 def test_mfu_divides_by_every_device_of_the_point() -> None:
-    spec = PointSpec(framework="fake", model="resnet50", batch_size=8, device="cuda", devices_per_node=8,
-                     strategy="ddp", protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"))
+    spec = PointSpec(
+        framework="fake",
+        model="resnet50",
+        batch_size=8,
+        device="cuda",
+        devices_per_node=8,
+        strategy="ddp",
+        protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"),
+    )
     ranks = tuple(RankRaw(i, (RepeatRaw((0.1, 0.1, 0.1), 0.3),)) for i in range(8))
     env = Environment(identity={"device_model": "NVIDIA A100-SXM4-80GB", "math_mode": "tf32"})
     e = efficiency(PointResult(spec, "ok", ranks, summarize(spec, ranks), env))
@@ -178,8 +219,13 @@ def test_mfu_divides_by_every_device_of_the_point() -> None:
 def test_compare_shows_each_side_s_mfu() -> None:
     from dlbench.analysis.compare import compare_points
 
-    spec = PointSpec(framework="fake", model="resnet50", batch_size=8, device="cuda",
-                     protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"))
+    spec = PointSpec(
+        framework="fake",
+        model="resnet50",
+        batch_size=8,
+        device="cuda",
+        protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"),
+    )
 
     def point(step_s: float, gpu: str) -> PointResult:
         ranks = (RankRaw(0, (RepeatRaw((step_s,) * 3, 3 * step_s),)),)
@@ -193,8 +239,13 @@ def test_compare_shows_each_side_s_mfu() -> None:
 
 
 def test_a_point_above_its_peak_says_why_in_words_and_gives_no_mfu() -> None:
-    spec = PointSpec(framework="fake", model="resnet50", batch_size=8, device="cuda",
-                     protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"))
+    spec = PointSpec(
+        framework="fake",
+        model="resnet50",
+        batch_size=8,
+        device="cuda",
+        protocol=Protocol(warmup=1, steps=3, repeats=1, statistic="median"),
+    )
     ranks = (RankRaw(0, (RepeatRaw((1e-4,) * 3, 3e-4),)),)  # 80,000 samples/s of ResNet-50: ~2 PFLOP/s on an L4
     r = PointResult(spec, "ok", ranks, summarize(spec, ranks), Environment(identity={"device_model": "NVIDIA L4"}))
     e = efficiency(r)

@@ -69,7 +69,8 @@ def test_container_fallback_is_a_delta_of_the_rank_own_idle_device_or_unknown(mo
 
 
 def test_container_fallback_says_unknown_when_the_device_is_not_the_point_alone(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     g = gpus(1)
     nv = install(monkeypatch, g)
     g[0].procs, g[0].used = [proc(770001, None)], 10 * GiB  # another job holds the GPU before the point starts
@@ -130,8 +131,14 @@ def test_an_idle_check_is_recorded_and_a_busy_gpu_flags_the_point(monkeypatch: p
     s = GpuSampler(nv, rank_devices(2, processes=2, devices_per_node=2, ranks=[(0, 0), (1, 1)]), _own)
     idle = s.idle_check()
     assert [(d.processes, d.used_bytes, d.idle) for d in idle] == [(0, 0, True), (1, 3 * GiB, False)]
-    spec = PointSpec(framework="fake", model="resnet50", batch_size=4, protocol=Protocol(1, 2, 1, "median"),
-                     device="cuda", devices_per_node=2)
+    spec = PointSpec(
+        framework="fake",
+        model="resnet50",
+        batch_size=4,
+        protocol=Protocol(1, 2, 1, "median"),
+        device="cuda",
+        devices_per_node=2,
+    )
     point = with_telemetry(PointResult(spec=spec, status="ok"), Telemetry(idle=idle))
     assert Telemetry.from_dict(point.extra["telemetry"]).flagged  # type: ignore[arg-type]
 
@@ -168,10 +175,12 @@ def test_gpu_energy_falls_back_to_integrated_power_and_says_so(monkeypatch: pyte
 def test_a_worker_the_controller_sees_leaves_memory_to_it(monkeypatch: pytest.MonkeyPatch) -> None:
     code = "import os, sys; from dlbench.wire import watched_by_controller; sys.exit(0 if watched_by_controller(os.environ) else 3)"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    seen = subprocess.run([sys.executable, "-c", code], env={**env, WATCHER_VAR: watcher_token(os.getpid())},
-                          check=False, timeout=60)
-    elsewhere = subprocess.run([sys.executable, "-c", code], env={**env, WATCHER_VAR: "1:123.000"}, check=False,
-                               timeout=60)
+    seen = subprocess.run(
+        [sys.executable, "-c", code], env={**env, WATCHER_VAR: watcher_token(os.getpid())}, check=False, timeout=60
+    )
+    elsewhere = subprocess.run(
+        [sys.executable, "-c", code], env={**env, WATCHER_VAR: "1:123.000"}, check=False, timeout=60
+    )
     assert (seen.returncode, elsewhere.returncode) == (0, 3)
     # the worker then records no figure of its own, and the controller fills in each rank's device
     from dlbench import worker
@@ -179,8 +188,9 @@ def test_a_worker_the_controller_sees_leaves_memory_to_it(monkeypatch: pytest.Mo
     install(monkeypatch, gpus(1))
     monkeypatch.setenv(WATCHER_VAR, watcher_token(os.getppid()))
     monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.001")
-    spec = PointSpec(framework="fake", model="resnet50", batch_size=2, protocol=Protocol(1, 2, 1, "median"),
-                     device="cuda")
+    spec = PointSpec(
+        framework="fake", model="resnet50", batch_size=2, protocol=Protocol(1, 2, 1, "median"), device="cuda"
+    )
     [rank] = worker.run(spec, RankContext()).ranks
     assert (rank.peak_memory_bytes, rank.memory_kind) == (None, CONTROLLER_MEMORY)
     # a rank on another host samples its own device itself
@@ -197,8 +207,14 @@ def test_the_controller_fills_each_rank_memory_from_its_device(monkeypatch: pyte
     install(monkeypatch, g)
     children = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) for _ in range(2)]
     try:
-        spec = PointSpec(framework="fake", model="resnet50", batch_size=2, protocol=Protocol(1, 2, 1, "median"),
-                         device="cuda", devices_per_node=2)
+        spec = PointSpec(
+            framework="fake",
+            model="resnet50",
+            batch_size=2,
+            protocol=Protocol(1, 2, 1, "median"),
+            device="cuda",
+            devices_per_node=2,
+        )
         with PointWatch(spec) as watch:
             g[0].procs = [proc(children[0].pid, 2 * GiB)]
             g[1].procs = [proc(children[1].pid, 7 * GiB)]
@@ -211,8 +227,10 @@ def test_the_controller_fills_each_rank_memory_from_its_device(monkeypatch: pyte
             c.kill()
             c.wait()
     assert worker is not None
-    assert [(r.peak_memory_bytes, r.memory_kind) for r in worker.ranks] == [(2 * GiB, "nvml_process"),
-                                                                           (7 * GiB, "nvml_process")]
+    assert [(r.peak_memory_bytes, r.memory_kind) for r in worker.ranks] == [
+        (2 * GiB, "nvml_process"),
+        (7 * GiB, "nvml_process"),
+    ]
     assert all(d.idle for d in tele.idle) and len(tele.idle) == 2
 
 
@@ -224,12 +242,15 @@ def test_run_notes_name_a_busy_gpu_and_the_clocks_while_measured(monkeypatch: py
     idle = s.idle_check()
     s.edge("start")
     s.edge("end")
-    spec = PointSpec(framework="fake", model="resnet50", batch_size=2, protocol=Protocol(1, 2, 1, "median"),
-                     device="cuda")
+    spec = PointSpec(
+        framework="fake", model="resnet50", batch_size=2, protocol=Protocol(1, 2, 1, "median"), device="cuda"
+    )
     from dlbench.protocol.stats import summarize
 
     ranks = (RankRaw(0, (RepeatRaw((), 1.0, (1.0,), (2,)),)),)
-    point = with_telemetry(PointResult(spec=spec, status="ok", ranks=ranks, metrics=summarize(spec, ranks)),
-                           Telemetry(idle=idle, clocks=s.clocks()))
+    point = with_telemetry(
+        PointResult(spec=spec, status="ok", ranks=ranks, metrics=summarize(spec, ranks)),
+        Telemetry(idle=idle, clocks=s.clocks()),
+    )
     text = "\n".join(telemetry_notes([point]))
     assert "not idle before it started" in text and "SM clock 210/210/210 MHz" in text

@@ -25,14 +25,26 @@ def _calibrating_rank(rank: int, port: int) -> tuple[str, str | None, list[int],
     from dlbench.protocol import runner
     from dlbench.wire import configure_rank
 
-    os.environ.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2",
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(
+        RANK=str(rank),
+        WORLD_SIZE="2",
+        LOCAL_RANK=str(rank),
+        LOCAL_WORLD_SIZE="2",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
     own = runner.calibrated_steps
     runner.calibrated_steps = lambda t, p, c: own(t, p, c) + 2 + 3 * rank  # type: ignore[assignment]
     # A minimum measured time given explicitly applies on the CPU too (the GPU presets' 2 s stands in).
-    spec = PointSpec(framework="torch", model="wide_deep", batch_size=2, devices_per_node=2, threads=1,
-                     protocol=Protocol(warmup=0, steps=1, repeats=1, statistic="median", min_time_s=0.05),
-                     case_params=(("vocab", 64),))
+    spec = PointSpec(
+        framework="torch",
+        model="wide_deep",
+        batch_size=2,
+        devices_per_node=2,
+        threads=1,
+        protocol=Protocol(warmup=0, steps=1, repeats=1, statistic="median", min_time_s=0.05),
+        case_params=(("vocab", 64),),
+    )
     result = worker.run(spec, configure_rank(spec, os.environ))
     steps = [sum(r.window_steps) for rr in result.ranks for r in rr.repeats]
     raised = result.facts.get("steps_raised")

@@ -21,7 +21,6 @@ from tests.support.reports import make_point, one_repeat
 CliResult = tuple[int, str, str]
 
 
-
 @pytest.mark.parametrize("repeats", [1, 2])
 def test_fewer_than_three_repeats_have_no_interval_and_unknown_noise(repeats: int) -> None:
     r = one_repeat(make_point("torch"), repeats)

@@ -18,8 +18,9 @@ class ClockedTrainer:
     """Each step advances a fake clock: warm-up steps cost `warm`, measured ones follow `durations`; input
     takes `input_s` per batch. Records when the protocol synchronised and the device timer's marks."""
 
-    def __init__(self, durations: list[float], warm: float, warmup: int, steps: int, input_s: float = 0.0,
-                 timer: bool = False) -> None:
+    def __init__(
+        self, durations: list[float], warm: float, warmup: int, steps: int, input_s: float = 0.0, timer: bool = False
+    ) -> None:
         self.now = 0.0
         self.durations = iter(durations)
         self.warm, self.warmup, self.steps, self.input_s = warm, warmup, steps, input_s
@@ -193,8 +194,17 @@ def test_several_ranks_use_the_slowest_rank_and_the_global_batch() -> None:
 def test_old_records_read_as_one_window_per_step() -> None:
     old = RepeatRaw.from_dict({"step_times": [0.5, 0.25], "wall_s": 0.75})
     assert (old.steps, old.windows, old.step_samples) == (2, ((1, 0.5), (1, 0.25)), (0.5, 0.25))
-    rank = RankRaw.from_dict({"rank": 0, "repeats": [{"step_times": [0.5], "wall_s": 0.5}], "peak_memory_bytes": 1,
-                              "memory_kind": "rss", "final_loss": 1.0, "input_wait_s": 0.0, "param_checksum": None})
+    rank = RankRaw.from_dict(
+        {
+            "rank": 0,
+            "repeats": [{"step_times": [0.5], "wall_s": 0.5}],
+            "peak_memory_bytes": 1,
+            "memory_kind": "rss",
+            "final_loss": 1.0,
+            "input_wait_s": 0.0,
+            "param_checksum": None,
+        }
+    )
     assert rank.allocator_kind == "" and rank.repeats[0].device_step_s == ()
 
 
@@ -219,10 +229,24 @@ def test_noisy_flag_above_five_percent_cv() -> None:
 CliResult = tuple[int, str, str]
 
 
-def test_sync_every_step_from_the_cli_times_each_step_and_is_its_own_identity(cli: Callable[..., CliResult],
-                                                                              store_path: Path) -> None:
-    args = ("run", "-f", "fake", "-m", "resnet50", "--steps", "4", "--warmup", "0", "--repeats", "1",
-            "--store", str(store_path))
+def test_sync_every_step_from_the_cli_times_each_step_and_is_its_own_identity(
+    cli: Callable[..., CliResult], store_path: Path
+) -> None:
+    args = (
+        "run",
+        "-f",
+        "fake",
+        "-m",
+        "resnet50",
+        "--steps",
+        "4",
+        "--warmup",
+        "0",
+        "--repeats",
+        "1",
+        "--store",
+        str(store_path),
+    )
     assert cli(*args)[0] == 0
     assert cli(*args, "--sync-every-step")[0] == 0
     windowed, stepped = [p.result for p in Store(store_path, readonly=True).points()]

@@ -14,9 +14,16 @@ from dlbench.reference import ReferenceDataError, ReferenceRow, find, load_all, 
 from tests.support.paths import REPO
 
 SEEDS = REPO.parent / "shared" / "seeds"
-EXPECTED_FILES = {"caict_2020.yaml", "dlperf_v1.yaml", "paddle_resnet50v15.yaml", "tf_cnn_benchmarks.yaml",
-                  "dlperf_gpt.yaml"}
-NOT_SEED_LINES = {"dlperf_gpt.yaml"}  # lines of DLPerf's GPT report, which the seed names (tests/unit/test_gpt_reference.py)
+EXPECTED_FILES = {
+    "caict_2020.yaml",
+    "dlperf_v1.yaml",
+    "paddle_resnet50v15.yaml",
+    "tf_cnn_benchmarks.yaml",
+    "dlperf_gpt.yaml",
+}
+NOT_SEED_LINES = {
+    "dlperf_gpt.yaml"
+}  # lines of DLPerf's GPT report, which the seed names (tests/unit/test_gpt_reference.py)
 
 
 def _text(name: str) -> str:
@@ -56,8 +63,13 @@ def test_row_counts() -> None:
     counts = {s.file: 0 for s in load_sources()}
     for row in load_all():
         counts[row.source.file] += 1
-    assert counts == {"caict_2020.yaml": 0, "dlperf_v1.yaml": 52, "paddle_resnet50v15.yaml": 36,
-                      "tf_cnn_benchmarks.yaml": 207, "dlperf_gpt.yaml": 36}
+    assert counts == {
+        "caict_2020.yaml": 0,
+        "dlperf_v1.yaml": 52,
+        "paddle_resnet50v15.yaml": 36,
+        "tf_cnn_benchmarks.yaml": 207,
+        "dlperf_gpt.yaml": 36,
+    }
 
 
 def test_every_row_has_provenance() -> None:
@@ -85,34 +97,103 @@ def test_every_figure_is_on_its_source_line() -> None:
 
 # Spot values read by eye in the seed text: (file, fields that pick one row, throughput, speedup, line).
 SPOTS = [
-    ("dlperf_v1.yaml", dict(framework="oneflow", model="resnet50", precision="fp32", batch_size=128),
-     12411.97, 31.21, 134),
-    ("dlperf_v1.yaml", dict(framework="tf", framework_version="1.x", model="resnet50", precision="amp",
-                            batch_size=224, conditions=("ngc", "source=NVIDIA-DeepLearningExamples", "xla")),
-     29171.69, 24.34, 136),
-    ("dlperf_v1.yaml", dict(framework="tf", model="bert_base", precision="amp", batch_size=64,
-                            conditions=("ngc", "source=NVIDIA-DeepLearningExamples")), 5189.07, None, 178),
-    ("dlperf_v1.yaml", dict(framework="mxnet", model="bert_base", precision="amp", batch_size=128),
-     14822.31, None, 196),
-    ("paddle_resnet50v15.yaml", dict(framework="tf", hardware="NVIDIA Tesla V100-SXM2-32GB", precision="amp",
-                                     devices=32), 33317.67, None, 104),
-    ("paddle_resnet50v15.yaml", dict(framework="mxnet", hardware="NVIDIA A100-SXM4-40GB", precision="fp32",
-                                     devices=8), 7848.2, None, 106),
-    ("paddle_resnet50v15.yaml", dict(framework="paddle", hardware="NVIDIA Tesla V100-SXM2-32GB",
-                                     precision="amp", devices=1), 1438.518, None, 104),
-    ("tf_cnn_benchmarks.yaml", dict(hardware="NVIDIA Tesla P100", model="resnet50", data="synthetic",
-                                    devices=8, batch_size=64), 1734, None, 64),
-    ("tf_cnn_benchmarks.yaml", dict(table="Google Compute Engine (Tesla K80): 结果 (results): 训练真实数据 (real data)",
-                                    model="alexnet", devices=1), 639, None, 121),
+    (
+        "dlperf_v1.yaml",
+        dict(framework="oneflow", model="resnet50", precision="fp32", batch_size=128),
+        12411.97,
+        31.21,
+        134,
+    ),
+    (
+        "dlperf_v1.yaml",
+        dict(
+            framework="tf",
+            framework_version="1.x",
+            model="resnet50",
+            precision="amp",
+            batch_size=224,
+            conditions=("ngc", "source=NVIDIA-DeepLearningExamples", "xla"),
+        ),
+        29171.69,
+        24.34,
+        136,
+    ),
+    (
+        "dlperf_v1.yaml",
+        dict(
+            framework="tf",
+            model="bert_base",
+            precision="amp",
+            batch_size=64,
+            conditions=("ngc", "source=NVIDIA-DeepLearningExamples"),
+        ),
+        5189.07,
+        None,
+        178,
+    ),
+    (
+        "dlperf_v1.yaml",
+        dict(framework="mxnet", model="bert_base", precision="amp", batch_size=128),
+        14822.31,
+        None,
+        196,
+    ),
+    (
+        "paddle_resnet50v15.yaml",
+        dict(framework="tf", hardware="NVIDIA Tesla V100-SXM2-32GB", precision="amp", devices=32),
+        33317.67,
+        None,
+        104,
+    ),
+    (
+        "paddle_resnet50v15.yaml",
+        dict(framework="mxnet", hardware="NVIDIA A100-SXM4-40GB", precision="fp32", devices=8),
+        7848.2,
+        None,
+        106,
+    ),
+    (
+        "paddle_resnet50v15.yaml",
+        dict(framework="paddle", hardware="NVIDIA Tesla V100-SXM2-32GB", precision="amp", devices=1),
+        1438.518,
+        None,
+        104,
+    ),
+    (
+        "tf_cnn_benchmarks.yaml",
+        dict(hardware="NVIDIA Tesla P100", model="resnet50", data="synthetic", devices=8, batch_size=64),
+        1734,
+        None,
+        64,
+    ),
+    (
+        "tf_cnn_benchmarks.yaml",
+        dict(
+            table="Google Compute Engine (Tesla K80): 结果 (results): 训练真实数据 (real data)",
+            model="alexnet",
+            devices=1,
+        ),
+        639,
+        None,
+        121,
+    ),
     ("tf_cnn_benchmarks.yaml", dict(model="resnet152", devices=64, data="synthetic", batch_size=32), 981, None, 229),
-    ("tf_cnn_benchmarks.yaml", dict(table="Amazon EC2 (Tesla K80): 其他结果 (other results, batch size 32): "
-                                          "训练真实数据 (real data)", model="inception_v3", devices=8), 212, None, 199),
+    (
+        "tf_cnn_benchmarks.yaml",
+        dict(
+            table="Amazon EC2 (Tesla K80): 其他结果 (other results, batch size 32): 训练真实数据 (real data)",
+            model="inception_v3",
+            devices=8,
+        ),
+        212,
+        None,
+        199,
+    ),
 ]
 
 
 @pytest.mark.parametrize("file,pick,throughput,speedup,line", SPOTS)
-def test_spot_values(file: str, pick: dict[str, object], throughput: float, speedup: float | None,
-                     line: int) -> None:
+def test_spot_values(file: str, pick: dict[str, object], throughput: float, speedup: float | None, line: int) -> None:
     row = _one([r for r in load_all() if r.source.file == file], **pick)
     assert row.throughput == throughput
     assert row.speedup == speedup
@@ -139,8 +220,9 @@ def test_missing_cells_have_no_rows() -> None:
     # '-': PyTorch-examples has no AMP figure in DLPerf
     assert not [r for r in rows if "source=PyTorch-examples" in r.conditions and r.precision == "amp"]
     # '——': NGC MXNet has no 32-GPU figure in the Paddle report
-    assert not [r for r in rows if r.source.file == "paddle_resnet50v15.yaml" and r.framework == "mxnet"
-                and r.devices == 32]
+    assert not [
+        r for r in rows if r.source.file == "paddle_resnet50v15.yaml" and r.framework == "mxnet" and r.devices == 32
+    ]
 
 
 def test_find() -> None:
@@ -153,26 +235,56 @@ def test_find() -> None:
 
 
 def _doc(**row_changes: object) -> str:
-    row: dict[str, object] = {"framework": "torch", "framework_version": None, "model": "resnet50", "hardware": "x", "devices": 1,
-           "nodes": 1, "devices_per_node": 1, "precision": "fp32", "batch_size": 64, "data": "real",
-           "conditions": [], "throughput": 100.0, "unit": "samples/s", "speedup": None, "table": "t",
-           "source_line": 1}
+    row: dict[str, object] = {
+        "framework": "torch",
+        "framework_version": None,
+        "model": "resnet50",
+        "hardware": "x",
+        "devices": 1,
+        "nodes": 1,
+        "devices_per_node": 1,
+        "precision": "fp32",
+        "batch_size": 64,
+        "data": "real",
+        "conditions": [],
+        "throughput": 100.0,
+        "unit": "samples/s",
+        "speedup": None,
+        "table": "t",
+        "source_line": 1,
+    }
     row.update(row_changes)
-    return str(yaml.safe_dump({"schema_version": 1, "notes": "", "rows": [row, dict(row)],
-                           "source": {"title": "t", "organisation": "o", "year": None, "seed_file": "s",
-                                      "url": None}}))
+    return str(
+        yaml.safe_dump(
+            {
+                "schema_version": 1,
+                "notes": "",
+                "rows": [row, dict(row)],
+                "source": {"title": "t", "organisation": "o", "year": None, "seed_file": "s", "url": None},
+            }
+        )
+    )
 
 
 def test_good_document_loads() -> None:
     assert len(load_file("ok.yaml", _doc())) == 2
 
 
-@pytest.mark.parametrize("change,needle", [
-    ({"precision": "fp16"}, "precision"), ({"data": "mixed"}, "data"), ({"model": "resnet18"}, "model"),
-    ({"throughput": 0}, "throughput"), ({"throughput": "12"}, "throughput"), ({"batch_size": 6.5}, "batch_size"),
-    ({"devices": True}, "devices"), ({"nodes": 2}, "nodes x devices_per_node"), ({"colour": 1}, "unknown"),
-    ({"framework": "caffe"}, "framework"),
-])
+@pytest.mark.parametrize(
+    "change,needle",
+    [
+        ({"precision": "fp16"}, "precision"),
+        ({"data": "mixed"}, "data"),
+        ({"model": "resnet18"}, "model"),
+        ({"throughput": 0}, "throughput"),
+        ({"throughput": "12"}, "throughput"),
+        ({"batch_size": 6.5}, "batch_size"),
+        ({"devices": True}, "devices"),
+        ({"nodes": 2}, "nodes x devices_per_node"),
+        ({"colour": 1}, "unknown"),
+        ({"framework": "caffe"}, "framework"),
+    ],
+)
 def test_bad_row_is_named(change: dict[str, object], needle: str) -> None:
     with pytest.raises(ReferenceDataError, match=rf"bad\.yaml: row 0: .*{needle}"):
         load_file("bad.yaml", _doc(**change))

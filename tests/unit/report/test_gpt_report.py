@@ -14,19 +14,25 @@ from tests.support.reports import GPT_SMALL as SMALL
 from tests.support.reports import gpt_point as _point
 
 DLPERF = {"hidden": 1536, "layers": 16, "heads": 16, "seq": 2048, "vocab": 51200}
+
+
 def test_names_and_groups_follow_dlperf() -> None:
     p = _point(1, SMALL, 4, 8, 1.0, pipeline=2, micro=4).result.spec
     assert case_names(p, "") == ["DP_PP_2x1x2_16_256x4"]
-    assert case_names(p, "A+2D_8x1x1_16_1536x16+DP_8x1x1_16_1536x16") == ["2D_8x1x1_16_1536x16",
-                                                                          "DP_8x1x1_16_1536x16"]
-    assert [group_of(n) for n in ("DP_8x1x1_16_1x1", "MP_1x8x1_16_1x1", "2D_2x4x1_16_1x1", "MP_PP_1x8x4_512_1x1",
-                                  "PP_1x1x2_16_1x1")] == ["DP", "TP", "2D", "PP", "PP"]
+    assert case_names(p, "A+2D_8x1x1_16_1536x16+DP_8x1x1_16_1536x16") == ["2D_8x1x1_16_1536x16", "DP_8x1x1_16_1536x16"]
+    assert [
+        group_of(n)
+        for n in ("DP_8x1x1_16_1x1", "MP_1x8x1_16_1x1", "2D_2x4x1_16_1x1", "MP_PP_1x8x4_512_1x1", "PP_1x1x2_16_1x1")
+    ] == ["DP", "TP", "2D", "PP", "PP"]
 
 
 def test_rows_count_hardware_tflops_per_device_and_keep_pipeline_facts() -> None:
     pipe = {"pipeline": {"stage_forward_ms": [10.0, 12.5], "stage_backward_ms": [20.0, 30.0], "bubble": 0.2}}
-    points = [_point(1, SMALL, 1, 8, 0.5), _point(2, SMALL, 2, 8, 0.5, tensor=2, recompute=False),
-              _point(3, SMALL, 2, 16, 1.0, pipeline=2, micro=4, extra=pipe)]
+    points = [
+        _point(1, SMALL, 1, 8, 0.5),
+        _point(2, SMALL, 2, 8, 0.5, tensor=2, recompute=False),
+        _point(3, SMALL, 2, 16, 1.0, pipeline=2, micro=4, extra=pipe),
+    ]
     rows = {r.case: r for r in layout_rows(points)}
     assert list(rows) == ["DP_1x1x1_8_256x4", "MP_1x2x1_8_256x4", "DP_PP_1x1x2_16_256x4"]
     case = get_case("gpt").configured(SMALL)
@@ -41,22 +47,30 @@ def test_rows_count_hardware_tflops_per_device_and_keep_pipeline_facts() -> None
 
 
 def test_dlperf_figures_sit_beside_their_own_case_only() -> None:
-    gpu = [_point(1, DLPERF, 1, 2, 0.4, device="cuda", group="DP_1x1x1_2_1536x16"),
-           _point(2, DLPERF, 8, 16, 0.4, tensor=8, device="cuda", group="MP_1x8x1_16_1536x16+2D_1x8x1_16_1536x16"),
-           _point(3, DLPERF, 8, 4, 0.4, device="cuda")]  # batch 4 per replica: no DLPerf case
+    gpu = [
+        _point(1, DLPERF, 1, 2, 0.4, device="cuda", group="DP_1x1x1_2_1536x16"),
+        _point(2, DLPERF, 8, 16, 0.4, tensor=8, device="cuda", group="MP_1x8x1_16_1536x16+2D_1x8x1_16_1536x16"),
+        _point(3, DLPERF, 8, 4, 0.4, device="cuda"),
+    ]  # batch 4 per replica: no DLPerf case
     rows = layout_rows(gpu)
     by_case = {r.case: r for r in rows}
     assert {p.who: p.tflops_per_device for p in by_case["DP_1x1x1_2_1536x16"].published} == {
-        "OneFlow": 49.43, "Megatron-LM": 43.25}
+        "OneFlow": 49.43,
+        "Megatron-LM": 43.25,
+    }
     assert {p.tflops_per_device for p in by_case["2D_1x8x1_16_1536x16"].published} == {31.15, 30.2}
     assert {p.tflops_per_device for p in by_case["MP_1x8x1_16_1536x16"].published} == {31.26, 28.99}
     assert not by_case["DP_8x1x1_32_1536x16"].published
 
 
 def test_the_chart_draws_every_group_with_an_ideal_and_memory() -> None:
-    points = [_point(1, SMALL, 1, 4, 0.5, group="DP_1x1x1_4_256x4"), _point(2, SMALL, 2, 4, 0.6),
-              _point(3, SMALL, 2, 8, 0.5, tensor=2), _point(4, SMALL, 4, 4, 0.5, tensor=2),
-              _point(5, SMALL, 2, 16, 1.0, pipeline=2, micro=4)]
+    points = [
+        _point(1, SMALL, 1, 4, 0.5, group="DP_1x1x1_4_256x4"),
+        _point(2, SMALL, 2, 4, 0.6),
+        _point(3, SMALL, 2, 8, 0.5, tensor=2),
+        _point(4, SMALL, 4, 4, 0.5, tensor=2),
+        _point(5, SMALL, 2, 16, 1.0, pipeline=2, micro=4),
+    ]
     charts = layout_chart(layout_rows(points), {})
     assert len(charts.charts) == 1
     fig = charts.charts[0].figure
@@ -73,26 +87,36 @@ def test_a_suite_s_layouts_become_points() -> None:
     from dlbench.suite.expand import expand
     from dlbench.suite.schema import parse_suite
 
-    suite = parse_suite("name: s\naxes: {framework: fake, model: gpt}\nparams: {seq: 64}\nlayouts:\n"
-                        "  - {name: MP_1x2x1_8_256x4, scale: 1n2c, batch: 8, tensor_parallel: 2, recompute: true,"
-                        " params: {hidden: 256, layers: 4}}\n"
-                        "  - {name: PP_1x1x2_16_256x4, scale: 1n2c, batch: 16, pipeline_parallel: 2,"
-                        " micro_batches: 4, schedule: gpipe, params: {hidden: 256, layers: 4}}\n", "s.yaml")
+    suite = parse_suite(
+        "name: s\naxes: {framework: fake, model: gpt}\nparams: {seq: 64}\nlayouts:\n"
+        "  - {name: MP_1x2x1_8_256x4, scale: 1n2c, batch: 8, tensor_parallel: 2, recompute: true,"
+        " params: {hidden: 256, layers: 4}}\n"
+        "  - {name: PP_1x1x2_16_256x4, scale: 1n2c, batch: 16, pipeline_parallel: 2,"
+        " micro_batches: 4, schedule: gpipe, params: {hidden: 256, layers: 4}}\n",
+        "s.yaml",
+    )
     points = expand(suite, "cpu")
     assert [p.batch_group for p in points] == ["MP_1x2x1_8_256x4", "PP_1x1x2_16_256x4"]
     tp, pp = (p.spec for p in points)
-    assert (tp.tensor_parallel, tp.recompute, tp.world_size, tp.params) == (2, True, 2, {"hidden": 256, "layers": 4,
-                                                                                        "seq": 64})
+    assert (tp.tensor_parallel, tp.recompute, tp.world_size, tp.params) == (
+        2,
+        True,
+        2,
+        {"hidden": 256, "layers": 4, "seq": 64},
+    )
     assert (pp.pipeline_parallel, pp.micro_batches, pp.pipeline_schedule, pp.batch_size) == (2, 4, "gpipe", 16)
     assert [p.batch_group for p in expand(suite, "cpu", only={"scale": ["1n4c"]})] == []
 
 
-@pytest.mark.parametrize(("layout", "message"), [
-    ("{name: a, scale: 1n4c, batch: 4, tensor_parallel: 3}", "do not divide by 3 x 1"),
-    ("{name: a, scale: 1n2c, batch: 3, pipeline_parallel: 2, micro_batches: 2}", "multiple of --micro-batches"),
-    ("{name: a b, scale: 1n1c, batch: 4}", "name"),
-    ("{name: a, scale: 1n1c, batch: 4, params: {hidden: 100, heads: 3}}", "multiple of heads"),
-])
+@pytest.mark.parametrize(
+    ("layout", "message"),
+    [
+        ("{name: a, scale: 1n4c, batch: 4, tensor_parallel: 3}", "do not divide by 3 x 1"),
+        ("{name: a, scale: 1n2c, batch: 3, pipeline_parallel: 2, micro_batches: 2}", "multiple of --micro-batches"),
+        ("{name: a b, scale: 1n1c, batch: 4}", "name"),
+        ("{name: a, scale: 1n1c, batch: 4, params: {hidden: 100, heads: 3}}", "multiple of heads"),
+    ],
+)
 def test_a_bad_layout_names_its_line(layout: str, message: str) -> None:
     from dlbench.suite.schema import SuiteError, parse_suite
 

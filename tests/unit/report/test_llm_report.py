@@ -40,8 +40,10 @@ def test_anchors_match_shape_gpu_and_precision() -> None:
 
 
 def test_the_report_section_shows_llama_points_with_anchors(tmp_path: Path) -> None:
-    points = [StoredPoint(1, "run1", _point("llama3_8b", 2.0, 8, "bf16", fsdp=True)),
-              StoredPoint(2, "run1", _point("llama_tiny", 0.01, 1, "fp32", gpu="NVIDIA A2"))]
+    points = [
+        StoredPoint(1, "run1", _point("llama3_8b", 2.0, 8, "bf16", fsdp=True)),
+        StoredPoint(2, "run1", _point("llama_tiny", 0.01, 1, "fp32", gpu="NVIDIA A2")),
+    ]
     report = build_report([], points)
     assert [r.layout for r in report.llm] == ["DP8 FSDP", "DP1"]
     big = report.llm[0]

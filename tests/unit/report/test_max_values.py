@@ -31,17 +31,47 @@ def test_dlperf_reference_rows_are_the_seed_s() -> None:
 
 
 @pytest.mark.parametrize("threshold", [37_500, 41_000])
-def test_run_keeps_the_search_and_the_report_shows_its_boundary(cli: Callable[..., CliResult], store_path: Path,
-                                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                threshold: int) -> None:
+def test_run_keeps_the_search_and_the_report_shows_its_boundary(
+    cli: Callable[..., CliResult], store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threshold: int
+) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", f"param_oom_above:classes:{threshold}")
-    code, _, err = cli("run", "-f", "fake", "-m", "face", "-b", "4", "--param", "classes=max", "--param",
-                       "model_parallel=1", "--param", "sample=10", "--memory-limit", "1GiB", "--warmup", "0",
-                       "--steps", "1", "--repeats", "1", "--device", "cpu", "--store", str(store_path))
+    code, _, err = cli(
+        "run",
+        "-f",
+        "fake",
+        "-m",
+        "face",
+        "-b",
+        "4",
+        "--param",
+        "classes=max",
+        "--param",
+        "model_parallel=1",
+        "--param",
+        "sample=10",
+        "--memory-limit",
+        "1GiB",
+        "--warmup",
+        "0",
+        "--steps",
+        "1",
+        "--repeats",
+        "1",
+        "--device",
+        "cpu",
+        "--store",
+        str(store_path),
+    )
     assert code == 0, err
     largest = threshold // 1000 * 1000  # classes are searched in units of 1,000
     [row] = max_value_rows(Store(store_path).points())
-    assert (row.framework, row.model, row.name, row.mode, row.scale) == ("fake", "face", "classes", "partial_fc", "1n1c")
+    assert (row.framework, row.model, row.name, row.mode, row.scale) == (
+        "fake",
+        "face",
+        "classes",
+        "partial_fc",
+        "1n1c",
+    )
     assert row.largest == f"{largest // 1000}K" and row.fails_at == f"{largest // 1000 + 1}K"
     assert row.budget == "1 GiB (emulated)"
     assert row.exact == f"within 1K, reproduced (run again: {largest // 1000 + 1}K oom, {largest // 1000}K ok)"
@@ -60,11 +90,29 @@ def test_run_keeps_the_search_and_the_report_shows_its_boundary(cli: Callable[..
     assert "## Special cases" in text and f"| {largest // 1000}K | {largest // 1000 + 1}K |" in text
 
 
-def test_no_special_section_without_a_special_point(cli: Callable[..., CliResult], store_path: Path,
-                                                    tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_special_section_without_a_special_point(
+    cli: Callable[..., CliResult], store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.001")
-    code, _, err = cli("run", "-f", "fake", "-m", "resnet50", "-b", "2", "--warmup", "0", "--steps", "1",
-                       "--repeats", "1", "--device", "cpu", "--store", str(store_path))
+    code, _, err = cli(
+        "run",
+        "-f",
+        "fake",
+        "-m",
+        "resnet50",
+        "-b",
+        "2",
+        "--warmup",
+        "0",
+        "--steps",
+        "1",
+        "--repeats",
+        "1",
+        "--device",
+        "cpu",
+        "--store",
+        str(store_path),
+    )
     assert code == 0, err
     out = tmp_path / "r.html"
     code, _, err = cli("report", "-o", str(out), "--store", str(store_path))

@@ -39,8 +39,13 @@ def test_devices_fifos_sockets_links_and_folders_are_refused(tmp_path: Path) -> 
     server.bind(str(sock))
     link.symlink_to(tmp_path / "elsewhere.html")
     try:
-        for path, kind in ((Path("/dev/null"), "a character device"), (fifo, "a FIFO"), (sock, "a socket"),
-                           (link, "a symbolic link"), (tmp_path, "a folder")):
+        for path, kind in (
+            (Path("/dev/null"), "a character device"),
+            (fifo, "a FIFO"),
+            (sock, "a socket"),
+            (link, "a symbolic link"),
+            (tmp_path, "a folder"),
+        ):
             with pytest.raises(OutputError, match=kind):
                 check_output(path)
     finally:
@@ -50,8 +55,9 @@ def test_devices_fifos_sockets_links_and_folders_are_refused(tmp_path: Path) -> 
     check_output(tmp_path / "old.html")
 
 
-def test_report_into_a_fifo_is_refused_and_the_fifo_stays(one_point_store: Path, tmp_path: Path,
-                                                         cli: Callable[..., CliResult]) -> None:
+def test_report_into_a_fifo_is_refused_and_the_fifo_stays(
+    one_point_store: Path, tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
     fifo = tmp_path / "pipe.html"
     os.mkfifo(fifo)
     code, _, err = cli("report", "--all", "-o", str(fifo), "--store", str(one_point_store))
@@ -60,16 +66,18 @@ def test_report_into_a_fifo_is_refused_and_the_fifo_stays(one_point_store: Path,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe.html"]
 
 
-def test_the_report_file_mode_follows_the_umask(one_point_store: Path, tmp_path: Path, umask_022: None,
-                                                cli: Callable[..., CliResult]) -> None:
+def test_the_report_file_mode_follows_the_umask(
+    one_point_store: Path, tmp_path: Path, umask_022: None, cli: Callable[..., CliResult]
+) -> None:
     out = tmp_path / "r.html"
     code, _, err = cli("report", "--all", "-o", str(out), "--store", str(one_point_store))
     assert code == 0, err
     assert stat.S_IMODE(out.stat().st_mode) == 0o644
 
 
-def test_a_chart_folder_dlbench_did_not_make_is_never_deleted(one_point_store: Path, tmp_path: Path,
-                                                              cli: Callable[..., CliResult]) -> None:
+def test_a_chart_folder_dlbench_did_not_make_is_never_deleted(
+    one_point_store: Path, tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
     out, folder = tmp_path / "notes.md", tmp_path / "notes_files"
     folder.mkdir()
     (folder / "mine.txt").write_text("the user's")
@@ -79,7 +87,8 @@ def test_a_chart_folder_dlbench_did_not_make_is_never_deleted(one_point_store: P
 
 
 def test_a_chart_folder_dlbench_made_is_replaced_unless_it_holds_other_files(
-        one_point_store: Path, tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    one_point_store: Path, tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
     out, folder = tmp_path / "r.md", tmp_path / "r_files"
     args = ("report", "--all", "--format", "md", "-o", str(out), "--store", str(one_point_store))
     code, _, err = cli(*args)

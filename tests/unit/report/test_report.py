@@ -30,8 +30,14 @@ def fixture_points() -> list[PointResult]:
         for devices, slow in ((1, 1.0), (2, 1.1), (4, 1.3)):
             pts.append(make_point(fw, per_node=devices, step_s=base * slow, seed=devices))
     pts.append(make_point("torch", batch=64, step_s=0.07))
-    pts.append(make_point("tf", batch=64, status="oom", error="Traceback (most recent call last):\n  ...\n"
-                          "ResourceExhaustedError: OOM when allocating tensor"))
+    pts.append(
+        make_point(
+            "tf",
+            batch=64,
+            status="oom",
+            error="Traceback (most recent call last):\n  ...\nResourceExhaustedError: OOM when allocating tensor",
+        )
+    )
     pts.append(make_point("mxnet", status="unsupported", error="mxnet has no bf16 kernels here"))
     pts.append(make_point("tf", batch=32, step_s=0.04))
     pts.append(make_point("torch", data="real", step_s=0.02))
@@ -56,8 +62,17 @@ def html_page(fixture_store: Path) -> str:
 
 
 def _throughput(points: list[PointResult], fw: str, devices: int, batch: int = 8) -> float:
-    hit = [p for p in points if p.spec.framework == fw and p.spec.world_size == devices and p.spec.batch_size == batch
-           and p.status == "ok" and p.spec.data == "synthetic" and p.spec.device == "cpu" and p.metrics]
+    hit = [
+        p
+        for p in points
+        if p.spec.framework == fw
+        and p.spec.world_size == devices
+        and p.spec.batch_size == batch
+        and p.status == "ok"
+        and p.spec.data == "synthetic"
+        and p.spec.device == "cpu"
+        and p.metrics
+    ]
     assert len(hit) == 1 and hit[0].metrics
     return hit[0].metrics.throughput
 
@@ -66,7 +81,7 @@ def test_html_report(html_page: str) -> None:
     page = html_page
     assert "13 points from 1 run" in page
     # one table per section, frameworks as columns, configurations as rows
-    assert page.count("<table class=\"results\">") == 4
+    assert page.count('<table class="results">') == 4
     for title in (*map(framework_title, ("torch", "tf", "mxnet")), "batch 8", "1n4c", "real data", "AlexNet"):
         assert title in page
     # charts: throughput and speedup vs scale, memory, spread, synthetic vs real, max batch
@@ -78,8 +93,10 @@ def test_html_report(html_page: str) -> None:
     # failures as footnotes, the exception line rather than the traceback header
     oom = re.search(r'badge oom">OOM</span><sup>\[(\d)\]', page)
     assert oom
-    assert (f'<li value="{oom.group(1)}">{framework_title("tf")}, batch 64, 1n1c: OOM: '
-            "ResourceExhaustedError: OOM when allocating tensor</li>") in page
+    assert (
+        f'<li value="{oom.group(1)}">{framework_title("tf")}, batch 64, 1n1c: OOM: '
+        "ResourceExhaustedError: OOM when allocating tensor</li>"
+    ) in page
     assert "mxnet has no bf16 kernels here" in page and "unsupported" in page
     # speedup and efficiency, computed from the stored throughputs
     pts = fixture_points()
@@ -151,18 +168,24 @@ def test_max_batch_note_when_absent(store_path: Path, tmp_path: Path, cli: Calla
 
 
 def test_identity_mismatch_warns_in_report(store_path: Path, tmp_path: Path, cli: Callable[..., CliResult]) -> None:
-    fill_store(store_path, [make_point("torch"), make_point("torch", batch=16, identity={**CPU, "device_model": "Xeon"})])
+    fill_store(
+        store_path, [make_point("torch"), make_point("torch", batch=16, identity={**CPU, "device_model": "Xeon"})]
+    )
     out = tmp_path / "r.html"
     assert cli("report", "--store", str(store_path), "-o", str(out))[0] == 0
     assert "identity key device_model differs between points (AMD EPYC, Xeon)" in out.read_text()
 
 
-@pytest.mark.parametrize("args,needle", [
-    (("nope-run",), "no run 'nope-run'"),
-    (("--format", "pdf"), "pdf"),
-])
-def test_bad_input(fixture_store: Path, tmp_path: Path, cli: Callable[..., CliResult], args: tuple[str, ...],
-                   needle: str) -> None:
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("nope-run",), "no run 'nope-run'"),
+        (("--format", "pdf"), "pdf"),
+    ],
+)
+def test_bad_input(
+    fixture_store: Path, tmp_path: Path, cli: Callable[..., CliResult], args: tuple[str, ...], needle: str
+) -> None:
     out = tmp_path / "r.html"
     code, _, err = cli("report", "--store", str(fixture_store), "-o", str(out), *args)
     assert code == 2
@@ -190,8 +213,14 @@ def test_csv_reads_straight_into_pandas(fixture_store: Path) -> None:
     assert set(df["status"]) == {"ok", "oom", "unsupported"}
     # scaling: each multi-device point against the 1-device point of its framework, from the same store
     multi = df[(df["world_size"] > 1) & (df["status"] == "ok")].set_index(["framework", "world_size"])
-    one = df[(df["world_size"] == 1) & (df["status"] == "ok") & (df["batch_size"] == 8) & (df["data"] == "synthetic")
-             & (df["model"] == "resnet50") & (df["device"] == "cpu")].set_index("framework")
+    one = df[
+        (df["world_size"] == 1)
+        & (df["status"] == "ok")
+        & (df["batch_size"] == 8)
+        & (df["data"] == "synthetic")
+        & (df["model"] == "resnet50")
+        & (df["device"] == "cpu")
+    ].set_index("framework")
     for (fw, n), row in multi.iterrows():
         assert row["baseline_point_id"] == one.loc[fw, "point_id"]
         assert row["speedup"] == pytest.approx(row["throughput"] / one.loc[fw, "throughput"])
@@ -236,7 +265,7 @@ def test_hostile_title_is_text_in_html(fixture_store: Path, tmp_path: Path, cli:
     assert code == 0, err
     page = out.read_text()
     assert external_resources(page) == []
-    assert '&lt;img src=&#34;//evil.example/x.png&#34;&gt;' in page  # shown as the text it is
+    assert "&lt;img src=&#34;//evil.example/x.png&#34;&gt;" in page  # shown as the text it is
 
 
 def test_external_resources_are_found_in_markup_only() -> None:
@@ -252,8 +281,9 @@ def test_hostile_title_is_text_in_markdown(fixture_store: Path, tmp_path: Path, 
     from dlbench.report.markdown import md_code
 
     out = tmp_path / "r.md"
-    code, _, err = cli("report", "--all", "--format", "md", "--title", HOSTILE_TITLE, "-o", str(out), "--store",
-                       str(fixture_store))
+    code, _, err = cli(
+        "report", "--all", "--format", "md", "--title", HOSTILE_TITLE, "-o", str(out), "--store", str(fixture_store)
+    )
     assert code == 0, err
     heading = out.read_text().splitlines()[0]
     assert "<img" not in heading and "&lt;img" in heading
@@ -262,8 +292,9 @@ def test_hostile_title_is_text_in_markdown(fixture_store: Path, tmp_path: Path, 
 
 
 @pytest.mark.parametrize("fmt", ["html", "md"])
-def test_report_never_writes_through_a_planted_link(fixture_store: Path, tmp_path: Path, fmt: str,
-                                                    cli: Callable[..., CliResult]) -> None:
+def test_report_never_writes_through_a_planted_link(
+    fixture_store: Path, tmp_path: Path, fmt: str, cli: Callable[..., CliResult]
+) -> None:
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me")
     out = tmp_path / f"r.{fmt}"

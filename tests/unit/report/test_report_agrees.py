@@ -42,8 +42,12 @@ def test_gpt_tokens_per_s_come_from_the_point_s_sequence_as_in_the_run_table() -
 def _two_steps(r: PointResult) -> PointResult:
     """The point with one repeat of its first two steps, metrics derived again."""
     spec = dataclasses.replace(r.spec, protocol=dataclasses.replace(r.spec.protocol, steps=2, repeats=1))
-    ranks = tuple(dataclasses.replace(k, repeats=tuple(RepeatRaw(rep.step_times[:2], sum(rep.step_times[:2]))
-                                                       for rep in k.repeats)) for k in r.ranks)
+    ranks = tuple(
+        dataclasses.replace(
+            k, repeats=tuple(RepeatRaw(rep.step_times[:2], sum(rep.step_times[:2])) for rep in k.repeats)
+        )
+        for k in r.ranks
+    )
     return dataclasses.replace(r, spec=spec, ranks=ranks, metrics=summarize(spec, ranks))
 
 
@@ -57,8 +61,9 @@ def _store(tmp_path: Path, points: list[PointResult]) -> Path:
     return path
 
 
-def test_the_history_caption_says_not_enough_samples_where_the_cli_does(tmp_path: Path,
-                                                                      cli: Callable[..., CliResult]) -> None:
+def test_the_history_caption_says_not_enough_samples_where_the_cli_does(
+    tmp_path: Path, cli: Callable[..., CliResult]
+) -> None:
     points = [_two_steps(one_repeat(make_point("torch", seed=i))) for i in range(2)]  # 2 samples a side: too few
     path = _store(tmp_path, points)
     code, _, err = cli("history", "--store", str(path))
@@ -69,8 +74,7 @@ def test_the_history_caption_says_not_enough_samples_where_the_cli_does(tmp_path
     assert "95% CI" not in chart.figure.axes[0].get_ylabel()  # n=1 points have no interval to label
 
 
-def test_the_history_caption_with_samples_enough_says_no_change(tmp_path: Path,
-                                                                cli: Callable[..., CliResult]) -> None:
+def test_the_history_caption_with_samples_enough_says_no_change(tmp_path: Path, cli: Callable[..., CliResult]) -> None:
     path = _store(tmp_path, [make_point("torch", seed=1), make_point("torch", seed=1)])  # identical samples
     code, _, _ = cli("history", "--store", str(path))
     stored = Store(path, readonly=True).points()
@@ -97,7 +101,9 @@ def test_wide_deep_at_its_default_vocabulary_is_not_called_missing() -> None:
 
 def test_report_header_counts_contended_points_apart() -> None:
     busy = Telemetry(contention=Contention(others_share=0.48, cpus=2, window_s=1.0, load_avg=(3.1, 2.0, 1.0)))
-    points = [StoredPoint(1, "r1", make_point("torch")),
-              StoredPoint(2, "r1", with_telemetry(make_point("torch", model="alexnet"), busy))]
+    points = [
+        StoredPoint(1, "r1", make_point("torch")),
+        StoredPoint(2, "r1", with_telemetry(make_point("torch", model="alexnet"), busy)),
+    ]
     report = build_report([], points)
     assert report.status_counts == {"ok": 1, "ok, contended": 1}

@@ -30,8 +30,10 @@ from tests.support.reports import make_point, one_repeat
 
 def stored(points: list[PointResult], run: str = "run1", start: float = 1.7e9) -> list[StoredPoint]:
     """Points as a store gives them back: ids in order, one start time after another."""
-    return [StoredPoint(i + 1, run, dataclasses.replace(p, started=start + 60 * i, finished=start + 60 * i + 30))
-            for i, p in enumerate(points)]
+    return [
+        StoredPoint(i + 1, run, dataclasses.replace(p, started=start + 60 * i, finished=start + 60 * i + 30))
+        for i, p in enumerate(points)
+    ]
 
 
 def params(r: PointResult, **values: int) -> PointResult:
@@ -42,14 +44,26 @@ def params(r: PointResult, **values: int) -> PointResult:
 def threads(r: PointResult, n: int) -> PointResult:
     """The point as run with --threads n (the spec's and the identity's)."""
     ident = {**r.env.identity, "threads": str(n)}
-    return dataclasses.replace(r, spec=dataclasses.replace(r.spec, threads=n),
-                               env=dataclasses.replace(r.env, identity=ident))
+    return dataclasses.replace(
+        r, spec=dataclasses.replace(r.spec, threads=n), env=dataclasses.replace(r.env, identity=ident)
+    )
 
 
 def max_facts(value: int) -> dict[str, object]:
     """What `run --param classes=max` keeps with the point it measured at the max."""
-    return {"name": "classes", "unit": 1000, "max": value, "exact": True, "lo": 1000, "hi": 10**8,
-            "fails_at": value + 1000, "probes": 17, "new_probes": 17, "note": "", "checks": []}
+    return {
+        "name": "classes",
+        "unit": 1000,
+        "max": value,
+        "exact": True,
+        "lo": 1000,
+        "hi": 10**8,
+        "fails_at": value + 1000,
+        "probes": 17,
+        "new_probes": 17,
+        "note": "",
+        "checks": [],
+    }
 
 
 def cells(points: list[StoredPoint]) -> dict[tuple[str, str], str]:
@@ -64,27 +78,41 @@ def cells(points: list[StoredPoint]) -> dict[tuple[str, str], str]:
 
 # -- item 1: every configuration visible -------------------------------------------------------------------
 
+
 def test_wide_deep_vocabularies_each_get_a_row() -> None:
-    pts = stored([params(make_point("torch", model="wide_deep", batch=512, step_s=s), vocab=v)
-                  for v, s in ((3_200_000, 0.02), (4_000_000, 0.021), (6_400_000, 0.024))])
+    pts = stored(
+        [
+            params(make_point("torch", model="wide_deep", batch=512, step_s=s), vocab=v)
+            for v, s in ((3_200_000, 0.02), (4_000_000, 0.021), (6_400_000, 0.024))
+        ]
+    )
     shown = cells(pts)
-    assert sorted(r for r, _ in shown) == ["bs 512 · 1n1c · vocab=3.2M", "bs 512 · 1n1c · vocab=4M",
-                                           "bs 512 · 1n1c · vocab=6.4M"]
+    assert sorted(r for r, _ in shown) == [
+        "bs 512 · 1n1c · vocab=3.2M",
+        "bs 512 · 1n1c · vocab=4M",
+        "bs 512 · 1n1c · vocab=6.4M",
+    ]
     [sec] = build_sections(pts)
     assert all(c.hidden == 0 for c in sec.cells.values())
 
 
 def test_face_modes_are_not_hidden_behind_an_oom_baseline() -> None:
     """The issue's face table: the 1-device baselines ran out of memory, the 1n2c maxima trained."""
-    full = params(make_point("torch", model="face", batch=4, per_node=2, extra={"max_param": max_facts(45_000)}),
-                  classes=45_000)
-    mp = params(make_point("torch", model="face", batch=4, per_node=2, step_s=0.011,
-                           extra={"max_param": max_facts(98_000)}), classes=98_000, model_parallel=1)
+    full = params(
+        make_point("torch", model="face", batch=4, per_node=2, extra={"max_param": max_facts(45_000)}), classes=45_000
+    )
+    mp = params(
+        make_point("torch", model="face", batch=4, per_node=2, step_s=0.011, extra={"max_param": max_facts(98_000)}),
+        classes=98_000,
+        model_parallel=1,
+    )
     base = params(make_point("torch", model="face", batch=4, status="oom"), classes=98_000, model_parallel=1)
     shown = cells(stored([full, mp, base]))
     ok = {r: v for (r, _), v in shown.items() if v != "oom"}
-    assert set(ok) == {"bs 4 · 1n2c (ddp) · classes=45K model_parallel=0",
-                       "bs 4 · 1n2c (ddp) · classes=98K model_parallel=1"}
+    assert set(ok) == {
+        "bs 4 · 1n2c (ddp) · classes=45K model_parallel=0",
+        "bs 4 · 1n2c (ddp) · classes=98K model_parallel=1",
+    }
     assert [r for (r, _), v in shown.items() if v == "oom"] == ["bs 4 · 1n1c · classes=98K model_parallel=1"]
 
 
@@ -97,12 +125,16 @@ def test_another_thread_count_is_another_row() -> None:
 
 def test_another_framework_version_is_another_column() -> None:
     old, new = make_point("torch"), make_point("torch", step_s=0.02)
-    new = dataclasses.replace(new, env=dataclasses.replace(
-        new.env, identity={**new.env.identity, "framework_version": "torch-2.0"}))
+    new = dataclasses.replace(
+        new, env=dataclasses.replace(new.env, identity={**new.env.identity, "framework_version": "torch-2.0"})
+    )
     tf = make_point("tf")
     shown = cells(stored([old, new, tf]))
-    assert {c for _, c in shown} == {"PyTorch · framework_version=torch-1.0", "PyTorch · framework_version=torch-2.0",
-                                     "TensorFlow/Keras"}
+    assert {c for _, c in shown} == {
+        "PyTorch · framework_version=torch-1.0",
+        "PyTorch · framework_version=torch-2.0",
+        "TensorFlow/Keras",
+    }
     assert {r for r, _ in shown} == {"bs 8 · 1n1c"}  # a version differs per framework: same row
 
 
@@ -123,11 +155,19 @@ def test_few_repeats_are_marked_in_the_report(report: tuple[Report, str]) -> Non
 
 # -- item 9: the smaller items ------------------------------------------------------------------------------
 
+
 def test_a_maximum_whose_measured_point_failed_is_demoted() -> None:
-    good = params(make_point("torch", model="face", batch=4, per_node=2, extra={"max_param": max_facts(98_000)}),
-                  classes=98_000, model_parallel=1)
-    bad = params(make_point("torch", model="face", batch=4, per_node=2, status="oom",
-                            extra={"max_param": max_facts(174_000)}), classes=174_000, model_parallel=1, sample=10)
+    good = params(
+        make_point("torch", model="face", batch=4, per_node=2, extra={"max_param": max_facts(98_000)}),
+        classes=98_000,
+        model_parallel=1,
+    )
+    bad = params(
+        make_point("torch", model="face", batch=4, per_node=2, status="oom", extra={"max_param": max_facts(174_000)}),
+        classes=174_000,
+        model_parallel=1,
+        sample=10,
+    )
     rows = {r.mode: r for r in max_value_rows(stored([good, bad]))}
     assert rows["model_parallel"].largest == "98K" and not rows["model_parallel"].demoted
     pfc = rows["partial_fc"]
@@ -135,8 +175,11 @@ def test_a_maximum_whose_measured_point_failed_is_demoted() -> None:
     assert "oom when measured" in pfc.fails_at
     assert verdict_lines([good, bad]) == [
         "largest classes that trains, torch face bs4 1n2c: 98K, 99K ran out of memory; exact: within 1K, reproduced",
-        ("largest classes that trains, torch face bs4 1n2c: below 174K; exact: no: 174K trained in the search, the "
-         "point measured there ended oom")]
+        (
+            "largest classes that trains, torch face bs4 1n2c: below 174K; exact: no: 174K trained in the search, the "
+            "point measured there ended oom"
+        ),
+    ]
 
 
 def test_an_all_unsupported_section_is_one_line_not_a_chart() -> None:
@@ -181,10 +224,13 @@ def report() -> tuple[Report, str]:
     few = [one_repeat(make_point("tf", model="alexnet", batch=8 * n), n) for n in (1, 2)]
     measured = [make_point("torch", batch=64, extra={"max_batch": 64})]
     probes = [make_point("torch", batch=b, status="oom" if b > 64 else "ok") for b in (16, 32, 64, 128, 256)]
-    pts = stored([*repeats, *few, *measured], "run") + \
-        [dataclasses.replace(p, id=p.id + 10) for p in stored(probes, "search")]
-    runs = [RunRecord("run", 0.0, "run", "dlbench run", "done", {}),
-            RunRecord("search", 0.0, "maxbatch", "max batch search", "done", {})]
+    pts = stored([*repeats, *few, *measured], "run") + [
+        dataclasses.replace(p, id=p.id + 10) for p in stored(probes, "search")
+    ]
+    runs = [
+        RunRecord("run", 0.0, "run", "dlbench run", "done", {}),
+        RunRecord("search", 0.0, "maxbatch", "max batch search", "done", {}),
+    ]
     doc = build_report(runs, pts)
     return doc, render_html(doc)
 
@@ -204,4 +250,3 @@ def test_the_report_file_is_world_readable_like_other_output(tmp_path: Path) -> 
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "r.html").stat().st_mode) == 0o644
     assert stat.S_IMODE(folder.stat().st_mode) == 0o755
-

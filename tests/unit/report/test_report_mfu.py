@@ -25,13 +25,24 @@ PROTO = Protocol(warmup=1, steps=4, repeats=2, statistic="median", preset="quick
 A100 = "NVIDIA A100-SXM4-80GB"
 
 
-def gpu_point(framework: str, step_s: float, gpu: str = A100, math_mode: str = "tf32", status: str = "ok",
-              devices: int = 1) -> PointResult:
+def gpu_point(
+    framework: str, step_s: float, gpu: str = A100, math_mode: str = "tf32", status: str = "ok", devices: int = 1
+) -> PointResult:
     """A resnet50 tf32 point on a GPU with constant step times (so that its throughput is exact)."""
-    spec = PointSpec(framework=framework, model="resnet50", batch_size=64, protocol=PROTO, precision="tf32",
-                     device="cuda", devices_per_node=devices, strategy="ddp" if devices > 1 else "none")
-    env = Environment(identity={"device": "cuda", "device_model": gpu, "math_mode": math_mode,
-                                "framework": framework}, descriptive={"hostname": "gpu-box"})
+    spec = PointSpec(
+        framework=framework,
+        model="resnet50",
+        batch_size=64,
+        protocol=PROTO,
+        precision="tf32",
+        device="cuda",
+        devices_per_node=devices,
+        strategy="ddp" if devices > 1 else "none",
+    )
+    env = Environment(
+        identity={"device": "cuda", "device_model": gpu, "math_mode": math_mode, "framework": framework},
+        descriptive={"hostname": "gpu-box"},
+    )
     if status != "ok":
         return PointResult(spec, status, env=env, error="out of memory")  # type: ignore[arg-type]
     ranks = tuple(RankRaw(r, tuple(RepeatRaw((step_s,) * 4, 4 * step_s) for _ in range(2))) for r in range(devices))
@@ -40,8 +51,12 @@ def gpu_point(framework: str, step_s: float, gpu: str = A100, math_mode: str = "
 
 @pytest.fixture
 def points() -> list[StoredPoint]:
-    results = [gpu_point("torch", 0.1), gpu_point("tf", 0.2), gpu_point("jax", 0.1, gpu="NVIDIA A2"),
-               gpu_point("paddle", 0.1, status="oom")]
+    results = [
+        gpu_point("torch", 0.1),
+        gpu_point("tf", 0.2),
+        gpu_point("jax", 0.1, gpu="NVIDIA A2"),
+        gpu_point("paddle", 0.1, status="oom"),
+    ]
     return [StoredPoint(i + 1, "run1", r) for i, r in enumerate(results)]
 
 

@@ -26,7 +26,11 @@ def test_a_study_has_a_line_per_strategy_from_the_shared_one_device_point() -> N
     assert study.strategies == ["ps-cpu", "replicated-copy", "replicated-nccl"] and study.devices == [1, 2, 4]
     assert study.at("ps-cpu", 1) is study.baseline and study.at("replicated-copy", 1) is study.baseline
     two = study.at("ps-cpu", 2)
-    assert two is not None and two.speedup == pytest.approx(2.0, rel=0.05) and two.efficiency == pytest.approx(1.0, rel=0.05)
+    assert (
+        two is not None
+        and two.speedup == pytest.approx(2.0, rel=0.05)
+        and two.efficiency == pytest.approx(1.0, rel=0.05)
+    )
     assert study.at("replicated-nccl", 4).status == "unsupported"  # type: ignore[union-attr]
     assert len(report.charts.charts) == 1 and "unsupported" in report.charts.charts[0].caption
 

@@ -34,13 +34,20 @@ def _long(r: PointResult, **params: int) -> PointResult:
 
 def fixture_points(slow: float = 1.0) -> list[PointResult]:
     """Several configurations, long case parameters, a 2-device point, a failure."""
-    return [make_point("torch", step_s=0.010 * slow),
-            make_point("tf", model="alexnet", batch=128, step_s=0.0001 * slow, seed=2),
-            _long(make_point("torch", model="wide_deep", batch=16384, step_s=0.0001 * slow, seed=3),
-                  sparse=0, vocab=3_200_000),
-            _long(make_point("torch", model="face", batch=4, per_node=2, step_s=0.01 * slow, seed=4),
-                  classes=98_000, model_parallel=1, sample=10),
-            make_point("tf", status="oom", error="ResourceExhaustedError: OOM when allocating tensor " * 3)]
+    return [
+        make_point("torch", step_s=0.010 * slow),
+        make_point("tf", model="alexnet", batch=128, step_s=0.0001 * slow, seed=2),
+        _long(
+            make_point("torch", model="wide_deep", batch=16384, step_s=0.0001 * slow, seed=3), sparse=0, vocab=3_200_000
+        ),
+        _long(
+            make_point("torch", model="face", batch=4, per_node=2, step_s=0.01 * slow, seed=4),
+            classes=98_000,
+            model_parallel=1,
+            sample=10,
+        ),
+        make_point("tf", status="oom", error="ResourceExhaustedError: OOM when allocating tensor " * 3),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +57,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
     s = Store(path)
     ids = []
     for _slow, points in ((1.0, fixture_points()), (1.1, fixture_points(1.1)), (1.0, [make_point("torch", seed=9)])):
-        rid = s.create_run("dlbench run -f torch,tf -m resnet50,alexnet,wide_deep,face --param vocab=3.2M "
-                           "--store /a/long/path/to/the/results/store.db")
+        rid = s.create_run(
+            "dlbench run -f torch,tf -m resnet50,alexnet,wide_deep,face --param vocab=3.2M "
+            "--store /a/long/path/to/the/results/store.db"
+        )
         for p in points:
             s.add_point(rid, p)
         s.finish_run(rid, "done")
@@ -72,18 +81,25 @@ def whole(text: str, values: list[str], width: int, wide: bool = False) -> None:
 def point_values(r: PointResult) -> list[str]:
     """What tells a point apart, and its throughput: as the table prints them."""
     cell = PointCell(r, None, lambda: None)  # type: ignore[arg-type, return-value]
-    return [r.spec.framework, r.spec.model + fmt_case_params(r.spec.case_params), str(r.spec.batch_size),
-            COLUMNS["throughput"].cell(cell), r.status]
+    return [
+        r.spec.framework,
+        r.spec.model + fmt_case_params(r.spec.case_params),
+        str(r.spec.batch_size),
+        COLUMNS["throughput"].cell(cell),
+        r.status,
+    ]
 
 
 @pytest.fixture
 def at(monkeypatch: pytest.MonkeyPatch, cli: Callable[..., CliResult]) -> Callable[..., str]:
     """Run the CLI as on a terminal this wide (stdout is not one: $COLUMNS says the width, as output.py reads)."""
+
     def run(width: int, *args: str, ok: tuple[int, ...] = (0,)) -> str:
         monkeypatch.setenv("COLUMNS", str(width))
         code, out, err = cli(*args)
         assert code in ok, (code, out, err)
         return out
+
     return run
 
 
@@ -99,8 +115,9 @@ def test_results_and_run_tables(width: int, store: tuple[Path, list[str]], at: C
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_wide_outside_a_terminal_prints_every_column(width: int, store: tuple[Path, list[str]],
-                                                     at: Callable[..., str]) -> None:
+def test_wide_outside_a_terminal_prints_every_column(
+    width: int, store: tuple[Path, list[str]], at: Callable[..., str]
+) -> None:
     path, (a, _, _) = store
     text = at(width, "results", a, "--store", str(path), "--wide")
     head = next(line for line in text.splitlines() if line.startswith("framework"))
@@ -109,8 +126,9 @@ def test_wide_outside_a_terminal_prints_every_column(width: int, store: tuple[Pa
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_history_is_one_table_with_whole_run_ids_and_numbers(width: int, store: tuple[Path, list[str]],
-                                                             at: Callable[..., str]) -> None:
+def test_history_is_one_table_with_whole_run_ids_and_numbers(
+    width: int, store: tuple[Path, list[str]], at: Callable[..., str]
+) -> None:
     path, ids = store
     text = at(width, "history", "--store", str(path), ok=(0, 3))
     assert text.count("history") == 1  # one table, not one per configuration
@@ -122,8 +140,9 @@ def test_history_is_one_table_with_whole_run_ids_and_numbers(width: int, store: 
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_compare_keeps_configuration_throughputs_and_ratio(width: int, store: tuple[Path, list[str]],
-                                                           at: Callable[..., str]) -> None:
+def test_compare_keeps_configuration_throughputs_and_ratio(
+    width: int, store: tuple[Path, list[str]], at: Callable[..., str]
+) -> None:
     path, (a, b, _) = store
     text = at(width, "compare", a, b, "--store", str(path), "--fail-above", "5%", ok=(0, 1, 3))
     values = [a, b]
@@ -137,8 +156,11 @@ def test_compare_keeps_configuration_throughputs_and_ratio(width: int, store: tu
 @pytest.mark.parametrize("width", WIDTHS)
 def test_reference_show_and_list(width: int, at: Callable[..., str]) -> None:
     text = at(width, "reference", "show", "dlperf_v1", "--model", "resnet50", "--precision", "amp")
-    rows = [r for r in reference.load_all() if r.source.file.startswith("dlperf_v1") and r.model == "resnet50"
-            and r.precision == "amp"]
+    rows = [
+        r
+        for r in reference.load_all()
+        if r.source.file.startswith("dlperf_v1") and r.model == "resnet50" and r.precision == "amp"
+    ]
     whole(text, [v for r in rows for v in (f"{r.throughput:,.2f}", r.framework, str(r.batch_size))], width)
     listed = at(width, "reference", "list")
     whole(listed, [s.file.removesuffix(".yaml") for s in reference.load_sources()], width)
@@ -156,16 +178,30 @@ def test_sweep_dry_run_and_list(width: int, at: Callable[..., str], tmp_path: Pa
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_list_tables(width: int) -> None:
-    rows = [(c.name, c.title, "3x224x224", "sgd lr 0.1 m 0.9", f"{c.param_count:,}", f"{c.batch_fixed} / "
-             f"{c.batch_cpu}") for c in all_cases()]
-    fws = [["paddle (PaddlePaddle)", "no", "-", "-", "needs 3.10-3.13", "its environment runs dlbench from '-e "
-            "/work/main[paddle]', not from this one: run: dlbench setup paddle"],
-           ["torch (PyTorch)", "yes", "2.13.0+cpu", "cpu", "3.11.7", "this interpreter"]]
+    rows = [
+        (c.name, c.title, "3x224x224", "sgd lr 0.1 m 0.9", f"{c.param_count:,}", f"{c.batch_fixed} / {c.batch_cpu}")
+        for c in all_cases()
+    ]
+    fws = [
+        [
+            "paddle (PaddlePaddle)",
+            "no",
+            "-",
+            "-",
+            "needs 3.10-3.13",
+            "its environment runs dlbench from '-e /work/main[paddle]', not from this one: run: dlbench setup paddle",
+        ],
+        ["torch (PyTorch)", "yes", "2.13.0+cpu", "cpu", "3.11.7", "this interpreter"],
+    ]
     console = Console(file=io.StringIO(), width=width)
     console.print(cases_table(rows))
     console.print(frameworks_table(fws))
-    whole(console.file.getvalue(), [v for r in rows for v in (r[0], r[4], r[5])]  # type: ignore[attr-defined]
-          + ["paddle", "torch", "2.13.0+cpu"], width)
+    whole(
+        console.file.getvalue(),
+        [v for r in rows for v in (r[0], r[4], r[5])]  # type: ignore[attr-defined]
+        + ["paddle", "torch", "2.13.0+cpu"],
+        width,
+    )
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -190,13 +226,21 @@ def test_the_progress_bar_keeps_its_elapsed_time_at_60_columns() -> None:
     assert re.search(r"\d:\d\d:\d\d", text) and "0:00:…" not in text, text
 
 
-@pytest.mark.parametrize(("args", "optional"), [
-    (("run",), ("speedup", "samples/kWh")), (("results",), ("speedup", "samples/kWh")),
-    (("history",), ("finished", "vs segment start", "p")), (("compare",), ("p", "MFU A → B")),
-    (("reference", "show"), ("line", "source")), (("reference", "list"), ("organisation",)),
-    (("list",), ("model", "optimizer", "build", "python"))])
-def test_each_command_names_its_optional_columns_in_its_help(args: tuple[str, ...], optional: tuple[str, ...],
-                                                             at: Callable[..., str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "optional"),
+    [
+        (("run",), ("speedup", "samples/kWh")),
+        (("results",), ("speedup", "samples/kWh")),
+        (("history",), ("finished", "vs segment start", "p")),
+        (("compare",), ("p", "MFU A → B")),
+        (("reference", "show"), ("line", "source")),
+        (("reference", "list"), ("organisation",)),
+        (("list",), ("model", "optimizer", "build", "python")),
+    ],
+)
+def test_each_command_names_its_optional_columns_in_its_help(
+    args: tuple[str, ...], optional: tuple[str, ...], at: Callable[..., str]
+) -> None:
     text = " ".join(at(200, *args, "--help").split())
-    wide = text[text.index("--wide"):]
+    wide = text[text.index("--wide") :]
     assert all(name in wide for name in optional), wide

@@ -23,15 +23,21 @@ from tests.support.reports import make_point, one_repeat
 CliResult = tuple[int, str, str]
 
 
-
 def _row_set() -> list[PointResult]:
     wd = make_point("torch", model="wide_deep", batch=16384, step_s=0.0001)
     wd = dataclasses.replace(wd, spec=dataclasses.replace(wd.spec, case_params=(("sparse", 0), ("vocab", 3_200_000))))
     face = make_point("torch", model="face", batch=4, per_node=2)
-    face = dataclasses.replace(face, spec=dataclasses.replace(
-        face.spec, case_params=(("classes", 98_000), ("model_parallel", 1), ("sample", 10))))
-    return [make_point("torch"), one_repeat(make_point("tf", model="alexnet", batch=128, step_s=0.0001)), wd, face,
-            make_point("tf", status="oom", error="ResourceExhaustedError: OOM when allocating tensor " * 4)]
+    face = dataclasses.replace(
+        face,
+        spec=dataclasses.replace(face.spec, case_params=(("classes", 98_000), ("model_parallel", 1), ("sample", 10))),
+    )
+    return [
+        make_point("torch"),
+        one_repeat(make_point("tf", model="alexnet", batch=128, step_s=0.0001)),
+        wd,
+        face,
+        make_point("tf", status="oom", error="ResourceExhaustedError: OOM when allocating tensor " * 4),
+    ]
 
 
 @pytest.mark.parametrize("width", [80, 140])
@@ -45,8 +51,17 @@ def test_the_compact_table_cuts_no_identifying_cell_nor_the_throughput(width: in
     words = text.split()
     for r in rows:
         wanted = [r.spec.framework, r.spec.model, str(r.spec.batch_size), r.spec.scale, "samples/s"]
-        wanted += [f"{k}={v}" for k, v in (("vocab", "3.2M"), ("sparse", "0"), ("classes", "98K"),
-                                             ("model_parallel", "1"), ("sample", "10")) if k in r.spec.params]
+        wanted += [
+            f"{k}={v}"
+            for k, v in (
+                ("vocab", "3.2M"),
+                ("sparse", "0"),
+                ("classes", "98K"),
+                ("model_parallel", "1"),
+                ("sample", "10"),
+            )
+            if k in r.spec.params
+        ]
         wanted += COLUMNS["throughput"].cell(_cell(r)).split()
         assert all(w in words for w in wanted), (wanted, text)
 
@@ -56,9 +71,12 @@ def test_strategies_get_a_column_and_the_status_is_never_pushed_out(width: int) 
     """Points that differ only in their strategy (a strategies sweep) read apart, and where the terminal cannot
     hold the speedup beside them it is left out, said under the table, instead of rich cutting the status off."""
     base = make_point("tf", per_node=1)
-    rows = [base] + [dataclasses.replace(r, spec=dataclasses.replace(r.spec, strategy=name))
-                     for r, name in ((make_point("tf", per_node=2, seed=i), name)
-                                     for i, name in enumerate(("ps-cpu", "replicated-pscpu")))]
+    rows = [base] + [
+        dataclasses.replace(r, spec=dataclasses.replace(r.spec, strategy=name))
+        for r, name in (
+            (make_point("tf", per_node=2, seed=i), name) for i, name in enumerate(("ps-cpu", "replicated-pscpu"))
+        )
+    ]
     stored = [StoredPoint(i + 1, "run1", r) for i, r in enumerate(rows)]
     console = Console(file=io.StringIO(), width=width)
     console.print(points_table(rows, title="run 1", scaled=[scaled(stored, r) for r in rows], width=width))
@@ -76,8 +94,10 @@ def test_strategies_get_a_column_and_the_status_is_never_pushed_out(width: int) 
 
 @pytest.mark.parametrize("width", [80, 140])
 def test_the_runs_table_keeps_the_run_id_and_every_word_of_the_command(width: int) -> None:
-    command = ("dlbench run -m face -b 4 --input-size 64 --scale 1n2c --strategy ddp --memory-limit 1536MiB "
-               "--device cpu --param classes=max --param model_parallel=1 --store /tmp/some/where/results.db")
+    command = (
+        "dlbench run -m face -b 4 --input-size 64 --scale 1n2c --strategy ddp --memory-limit 1536MiB "
+        "--device cpu --param classes=max --param model_parallel=1 --store /tmp/some/where/results.db"
+    )
     run = RunRecord("20261125-012002-1aa72daa", 1.79e9, "run", command, "done", {}, 1)
     console = Console(file=io.StringIO(), width=width)
     console.print(runs_table([run]))
@@ -97,9 +117,27 @@ def _cell(r: PointResult) -> object:
 
 
 def test_columns_on_demand(cli: Callable[..., CliResult], store_path: Path) -> None:
-    code, out, err = cli("run", "-f", "fake", "-m", "resnet50", "--input-size", "32", "--warmup", "0", "--steps", "1",
-                         "--repeats", "1", "--device", "cpu", "--store", str(store_path), "--columns",
-                         "framework,throughput,step,memory")
+    code, out, err = cli(
+        "run",
+        "-f",
+        "fake",
+        "-m",
+        "resnet50",
+        "--input-size",
+        "32",
+        "--warmup",
+        "0",
+        "--steps",
+        "1",
+        "--repeats",
+        "1",
+        "--device",
+        "cpu",
+        "--store",
+        str(store_path),
+        "--columns",
+        "framework,throughput,step,memory",
+    )
     assert code == 0, err
     head = next(line for line in out.splitlines() if "framework" in line)
     assert head.split() == ["framework", "samples/s", "median", "step", "peak", "memory"]
@@ -109,10 +147,30 @@ def test_columns_on_demand(cli: Callable[..., CliResult], store_path: Path) -> N
 
 
 @pytest.mark.parametrize("fmt", ["json", "csv"])
-def test_run_prints_json_and_csv_with_id_time_host_and_commit(cli: Callable[..., CliResult], store_path: Path,
-                                                              fmt: str) -> None:
-    code, out, err = cli("run", "-f", "fake", "-m", "resnet50", "--input-size", "32", "--warmup", "0", "--steps", "1",
-                         "--repeats", "1", "--device", "cpu", "--format", fmt, "--store", str(store_path))
+def test_run_prints_json_and_csv_with_id_time_host_and_commit(
+    cli: Callable[..., CliResult], store_path: Path, fmt: str
+) -> None:
+    code, out, err = cli(
+        "run",
+        "-f",
+        "fake",
+        "-m",
+        "resnet50",
+        "--input-size",
+        "32",
+        "--warmup",
+        "0",
+        "--steps",
+        "1",
+        "--repeats",
+        "1",
+        "--device",
+        "cpu",
+        "--format",
+        fmt,
+        "--store",
+        str(store_path),
+    )
     assert code == 0, err
     [p] = Store(store_path, readonly=True).points()
     if fmt == "json":

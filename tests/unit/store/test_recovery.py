@@ -31,19 +31,26 @@ def bad_lines() -> list[str]:
     wrong_type = json.loads(good_line())
     wrong_type["row"]["batch_size"] = "8"
     bad_metrics = json.loads(good_line())
-    bad_metrics["row"]["ranks_json"] = "[{\"rank\": \"zero\"}]"
-    return [json.dumps(no_run), "[" * 100_000 + "]" * 100_000, json.dumps(wrong_type), json.dumps(bad_metrics),
-            "{\"format\": 1, \"row\": {\"uid\": \"torn"]
+    bad_metrics["row"]["ranks_json"] = '[{"rank": "zero"}]'
+    return [
+        json.dumps(no_run),
+        "[" * 100_000 + "]" * 100_000,
+        json.dumps(wrong_type),
+        json.dumps(bad_metrics),
+        '{"format": 1, "row": {"uid": "torn',
+    ]
 
 
-def test_bad_lines_are_quarantined_and_never_stop_a_write_command(tmp_path: Path, cli: Callable[..., CliResult],
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_lines_are_quarantined_and_never_stop_a_write_command(
+    tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path / "home"))
     db = tmp_path / "s.db"
     recovery = Path(f"{db}.recovery.jsonl")
     recovery.write_text("\n".join([good_line(), *bad_lines()]) + "\n")
-    code, out, err = cli("run", "-f", "fake", "-m", "resnet50", "--steps", "1", "--warmup", "0", "--repeats", "1",
-                         "--store", str(db))
+    code, out, err = cli(
+        "run", "-f", "fake", "-m", "resnet50", "--steps", "1", "--warmup", "0", "--repeats", "1", "--store", str(db)
+    )
     assert code == 0, err
     assert "Traceback" not in err
     [warning] = [line for line in err.splitlines() if "unreadable" in line]

@@ -44,8 +44,11 @@ def test_sqlite_store_uses_wal_and_full_sync(tmp_path: Path) -> None:
 def load_v1_postgres(url: str) -> None:
     """The v1 schema through Alembic's v1 revision, then the fixture's rows (its INSERTs are plain SQL)."""
     engine = postgres_engine(parse_target(url).url)  # type: ignore[arg-type]
-    inserts = [s for s in (FIXTURES / "store_v1.sql").read_text().split(";\n")
-               if s.startswith("INSERT INTO runs") or s.startswith("INSERT INTO points")]
+    inserts = [
+        s
+        for s in (FIXTURES / "store_v1.sql").read_text().split(";\n")
+        if s.startswith("INSERT INTO runs") or s.startswith("INSERT INTO points")
+    ]
     with engine.begin() as conn:
         upgrade(conn, to=1)
         for statement in inserts:
@@ -115,8 +118,10 @@ def test_path_and_url_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert resolve_path() == Path("dlbench-results") / "results.db"
     assert parse_target(f"sqlite:///{tmp_path}/a.db").file == tmp_path / "a.db"
     assert mask("push --to postgresql://u:p4ss@h:5432/d ok") == "push --to postgresql://u:***@h:5432/d ok"
-    assert parse_target("postgresql://u@h/d?password=p4ss&sslmode=require").display == \
-        "postgresql://u@h/d?password=***&sslmode=require"
+    assert (
+        parse_target("postgresql://u@h/d?password=p4ss&sslmode=require").display
+        == "postgresql://u@h/d?password=***&sslmode=require"
+    )
 
 
 def test_unknown_scheme_is_refused_in_one_line() -> None:
@@ -151,4 +156,3 @@ def test_password_from_pgpassword_and_pgpass(pg_url: str, tmp_path: Path, monkey
     pgpass.chmod(0o600)
     monkeypatch.setenv("PGPASSFILE", str(pgpass))
     assert [r.id for r in Store(bare, readonly=True).runs()] == [run]
-

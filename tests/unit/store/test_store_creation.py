@@ -28,8 +28,9 @@ def test_a_writer_that_writes_nothing_leaves_nothing(tmp_path: Path) -> None:
         Store(tmp_path / "file" / "s.db")
 
 
-def test_resume_without_a_run_id_writes_nothing(tmp_path: Path, cli: Callable[..., CliResult],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_resume_without_a_run_id_writes_nothing(
+    tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     code, _, err = cli("sweep", "--resume", "--store", "X")
     assert code == 2 and "--resume takes the id" in err

@@ -40,8 +40,9 @@ def mend_writes(url: str) -> None:
         store.close()
 
 
-def test_a_failed_write_keeps_the_point_and_fails_the_run(store_url: str, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_write_keeps_the_point_and_fails_the_run(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path / "home"))
     store = Store(store_url)
     run = store.create_run("dlbench sweep x", kind="sweep")
@@ -73,8 +74,9 @@ def test_a_failed_write_keeps_the_point_and_fails_the_run(store_url: str, tmp_pa
     assert len(Store(store_url, readonly=True).points([run])) == stored_before + 1
 
 
-def test_an_integer_the_database_cannot_hold_is_a_store_error(store_url: str, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_integer_the_database_cannot_hold_is_a_store_error(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path / "home"))
     store = Store(store_url)
     run = store.create_run("dlbench run -b 99999999999999999999")
@@ -104,8 +106,10 @@ def test_a_run_has_one_controller(store_url: str) -> None:
 
 def test_a_claim_held_by_another_process_dies_with_it(store_url: str) -> None:
     run = Store(store_url).create_run("dlbench sweep x", kind="sweep")
-    code = ("import sys, time; from dlbench.store.store import Store; s = Store(sys.argv[1]); "
-            "c = s.claim_run(sys.argv[2]); c.__enter__(); print('held', flush=True); time.sleep(60)")
+    code = (
+        "import sys, time; from dlbench.store.store import Store; s = Store(sys.argv[1]); "
+        "c = s.claim_run(sys.argv[2]); c.__enter__(); print('held', flush=True); time.sleep(60)"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code, store_url, run], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
@@ -160,8 +164,10 @@ def test_read_only_opens_never_write_create_or_migrate(tmp_path: Path, cli: Call
     assert sqlite3.connect(old).execute("SELECT value FROM schema_meta").fetchone()[0] == "1"
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
-                    reason="a read-only mount needs root and unshare (a private mount namespace)")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None,
+    reason="a read-only mount needs root and unshare (a private mount namespace)",
+)
 def test_results_and_report_work_on_a_read_only_file_system(tmp_path: Path) -> None:
     src = tmp_path / "rw" / "results.db"
     store = Store(src)
@@ -171,10 +177,12 @@ def test_results_and_report_work_on_a_read_only_file_system(tmp_path: Path) -> N
     store.close()
     ro = tmp_path / "ro"
     ro.mkdir()
-    script = (f"mount -t tmpfs tmpfs {ro} && cp {src} {ro}/ && mount -o remount,ro {ro} && "
-              f"touch {ro}/probe 2>/dev/null && echo WRITABLE; "
-              f"{sys.executable} -m dlbench results --store {ro}/results.db --format csv && "
-              f"{sys.executable} -m dlbench report --store {ro}/results.db -o {tmp_path}/r.html")
+    script = (
+        f"mount -t tmpfs tmpfs {ro} && cp {src} {ro}/ && mount -o remount,ro {ro} && "
+        f"touch {ro}/probe 2>/dev/null && echo WRITABLE; "
+        f"{sys.executable} -m dlbench results --store {ro}/results.db --format csv && "
+        f"{sys.executable} -m dlbench report --store {ro}/results.db -o {tmp_path}/r.html"
+    )
     proc = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300)
     if "Operation not permitted" in proc.stderr and "mount" in proc.stderr:
         pytest.skip(f"no private mounts here: {proc.stderr.strip()[:200]}")
@@ -195,32 +203,46 @@ def test_verify_catches_a_tampered_throughput(store_url: str, cli: Callable[...,
         text = c.exec_driver_sql("SELECT metrics_json FROM points WHERE metrics_json IS NOT NULL").scalar_one()
         m = json.loads(text)
         m["throughput"] *= 1.1
-        c.exec_driver_sql("UPDATE points SET metrics_json=%s WHERE metrics_json IS NOT NULL"
-                          if store_url.startswith("postgresql") else
-                          "UPDATE points SET metrics_json=? WHERE metrics_json IS NOT NULL", (json.dumps(m),))
+        c.exec_driver_sql(
+            "UPDATE points SET metrics_json=%s WHERE metrics_json IS NOT NULL"
+            if store_url.startswith("postgresql")
+            else "UPDATE points SET metrics_json=? WHERE metrics_json IS NOT NULL",
+            (json.dumps(m),),
+        )
     code, out, err = cli("results", run, "--verify", "--store", store_url)
     assert code == 1 and "1 mismatch" in out
     assert "MISMATCH" in err and "throughput: stored" in err
 
 
-@pytest.mark.parametrize("column,value,named", [("spec_json", "{not json", "corrupt spec_json"),
-                                                ("ranks_json", "[{\"rank\": 0", "corrupt ranks_json"),
-                                                ("meta_json", "[1, 2", "corrupt meta_json")])
-def test_corrupt_rows_are_one_line_errors(store_url: str, cli: Callable[..., CliResult], column: str, value: str,
-                                          named: str) -> None:
+@pytest.mark.parametrize(
+    "column,value,named",
+    [
+        ("spec_json", "{not json", "corrupt spec_json"),
+        ("ranks_json", '[{"rank": 0', "corrupt ranks_json"),
+        ("meta_json", "[1, 2", "corrupt meta_json"),
+    ],
+)
+def test_corrupt_rows_are_one_line_errors(
+    store_url: str, cli: Callable[..., CliResult], column: str, value: str, named: str
+) -> None:
     store = Store(store_url)
     run = store.create_run("dlbench run")
     store.add_point(run, result())
     table = "runs" if column == "meta_json" else "points"
     with store.transaction(write=True) as c:
-        c.exec_driver_sql(f"UPDATE {table} SET {column}=%s" if store_url.startswith("postgresql") else
-                          f"UPDATE {table} SET {column}=?", (value,))
+        c.exec_driver_sql(
+            f"UPDATE {table} SET {column}=%s"
+            if store_url.startswith("postgresql")
+            else f"UPDATE {table} SET {column}=?",
+            (value,),
+        )
     code, _, err = cli("results", "--store", store_url)
     assert code == 2 and named in err and run in err and err.count("\n") == 1
 
 
-def test_recover_command_reports_and_is_idempotent(tmp_path: Path, cli: Callable[..., CliResult],
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_recover_command_reports_and_is_idempotent(
+    tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DLBENCH_HOME", str(tmp_path / "home"))
     db = tmp_path / "s.db"
     store = Store(db)

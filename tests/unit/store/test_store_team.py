@@ -36,8 +36,10 @@ store.finish_run(run, "done")
 def test_concurrent_writers_lose_nothing(store_url: str) -> None:
     Store(store_url).close()  # created (and migrated) once; the writers race on points, not on the schema
     here = str(REPO)
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, store_url, str(EACH), here], stderr=subprocess.PIPE,
-                              text=True) for _ in range(WRITERS)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, store_url, str(EACH), here], stderr=subprocess.PIPE, text=True)
+        for _ in range(WRITERS)
+    ]
     errors = [p.communicate(timeout=300)[1] for p in procs]
     assert all(p.returncode == 0 for p in procs), errors
     store = Store(store_url, readonly=True)
@@ -50,8 +52,10 @@ def test_concurrent_writers_lose_nothing(store_url: str) -> None:
 
 def test_concurrent_first_opens_create_the_schema_once(store_url: str) -> None:
     here = str(REPO)
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, store_url, "3", here], stderr=subprocess.PIPE,
-                              text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, store_url, "3", here], stderr=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
     errors = [p.communicate(timeout=300)[1] for p in procs]
     assert all(p.returncode == 0 for p in procs), errors
     assert len(Store(store_url, readonly=True).points()) == 9
@@ -128,8 +132,13 @@ def sweep_points(url: str) -> list[tuple[str, int]]:
 
 def start_sweep(args: list[str], url: str, step_s: float = 0.05) -> subprocess.Popen[str]:
     env = {**os.environ, "DLBENCH_FAKE": f"sleep:{step_s}"}
-    return subprocess.Popen([sys.executable, "-m", "dlbench", "sweep", *args, "--store", url], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "dlbench", "sweep", *args, "--store", url],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_resume_after_kill_9_and_one_resumer_at_a_time(store_url: str, tmp_path: Path) -> None:
@@ -157,5 +166,5 @@ def test_resume_after_kill_9_and_one_resumer_at_a_time(store_url: str, tmp_path:
     _, err = first.communicate(timeout=300)
     assert first.returncode == 0, err
     after = sweep_points(store_url)
-    assert after[:len(before)] == before and len(after) == len(set(after)) == 12  # none twice, none missing
+    assert after[: len(before)] == before and len(after) == len(set(after)) == 12  # none twice, none missing
     assert Store(store_url, readonly=True).get_run(run.id).status == "done"

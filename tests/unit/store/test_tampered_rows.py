@@ -45,8 +45,9 @@ def set_metric(db: Path, key: str, value: object) -> None:
 
 
 @pytest.mark.parametrize("value, why", [("1234.5", "throughput is a str"), (float("inf"), "throughput is inf")])
-def test_a_tampered_metric_reads_invalid_everywhere(tmp_path: Path, cli: Callable[..., CliResult], value: object,
-                                                    why: str) -> None:
+def test_a_tampered_metric_reads_invalid_everywhere(
+    tmp_path: Path, cli: Callable[..., CliResult], value: object, why: str
+) -> None:
     db, run, uid = one_point_store(tmp_path)
     set_metric(db, "throughput", value)
     code, out, err = cli("results", run, "--store", str(db))
@@ -63,15 +64,19 @@ def test_a_tampered_metric_reads_invalid_everywhere(tmp_path: Path, cli: Callabl
     assert code == 1 and "1 mismatch" in out and why in err and uid in err
 
 
-@pytest.mark.parametrize("change, why", [
-    ("UPDATE points SET status='oom'", "a changed status"),
-    ("UPDATE points SET status='great'", "status 'great' is not one dlbench writes"),
-    ("UPDATE points SET batch_size=512", "the batch_size column reads 512"),
-    ("metrics:bonus", "metrics field 'bonus' is not one dlbench writes"),
-    ("ranks:bonus", "rank field 'bonus' is not one dlbench writes"),
-])
-def test_verify_sees_status_batch_and_added_fields(tmp_path: Path, cli: Callable[..., CliResult], change: str,
-                                                   why: str) -> None:
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        ("UPDATE points SET status='oom'", "a changed status"),
+        ("UPDATE points SET status='great'", "status 'great' is not one dlbench writes"),
+        ("UPDATE points SET batch_size=512", "the batch_size column reads 512"),
+        ("metrics:bonus", "metrics field 'bonus' is not one dlbench writes"),
+        ("ranks:bonus", "rank field 'bonus' is not one dlbench writes"),
+    ],
+)
+def test_verify_sees_status_batch_and_added_fields(
+    tmp_path: Path, cli: Callable[..., CliResult], change: str, why: str
+) -> None:
     db, run, _ = one_point_store(tmp_path)
     if change == "metrics:bonus":
         set_metric(db, "bonus", 1)

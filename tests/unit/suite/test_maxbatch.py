@@ -18,6 +18,7 @@ def threshold_probe(threshold: int, calls: list[int]) -> object:
         calls.append(batch)
         fits = batch <= threshold
         return Probe(value=batch, fits=fits, status="ok" if fits else "oom")
+
     return probe
 
 
@@ -58,12 +59,14 @@ def test_a_lower_bound_above_one_stays_within_the_budget() -> None:
 
 
 def base_spec() -> PointSpec:
-    return PointSpec(framework="fake", model="resnet50", batch_size=1, protocol=Protocol(1, 3, 2, "median"),
-                     timeout_s=30.0)
+    return PointSpec(
+        framework="fake", model="resnet50", batch_size=1, protocol=Protocol(1, 3, 2, "median"), timeout_s=30.0
+    )
 
 
-def test_search_against_the_fake_backend_finds_the_exact_threshold(monkeypatch: pytest.MonkeyPatch,
-                                                                  tmp_path: Path) -> None:
+def test_search_against_the_fake_backend_finds_the_exact_threshold(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", "oom_above:37")
     store = Store(tmp_path / "s.db")
     found = search(store, base_spec(), 1, 64, launchers=Launchers())
@@ -86,14 +89,14 @@ def test_search_against_the_fake_backend_finds_the_exact_threshold(monkeypatch: 
     assert lookup(store, base_spec(), 1, 64, memory_limit=2**30) is None
 
 
-def test_search_probes_on_synthetic_data_with_a_short_protocol(monkeypatch: pytest.MonkeyPatch,
-                                                               tmp_path: Path) -> None:
+def test_search_probes_on_synthetic_data_with_a_short_protocol(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", "oom_above:3")
     store = Store(tmp_path / "s.db")
     search(store, base_spec(), 1, 8, warmup=0, steps=1, launchers=Launchers())
     specs = [p.result.spec for p in store.points()]
     assert {(s.data, s.protocol.warmup, s.protocol.steps, s.protocol.repeats) for s in specs} == {
-        ("synthetic", 0, 1, 1)}
+        ("synthetic", 0, 1, 1)
+    }
 
 
 def test_only_an_oom_means_too_big_and_another_failure_stops_the_search() -> None:
@@ -123,10 +126,12 @@ def test_a_failed_probe_is_not_reused_by_later_searches(monkeypatch: pytest.Monk
 
 def scripted(runs: dict[int, list[str]], calls: list[int]) -> object:
     """A re-run probe whose outcomes at each value come in the order given (memory noise near a budget)."""
+
     def again(value: int) -> Probe:
         calls.append(value)
         status = runs[value].pop(0)
         return Probe(value=value, fits=status == "ok", status=status)
+
     return again
 
 
@@ -161,8 +166,12 @@ def test_noise_wider_than_the_steps_down_gives_no_max() -> None:
 
 def test_at_max_finds_a_max_the_boundary_checks_stepped_down_to() -> None:
     # 40 trained in the search, failed its re-run; 39 (never probed by the bisection) trained twice in the checks.
-    checks = (Probe(41, False, "oom"), Probe(40, False, "oom"), Probe(39, True, "ok", throughput=5.0),
-              Probe(39, True, "ok", throughput=5.1))
+    checks = (
+        Probe(41, False, "oom"),
+        Probe(40, False, "oom"),
+        Probe(39, True, "ok", throughput=5.0),
+        Probe(39, True, "ok", throughput=5.1),
+    )
     found = MaxBatch(key="k", lo=1, hi=64, max_batch=39, exact=False, probes=tuple(BISECTED), checks=checks)
     assert found.at_max is not None and found.at_max.value == 39 and found.at_max.throughput == 5.0
     assert found.fails_at == 40

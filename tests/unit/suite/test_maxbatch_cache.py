@@ -32,8 +32,14 @@ def test_max_batch_cache_keyed_on_the_probes_device(monkeypatch: pytest.MonkeyPa
     a100 = "NVIDIA A100-SXM4-80GB"
     install(monkeypatch, [FakeGpu(a100, "GPU-aaaa-0000"), FakeGpu(H100, "GPU-bbbb-1111")])  # pynvml's answers
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    base = PointSpec(framework="fake", model="resnet50", batch_size=1, protocol=Protocol(1, 1, 1, "median"),
-                     device="cuda", launcher="slurm")
+    base = PointSpec(
+        framework="fake",
+        model="resnet50",
+        batch_size=1,
+        protocol=Protocol(1, 1, 1, "median"),
+        device="cuda",
+        launcher="slurm",
+    )
     env = worker._environment(FakeBackend(), base, RankContext(local_rank=1, local_world_size=2))
     assert env[RANK_GPU] == H100 and env["device_model"] == H100  # rank 1's GPU, as its worker sees it
 
@@ -43,8 +49,12 @@ def test_max_batch_cache_keyed_on_the_probes_device(monkeypatch: pytest.MonkeyPa
         fits = spec.batch_size <= node["fits"]
         steps = spec.protocol.steps
         ranks = [RankRaw(0, (RepeatRaw((0.01,) * steps, 0.01 * steps),))] if fits else []
-        reported = WorkerResult(status="ok" if fits else "oom", error=None if fits else "CUDA out of memory",
-                                ranks=ranks, env={RANK_GPU: str(node["gpu"]), "device_model": str(node["gpu"])})
+        reported = WorkerResult(
+            status="ok" if fits else "oom",
+            error=None if fits else "CUDA out of memory",
+            ranks=ranks,
+            env={RANK_GPU: str(node["gpu"]), "device_model": str(node["gpu"])},
+        )
         return point_result(spec, reported.status, reported, reported.error, [], 0.0)
 
     monkeypatch.setattr(maxbatch, "execute", on_node)

@@ -86,8 +86,9 @@ def test_installed_means_the_frameworks_found_here() -> None:
 
 
 def test_memory_limit_per_model() -> None:
-    s = parse_suite("name: t\nmemory_limit: {resnet50: 1GiB, bert: 512MiB}\naxes: {model: [resnet50, vgg16]}\n",
-                    "t.yaml")
+    s = parse_suite(
+        "name: t\nmemory_limit: {resnet50: 1GiB, bert: 512MiB}\naxes: {model: [resnet50, vgg16]}\n", "t.yaml"
+    )
     assert memory_limit_bytes(s, "resnet50") == 2**30
     assert memory_limit_bytes(s, "bert_base") == 512 * 2**20
     assert memory_limit_bytes(s, "vgg16") is None
@@ -124,22 +125,28 @@ def test_caict_cpu_has_the_caict_groups() -> None:
     assert set(s.axes.model) == {"resnet50", "vgg16", "bert_base"}
 
 
-@pytest.mark.parametrize("text, where", [
-    ("name: t\naxes:\n  model: [resnet50]\n  batch: [1, fixed, mx]\n", "t.yaml:4: axes.batch[2]: a batch is"),
-    ("name: t\naxes:\n  model: resnet50\n  colour: red\n", "t.yaml:4: axes.colour: unknown key"),
-    ("name: t\naxes:\n  model: [resnet50, resnet51]\n", "t.yaml:3: axes.model[1]: unknown model 'resnet51'"),
-    ("name: t\naxes:\n  framework: caffe\n  model: resnet50\n", "t.yaml:3: axes.framework: unknown framework"),
-    ("axes:\n  model: resnet50\n", "t.yaml:1: name: required key is missing"),
-    ("name: t\naxes: {model: resnet50, precision: [fp16]}\n", "t.yaml:2: axes.precision[0]: Input should be"),
-    ("name: t\naxes: {model: resnet50, scale: 2x8}\n", "t.yaml:2: axes.scale: scale must look like"),
-    ("name: t\naxes: {model: resnet50}\nexclude:\n  - {}\n", "t.yaml:4: exclude[0]: an exclusion names"),
-    ("name: t\naxes: {model: resnet50}\nexclude:\n  - {modle: vgg16}\n", "t.yaml:4: exclude[0].modle: unknown key"),
-    ("name: t\naxes: {model: resnet50}\nmax_batch: {lo: 8, hi: 4}\n", "t.yaml:3: max_batch: hi (4) must be"),
-    ("name: t\naxes: {model: resnet50}\nprotocol: {preset: fastest}\n", "t.yaml:3: protocol.preset: unknown preset"),
-    ("name: t\nmemory_limit: lots\naxes: {model: resnet50}\n", "t.yaml:2: memory_limit: memory size must"),
-    ("name: [t\n", "t.yaml:2: not valid YAML"),
-    ("- just\n- a list\n", "t.yaml:1: a suite is a mapping"),
-])
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ("name: t\naxes:\n  model: [resnet50]\n  batch: [1, fixed, mx]\n", "t.yaml:4: axes.batch[2]: a batch is"),
+        ("name: t\naxes:\n  model: resnet50\n  colour: red\n", "t.yaml:4: axes.colour: unknown key"),
+        ("name: t\naxes:\n  model: [resnet50, resnet51]\n", "t.yaml:3: axes.model[1]: unknown model 'resnet51'"),
+        ("name: t\naxes:\n  framework: caffe\n  model: resnet50\n", "t.yaml:3: axes.framework: unknown framework"),
+        ("axes:\n  model: resnet50\n", "t.yaml:1: name: required key is missing"),
+        ("name: t\naxes: {model: resnet50, precision: [fp16]}\n", "t.yaml:2: axes.precision[0]: Input should be"),
+        ("name: t\naxes: {model: resnet50, scale: 2x8}\n", "t.yaml:2: axes.scale: scale must look like"),
+        ("name: t\naxes: {model: resnet50}\nexclude:\n  - {}\n", "t.yaml:4: exclude[0]: an exclusion names"),
+        ("name: t\naxes: {model: resnet50}\nexclude:\n  - {modle: vgg16}\n", "t.yaml:4: exclude[0].modle: unknown key"),
+        ("name: t\naxes: {model: resnet50}\nmax_batch: {lo: 8, hi: 4}\n", "t.yaml:3: max_batch: hi (4) must be"),
+        (
+            "name: t\naxes: {model: resnet50}\nprotocol: {preset: fastest}\n",
+            "t.yaml:3: protocol.preset: unknown preset",
+        ),
+        ("name: t\nmemory_limit: lots\naxes: {model: resnet50}\n", "t.yaml:2: memory_limit: memory size must"),
+        ("name: [t\n", "t.yaml:2: not valid YAML"),
+        ("- just\n- a list\n", "t.yaml:1: a suite is a mapping"),
+    ],
+)
 def test_bad_suite_names_file_line_and_key(text: str, where: str) -> None:
     with pytest.raises(SuiteError) as info:
         parse_suite(text, "t.yaml")
@@ -152,8 +159,10 @@ def test_bad_suite_file_on_the_command_line(tmp_path: Path, cli: Callable[..., C
     bad.write_text("name: t\naxes:\n  model: resnet50\n  batch: [0]\n")
     code, _, err = cli("sweep", str(bad), "--dry-run", "--store", str(tmp_path / "s.db"))
     assert code == 2
-    assert err.strip() == f"dlbench: error: {bad}:4: axes.batch[0]: a batch is a whole number >= 1, or one of " \
-                          "min, fixed, max; got 0"
+    assert (
+        err.strip() == f"dlbench: error: {bad}:4: axes.batch[0]: a batch is a whole number >= 1, or one of "
+        "min, fixed, max; got 0"
+    )
     assert not (tmp_path / "s.db").exists()
 
 
@@ -162,8 +171,9 @@ def test_unknown_suite_lists_the_builtin_ones(cli: Callable[..., CliResult], tmp
     assert code == 2 and "caict-cpu" in err and len(err.strip().splitlines()) == 1
 
 
-def test_dry_run_lists_points_and_writes_nothing(cli: Callable[..., CliResult], tmp_path: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dry_run_lists_points_and_writes_nothing(
+    cli: Callable[..., CliResult], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     f = tmp_path / "s.yaml"
     f.write_text(BASE)
@@ -180,9 +190,9 @@ def test_cpu_max_search_needs_a_budget(cli: Callable[..., CliResult], tmp_path: 
     assert code == 2 and "needs an emulated device budget" in err
 
 
-def test_dry_run_reads_stored_max_batches_from_the_store_itself(cli: Callable[..., CliResult], tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch,
-                                                                 store_url: str) -> None:
+def test_dry_run_reads_stored_max_batches_from_the_store_itself(
+    cli: Callable[..., CliResult], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, store_url: str
+) -> None:
     """On SQLite and on a PostgreSQL server alike: a search stored there shows in --dry-run."""
     from dlbench.launch.registry import Launchers
     from dlbench.store.store import Store
@@ -190,8 +200,10 @@ def test_dry_run_reads_stored_max_batches_from_the_store_itself(cli: Callable[..
 
     monkeypatch.setenv("COLUMNS", "200")
     f = tmp_path / "s.yaml"
-    f.write_text("name: t\ndevice: cpu\nmemory_limit: 1GiB\nmax_batch: {lo: 1, hi: 8}\n"
-                 "axes: {framework: fake, model: resnet50, batch: max}\n")
+    f.write_text(
+        "name: t\ndevice: cpu\nmemory_limit: 1GiB\nmax_batch: {lo: 1, hi: 8}\n"
+        "axes: {framework: fake, model: resnet50, batch: max}\n"
+    )
     [point] = expand(suite.load_suite_file(f), "cpu")
     monkeypatch.setenv("DLBENCH_FAKE", "oom_above:5")
     search(Store(store_url), point.spec, 1, 8, memory_limit=2**30, launchers=Launchers())
@@ -201,8 +213,11 @@ def test_dry_run_reads_stored_max_batches_from_the_store_itself(cli: Callable[..
 
 
 def test_channels_last_for_listed_frameworks_and_image_cases_only() -> None:
-    suite = parse_suite("name: s\ndevice: cpu\nchannels_last: [torch]\naxes: {framework: [torch, fake], "
-                        "model: [resnet50, bert_base]}\n", "inline")
+    suite = parse_suite(
+        "name: s\ndevice: cpu\nchannels_last: [torch]\naxes: {framework: [torch, fake], "
+        "model: [resnet50, bert_base]}\n",
+        "inline",
+    )
     planned = expand(suite, "cpu", None, {})
     nhwc = {(p.spec.framework, p.spec.model) for p in planned if p.spec.channels_last}
     assert nhwc == {("torch", "resnet50")}

@@ -41,7 +41,7 @@ def limit_threads(threads: int | None, ctx: RankContext) -> int:
     if want and want < len(cpus):
         first = ctx.local_rank * want
         first = first if first + want <= len(cpus) else 0
-        os.sched_setaffinity(0, cpus[first:first + want])
+        os.sched_setaffinity(0, cpus[first : first + want])
         return want
     return len(cpus)
 
@@ -64,26 +64,42 @@ def _example(case: Case, input_size: int | None) -> tuple[jax.ShapeDtypeStruct, 
     return tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in model_inputs(case, arrays))
 
 
-def make_state(case: Case, dtype: Any, input_size: int | None, seed: int, device: jax.Device,
-               global_batch: int, recompute: bool = False) -> State:
+def make_state(
+    case: Case,
+    dtype: Any,
+    input_size: int | None,
+    seed: int,
+    device: jax.Device,
+    global_batch: int,
+    recompute: bool = False,
+) -> State:
     """Parameters (float32) and optimizer state on this process's device, the same on every process for a
     seed; fp16 adds dynamic loss scaling."""
     module = build_module(case, dtype, recompute)
     with jax.default_device(device):
         k_params, k_dropout, k_state = jax.random.split(jax.random.PRNGKey(seed), 3)
-        variables = module.lazy_init({"params": k_params, "dropout": k_dropout}, *_example(case, input_size),
-                                     train=True)
+        variables = module.lazy_init(
+            {"params": k_params, "dropout": k_dropout}, *_example(case, input_size), train=True
+        )
         scale = loss_scale(dtype)
-        return State.create(apply_fn=module.apply, params=variables["params"], tx=make_optimizer(case, global_batch),
-                            batch_stats=variables.get("batch_stats", {}), key=k_state, dynamic_scale=scale)
+        return State.create(
+            apply_fn=module.apply,
+            params=variables["params"],
+            tx=make_optimizer(case, global_batch),
+            batch_stats=variables.get("batch_stats", {}),
+            key=k_state,
+            dynamic_scale=scale,
+        )
 
 
-def make_trainer(spec: PointSpec, case: Case, dtype: Any, device: jax.Device, where: Placement,
-                 rank: int) -> JaxTrainer:
+def make_trainer(
+    spec: PointSpec, case: Case, dtype: Any, device: jax.Device, where: Placement, rank: int
+) -> JaxTrainer:
     """The state replicated on the placement's mesh (split where the point is tensor parallel), the jitted step,
     and this rank's input (seed + its data-parallel replica: a replica's processes share their rows)."""
-    state = where.replicate(make_state(case, dtype, spec.input_size, spec.seed, device, spec.global_batch,
-                                       spec.recompute))
+    state = where.replicate(
+        make_state(case, dtype, spec.input_size, spec.seed, device, spec.global_batch, spec.recompute)
+    )
     with jax.default_device(device):
         batches = data.batches(spec, case, where, spec.seed + rank // spec.tensor_parallel)
     if isinstance(where, tensor_parallel.TensorPlacement):
@@ -121,10 +137,15 @@ class JaxBackend(Backend):
     def environment(self, spec: PointSpec) -> dict[str, str]:
         numerics = resolve_precision(spec.precision, spec.device)
         precision = read_precision()
-        env = {"framework_version": jax.__version__, "jaxlib": importlib.metadata.version("jaxlib"),
-               "flax": importlib.metadata.version("flax"), "optax": importlib.metadata.version("optax"),
-               "jax_platform": jax.default_backend(), "xla_cpu_threads": str(len(os.sched_getaffinity(0))),
-               "jax_matmul_precision": precision or "default"}
+        env = {
+            "framework_version": jax.__version__,
+            "jaxlib": importlib.metadata.version("jaxlib"),
+            "flax": importlib.metadata.version("flax"),
+            "optax": importlib.metadata.version("optax"),
+            "jax_platform": jax.default_backend(),
+            "xla_cpu_threads": str(len(os.sched_getaffinity(0))),
+            "jax_matmul_precision": precision or "default",
+        }
         if spec.device == "cuda" and jax.default_backend() == "gpu":
             env["device_model"] = jax.local_devices(backend="gpu")[0].device_kind
             env["math_mode"] = describe(numerics, tf32_in_use=precision not in IEEE_PRECISIONS)
@@ -169,10 +190,15 @@ class JaxBackend(Backend):
         except RuntimeError as exc:
             raise Unsupported("jax here has no GPU backend (a CPU jaxlib, or no GPU): use --device cpu") from exc
         device = local[ctx.device_index(len(local))] if spec.processes == 1 else local[0]
-        self._facts = {"compiled": "jit (always)", "loader": data.describe(spec), "device": str(device),
-                       "jax_default_matmul_precision": precision, "jax_compilation_cache_dir": cache,
-                       "loss_scaling": "flax DynamicScale" if numerics.loss_scaling else "none",
-                       "donated_state": True}
+        self._facts = {
+            "compiled": "jit (always)",
+            "loader": data.describe(spec),
+            "device": str(device),
+            "jax_default_matmul_precision": precision,
+            "jax_compilation_cache_dir": cache,
+            "loss_scaling": "flax DynamicScale" if numerics.loss_scaling else "none",
+            "donated_state": True,
+        }
         if case.loss.kind == "bce":  # Wide & Deep: how its tables train
             self._facts["embedding"] = wide_deep.EMBEDDING_PATH
         if platform == "gpu":
@@ -186,8 +212,11 @@ class JaxBackend(Backend):
         where = distributed.placement(spec, device)
         if spec.tensor_parallel > 1:  # a (data, model) mesh, Megatron's split as shardings (#23)
             where = tensor_parallel.TensorPlacement.of(jax.devices(device.platform), spec.layout)
-            self._facts.update(layout=spec.layout.label, tensor_parallel="GSPMD: NamedSharding of the weights over "
-                               "a (data, model) mesh, Megatron's column/row split, vocabulary-parallel embedding")
+            self._facts.update(
+                layout=spec.layout.label,
+                tensor_parallel="GSPMD: NamedSharding of the weights over "
+                "a (data, model) mesh, Megatron's column/row split, vocabulary-parallel embedding",
+            )
         if spec.recompute:
             self._facts["recompute"] = "flax nn.remat per block"
         return make_trainer(spec, case, _DTYPES[numerics.compute_dtype], device, where, jax.process_index())
@@ -202,4 +231,3 @@ class JaxBackend(Backend):
         if isinstance(exc, MemoryError):
             return True
         return isinstance(exc, jax.errors.JaxRuntimeError) and str(exc).lstrip().startswith("RESOURCE_EXHAUSTED")
-

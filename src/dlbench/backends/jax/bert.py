@@ -40,8 +40,16 @@ class BertLayer(nn.Module):
         qkv = dense(3 * h, name="qkv")(x).reshape(b, s, 3, c.num_heads, h // c.num_heads)
         q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         dropout_rng = self.make_rng("dropout") if train and c.attention_dropout > 0 else None
-        ctx = nn.dot_product_attention(q, k, v, mask=mask, dropout_rng=dropout_rng, dropout_rate=c.attention_dropout,
-                                       deterministic=not train, dtype=self.dtype)
+        ctx = nn.dot_product_attention(
+            q,
+            k,
+            v,
+            mask=mask,
+            dropout_rng=dropout_rng,
+            dropout_rate=c.attention_dropout,
+            deterministic=not train,
+            dtype=self.dtype,
+        )
         x = norm(name="attn_norm")(x + drop()(dense(h, name="attn_out")(ctx.reshape(b, s, h))))
         ff = dense(h, name="output")(_gelu(dense(c.intermediate_size, name="intermediate")(x)))
         return norm(name="out_norm")(x + drop()(ff))
@@ -54,8 +62,9 @@ class BertForPretraining(nn.Module):
     dtype: Any = jnp.float32
 
     @nn.compact
-    def __call__(self, input_ids: Array, token_type_ids: Array, attention_mask: Array, mlm_positions: Array,
-                 train: bool = True) -> tuple[Array, Array]:
+    def __call__(
+        self, input_ids: Array, token_type_ids: Array, attention_mask: Array, mlm_positions: Array, train: bool = True
+    ) -> tuple[Array, Array]:
         """MLM logits [B, P, vocab] at the masked positions [B, P], and NSP logits [B, 2]; attention_mask is
         [B, S], 1 = attend."""
         c = self.cfg
@@ -63,10 +72,12 @@ class BertForPretraining(nn.Module):
         dense = partial(nn.Dense, kernel_init=init, dtype=self.dtype)
         norm = partial(nn.LayerNorm, epsilon=c.layer_norm_eps, dtype=self.dtype)
         words = nn.Embed(c.vocab_size, c.hidden_size, embedding_init=init, dtype=self.dtype, name="word_embeddings")
-        positions = nn.Embed(c.max_position_embeddings, c.hidden_size, embedding_init=init, dtype=self.dtype,
-                             name="position_embeddings")
-        types = nn.Embed(c.type_vocab_size, c.hidden_size, embedding_init=init, dtype=self.dtype,
-                         name="token_type_embeddings")
+        positions = nn.Embed(
+            c.max_position_embeddings, c.hidden_size, embedding_init=init, dtype=self.dtype, name="position_embeddings"
+        )
+        types = nn.Embed(
+            c.type_vocab_size, c.hidden_size, embedding_init=init, dtype=self.dtype, name="token_type_embeddings"
+        )
         seq = input_ids.shape[1]
         x = words(input_ids) + positions(jnp.arange(seq))[None] + types(token_type_ids)
         x = nn.Dropout(c.dropout, deterministic=not train)(norm(name="emb_norm")(x))
@@ -81,8 +92,7 @@ class BertForPretraining(nn.Module):
         return mlm_logits, dense(2, name="nsp")(pooled)
 
 
-def mlm_nsp_loss(mlm_logits: Array, nsp_logits: Array, mlm_ids: Array, mlm_weights: Array,
-                 nsp_labels: Array) -> Array:
+def mlm_nsp_loss(mlm_logits: Array, nsp_logits: Array, mlm_ids: Array, mlm_weights: Array, nsp_labels: Array) -> Array:
     """Google's masked-LM loss, sum(ce x weight) / (sum(weight) + 1e-5) over the gathered predictions (weight 0
     = padding), plus the next-sentence cross-entropy; in fp32."""
     per_token = optax.softmax_cross_entropy_with_integer_labels(mlm_logits.astype(jnp.float32), mlm_ids)

@@ -40,6 +40,8 @@ class RandomAccess(Protocol):
     def __len__(self) -> int: ...
 
     def __getitem__(self, index: int, /) -> Any: ...
+
+
 Batch = dict[str, jax.Array]
 
 
@@ -90,17 +92,22 @@ class BertRows:
         return {k: v[index] for k, v in self.arrays.items()}
 
 
-def loader(source: RandomAccess, operations: list[Any], spec: PointSpec, seed: int, rank: int,
-           world: int) -> grain.DataLoader:
+def loader(
+    source: RandomAccess, operations: list[Any], spec: PointSpec, seed: int, rank: int, world: int
+) -> grain.DataLoader:
     """Shuffled (every epoch), endless batches of this rank's shard of the source, dropping partial batches."""
     enough_samples(len(source) // world, spec.batch_size, spec.data_dir)
     if not flags.FLAGS.is_parsed():  # grain 0.2.18 reads its absl flags; google/grain#1355, fixed after it
         flags.FLAGS.mark_as_parsed()
     sampler = grain.samplers.IndexSampler(len(source), shuffle=True, num_epochs=None, seed=seed)
-    return grain.DataLoader(data_source=source, sampler=sampler,
-                            operations=[*operations, grain.transforms.Batch(spec.batch_size, drop_remainder=True)],
-                            worker_count=spec.loader_workers, worker_buffer_size=PREFETCH,
-                            shard_options=grain.sharding.ShardOptions(rank, world, drop_remainder=True))
+    return grain.DataLoader(
+        data_source=source,
+        sampler=sampler,
+        operations=[*operations, grain.transforms.Batch(spec.batch_size, drop_remainder=True)],
+        worker_count=spec.loader_workers,
+        worker_buffer_size=PREFETCH,
+        shard_options=grain.sharding.ShardOptions(rank, world, drop_remainder=True),
+    )
 
 
 def image_batches(spec: PointSpec, case: Case, placement: Placement, seed: int) -> Iterator[Batch]:
@@ -134,8 +141,9 @@ def batches(spec: PointSpec, case: Case, placement: Placement, seed: int) -> Ite
     if isinstance(case.input, ImageInput):
         return image_batches(spec, case, placement, spec.seed)
     if isinstance(case.input, CtrInput) or case.task == "causal_lm":
-        raise Unsupported(f"real data for {case.name} is not read yet (no Criteo or tokenised-corpus layout): use "
-                          "synthetic data")
+        raise Unsupported(
+            f"real data for {case.name} is not read yet (no Criteo or tokenised-corpus layout): use synthetic data"
+        )
     return text_batches(spec, case, placement, spec.seed)
 
 

@@ -37,8 +37,12 @@ def strategy(spec: PointSpec) -> str:
 
 def refuse(spec: PointSpec) -> str | None:
     """A one-line reason when JAX cannot run the spec's strategy, else None (touches no JAX runtime)."""
-    return strategy_refusal(spec, "sharding", STRATEGIES, "use --strategy sharding (XLA all-reduces the "
-                            "gradients of a batch sharded over the processes)")
+    return strategy_refusal(
+        spec,
+        "sharding",
+        STRATEGIES,
+        "use --strategy sharding (XLA all-reduces the gradients of a batch sharded over the processes)",
+    )
 
 
 def join(spec: PointSpec, ctx: RankContext, gpu: int | None) -> None:
@@ -47,14 +51,17 @@ def join(spec: PointSpec, ctx: RankContext, gpu: int | None) -> None:
     if strategy(spec) == "none" or jax.distributed.is_initialized():
         return
     jax.config.update("jax_cpu_collectives_implementation", CPU_COLLECTIVES)
-    jax.distributed.initialize(coordinator_address=f"{ctx.master_addr}:{ctx.master_port}",
-                               num_processes=ctx.world_size, process_id=ctx.rank,
-                               local_device_ids=None if gpu is None else [gpu],
-                               cluster_detection_method="deactivate", initialization_timeout=int(ctx.rdzv_timeout_s))
+    jax.distributed.initialize(
+        coordinator_address=f"{ctx.master_addr}:{ctx.master_port}",
+        num_processes=ctx.world_size,
+        process_id=ctx.rank,
+        local_device_ids=None if gpu is None else [gpu],
+        cluster_detection_method="deactivate",
+        initialization_timeout=int(ctx.rdzv_timeout_s),
+    )
     atexit.register(jax.distributed.shutdown)  # a barrier: rank 0 hosts the coordinator, it must not leave first
     if jax.process_count() != spec.world_size:
-        raise RuntimeError(f"the launcher started {jax.process_count()} processes; the spec asks for "
-                           f"{spec.world_size}")
+        raise RuntimeError(f"the launcher started {jax.process_count()} processes; the spec asks for {spec.world_size}")
 
 
 def facts(spec: PointSpec) -> dict[str, str]:

@@ -32,16 +32,28 @@ class GptBlock(nn.Module):
         c = self.cfg
         b, s, h = x.shape
         dense = partial(nn.Dense, kernel_init=nn.initializers.normal(c.initializer_range), dtype=self.dtype)
-        residual = partial(nn.Dense, h, dtype=self.dtype,
-                           kernel_init=nn.initializers.normal(c.initializer_range / math.sqrt(2 * c.num_layers)))
+        residual = partial(
+            nn.Dense,
+            h,
+            dtype=self.dtype,
+            kernel_init=nn.initializers.normal(c.initializer_range / math.sqrt(2 * c.num_layers)),
+        )
         norm = partial(nn.LayerNorm, epsilon=c.layer_norm_eps, dtype=self.dtype)
         drop = partial(nn.Dropout, c.dropout, deterministic=not train)
         # The fused projection's columns head by head ([q k v] of head 0, then head 1 ...), as Megatron-LM lays
         # them out: a column split over tensor-parallel devices (tensor_parallel.py) leaves each whole heads.
         qkv = dense(3 * h, name="qkv")(norm(name="ln_1")(x)).reshape(b, s, c.num_heads, 3, h // c.num_heads)
         dropout_rng = self.make_rng("dropout") if train and c.dropout > 0 else None
-        y = nn.dot_product_attention(qkv[..., 0, :], qkv[..., 1, :], qkv[..., 2, :], mask=mask, dropout_rng=dropout_rng,
-                                     dropout_rate=c.dropout, deterministic=not train, dtype=self.dtype)
+        y = nn.dot_product_attention(
+            qkv[..., 0, :],
+            qkv[..., 1, :],
+            qkv[..., 2, :],
+            mask=mask,
+            dropout_rng=dropout_rng,
+            dropout_rate=c.dropout,
+            deterministic=not train,
+            dtype=self.dtype,
+        )
         x = x + drop()(residual(name="attn_proj")(y.reshape(b, s, h)))
         ff = nn.gelu(dense(c.mlp_ratio * h, name="fc")(norm(name="ln_2")(x)), approximate=True)
         return x + drop()(residual(name="proj")(ff))

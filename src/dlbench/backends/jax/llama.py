@@ -44,10 +44,16 @@ class LlamaBlock(nn.Module):
         c = self.cfg
         b, s, h = x.shape
         d = c.head_dim
-        dense = partial(nn.Dense, use_bias=False, dtype=self.dtype,
-                        kernel_init=nn.initializers.normal(c.initializer_range))
-        residual = partial(nn.Dense, h, use_bias=False, dtype=self.dtype,
-                           kernel_init=nn.initializers.normal(c.initializer_range / math.sqrt(2 * c.num_layers)))
+        dense = partial(
+            nn.Dense, use_bias=False, dtype=self.dtype, kernel_init=nn.initializers.normal(c.initializer_range)
+        )
+        residual = partial(
+            nn.Dense,
+            h,
+            use_bias=False,
+            dtype=self.dtype,
+            kernel_init=nn.initializers.normal(c.initializer_range / math.sqrt(2 * c.num_layers)),
+        )
         norm = partial(nn.RMSNorm, epsilon=c.norm_eps, dtype=self.dtype)
         y = norm(name="attention_norm")(x)
         q = rope(dense(c.num_heads * d, name="wq")(y).reshape(b, s, c.num_heads, d), c.rope_theta)

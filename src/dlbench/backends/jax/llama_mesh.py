@@ -25,10 +25,15 @@ AXES = ("data", "fsdp", "tensor")
 COLUMNS, ROWS = PartitionSpec("fsdp", "tensor"), PartitionSpec("tensor", "fsdp")
 # (module, parameter) -> its sharding; anything else (the RMSNorm scales) is replicated.
 RULES: dict[tuple[str, str], PartitionSpec] = {
-    ("wq", "kernel"): COLUMNS, ("wk", "kernel"): COLUMNS, ("wv", "kernel"): COLUMNS,
-    ("w1", "kernel"): COLUMNS, ("w3", "kernel"): COLUMNS,
-    ("wo", "kernel"): ROWS, ("w2", "kernel"): ROWS,
-    ("wte", "embedding"): PartitionSpec("tensor", "fsdp"), ("lm_head", "kernel"): COLUMNS,
+    ("wq", "kernel"): COLUMNS,
+    ("wk", "kernel"): COLUMNS,
+    ("wv", "kernel"): COLUMNS,
+    ("w1", "kernel"): COLUMNS,
+    ("w3", "kernel"): COLUMNS,
+    ("wo", "kernel"): ROWS,
+    ("w2", "kernel"): ROWS,
+    ("wte", "embedding"): PartitionSpec("tensor", "fsdp"),
+    ("lm_head", "kernel"): COLUMNS,
 }
 
 
@@ -53,6 +58,7 @@ class LlamaPlacement(Placement):
 
     def state_shardings(self, tree: Any) -> Any:
         """A sharding per leaf of a state (parameters, and the optimizer's moments that mirror them)."""
+
         def rule(path: tuple[Any, ...], _: Any) -> NamedSharding:
             names = tuple(_key(p) for p in path[-2:])
             return NamedSharding(self.mesh, RULES.get(names, PartitionSpec()))  # type: ignore[arg-type]

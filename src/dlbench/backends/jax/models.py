@@ -87,11 +87,14 @@ class ResNet(nn.Module):
         x = nn.max_pool(x, (3, 3), strides=(2, 2), padding=_pad(1))
         for i, blocks in enumerate(self.arch.stages):
             for j in range(blocks):
-                x = Bottleneck(w * 2**i, 2 if (i > 0 and j == 0) else 1, self.arch.expansion, dtype=self.dtype)(x, train)
+                x = Bottleneck(w * 2**i, 2 if (i > 0 and j == 0) else 1, self.arch.expansion, dtype=self.dtype)(
+                    x, train
+                )
         return nn.Dense(self.num_classes, dtype=self.dtype)(x.mean(axis=(1, 2)))
 
 
 # ------------------------------------------------------------------------------------- VGG and AlexNet
+
 
 class Classifier(nn.Module):
     """The FC head: VGG puts dropout after each hidden ReLU, AlexNet before each hidden Linear."""
@@ -145,8 +148,9 @@ class AlexNet(nn.Module):
     @nn.compact
     def __call__(self, x: Array, train: bool = True) -> Array:
         for c in self.arch.convs:
-            conv = nn.Conv(c.out, _ks(c.kernel), strides=c.stride, padding=_pad(c.padding), kernel_init=_KAIMING,
-                           dtype=self.dtype)
+            conv = nn.Conv(
+                c.out, _ks(c.kernel), strides=c.stride, padding=_pad(c.padding), kernel_init=_KAIMING, dtype=self.dtype
+            )
             x = nn.relu(conv(x))
             if c.pool_after:
                 x = nn.max_pool(x, (3, 3), strides=(2, 2))
@@ -169,8 +173,15 @@ class BasicConv(nn.Module):
 
     @nn.compact
     def __call__(self, x: Array, train: bool) -> Array:
-        x = nn.Conv(self.features, _ks(self.kernel), strides=self.stride, padding=_pad(self.padding),
-                    use_bias=False, kernel_init=_KAIMING, dtype=self.dtype)(x)
+        x = nn.Conv(
+            self.features,
+            _ks(self.kernel),
+            strides=self.stride,
+            padding=_pad(self.padding),
+            use_bias=False,
+            kernel_init=_KAIMING,
+            dtype=self.dtype,
+        )(x)
         return nn.relu(nn.BatchNorm(use_running_average=not train, momentum=0.9, epsilon=1e-3, dtype=self.dtype)(x))
 
 
@@ -226,22 +237,38 @@ class InceptionBlock(nn.Module):
         ch = partial(Chain, dtype=self.dtype)
         k, a = self.kind, self.arg
         if k == "A":
-            outs = [ch([_c1(64)])(x, train), ch([_c1(48), (64, 5, 1, 2)])(x, train),
-                    ch([_c1(64), _c3(96), _c3(96)])(x, train), ch([_c1(a)])(_avg3(x), train)]
+            outs = [
+                ch([_c1(64)])(x, train),
+                ch([_c1(48), (64, 5, 1, 2)])(x, train),
+                ch([_c1(64), _c3(96), _c3(96)])(x, train),
+                ch([_c1(a)])(_avg3(x), train),
+            ]
         elif k == "B":
             outs = [ch([_c3(384, 2, 0)])(x, train), ch([_c1(64), _c3(96), _c3(96, 2, 0)])(x, train), _max3(x)]
         elif k == "C":
-            outs = [ch([_c1(192)])(x, train), ch([_c1(a), _h7(a), _v7(192)])(x, train),
-                    ch([_c1(a), _v7(a), _h7(a), _v7(a), _h7(192)])(x, train), ch([_c1(192)])(_avg3(x), train)]
+            outs = [
+                ch([_c1(192)])(x, train),
+                ch([_c1(a), _h7(a), _v7(192)])(x, train),
+                ch([_c1(a), _v7(a), _h7(a), _v7(a), _h7(192)])(x, train),
+                ch([_c1(192)])(_avg3(x), train),
+            ]
         elif k == "D":
-            outs = [ch([_c1(192), _c3(320, 2, 0)])(x, train),
-                    ch([_c1(192), _h7(192), _v7(192), _c3(192, 2, 0)])(x, train), _max3(x)]
+            outs = [
+                ch([_c1(192), _c3(320, 2, 0)])(x, train),
+                ch([_c1(192), _h7(192), _v7(192), _c3(192, 2, 0)])(x, train),
+                _max3(x),
+            ]
         else:  # E
             b = ch([_c1(384)])(x, train)
             d = ch([_c1(448), _c3(384)])(x, train)
-            outs = [ch([_c1(320)])(x, train), ch([(384, (1, 3), 1, (0, 1))])(b, train),
-                    ch([(384, (3, 1), 1, (1, 0))])(b, train), ch([(384, (1, 3), 1, (0, 1))])(d, train),
-                    ch([(384, (3, 1), 1, (1, 0))])(d, train), ch([_c1(192)])(_avg3(x), train)]
+            outs = [
+                ch([_c1(320)])(x, train),
+                ch([(384, (1, 3), 1, (0, 1))])(b, train),
+                ch([(384, (3, 1), 1, (1, 0))])(b, train),
+                ch([(384, (1, 3), 1, (0, 1))])(d, train),
+                ch([(384, (3, 1), 1, (1, 0))])(d, train),
+                ch([_c1(192)])(_avg3(x), train),
+            ]
         return jnp.concatenate(outs, axis=-1)
 
 
@@ -272,8 +299,7 @@ class InceptionV3(nn.Module):
         x = Chain([_c3(32, 2, 0), _c3(32, 1, 0), _c3(64)], dtype=self.dtype)(x, train)
         x = Chain([_c1(80), _c3(192, 1, 0)], dtype=self.dtype)(_max3(x), train)
         x = _max3(x)
-        for kind, arg in (("A", 32), ("A", 64), ("A", 64), ("B", 0), ("C", 128), ("C", 160), ("C", 160),
-                          ("C", 192)):
+        for kind, arg in (("A", 32), ("A", 64), ("A", 64), ("B", 0), ("C", 128), ("C", 160), ("C", 160), ("C", 192)):
             x = blk(kind, arg)(x, train)
         with_aux = self.arch.aux_logits and (train or self.is_initializing())
         aux = InceptionAux(self.num_classes, dtype=self.dtype)(x, train) if with_aux else None
@@ -305,8 +331,10 @@ MODELS: dict[str, Builder] = {
     "gpt2_small": lambda c, dt: GptLMHeadModel(gpt_arch(c), dtype=dt),
     "gpt": lambda c, dt: GptLMHeadModel(gpt_arch(c), dtype=dt),
     "wide_deep": lambda c, dt: wide_deep.WideDeep(c, dtype=dt),
-    **{name: (lambda c, dt: LlamaModel(llama_arch(c), dtype=dt)) for name in ("llama", "llama3_8b", "llama3_1b",
-                                                                             "llama_tiny")},
+    **{
+        name: (lambda c, dt: LlamaModel(llama_arch(c), dtype=dt))
+        for name in ("llama", "llama3_8b", "llama3_1b", "llama_tiny")
+    },
 }
 
 

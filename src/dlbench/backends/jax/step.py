@@ -52,8 +52,9 @@ def make_optimizer(case: Case, global_batch: int) -> optax.GradientTransformatio
 def _loss_fn(case: Case, state: State, params: Any, batch: Batch, key: jax.Array) -> tuple[jax.Array, Any]:
     """(loss in fp32, new batch statistics) of the model on one batch in training mode."""
     variables = {"params": params, **({"batch_stats": state.batch_stats} if state.batch_stats else {})}
-    out, updates = state.apply_fn(variables, *model_inputs(case, batch), train=True, mutable=["batch_stats"],
-                                  rngs={"dropout": key})
+    out, updates = state.apply_fn(
+        variables, *model_inputs(case, batch), train=True, mutable=["batch_stats"], rngs={"dropout": key}
+    )
     return train_loss(case, out, batch), updates.get("batch_stats", state.batch_stats)
 
 
@@ -75,8 +76,11 @@ def make_train_step(case: Case, placement: Placement, state_shardings: Any = Non
         new = state.apply_gradients(grads=grads, batch_stats=stats, dynamic_scale=scale)
         keep = partial(jax.tree_util.tree_map, partial(jnp.where, finite))
         # An overflowed fp16 step changes nothing but the (lowered) loss scale.
-        new = new.replace(params=keep(new.params, state.params), opt_state=keep(new.opt_state, state.opt_state),
-                          batch_stats=keep(new.batch_stats, state.batch_stats))
+        new = new.replace(
+            params=keep(new.params, state.params),
+            opt_state=keep(new.opt_state, state.opt_state),
+            batch_stats=keep(new.batch_stats, state.batch_stats),
+        )
         return new, loss
 
     rep = placement.replicated
@@ -113,8 +117,9 @@ class JaxTrainer(Trainer):
     def param_checksum(self) -> float:
         """A position-weighted float64 sum of every parameter, from this process's replica."""
         leaves = jax.tree_util.tree_leaves(self.state.params)
-        return float(sum((i + 1) * np.asarray(leaf.addressable_data(0), dtype=np.float64).sum()
-                         for i, leaf in enumerate(leaves)))
+        return float(
+            sum((i + 1) * np.asarray(leaf.addressable_data(0), dtype=np.float64).sum() for i, leaf in enumerate(leaves))
+        )
 
     def allocator_peak(self) -> AllocatorPeak | None:
         return device_peak(self.device)

@@ -33,9 +33,12 @@ DATA, MODEL = "data", "model"
 # (module, parameter) -> how the weight is split over the model axis; anything else is replicated.
 RULES: dict[tuple[str, str], PartitionSpec] = {
     ("wte", "embedding"): PartitionSpec(MODEL, None),
-    ("qkv", "kernel"): PartitionSpec(None, MODEL), ("qkv", "bias"): PartitionSpec(MODEL),
-    ("fc", "kernel"): PartitionSpec(None, MODEL), ("fc", "bias"): PartitionSpec(MODEL),
-    ("attn_proj", "kernel"): PartitionSpec(MODEL, None), ("proj", "kernel"): PartitionSpec(MODEL, None),
+    ("qkv", "kernel"): PartitionSpec(None, MODEL),
+    ("qkv", "bias"): PartitionSpec(MODEL),
+    ("fc", "kernel"): PartitionSpec(None, MODEL),
+    ("fc", "bias"): PartitionSpec(MODEL),
+    ("attn_proj", "kernel"): PartitionSpec(MODEL, None),
+    ("proj", "kernel"): PartitionSpec(MODEL, None),
 }
 
 
@@ -43,17 +46,24 @@ def refusal(spec: PointSpec, case: Case) -> str | None:
     """Why JAX cannot run the point's layout (one line), or None."""
     lay = spec.layout
     if lay.pipeline > 1:
-        return ("JAX has no pipeline-parallel schedule in its public API: dlbench's JAX backend splits GPT by tensor "
-                "(--tensor-parallel) only; use --pipeline-parallel 1")
+        return (
+            "JAX has no pipeline-parallel schedule in its public API: dlbench's JAX backend splits GPT by tensor "
+            "(--tensor-parallel) only; use --pipeline-parallel 1"
+        )
     if not (lay.splits_model or lay.recompute):
         return None
     if not isinstance(case.arch, GptConfig):
         return f"tensor parallel and --recompute are wired for the GPT cases only, not {case.name}"
     a = case.arch
-    for what, size in (("attention heads", a.num_heads), ("MLP units", a.mlp_ratio * a.hidden_size),
-                       ("vocabulary entries", a.vocab_size)):
+    for what, size in (
+        ("attention heads", a.num_heads),
+        ("MLP units", a.mlp_ratio * a.hidden_size),
+        ("vocabulary entries", a.vocab_size),
+    ):
         if size % lay.tensor:
-            return f"{size} {what} do not split evenly over {lay.tensor} tensor-parallel devices (JAX needs even shards)"
+            return (
+                f"{size} {what} do not split evenly over {lay.tensor} tensor-parallel devices (JAX needs even shards)"
+            )
     return None
 
 
@@ -78,6 +88,7 @@ class TensorPlacement(Placement):
 
     def state_shardings(self, tree: Any) -> Any:
         """A sharding per leaf of a state (parameters, and the optimizer's moments that mirror them)."""
+
         def rule(path: tuple[Any, ...], _: Any) -> NamedSharding:
             names = tuple(_key(p) for p in path[-2:])
             return NamedSharding(self.mesh, RULES.get(names, PartitionSpec()))  # type: ignore[arg-type]
@@ -110,8 +121,9 @@ class TensorPlacement(Placement):
 class TensorTrainer(JaxTrainer):
     """The JAX trainer of a tensor-parallel point: its parameters' checksum is taken over the whole arrays."""
 
-    def __init__(self, batches: Iterator[Batch], state: State, step_fn: TrainStep, device: jax.Device,
-                 placement: TensorPlacement) -> None:
+    def __init__(
+        self, batches: Iterator[Batch], state: State, step_fn: TrainStep, device: jax.Device, placement: TensorPlacement
+    ) -> None:
         super().__init__(batches, state, step_fn, device)
         self.placement = placement
 
@@ -121,10 +133,13 @@ class TensorTrainer(JaxTrainer):
 
 def checksum(params: Any, placement: TensorPlacement) -> float:
     """A position-weighted sum of every parameter over its whole (sharded) array: the same on every process."""
+
     def total(tree: Any) -> jax.Array:
         leaves = jax.tree_util.tree_leaves(tree)
-        return sum(((i + 1) * jnp.sum(leaf.astype(jnp.float32)) for i, leaf in enumerate(leaves)),
-                   start=jnp.zeros((), jnp.float32))
+        return sum(
+            ((i + 1) * jnp.sum(leaf.astype(jnp.float32)) for i, leaf in enumerate(leaves)),
+            start=jnp.zeros((), jnp.float32),
+        )
 
     out = jax.jit(total, out_shardings=placement.replicated)(params)
     return float(np.asarray(out.addressable_data(0)))

@@ -28,8 +28,10 @@ OOM_TEXT: tuple[str, ...] = ("out of memory", "unable to alloc cuda device memor
 
 def tf32_state() -> dict[str, str]:
     """Jittor's tensor-core flag (read back from jt.flags) and the TF32 override cuBLAS and cuDNN read."""
-    return {"jittor_use_tensorcore": str(jt.flags.use_tensorcore),
-            TF32_OVERRIDE_VAR: os.environ.get(TF32_OVERRIDE_VAR, "unset")}
+    return {
+        "jittor_use_tensorcore": str(jt.flags.use_tensorcore),
+        TF32_OVERRIDE_VAR: os.environ.get(TF32_OVERRIDE_VAR, "unset"),
+    }
 
 
 class JittorBackend(Backend):

@@ -66,8 +66,14 @@ def _configure(dataset: ImageList | BertSamples, n: int, spec: PointSpec) -> Dat
     """Batch, shuffle with the spec seed, drop each epoch's partial batch, and set the workers."""
     enough_samples(n, spec.batch_size, spec.data_dir)
     ring = PREFETCH_PER_WORKER * spec.batch_size * dataset.sample_bytes + RING_SLACK
-    dataset.set_attrs(total_len=n, batch_size=spec.batch_size, shuffle=True, drop_last=True,
-                      num_workers=spec.loader_workers, buffer_size=ring)
+    dataset.set_attrs(
+        total_len=n,
+        batch_size=spec.batch_size,
+        shuffle=True,
+        drop_last=True,
+        num_workers=spec.loader_workers,
+        buffer_size=ring,
+    )
     dataset._shuffle_rng = np.random.default_rng(spec.seed)  # Jittor's own is seeded with 1, always
     return dataset
 
@@ -125,8 +131,9 @@ def batches(spec: PointSpec, case: Case) -> Iterator[Batch]:
         source = _normalised(_configure(ImageList(items, spec.input_size or case.input.size), len(items), spec))
     else:
         assert isinstance(case.input, TextInput)
-        arrays = bert_arrays(spec.data_dir or "", spec.input_size, max_predictions(case.input, spec.input_size),
-                             "int32")
+        arrays = bert_arrays(
+            spec.data_dir or "", spec.input_size, max_predictions(case.input, spec.input_size), "int32"
+        )
         source = _endless(_configure(BertSamples(arrays), len(arrays["nsp_labels"]), spec))
     return _primed(source)
 

@@ -61,7 +61,7 @@ class GridPool(nn.Module):
         rows = []
         for i in range(n):
             r0, r1 = i * h // n, -(-(i + 1) * h // n)
-            cells = [x[:, :, r0:r1, j * w // n:-(-(j + 1) * w // n)].mean(dims=(2, 3)) for j in range(n)]
+            cells = [x[:, :, r0:r1, j * w // n : -(-(j + 1) * w // n)].mean(dims=(2, 3)) for j in range(n)]
             rows.append(jt.stack(cells, dim=2))
         return jt.stack(rows, dim=2)
 
@@ -87,8 +87,9 @@ def alexnet(arch: AlexNetArch, classes: int, native: bool) -> nn.Module:
     _check_head(arch, 6)
     model = AlexNet(num_classes=classes)
     convs = [(c.out, c.kernel, c.stride, c.padding) for c in arch.convs]
-    zoo = [(m.out_channels, m.kernel_size[0], m.stride[0], m.padding[0]) for m in model.features
-           if isinstance(m, nn.Conv)]
+    zoo = [
+        (m.out_channels, m.kernel_size[0], m.stride[0], m.padding[0]) for m in model.features if isinstance(m, nn.Conv)
+    ]
     if convs != zoo:
         raise ValueError(f"jittor's zoo AlexNet has convolutions {zoo}, the case {convs}")
     if not native:
@@ -182,8 +183,9 @@ class BertForPretraining(nn.Module):
         self.mlm_bias = jt.zeros(cfg.vocab_size)
         self.nsp = _linear(h, 2, std)
 
-    def execute(self, input_ids: jt.Var, token_type_ids: jt.Var, attention_mask: jt.Var,
-                mlm_positions: jt.Var) -> tuple[jt.Var, jt.Var]:
+    def execute(
+        self, input_ids: jt.Var, token_type_ids: jt.Var, attention_mask: jt.Var, mlm_positions: jt.Var
+    ) -> tuple[jt.Var, jt.Var]:
         """MLM logits [B, P, vocab] at the masked positions [B, P] and NSP logits [B, 2]; attention_mask is
         [B, S], 1 = attend."""
         b, s = input_ids.shape
@@ -255,5 +257,15 @@ def count_trainable(model: nn.Module) -> int:
     return sum(int(p.numel()) for p in model.parameters() if not p.is_stop_grad())
 
 
-__all__ = ["MODELS", "BertForPretraining", "SmallGridAux", "alexnet", "build_model", "count_trainable",
-           "inception_v3", "resnet", "train_loss", "vgg"]
+__all__ = [
+    "MODELS",
+    "BertForPretraining",
+    "SmallGridAux",
+    "alexnet",
+    "build_model",
+    "count_trainable",
+    "inception_v3",
+    "resnet",
+    "train_loss",
+    "vgg",
+]

@@ -42,9 +42,12 @@ class MegengineBackend(Backend):
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
         state = override_state(os.environ)
-        env = {"framework_version": mge.__version__, TF32_OVERRIDE_VAR: state,
-               "math_mode": describe(resolve_precision(spec.precision, spec.device), tf32_in_use(spec.device, state)),
-               "megengine_device": str(mge.get_default_device())}
+        env = {
+            "framework_version": mge.__version__,
+            TF32_OVERRIDE_VAR: state,
+            "math_mode": describe(resolve_precision(spec.precision, spec.device), tf32_in_use(spec.device, state)),
+            "megengine_device": str(mge.get_default_device()),
+        }
         if spec.device == "cuda" and mge.is_cuda_available():
             env["cuda"] = str(mge.get_cuda_version())
             env["cudnn"] = str(mge.get_cudnn_version())
@@ -53,8 +56,10 @@ class MegengineBackend(Backend):
     def refuse(self, spec: PointSpec) -> str | None:
         if spec.world_size > 1:
             if spec.device == "cpu":
-                return ("MegEngine has no CPU collective backend (init_process_group refuses the CPU): use --scale "
-                        "1n1c on the CPU")
+                return (
+                    "MegEngine has no CPU collective backend (init_process_group refuses the CPU): use --scale "
+                    "1n1c on the CPU"
+                )
             return "dlbench's MegEngine backend trains on one device only (its NCCL data parallelism is not wired)"
         if spec.strategy != "none":
             return f"strategy {spec.strategy} needs several devices: use --strategy none"
@@ -85,9 +90,13 @@ class MegengineBackend(Backend):
         mge.set_default_device(device)
         model = build_model(case, BuildContext.of(spec, ctx, device))
         source = data.batches(spec, case, device)
-        self._facts = {"compiled": "megengine.jit.trace(symbolic=True)" if spec.compile else "eager",
-                       "loader": data.describe(spec), "optimizer": case.optimizer.name, "device": device,
-                       TF32_OVERRIDE_VAR: override_state(os.environ)}
+        self._facts = {
+            "compiled": "megengine.jit.trace(symbolic=True)" if spec.compile else "eager",
+            "loader": data.describe(spec),
+            "optimizer": case.optimizer.name,
+            "device": device,
+            TF32_OVERRIDE_VAR: override_state(os.environ),
+        }
         return MegengineTrainer(case, model, source, spec.compile, spec.global_batch)
 
     def count_params(self, case: Case) -> int:

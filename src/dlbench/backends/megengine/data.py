@@ -82,8 +82,9 @@ class BertSamples(Dataset):
 
 def _loader(dataset: Dataset, spec: PointSpec) -> DataLoader:
     enough_samples(len(dataset), spec.batch_size, spec.data_dir)
-    return DataLoader(dataset, sampler=SeededDraws(dataset, spec.batch_size, spec.seed),
-                      num_workers=spec.loader_workers)
+    return DataLoader(
+        dataset, sampler=SeededDraws(dataset, spec.batch_size, spec.seed), num_workers=spec.loader_workers
+    )
 
 
 def image_batches(spec: PointSpec, case: Case, device: str, seed: int) -> Iterator[Batch]:

@@ -34,8 +34,9 @@ def make_optimizer(case: Case, model: nn.Module, global_batch: int) -> optim.Opt
 class MegengineTrainer(Trainer):
     """Model, GradManager, optimizer and input on one device."""
 
-    def __init__(self, case: Case, model: nn.Module, batches: Iterator[Batch], compile_model: bool,
-                 global_batch: int) -> None:
+    def __init__(
+        self, case: Case, model: nn.Module, batches: Iterator[Batch], compile_model: bool, global_batch: int
+    ) -> None:
         super().__init__(batches)
         self.case, self.model = case, model
         self.optimizer = make_optimizer(case, model, global_batch)

@@ -26,8 +26,10 @@ def fp32_problem(device: str, state: str) -> str | None:
     """Why a GPU point cannot run IEEE FP32 with this override state (None: it can, or it is a CPU point)."""
     if not tf32_in_use(device, state):
         return None
-    return (f"{TF32_OVERRIDE_VAR} is {state!r} in the MegEngine worker, not '0': MegEngine has no TF32 switch of its "
-            "own, so its cuDNN convolutions would run fp32 as TF32; do not override it")
+    return (
+        f"{TF32_OVERRIDE_VAR} is {state!r} in the MegEngine worker, not '0': MegEngine has no TF32 switch of its "
+        "own, so its cuDNN convolutions would run fp32 as TF32; do not override it"
+    )
 
 
 __all__ = ["TF32_OVERRIDE_VAR", "fp32_problem", "override_state", "tf32_in_use"]

@@ -27,8 +27,13 @@ _GPU_PRECISIONS = ("fp32", "tf32")
 # "Malloc for kernel input failed, Memory isn't enough"), the GPU allocator ("Malloc device memory failed"), a
 # failed output allocation ("Allocate memory failed", seen on the CPU), "Out of memory" from its core, and a host
 # allocation failing while ms.jit compiles (its static analysis re-raises C++'s "std::bad_alloc").
-OOM_TEXT: tuple[str, ...] = ("memory isn't enough", "malloc device memory failed", "allocate memory failed",
-                             "out of memory", "std::bad_alloc")
+OOM_TEXT: tuple[str, ...] = (
+    "memory isn't enough",
+    "malloc device memory failed",
+    "allocate memory failed",
+    "out of memory",
+    "std::bad_alloc",
+)
 
 
 def set_tf32(allow: bool) -> dict[str, str]:
@@ -94,10 +99,15 @@ class MindsporeBackend(Backend):
         ms.set_seed(spec.seed)
         side = spec.input_size if isinstance(case.input, ImageInput) else None
         net = TrainLoss(case, build_model(case, side))
-        self._facts = {"compiled": "ms.jit (graph mode)" if spec.compile else "pynative",
-                       "loader": data.describe(spec), "device": device, **self._tf32}
-        return MindsporeTrainer(case, net, data.batches(spec, case), spec.global_batch, compiled=spec.compile,
-                                device_sync=gpu)
+        self._facts = {
+            "compiled": "ms.jit (graph mode)" if spec.compile else "pynative",
+            "loader": data.describe(spec),
+            "device": device,
+            **self._tf32,
+        }
+        return MindsporeTrainer(
+            case, net, data.batches(spec, case), spec.global_batch, compiled=spec.compile, device_sync=gpu
+        )
 
     def count_params(self, case: Case) -> int:
         return count_trainable(build_model(case))

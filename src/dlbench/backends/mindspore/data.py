@@ -62,23 +62,32 @@ def image_batches(spec: PointSpec, case: Case) -> Iterator[Batch]:
     items = read_train_list(image_root(spec.data_dir or ""))
     enough_samples(len(items), spec.batch_size, spec.data_dir)
     workers = spec.loader_workers or 1
-    source = ds.GeneratorDataset(JpegBytes(items), ["image", "label"], shuffle=True, num_parallel_workers=workers,
-                                 python_multiprocessing=False)  # reading bytes: threads suffice
-    ops = [vision.Decode(), vision.RandomResizedCrop(side, scale=CROP_SCALE, ratio=CROP_RATIO,
-                                                     interpolation=vision.Inter.BILINEAR, max_attempts=10),
-           vision.RandomHorizontalFlip(FLIP_PROB),
-           vision.Normalize([m * 255 for m in MEAN], [s * 255 for s in STD]), vision.HWC2CHW()]
+    source = ds.GeneratorDataset(
+        JpegBytes(items), ["image", "label"], shuffle=True, num_parallel_workers=workers, python_multiprocessing=False
+    )  # reading bytes: threads suffice
+    ops = [
+        vision.Decode(),
+        vision.RandomResizedCrop(
+            side, scale=CROP_SCALE, ratio=CROP_RATIO, interpolation=vision.Inter.BILINEAR, max_attempts=10
+        ),
+        vision.RandomHorizontalFlip(FLIP_PROB),
+        vision.Normalize([m * 255 for m in MEAN], [s * 255 for s in STD]),
+        vision.HWC2CHW(),
+    ]
     return _iterate(source.map(ops, input_columns="image", num_parallel_workers=workers), spec)
 
 
 def text_batches(spec: PointSpec, case: Case) -> Iterator[Batch]:
     """Endless BERT batches (the loss Cell's inputs), cut to input_size columns, epoch after epoch."""
     assert isinstance(case.input, TextInput)
-    arrays = bert_arrays(spec.data_dir or "", spec.input_size, max_predictions(case.input, spec.input_size),
-                         "int32")
+    arrays = bert_arrays(spec.data_dir or "", spec.input_size, max_predictions(case.input, spec.input_size), "int32")
     enough_samples(len(arrays["nsp_labels"]), spec.batch_size, spec.data_dir)
-    source = ds.NumpySlicesDataset(tuple(arrays[k] for k in BERT_KEYS), list(BERT_KEYS), shuffle=True,
-                                   num_parallel_workers=spec.loader_workers or 1)
+    source = ds.NumpySlicesDataset(
+        tuple(arrays[k] for k in BERT_KEYS),
+        list(BERT_KEYS),
+        shuffle=True,
+        num_parallel_workers=spec.loader_workers or 1,
+    )
     return _iterate(source, spec)
 
 

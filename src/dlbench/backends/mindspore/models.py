@@ -20,13 +20,23 @@ from dlbench.cases import Case, ImageInput
 from dlbench.cases.arch import POOL, AlexNetArch, BertConfig, InceptionArch, ResNetArch, VggArch
 
 
-def _conv(cin: int, cout: int, k: int | tuple[int, int], stride: int = 1, pad: int | tuple[int, int] = 0,
-          bias: bool = False) -> nn.Conv2d:
+def _conv(
+    cin: int, cout: int, k: int | tuple[int, int], stride: int = 1, pad: int | tuple[int, int] = 0, bias: bool = False
+) -> nn.Conv2d:
     """A conv with explicit padding (MindSpore defaults to 'same') and Kaiming-normal fan-out init."""
     kh, kw = (k, k) if isinstance(k, int) else k
     ph, pw = (pad, pad) if isinstance(pad, int) else pad
-    return nn.Conv2d(cin, cout, (kh, kw), stride=stride, pad_mode="pad", padding=(ph, ph, pw, pw), has_bias=bias,
-                     weight_init=HeNormal(mode="fan_out", nonlinearity="relu"), bias_init="zeros")
+    return nn.Conv2d(
+        cin,
+        cout,
+        (kh, kw),
+        stride=stride,
+        pad_mode="pad",
+        padding=(ph, ph, pw, pw),
+        has_bias=bias,
+        weight_init=HeNormal(mode="fan_out", nonlinearity="relu"),
+        bias_init="zeros",
+    )
 
 
 def _dense(cin: int, cout: int, std: float | None = None) -> nn.Dense:
@@ -46,9 +56,15 @@ class Bottleneck(nn.Cell):
         super().__init__()
         cout = width * expansion
         self.body = nn.SequentialCell(
-            _conv(cin, width, 1), nn.BatchNorm2d(width), nn.ReLU(),
-            _conv(width, width, 3, stride, 1), nn.BatchNorm2d(width), nn.ReLU(),
-            _conv(width, cout, 1), nn.BatchNorm2d(cout))
+            _conv(cin, width, 1),
+            nn.BatchNorm2d(width),
+            nn.ReLU(),
+            _conv(width, width, 3, stride, 1),
+            nn.BatchNorm2d(width),
+            nn.ReLU(),
+            _conv(width, cout, 1),
+            nn.BatchNorm2d(cout),
+        )
         self.has_down = stride != 1 or cin != cout
         self.down = nn.SequentialCell(_conv(cin, cout, 1, stride), nn.BatchNorm2d(cout)) if self.has_down else None
         self.relu = nn.ReLU()
@@ -66,8 +82,12 @@ class ResNet(nn.Cell):
         if not arch.stride_on_3x3:
             raise ValueError("dlbench's MindSpore ResNet is v1.5 (stride on the 3x3 conv)")
         w = arch.width
-        cells: list[nn.Cell] = [_conv(3, w, 7, 2, 3), nn.BatchNorm2d(w), nn.ReLU(),
-                                nn.MaxPool2d(3, 2, pad_mode="pad", padding=1)]
+        cells: list[nn.Cell] = [
+            _conv(3, w, 7, 2, 3),
+            nn.BatchNorm2d(w),
+            nn.ReLU(),
+            nn.MaxPool2d(3, 2, pad_mode="pad", padding=1),
+        ]
         cin = w
         for i, blocks in enumerate(arch.stages):
             for j in range(blocks):
@@ -83,8 +103,10 @@ class ResNet(nn.Cell):
 
 # ------------------------------------------------------------------------------------- VGG and AlexNet
 
-def _head(cells: list[nn.Cell], features: int, fc: tuple[int, ...], dropout: float, classes: int,
-          dropout_first: bool) -> nn.SequentialCell:
+
+def _head(
+    cells: list[nn.Cell], features: int, fc: tuple[int, ...], dropout: float, classes: int, dropout_first: bool
+) -> nn.SequentialCell:
     """The FC head after the adaptive pool: hidden layers with ReLU and dropout (before each, AlexNet; after
     each, VGG), normal(0, 0.01) weights."""
     for units in fc:
@@ -131,8 +153,9 @@ def alexnet(arch: AlexNetArch, classes: int) -> nn.SequentialCell:
 class BasicConv(nn.Cell):
     """Bias-free conv, batch norm (eps 1e-3), ReLU."""
 
-    def __init__(self, cin: int, cout: int, k: int | tuple[int, int], stride: int = 1,
-                 pad: int | tuple[int, int] = 0) -> None:
+    def __init__(
+        self, cin: int, cout: int, k: int | tuple[int, int], stride: int = 1, pad: int | tuple[int, int] = 0
+    ) -> None:
         super().__init__()
         self.conv, self.bn, self.relu = _conv(cin, cout, k, stride, pad), nn.BatchNorm2d(cout, eps=0.001), nn.ReLU()
 
@@ -165,29 +188,37 @@ def _pool_branch(cin: int, cout: int) -> nn.SequentialCell:
 
 
 def _block_a(cin: int, pool: int) -> Branches:
-    return Branches(BasicConv(cin, 64, 1), _seq(BasicConv(cin, 48, 1), BasicConv(48, 64, 5, pad=2)),
-                    _seq(BasicConv(cin, 64, 1), BasicConv(64, 96, 3, pad=1), BasicConv(96, 96, 3, pad=1)),
-                    _pool_branch(cin, pool))
+    return Branches(
+        BasicConv(cin, 64, 1),
+        _seq(BasicConv(cin, 48, 1), BasicConv(48, 64, 5, pad=2)),
+        _seq(BasicConv(cin, 64, 1), BasicConv(64, 96, 3, pad=1), BasicConv(96, 96, 3, pad=1)),
+        _pool_branch(cin, pool),
+    )
 
 
 def _block_b(cin: int) -> Branches:
-    return Branches(BasicConv(cin, 384, 3, 2),
-                    _seq(BasicConv(cin, 64, 1), BasicConv(64, 96, 3, pad=1), BasicConv(96, 96, 3, 2)),
-                    nn.MaxPool2d(3, 2))
+    return Branches(
+        BasicConv(cin, 384, 3, 2),
+        _seq(BasicConv(cin, 64, 1), BasicConv(64, 96, 3, pad=1), BasicConv(96, 96, 3, 2)),
+        nn.MaxPool2d(3, 2),
+    )
 
 
 def _block_c(cin: int, c7: int) -> Branches:
-    return Branches(BasicConv(cin, 192, 1),
-                    _seq(BasicConv(cin, c7, 1), _c7(c7, c7, True), _c7(c7, 192, False)),
-                    _seq(BasicConv(cin, c7, 1), _c7(c7, c7, False), _c7(c7, c7, True), _c7(c7, c7, False),
-                         _c7(c7, 192, True)),
-                    _pool_branch(cin, 192))
+    return Branches(
+        BasicConv(cin, 192, 1),
+        _seq(BasicConv(cin, c7, 1), _c7(c7, c7, True), _c7(c7, 192, False)),
+        _seq(BasicConv(cin, c7, 1), _c7(c7, c7, False), _c7(c7, c7, True), _c7(c7, c7, False), _c7(c7, 192, True)),
+        _pool_branch(cin, 192),
+    )
 
 
 def _block_d(cin: int) -> Branches:
-    return Branches(_seq(BasicConv(cin, 192, 1), BasicConv(192, 320, 3, 2)),
-                    _seq(BasicConv(cin, 192, 1), _c7(192, 192, True), _c7(192, 192, False), BasicConv(192, 192, 3, 2)),
-                    nn.MaxPool2d(3, 2))
+    return Branches(
+        _seq(BasicConv(cin, 192, 1), BasicConv(192, 320, 3, 2)),
+        _seq(BasicConv(cin, 192, 1), _c7(192, 192, True), _c7(192, 192, False), BasicConv(192, 192, 3, 2)),
+        nn.MaxPool2d(3, 2),
+    )
 
 
 def _split_13_31(cin: int) -> Branches:
@@ -195,9 +226,12 @@ def _split_13_31(cin: int) -> Branches:
 
 
 def _block_e(cin: int) -> Branches:
-    return Branches(BasicConv(cin, 320, 1), _seq(BasicConv(cin, 384, 1), _split_13_31(384)),
-                    _seq(BasicConv(cin, 448, 1), BasicConv(448, 384, 3, pad=1), _split_13_31(384)),
-                    _pool_branch(cin, 192))
+    return Branches(
+        BasicConv(cin, 320, 1),
+        _seq(BasicConv(cin, 384, 1), _split_13_31(384)),
+        _seq(BasicConv(cin, 448, 1), BasicConv(448, 384, 3, pad=1), _split_13_31(384)),
+        _pool_branch(cin, 192),
+    )
 
 
 class InceptionV3(nn.Cell):
@@ -208,15 +242,39 @@ class InceptionV3(nn.Cell):
         if not arch.aux_logits:
             raise ValueError("dlbench's MindSpore Inception v3 always trains the auxiliary head")
         self.stem = _seq(
-            BasicConv(3, 32, 3, 2), BasicConv(32, 32, 3), BasicConv(32, 64, 3, pad=1), nn.MaxPool2d(3, 2),
-            BasicConv(64, 80, 1), BasicConv(80, 192, 3), nn.MaxPool2d(3, 2),
-            _block_a(192, 32), _block_a(256, 64), _block_a(288, 64), _block_b(288),
-            _block_c(768, 128), _block_c(768, 160), _block_c(768, 160), _block_c(768, 192))
+            BasicConv(3, 32, 3, 2),
+            BasicConv(32, 32, 3),
+            BasicConv(32, 64, 3, pad=1),
+            nn.MaxPool2d(3, 2),
+            BasicConv(64, 80, 1),
+            BasicConv(80, 192, 3),
+            nn.MaxPool2d(3, 2),
+            _block_a(192, 32),
+            _block_a(256, 64),
+            _block_a(288, 64),
+            _block_b(288),
+            _block_c(768, 128),
+            _block_c(768, 160),
+            _block_c(768, 160),
+            _block_c(768, 192),
+        )
         # torchvision's 5x5/3 pool needs the 17x17 grid of a 299 input; smaller test inputs pool to 5x5.
-        self.aux = _seq(nn.AvgPool2d(5, 3) if side >= 299 else nn.AdaptiveAvgPool2d(5), BasicConv(768, 128, 1),
-                        BasicConv(128, 768, 5), nn.AdaptiveAvgPool2d(1), nn.Flatten(), _dense(768, classes))
-        self.tail = _seq(_block_d(768), _block_e(1280), _block_e(2048), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                         nn.Dropout(p=arch.dropout))
+        self.aux = _seq(
+            nn.AvgPool2d(5, 3) if side >= 299 else nn.AdaptiveAvgPool2d(5),
+            BasicConv(768, 128, 1),
+            BasicConv(128, 768, 5),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            _dense(768, classes),
+        )
+        self.tail = _seq(
+            _block_d(768),
+            _block_e(1280),
+            _block_e(2048),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Dropout(p=arch.dropout),
+        )
         self.fc = _dense(2048, classes)
 
     def construct(self, x: Tensor) -> tuple[Tensor, Tensor]:
@@ -273,8 +331,9 @@ class BertForPretraining(nn.Cell):
         self.mlm_bias = ms.Parameter(ops.zeros(cfg.vocab_size, ms.float32), name="mlm_bias")
         self.nsp = _dense(h, 2, std)
 
-    def construct(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor,
-                  mlm_positions: Tensor) -> tuple[Tensor, Tensor]:
+    def construct(
+        self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, mlm_positions: Tensor
+    ) -> tuple[Tensor, Tensor]:
         """MLM logits [B, P, vocab] at the masked positions [B, P] and NSP logits [B, 2]; attention_mask is
         [B, S], 1 = attend."""
         positions = ops.arange(input_ids.shape[1], dtype=ms.int32)
@@ -309,15 +368,17 @@ class TrainLoss(nn.Cell):
         if self.bert:
             mlm_logits, nsp_logits = self.model(batch[0], batch[1], batch[2], batch[3])
             vocab = mlm_logits.shape[-1]
-            each = ops.cross_entropy(mlm_logits.reshape(-1, vocab).astype(ms.float32), batch[4].reshape(-1),
-                                     reduction="none")
+            each = ops.cross_entropy(
+                mlm_logits.reshape(-1, vocab).astype(ms.float32), batch[4].reshape(-1), reduction="none"
+            )
             weights = batch[5].reshape(-1).astype(ms.float32)
             mlm = (each * weights).sum() / (weights.sum() + 1e-5)
             return mlm + ops.cross_entropy(nsp_logits.astype(ms.float32), batch[6])
         out = self.model(batch[0])
         if self.aux_weight:
-            return (ops.cross_entropy(out[0].astype(ms.float32), batch[1])
-                    + self.aux_weight * ops.cross_entropy(out[1].astype(ms.float32), batch[1]))
+            return ops.cross_entropy(out[0].astype(ms.float32), batch[1]) + self.aux_weight * ops.cross_entropy(
+                out[1].astype(ms.float32), batch[1]
+            )
         return ops.cross_entropy(out.astype(ms.float32), batch[1])
 
 
@@ -351,5 +412,14 @@ def count_trainable(model: nn.Cell) -> int:
     return sum(int(p.size) for p in model.trainable_params())
 
 
-__all__ = ["MODELS", "BertForPretraining", "InceptionV3", "ResNet", "TrainLoss", "alexnet", "build_model",
-           "count_trainable", "vgg"]
+__all__ = [
+    "MODELS",
+    "BertForPretraining",
+    "InceptionV3",
+    "ResNet",
+    "TrainLoss",
+    "alexnet",
+    "build_model",
+    "count_trainable",
+    "vgg",
+]

@@ -25,8 +25,15 @@ def make_optimizer(case: Case, net: nn.Cell, global_batch: int) -> nn.Optimizer:
 class MindsporeTrainer(Trainer):
     """A loss-computing Cell, its optimizer and its input; compiled=True runs the step as one ms.jit graph."""
 
-    def __init__(self, case: Case, net: nn.Cell, batches: Iterator[Batch], global_batch: int, compiled: bool,
-                 device_sync: bool = False) -> None:
+    def __init__(
+        self,
+        case: Case,
+        net: nn.Cell,
+        batches: Iterator[Batch],
+        global_batch: int,
+        compiled: bool,
+        device_sync: bool = False,
+    ) -> None:
         super().__init__(batches)
         self.device_sync = device_sync
         net.set_train(True)

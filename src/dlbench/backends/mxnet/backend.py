@@ -54,8 +54,10 @@ def _example_input(case: Case) -> list[mx.nd.NDArray]:
 
 def tf32_state() -> dict[str, str]:
     """The TF32/tensor-core switches in force, read back from this process's environment (MXNet reads them)."""
-    return {TENSOR_CORE_VAR: os.environ.get(TENSOR_CORE_VAR, "unset"),
-            TF32_OVERRIDE_VAR: os.environ.get(TF32_OVERRIDE_VAR, "unset")}
+    return {
+        TENSOR_CORE_VAR: os.environ.get(TENSOR_CORE_VAR, "unset"),
+        TF32_OVERRIDE_VAR: os.environ.get(TF32_OVERRIDE_VAR, "unset"),
+    }
 
 
 class MxnetBackend(Backend):
@@ -78,8 +80,11 @@ class MxnetBackend(Backend):
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
         features = mx.runtime.Features()
-        env = {"framework_version": mx.__version__, "mxnet_onednn": str(features.is_enabled("MKLDNN")),
-               "mxnet_cuda": str(features.is_enabled("CUDA"))}
+        env = {
+            "framework_version": mx.__version__,
+            "mxnet_onednn": str(features.is_enabled("MKLDNN")),
+            "mxnet_cuda": str(features.is_enabled("CUDA")),
+        }
         numerics = resolve_precision(spec.precision, spec.device)
         if spec.device == "cuda":
             state = tf32_state()
@@ -117,6 +122,7 @@ class MxnetBackend(Backend):
         mx.random.seed(spec.seed)
         if spec.precision != "fp32":  # bf16 AMP on the CPU (refuse() let it through): patch ops before building
             from mxnet.contrib import amp
+
             amp.init(target_dtype="bfloat16")
         if spec.device == "cuda":
             visible = mx.context.num_gpus()
@@ -132,9 +138,14 @@ class MxnetBackend(Backend):
             net = TrainLoss(case, build_model(case, side))
             initialize(net, device)  # the same seed on every worker; the server's copy starts from worker 0's
             self._kvstore_trainer = kvstores.KvstoreTrainer(
-                case, net, [device], [data.synthetic_batch(case, spec.batch_size, device, spec.input_size,
-                                                           spec.seed + ctx.rank)],
-                spec.global_batch, "ps", workers=spec.world_size)
+                case,
+                net,
+                [device],
+                [data.synthetic_batch(case, spec.batch_size, device, spec.input_size, spec.seed + ctx.rank)],
+                spec.global_batch,
+                "ps",
+                workers=spec.world_size,
+            )
             self._facts = {"compiled": "imperative", "loader": data.describe(spec), "strategy_run": "ps"}
             return self._kvstore_trainer
         if spec.world_size > 1:  # one process, N contexts, a kvstore
@@ -143,18 +154,25 @@ class MxnetBackend(Backend):
             initialize(net, ctxs)  # the same initial values on every context
             if spec.compile:
                 net.hybridize(static_alloc=True, static_shape=True)
-            self._kvstore_trainer = kvstores.KvstoreTrainer(case, net, ctxs, kvstores.replica_batches(spec, case, ctxs),
-                                                            spec.global_batch, spec.strategy)
-            self._facts = {"compiled": "hybridize(static_alloc, static_shape)" if spec.compile else "imperative",
-                           "loader": data.describe(spec), "strategy_run": spec.strategy}
+            self._kvstore_trainer = kvstores.KvstoreTrainer(
+                case, net, ctxs, kvstores.replica_batches(spec, case, ctxs), spec.global_batch, spec.strategy
+            )
+            self._facts = {
+                "compiled": "hybridize(static_alloc, static_shape)" if spec.compile else "imperative",
+                "loader": data.describe(spec),
+                "strategy_run": spec.strategy,
+            }
             return self._kvstore_trainer
         source = data.batches(spec, case, device)  # a real loader's workers fork now, before the model exists
         net = TrainLoss(case, build_model(case, side))
         initialize(net, device)
         if spec.compile:
             net.hybridize(static_alloc=True, static_shape=True)
-        self._facts = {"compiled": "hybridize(static_alloc, static_shape)" if spec.compile else "imperative",
-                       "loader": data.describe(spec), "device": str(device)}
+        self._facts = {
+            "compiled": "hybridize(static_alloc, static_shape)" if spec.compile else "imperative",
+            "loader": data.describe(spec),
+            "device": str(device),
+        }
         if spec.device == "cuda":
             self._facts.update(tf32_state())
         return MxnetTrainer(case, net, source, device, spec.global_batch)

@@ -77,8 +77,9 @@ def _loader(dataset: gluon.data.Dataset, spec: PointSpec) -> gluon.data.DataLoad
     enough_samples(len(dataset), spec.batch_size, spec.data_dir)
     sampler = gluon.data.BatchSampler(SeededDraws(len(dataset), spec.seed), spec.batch_size, "discard")
     workers = spec.loader_workers
-    return gluon.data.DataLoader(dataset, batch_sampler=sampler, num_workers=workers,
-                                 prefetch=PREFETCH_PER_WORKER * workers, thread_pool=False)
+    return gluon.data.DataLoader(
+        dataset, batch_sampler=sampler, num_workers=workers, prefetch=PREFETCH_PER_WORKER * workers, thread_pool=False
+    )
 
 
 def _endless(loader: gluon.data.DataLoader) -> Iterator[Batch]:
@@ -100,8 +101,7 @@ def _on_device(loader: gluon.data.DataLoader, ctx: mx.Context) -> Iterator[Batch
         yield [t.as_in_context(ctx) for t in batch]
 
 
-def synthetic_batch(case: Case, batch: int, ctx: mx.Context, input_size: int | None = None,
-                    seed: int = 0) -> Batch:
+def synthetic_batch(case: Case, batch: int, ctx: mx.Context, input_size: int | None = None, seed: int = 0) -> Batch:
     """One fixed batch (dlbench.data.synthetic) on ctx, as the loss block's positional inputs (float32)."""
     if isinstance(case.input, ImageInput):
         arrays = synthetic_images(case.input, batch, input_size, seed)
@@ -127,8 +127,7 @@ def batches(spec: PointSpec, case: Case, ctx: mx.Context) -> Iterator[Batch]:
         items = read_train_list(image_root(spec.data_dir or ""))
         return _normalised(_loader(ImageList(items, side, spec.seed), spec), ctx)
     assert isinstance(case.input, TextInput)
-    arrays = bert_arrays(spec.data_dir or "", spec.input_size, max_predictions(case.input, spec.input_size),
-                         "float32")
+    arrays = bert_arrays(spec.data_dir or "", spec.input_size, max_predictions(case.input, spec.input_size), "float32")
     return _on_device(_loader(BertSamples(arrays), spec), ctx)
 
 

@@ -30,8 +30,13 @@ from dlbench.cases import Case
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
-KVSTORE: dict[str, str | None] = {"ps-cpu": "local", "ps-gpu": "device", "replicated-nccl": "nccl",
-                                  "independent": None, "ps": "dist_sync"}
+KVSTORE: dict[str, str | None] = {
+    "ps-cpu": "local",
+    "ps-gpu": "device",
+    "replicated-nccl": "nccl",
+    "independent": None,
+    "ps": "dist_sync",
+}
 STRATEGIES: tuple[str, ...] = tuple(KVSTORE)
 SERVER_ROLES: tuple[str, ...] = ("scheduler", "server")  # by ctx.server: the launcher starts spec.servers of them
 
@@ -39,15 +44,19 @@ SERVER_ROLES: tuple[str, ...] = ("scheduler", "server")  # by ctx.server: the la
 def refuse(spec: PointSpec, gpus: int) -> str | None:
     """A one-line reason when MXNet cannot run the spec's strategy on several contexts, else None."""
     if spec.strategy not in KVSTORE:
-        return (f"mxnet has no {spec.strategy} strategy; on several devices name its kvstore: --strategy ps-cpu "
-                "(local), ps-gpu (device), replicated-nccl (nccl), independent (none) or ps (dist_sync)")
+        return (
+            f"mxnet has no {spec.strategy} strategy; on several devices name its kvstore: --strategy ps-cpu "
+            "(local), ps-gpu (device), replicated-nccl (nccl), independent (none) or ps (dist_sync)"
+        )
     if spec.strategy == "ps":
         if not mx.runtime.Features().is_enabled("DIST_KVSTORE"):
             return "this mxnet build has no distributed kvstore (DIST_KVSTORE off): ps (dist_sync) cannot start"
         return _common(spec)
     if spec.nodes > 1:
-        return (f"{spec.strategy} runs MXNet's kvstore in one process over one node's devices; MXNet's kvstore "
-                "across processes is --strategy ps (dist_sync)")
+        return (
+            f"{spec.strategy} runs MXNet's kvstore in one process over one node's devices; MXNet's kvstore "
+            "across processes is --strategy ps (dist_sync)"
+        )
     if spec.strategy == "replicated-nccl" and spec.device != "cuda":
         return "MXNet's nccl kvstore needs GPUs (NCCL): on the CPU use ps-cpu (local) or ps-gpu (device)"
     if spec.device == "cuda" and gpus < spec.devices_per_node:
@@ -66,8 +75,13 @@ def _common(spec: PointSpec) -> str | None:
 def dist_env(spec: PointSpec, ctx: RankContext, role: str) -> None:
     """ps-lite's variables for a dist_sync process, from the rank contract: the scheduler listens on
     MASTER_ADDR:MASTER_PORT; one server; a worker per device. Set before the kvstore is made."""
-    os.environ.update(DMLC_ROLE=role, DMLC_PS_ROOT_URI=ctx.master_addr, DMLC_PS_ROOT_PORT=str(ctx.master_port),
-                      DMLC_NUM_SERVER=str(spec.servers - 1), DMLC_NUM_WORKER=str(spec.world_size))
+    os.environ.update(
+        DMLC_ROLE=role,
+        DMLC_PS_ROOT_URI=ctx.master_addr,
+        DMLC_PS_ROOT_PORT=str(ctx.master_port),
+        DMLC_NUM_SERVER=str(spec.servers - 1),
+        DMLC_NUM_WORKER=str(spec.world_size),
+    )
 
 
 def serve(spec: PointSpec, ctx: RankContext, results: list[Path], poll_s: float = 0.5) -> None:
@@ -110,8 +124,16 @@ class KvstoreTrainer(Trainer):
     """The loss block's parameters on every context; each context's batch recorded, backward, then one Trainer
     step: the kvstore sums the N contexts' gradients (of batch means), rescaled by 1/N to the global batch's."""
 
-    def __init__(self, case: Case, net: gluon.HybridBlock, ctxs: list[mx.Context], batches: list[Batch],
-                 global_batch: int, strategy: str, workers: int = 1) -> None:
+    def __init__(
+        self,
+        case: Case,
+        net: gluon.HybridBlock,
+        ctxs: list[mx.Context],
+        batches: list[Batch],
+        global_batch: int,
+        strategy: str,
+        workers: int = 1,
+    ) -> None:
         super().__init__(fixed(batches))
         self.net, self.ctxs, self.strategy = net, ctxs, strategy
         self.trainer = make_trainer(case, net, global_batch, strategy)
@@ -137,8 +159,10 @@ class KvstoreTrainer(Trainer):
     def replica_checksums(self) -> list[float]:
         """One position-weighted float64 sum of the trainable parameters per context."""
         params = [p for p in self.net.collect_params().values() if p.grad_req != "null"]
-        return [float(sum((i + 1) * np.sum(p.data(c).asnumpy(), dtype=np.float64) for i, p in enumerate(params)))
-                for c in self.ctxs]
+        return [
+            float(sum((i + 1) * np.sum(p.data(c).asnumpy(), dtype=np.float64) for i, p in enumerate(params)))
+            for c in self.ctxs
+        ]
 
     def param_checksum(self) -> float:
         """This worker's (first context's) checksum: dist_sync's workers are compared across ranks."""
@@ -148,12 +172,19 @@ class KvstoreTrainer(Trainer):
         """The kvstore the Trainer made, read back, and where it updates."""
         kv = self.trainer._kvstore  # created at the first step
         if kv is not None and kv.type.startswith("dist"):
-            return {"kvstore": kv.type, "update_on_kvstore": bool(self.trainer._update_on_kvstore),
-                    "workers": kv.num_workers, "servers": 1, "communication": "ps-lite over TCP to one server "
-                    "process, which sums the workers' gradients and updates (synchronous)"}
-        return {"kvstore": kv.type if kv is not None else "none (no exchange)",
-                "update_on_kvstore": bool(self.trainer._update_on_kvstore) if kv is not None else False,
-                "contexts": ",".join(str(c) for c in self.ctxs)}
+            return {
+                "kvstore": kv.type,
+                "update_on_kvstore": bool(self.trainer._update_on_kvstore),
+                "workers": kv.num_workers,
+                "servers": 1,
+                "communication": "ps-lite over TCP to one server "
+                "process, which sums the workers' gradients and updates (synchronous)",
+            }
+        return {
+            "kvstore": kv.type if kv is not None else "none (no exchange)",
+            "update_on_kvstore": bool(self.trainer._update_on_kvstore) if kv is not None else False,
+            "contexts": ",".join(str(c) for c in self.ctxs),
+        }
 
     def allocator_peak(self) -> AllocatorPeak | None:
         """None: MXNet 1.9's pooled allocator exposes no peak."""

@@ -33,16 +33,23 @@ class Bottleneck(HybridBlock):
         super().__init__()
         out_ch = width * expansion
         self.body = nn.HybridSequential()
-        self.body.add(nn.Conv2D(width, 1, use_bias=False, in_channels=in_ch), nn.BatchNorm(in_channels=width),
-                      nn.Activation("relu"),
-                      nn.Conv2D(width, 3, strides=stride, padding=1, use_bias=False, in_channels=width),
-                      nn.BatchNorm(in_channels=width), nn.Activation("relu"),
-                      nn.Conv2D(out_ch, 1, use_bias=False, in_channels=width), nn.BatchNorm(in_channels=out_ch))
+        self.body.add(
+            nn.Conv2D(width, 1, use_bias=False, in_channels=in_ch),
+            nn.BatchNorm(in_channels=width),
+            nn.Activation("relu"),
+            nn.Conv2D(width, 3, strides=stride, padding=1, use_bias=False, in_channels=width),
+            nn.BatchNorm(in_channels=width),
+            nn.Activation("relu"),
+            nn.Conv2D(out_ch, 1, use_bias=False, in_channels=width),
+            nn.BatchNorm(in_channels=out_ch),
+        )
         self.downsample: nn.HybridSequential | None = None
         if stride != 1 or in_ch != out_ch:
             self.downsample = nn.HybridSequential()
-            self.downsample.add(nn.Conv2D(out_ch, 1, strides=stride, use_bias=False, in_channels=in_ch),
-                                nn.BatchNorm(in_channels=out_ch))
+            self.downsample.add(
+                nn.Conv2D(out_ch, 1, strides=stride, use_bias=False, in_channels=in_ch),
+                nn.BatchNorm(in_channels=out_ch),
+            )
 
     def hybrid_forward(self, F, x):
         identity = x if self.downsample is None else self.downsample(x)
@@ -58,8 +65,12 @@ class ResNet(HybridBlock):
             raise ValueError("dlbench's Gluon ResNet is v1.5 (stride on the 3x3 conv)")
         w = arch.width
         self.features = nn.HybridSequential()
-        self.features.add(nn.Conv2D(w, 7, strides=2, padding=3, use_bias=False, in_channels=3),
-                          nn.BatchNorm(in_channels=w), nn.Activation("relu"), nn.MaxPool2D(3, 2, 1))
+        self.features.add(
+            nn.Conv2D(w, 7, strides=2, padding=3, use_bias=False, in_channels=3),
+            nn.BatchNorm(in_channels=w),
+            nn.Activation("relu"),
+            nn.MaxPool2D(3, 2, 1),
+        )
         in_ch = w
         for i, blocks in enumerate(arch.stages):
             for j in range(blocks):
@@ -67,8 +78,12 @@ class ResNet(HybridBlock):
                 in_ch = w * 2**i * arch.expansion
         self.features.add(nn.GlobalAvgPool2D())
         # torch's default Linear init, U(+-1/sqrt(fan_in)), as the torch backend's fc has
-        self.output = nn.Dense(classes, in_units=in_ch, weight_initializer=mx.init.Uniform(1 / math.sqrt(in_ch)),
-                               bias_initializer=mx.init.Uniform(1 / math.sqrt(in_ch)))
+        self.output = nn.Dense(
+            classes,
+            in_units=in_ch,
+            weight_initializer=mx.init.Uniform(1 / math.sqrt(in_ch)),
+            bias_initializer=mx.init.Uniform(1 / math.sqrt(in_ch)),
+        )
 
     def hybrid_forward(self, F, x):
         return self.output(self.features(x))
@@ -88,8 +103,9 @@ class AdaptiveAvgPool(HybridBlock):
         return F.contrib.AdaptiveAvgPooling2D(x, output_size=self.size)
 
 
-def _head(features: nn.HybridSequential, fc: tuple[int, ...], dropout: float, classes: int,
-          weight_init: str | None) -> nn.Dense:
+def _head(
+    features: nn.HybridSequential, fc: tuple[int, ...], dropout: float, classes: int, weight_init: str | None
+) -> nn.Dense:
     """The FC head after the convolutions (ReLU + dropout after each hidden layer), as the Gluon zoo writes it."""
     init = {"weight_initializer": weight_init, "bias_initializer": "zeros"} if weight_init else {}
     for units in fc:
@@ -100,8 +116,16 @@ def _head(features: nn.HybridSequential, fc: tuple[int, ...], dropout: float, cl
 class ConvNet(HybridBlock):
     """Convolutions, an adaptive pool to the head's grid when the input is off the native size, the FC head."""
 
-    def __init__(self, convs: list[HybridBlock], grid: int, resize: bool, fc: tuple[int, ...], dropout: float,
-                 classes: int, weight_init: str | None) -> None:
+    def __init__(
+        self,
+        convs: list[HybridBlock],
+        grid: int,
+        resize: bool,
+        fc: tuple[int, ...],
+        dropout: float,
+        classes: int,
+        weight_init: str | None,
+    ) -> None:
         super().__init__()
         self.features = nn.HybridSequential()
         self.features.add(*convs)
@@ -124,8 +148,7 @@ def vgg(arch: VggArch, classes: int, resize: bool) -> ConvNet:
         if layer == POOL:
             convs.append(nn.MaxPool2D(strides=2))
         else:
-            convs.append(nn.Conv2D(int(layer), 3, padding=1, weight_initializer=conv_init,
-                                   bias_initializer="zeros"))
+            convs.append(nn.Conv2D(int(layer), 3, padding=1, weight_initializer=conv_init, bias_initializer="zeros"))
             convs.append(nn.Activation("relu"))
     return ConvNet(convs, arch.pool, resize, arch.fc, arch.dropout, classes, "normal")
 
@@ -146,8 +169,10 @@ class InceptionV3(HybridBlock):
     def __init__(self, arch: InceptionArch, classes: int, side: int) -> None:
         super().__init__()
         if not arch.aux_logits or arch.dropout != 0.5:
-            raise ValueError("the Gluon zoo's Inception v3 has dropout 0.5 and dlbench adds the aux head: "
-                             "other settings are not built")
+            raise ValueError(
+                "the Gluon zoo's Inception v3 has dropout 0.5 and dlbench adds the aux head: "
+                "other settings are not built"
+            )
         zoo = vision.inception_v3(classes=classes)
         blocks = list(zoo.features._children.values())
         if len(blocks) != 20 or not isinstance(blocks[18], nn.AvgPool2D):
@@ -156,9 +181,13 @@ class InceptionV3(HybridBlock):
         self.stem.add(*blocks[:15])  # through Mixed_6e (C4): 768 channels on the 17x17 grid
         self.aux = nn.HybridSequential()
         # torchvision's 5x5/3 pool needs the 17x17 grid of a 299 input; smaller test inputs pool to 5x5.
-        self.aux.add(nn.AvgPool2D(pool_size=5, strides=3) if side >= 299 else AdaptiveAvgPool(5),
-                     _make_basic_conv(channels=128, kernel_size=1), _make_basic_conv(channels=768, kernel_size=5),
-                     nn.GlobalAvgPool2D(), nn.Dense(classes, in_units=768))
+        self.aux.add(
+            nn.AvgPool2D(pool_size=5, strides=3) if side >= 299 else AdaptiveAvgPool(5),
+            _make_basic_conv(channels=128, kernel_size=1),
+            _make_basic_conv(channels=768, kernel_size=5),
+            nn.GlobalAvgPool2D(),
+            nn.Dense(classes, in_units=768),
+        )
         self.tail = nn.HybridSequential()
         self.tail.add(*blocks[15:18], nn.GlobalAvgPool2D(), nn.Dropout(0.5))  # the zoo's 8x8 pool, any input size
         self.output = zoo.output
@@ -171,12 +200,9 @@ class InceptionV3(HybridBlock):
 # ------------------------------------------------------------------------------------------------- BERT
 
 
-
-
 def _dense(units: int, in_units: int, cfg: BertConfig) -> nn.Dense:
     """A per-token Dense layer with BERT's normal(0, 0.02) init."""
-    return nn.Dense(units, in_units=in_units, flatten=False,
-                    weight_initializer=mx.init.Normal(cfg.initializer_range))
+    return nn.Dense(units, in_units=in_units, flatten=False, weight_initializer=mx.init.Normal(cfg.initializer_range))
 
 
 class BertLayer(HybridBlock):
@@ -202,8 +228,9 @@ class BertLayer(HybridBlock):
         scores = F.broadcast_add(F.reshape(scores, shape=(-4, -1, self.heads, -2)), mask_bias)  # [B, heads, S, S]
         attn = self.attn_dropout(F.softmax(scores, axis=-1))
         ctx = F.batch_dot(F.reshape(attn, shape=(-3, -2)), v)
-        ctx = F.reshape(F.transpose(F.reshape(ctx, shape=(-4, -1, self.heads, -2)), axes=(0, 2, 1, 3)),
-                        shape=(0, 0, -1))
+        ctx = F.reshape(
+            F.transpose(F.reshape(ctx, shape=(-4, -1, self.heads, -2)), axes=(0, 2, 1, 3)), shape=(0, 0, -1)
+        )
         x = self.attn_norm(x + self.dropout(self.attn_out(ctx)))
         ff = self.output(F.LeakyReLU(self.intermediate(x), act_type="gelu"))
         return self.out_norm(x + self.dropout(ff))
@@ -232,8 +259,7 @@ class BertForPretraining(HybridBlock):
         self.mlm_norm = nn.LayerNorm(epsilon=cfg.layer_norm_eps, in_channels=h)
         self.nsp = _dense(2, h, cfg)
 
-    def hybrid_forward(self, F, input_ids, token_type_ids, attention_mask,
-                       mlm_positions, word_weight, mlm_bias):
+    def hybrid_forward(self, F, input_ids, token_type_ids, attention_mask, mlm_positions, word_weight, mlm_bias):
         """MLM logits [B, P, vocab] at the masked positions [B, P] and NSP logits [B, 2]; attention_mask is
         [B, S], 1 = attend."""
         cfg = self.cfg
@@ -245,8 +271,7 @@ class BertForPretraining(HybridBlock):
         for layer in self.layers:
             x = layer(x, mask_bias)
         pooled = F.tanh(self.pooler(F.squeeze(F.slice_axis(x, axis=1, begin=0, end=1), axis=1)))
-        rows = F.broadcast_like(F.reshape(F.contrib.arange_like(mlm_positions, axis=0), shape=(-1, 1)),
-                                mlm_positions)
+        rows = F.broadcast_like(F.reshape(F.contrib.arange_like(mlm_positions, axis=0), shape=(-1, 1)), mlm_positions)
         masked = F.gather_nd(x, F.stack(rows, mlm_positions, axis=0))  # [B, P, hidden]
         hidden = self.mlm_norm(F.LeakyReLU(self.mlm_transform(masked), act_type="gelu"))
         mlm_logits = F.FullyConnected(hidden, word_weight, mlm_bias, num_hidden=cfg.vocab_size, flatten=False)

@@ -18,16 +18,21 @@ def make_trainer(case: Case, net: gluon.Block, global_batch: int) -> gluon.Train
     o = case.optimizer
     lr = o.lr_for(global_batch)
     if o.name == "sgd":
-        return gluon.Trainer(net.collect_params(), "sgd",
-                             {"learning_rate": lr, "momentum": o.momentum, "wd": o.weight_decay}, kvstore=None)
+        return gluon.Trainer(
+            net.collect_params(),
+            "sgd",
+            {"learning_rate": lr, "momentum": o.momentum, "wd": o.weight_decay},
+            kvstore=None,
+        )
     return gluon.Trainer(net.collect_params(), "adam", {"learning_rate": lr, "wd": o.weight_decay}, kvstore=None)
 
 
 class MxnetTrainer(Trainer):
     """A loss-computing Gluon block, its Trainer and its input on one context."""
 
-    def __init__(self, case: Case, net: gluon.HybridBlock, batches: Iterator[Batch], ctx: mx.Context,
-                 global_batch: int) -> None:
+    def __init__(
+        self, case: Case, net: gluon.HybridBlock, batches: Iterator[Batch], ctx: mx.Context, global_batch: int
+    ) -> None:
         super().__init__(batches)
         self.net, self.ctx = net, ctx
         self.trainer = make_trainer(case, net, global_batch)

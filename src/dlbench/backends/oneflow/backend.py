@@ -45,8 +45,10 @@ class OneflowBackend(Backend):
         return frozenset(MODELS)
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
-        env = {"framework_version": flow.__version__, "math_mode": resolve_precision(spec.precision,
-                                                                                     spec.device).math_mode}
+        env = {
+            "framework_version": flow.__version__,
+            "math_mode": resolve_precision(spec.precision, spec.device).math_mode,
+        }
         if spec.device == "cuda" and flow.cuda.is_available():
             env[TF32_VAR] = os.environ.get(TF32_VAR, "unset")
             env["cuda"] = str(flow._oneflow_internal.flags.cuda_version())
@@ -75,13 +77,19 @@ class OneflowBackend(Backend):
             if problem:
                 raise Unsupported(problem)
         if spec.compile and spec.world_size > 1:
-            raise Unsupported("OneFlow's DDP wraps eager modules; an nn.Graph on several devices needs global "
-                              "tensors, not wired: drop --compile")
+            raise Unsupported(
+                "OneFlow's DDP wraps eager modules; an nn.Graph on several devices needs global "
+                "tensors, not wired: drop --compile"
+            )
         model = build_model(case, BuildContext.of(spec, ctx, device)).to(device)
         model = distributed.setup(spec, model)
         source = data.batches(spec, case, device, spec.seed + ctx.rank)  # each rank its own samples
-        self._facts = {"compiled": "oneflow.nn.Graph" if spec.compile else "eager", "loader": data.describe(spec),
-                       "optimizer": case.optimizer.name, "oneflow_threads": spec.threads or "default"}
+        self._facts = {
+            "compiled": "oneflow.nn.Graph" if spec.compile else "eager",
+            "loader": data.describe(spec),
+            "optimizer": case.optimizer.name,
+            "oneflow_threads": spec.threads or "default",
+        }
         checksum = (lambda: distributed.param_checksum(model)) if spec.world_size > 1 else None
         return OneflowTrainer(case, model, source, device, spec.compile, spec.global_batch, checksum)
 

@@ -33,8 +33,7 @@ def _on(arrays: dict[str, np.ndarray], device: flow.device) -> Batch:
     return {k: flow.tensor(v, device=device) for k, v in arrays.items()}
 
 
-def synthetic_batch(case: Case, batch: int, device: flow.device, input_size: int | None = None,
-                    seed: int = 0) -> Batch:
+def synthetic_batch(case: Case, batch: int, device: flow.device, input_size: int | None = None, seed: int = 0) -> Batch:
     """One fixed batch for the case (dlbench.data.synthetic) on the device; input_size shrinks the image side or
     the sequence length for quick tests."""
     if isinstance(case.input, ImageInput):
@@ -82,8 +81,14 @@ def _loader(dataset: Dataset, spec: PointSpec, seed: int) -> DataLoader:
     enough_samples(len(dataset), spec.batch_size, spec.data_dir)
     workers = spec.loader_workers
     extra = {"prefetch_factor": PREFETCH_FACTOR, "persistent_workers": True} if workers else {}
-    return DataLoader(dataset, batch_size=spec.batch_size, sampler=SeededDraws(len(dataset), seed), drop_last=True,
-                      num_workers=workers, **extra)
+    return DataLoader(
+        dataset,
+        batch_size=spec.batch_size,
+        sampler=SeededDraws(len(dataset), seed),
+        drop_last=True,
+        num_workers=workers,
+        **extra,
+    )
 
 
 def image_batches(spec: PointSpec, case: Case, device: flow.device, seed: int) -> Iterator[Batch]:

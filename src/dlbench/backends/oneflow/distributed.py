@@ -46,8 +46,10 @@ def setup(spec: PointSpec, model: nn.Module) -> nn.Module:
         return model
     joined = flow.env.get_world_size()
     if joined != spec.world_size:
-        raise Unsupported(f"OneFlow joined {joined} ranks; the spec asks for {spec.world_size} (are RANK, "
-                          "WORLD_SIZE, MASTER_ADDR and MASTER_PORT set for every rank?)")
+        raise Unsupported(
+            f"OneFlow joined {joined} ranks; the spec asks for {spec.world_size} (are RANK, "
+            "WORLD_SIZE, MASTER_ADDR and MASTER_PORT set for every rank?)"
+        )
     return DistributedDataParallel(model)
 
 

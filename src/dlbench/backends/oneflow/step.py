@@ -44,8 +44,16 @@ class TrainGraph(nn.Graph):
 class OneflowTrainer(Trainer):
     """Model, optimizer and input on one device (a DDP-wrapped model on several)."""
 
-    def __init__(self, case: Case, model: nn.Module, batches: Iterator[Batch], device: flow.device,
-                 compile_model: bool, global_batch: int, checksum: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        case: Case,
+        model: nn.Module,
+        batches: Iterator[Batch],
+        device: flow.device,
+        compile_model: bool,
+        global_batch: int,
+        checksum: Callable[[], float] | None = None,
+    ) -> None:
         super().__init__(batches)
         self.case, self.model, self.device = case, model, device
         self.optimizer = make_optimizer(case, model, global_batch)

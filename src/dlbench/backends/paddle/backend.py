@@ -38,8 +38,13 @@ from dlbench.wire import RankContext
 
 # Out-of-memory errors: paddle raises its ResourceExhausted errors as MemoryError; cuBLAS and cuDNN allocation
 # failures come as its External errors, named by these texts.
-_OOM_TEXT: tuple[str, ...] = ("(ResourceExhausted)", "ResourceExhaustedError", "Out of memory error",
-                              "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED")
+_OOM_TEXT: tuple[str, ...] = (
+    "(ResourceExhausted)",
+    "ResourceExhaustedError",
+    "Out of memory error",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    "CUDNN_STATUS_ALLOC_FAILED",
+)
 
 
 def _has_gpu() -> bool:
@@ -98,9 +103,12 @@ class PaddleBackend(Backend):
         return frozenset(MODELS)
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
-        env = {"framework_version": paddle.__version__, "paddle_commit": str(paddle.version.commit),
-               "paddle_threads": str(self._facts.get("paddle_threads", _threads(spec))),
-               "paddle_onednn": str(paddle.get_flags(["FLAGS_use_mkldnn"])["FLAGS_use_mkldnn"])}
+        env = {
+            "framework_version": paddle.__version__,
+            "paddle_commit": str(paddle.version.commit),
+            "paddle_threads": str(self._facts.get("paddle_threads", _threads(spec))),
+            "paddle_onednn": str(paddle.get_flags(["FLAGS_use_mkldnn"])["FLAGS_use_mkldnn"]),
+        }
         numerics = resolve_precision(spec.precision, spec.device)
         env["math_mode"] = numerics.math_mode
         if spec.device == "cuda" and _has_gpu():
@@ -127,8 +135,10 @@ class PaddleBackend(Backend):
         if reason:
             return reason
         if spec.channels_last and not has_nhwc(get_case(spec.model)):
-            return ("paddle builds this model NCHW only (NHWC needs a global pool before the head and no channel "
-                    "concatenation: the ResNets); drop --channels-last")
+            return (
+                "paddle builds this model NCHW only (NHWC needs a global pool before the head and no channel "
+                "concatenation: the ResNets); drop --channels-last"
+            )
         if spec.device == "cuda":  # a CUDA build without the TF32 switches would run fp32 as TF32 unseen
             problem = tf32_missing(tf32_state(), numerics.allow_tf32)
             if problem:
@@ -140,8 +150,10 @@ class PaddleBackend(Backend):
             else:
                 paddle.set_device("cpu")
                 if not _autocast_takes_effect("bfloat16"):
-                    return ("--precision bf16: paddle's bfloat16 autocast leaves every op in float32 on this CPU "
-                            "(no native bf16); use --precision fp32")
+                    return (
+                        "--precision bf16: paddle's bfloat16 autocast leaves every op in float32 on this CPU "
+                        "(no native bf16); use --precision fp32"
+                    )
         return None
 
     def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
@@ -170,16 +182,28 @@ class PaddleBackend(Backend):
         paddle.seed(spec.seed)  # the same initial parameters on every rank (DataParallel also broadcasts rank 0's)
         model = build_model(case, settings.layout)
         seed = spec.seed + ctx.rank  # each rank its own samples; rank 0 is the 1-device batch
-        self._facts.update({
-            "autocast": f"{settings.amp_level} {numerics.compute_dtype}" if numerics.autocast else "off",
-            "loss_scaling": "GradScaler (dynamic)" if numerics.loss_scaling else "none",
-            "compiled": COMPILED if spec.compile else "eager", "loader": data.describe(spec)})
+        self._facts.update(
+            {
+                "autocast": f"{settings.amp_level} {numerics.compute_dtype}" if numerics.autocast else "off",
+                "loss_scaling": "GradScaler (dynamic)" if numerics.loss_scaling else "none",
+                "compiled": COMPILED if spec.compile else "eager",
+                "loader": data.describe(spec),
+            }
+        )
         if numerics.loss_scaling:
             self._facts["amp_host_sync"] = AMP_HOST_SYNC
         if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
             self._facts["embedding"] = model.embedding_path()
-        trainer = PaddleTrainer(data.batches(spec, case, on_gpu, seed, settings.layout), case, model, numerics, on_gpu,
-                                spec.compile, spec.global_batch, settings)
+        trainer = PaddleTrainer(
+            data.batches(spec, case, on_gpu, seed, settings.layout),
+            case,
+            model,
+            numerics,
+            on_gpu,
+            spec.compile,
+            spec.global_batch,
+            settings,
+        )
         self._facts.update(distributed.facts(spec, trainer.forward))
         return trainer
 
@@ -190,4 +214,3 @@ class PaddleBackend(Backend):
         if isinstance(exc, MemoryError):  # paddle's ResourceExhausted, also as re-raised by to_static
             return True
         return isinstance(exc, Exception) and any(text in str(exc) for text in _OOM_TEXT)
-

@@ -96,8 +96,9 @@ class BertForPretraining(nn.Layer):
             self.embeddings.word_embeddings.weight[self.config.pad_token_id] = 0.0
         zeros(self.mlm_bias)
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor,
-                mlm_positions: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, mlm_positions: Tensor
+    ) -> tuple[Tensor, Tensor]:
         """MLM logits [B, P, vocab] at the masked positions [B, P], and NSP logits [B, 2]; attention_mask is
         [B, S], 1 = attend."""
         mask_add = ((1.0 - attention_mask.astype("float32")) * -1e4).unsqueeze([1, 2])

@@ -23,8 +23,9 @@ PREFETCH_FACTOR = 2  # batches each loader worker prepares ahead
 Batch = dict[str, paddle.Tensor]
 
 
-def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed: int = 0,
-                    data_format: str = "NCHW") -> Batch:
+def synthetic_batch(
+    case: Case, batch: int, input_size: int | None = None, seed: int = 0, data_format: str = "NCHW"
+) -> Batch:
     """One fixed batch for the case (dlbench.data.synthetic) on paddle's current device; input_size shrinks the
     image side or the sequence length for quick tests; NHWC images are the NCHW batch transposed."""
     if isinstance(case.input, ImageInput):
@@ -73,9 +74,16 @@ class BertSamples(paddle.io.Dataset):
 def _loader(dataset: paddle.io.Dataset, spec: PointSpec) -> paddle.io.DataLoader:
     augment.enough_samples(len(dataset), spec.batch_size, spec.data_dir)
     workers = spec.loader_workers
-    return paddle.io.DataLoader(dataset, batch_size=spec.batch_size, shuffle=True, drop_last=True,
-                                num_workers=workers, prefetch_factor=PREFETCH_FACTOR,
-                                persistent_workers=workers > 0, return_list=True)
+    return paddle.io.DataLoader(
+        dataset,
+        batch_size=spec.batch_size,
+        shuffle=True,
+        drop_last=True,
+        num_workers=workers,
+        prefetch_factor=PREFETCH_FACTOR,
+        persistent_workers=workers > 0,
+        return_list=True,
+    )
 
 
 def _to_device(t: paddle.Tensor, on_gpu: bool) -> paddle.Tensor:

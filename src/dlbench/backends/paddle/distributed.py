@@ -54,11 +54,17 @@ def refuse(spec: PointSpec) -> str | None:
     base.gpu_binding_problem)."""
     if spec.strategy == "ps-cpu" and spec.world_size > 1:  # fleet's parameter-server mode (is_collective=False)
         if not hasattr(paddle.base.libpaddle, "DistFleetWrapper"):
-            return ("ps-cpu is fleet's parameter-server mode, and this paddlepaddle build has no parameter-server "
-                    "core (no DistFleetWrapper: PyPI's wheels are built without WITH_PSCORE): use --strategy fleet")
+            return (
+                "ps-cpu is fleet's parameter-server mode, and this paddlepaddle build has no parameter-server "
+                "core (no DistFleetWrapper: PyPI's wheels are built without WITH_PSCORE): use --strategy fleet"
+            )
         return "this paddle build has a parameter-server core, but dlbench does not drive it yet: use --strategy fleet"
-    return strategy_refusal(spec, "fleet", STRATEGIES, "use --strategy fleet (fleet.distributed_model: "
-                            "DataParallel all-reduces the gradients)")
+    return strategy_refusal(
+        spec,
+        "fleet",
+        STRATEGIES,
+        "use --strategy fleet (fleet.distributed_model: DataParallel all-reduces the gradients)",
+    )
 
 
 def paddle_env(spec: PointSpec, ctx: RankContext, gpu: int = 0) -> dict[str, str]:
@@ -66,12 +72,19 @@ def paddle_env(spec: PointSpec, ctx: RankContext, gpu: int = 0) -> dict[str, str
     this rank's GPU ordinal among the visible ones."""
     hosts = list(ctx.node_hosts) or [ctx.master_addr]
     # Distinct placeholders per rank; the process-group path never binds them (see the module docstring).
-    endpoints = [f"{hosts[min(r // spec.devices_per_node, len(hosts) - 1)]}:{ctx.master_port + 1 + r}"
-                 for r in range(ctx.world_size)]
-    out = {"PADDLE_TRAINER_ID": str(ctx.rank), "PADDLE_TRAINERS_NUM": str(ctx.world_size),
-           "PADDLE_MASTER": f"{ctx.master_addr}:{ctx.master_port}",
-           "PADDLE_TRAINER_ENDPOINTS": ",".join(endpoints), "PADDLE_CURRENT_ENDPOINT": endpoints[ctx.rank],
-           "PADDLE_RANK_IN_NODE": str(ctx.local_rank), "PADDLE_DISTRI_BACKEND": comm_backend(spec)}
+    endpoints = [
+        f"{hosts[min(r // spec.devices_per_node, len(hosts) - 1)]}:{ctx.master_port + 1 + r}"
+        for r in range(ctx.world_size)
+    ]
+    out = {
+        "PADDLE_TRAINER_ID": str(ctx.rank),
+        "PADDLE_TRAINERS_NUM": str(ctx.world_size),
+        "PADDLE_MASTER": f"{ctx.master_addr}:{ctx.master_port}",
+        "PADDLE_TRAINER_ENDPOINTS": ",".join(endpoints),
+        "PADDLE_CURRENT_ENDPOINT": endpoints[ctx.rank],
+        "PADDLE_RANK_IN_NODE": str(ctx.local_rank),
+        "PADDLE_DISTRI_BACKEND": comm_backend(spec),
+    }
     if spec.device == "cuda":
         out["FLAGS_selected_gpus"] = str(gpu)
     return out
@@ -102,8 +115,11 @@ def deadline(seconds: float, what: str) -> Iterator[None]:
     sooner.
     """
     message = f"paddle rendezvous: {what} within {seconds:g} s ({RDZV_TIMEOUT_VAR})"
-    watchdog = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHDOG, str(os.getpid()), str(seconds),
-                                 message], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    watchdog = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", _WATCHDOG, str(os.getpid()), str(seconds), message],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+    )
     try:
         yield
     finally:
@@ -121,8 +137,9 @@ def join(spec: PointSpec, ctx: RankContext, gpu: int = 0, environ: MutableMappin
         fleet.init(is_collective=True)
         paddle.distributed.barrier()  # every rank's process group is up before the first timed collective
     if paddle.distributed.get_world_size() != spec.world_size:
-        raise RuntimeError(f"the launcher started {paddle.distributed.get_world_size()} ranks; the spec asks for "
-                           f"{spec.world_size}")
+        raise RuntimeError(
+            f"the launcher started {paddle.distributed.get_world_size()} ranks; the spec asks for {spec.world_size}"
+        )
 
 
 def joined() -> bool:
@@ -154,8 +171,11 @@ def facts(spec: PointSpec, wrapped: paddle.nn.Layer | None = None) -> dict[str, 
     """What the job ran with (several devices only): strategy, collectives, world size, the wrapper used."""
     if strategy(spec) == "none":
         return {}
-    out = {"strategy_run": strategy(spec), "dist_backend": comm_backend(spec),
-           "paddle_world_size": str(paddle.distributed.get_world_size() if joined() else spec.world_size)}
+    out = {
+        "strategy_run": strategy(spec),
+        "dist_backend": comm_backend(spec),
+        "paddle_world_size": str(paddle.distributed.get_world_size() if joined() else spec.world_size),
+    }
     if wrapped is not None:
         out["paddle_parallel"] = f"fleet.distributed_model -> {type(wrapped).__name__}"
     return out

@@ -53,8 +53,11 @@ class GpuPlan:
 
     def facts(self) -> dict[str, str]:
         """The plan as the point's facts (and environment): what was asked, before paddle reads it back."""
-        return {"paddle_layout": self.layout, "paddle_amp_level": self.amp_level or "none",
-                "paddle_master_weights": str(self.master_weights)}
+        return {
+            "paddle_layout": self.layout,
+            "paddle_amp_level": self.amp_level or "none",
+            "paddle_master_weights": str(self.master_weights),
+        }
 
 
 def has_nhwc(case: Case) -> bool:
@@ -68,8 +71,10 @@ def plan(device: str, numerics: Numerics, channels_last: bool, nhwc_model: bool)
     master weights in NHWC (where the model has an NHWC form); --channels-last asks NHWC on any device. On the
     CPU nothing but the layout asked for (the cuDNN flags do not exist there)."""
     if channels_last and not nhwc_model:
-        raise Unsupported("paddle builds this model NCHW only (NHWC needs a global pool before the head and no "
-                          "channel concatenation: the ResNets); drop --channels-last")
+        raise Unsupported(
+            "paddle builds this model NCHW only (NHWC needs a global pool before the head and no "
+            "channel concatenation: the ResNets); drop --channels-last"
+        )
     if device != "cuda":
         cpu_level: AmpLevel | None = "O1" if numerics.autocast else None
         return GpuPlan({}, "NHWC" if channels_last else "NCHW", cpu_level, False)
@@ -129,8 +134,10 @@ def apply_flags(wanted: Mapping[str, FlagValue], set_flags: SetFlags, get_flags:
     lacking = [k for k in names if k not in have]
     wrong = [k for k in have if k not in TF32_FLAGS and have[k] != wanted[k]]
     if lacking or wrong:
-        raise Unsupported(f"this paddle build {'lacks ' + ', '.join(lacking) if lacking else 'kept ' + ', '.join(wrong)}"
-                          f" of Paddle's benchmark settings ({BENCHMARK_SOURCE})")
+        raise Unsupported(
+            f"this paddle build {'lacks ' + ', '.join(lacking) if lacking else 'kept ' + ', '.join(wrong)}"
+            f" of Paddle's benchmark settings ({BENCHMARK_SOURCE})"
+        )
     return have
 
 
@@ -139,5 +146,16 @@ def flag_facts(flags: Mapping[str, FlagValue]) -> dict[str, str]:
     return {k.removeprefix("FLAGS_"): str(v) for k, v in flags.items()}
 
 
-__all__ = ["BENCHMARK_FLAGS", "BENCHMARK_SOURCE", "TF32_FLAGS", "GpuPlan", "apply_flags", "flag_facts",
-           "has_nhwc", "plan", "read_flags", "tf32_missing", "tf32_problem"]
+__all__ = [
+    "BENCHMARK_FLAGS",
+    "BENCHMARK_SOURCE",
+    "TF32_FLAGS",
+    "GpuPlan",
+    "apply_flags",
+    "flag_facts",
+    "has_nhwc",
+    "plan",
+    "read_flags",
+    "tf32_missing",
+    "tf32_problem",
+]

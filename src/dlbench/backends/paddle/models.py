@@ -53,9 +53,11 @@ class AlexNet(zoo.AlexNet):
         self.pool = arch.pool
         blocks = [self._conv1, self._conv2, self._conv3, self._conv4, self._conv5]
         zoo_table = [_conv_row(b) for b in blocks]
-        if zoo_table != [(c.out, c.kernel, c.stride, c.padding, c.pool_after) for c in arch.convs] or \
-                (self._fc6.weight.shape[1], self._fc7.weight.shape[1]) != arch.fc or \
-                self._fc6.weight.shape[0] != zoo_table[-1][0] * arch.pool**2:
+        if (
+            zoo_table != [(c.out, c.kernel, c.stride, c.padding, c.pool_after) for c in arch.convs]
+            or (self._fc6.weight.shape[1], self._fc7.weight.shape[1]) != arch.fc
+            or self._fc6.weight.shape[0] != zoo_table[-1][0] * arch.pool**2
+        ):
             raise RuntimeError(f"paddle.vision's AlexNet ({zoo_table}) is not the case's table {arch}")
 
     def forward(self, inputs: Tensor) -> Tensor:
@@ -158,8 +160,11 @@ def _vgg(arch: VggArch, num_classes: int) -> nn.Layer:
     model = zoo.vgg.VGG(make_vgg_layers(list(arch.layers), arch.batch_norm), num_classes=num_classes)
     head = [m for m in model.classifier if isinstance(m, nn.Linear)]
     drops = {m.p for m in model.classifier if isinstance(m, nn.Dropout)}
-    if tuple(m.weight.shape[1] for m in head[:-1]) != arch.fc or drops != {arch.dropout} or \
-            head[0].weight.shape[0] != 512 * arch.pool**2:
+    if (
+        tuple(m.weight.shape[1] for m in head[:-1]) != arch.fc
+        or drops != {arch.dropout}
+        or head[0].weight.shape[0] != 512 * arch.pool**2
+    ):
         raise RuntimeError(f"paddle.vision's VGG head is not the case's {arch}")
     return _init_cnn(model, linear_std=0.01)
 
@@ -248,8 +253,16 @@ class BertLoss(nn.Layer):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor, mlm_positions: Tensor,
-                mlm_ids: Tensor, mlm_weights: Tensor, nsp_labels: Tensor) -> Tensor:
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor,
+        attention_mask: Tensor,
+        mlm_positions: Tensor,
+        mlm_ids: Tensor,
+        mlm_weights: Tensor,
+        nsp_labels: Tensor,
+    ) -> Tensor:
         mlm_logits, nsp_logits = self.model(input_ids, token_type_ids, attention_mask, mlm_positions)
         return _weighted_xent(mlm_logits, mlm_ids, mlm_weights) + _xent(nsp_logits, nsp_labels)
 

@@ -18,26 +18,38 @@ from dlbench.cases import Case
 from dlbench.numerics import Numerics
 
 # Why a loss-scaled (amp) step waits for the GPU, in Paddle's own code: recorded on every amp point.
-AMP_HOST_SYNC = ("the loss scaler reads the overflow flag on the host every step (PaddlePaddle's own: "
-                 "paddle.optimizer.Optimizer._create_optimization_pass tests `if found_inf:` on the GradScaler's "
-                 "found_inf tensor, and Tensor.__bool__ copies it to the host), so each step waits for the GPU")
+AMP_HOST_SYNC = (
+    "the loss scaler reads the overflow flag on the host every step (PaddlePaddle's own: "
+    "paddle.optimizer.Optimizer._create_optimization_pass tests `if found_inf:` on the GradScaler's "
+    "found_inf tensor, and Tensor.__bool__ copies it to the host), so each step waits for the GPU"
+)
 # --compile: paddle.jit.to_static's default converter (SOT, full_graph=False), Paddle's canonical one.
 COMPILED = "paddle.jit.to_static (SOT, full_graph=False: Paddle's default)"
 
 
-def make_optimizer(case: Case, model: paddle.nn.Layer, global_batch: int,
-                   multi_precision: bool = False) -> paddle.optimizer.Optimizer:
+def make_optimizer(
+    case: Case, model: paddle.nn.Layer, global_batch: int, multi_precision: bool = False
+) -> paddle.optimizer.Optimizer:
     """The case's optimizer with the seeds' hyper-parameters (Momentum / Adam; lr from Optimizer.lr_for);
     multi_precision keeps fp32 master weights of fp16 parameters (AMP O2)."""
     o = case.optimizer
     params = [p for p in model.parameters() if not p.stop_gradient]
     lr, decay = o.lr_for(global_batch), o.weight_decay or None
     if o.name == "sgd":
-        return paddle.optimizer.Momentum(learning_rate=lr, momentum=o.momentum, parameters=params,
-                                         weight_decay=decay, multi_precision=multi_precision)
-    return paddle.optimizer.Adam(learning_rate=lr, parameters=params, weight_decay=decay,
-                                 lazy_mode=lazy_adam(model),  # sparse Wide & Deep tables: only touched rows
-                                 multi_precision=multi_precision)
+        return paddle.optimizer.Momentum(
+            learning_rate=lr,
+            momentum=o.momentum,
+            parameters=params,
+            weight_decay=decay,
+            multi_precision=multi_precision,
+        )
+    return paddle.optimizer.Adam(
+        learning_rate=lr,
+        parameters=params,
+        weight_decay=decay,
+        lazy_mode=lazy_adam(model),  # sparse Wide & Deep tables: only touched rows
+        multi_precision=multi_precision,
+    )
 
 
 class PaddleTrainer(Trainer):
@@ -48,15 +60,29 @@ class PaddleTrainer(Trainer):
     the optimizer).
     """
 
-    def __init__(self, batches: Iterator[Batch], case: Case, model: paddle.nn.Layer, numerics: Numerics,
-                 on_gpu: bool, compile_model: bool, global_batch: int, plan: GpuPlan | None = None) -> None:
+    def __init__(
+        self,
+        batches: Iterator[Batch],
+        case: Case,
+        model: paddle.nn.Layer,
+        numerics: Numerics,
+        on_gpu: bool,
+        compile_model: bool,
+        global_batch: int,
+        plan: GpuPlan | None = None,
+    ) -> None:
         super().__init__(batches)
         self.plan = plan or GpuPlan(amp_level="O1" if numerics.autocast else None)
         self.amp_dtype = numerics.compute_dtype if numerics.autocast else None
         optimizer = make_optimizer(case, model, global_batch, multi_precision=self.plan.master_weights)
         if self.amp_dtype is not None and self.plan.amp_level == "O2":
-            model, optimizer = paddle.amp.decorate(models=model, optimizers=optimizer, level="O2",
-                                                   dtype=self.amp_dtype, master_weight=self.plan.master_weights)
+            model, optimizer = paddle.amp.decorate(
+                models=model,
+                optimizers=optimizer,
+                level="O2",
+                dtype=self.amp_dtype,
+                master_weight=self.plan.master_weights,
+            )
         self.case, self.model, self.on_gpu = case, model, on_gpu
         self.optimizer = distributed.distributed_optimizer(optimizer)
         scaler = paddle.amp.GradScaler(init_loss_scaling=2.0**16) if numerics.loss_scaling else None

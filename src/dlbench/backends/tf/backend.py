@@ -38,7 +38,11 @@ _MATH_MODE: dict[str, str] = {"float16": "fp16", "bfloat16": "bf16"}  # Keras co
 # Out-of-memory failures TF reports as another OpError class: XLA's GPU compiler loading a kernel image
 # ("Failed to load in-memory CUBIN: CUDA_ERROR_OUT_OF_MEMORY", tensorflow#60607, an InternalError), or a
 # status whose code is RESOURCE_EXHAUSTED but which arrives re-wrapped by a tf.function call.
-_OOM_TEXT: tuple[str, ...] = ("CUDA_ERROR_OUT_OF_MEMORY", "RESOURCE_EXHAUSTED", "Out of memory while trying to allocate")
+_OOM_TEXT: tuple[str, ...] = (
+    "CUDA_ERROR_OUT_OF_MEMORY",
+    "RESOURCE_EXHAUSTED",
+    "Out of memory while trying to allocate",
+)
 
 
 def policy_name(numerics: Numerics) -> str:
@@ -122,13 +126,17 @@ class TfBackend(Backend):
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
         on_gpu = spec.device == "cuda"
-        env = {"framework_version": tf.__version__, "keras_version": keras.__version__,
-               "tf_intra_op_threads": str(tf.config.threading.get_intra_op_parallelism_threads()),
-               "tf_inter_op_threads": str(tf.config.threading.get_inter_op_parallelism_threads()),
-               "tf32_execution": str(tf.config.experimental.tensor_float_32_execution_enabled())}
+        env = {
+            "framework_version": tf.__version__,
+            "keras_version": keras.__version__,
+            "tf_intra_op_threads": str(tf.config.threading.get_intra_op_parallelism_threads()),
+            "tf_inter_op_threads": str(tf.config.threading.get_inter_op_parallelism_threads()),
+            "tf32_execution": str(tf.config.experimental.tensor_float_32_execution_enabled()),
+        }
         # What build configured, read back; before a build (a refused point) the precision's own mode.
-        env["math_mode"] = (math_mode(on_gpu) if self._built
-                            else resolve_precision(spec.precision, spec.device).math_mode)
+        env["math_mode"] = (
+            math_mode(on_gpu) if self._built else resolve_precision(spec.precision, spec.device).math_mode
+        )
         gpus = tf.config.get_visible_devices("GPU") if on_gpu else []
         if gpus:
             details = tf.config.experimental.get_device_details(gpus[0])
@@ -167,7 +175,7 @@ class TfBackend(Backend):
         self._built = True
         chosen = distributed.strategy_name(spec)
         managed = chosen in variables.STRATEGIES
-        devices = (variables.gpus(spec.devices_per_node) if on_gpu else variables.logical_cpus(spec.devices_per_node))
+        devices = variables.gpus(spec.devices_per_node) if on_gpu else variables.logical_cpus(spec.devices_per_node)
         if managed:  # variables where the strategy keeps them (its first copy)
             model = variables.build_placed(chosen, devices, lambda: build_model(case, spec.input_size))
         elif chosen == "ps":  # variables on the ps task, the model's steps on the worker servers
@@ -177,11 +185,16 @@ class TfBackend(Backend):
         else:
             with strategy.scope() if strategy else tf.device(device):  # variables mirrored on every replica
                 model = build_model(case, spec.input_size)
-        self._facts = {"compiled": "xla" if spec.compile else "none", "layout": "NHWC",
-                       "precision_policy": policy_name(numerics),
-                       "loss_scale": "dynamic" if numerics.loss_scaling else "none",
-                       "tf32_execution": tf.config.experimental.tensor_float_32_execution_enabled(),
-                       "keras_version": keras.__version__, "loader": data.describe(spec), **applied}
+        self._facts = {
+            "compiled": "xla" if spec.compile else "none",
+            "layout": "NHWC",
+            "precision_policy": policy_name(numerics),
+            "loss_scale": "dynamic" if numerics.loss_scaling else "none",
+            "tf32_execution": tf.config.experimental.tensor_float_32_execution_enabled(),
+            "keras_version": keras.__version__,
+            "loader": data.describe(spec),
+            **applied,
+        }
         if numerics.loss_scaling:
             self._facts["amp_host_sync"] = AMP_HOST_SYNC
         if case.loss.kind == "bce":  # Wide & Deep: how its tables train
@@ -190,17 +203,30 @@ class TfBackend(Backend):
             self._facts.update(parameter_server.facts(spec))
             return parameter_server.PsTrainer(spec, case, ps_strategy, model)
         if managed:
-            trainer = variables.VariableMgrTrainer(case, model, chosen, devices,
-                                                   variables.replica_batches(spec, case, devices), spec.global_batch,
-                                                   jit_compile=spec.compile)
+            trainer = variables.VariableMgrTrainer(
+                case,
+                model,
+                chosen,
+                devices,
+                variables.replica_batches(spec, case, devices),
+                spec.global_batch,
+                jit_compile=spec.compile,
+            )
             self._facts.update(variables.facts(chosen, devices, trainer))
             return trainer
         if strategy is not None:
             self._facts.update(distributed.facts(spec, strategy))
             return distributed.TfDistTrainer(spec, case, strategy, model, numerics.loss_scaling, ctx)
         batches = data.batches(spec, case, device, spec.seed + ctx.rank)
-        return TfTrainer(case, model, batches, device, jit_compile=spec.compile, loss_scale=numerics.loss_scaling,
-                         global_batch=spec.global_batch)
+        return TfTrainer(
+            case,
+            model,
+            batches,
+            device,
+            jit_compile=spec.compile,
+            loss_scale=numerics.loss_scaling,
+            global_batch=spec.global_batch,
+        )
 
     def serve(self, spec: PointSpec, ctx: RankContext, results: list[Path]) -> None:
         """ps: worker server ctx.server (one per device) or the ps task (the last), until the coordinator is done."""
@@ -220,4 +246,3 @@ class TfBackend(Backend):
         if isinstance(exc, (MemoryError, tf.errors.ResourceExhaustedError)):
             return True
         return isinstance(exc, tf.errors.OpError) and any(text in str(exc) for text in _OOM_TEXT)
-

@@ -35,8 +35,9 @@ class BertEmbeddings(layers.Layer):
     def __init__(self, cfg: BertConfig, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.word = layers.Embedding(cfg.vocab_size, cfg.hidden_size, embeddings_initializer=_init(cfg))
-        self.position = layers.Embedding(cfg.max_position_embeddings, cfg.hidden_size,
-                                         embeddings_initializer=_init(cfg))
+        self.position = layers.Embedding(
+            cfg.max_position_embeddings, cfg.hidden_size, embeddings_initializer=_init(cfg)
+        )
         self.token_type = layers.Embedding(cfg.type_vocab_size, cfg.hidden_size, embeddings_initializer=_init(cfg))
         self.norm = layers.LayerNormalization(epsilon=cfg.layer_norm_eps)
         self.drop = layers.Dropout(cfg.dropout)
@@ -71,7 +72,7 @@ class BertLayer(layers.Layer):
         head_dim = self.hidden // self.heads
         qkv = ops.reshape(self.qkv(x), (b, s, 3, self.heads, head_dim))
         q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # [B, S, N, D]
-        scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", q, k), "float32") * (head_dim ** -0.5) + mask_bias
+        scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", q, k), "float32") * (head_dim**-0.5) + mask_bias
         probs = self.attn_drop(ops.cast(ops.softmax(scores, axis=-1), x.dtype), training=training)
         ctx = ops.reshape(ops.einsum("bnqk,bknd->bqnd", probs, v), (b, s, self.hidden))
         x = self.attn_norm(x + self.drop(self.attn_out(ctx), training=training))
@@ -115,8 +116,14 @@ def build_bert(cfg: BertConfig | None = None) -> BertForPretraining:
     """A BERT-base pre-training model with its variables created (one tiny eager forward pass)."""
     model = BertForPretraining(cfg)
     ids = ops.zeros((1, 2), dtype="int32")
-    model({"input_ids": ids, "token_type_ids": ids, "attention_mask": ops.ones((1, 2), dtype="int32"),
-           "mlm_positions": ops.zeros((1, 1), dtype="int32")})
+    model(
+        {
+            "input_ids": ids,
+            "token_type_ids": ids,
+            "attention_mask": ops.ones((1, 2), dtype="int32"),
+            "mlm_positions": ops.zeros((1, 1), dtype="int32"),
+        }
+    )
     return model
 
 

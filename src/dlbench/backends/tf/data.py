@@ -29,8 +29,10 @@ Batch = dict[str, tf.Tensor]
 def _on_device(arrays: dict[str, np.ndarray], device: str) -> Batch:
     """Numpy arrays as tensors on `device`, integers as int32 (TF's index type on every device)."""
     with tf.device(device):
-        return {k: tf.identity(tf.convert_to_tensor(v.astype(np.int32) if v.dtype.kind in "iu" else v))
-                for k, v in arrays.items()}
+        return {
+            k: tf.identity(tf.convert_to_tensor(v.astype(np.int32) if v.dtype.kind in "iu" else v))
+            for k, v in arrays.items()
+        }
 
 
 def synthetic_batch(case: Case, batch: int, device: str, input_size: int | None = None, seed: int = 0) -> Batch:
@@ -62,9 +64,14 @@ def _load_image(side: int) -> Callable[[tf.Tensor, tf.Tensor], tuple[tf.Tensor, 
     def load(path: tf.Tensor, label: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         data = tf.io.read_file(path)
         begin, size, _ = tf.image.sample_distorted_bounding_box(
-            tf.io.extract_jpeg_shape(data), bounding_boxes=whole, min_object_covered=CROP_SCALE[0],
-            aspect_ratio_range=CROP_RATIO, area_range=CROP_SCALE, max_attempts=10,
-            use_image_if_no_bounding_boxes=True)
+            tf.io.extract_jpeg_shape(data),
+            bounding_boxes=whole,
+            min_object_covered=CROP_SCALE[0],
+            aspect_ratio_range=CROP_RATIO,
+            area_range=CROP_SCALE,
+            max_attempts=10,
+            use_image_if_no_bounding_boxes=True,
+        )
         top, left, _ = tf.unstack(begin)
         height, width, _ = tf.unstack(size)
         image = tf.image.decode_and_crop_jpeg(data, tf.stack([top, left, height, width]), channels=3)
@@ -80,10 +87,14 @@ def image_batches(spec: PointSpec, case: Case, device: str, seed: int) -> Iterat
     items = read_train_list(image_root(spec.data_dir or ""))
     paths = tf.constant([str(i.path) for i in items])
     labels = tf.constant([i.label for i in items], tf.int32)
-    ds = tf.data.Dataset.from_tensor_slices((paths, labels)).shuffle(len(items), seed=seed,
-                                                                     reshuffle_each_iteration=True)
-    ds = ds.map(_load_image(spec.input_size or case.input.size),
-                num_parallel_calls=spec.loader_workers or None, deterministic=False)
+    ds = tf.data.Dataset.from_tensor_slices((paths, labels)).shuffle(
+        len(items), seed=seed, reshuffle_each_iteration=True
+    )
+    ds = ds.map(
+        _load_image(spec.input_size or case.input.size),
+        num_parallel_calls=spec.loader_workers or None,
+        deterministic=False,
+    )
     ds = ds.map(lambda x, y: {"images": x, "labels": y})
     return _finish(ds, len(items), spec, device)
 
@@ -92,8 +103,7 @@ def text_batches(spec: PointSpec, case: Case, device: str, seed: int) -> Iterato
     """Endless BERT batches (MLM gathered + NSP) as int32, cut to the first input_size columns, epoch after
     epoch."""
     assert isinstance(case.input, TextInput)
-    arrays = bert_arrays(spec.data_dir or "", spec.input_size, max_predictions(case.input, spec.input_size),
-                         "int32")
+    arrays = bert_arrays(spec.data_dir or "", spec.input_size, max_predictions(case.input, spec.input_size), "int32")
     n = len(arrays["nsp_labels"])
     ds = tf.data.Dataset.from_tensor_slices(arrays).shuffle(n, seed=seed, reshuffle_each_iteration=True)
     return _finish(ds, n, spec, device)

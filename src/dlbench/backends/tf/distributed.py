@@ -34,8 +34,16 @@ from dlbench.spec import PointSpec
 from dlbench.wire import NODE_HOSTS_VAR, RankContext
 
 STRATEGIES: tuple[str, ...] = ("multiworker", "mirrored")
-OTHER_FRAMEWORKS: tuple[str, ...] = ("ddp", "allreduce", "sharding", "fleet", "dp", "ddp-fp16", "ddp-bf16",
-                                     "powersgd")  # torch, JAX, Paddle strategies
+OTHER_FRAMEWORKS: tuple[str, ...] = (
+    "ddp",
+    "allreduce",
+    "sharding",
+    "fleet",
+    "dp",
+    "ddp-fp16",
+    "ddp-bf16",
+    "powersgd",
+)  # torch, JAX, Paddle strategies
 # Gradients all-reduced in packs of up to 32 MiB rather than one collective per tensor (TF's default, 0): on
 # the 2-core test machine ResNet-50 steps took 1.9-2.3 s with packs and 3.2-3.7 s without.
 BYTES_PER_PACK = 32 * 1024 * 1024
@@ -68,8 +76,10 @@ def _variable_mgr_refusal(spec: PointSpec, chosen: str, local_gpus: int) -> str 
     if spec.devices_per_node < 2:
         return f"strategy {chosen} needs several devices: use --scale 1n2c or more, or --strategy none"
     if chosen == "replicated-nccl" and spec.device != "cuda":
-        return ("replicated-nccl needs NCCL, which runs on GPUs only (on CPU devices TF silently swaps it for "
-                "ReductionToOneDevice): on the CPU use replicated-copy or replicated-pscpu")
+        return (
+            "replicated-nccl needs NCCL, which runs on GPUs only (on CPU devices TF silently swaps it for "
+            "ReductionToOneDevice): on the CPU use replicated-copy or replicated-pscpu"
+        )
     if spec.device == "cuda" and local_gpus < spec.devices_per_node:
         return f"{chosen} at {spec.scale} needs {spec.devices_per_node} GPUs in one process; it sees {local_gpus}"
     if spec.precision == "amp":
@@ -81,10 +91,15 @@ def refuse(spec: PointSpec, local_gpus: int) -> str | None:
     """A one-line reason when TF cannot run the spec's strategy here, else None."""
     chosen = strategy_name(spec)
     if chosen in OTHER_FRAMEWORKS:
-        return f"{chosen} is not a tf.distribute strategy; use --strategy multiworker (or mirrored on one multi-GPU node)"
+        return (
+            f"{chosen} is not a tf.distribute strategy; use --strategy multiworker (or mirrored on one multi-GPU node)"
+        )
     if chosen == "horovod":
-        return HOROVOD_GONE if importlib.util.find_spec("horovod") is None else (
-            "horovod is importable here, but dlbench's TF backend does not drive it: use --strategy multiworker")
+        return (
+            HOROVOD_GONE
+            if importlib.util.find_spec("horovod") is None
+            else ("horovod is importable here, but dlbench's TF backend does not drive it: use --strategy multiworker")
+        )
     if chosen in variables.STRATEGIES:
         reason = _variable_mgr_refusal(spec, chosen, local_gpus)
         if reason:
@@ -100,8 +115,10 @@ def refuse(spec: PointSpec, local_gpus: int) -> str | None:
         if spec.nodes > 1:
             return "mirrored runs one process over one node's GPUs; across nodes use --strategy multiworker"
         if spec.device != "cuda" or local_gpus < max(2, spec.devices_per_node) or spec.devices_per_node < 2:
-            return (f"mirrored needs at least 2 local GPUs, --scale 1nNc (N GPUs of this node) and --device cuda; "
-                    f"this process sees {local_gpus} GPU(s)")
+            return (
+                f"mirrored needs at least 2 local GPUs, --scale 1nNc (N GPUs of this node) and --device cuda; "
+                f"this process sees {local_gpus} GPU(s)"
+            )
     if chosen == "multiworker":
         if spec.world_size == 1:
             return "multiworker needs several devices: use --scale 1n2c or more, or --strategy none"
@@ -135,9 +152,11 @@ def _bound_registration(spec: PointSpec, seconds: float) -> None:
 
     ctx = context.context()
     ctx.configure_coordination_service(
-        service_type="standalone", service_leader="/job:worker/replica:0/task:0",
+        service_type="standalone",
+        service_leader="/job:worker/replica:0/task:0",
         cluster_register_timeout_in_ms=int(seconds * 1000),
-        coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name="worker", num_tasks=spec.world_size)])
+        coordinated_jobs=[coordination_config_pb2.CoordinatedJob(name="worker", num_tasks=spec.world_size)],
+    )
     ctx.coordination_service.cluster_register_with_barrier = True
 
 
@@ -155,10 +174,14 @@ def make_strategy(spec: PointSpec, ctx: RankContext) -> tf.distribute.Strategy |
     # are only a few collectives per step.
     timeout = ctx.rdzv_timeout_s
     _bound_registration(spec, timeout)
-    impl = (tf.distribute.experimental.CommunicationImplementation.NCCL if spec.device == "cuda"
-            else tf.distribute.experimental.CommunicationImplementation.RING)
-    options = tf.distribute.experimental.CommunicationOptions(implementation=impl, bytes_per_pack=BYTES_PER_PACK,
-                                                              timeout_seconds=timeout)
+    impl = (
+        tf.distribute.experimental.CommunicationImplementation.NCCL
+        if spec.device == "cuda"
+        else tf.distribute.experimental.CommunicationImplementation.RING
+    )
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=impl, bytes_per_pack=BYTES_PER_PACK, timeout_seconds=timeout
+    )
     return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
 
 
@@ -170,10 +193,13 @@ def facts(spec: PointSpec, strategy: tf.distribute.Strategy) -> dict[str, object
     else:  # the cross-device op MirroredStrategy chose, read back (NCCL where it can, else ReductionToOneDevice)
         ops = getattr(strategy.extended, "_cross_device_ops", None) or strategy.extended._get_cross_device_ops(None)
         communication = type(ops).__name__
-    out: dict[str, object] = {"tf_strategy": STRATEGY_CLASS[chosen], "communication": communication,
-                              "workers": spec.world_size if chosen == "multiworker" else 1,
-                              "replicas": int(strategy.num_replicas_in_sync),
-                              "per_replica_batch": spec.global_batch // int(strategy.num_replicas_in_sync)}
+    out: dict[str, object] = {
+        "tf_strategy": STRATEGY_CLASS[chosen],
+        "communication": communication,
+        "workers": spec.world_size if chosen == "multiworker" else 1,
+        "replicas": int(strategy.num_replicas_in_sync),
+        "per_replica_batch": spec.global_batch // int(strategy.num_replicas_in_sync),
+    }
     if chosen == "multiworker":
         out["bytes_per_pack"] = BYTES_PER_PACK
     if spec.compile:
@@ -186,17 +212,30 @@ class TfDistTrainer(Trainer):
     (gradients all-reduced as a sum of losses each divided by the replica count) and reduces the loss to its
     mean. The input is one fixed distributed batch (synthetic data only: refuse() turns real data away)."""
 
-    def __init__(self, spec: PointSpec, case: Case, strategy: tf.distribute.Strategy, model: keras.Model,
-                 loss_scale: bool, ctx: RankContext) -> None:
+    def __init__(
+        self,
+        spec: PointSpec,
+        case: Case,
+        strategy: tf.distribute.Strategy,
+        model: keras.Model,
+        loss_scale: bool,
+        ctx: RankContext,
+    ) -> None:
         self.case, self.model, self.strategy = case, model, strategy
         self.replicas = int(strategy.num_replicas_in_sync)
         devices = list(strategy.extended.worker_devices)
         per_replica = spec.global_batch // self.replicas
         first = ctx.rank * len(devices) if strategy_name(spec) == "multiworker" else 0
-        batches = [synthetic_batch(case, per_replica, d, spec.input_size, spec.seed + first + i)
-                   for i, d in enumerate(devices)]  # each replica its own samples; replica 0: the 1-device batch
-        super().__init__(fixed(strategy.experimental_distribute_values_from_function(
-            lambda rctx: batches[rctx.replica_id_in_sync_group - first])))
+        batches = [
+            synthetic_batch(case, per_replica, d, spec.input_size, spec.seed + first + i) for i, d in enumerate(devices)
+        ]  # each replica its own samples; replica 0: the 1-device batch
+        super().__init__(
+            fixed(
+                strategy.experimental_distribute_values_from_function(
+                    lambda rctx: batches[rctx.replica_id_in_sync_group - first]
+                )
+            )
+        )
         with strategy.scope():
             self.optimizer = make_optimizer(case, spec.global_batch, loss_scale)
             self.optimizer.build(model.trainable_variables)  # slots exist, mirrored, before tracing
@@ -257,15 +296,26 @@ class TfDistTrainer(Trainer):
 
     def param_checksum(self) -> float:
         """A position-weighted float64 sum of every trainable weight: equal on workers holding the same weights."""
-        return float(sum((i + 1) * np.sum(keras.ops.convert_to_numpy(v), dtype=np.float64)
-                         for i, v in enumerate(self.model.trainable_variables)))
+        return float(
+            sum(
+                (i + 1) * np.sum(keras.ops.convert_to_numpy(v), dtype=np.float64)
+                for i, v in enumerate(self.model.trainable_variables)
+            )
+        )
 
     def replica_checksums(self) -> list[float]:
         """mirrored: one param_checksum per replica's copy of every mirrored variable (this process holds them
         all); multiworker: this worker's own (its ranks are compared by the controller)."""
         per_var = [getattr(v.value, "values", (v.value,)) for v in self.model.trainable_variables]
-        return [float(sum((i + 1) * np.sum(keras.ops.convert_to_numpy(vals[r]), dtype=np.float64)
-                          for i, vals in enumerate(per_var))) for r in range(len(per_var[0]))]
+        return [
+            float(
+                sum(
+                    (i + 1) * np.sum(keras.ops.convert_to_numpy(vals[r]), dtype=np.float64)
+                    for i, vals in enumerate(per_var)
+                )
+            )
+            for r in range(len(per_var[0]))
+        ]
 
     def allocator_peak(self) -> AllocatorPeak | None:
         """The allocator peak of the first replica's GPU (every replica holds the same model and batch size)."""

@@ -34,20 +34,33 @@ from dlbench.cases.arch import POOL, AlexNetArch, BertConfig, InceptionArch, Res
 Tensor: TypeAlias = keras.KerasTensor
 
 
-
 def _he_fan_out() -> keras.initializers.Initializer:
     """torch's kaiming_normal_ (fan-out), made per layer: an unseeded Keras initializer draws its seed when it is
     created, so one made at import would ignore keras.utils.set_random_seed(spec.seed)."""
     return keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
 
 
-def _conv(x: Tensor, filters: int, kernel: int | tuple[int, int], stride: int = 1,
-          pad: int | tuple[int, int] = 0, bias: bool = False, activation: str | None = None) -> Tensor:
+def _conv(
+    x: Tensor,
+    filters: int,
+    kernel: int | tuple[int, int],
+    stride: int = 1,
+    pad: int | tuple[int, int] = 0,
+    bias: bool = False,
+    activation: str | None = None,
+) -> Tensor:
     """A conv with torch's padding semantics: symmetric zero padding, then a valid convolution."""
     if pad:
         x = layers.ZeroPadding2D(pad)(x)
-    return layers.Conv2D(filters, kernel, strides=stride, padding="valid", use_bias=bias, activation=activation,
-                         kernel_initializer=_he_fan_out())(x)
+    return layers.Conv2D(
+        filters,
+        kernel,
+        strides=stride,
+        padding="valid",
+        use_bias=bias,
+        activation=activation,
+        kernel_initializer=_he_fan_out(),
+    )(x)
 
 
 def _bn(x: Tensor, eps: float) -> Tensor:
@@ -141,8 +154,11 @@ def vgg(arch: VggArch, size: int, classes: int, name: str) -> keras.Model:
     inputs = keras.Input((size, size, 3))
     x = inputs
     for v in arch.layers:
-        x = layers.MaxPooling2D(2, 2)(x) if v == POOL else layers.Conv2D(int(v), 3, padding="same",
-                                                                          activation="relu")(x)
+        x = (
+            layers.MaxPooling2D(2, 2)(x)
+            if v == POOL
+            else layers.Conv2D(int(v), 3, padding="same", activation="relu")(x)
+        )
     x = AdaptiveAvgPool2D(arch.pool)(x)
     return keras.Model(inputs, _classifier(x, classes, arch.fc, arch.dropout, dropout_first=False), name=name)
 
@@ -162,8 +178,9 @@ def alexnet(arch: AlexNetArch, size: int, classes: int, name: str) -> keras.Mode
 # ------------------------------------------------------------------------------------------ Inception v3
 
 
-def _basic(x: Tensor, filters: int, kernel: int | tuple[int, int], stride: int = 1,
-           pad: int | tuple[int, int] = 0) -> Tensor:
+def _basic(
+    x: Tensor, filters: int, kernel: int | tuple[int, int], stride: int = 1, pad: int | tuple[int, int] = 0
+) -> Tensor:
     """torchvision's BasicConv2d: bias-free conv, batch norm (eps 1e-3, with scale), ReLU."""
     return layers.ReLU()(_bn(_conv(x, filters, kernel, stride, pad), 1e-3))
 
@@ -210,10 +227,16 @@ def _inception_d(x: Tensor) -> Tensor:
 def _inception_e(x: Tensor) -> Tensor:
     a = _basic(x, 384, 1)
     d = _basic(_basic(x, 448, 1), 384, 3, pad=1)
-    return _cat([_basic(x, 320, 1),
-                 _basic(a, 384, (1, 3), pad=(0, 1)), _basic(a, 384, (3, 1), pad=(1, 0)),
-                 _basic(d, 384, (1, 3), pad=(0, 1)), _basic(d, 384, (3, 1), pad=(1, 0)),
-                 _basic(_avg3(x), 192, 1)])
+    return _cat(
+        [
+            _basic(x, 320, 1),
+            _basic(a, 384, (1, 3), pad=(0, 1)),
+            _basic(a, 384, (3, 1), pad=(1, 0)),
+            _basic(d, 384, (1, 3), pad=(0, 1)),
+            _basic(d, 384, (3, 1), pad=(1, 0)),
+            _basic(_avg3(x), 192, 1),
+        ]
+    )
 
 
 def _inception_aux(x: Tensor, classes: int) -> Tensor:
@@ -250,9 +273,11 @@ Builder: TypeAlias = Callable[[Case, int | None], keras.Model]
 
 def _image(build: Callable[..., keras.Model]) -> Builder:
     """A builder of an image model from the case's table, at `size` (the case's input size when None)."""
+
     def make(case: Case, size: int | None) -> keras.Model:
         assert isinstance(case.input, ImageInput)
         return build(case.arch, size or case.input.size, case.input.classes, case.name)
+
     return make
 
 

@@ -31,8 +31,10 @@ from dlbench.cases import Case
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
-SYNCHRONIZATION = ("asynchronous: each worker applies its own batch's gradients to the ps variables when it "
-                   "finishes (ClusterCoordinator), no two workers' gradients are summed")
+SYNCHRONIZATION = (
+    "asynchronous: each worker applies its own batch's gradients to the ps variables when it "
+    "finishes (ClusterCoordinator), no two workers' gradients are summed"
+)
 
 
 def cluster(spec: PointSpec, ctx: RankContext) -> dict[str, list[str]]:
@@ -40,8 +42,11 @@ def cluster(spec: PointSpec, ctx: RankContext) -> dict[str, list[str]]:
     if not ctx.master_port:
         raise RuntimeError("MASTER_PORT is not set: start a ps point through a dlbench launcher")
     host, port, n = ctx.master_addr or "127.0.0.1", ctx.master_port, spec.world_size
-    return {"chief": [f"{host}:{port + 1}"], "worker": [f"{host}:{port + 2 + i}" for i in range(n)],
-            "ps": [f"{host}:{port + 2 + n}"]}
+    return {
+        "chief": [f"{host}:{port + 1}"],
+        "worker": [f"{host}:{port + 2 + i}" for i in range(n)],
+        "ps": [f"{host}:{port + 2 + n}"],
+    }
 
 
 def role(spec: PointSpec, ctx: RankContext) -> tuple[str, int]:
@@ -83,8 +88,9 @@ class PsTrainer(Trainer):
     """The coordinator's loop: each protocol step schedules one closure per device (a batch of the per-device size
     on whichever worker is free) and ``sync`` waits for them all."""
 
-    def __init__(self, spec: PointSpec, case: Case, strategy: tf.distribute.ParameterServerStrategy,
-                 model: keras.Model) -> None:
+    def __init__(
+        self, spec: PointSpec, case: Case, strategy: tf.distribute.ParameterServerStrategy, model: keras.Model
+    ) -> None:
         self.case, self.model, self.strategy, self.n = case, model, strategy, spec.world_size
         self.coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
         with strategy.scope():
@@ -92,8 +98,9 @@ class PsTrainer(Trainer):
             self.optimizer.build(model.trainable_variables)
 
         def dataset() -> tf.data.Dataset:  # the 1-device batch on every worker
-            return tf.data.Dataset.from_tensors(synthetic_batch(case, spec.batch_size, "/CPU:0", spec.input_size,
-                                                                spec.seed)).repeat()
+            return tf.data.Dataset.from_tensors(
+                synthetic_batch(case, spec.batch_size, "/CPU:0", spec.input_size, spec.seed)
+            ).repeat()
 
         super().__init__(fixed(iter(self.coordinator.create_per_worker_dataset(dataset))))
         self._step = tf.function(self._train_step)
@@ -106,6 +113,7 @@ class PsTrainer(Trainer):
                 loss = train_loss(self.case, self.model, batch)
             self.optimizer.apply(tape.gradient(loss, self.model.trainable_variables), self.model.trainable_variables)
             return loss
+
         return self.strategy.run(replica, args=(next(iterator),))  # type: ignore[call-overload]
 
     def train_step(self, batch: object) -> None:
@@ -125,12 +133,23 @@ class PsTrainer(Trainer):
 
     def replica_checksums(self) -> list[float]:
         """One copy, on the ps task: its checksum (the workers hold none)."""
-        return [float(sum((i + 1) * np.sum(keras.ops.convert_to_numpy(v), dtype=np.float64)
-                          for i, v in enumerate(self.model.trainable_variables)))]
+        return [
+            float(
+                sum(
+                    (i + 1) * np.sum(keras.ops.convert_to_numpy(v), dtype=np.float64)
+                    for i, v in enumerate(self.model.trainable_variables)
+                )
+            )
+        ]
 
 
 def facts(spec: PointSpec) -> dict[str, object]:
     """What a ps point ran."""
-    return {"tf_strategy": "ParameterServerStrategy (ClusterCoordinator, custom loop)", "synchronization":
-            SYNCHRONIZATION, "communication": "gRPC between each worker server and the ps task",
-            "workers": spec.world_size, "ps_tasks": 1, "coordinator": "rank 0 (schedules, measures; computes nothing)"}
+    return {
+        "tf_strategy": "ParameterServerStrategy (ClusterCoordinator, custom loop)",
+        "synchronization": SYNCHRONIZATION,
+        "communication": "gRPC between each worker server and the ps task",
+        "workers": spec.world_size,
+        "ps_tasks": 1,
+        "coordinator": "rank 0 (schedules, measures; computes nothing)",
+    }

@@ -14,10 +14,12 @@ from dlbench.cases import Case
 
 Batch = dict[str, tf.Tensor]
 # Why a loss-scaled (amp) step waits for the GPU, in TensorFlow's own code: recorded on every amp point.
-AMP_HOST_SYNC = ("the loss scaler reads the overflow flag on the host every step (TensorFlow's own: "
-                 "keras LossScaleOptimizer._common_apply branches with ops.cond(finite, ...), a tf.cond whose "
-                 "Switch/If kernel takes its predicate in host memory on a GPU; under XLA, the GPU "
-                 "ConditionalThunk copies it to the host and waits), so each step waits for the GPU")
+AMP_HOST_SYNC = (
+    "the loss scaler reads the overflow flag on the host every step (TensorFlow's own: "
+    "keras LossScaleOptimizer._common_apply branches with ops.cond(finite, ...), a tf.cond whose "
+    "Switch/If kernel takes its predicate in host memory on a GPU; under XLA, the GPU "
+    "ConditionalThunk copies it to the host and waits), so each step waits for the GPU"
+)
 
 
 def make_optimizer(case: Case, global_batch: int, loss_scale: bool) -> keras.optimizers.Optimizer:
@@ -62,8 +64,16 @@ class LossOnHost(Trainer):
 class TfTrainer(LossOnHost):
     """Model, optimizer and input on one device; ``train_step`` runs one traced (optionally XLA) train step."""
 
-    def __init__(self, case: Case, model: keras.Model, batches: Iterator[Batch], device: str,
-                 jit_compile: bool, loss_scale: bool, global_batch: int) -> None:
+    def __init__(
+        self,
+        case: Case,
+        model: keras.Model,
+        batches: Iterator[Batch],
+        device: str,
+        jit_compile: bool,
+        loss_scale: bool,
+        global_batch: int,
+    ) -> None:
         super().__init__(batches)
         self.case, self.model, self.device = case, model, device
         self.optimizer = make_optimizer(case, global_batch, loss_scale)

@@ -37,13 +37,19 @@ from dlbench.cases import Case
 from dlbench.spec import PointSpec
 
 Batch = dict[str, tf.Tensor]
-STRATEGIES: tuple[str, ...] = ("ps-cpu", "ps-gpu", "replicated-nccl", "replicated-copy", "replicated-pscpu",
-                               "independent")
+STRATEGIES: tuple[str, ...] = (
+    "ps-cpu",
+    "ps-gpu",
+    "replicated-nccl",
+    "replicated-copy",
+    "replicated-pscpu",
+    "independent",
+)
 REPLICATED: tuple[str, ...] = ("replicated-nccl", "replicated-copy", "replicated-pscpu", "independent")
 MECHANISM: dict[str, str] = {
     "ps-cpu": "parameters on {host}; each device reads them, gradients summed (tf.add_n) and applied on {host}",
     "ps-gpu": "parameters spread over the compute devices by size (least-loaded first); each variable's gradients "
-              "summed (tf.add_n) and applied on its device",
+    "summed (tf.add_n) and applied on its device",
     "replicated-nccl": "a copy per device; NCCL all-sum of every gradient (nccl_ops.all_sum)",
     "replicated-copy": "a copy per device; gradient i summed (tf.add_n) on device i mod N, copied to every replica",
     "replicated-pscpu": "a copy per device; every gradient summed (tf.add_n) on {host}, copied to every replica",
@@ -124,8 +130,9 @@ class Copy:
 
     def checksum(self) -> float:
         """A position-weighted float64 sum of the trainable weights (as the multi-process checks use)."""
-        return float(sum((i + 1) * np.sum(keras.ops.convert_to_numpy(v), dtype=np.float64)
-                         for i, v in enumerate(self.trainable)))
+        return float(
+            sum((i + 1) * np.sum(keras.ops.convert_to_numpy(v), dtype=np.float64) for i, v in enumerate(self.trainable))
+        )
 
 
 def _device_of(v: keras.Variable) -> str:
@@ -142,8 +149,10 @@ def _copy_of(model: keras.Model, device: str | None) -> tuple[list[keras.Variabl
         return keras.Variable(tf.identity(v.value), dtype=v.dtype, trainable=trainable, name=v.name)
 
     with tf.device(device):
-        return ([fresh(v, True) for v in model.trainable_variables],
-                [fresh(v, False) for v in model.non_trainable_variables])
+        return (
+            [fresh(v, True) for v in model.trainable_variables],
+            [fresh(v, False) for v in model.non_trainable_variables],
+        )
 
 
 Placed = list[tuple[str, list[int], keras.optimizers.Optimizer]]  # (device, variable indices, their optimizer)
@@ -183,8 +192,16 @@ class VariableMgrTrainer(LossOnHost):
     are of loss / N, so a synchronous exchange sums to the gradient of the global batch's mean loss.
     """
 
-    def __init__(self, case: Case, model: keras.Model, strategy: str, devices: Devices, batches: list[Batch],
-                 global_batch: int, jit_compile: bool = False) -> None:
+    def __init__(
+        self,
+        case: Case,
+        model: keras.Model,
+        strategy: str,
+        devices: Devices,
+        batches: list[Batch],
+        global_batch: int,
+        jit_compile: bool = False,
+    ) -> None:
         super().__init__(fixed(batches))
         self.case, self.model, self.strategy, self.devices = case, model, strategy, devices
         self.n = len(devices.compute)
@@ -192,19 +209,25 @@ class VariableMgrTrainer(LossOnHost):
         copies = [_copy_of(model, None if i == 0 else devices.compute[i]) for i in range(self.n if replicated else 1)]
         self.copies = [Copy(t, o, _optimizers(case, global_batch, t)) for t, o in copies]
         scale = 1.0 if strategy == "independent" else 1.0 / self.n
-        self._grads = tf.function(self._replica_grads(scale), autograph=False, jit_compile=jit_compile,
-                                  experimental_attributes={"_noinline": True})
+        self._grads = tf.function(
+            self._replica_grads(scale),
+            autograph=False,
+            jit_compile=jit_compile,
+            experimental_attributes={"_noinline": True},
+        )
         self._step = tf.function(self._train_step, autograph=False)
 
     def _replica_grads(self, scale: float) -> Callable[..., tuple[tf.Tensor, list[tf.Tensor], list[tf.Tensor]]]:
-        def grads(trainable: list[tf.Tensor], other: list[tf.Tensor],
-                  batch: Batch) -> tuple[tf.Tensor, list[tf.Tensor], list[tf.Tensor]]:
+        def grads(
+            trainable: list[tf.Tensor], other: list[tf.Tensor], batch: Batch
+        ) -> tuple[tf.Tensor, list[tf.Tensor], list[tf.Tensor]]:
             with tf.GradientTape() as tape:
                 tape.watch(trainable)
                 model = _Stateless(self.model, trainable, other)
                 loss = train_loss(self.case, model, batch)
                 scaled = loss * scale
             return loss, tape.gradient(scaled, trainable), model.updated
+
         return grads
 
     def _train_step(self, batches: list[Batch]) -> tf.Tensor:
@@ -212,8 +235,11 @@ class VariableMgrTrainer(LossOnHost):
         for i, device in enumerate(self.devices.compute):
             copy = self.copies[i if len(self.copies) > 1 else 0]
             with tf.device(device):  # read the copy where it lives, copied here by TF
-                loss, g, updated = self._grads([tf.identity(v.value) for v in copy.trainable],
-                                               [tf.identity(v.value) for v in copy.other], batches[i])
+                loss, g, updated = self._grads(
+                    [tf.identity(v.value) for v in copy.trainable],
+                    [tf.identity(v.value) for v in copy.other],
+                    batches[i],
+                )
             if len(self.copies) > 1 or i == 0:  # batch-norm statistics: each replica's own; one copy: device 0's
                 for v, new in zip(copy.other, updated):
                     with tf.device(_device_of(v)):
@@ -283,14 +309,20 @@ class VariableMgrTrainer(LossOnHost):
 
 def replica_batches(spec: PointSpec, case: Case, devices: Devices) -> list[Batch]:
     """Each replica's fixed synthetic batch on its device, seeded spec.seed + i (replica 0: the 1-device batch)."""
-    return [synthetic_batch(case, spec.batch_size, d, spec.input_size, spec.seed + i)
-            for i, d in enumerate(devices.compute)]
+    return [
+        synthetic_batch(case, spec.batch_size, d, spec.input_size, spec.seed + i) for i, d in enumerate(devices.compute)
+    ]
 
 
 def facts(strategy: str, devices: Devices, trainer: VariableMgrTrainer) -> Mapping[str, object]:
     """The mechanism the point ran, as placed and as traced: for the result's facts."""
-    return {"tf_strategy": f"variable manager {strategy} (one process, custom training loop)",
-            "communication": MECHANISM[strategy].format(host=devices.host),
-            "compute_devices": ",".join(devices.compute), "host_device": devices.host,
-            "replicas": len(devices.compute), "parameter_copies": len(trainer.copies),
-            "variables_on": trainer.placement(), "gradient_sums_on": trainer.summed_on()}
+    return {
+        "tf_strategy": f"variable manager {strategy} (one process, custom training loop)",
+        "communication": MECHANISM[strategy].format(host=devices.host),
+        "compute_devices": ",".join(devices.compute),
+        "host_device": devices.host,
+        "replicas": len(devices.compute),
+        "parameter_copies": len(trainer.copies),
+        "variables_on": trainer.placement(),
+        "gradient_sums_on": trainer.summed_on(),
+    }

@@ -26,21 +26,29 @@ from dlbench.wire import RankContext
 
 # Out-of-memory errors torch raises as plain RuntimeErrors (cuBLAS handle or workspace allocation; the CPU
 # allocator refusing a tensor, e.g. a Wide & Deep table larger than the memory left).
-_OOM_TEXT: tuple[str, ...] = ("CUDA out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDA error: out of memory",
-                              "DefaultCPUAllocator: can't allocate memory")
+_OOM_TEXT: tuple[str, ...] = (
+    "CUDA out of memory",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    "CUDA error: out of memory",
+    "DefaultCPUAllocator: can't allocate memory",
+)
 
 # torch's out-of-memory exception types: torch.OutOfMemoryError from 2.5, torch.cuda.OutOfMemoryError before (the
 # extra allows 2.1); whichever this torch has, never an AttributeError inside the worker's `except`.
 _OOM_TYPES: tuple[type[BaseException], ...] = tuple(
-    t for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None))
-    if isinstance(t, type) and issubclass(t, BaseException))
+    t
+    for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None))
+    if isinstance(t, type) and issubclass(t, BaseException)
+)
 
 # Wide & Deep's sparse tables train with torch's own lazy Adam, which waits for the device every step; recorded on
 # the point, as the TF and Paddle amp host reads are, so that it reads as torch's cost and not dlbench's.
-SPARSE_ADAM_SYNC = ("torch.optim.SparseAdam coalesces each step's sparse table gradients, which on a GPU reads their "
-                    "row count on the host (a device sync per step); under amp the GradScaler also reads its overflow "
-                    "flag on the host, as SparseAdam cannot skip a step on the device. The dense path (sparse=0) "
-                    "does neither.")
+SPARSE_ADAM_SYNC = (
+    "torch.optim.SparseAdam coalesces each step's sparse table gradients, which on a GPU reads their "
+    "row count on the host (a device sync per step); under amp the GradScaler also reads its overflow "
+    "flag on the host, as SparseAdam cannot skip a step on the device. The dense path (sparse=0) "
+    "does neither."
+)
 
 
 def set_tf32(allow: bool) -> None:
@@ -63,10 +71,14 @@ def set_tf32(allow: bool) -> None:
 def tf32_state() -> dict[str, str]:
     """Whether matmuls and convolutions may use TF32, read back from torch."""
     if hasattr(torch.backends, "fp32_precision"):
-        return {"tf32_matmul": str(torch.backends.cuda.matmul.fp32_precision == "tf32"),
-                "tf32_conv": str(cast(Any, torch.backends.cudnn).conv.fp32_precision == "tf32")}
-    return {"tf32_matmul": str(torch.backends.cuda.matmul.allow_tf32),
-            "tf32_conv": str(torch.backends.cudnn.allow_tf32)}
+        return {
+            "tf32_matmul": str(torch.backends.cuda.matmul.fp32_precision == "tf32"),
+            "tf32_conv": str(cast(Any, torch.backends.cudnn).conv.fp32_precision == "tf32"),
+        }
+    return {
+        "tf32_matmul": str(torch.backends.cuda.matmul.allow_tf32),
+        "tf32_conv": str(torch.backends.cudnn.allow_tf32),
+    }
 
 
 def _fp8_refusal(spec: PointSpec) -> str | None:
@@ -154,26 +166,40 @@ class TorchBackend(Backend):
         feed = spec  # dp: one process feeds the global batch, DataParallel splits it
         if distributed.strategy(spec) == "dp":
             feed = dataclasses.replace(spec, batch_size=spec.global_batch)
-        self._facts = {**ran, "compiled": "torch.compile" if spec.compile else "eager",
-                       "loader": data.describe(spec), "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
-                       "channels_last": spec.channels_last,
-                       "loss_scaling": (f"GradScaler (dynamic, initial scale {LOSS_SCALE_INIT:g})"
-                                        if numerics.loss_scaling else "none")}
+        self._facts = {
+            **ran,
+            "compiled": "torch.compile" if spec.compile else "eager",
+            "loader": data.describe(spec),
+            "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
+            "channels_last": spec.channels_last,
+            "loss_scaling": (
+                f"GradScaler (dynamic, initial scale {LOSS_SCALE_INIT:g})" if numerics.loss_scaling else "none"
+            ),
+        }
         if fp8_facts is not None:
             self._facts["fp8"] = fp8_facts
         if case.loss.kind == "mlm_nsp":
             masked = spec.data == "real"  # synthetic batches attend to every token: no mask (data.every_token_real)
             seq = spec.input_size or (case.input.seq_len if isinstance(case.input, TextInput) else 0)
-            self._facts["attention"] = attention_kernels(case, seq, masked, device,
-                                                         AMP_DTYPES.get(numerics.compute_dtype, torch.float32))
+            self._facts["attention"] = attention_kernels(
+                case, seq, masked, device, AMP_DTYPES.get(numerics.compute_dtype, torch.float32)
+            )
         if case.loss.kind == "causal_lm":
             self._facts[split.FLOPS_KEY[isinstance(case.arch, LlamaConfig)]] = split.flops_facts(spec, case)
         if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
             self._facts["embedding"] = cast(Any, model).embedding_path()
             if getattr(model, "sparse", False):
                 self._facts["host_sync_per_step"] = SPARSE_ADAM_SYNC
-        return TorchTrainer(case, model, data.batches(feed, case, device, seed), device, numerics, spec.compile,
-                            spec.global_batch, sync=sync)
+        return TorchTrainer(
+            case,
+            model,
+            data.batches(feed, case, device, seed),
+            device,
+            numerics,
+            spec.compile,
+            spec.global_batch,
+            sync=sync,
+        )
 
     def autotune_off(self) -> bool:
         """cuDNN autotuning off for the next build, and the failed try's cached blocks freed."""
@@ -202,6 +228,6 @@ class TorchBackend(Backend):
     def gpu_build(self) -> GpuBuild | None:
         if not torch.version.cuda:  # a CPU (or ROCm) build
             return None
-        return GpuBuild("torch", str(torch.version.cuda), tuple(torch.cuda.get_arch_list()),
-                        "torch.cuda.get_arch_list()")
-
+        return GpuBuild(
+            "torch", str(torch.version.cuda), tuple(torch.cuda.get_arch_list()), "torch.cuda.get_arch_list()"
+        )

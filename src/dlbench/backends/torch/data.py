@@ -25,8 +25,14 @@ from dlbench.spec import PointSpec, SpecError
 Batch = dict[str, torch.Tensor]
 
 
-def synthetic_batch(case: Case, batch: int, device: torch.device, input_size: int | None = None,
-                    seed: int = 0, channels_last: bool = False) -> Batch:
+def synthetic_batch(
+    case: Case,
+    batch: int,
+    device: torch.device,
+    input_size: int | None = None,
+    seed: int = 0,
+    channels_last: bool = False,
+) -> Batch:
     """One fixed batch for the case (dlbench.data.synthetic), on the device; input_size shrinks the image side or
     the sequence length for quick tests."""
     if isinstance(case.input, ImageInput):
@@ -101,9 +107,17 @@ class BertSamples(Dataset[Batch]):
 def _loader(dataset: Dataset[Any], spec: PointSpec, device: torch.device, seed: int) -> DataLoader[Any]:
     enough_samples(len(dataset), spec.batch_size, spec.data_dir)  # type: ignore[arg-type]
     workers = spec.loader_workers
-    return DataLoader(dataset, batch_size=spec.batch_size, shuffle=True, drop_last=True, num_workers=workers,
-                      prefetch_factor=PREFETCH_FACTOR if workers else None, persistent_workers=workers > 0,
-                      pin_memory=device.type == "cuda", generator=torch.Generator().manual_seed(seed))
+    return DataLoader(
+        dataset,
+        batch_size=spec.batch_size,
+        shuffle=True,
+        drop_last=True,
+        num_workers=workers,
+        prefetch_factor=PREFETCH_FACTOR if workers else None,
+        persistent_workers=workers > 0,
+        pin_memory=device.type == "cuda",
+        generator=torch.Generator().manual_seed(seed),
+    )
 
 
 def image_batches(spec: PointSpec, case: Case, device: torch.device, seed: int) -> Iterator[Batch]:

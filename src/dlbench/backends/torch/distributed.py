@@ -44,12 +44,17 @@ def strategy(spec: PointSpec) -> str:
 def refuse(spec: PointSpec) -> str | None:
     """A one-line reason when torch cannot run the spec's strategy, else None."""
     if spec.strategy == "horovod":
-        return HOROVOD_GONE if importlib.util.find_spec("horovod") is None else (
-            "horovod is importable here, but dlbench's torch backend does not drive it yet: use --strategy ddp")
+        return (
+            HOROVOD_GONE
+            if importlib.util.find_spec("horovod") is None
+            else ("horovod is importable here, but dlbench's torch backend does not drive it yet: use --strategy ddp")
+        )
     if spec.strategy == "dp" and spec.world_size > 1:
         if spec.device != "cuda":
-            return ("dp (nn.DataParallel) replicates the module over GPUs; on the CPU it cannot run several "
-                    "devices (it would run the module once, on the CPU): use --strategy ddp")
+            return (
+                "dp (nn.DataParallel) replicates the module over GPUs; on the CPU it cannot run several "
+                "devices (it would run the module once, on the CPU): use --strategy ddp"
+            )
         if spec.nodes > 1:
             return "dp (nn.DataParallel) drives one node's GPUs from one process; across nodes use --strategy ddp"
     reason = strategy_refusal(spec, "ddp", STRATEGIES, f"use one of {', '.join(STRATEGIES)}")
@@ -133,8 +138,9 @@ class ParameterServerSync(GradSync):
                 dist.broadcast(p.data, src=0)
 
 
-def setup(spec: PointSpec, model: torch.nn.Module, device: torch.device,
-          ctx: RankContext) -> tuple[torch.nn.Module, GradSync, dict[str, object]]:
+def setup(
+    spec: PointSpec, model: torch.nn.Module, device: torch.device, ctx: RankContext
+) -> tuple[torch.nn.Module, GradSync, dict[str, object]]:
     """Join the process group and wrap or hook the model for the strategy (nothing on one device); with what the
     point runs, for its facts."""
     chosen = strategy(spec)
@@ -142,13 +148,19 @@ def setup(spec: PointSpec, model: torch.nn.Module, device: torch.device,
         return model, GradSync(), {}
     if chosen == "dp":  # one process: DataParallel scatters the global batch from GPU 0 over the node's GPUs
         gpus = list(range(spec.devices_per_node))
-        return torch.nn.DataParallel(model, device_ids=gpus), GradSync(), {
-            "communication": f"nn.DataParallel: module broadcast from cuda:0 to cuda:0-{gpus[-1]} every step, "
-                             "gradients reduced to cuda:0"}
+        return (
+            torch.nn.DataParallel(model, device_ids=gpus),
+            GradSync(),
+            {
+                "communication": f"nn.DataParallel: module broadcast from cuda:0 to cuda:0-{gpus[-1]} every step, "
+                "gradients reduced to cuda:0"
+            },
+        )
     init(spec, device, ctx)
     if getattr(model, "sharded", False):  # a split classifier (face): DDP over the replicated part only
-        model.replicated = DistributedDataParallel(model.replicated, device_ids=[device.index] if device.type == "cuda"
-                                                   else None, gradient_as_bucket_view=True)
+        model.replicated = DistributedDataParallel(
+            model.replicated, device_ids=[device.index] if device.type == "cuda" else None, gradient_as_bucket_view=True
+        )
         return model, GradSync(), {}
     if chosen == "ddp" or chosen in hooks.HOOKED:  # DDP broadcasts rank 0's parameters and buffers on construction
         ids = [device.index] if device.type == "cuda" else None

@@ -25,8 +25,10 @@ def refusal(capability: tuple[int, int] | None) -> str | None:
     if importlib.util.find_spec("torchao") is None:
         return "fp8 trains through torchao's float8 training, which is not installed: pip install 'dlbench[fp8]'"
     if capability is not None and capability < MIN_SM:
-        return (f"fp8 needs FP8 tensor cores (NVIDIA sm_89 and later: Ada, Hopper, Blackwell); this GPU is "
-                f"sm_{capability[0]}{capability[1]}: use --precision bf16")
+        return (
+            f"fp8 needs FP8 tensor cores (NVIDIA sm_89 and later: Ada, Hopper, Blackwell); this GPU is "
+            f"sm_{capability[0]}{capability[1]}: use --precision bf16"
+        )
     return None
 
 
@@ -48,9 +50,14 @@ def convert(model: nn.Module, recipe: str = "tensorwise", emulate: bool = False)
     converted = sorted(name for name, m in model.named_modules() if type(m).__name__ == "Float8Linear")
     import torchao
 
-    return {"library": f"torchao {torchao.__version__} float8 training", "scaling": recipe,
-            "emulated": emulate, "float8_linears": len(converted), "kept_bf16": list(SKIPPED),
-            "formats": "e4m3 forward, e5m2 gradients, dynamic scales"}
+    return {
+        "library": f"torchao {torchao.__version__} float8 training",
+        "scaling": recipe,
+        "emulated": emulate,
+        "float8_linears": len(converted),
+        "kept_bf16": list(SKIPPED),
+        "formats": "e4m3 forward, e5m2 gradients, dynamic scales",
+    }
 
 
 __all__ = ["MIN_SM", "RECIPES", "SKIPPED", "convert", "refusal"]

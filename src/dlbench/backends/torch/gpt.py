@@ -40,8 +40,7 @@ class CausalSelfAttention(nn.Module):
         qkv = self.qkv(x)
         width = qkv.shape[-1] // 3  # this rank's heads x head size: all of them, or its tensor-parallel share
         q, k, v = (t.view(b, s, width // self.head_dim, self.head_dim).transpose(1, 2) for t in qkv.split(width, 2))
-        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout_p if self.training else 0.0,
-                                           is_causal=True)
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout_p if self.training else 0.0, is_causal=True)
         return self.resid_dropout(self.proj(y.transpose(1, 2).reshape(b, s, width)))
 
 

@@ -37,8 +37,12 @@ from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
 DIMS = ("pp", "dp", "tp")
-BLOCK_PLAN = {"attn.qkv": ColwiseParallel(), "attn.proj": RowwiseParallel(), "fc": ColwiseParallel(),
-              "proj": RowwiseParallel()}
+BLOCK_PLAN = {
+    "attn.qkv": ColwiseParallel(),
+    "attn.proj": RowwiseParallel(),
+    "fc": ColwiseParallel(),
+    "proj": RowwiseParallel(),
+}
 
 
 def mesh_for(spec: PointSpec, device: torch.device, ctx: RankContext) -> DeviceMesh:
@@ -65,8 +69,11 @@ def _heads_per_rank(module: nn.Linear, hidden: int, tensor: int) -> None:
     with torch.no_grad():
         for p in (module.weight, module.bias):
             q, k, v = p.split(hidden, 0)
-            p.copy_(torch.cat([torch.cat([q.chunk(tensor)[r], k.chunk(tensor)[r], v.chunk(tensor)[r]])
-                               for r in range(tensor)]))
+            p.copy_(
+                torch.cat(
+                    [torch.cat([q.chunk(tensor)[r], k.chunk(tensor)[r], v.chunk(tensor)[r]]) for r in range(tensor)]
+                )
+            )
 
 
 def _materialise(module: nn.Module, prefix: str, cfg: GptConfig) -> None:
@@ -156,5 +163,14 @@ def checksum(stage: nn.Module, mesh: DeviceMesh) -> float:
     return float(out.item())
 
 
-__all__ = ["BLOCK_PLAN", "DIMS", "build_stage", "checksum", "embedding_group", "mesh_for",
-           "settle_gradients", "stage_part", "tied_weight"]
+__all__ = [
+    "BLOCK_PLAN",
+    "DIMS",
+    "build_stage",
+    "checksum",
+    "embedding_group",
+    "mesh_for",
+    "settle_gradients",
+    "stage_part",
+    "tied_weight",
+]

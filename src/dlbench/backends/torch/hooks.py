@@ -68,15 +68,21 @@ def register(strategy: str, model: DistributedDataParallel, device: torch.device
         model.register_comm_hook(None, bf16_gloo_hook)
         return {"comm_hook": "torch's _compress_hook(bfloat16) on gloo (its bf16_compress_hook is refused off NCCL)"}
     if strategy == "powersgd":
-        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=POWERSGD_RANK,
-                                            start_powerSGD_iter=POWERSGD_START)
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=POWERSGD_RANK, start_powerSGD_iter=POWERSGD_START
+        )
         model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
-        return {"comm_hook": f"powerSGD_hook (torch): rank {POWERSGD_RANK}, error feedback, warm start; plain "
-                             f"all-reduce for the first {POWERSGD_START} iterations"}
+        return {
+            "comm_hook": f"powerSGD_hook (torch): rank {POWERSGD_RANK}, error feedback, warm start; plain "
+            f"all-reduce for the first {POWERSGD_START} iterations"
+        }
     if strategy == "replicated-pscpu":
         group = dist.new_group(backend="gloo") if device.type == "cuda" else dist.group.WORLD
         model.register_comm_hook(None, cpu_reduce_hook(group))  # type: ignore[arg-type]
-        where = "copied to the host, summed by gloo, copied back" if device.type == "cuda" else \
-            "summed by gloo on the CPU, where the buckets already are"
+        where = (
+            "copied to the host, summed by gloo, copied back"
+            if device.type == "cuda"
+            else "summed by gloo on the CPU, where the buckets already are"
+        )
         return {"comm_hook": f"dlbench cpu_reduce_hook: each bucket {where}"}
     return {}

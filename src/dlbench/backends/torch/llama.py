@@ -61,8 +61,9 @@ class Attention(nn.Module):
         q, k, v = (proj(x).view(b, s, -1, d) for proj in (self.wq, self.wk, self.wv))
         cos, sin = rope_tables(s, d, self.theta, x.device)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True,
-                                           enable_gqa=True)
+        y = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, enable_gqa=True
+        )
         return self.wo(y.transpose(1, 2).reshape(b, s, -1))
 
 

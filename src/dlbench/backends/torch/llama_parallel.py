@@ -40,12 +40,16 @@ def block_plan() -> dict[str, object]:
     """torchtitan's tensor- and sequence-parallel plan of one block (fresh styles for each block)."""
     gather = PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),))
     return {
-        "attention_norm": SequenceParallel(), "attention": gather,
-        "attention.wq": ColwiseParallel(), "attention.wk": ColwiseParallel(), "attention.wv": ColwiseParallel(),
+        "attention_norm": SequenceParallel(),
+        "attention": gather,
+        "attention.wq": ColwiseParallel(),
+        "attention.wk": ColwiseParallel(),
+        "attention.wv": ColwiseParallel(),
         "attention.wo": RowwiseParallel(output_layouts=Shard(1)),
         "ffn_norm": SequenceParallel(),
         "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-        "feed_forward.w1": ColwiseParallel(), "feed_forward.w3": ColwiseParallel(),
+        "feed_forward.w1": ColwiseParallel(),
+        "feed_forward.w3": ColwiseParallel(),
         "feed_forward.w2": RowwiseParallel(output_layouts=Shard(1)),
     }
 
@@ -85,8 +89,9 @@ def build_stage(cfg: LlamaConfig, ctx: BuildContext) -> nn.Module:
         elif name == "norm":
             parallelize_module(child, tp, SequenceParallel())
         elif name == "lm_head":
-            parallelize_module(child, tp, ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1),
-                                                          use_local_output=False))
+            parallelize_module(
+                child, tp, ColwiseParallel(input_layouts=Shard(1), output_layouts=Shard(-1), use_local_output=False)
+            )
     if tied:
         stage.lm_head.weight = stage.wte.weight
     return stage
@@ -106,8 +111,10 @@ def shard_data_parallel(stage: nn.Module, mesh: DeviceMesh, fsdp: bool, pipeline
     for block in stage.get_submodule("blocks").values():  # type: ignore[operator]
         fully_shard(block, mesh=dp, reshard_after_forward=per_block)
     fully_shard(stage, mesh=dp, reshard_after_forward=per_block)
-    return ("FSDP2 --fsdp (fully_shard per block and the stage over the dp mesh dimension: parameters, gradients "
-            f"and optimizer state sharded{', regathered per block' if per_block else ''})")
+    return (
+        "FSDP2 --fsdp (fully_shard per block and the stage over the dp mesh dimension: parameters, gradients "
+        f"and optimizer state sharded{', regathered per block' if per_block else ''})"
+    )
 
 
 __all__ = ["block_plan", "build_stage", "shard_data_parallel"]

@@ -77,10 +77,18 @@ def _wide_deep(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
 # The model table: case name -> builder(case, ctx) reading the case's architecture and where it builds
 # (backends/context.py). The only place a case is named.
 MODELS: dict[str, Callable[[Case, BuildContext], nn.Module]] = {
-    "resnet50": CNN.resnet, "resnet152": CNN.resnet, "vgg16": CNN.vgg, "alexnet": CNN.alexnet,
-    "inception_v3": CNN.inception_v3, "bert_base": bert.builder(OPS),
-    "gpt2_small": _gpt, "gpt": _gpt,
-    "llama": _llama, "llama3_8b": _llama, "llama3_1b": _llama, "llama_tiny": _llama,
+    "resnet50": CNN.resnet,
+    "resnet152": CNN.resnet,
+    "vgg16": CNN.vgg,
+    "alexnet": CNN.alexnet,
+    "inception_v3": CNN.inception_v3,
+    "bert_base": bert.builder(OPS),
+    "gpt2_small": _gpt,
+    "gpt": _gpt,
+    "llama": _llama,
+    "llama3_8b": _llama,
+    "llama3_1b": _llama,
+    "llama_tiny": _llama,
     "wide_deep": _wide_deep,
     "face": _face,
 }
@@ -126,6 +134,12 @@ def attention_kernels(case: Case, seq_len: int, masked: bool, device: torch.devi
     q = torch.empty(1, cfg.num_heads, seq_len, cfg.hidden_size // cfg.num_heads, device=device, dtype=dtype)
     mask = torch.ones(1, 1, 1, seq_len, dtype=torch.bool, device=device) if masked else None
     params = SDPAParams(q, q, q, mask, cfg.attention_dropout, False, False)
-    fused = [name for name, ok in (("flash", can_use_flash_attention(params, False)),
-                                   ("memory-efficient", can_use_efficient_attention(params, False))) if ok]
+    fused = [
+        name
+        for name, ok in (
+            ("flash", can_use_flash_attention(params, False)),
+            ("memory-efficient", can_use_efficient_attention(params, False)),
+        )
+        if ok
+    ]
     return f"scaled_dot_product_attention, {how}; fused kernels it accepts: {', '.join(fused) or 'none (math)'}"

@@ -86,8 +86,17 @@ class SplitTrainer(TorchTrainer):
     """One rank of a split GPT: its stage (and tensor-parallel shards), the schedule where there is a pipeline,
     the optimizer over its own parameters."""
 
-    def __init__(self, spec: PointSpec, case: Case, stage: torch.nn.Module, batches: Iterator[Batch],
-                 device: torch.device, numerics: Numerics, mesh: DeviceMesh, facts: dict[str, object]) -> None:
+    def __init__(
+        self,
+        spec: PointSpec,
+        case: Case,
+        stage: torch.nn.Module,
+        batches: Iterator[Batch],
+        device: torch.device,
+        numerics: Numerics,
+        mesh: DeviceMesh,
+        facts: dict[str, object],
+    ) -> None:
         super().__init__(case, stage, batches, device, numerics, False, spec.global_batch)
         self.stage, self.mesh, self.layout, self.facts = stage, mesh, spec.layout, facts
         self.pp = mesh["pp"].get_local_rank()
@@ -96,10 +105,12 @@ class SplitTrainer(TorchTrainer):
         self.clock = StageClock(device.type == "cuda")
         self.schedule = None
         if self.layout.pipeline > 1:
-            pipe = TimedStage(stage, self.pp, self.layout.pipeline, device, group=mesh["pp"].get_group(),
-                              clock=self.clock)
-            self.schedule = SCHEDULES[spec.pipeline_schedule](pipe, n_microbatches=self.layout.micro_batches,
-                                                              loss_fn=OPS.xent)
+            pipe = TimedStage(
+                stage, self.pp, self.layout.pipeline, device, group=mesh["pp"].get_group(), clock=self.clock
+            )
+            self.schedule = SCHEDULES[spec.pipeline_schedule](
+                pipe, n_microbatches=self.layout.micro_batches, loss_fn=OPS.xent
+            )
 
     def _loss_context(self) -> contextlib.AbstractContextManager[Any]:
         return loss_parallel() if self.layout.tensor > 1 else contextlib.nullcontext()

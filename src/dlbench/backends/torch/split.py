@@ -55,13 +55,17 @@ def refuse(spec: PointSpec) -> str | None:
     if not lay.splits_model and not lay.recompute:
         return None
     if not isinstance(case.arch, GptConfig):
-        return (f"tensor/pipeline parallel and --recompute are wired for the GPT cases only and the llama family, "
-                f"not {case.name}")
+        return (
+            f"tensor/pipeline parallel and --recompute are wired for the GPT cases only and the llama family, "
+            f"not {case.name}"
+        )
     if not lay.splits_model:
         return None
     if spec.strategy != "none":
-        return ("a tensor- or pipeline-parallel point keeps its data-parallel replicas in step with FSDP2: "
-                "leave --strategy at none")
+        return (
+            "a tensor- or pipeline-parallel point keeps its data-parallel replicas in step with FSDP2: "
+            "leave --strategy at none"
+        )
     if spec.compile:
         return "torch.compile of a split model is not wired: drop --compile"
     return _amp_refusal(spec) or shape_problem(spec, case.arch)
@@ -70,8 +74,10 @@ def refuse(spec: PointSpec) -> str | None:
 def _amp_refusal(spec: PointSpec) -> str | None:
     """fp16 loss scaling over shards is not wired (one line), or None."""
     if spec.precision == "amp" and spec.device == "cuda":
-        return ("fp16 loss scaling across shards is not wired (every rank would need the others' overflow "
-                "check): use --precision bf16")
+        return (
+            "fp16 loss scaling across shards is not wired (every rank would need the others' overflow "
+            "check): use --precision bf16"
+        )
     return None
 
 
@@ -88,8 +94,9 @@ def flops_facts(spec: PointSpec, case: Case) -> dict[str, object]:
     return {"model": model, "hardware": hardware, "recompute": spec.recompute, "convention": convention}
 
 
-def build(spec: PointSpec, case: Case, ctx: RankContext, device: torch.device, numerics: Numerics,
-          facts: dict[str, object]) -> Trainer:
+def build(
+    spec: PointSpec, case: Case, ctx: RankContext, device: torch.device, numerics: Numerics, facts: dict[str, object]
+) -> Trainer:
     """Join the ranks as a (pp, dp, tp) mesh, build this rank's stage and shards (models.build_model with the
     mesh in its build context), shard the replicas with FSDP2, and the trainer; what was chosen goes in facts."""
     from torch.distributed.fsdp import fully_shard
@@ -108,19 +115,32 @@ def build(spec: PointSpec, case: Case, ctx: RankContext, device: torch.device, n
         fully_shard(stage, mesh=mesh["dp"], reshard_after_forward=False)
         dp_how = "FSDP2 (fully_shard over the dp mesh dimension)"
     dp = mesh["dp"].get_local_rank()
-    facts.update({
-        "layout": lay.label + (" FSDP" if spec.fsdp else ""),
-        "parallel": {"data": lay.data, "tensor": lay.tensor, "pipeline": lay.pipeline, "fsdp": spec.fsdp},
-        "data_parallel": dp_how,
-        "tensor_parallel": ("torch.distributed.tensor.parallel: column/row-split attention and MLP, "
-                            + ("sequence-parallel norms, " if llama else "")
-                            + "vocabulary-parallel embedding and loss") if lay.tensor > 1 else "none",
-        "recompute": "torch.utils.checkpoint per block" if lay.recompute else "none",
-        FLOPS_KEY[llama]: flops_facts(spec, case), "loader": data.describe(spec), "compiled": "eager",
-        "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}"})
+    facts.update(
+        {
+            "layout": lay.label + (" FSDP" if spec.fsdp else ""),
+            "parallel": {"data": lay.data, "tensor": lay.tensor, "pipeline": lay.pipeline, "fsdp": spec.fsdp},
+            "data_parallel": dp_how,
+            "tensor_parallel": (
+                "torch.distributed.tensor.parallel: column/row-split attention and MLP, "
+                + ("sequence-parallel norms, " if llama else "")
+                + "vocabulary-parallel embedding and loss"
+            )
+            if lay.tensor > 1
+            else "none",
+            "recompute": "torch.utils.checkpoint per block" if lay.recompute else "none",
+            FLOPS_KEY[llama]: flops_facts(spec, case),
+            "loader": data.describe(spec),
+            "compiled": "eager",
+            "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
+        }
+    )
     if lay.pipeline > 1:
-        facts["pipeline"] = {"schedule": TITLES[spec.pipeline_schedule], "stages": lay.pipeline,
-                             "micro_batches": lay.micro_batches, "bubble": lay.bubble}
+        facts["pipeline"] = {
+            "schedule": TITLES[spec.pipeline_schedule],
+            "stages": lay.pipeline,
+            "micro_batches": lay.micro_batches,
+            "bubble": lay.bubble,
+        }
     batches = data.batches(spec, case, device, spec.seed + dp)  # a replica's ranks share its samples
     return pipeline.SplitTrainer(spec, case, stage, batches, device, numerics, mesh, facts)
 

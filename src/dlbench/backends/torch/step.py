@@ -38,8 +38,9 @@ def make_optimizer(case: Case, model: torch.nn.Module, global_batch: int, fused:
         return split
     use = True if fused else None  # None: torch's default (foreach where it can)
     if o.name == "sgd":
-        opt: torch.optim.Optimizer = torch.optim.SGD(params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay,
-                                                     fused=use)
+        opt: torch.optim.Optimizer = torch.optim.SGD(
+            params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay, fused=use
+        )
     elif o.name == "adamw":
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=o.weight_decay, fused=use)
     else:
@@ -90,9 +91,18 @@ class CudaStepTimer:
 class TorchTrainer(Trainer):
     """Model, optimizer and input on one device."""
 
-    def __init__(self, case: Case, model: torch.nn.Module, batches: Iterator[Batch], device: torch.device,
-                 numerics: Numerics, compile_model: bool, global_batch: int, sync: GradSync | None = None,
-                 fused: bool | None = None) -> None:
+    def __init__(
+        self,
+        case: Case,
+        model: torch.nn.Module,
+        batches: Iterator[Batch],
+        device: torch.device,
+        numerics: Numerics,
+        compile_model: bool,
+        global_batch: int,
+        sync: GradSync | None = None,
+        fused: bool | None = None,
+    ) -> None:
         super().__init__(batches)
         self.case, self.model, self.device = case, model, device
         self.sync_grads = sync or GradSync()  # the gradient strategy on several devices

@@ -56,8 +56,10 @@ class SplitAdam(torch.optim.Optimizer):
     that zero_grad, GradScaler and the gradient strategies see a single object)."""
 
     def __init__(self, sparse: Sequence[Tensor], dense: Sequence[Tensor], lr: float, fused: bool) -> None:
-        self.parts: list[torch.optim.Optimizer] = [torch.optim.SparseAdam(sparse, lr=lr),
-                                                   torch.optim.Adam(dense, lr=lr, fused=True if fused else None)]
+        self.parts: list[torch.optim.Optimizer] = [
+            torch.optim.SparseAdam(sparse, lr=lr),
+            torch.optim.Adam(dense, lr=lr, fused=True if fused else None),
+        ]
         super().__init__([*sparse, *dense], {"lr": lr})
         self.param_groups = [g for part in self.parts for g in part.param_groups]
 

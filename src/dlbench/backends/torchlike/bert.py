@@ -44,7 +44,9 @@ def define(ops: TorchOps) -> type:
             h = cfg.hidden_size
             self.word_embeddings, self.position_embeddings, self.token_type_embeddings = (
                 ops.embedding(cfg.vocab_size, h, padding_idx=cfg.pad_token_id),
-                ops.embedding(cfg.max_position_embeddings, h), ops.embedding(cfg.type_vocab_size, h))
+                ops.embedding(cfg.max_position_embeddings, h),
+                ops.embedding(cfg.type_vocab_size, h),
+            )
             self.layer_norm = nn.LayerNorm(cfg.hidden_size, eps=cfg.layer_norm_eps)
             self.dropout = nn.Dropout(cfg.dropout)
 
@@ -118,8 +120,9 @@ def train_loss(ops: TorchOps, case: Case, model: Any, batch: Mapping[str, Any]) 
     """An image or BERT case's training loss on one batch: cross-entropy (+ aux_weight x the auxiliary head's),
     or MLM (Google's weighted mean over the masked positions) + NSP."""
     if case.loss.kind == "mlm_nsp":
-        mlm_logits, nsp_logits = model(batch["input_ids"], batch["token_type_ids"], batch.get("attention_mask"),
-                                       batch["mlm_positions"])
+        mlm_logits, nsp_logits = model(
+            batch["input_ids"], batch["token_type_ids"], batch.get("attention_mask"), batch["mlm_positions"]
+        )
         w = ops.as_float(batch["mlm_weights"].reshape(-1))
         mlm = (ops.xent_each(mlm_logits, batch["mlm_ids"]) * w).sum() / (w.sum() + 1e-5)
         return mlm + ops.xent(nsp_logits, batch["nsp_labels"])

@@ -80,7 +80,8 @@ def define(ops: TorchOps) -> Cnns:
             self.downsample = None
             if stride != 1 or in_ch != out_ch:
                 self.downsample = nn.Sequential(
-                    nn.Conv2d(in_ch, out_ch, 1, stride=stride, bias=False), nn.BatchNorm2d(out_ch))
+                    nn.Conv2d(in_ch, out_ch, 1, stride=stride, bias=False), nn.BatchNorm2d(out_ch)
+                )
 
         def forward(self, x: Any) -> Any:
             identity = x if self.downsample is None else self.downsample(x)
@@ -96,8 +97,11 @@ def define(ops: TorchOps) -> Cnns:
             super().__init__()
             w = arch.width
             self.stem = nn.Sequential(
-                nn.Conv2d(3, w, 7, stride=2, padding=3, bias=False), nn.BatchNorm2d(w), ops.relu_layer(),
-                nn.MaxPool2d(3, stride=2, padding=1))
+                nn.Conv2d(3, w, 7, stride=2, padding=3, bias=False),
+                nn.BatchNorm2d(w),
+                ops.relu_layer(),
+                nn.MaxPool2d(3, stride=2, padding=1),
+            )
             stages = []
             in_ch = w
             for i, blocks in enumerate(arch.stages):
@@ -116,8 +120,9 @@ def define(ops: TorchOps) -> Cnns:
 
     # --------------------------------------------------------------------------------- VGG and AlexNet
 
-    def classifier(in_features: int, fc: tuple[int, ...], num_classes: int, dropout: float,
-                   dropout_last: bool = False) -> Any:
+    def classifier(
+        in_features: int, fc: tuple[int, ...], num_classes: int, dropout: float, dropout_last: bool = False
+    ) -> Any:
         """The FC head of VGG (dropout after each ReLU) and AlexNet (dropout before each hidden Linear)."""
         layers = []
         for width in fc:
@@ -132,8 +137,9 @@ def define(ops: TorchOps) -> Cnns:
     class Plain(Module):
         """A conv stack, an adaptive average pool to the table's grid, the FC head (VGG and AlexNet)."""
 
-        def __init__(self, layers: list[Any], channels: int, arch: VggArch | AlexNetArch, num_classes: int,
-                     dropout_last: bool) -> None:
+        def __init__(
+            self, layers: list[Any], channels: int, arch: VggArch | AlexNetArch, num_classes: int, dropout_last: bool
+        ) -> None:
             super().__init__()
             self.features = nn.Sequential(*layers)
             self.avgpool = ops.adaptive_pool_layer(arch.pool)
@@ -174,8 +180,14 @@ def define(ops: TorchOps) -> Cnns:
     class BasicConv2d(Module):
         """Bias-free conv, batch norm (eps 1e-3), ReLU."""
 
-        def __init__(self, in_ch: int, out_ch: int, kernel_size: int | tuple[int, int],
-                     stride: int = 1, padding: int | tuple[int, int] = 0) -> None:
+        def __init__(
+            self,
+            in_ch: int,
+            out_ch: int,
+            kernel_size: int | tuple[int, int],
+            stride: int = 1,
+            padding: int | tuple[int, int] = 0,
+        ) -> None:
             super().__init__()
             self.conv = nn.Conv2d(in_ch, out_ch, kernel_size, stride=stride, padding=padding, bias=False)
             self.bn = nn.BatchNorm2d(out_ch, eps=0.001)
@@ -228,8 +240,9 @@ def define(ops: TorchOps) -> Cnns:
             super().__init__()
             self.b1x1 = conv(in_ch, 192, 1)
             self.b7x7 = nn.Sequential(conv(in_ch, ch, 1), c7(ch, ch, True), c7(ch, 192, False))
-            self.b7x7dbl = nn.Sequential(conv(in_ch, ch, 1), c7(ch, ch, False), c7(ch, ch, True),
-                                         c7(ch, ch, False), c7(ch, 192, True))
+            self.b7x7dbl = nn.Sequential(
+                conv(in_ch, ch, 1), c7(ch, ch, False), c7(ch, ch, True), c7(ch, ch, False), c7(ch, 192, True)
+            )
             self.bpool = conv(in_ch, 192, 1)
 
         def forward(self, x: Any) -> Any:
@@ -241,8 +254,9 @@ def define(ops: TorchOps) -> Cnns:
         def __init__(self, in_ch: int) -> None:
             super().__init__()
             self.b3x3 = nn.Sequential(conv(in_ch, 192, 1), conv(192, 320, 3, stride=2))
-            self.b7x7x3 = nn.Sequential(conv(in_ch, 192, 1), c7(192, 192, True), c7(192, 192, False),
-                                        conv(192, 192, 3, stride=2))
+            self.b7x7x3 = nn.Sequential(
+                conv(in_ch, 192, 1), c7(192, 192, True), c7(192, 192, False), conv(192, 192, 3, stride=2)
+            )
 
         def forward(self, x: Any) -> Any:
             return ops.cat([self.b3x3(x), self.b7x7x3(x), ops.max_pool(x, 3, stride=2)])
@@ -262,8 +276,16 @@ def define(ops: TorchOps) -> Cnns:
         def forward(self, x: Any) -> Any:
             a = self.b3x3_1(x)
             d = self.b3x3dbl_1(x)
-            return ops.cat([self.b1x1(x), self.b3x3_2a(a), self.b3x3_2b(a),
-                            self.b3x3dbl_3a(d), self.b3x3dbl_3b(d), self.bpool(avg3(x))])
+            return ops.cat(
+                [
+                    self.b1x1(x),
+                    self.b3x3_2a(a),
+                    self.b3x3_2b(a),
+                    self.b3x3dbl_3a(d),
+                    self.b3x3dbl_3b(d),
+                    self.bpool(avg3(x)),
+                ]
+            )
 
     class InceptionAux(Module):
         """Auxiliary classifier on the 17x17 grid: 5x5/3 average pool, 1x1 (128), 5x5 (768), fc."""
@@ -288,10 +310,22 @@ def define(ops: TorchOps) -> Cnns:
         def __init__(self, arch: InceptionArch, num_classes: int = 1000) -> None:
             super().__init__()
             self.stem = nn.Sequential(
-                conv(3, 32, 3, stride=2), conv(32, 32, 3), conv(32, 64, 3, padding=1), nn.MaxPool2d(3, stride=2),
-                conv(64, 80, 1), conv(80, 192, 3), nn.MaxPool2d(3, stride=2),
-                InceptionA(192, 32), InceptionA(256, 64), InceptionA(288, 64), InceptionB(288),
-                InceptionC(768, 128), InceptionC(768, 160), InceptionC(768, 160), InceptionC(768, 192))
+                conv(3, 32, 3, stride=2),
+                conv(32, 32, 3),
+                conv(32, 64, 3, padding=1),
+                nn.MaxPool2d(3, stride=2),
+                conv(64, 80, 1),
+                conv(80, 192, 3),
+                nn.MaxPool2d(3, stride=2),
+                InceptionA(192, 32),
+                InceptionA(256, 64),
+                InceptionA(288, 64),
+                InceptionB(288),
+                InceptionC(768, 128),
+                InceptionC(768, 160),
+                InceptionC(768, 160),
+                InceptionC(768, 192),
+            )
             self.aux = InceptionAux(768, num_classes) if arch.aux_logits else None
             self.tail = nn.Sequential(InceptionD(768), InceptionE(1280), InceptionE(2048))
             self.avgpool = ops.adaptive_pool_layer(1)

@@ -13,9 +13,13 @@ from dlbench.cases import Case
 Builder = Callable[[Case, BuildContext], Any]  # every builder: the case, and where it builds (backends/context.py)
 
 
-def functions(ops: TorchOps, models: Mapping[str, Builder]) -> tuple[Callable[..., Any],  # (case, ctx=SINGLE)
-                                                                     Callable[[Any], int],
-                                                                     Callable[[Case, Any, Mapping[str, Any]], Any]]:
+def functions(
+    ops: TorchOps, models: Mapping[str, Builder]
+) -> tuple[
+    Callable[..., Any],  # (case, ctx=SINGLE)
+    Callable[[Any], int],
+    Callable[[Case, Any, Mapping[str, Any]], Any],
+]:
     """``build_model(case, ctx)``, ``count_trainable(model)`` (tied parameters once) and ``train_loss(case, model,
     batch)`` (`bert.train_loss`: the image and BERT cases) for a backend whose table is `models`."""
 

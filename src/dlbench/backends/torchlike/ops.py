@@ -127,8 +127,7 @@ class TorchOps:
 
     def xent_each(self, logits: Any, labels: Any) -> Any:
         """Cross-entropy of each prediction, float32, flattened."""
-        return self.F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1),
-                                    reduction="none")
+        return self.F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), reduction="none")
 
     def as_float(self, x: Any) -> Any:
         return x.float()

@@ -21,7 +21,8 @@ def upgrade() -> None:
         sa.Column("id", sa.Text, primary_key=True),
         sa.Column("created", sa.Float, nullable=False),
         sa.Column("command", sa.Text, nullable=False),
-        sa.Column("status", sa.Text, nullable=False))
+        sa.Column("status", sa.Text, nullable=False),
+    )
     op.create_table(
         "points",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
@@ -39,8 +40,10 @@ def upgrade() -> None:
         sa.Column("env_json", sa.Text, nullable=False),
         sa.Column("started", sa.Float, nullable=False),
         sa.Column("finished", sa.Float, nullable=False),
-        sqlite_autoincrement=True)
+        sqlite_autoincrement=True,
+    )
     op.create_index("points_run", "points", ["run_id"])
-    meta = op.create_table("schema_meta", sa.Column("key", sa.Text, primary_key=True),
-                           sa.Column("value", sa.Text, nullable=False))
+    meta = op.create_table(
+        "schema_meta", sa.Column("key", sa.Text, primary_key=True), sa.Column("value", sa.Text, nullable=False)
+    )
     op.bulk_insert(meta, [{"key": "schema_version", "value": "1"}])

@@ -26,12 +26,20 @@ def upgrade() -> None:
     for name in ("identity_json", "descriptive_json", "extra_json"):
         op.add_column("points", sa.Column(name, sa.Text, nullable=False, server_default="{}"))
     conn = op.get_bind()
-    points = sa.table("points", sa.column("id", sa.Integer), sa.column("env_json", sa.Text),
-                      sa.column("identity_json", sa.Text), sa.column("descriptive_json", sa.Text))
+    points = sa.table(
+        "points",
+        sa.column("id", sa.Integer),
+        sa.column("env_json", sa.Text),
+        sa.column("identity_json", sa.Text),
+        sa.column("descriptive_json", sa.Text),
+    )
     for pid, env_json in conn.execute(sa.select(points.c.id, points.c.env_json)).all():
         env = json.loads(env_json or "{}")
         ident = {k: str(v) for k, v in env.items() if k in IDENTITY_KEYS}
         desc = {k: str(v) for k, v in env.items() if k not in IDENTITY_KEYS}
-        conn.execute(points.update().where(points.c.id == pid).values(
-            identity_json=json.dumps(ident), descriptive_json=json.dumps(desc)))
+        conn.execute(
+            points.update()
+            .where(points.c.id == pid)
+            .values(identity_json=json.dumps(ident), descriptive_json=json.dumps(desc))
+        )
     op.execute("UPDATE schema_meta SET value='2' WHERE key='schema_version'")
