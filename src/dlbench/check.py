@@ -47,8 +47,8 @@ def converge(
         batch_size=batch,
         protocol=Protocol(0, steps, 1, "median"),
         input_size=input_size,
-        precision=precision,
-    )  # type: ignore[arg-type]
+        precision=precision,  # type: ignore[arg-type]
+    )
     case = get_case(model)
     reason = backend.case_support(case) or backend.refuse(spec)
     if reason:

@@ -136,10 +136,10 @@ def _from_store(d: dict[str, object]) -> tuple[PeakLookup, Achievable | None, fl
         if d.get("tflops") is None:
             return PeakLookup(None, str(d.get("reason") or "peak unknown")), ach, when
         peak = Peak(
-            float(d["tflops"]),
+            float(d["tflops"]),  # type: ignore[arg-type]
             str(d["math_mode"]),
-            d["kind"],
-            str(d["device"]),  # type: ignore[arg-type]
+            d["kind"],  # type: ignore[arg-type]
+            str(d["device"]),
             str(d["source"]),
         )
         return PeakLookup(peak), ach, when

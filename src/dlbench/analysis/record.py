@@ -41,9 +41,9 @@ def point_result(
         extra[PEAK_KEY] = stored_peak(spec, env.identity, env.descriptive)
     return PointResult(
         spec=spec,
-        status=status,
+        status=status,  # type: ignore[arg-type]
         ranks=ranks,
-        metrics=metrics,  # type: ignore[arg-type]
+        metrics=metrics,
         env=env,
         error=error,
         started=started,

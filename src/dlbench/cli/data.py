@@ -46,8 +46,8 @@ def imagenet(images: int, classes: int, out: str, seed: int, min_side: int, max_
             tick=lambda n: ui.advance(task, n),
         )
     click.echo(
-        f"{out}: {manifest['images']} JPEGs in {manifest['classes']} classes, {int(manifest['bytes']) / 2**20:.1f} MiB"
-    )  # type: ignore[call-overload]
+        f"{out}: {manifest['images']} JPEGs in {manifest['classes']} classes, {int(manifest['bytes']) / 2**20:.1f} MiB"  # type: ignore[call-overload]
+    )
 
 
 @data.command("text")

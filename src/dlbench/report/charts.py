@@ -423,9 +423,9 @@ def data_chart(sections: list[Section], cc: dict[Column, str]) -> ChartSet:
                         f"{model_title(model)} {prec}\n{col.title} · {row.label}",
                         ms.throughput,
                         mr.throughput,
-                        _ratio_text(cell.point.result, other.point.result),
+                        _ratio_text(cell.point.result, other.point.result),  # type: ignore[union-attr]
                     )
-                )  # type: ignore[union-attr]
+                )
     if not pairs:
         return ChartSet(
             notes=[

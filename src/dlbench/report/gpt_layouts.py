@@ -341,10 +341,10 @@ def _group_bands(ax: object, cases: list[tuple[str, str]], titles: bool = True) 
         if idx[0] > 0:
             ax.axvline(idx[0] - 0.5, color="#9aa3ad", lw=0.8)  # type: ignore[attr-defined]
         if titles:
-            ax.annotate(
+            ax.annotate(  # type: ignore[attr-defined]
                 GROUP_TITLES[g],
                 ((idx[0] + idx[-1]) / 2, 1.0),
-                xycoords=("data", "axes fraction"),  # type: ignore[attr-defined]
+                xycoords=("data", "axes fraction"),
                 xytext=(0, -10),
                 textcoords="offset points",
                 ha="center",

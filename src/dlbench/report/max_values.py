@@ -100,8 +100,8 @@ def verdict(r: PointResult, facts: dict[str, object]) -> Verdict:
         else f"not probed (bound {fmt_count(hi)})"
         if isinstance(hi, int)
         else "not probed",
-        exact=f"within {fmt_count(unit)}, reproduced{_checks(facts.get('checks'))}"
-        if facts.get("exact")  # type: ignore[arg-type]
+        exact=f"within {fmt_count(unit)}, reproduced{_checks(facts.get('checks'))}"  # type: ignore[arg-type]
+        if facts.get("exact")
         else str(facts.get("note") or "no"),
     )
 

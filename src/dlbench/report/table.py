@@ -133,10 +133,10 @@ class TableColumn:
         role = "number" if self.number else "key" if self.whole else "text"
         return Col(
             self.header,
-            role,
+            role,  # type: ignore[arg-type]
             self.justify,
             optional=optional,
-            shared=shared,  # type: ignore[arg-type]
+            shared=shared,
             bare=True,
         )
 

@@ -172,7 +172,7 @@ def build_specs(
                     precision=prec,  # type: ignore[arg-type]
                     compile=compile_,
                     channels_last=channels_last,
-                    device=dev,
+                    device=dev,  # type: ignore[arg-type]
                     data=data,  # type: ignore[arg-type]
                     data_dir=data_dir,
                     input_size=input_size,

@@ -127,8 +127,8 @@ def stored_point(row: Mapping[Any, Any]) -> StoredPoint:
     try:
         result = PointResult(
             spec=spec,
-            status=str(row["status"]),
-            error=row["error"],  # type: ignore[arg-type]
+            status=str(row["status"]),  # type: ignore[arg-type]
+            error=row["error"],
             ranks=tuple(RankRaw.from_dict(x) for x in ranks),
             metrics=Metrics.from_dict(metrics) if metrics is not None else None,
             env=Environment(identity=ident, descriptive=desc),
@@ -157,9 +157,9 @@ def invalid_point(
     more = f" (and {len(problems) - 1} more: dlbench results {row['run_id']} --verify)" if len(problems) > 1 else ""
     result = PointResult(
         spec=spec,
-        status=INVALID,
+        status=INVALID,  # type: ignore[arg-type]
         env=env,
-        extra=extra,  # type: ignore[arg-type]
+        extra=extra,
         error=f"invalid stored point {uid}: {problems[0]}{more}",
         started=_seconds(row["started"]),
         finished=_seconds(row["finished"]),

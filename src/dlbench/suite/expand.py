@@ -172,10 +172,10 @@ def _planned(
         model=case.name,
         batch_size=size,
         protocol=protocol,
-        precision=point["precision"],
-        compile=bool(point["compile"]),  # type: ignore[arg-type]
+        precision=point["precision"],  # type: ignore[arg-type]
+        compile=bool(point["compile"]),
         channels_last=_channels_last(suite, str(point["framework"]), case),
-        device=device,
+        device=device,  # type: ignore[arg-type]
         data=point["data"],  # type: ignore[arg-type]
         data_dir=data_dir if real else None,
         loader_workers=suite.loader_workers,
