@@ -8,6 +8,8 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
+from dlbench.cli.numbers import AsciiIntRange
+
 
 @click.group("data")
 def data() -> None:
@@ -15,12 +17,12 @@ def data() -> None:
 
 
 @data.command("imagenet")
-@click.option("--images", type=click.IntRange(min=1), default=1024, show_default=True, help="Number of JPEGs.")
-@click.option("--classes", type=click.IntRange(min=1), default=10, show_default=True, help="Number of classes.")
+@click.option("--images", type=AsciiIntRange(min=1), default=1024, show_default=True, help="Number of JPEGs.")
+@click.option("--classes", type=AsciiIntRange(min=1), default=10, show_default=True, help="Number of classes.")
 @click.option("--out", type=click.Path(file_okay=False), required=True, help="Folder to write.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--min-side", type=click.IntRange(min=16), default=200, show_default=True, help="Smallest image side.")
-@click.option("--max-side", type=click.IntRange(min=16), default=500, show_default=True, help="Largest image side.")
+@click.option("--seed", type=AsciiIntRange(), default=0, show_default=True)
+@click.option("--min-side", type=AsciiIntRange(min=16), default=200, show_default=True, help="Smallest image side.")
+@click.option("--max-side", type=AsciiIntRange(min=16), default=500, show_default=True, help="Largest image side.")
 @click.option("--force", is_flag=True, help="Replace the folder if it exists.")
 def imagenet(images: int, classes: int, out: str, seed: int, min_side: int, max_side: int, force: bool) -> None:
     """train/<wnid>/*.JPEG, labels.txt and train_list.txt ('train/<wnid>/x.JPEG <label>', as Paddle's report)."""
@@ -54,23 +56,23 @@ def imagenet(images: int, classes: int, out: str, seed: int, min_side: int, max_
 @click.argument("files", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @click.option("--out", type=click.Path(file_okay=False), required=True, help="Folder to write.")
 @click.option(
-    "--samples", type=click.IntRange(min=1), default=1024, show_default=True, help="MLM + NSP samples (sequence 128)."
+    "--samples", type=AsciiIntRange(min=1), default=1024, show_default=True, help="MLM + NSP samples (sequence 128)."
 )
 @click.option(
     "--vocab-size",
-    type=click.IntRange(min=16),
+    type=AsciiIntRange(min=16),
     default=30522,
     show_default=True,
     help="Largest WordPiece vocabulary (smaller corpora give fewer tokens).",
 )
 @click.option(
     "--max-sentences",
-    type=click.IntRange(min=10),
+    type=AsciiIntRange(min=10),
     default=10_000,
     show_default=True,
     help="With no FILES: sentences taken from the standard library's docstrings.",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=AsciiIntRange(), default=0, show_default=True)
 @click.option("--force", is_flag=True, help="Replace the folder if it exists.")
 def text(
     files: tuple[str, ...], out: str, samples: int, vocab_size: int, max_sentences: int, seed: int, force: bool

@@ -9,6 +9,7 @@ import click
 
 from dlbench import reference
 from dlbench.cases import get_case
+from dlbench.cli.numbers import AsciiIntRange
 from dlbench.cli.output import stdout_console
 from dlbench.reference import ReferenceRow, ReferenceSource
 from dlbench.report.listing import REFERENCE_OPTIONAL, SOURCES_OPTIONAL, reference_table, sources_table
@@ -70,7 +71,7 @@ def list_sources(fmt: str, wide: bool = False) -> None:
 @click.option("--model", "-m", help="Only this model (a case name or alias).")
 @click.option("--framework", "-f", help="Only this framework (tf, torch, mxnet, paddle, oneflow ...).")
 @click.option("--precision", "-p", type=click.Choice(sorted(reference.PRECISIONS)), help="Only this precision.")
-@click.option("--batch-size", "-b", type=click.IntRange(min=1), help="Only this per-device batch.")
+@click.option("--batch-size", "-b", type=AsciiIntRange(min=1), help="Only this per-device batch.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option(
     "--wide",

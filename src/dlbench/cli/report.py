@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from dlbench.cli.numbers import AsciiIntRange
 from dlbench.store.errors import EXIT_NOT_STORED
 from dlbench.store.store import Store
 
@@ -40,7 +41,7 @@ def _write(doc: object, out: Path, fmt: str) -> list[Path]:
     "-o", "--output", type=click.Path(dir_okay=False), help="Where to write it. Default: dlbench-report.html (or .md)."
 )
 @click.option(
-    "--last", type=click.IntRange(min=1), default=1, show_default=True, help="With no RUN_ID: how many recent runs."
+    "--last", type=AsciiIntRange(min=1), default=1, show_default=True, help="With no RUN_ID: how many recent runs."
 )
 @click.option("--all", "all_runs", is_flag=True, help="Every run in the store.")
 @click.option("--title", default="", help="Title of the report. Default: 'dlbench report'.")

@@ -6,6 +6,7 @@ import click
 
 from dlbench.analysis.scaling import scaled
 from dlbench.analysis.verify import verify as verify_points
+from dlbench.cli.numbers import AsciiIntRange
 from dlbench.cli.output import stdout_console
 from dlbench.report.export import to_csv, to_json
 from dlbench.report.table import COLUMNS, COMPACT, pick_columns, points_table, runs_table, scaling_notes
@@ -16,7 +17,7 @@ from dlbench.store.store import Store
 @click.command("results")
 @click.argument("run_ids", nargs=-1)
 @click.option(
-    "--last", type=click.IntRange(min=1), default=5, show_default=True, help="With no RUN_ID: how many recent runs."
+    "--last", type=AsciiIntRange(min=1), default=5, show_default=True, help="With no RUN_ID: how many recent runs."
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
 @click.option("--store", "store_path", type=click.Path(), help="Result store.")

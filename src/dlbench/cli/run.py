@@ -7,6 +7,7 @@ from rich.console import Console
 
 from dlbench.cli.feedback import interrupted_line, say_busy
 from dlbench.cli.invocation import command_line
+from dlbench.cli.numbers import AsciiFloatRange, AsciiIntRange
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.cli.watch_options import watch_options
@@ -41,24 +42,24 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
     show_default=True,
     help="The seeds' methodology: warm-up, measured steps, repeats, statistic.",
 )
-@click.option("--warmup", type=click.IntRange(min=0), help="Override the preset's warm-up steps.")
-@click.option("--steps", type=click.IntRange(min=1), help="Override the preset's measured steps.")
-@click.option("--repeats", type=click.IntRange(min=1), help="Override the preset's repeats.")
+@click.option("--warmup", type=AsciiIntRange(min=0), help="Override the preset's warm-up steps.")
+@click.option("--steps", type=AsciiIntRange(min=1), help="Override the preset's measured steps.")
+@click.option("--repeats", type=AsciiIntRange(min=1), help="Override the preset's repeats.")
 @click.option("--statistic", type=click.Choice(["mean", "median"]), help="Override the statistic over repeats.")
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=AsciiFloatRange(min=0, min_open=True),
     default=1800.0,
     show_default=True,
     help="Seconds before a point's worker is stopped and recorded as 'timeout'.",
 )
-@click.option("--input-size", type=click.IntRange(min=1), help="Shrink the image side / sequence length (tests).")
-@click.option("--threads", type=click.IntRange(min=1), help="CPU threads for every framework. Default: physical cores.")
+@click.option("--input-size", type=AsciiIntRange(min=1), help="Shrink the image side / sequence length (tests).")
+@click.option("--threads", type=AsciiIntRange(min=1), help="CPU threads for every framework. Default: physical cores.")
 @click.option("--data", type=click.Choice(["synthetic", "real"]), default="synthetic", show_default=True)
 @click.option("--data-dir", type=click.Path(), help="Folder made by `dlbench data` for --data real.")
 @click.option("--scale", help="Nodes and devices per node the seeds' way, e.g. 1n2c or 2n8c.")
-@click.option("--nodes", type=click.IntRange(min=1), help="Number of nodes.")
-@click.option("--devices-per-node", type=click.IntRange(min=1), help="Devices (processes) per node.")
+@click.option("--nodes", type=AsciiIntRange(min=1), help="Number of nodes.")
+@click.option("--devices-per-node", type=AsciiIntRange(min=1), help="Devices (processes) per node.")
 @click.option(
     "--strategy",
     type=click.Choice(list(STRATEGIES)),
@@ -90,7 +91,7 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
 @click.option(
     "--rendezvous-timeout",
     envvar="DLBENCH_RDZV_TIMEOUT",
-    type=click.FloatRange(min=0, min_open=True),
+    type=AsciiFloatRange(min=0, min_open=True),
     default=300.0,
     show_default=True,
     help="Seconds ranks wait for each other. [env: DLBENCH_RDZV_TIMEOUT]",
@@ -105,21 +106,21 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
 )
 @click.option(
     "--tensor-parallel",
-    type=click.IntRange(min=1),
+    type=AsciiIntRange(min=1),
     default=1,
     show_default=True,
     help="Split each layer over T devices (Megatron's column/row split; GPT cases).",
 )
 @click.option(
     "--pipeline-parallel",
-    type=click.IntRange(min=1),
+    type=AsciiIntRange(min=1),
     default=1,
     show_default=True,
     help="Split the layers into P pipeline stages (GPT cases). Data parallel = devices / (T x P).",
 )
 @click.option(
     "--micro-batches",
-    type=click.IntRange(min=1),
+    type=AsciiIntRange(min=1),
     default=1,
     show_default=True,
     help="Micro-batches a pipeline splits each replica's batch into.",
@@ -144,7 +145,7 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
 )
 @click.option(
     "--context-parallel",
-    type=click.IntRange(min=1),
+    type=AsciiIntRange(min=1),
     default=1,
     show_default=True,
     help="Split each sequence over N ranks (torch's context parallel: GPUs only).",
@@ -157,7 +158,7 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
 )
 @click.option(
     "--bucket-mb",
-    type=click.IntRange(min=1),
+    type=AsciiIntRange(min=1),
     help="DDP's gradient bucket size in MB (ddp, ddp-fp16, "
     "ddp-bf16, powersgd, replicated-pscpu; part of the point's identity). Default: torch's 25.",
 )

@@ -8,6 +8,7 @@ from typing import TypeVar
 
 import click
 
+from dlbench.cli.numbers import AsciiFloatRange
 from dlbench.machine.telemetry import CONTENTION_SHARE
 
 F = TypeVar("F", bound=Callable[..., object])
@@ -28,7 +29,7 @@ def watch_options(fn: F) -> F:
     """Add --wait-quiet SECONDS and --price-per-hour PRICE to a command."""
     fn = click.option(
         "--price-per-hour",
-        type=click.FloatRange(min=0, min_open=True),
+        type=AsciiFloatRange(min=0, min_open=True),
         callback=_finite,
         metavar="PRICE",
         help="What one device (a GPU; on the CPU, the machine) costs per hour, in any currency: each point then "
@@ -36,7 +37,7 @@ def watch_options(fn: F) -> F:
     )(fn)
     fn = click.option(
         "--wait-quiet",
-        type=click.FloatRange(min=0),
+        type=AsciiFloatRange(min=0),
         callback=_finite,
         default=0.0,
         metavar="SECONDS",
