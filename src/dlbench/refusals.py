@@ -138,6 +138,11 @@ def _precision(spec: PointSpec, caps: Capabilities) -> str | None:
     if reason:
         return reason
     offered = caps.precisions_on(spec.device)
+    if spec.precision == "fp8" and "fp8" not in offered:
+        return (
+            f"--precision fp8 is wired for torch only (torchao's float8 training), not {spec.framework}: "
+            "use --precision bf16"
+        )
     if spec.precision not in offered:
         return caps.precision_why or (
             f"dlbench's {spec.framework} backend runs {', '.join(offered)} on "

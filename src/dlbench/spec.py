@@ -18,7 +18,6 @@ DataSource = Literal["synthetic", "real"]
 Device = Literal["cpu", "cuda"]
 
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "amp", "bf16", "fp8")
-FP8_FRAMEWORKS: tuple[str, ...] = ("torch",)  # --precision fp8: torchao's float8 training (#35)
 STATISTICS: tuple[str, ...] = ("mean", "median")
 DATA_SOURCES: tuple[str, ...] = ("synthetic", "real")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
@@ -261,11 +260,6 @@ class PointSpec:
         _count("batch size", self.batch_size, 1)
         _choice("precision", self.precision, PRECISIONS)
         _choice("device", self.device, DEVICES)
-        if self.precision == "fp8" and self.framework not in FP8_FRAMEWORKS:
-            raise SpecError(
-                f"--precision fp8 is wired for {', '.join(FP8_FRAMEWORKS)} only (torchao's float8 "
-                f"training), not {self.framework}"
-            )
         _choice("data", self.data, DATA_SOURCES)
         _choice("strategy", self.strategy, STRATEGIES)
         if self.data == "real" and not self.data_dir:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dlbench.capabilities import Capabilities, StrategyCap
+from dlbench.capabilities import ALL_PRECISIONS, Capabilities, StrategyCap
 
 _NO_FP16_SCALING = "fp16 loss scaling would reduce gradients scaled differently per rank: use --precision bf16 or fp32"
 
@@ -39,4 +39,5 @@ CAPABILITIES = Capabilities(
     split_needs_strategy_none=True,
     split_compile=False,
     split_amp_on_gpu=False,
+    precisions=(("cpu", ALL_PRECISIONS), ("cuda", (*ALL_PRECISIONS, "fp8"))),  # fp8: torchao's float8 training
 )

@@ -287,12 +287,12 @@ def run(
     prepared = prepare_run(request)
     say_device(device)
     console = Console(stderr=True)
-    say_busy(console, wait_quiet)
     outcome = execute_run(
         prepared,
         RunHooks(
             note=lambda line: click.echo(line, err=True),
             progress=lambda total: RunProgress(total, console),
+            starting=lambda: say_busy(console, wait_quiet),
             interrupted=lambda run_id: console.print(interrupted_line(run_id, command), highlight=False, markup=False),
         ),
     )

@@ -120,9 +120,13 @@ def sweep(
         return 0
     if not resume_id:
         say_device(prepared.suite.device if device == "suite" else device)
-    say_busy(console, wait_quiet)
     outcome = execute_sweep(
-        prepared, SweepHooks(note=console.print, progress=lambda total: RunProgress(total, console))
+        prepared,
+        SweepHooks(
+            note=console.print,
+            progress=lambda total: RunProgress(total, console),
+            starting=lambda: say_busy(console, wait_quiet),
+        ),
     )
     results = list(outcome.results)
     out = stdout_console()

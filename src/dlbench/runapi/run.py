@@ -99,6 +99,7 @@ class RunHooks:
     note: Callable[[str], None] = lambda line: None
     progress: Callable[[int], AbstractContextManager[PointProgress | None]] = lambda total: nullcontext()
     interrupted: Callable[[str], None] = lambda run_id: None  # Ctrl-C: the run is marked interrupted, then this
+    starting: Callable[[], None] = lambda: None  # the run is created and its first point is about to start
 
 
 @dataclass(frozen=True)
@@ -213,6 +214,7 @@ def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutco
     )
     for r in failed:
         store.add_point(run_id, r)
+    hooks.starting()
     try:
         with hooks.progress(len(specs)) as ui:
             results = run_points(

@@ -79,6 +79,7 @@ class SweepHooks:
 
     note: Callable[[str], None] = lambda line: None
     progress: Callable[[int], AbstractContextManager[SweepProgress | None]] = lambda total: nullcontext()
+    starting: Callable[[], None] = lambda: None  # the run is claimed and its points are about to start
 
 
 @dataclass(frozen=True)
@@ -280,6 +281,7 @@ def execute_sweep(prepared: PreparedSweep, hooks: SweepHooks = SweepHooks()) -> 
     with store.claim_run(run_id):  # one controller per run: a second `sweep --resume` of it is refused
         if prepared.run_id:
             store.finish_run(run_id, "running")
+        hooks.starting()
         return _run(store, run_id, prepared, launchers, hooks)
 
 

@@ -85,7 +85,7 @@ def test_the_chart_draws_every_group_with_an_ideal_and_memory() -> None:
 
 def test_a_suite_s_layouts_become_points() -> None:
     from dlbench.suite.expand import expand
-    from dlbench.suite.schema import parse_suite
+    from dlbench.suite.schema import SuiteError, parse_suite
 
     suite = parse_suite(
         "name: s\naxes: {framework: fake, model: gpt}\nparams: {seq: 64}\nlayouts:\n"
@@ -105,7 +105,8 @@ def test_a_suite_s_layouts_become_points() -> None:
         {"hidden": 256, "layers": 4, "seq": 64},
     )
     assert (pp.pipeline_parallel, pp.micro_batches, pp.pipeline_schedule, pp.batch_size) == (2, 4, "gpipe", 16)
-    assert [p.batch_group for p in expand(suite, "cpu", only={"scale": ["1n4c"]})] == []
+    with pytest.raises(SuiteError, match="matches none of suite s's scale values"):  # named, not 'no point left'
+        expand(suite, "cpu", only={"scale": ["1n4c"]})
 
 
 @pytest.mark.parametrize(

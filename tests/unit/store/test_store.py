@@ -109,6 +109,9 @@ def test_unwritable_and_missing_stores(tmp_path: Path) -> None:
 
 def test_path_and_url_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DLBENCH_STORE", str(tmp_path))
+    with pytest.raises(StoreError, match="is a folder: name the store's file"):  # a folder is refused (#31)
+        resolve_path()
+    monkeypatch.setenv("DLBENCH_STORE", str(tmp_path / "results.db"))
     assert resolve_path() == tmp_path / "results.db"
     assert resolve_path(tmp_path / "x.db") == tmp_path / "x.db"
     monkeypatch.setenv("DLBENCH_STORE", "postgresql://me:secret@db.example/bench")
