@@ -125,6 +125,25 @@ def flops_per_sample(case: Case, input_size: int | None = None) -> float:
     return s * per_token
 
 
+def point_figures(case: Case, input_size: int | None = None) -> dict[str, object]:
+    """What a MoE point records about its model: total and active parameters, the routing policy (gating, top_k,
+    capacity factor or dropless, shared experts, the auxiliary loss's weight) and its FLOPs of one sequence by
+    active parameters with their convention named."""
+    a = moe_arch(case)
+    flops = flops_per_sample(case, input_size)
+    return {
+        "params_total": param_count(a),
+        "params_active": active_param_count(a),
+        "experts": a.num_experts,
+        "top_k": a.top_k,
+        "shared_experts": a.shared_experts,
+        "gating": a.gating,
+        "capacity": "dropless" if a.capacity_factor == 0 else f"capacity factor {a.capacity_factor:g}",
+        "aux_loss_weight": case.loss.aux_weight,
+        "flops_per_sample": {"model": flops, "hardware": flops, "convention": FLOP_CONVENTION},
+    }
+
+
 def _config(case: Case) -> MoeConfig:
     """The architecture at the case's parameters, checked: a shape the decoder cannot take is a SpecError."""
     v = {n: case.param(n) for n in PARAM_NAMES}
@@ -257,6 +276,7 @@ __all__ = [
     "flops_per_sample",
     "moe_arch",
     "param_count",
+    "point_figures",
 ]
 
 register_forward_flops(MoeConfig, lambda case, input_size: flops_per_sample(case, input_size) / 3.0)

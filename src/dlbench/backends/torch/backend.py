@@ -19,7 +19,8 @@ from dlbench.backends.torch import data, distributed, fp8, split
 from dlbench.backends.torch.models import MODELS, attention_kernels, build_model, count_trainable
 from dlbench.backends.torch.step import AMP_DTYPES, TorchTrainer
 from dlbench.cases import Case, ImageInput, TextInput, get_case
-from dlbench.cases.arch import FaceArch, LlamaConfig
+from dlbench.cases.arch import FaceArch, LlamaConfig, MoeConfig
+from dlbench.cases.moe import point_figures
 from dlbench.numerics import LOSS_SCALE_INIT, describe, resolve_precision
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
@@ -184,8 +185,7 @@ class TorchBackend(Backend):
             self._facts["attention"] = attention_kernels(
                 case, seq, masked, device, AMP_DTYPES.get(numerics.compute_dtype, torch.float32)
             )
-        if case.loss.kind == "causal_lm":
-            self._facts[split.FLOPS_KEY[isinstance(case.arch, LlamaConfig)]] = split.flops_facts(spec, case)
+        self._decoder_facts(spec, case, model)
         if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
             self._facts["embedding"] = cast(Any, model).embedding_path()
             if getattr(model, "sparse", False):
@@ -214,8 +214,27 @@ class TorchBackend(Backend):
         free, total = torch.cuda.mem_get_info()
         return 1 - free / total if total else None
 
+    def _decoder_facts(self, spec: PointSpec, case: Case, model: torch.nn.Module) -> None:
+        """A decoder's FLOPs and convention; a MoE's total and active parameters and routing policy (#36), and
+        the model whose routing counters facts() reads."""
+        if isinstance(case.arch, MoeConfig):
+            self._facts["moe"] = point_figures(case, spec.input_size)
+            self._routed = model
+        elif case.loss.kind == "causal_lm":
+            self._facts[split.FLOPS_KEY[isinstance(case.arch, LlamaConfig)]] = split.flops_facts(spec, case)
+
+    def facts(self) -> dict[str, object]:
+        """What build chose; a MoE point adds its routing figures, read once from the device here (moe.py)."""
+        out = dict(self._facts)
+        routed = getattr(self, "_routed", None)
+        if routed is not None:
+            from dlbench.backends.torch.moe import routing_figures
+
+            out["routing"] = routing_figures(routed)
+        return out
+
     def count_params(self, case: Case) -> int:
-        if isinstance(case.arch, LlamaConfig):  # shapes only: the 8B would take 32 GB to count
+        if isinstance(case.arch, (LlamaConfig, MoeConfig)):  # shapes only: the 8B would take 32 GB to count
             with torch.device("meta"):
                 return count_trainable(build_model(case))
         return count_trainable(build_model(case))
