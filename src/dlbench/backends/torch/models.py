@@ -72,7 +72,12 @@ def _llama(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
 
 
 def _moe(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
-    """A mixture-of-experts decoder (moe.py)."""
+    """A mixture-of-experts decoder: the whole model, or where the point is expert parallel this rank's experts
+    with their all-to-all exchange (moe_parallel.py; `ctx.groups` is its ExpertGroups)."""
+    if ctx.groups is not None:
+        from dlbench.backends.torch import moe_parallel  # the distributed machinery, only where it is used
+
+        return moe_parallel.build(moe_arch(case), ctx)
     return MoeModel(moe_arch(case), recompute=ctx.layout.recompute)
 
 

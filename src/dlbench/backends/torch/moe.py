@@ -179,6 +179,7 @@ class MoeModel(LlamaModel):
     ) -> None:
         super().__init__(cfg.base, recompute, part, feed_forward=lambda: MoeFeedForward(cfg, experts, exchange))
         self.moe = cfg
+        self.sharded_experts = experts is not None and len(experts) < cfg.num_experts  # expert parallel
 
 
 __all__ = [
