@@ -179,9 +179,13 @@ def hardware_ratio(model: str, params: dict[str, int], input_size: int | None) -
 
 
 def flop_label(model: str) -> str:
-    """The short name of the FLOP formula a causal-LM case's TFLOP/s use: 'Megatron' (GPT), '6N+attn/2' (Llama)."""
+    """The short name of the FLOP formula a causal-LM case's TFLOP/s use: 'Megatron' (GPT), '6N+attn/2' (Llama),
+    '6Nact+attn/2' (a MoE: active parameters, cases/moe.py)."""
     try:
-        return "6N+attn/2" if isinstance(get_case(model).arch, LlamaConfig) else "Megatron"
+        arch = get_case(model).arch
+        if isinstance(arch, MoeConfig):
+            return "6Nact+attn/2"
+        return "6N+attn/2" if isinstance(arch, LlamaConfig) else "Megatron"
     except UnknownCase:
         return "Megatron"
 
