@@ -115,3 +115,15 @@ def test_a_one_device_point_trains_and_records_routing() -> None:
     hist = routing["tokens_per_expert"]
     assert [sum(row) for row in hist] == [4 * 64 * 2 * 4] * 2  # every step's assignments, per layer
     assert routing["dropped_fraction"] == 0.0 and routing["imbalance_max"] >= 1.0
+
+
+def test_a_balanced_routing_point_is_forced_and_says_so() -> None:
+    spec = PointSpec(
+        framework="torch", model="moe_tiny", batch_size=2, protocol=Protocol(0, 1, 1, "median"), routing="balanced"
+    )
+    backend = TorchBackend()
+    trainer = backend.build(spec, get_case("moe_tiny"), RankContext())
+    ids = torch.randint(0, 512, (2, 65))
+    trainer.train_step({"input_ids": ids[:, :-1], "labels": ids[:, 1:]})
+    routing = backend.facts()["routing"]
+    assert isinstance(routing, dict) and routing["forced_balanced"] is True and routing["imbalance_max"] == 1.0

@@ -168,7 +168,11 @@ def setup(
         ids = [device.index] if device.type == "cuda" else None
         mb = hooks.bucket_mb(spec.bucket_mb)
         # Gradients as views into DDP's buckets: no copy between them and the all-reduce buffers.
-        ddp = DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True, bucket_cap_mb=mb)
+        # A MoE's expert that no token chose in a step has no gradient: DDP must look for such parameters (#36).
+        unused = hasattr(model, "moe")
+        ddp = DistributedDataParallel(
+            model, device_ids=ids, gradient_as_bucket_view=True, bucket_cap_mb=mb, find_unused_parameters=unused
+        )
         return ddp, GradSync(), {"bucket_cap_mb": mb, **hooks.register(chosen, ddp, device)}
     with torch.no_grad():  # every rank starts from rank 0's parameters, as DDP would
         for t in [*model.parameters(), *model.buffers()]:

@@ -52,10 +52,6 @@ def local_experts(x: Tensor, counts: Tensor, layer: MoeFeedForward) -> Tensor:
 class MoeFeedForward(nn.Module):
     """Top-k routed SwiGLU experts (this module's docstring), with shared experts where the shape has them."""
 
-    tokens_per_expert: Tensor
-    dropped: Tensor
-    assignments: Tensor
-
     def __init__(self, cfg: MoeConfig, experts: range | None = None, exchange: Exchange = local_experts) -> None:
         super().__init__()
         h, e = cfg.base.hidden_size, cfg.num_experts
@@ -66,10 +62,11 @@ class MoeFeedForward(nn.Module):
         if cfg.shared_experts:
             self.shared = FeedForward(dataclasses.replace(cfg.base, ffn_size=cfg.shared_experts * cfg.expert_ffn))
         self.aux_loss = torch.zeros(())
-        # Routing figures, accumulated on the device (not saved with the model, never synchronised per step).
-        self.register_buffer("tokens_per_expert", torch.zeros(e, dtype=torch.int64), persistent=False)
-        self.register_buffer("dropped", torch.zeros((), dtype=torch.int64), persistent=False)
-        self.register_buffer("assignments", torch.zeros((), dtype=torch.int64), persistent=False)
+        # Routing figures, accumulated on the device and never synchronised per step: plain tensors, not buffers,
+        # so that DDP does not overwrite them with rank 0's (it broadcasts buffers before each forward).
+        self.tokens_per_expert = torch.zeros(e, dtype=torch.int64)
+        self.dropped = torch.zeros((), dtype=torch.int64)
+        self.assignments = torch.zeros((), dtype=torch.int64)
 
     def _route(self, t: Tensor) -> tuple[Tensor, Tensor]:
         """(gate weights [T, k], chosen experts [T, k]) of the tokens; sets the auxiliary loss."""
@@ -96,6 +93,10 @@ class MoeFeedForward(nn.Module):
         cfg, k = self.cfg, self.cfg.top_k
         weights, chosen = self._route(t)
         flat = chosen.flatten()
+        if self.tokens_per_expert.device != t.device:  # the counters follow the model to its device
+            self.tokens_per_expert, self.dropped, self.assignments = (
+                c.to(t.device) for c in (self.tokens_per_expert, self.dropped, self.assignments)
+            )
         with torch.no_grad():
             counts = torch.bincount(flat, minlength=cfg.num_experts)
             self.tokens_per_expert += counts
