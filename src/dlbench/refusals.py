@@ -18,6 +18,7 @@ from dlbench.capabilities import Capabilities
 from dlbench.cases import ImageInput, get_case
 from dlbench.cases.arch import GptConfig, LlamaConfig
 from dlbench.cases.llama_layout import llama_layout_refusal
+from dlbench.cases.moe_layout import moe_refusal
 from dlbench.numerics import resolve_precision
 from dlbench.spec import PointSpec, SpecError
 
@@ -37,6 +38,7 @@ def refusal(spec: PointSpec) -> str | None:
     return (
         _devices(spec, caps)
         or llama_layout_refusal(spec)
+        or moe_refusal(spec)
         or _layout(spec, caps)
         or _strategy(spec, caps)
         or _precision(spec, caps)

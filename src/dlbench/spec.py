@@ -21,6 +21,7 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "amp", "bf16", "fp8")
 STATISTICS: tuple[str, ...] = ("mean", "median")
 DATA_SOURCES: tuple[str, ...] = ("synthetic", "real")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
+ROUTINGS: tuple[str, ...] = ("learned", "balanced")  # a MoE's routing: its router's, or forced round robin
 STRATEGIES: tuple[str, ...] = (
     "none",
     "ddp",
@@ -250,6 +251,8 @@ class PointSpec:
     bucket_mb: int | None = None  # DDP's gradient bucket size in MB; None: the framework's default
     fsdp: bool = False  # FSDP2 over the data-parallel ranks (#35; cases/llama_layout.py says where it runs)
     context_parallel: int = 1  # ranks a sequence is split over (#35; GPU only)
+    expert_parallel: int = 1  # ranks a MoE's experts are placed over (#36; data parallel over the rest)
+    routing: str = "learned"  # "balanced": forced round-robin routing, to reproduce force-balanced figures (#36)
     version: int = field(default=SPEC_VERSION)
 
     def __post_init__(self) -> None:
@@ -291,6 +294,8 @@ class PointSpec:
         if problem:
             raise SpecError(problem)
         _count("context parallel", self.context_parallel, 1)
+        _count("expert parallel", self.expert_parallel, 1)
+        _choice("routing", self.routing, ROUTINGS)
         if self.bucket_mb is not None:
             _count("bucket size (MB)", self.bucket_mb, 1)
             if self.strategy not in BUCKET_STRATEGIES:
@@ -402,3 +407,4 @@ _LATER_FIELDS.update(
 )  # the parallel layout (#23)
 _LATER_FIELDS["bucket_mb"] = None  # DDP's bucket size (#22)
 _LATER_FIELDS.update(fsdp=False, context_parallel=1)  # FSDP2 and context parallel (#35)
+_LATER_FIELDS.update(expert_parallel=1, routing="learned")  # expert parallel and forced routing (#36)

@@ -7,6 +7,8 @@ against the BF16 dense peak beside it, and memory per device. Framework-free; re
 - MFU (of the math mode that ran) is `results.mfu.efficiency`'s: the peak stored with the point. The BF16 MFU
   divides the same achieved FLOP/s by the BF16 dense peak of the same device (the denominator most published
   figures use, FP8 runs' included). Where a peak is unknown, no MFU: never another device's.
+- A MoE (#36) counts its FLOPs by active parameters (the router and the experts each token visits, cases/moe.py's
+  convention, named as every decoder's) and adds its total and active parameter counts.
 - Memory per device: the largest peak of any rank (the worker's measure: resident set on a CPU, the device's
   memory on a GPU, named by `memory_kind`).
 """
@@ -17,7 +19,7 @@ from dataclasses import asdict, dataclass
 
 from dlbench.analysis.mfu import cores_per_device, efficiency
 from dlbench.cases import UnknownCase, get_case
-from dlbench.cases.arch import GptConfig, LlamaConfig
+from dlbench.cases.arch import GptConfig, LlamaConfig, MoeConfig
 from dlbench.cases.gpt import hardware_ratio, tokens_per_sample
 from dlbench.machine.peaks import peak_for
 from dlbench.records import PointResult
@@ -42,6 +44,8 @@ class LlmFigures:
     peak_note: str
     memory_per_device_bytes: int | None
     memory_kind: str
+    params_total: int | None = None  # a MoE's every parameter, and those one token's forward uses (cases/moe.py)
+    params_active: int | None = None
 
     def as_dict(self) -> dict[str, object]:
         """Plain JSON-able figures (the point's JSON under "llm")."""
@@ -58,6 +62,10 @@ def flop_convention(model: str) -> str | None:
         from dlbench.cases.llama import FLOP_CONVENTION
 
         return FLOP_CONVENTION
+    if isinstance(arch, MoeConfig):  # by active parameters: the router and the experts each token visits (#36)
+        from dlbench.cases.moe import FLOP_CONVENTION as MOE_CONVENTION
+
+        return MOE_CONVENTION
     return MEGATRON if isinstance(arch, GptConfig) else None
 
 
@@ -100,7 +108,21 @@ def llm_figures(r: PointResult) -> LlmFigures | None:
         peak_note=e.note,
         memory_per_device_bytes=m.peak_memory_bytes,
         memory_kind=m.memory_kind,
+        **_moe_params(r),
     )
+
+
+def _moe_params(r: PointResult) -> dict[str, int]:
+    """A MoE point's total and active parameter counts at its parameters; nothing for a dense decoder."""
+    try:
+        case = get_case(r.spec.model).configured(r.spec.params)
+    except (UnknownCase, SpecError):
+        return {}
+    if not isinstance(case.arch, MoeConfig):
+        return {}
+    from dlbench.cases.moe import active_param_count
+
+    return {"params_total": case.param_count, "params_active": active_param_count(case.arch)}
 
 
 __all__ = ["MEGATRON", "LlmFigures", "flop_convention", "llm_figures"]

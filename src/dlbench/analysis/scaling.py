@@ -70,6 +70,8 @@ def baseline_spec(spec: PointSpec) -> PointSpec:
         pipeline_schedule="1f1b",
         fsdp=False,
         context_parallel=1,
+        expert_parallel=1,
+        routing="learned",
     )
 
 

@@ -200,6 +200,7 @@ from dlbench.cases import (  # noqa: F401
     gpt,
     inception_v3,
     llama,
+    moe,
     resnet50,
     resnet152,
     vgg16,

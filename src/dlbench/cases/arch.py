@@ -123,6 +123,26 @@ class LlamaConfig:
 
 
 @dataclass(frozen=True)
+class MoeConfig:
+    """A mixture-of-experts decoder on the Llama blocks (#36): `base`'s attention, norms and embeddings, and in every
+    layer an MLP of `num_experts` SwiGLU experts `expert_ffn` wide of which a router sends each token to `top_k`
+    (``gating`` "softmax": softmax over the chosen logits, as Mixtral; "sigmoid": sigmoid scores, the chosen ones
+    normalised, as DeepSeek-V3), plus `shared_experts` experts every token visits. `capacity_factor` 0 routes
+    every token (dropless); above 0 an expert takes at most ceil(factor x tokens x top_k / experts) tokens of a
+    batch and drops the rest (they pass on the residual). The auxiliary load-balancing loss (Switch Transformer's,
+    ``experts x sum_i f_i P_i``) is added with weight `aux_loss_weight`."""
+
+    base: LlamaConfig = LlamaConfig()
+    num_experts: int = 8
+    top_k: int = 2
+    expert_ffn: int = 14336
+    shared_experts: int = 0
+    capacity_factor: float = 0.0
+    gating: Literal["softmax", "sigmoid"] = "softmax"
+    aux_loss_weight: float = 0.01
+
+
+@dataclass(frozen=True)
 class WideDeepArch:
     """Wide & Deep (Cheng et al. 2016) as OneFlow-WDL, DLPerf's setup, builds it: a wide linear part (a vocab x 1
     table summed over the wide fields) plus a deep part (the categorical fields' `embedding`-wide vectors, with
@@ -151,7 +171,16 @@ class FaceArch:
 
 
 Arch = (
-    ResNetArch | VggArch | AlexNetArch | InceptionArch | BertConfig | GptConfig | LlamaConfig | WideDeepArch | FaceArch
+    ResNetArch
+    | VggArch
+    | AlexNetArch
+    | InceptionArch
+    | BertConfig
+    | GptConfig
+    | LlamaConfig
+    | MoeConfig
+    | WideDeepArch
+    | FaceArch
 )
 
 LossKind = Literal["softmax_ce", "mlm_nsp", "causal_lm", "bce", "arcface"]
@@ -179,6 +208,7 @@ __all__ = [
     "LlamaConfig",
     "Loss",
     "LossKind",
+    "MoeConfig",
     "ResNetArch",
     "VggArch",
     "WideDeepArch",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from dlbench.cases import Case, CaseParam, Optimizer, TextInput, UnknownCase, get_case, register
-from dlbench.cases.arch import GptConfig, LlamaConfig, Loss
+from dlbench.cases.arch import GptConfig, LlamaConfig, Loss, MoeConfig
 from dlbench.cases.flops import register_forward_flops
 from dlbench.spec import SpecError
 
@@ -131,8 +131,9 @@ def gpt_arch(case: Case) -> GptConfig:
 def sequence_length(case: Case, input_size: int | None = None) -> int:
     """Tokens per sample: the case's sequence, or `input_size`; longer than the learned positions is a SpecError."""
     seq = input_size or (case.input.seq_len if isinstance(case.input, TextInput) else 0)
-    if isinstance(case.arch, LlamaConfig):  # rotary positions: the case's context is the limit
-        limit, what = case.arch.max_positions, "its seq parameter"
+    if isinstance(case.arch, LlamaConfig | MoeConfig):  # rotary positions: the case's context is the limit
+        base = case.arch.base if isinstance(case.arch, MoeConfig) else case.arch
+        limit, what = base.max_positions, "its seq parameter"
     else:
         limit, what = gpt_arch(case).max_positions, "its learned positions"
     if not 1 <= seq <= limit:
@@ -178,9 +179,13 @@ def hardware_ratio(model: str, params: dict[str, int], input_size: int | None) -
 
 
 def flop_label(model: str) -> str:
-    """The short name of the FLOP formula a causal-LM case's TFLOP/s use: 'Megatron' (GPT), '6N+attn/2' (Llama)."""
+    """The short name of the FLOP formula a causal-LM case's TFLOP/s use: 'Megatron' (GPT), '6N+attn/2' (Llama),
+    '6Nact+attn/2' (a MoE: active parameters, cases/moe.py)."""
     try:
-        return "6N+attn/2" if isinstance(get_case(model).arch, LlamaConfig) else "Megatron"
+        arch = get_case(model).arch
+        if isinstance(arch, MoeConfig):
+            return "6Nact+attn/2"
+        return "6N+attn/2" if isinstance(arch, LlamaConfig) else "Megatron"
     except UnknownCase:
         return "Megatron"
 

@@ -24,6 +24,7 @@ from dlbench.report.listing import (
     styled,
     support_table,
 )
+from dlbench.report.moe_family import moe_family_table
 from dlbench.runapi.options import resolve_device
 
 
@@ -95,6 +96,7 @@ def list_cmd(check: bool, wide: bool = False) -> None:
         case_rows.append((c.name, c.title, shape, opt, f"{c.param_count:,}", f"{c.batch_fixed} / {c.batch_cpu}"))
     out.print(cases_table(case_rows, wide=wide))
     out.print(llama_family_table())
+    out.print(moe_family_table(wide))
     fws: list[list[Cell]] = []
     support: list[list[Cell]] = []
     unchecked = []

@@ -151,6 +151,20 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
     help="Split each sequence over N ranks (torch's context parallel: GPUs only).",
 )
 @click.option(
+    "--expert-parallel",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Place a MoE's experts over N ranks, tokens exchanged by all-to-all (torch, moe cases).",
+)
+@click.option(
+    "--routing",
+    type=click.Choice(["learned", "balanced"]),
+    default="learned",
+    show_default=True,
+    help="balanced forces round-robin routing, only to reproduce force-balanced published MoE figures.",
+)
+@click.option(
     "--sync-every-step",
     is_flag=True,
     help="Synchronise with the device after every measured step "
@@ -227,6 +241,8 @@ def run(
     recompute: bool,
     fsdp: bool,
     context_parallel: int,
+    expert_parallel: int,
+    routing: str,
     sync_every_step: bool,
     bucket_mb: int | None,
     store_path: str | None,
@@ -276,6 +292,8 @@ def run(
         recompute=recompute,
         fsdp=fsdp,
         context_parallel=context_parallel,
+        expert_parallel=expert_parallel,
+        routing=routing,
         sync_every_step=sync_every_step,
         bucket_mb=bucket_mb,
         store_path=store_path,

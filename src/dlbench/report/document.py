@@ -16,6 +16,7 @@ from dlbench.report.groups import Cell, Column, Section, build_sections, framewo
 from dlbench.report.history import history_charts
 from dlbench.report.llm_section import LlmRow, llm_rows
 from dlbench.report.max_values import REFERENCE_NOTE, MaxValueRow, PublishedMax, dlperf_max_classes, max_value_rows
+from dlbench.report.moe_section import MoeRow, moe_rows
 from dlbench.report.published import Beside, beside
 from dlbench.report.special import wide_deep_chart
 from dlbench.report.strategies import StrategyReport, strategy_report
@@ -80,6 +81,7 @@ class Report:
     max_reference_note: str = REFERENCE_NOTE
     gpt_layouts: list[LayoutRow] = field(default_factory=list)  # GPT points by parallel layout (DLPerf's GPT)
     llm: list[LlmRow] = field(default_factory=list)  # Llama points by layout and precision (#35)
+    moe: list[MoeRow] = field(default_factory=list)  # MoE points by layout, with their routing (#36)
     strategies: StrategyReport = field(default_factory=StrategyReport)  # seed 004's view: strategy studies
     definition: str = THROUGHPUT_DEFINITION
     flops_definition: str = FLOPS_DEFINITION
@@ -253,6 +255,7 @@ def build_report(
         strategies=strategy_report(sections),
         uids={p.id: p.uid for p in points},
         llm=llm_rows(points),
+        moe=moe_rows(points),
     )
 
 

@@ -72,6 +72,8 @@ class RunRequest:
     recompute: bool = False
     fsdp: bool = False
     context_parallel: int = 1
+    expert_parallel: int = 1
+    routing: str = "learned"
     sync_every_step: bool = False
     bucket_mb: int | None = None
     store_path: str | None = None
@@ -172,6 +174,7 @@ def prepare_run(req: RunRequest) -> PreparedRun:
         round_batch=req.batch_size is None,
     )
     specs = [dataclasses.replace(s, fsdp=req.fsdp, context_parallel=req.context_parallel) for s in specs]
+    specs = [dataclasses.replace(s, expert_parallel=req.expert_parallel, routing=req.routing) for s in specs]
     if req.sync_every_step:
         specs = [dataclasses.replace(s, sync_every_step=True) for s in specs]
     if req.bucket_mb is not None:  # checked by the spec: only strategies with buckets take it

@@ -113,6 +113,8 @@ def _with_layouts(suite: Suite, point: PlannedPoint, only: dict[str, list[str]])
             pipeline_schedule=e.schedule,
             recompute=e.recompute,
             fsdp=e.fsdp,
+            expert_parallel=e.expert_parallel,
+            routing=e.routing,
             case_params=tuple(sorted({**point.spec.params, **e.params}.items())),
         )
         if suite.launcher == "auto":

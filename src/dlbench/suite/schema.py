@@ -245,6 +245,8 @@ class LayoutEntry(_Strict):
     schedule: Literal["1f1b", "gpipe"] = "1f1b"
     recompute: bool = False
     fsdp: bool = False  # FSDP2 over the data-parallel ranks (llama cases, #35)
+    expert_parallel: PositiveInt = 1  # a MoE's experts over this many ranks (moe cases, #36)
+    routing: Literal["learned", "balanced"] = "learned"  # balanced: forced round robin (#36)
     params: dict[str, Annotated[int, BeforeValidator(lambda v: _param_values(v)[0])]] = Field(default_factory=dict)
 
     @model_validator(mode="after")

@@ -16,10 +16,13 @@ from dlbench.backends.context import BuildContext
 from dlbench.backends.cuda_driver import no_device_reason
 from dlbench.backends.gpu_arch import GpuBuild
 from dlbench.backends.torch import data, distributed, fp8, split
+from dlbench.backends.torch.distributed import GradSync
 from dlbench.backends.torch.models import MODELS, attention_kernels, build_model, count_trainable
+from dlbench.backends.torch.moe import set_balanced
 from dlbench.backends.torch.step import AMP_DTYPES, TorchTrainer
 from dlbench.cases import Case, ImageInput, TextInput, get_case
-from dlbench.cases.arch import FaceArch, LlamaConfig
+from dlbench.cases.arch import FaceArch, LlamaConfig, MoeConfig
+from dlbench.cases.moe import point_figures
 from dlbench.numerics import LOSS_SCALE_INIT, describe, resolve_precision
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
@@ -92,6 +95,30 @@ def _fp8_refusal(spec: PointSpec) -> str | None:
     return reason
 
 
+def _placed(
+    spec: PointSpec, case: Case, ctx: RankContext, device: torch.device
+) -> tuple[torch.nn.Module, GradSync, dict[str, object], dict[str, object] | None]:
+    """The model built on its device and wrapped for its strategy (several devices: the process group, DDP or an
+    expert-parallel exchange, #36), with what the strategy runs and fp8's facts."""
+    groups = None
+    if spec.expert_parallel > 1:
+        from dlbench.backends.torch import moe_parallel  # the distributed machinery, only where it is used
+
+        groups = moe_parallel.expert_groups(spec, device, ctx)
+    model = build_model(case, BuildContext.of(spec, ctx, device, groups)).to(device)
+    if spec.routing == "balanced":
+        set_balanced(model, True)
+    fp8_facts = fp8.convert(model) if spec.precision == "fp8" else None  # torchao float8 linears (#35)
+    if spec.channels_last:
+        # Module.to takes memory_format at run time; its typed overloads leave it out
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+    if groups is not None:
+        model, sync, ran = moe_parallel.setup(model, groups)
+        ran["exchange"] = groups
+        return model, sync, ran, fp8_facts
+    return (*distributed.setup(spec, model, device, ctx), fp8_facts)  # several devices: process group, strategy
+
+
 class TorchBackend(Backend):
     """How PyTorch trains a case."""
 
@@ -156,12 +183,7 @@ class TorchBackend(Backend):
             torch.backends.cudnn.benchmark = self._autotune  # fastest conv algorithms in the warm-up (cudnn_fallback)
         if spec.layout.splits_model or spec.fsdp:  # this rank's stage and shards over a (pp, dp, tp) mesh
             return split.build(spec, case, ctx, device, numerics, self._facts)
-        model = build_model(case, BuildContext.of(spec, ctx, device)).to(device)
-        fp8_facts = fp8.convert(model) if spec.precision == "fp8" else None  # torchao float8 linears (#35)
-        if spec.channels_last:
-            # Module.to takes memory_format at run time; its typed overloads leave it out
-            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-        model, sync, ran = distributed.setup(spec, model, device, ctx)  # several devices: process group, strategy
+        model, sync, ran, fp8_facts = _placed(spec, case, ctx, device)
         seed = spec.seed + ctx.rank  # each rank its own samples; rank 0 is the 1-device batch
         feed = spec  # dp: one process feeds the global batch, DataParallel splits it
         if distributed.strategy(spec) == "dp":
@@ -184,8 +206,8 @@ class TorchBackend(Backend):
             self._facts["attention"] = attention_kernels(
                 case, seq, masked, device, AMP_DTYPES.get(numerics.compute_dtype, torch.float32)
             )
-        if case.loss.kind == "causal_lm":
-            self._facts[split.FLOPS_KEY[isinstance(case.arch, LlamaConfig)]] = split.flops_facts(spec, case)
+        self._exchange = self._facts.pop("exchange", None)  # the expert-parallel exchange's clock (#36)
+        self._decoder_facts(spec, case, model)
         if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
             self._facts["embedding"] = cast(Any, model).embedding_path()
             if getattr(model, "sparse", False):
@@ -214,8 +236,32 @@ class TorchBackend(Backend):
         free, total = torch.cuda.mem_get_info()
         return 1 - free / total if total else None
 
+    def _decoder_facts(self, spec: PointSpec, case: Case, model: torch.nn.Module) -> None:
+        """A decoder's FLOPs and convention; a MoE's total and active parameters and routing policy (#36), and
+        the model whose routing counters facts() reads."""
+        if isinstance(case.arch, MoeConfig):
+            self._facts["moe"] = point_figures(case, spec.input_size)
+            self._routed = model
+        elif case.loss.kind == "causal_lm":
+            self._facts[split.FLOPS_KEY[isinstance(case.arch, LlamaConfig)]] = split.flops_facts(spec, case)
+
+    def facts(self) -> dict[str, object]:
+        """What build chose; a MoE point adds its routing figures, read once from the device here (moe.py)."""
+        out = dict(self._facts)
+        routed = getattr(self, "_routed", None)
+        if routed is not None:
+            from dlbench.backends.torch.moe import routing_figures
+
+            out["routing"] = routing_figures(routed)
+        groups = getattr(self, "_exchange", None)
+        if groups is not None:
+            from dlbench.backends.torch.moe_parallel import exchange_figures
+
+            cast(dict[str, object], out["routing"]).update(exchange_figures(cast(Any, groups)))
+        return out
+
     def count_params(self, case: Case) -> int:
-        if isinstance(case.arch, LlamaConfig):  # shapes only: the 8B would take 32 GB to count
+        if isinstance(case.arch, (LlamaConfig, MoeConfig)):  # shapes only: the 8B would take 32 GB to count
             with torch.device("meta"):
                 return count_trainable(build_model(case))
         return count_trainable(build_model(case))

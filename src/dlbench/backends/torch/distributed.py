@@ -81,6 +81,8 @@ def environment(spec: PointSpec) -> dict[str, str]:
         return {}
     if strategy(spec) == "dp":
         return {"dist_backend": "none (one process)", "strategy_run": "dp"}
+    if spec.expert_parallel > 1:  # moe_parallel.py's exchange and gradient sync, not DDP (#36)
+        return {"dist_backend": "nccl" if spec.device == "cuda" else "gloo", "strategy_run": "expert-parallel"}
     return {"dist_backend": "nccl" if spec.device == "cuda" else "gloo", "strategy_run": strategy(spec)}
 
 
@@ -166,7 +168,11 @@ def setup(
         ids = [device.index] if device.type == "cuda" else None
         mb = hooks.bucket_mb(spec.bucket_mb)
         # Gradients as views into DDP's buckets: no copy between them and the all-reduce buffers.
-        ddp = DistributedDataParallel(model, device_ids=ids, gradient_as_bucket_view=True, bucket_cap_mb=mb)
+        # A MoE's expert that no token chose in a step has no gradient: DDP must look for such parameters (#36).
+        unused = hasattr(model, "moe")
+        ddp = DistributedDataParallel(
+            model, device_ids=ids, gradient_as_bucket_view=True, bucket_cap_mb=mb, find_unused_parameters=unused
+        )
         return ddp, GradSync(), {"bucket_cap_mb": mb, **hooks.register(chosen, ddp, device)}
     with torch.no_grad():  # every rank starts from rank 0's parameters, as DDP would
         for t in [*model.parameters(), *model.buffers()]:
@@ -179,8 +185,11 @@ def param_checksum(model: torch.nn.Module) -> float:
     split classifier's model, the replicated part's: each rank's shard is its own)."""
     if getattr(model, "sharded", False):
         model = cast(torch.nn.Module, model.replicated)
+    # An expert-parallel rank's experts are its own (moe_parallel.py): the replicated parameters are compared.
+    mine = getattr(model, "sharded_experts", False)
     with torch.no_grad():
         total = torch.zeros((), dtype=torch.float64)
-        for i, p in enumerate(model.parameters()):
+        params = [p for n, p in model.named_parameters() if not (mine and ".experts." in n)]
+        for i, p in enumerate(params):
             total += (i + 1) * p.detach().to(torch.float64).sum().cpu()
     return float(total)

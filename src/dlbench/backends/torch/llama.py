@@ -16,6 +16,7 @@ heads from its projections' widths, so a tensor-parallel rank's share of the hea
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -81,14 +82,14 @@ class FeedForward(nn.Module):
 
 
 class LlamaBlock(nn.Module):
-    """x + attention(RMSNorm(x)), then x + SwiGLU(RMSNorm(x))."""
+    """x + attention(RMSNorm(x)), then x + SwiGLU(RMSNorm(x)) (or `feed_forward`'s MLP: a mixture of experts)."""
 
-    def __init__(self, cfg: LlamaConfig) -> None:
+    def __init__(self, cfg: LlamaConfig, feed_forward: nn.Module | None = None) -> None:
         super().__init__()
         self.attention_norm = nn.RMSNorm(cfg.hidden_size, eps=cfg.norm_eps)
         self.attention = Attention(cfg)
         self.ffn_norm = nn.RMSNorm(cfg.hidden_size, eps=cfg.norm_eps)
-        self.feed_forward = FeedForward(cfg)
+        self.feed_forward = feed_forward if feed_forward is not None else FeedForward(cfg)
 
     def forward(self, x: Tensor) -> Tensor:
         x = x + self.attention(self.attention_norm(x))
@@ -112,15 +113,23 @@ def init_parameter(cfg: LlamaConfig, name: str, p: Tensor) -> None:
 class LlamaModel(nn.Module):
     """Token embedding, the decoder blocks, a final RMSNorm and the LM head: token ids [B, S] -> logits [B, S, V].
     A pipeline stage (`part`) holds some of it. With `recompute`, each block's activations are recomputed in the
-    backward pass."""
+    backward pass. `feed_forward`, where set, makes each block's MLP (moe.py's experts)."""
 
-    def __init__(self, cfg: LlamaConfig, recompute: bool = False, part: Part = WHOLE) -> None:
+    def __init__(
+        self,
+        cfg: LlamaConfig,
+        recompute: bool = False,
+        part: Part = WHOLE,
+        feed_forward: Callable[[], nn.Module] | None = None,
+    ) -> None:
         super().__init__()
         self.cfg, self.recompute, self.part = cfg, recompute, part
         if part.first:
             self.wte = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         hi = cfg.num_layers if part.hi is None else part.hi
-        self.blocks = nn.ModuleDict({str(i): LlamaBlock(cfg) for i in range(part.lo, hi)})  # global layer numbers
+        self.blocks = nn.ModuleDict(
+            {str(i): LlamaBlock(cfg, feed_forward() if feed_forward else None) for i in range(part.lo, hi)}
+        )  # global layer numbers
         if part.last:
             self.norm = nn.RMSNorm(cfg.hidden_size, eps=cfg.norm_eps)
             self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)

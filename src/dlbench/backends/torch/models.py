@@ -18,14 +18,16 @@ from dlbench.backends.context import SINGLE, BuildContext
 from dlbench.backends.torch.face import FaceModel, arcface_loss
 from dlbench.backends.torch.gpt import GptLMHeadModel
 from dlbench.backends.torch.llama import LlamaModel
+from dlbench.backends.torch.moe import MoeModel, aux_loss
 from dlbench.backends.torch.wide_deep import WideDeep, bce_loss
 from dlbench.backends.torchlike import bert, cnn
 from dlbench.backends.torchlike.ops import TorchOps
 from dlbench.cases import Case
-from dlbench.cases.arch import BertConfig
+from dlbench.cases.arch import BertConfig, MoeConfig
 from dlbench.cases.face import face_arch
 from dlbench.cases.gpt import gpt_arch
 from dlbench.cases.llama import llama_arch
+from dlbench.cases.moe import moe_arch
 
 
 class Ops(TorchOps):
@@ -69,6 +71,16 @@ def _llama(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
     return LlamaModel(llama_arch(case), recompute=ctx.layout.recompute)
 
 
+def _moe(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
+    """A mixture-of-experts decoder: the whole model, or where the point is expert parallel this rank's experts
+    with their all-to-all exchange (moe_parallel.py; `ctx.groups` is its ExpertGroups)."""
+    if ctx.groups is not None:
+        from dlbench.backends.torch import moe_parallel  # the distributed machinery, only where it is used
+
+        return moe_parallel.build(moe_arch(case), ctx)
+    return MoeModel(moe_arch(case), recompute=ctx.layout.recompute)
+
+
 def _wide_deep(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
     """Wide & Deep: the same tables on every rank."""
     return WideDeep(case)
@@ -89,6 +101,8 @@ MODELS: dict[str, Callable[[Case, BuildContext], nn.Module]] = {
     "llama3_8b": _llama,
     "llama3_1b": _llama,
     "llama_tiny": _llama,
+    "mixtral_8x7b": _moe,
+    "moe_tiny": _moe,
     "wide_deep": _wide_deep,
     "face": _face,
 }
@@ -109,7 +123,10 @@ def train_loss(case: Case, model: nn.Module, batch: Mapping[str, Tensor]) -> Ten
     """The case's training loss on one batch: the causal LM's mean next-token cross-entropy over every position,
     Wide & Deep's BCE, ArcFace's margin softmax (face.py), or the image and BERT losses (`torchlike.bert.train_loss`)."""
     if case.loss.kind == "causal_lm":
-        return OPS.xent(model(batch["input_ids"]), batch["labels"])
+        loss = OPS.xent(model(batch["input_ids"]), batch["labels"])
+        if isinstance(case.arch, MoeConfig) and case.loss.aux_weight:  # the experts' load-balancing loss
+            loss = loss + case.loss.aux_weight * aux_loss(model)
+        return loss
     if case.loss.kind == "bce":
         return bce_loss(model, batch)
     if case.loss.kind == "arcface":

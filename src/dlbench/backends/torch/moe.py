@@ -1,0 +1,195 @@
+"""A mixture-of-experts decoder in pure torch (#36): the Llama blocks (llama.py) with every MLP a routed MoE layer.
+
+The layer, on the tokens of a batch flattened to [T, h]:
+- a router (``Linear(h, experts)``, no bias) scores every expert; softmax gating takes the top_k probabilities and
+  renormalises them (Mixtral's softmax over the chosen logits), sigmoid gating the top_k sigmoid scores divided by
+  their sum (DeepSeek-V3's);
+- Switch Transformer's auxiliary loss ``experts x sum_i f_i P_i`` (f_i the share of the T x top_k assignments that
+  chose expert i, P_i the mean gate probability of expert i; for sigmoid gating the scores normalised per token),
+  kept on the layer for the trainer to add with the case's weight (models.train_loss);
+- dispatch: assignments sorted by expert (a stable sort: token order within an expert), each expert's SwiGLU run on
+  its contiguous slice, outputs weighted by the gate and summed back per token (``index_add_``); dropless by
+  default; with a capacity factor an expert takes the first floor(factor x T x top_k / experts) of its
+  assignments in token order and the rest are dropped (the token keeps its residual and its other expert);
+- optional shared experts: one SwiGLU ``shared_experts x expert_ffn`` wide that every token visits;
+- where the point is expert parallel, the slices travel to the rank holding their expert and back with
+  ``all_to_all_single`` (moe_parallel.py); each rank then holds only its experts.
+
+Routing is measured, never forced unless asked: each layer accumulates on the device the assignments per expert,
+the dropped ones and the total, read once at the end of the point (``routing_figures``), not per step. With
+``balanced`` (--routing balanced) the router's choice is replaced by a round-robin one (token t goes to experts
+t k .. t k + k - 1 modulo experts), which reproduces force-balanced published figures only.
+
+Experts are named by their global index (``experts.3.w1.weight``) and initialised from a generator of that name
+(llama.init_parameter), so an expert-parallel rank's experts start as one device's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from dlbench.backends.torch.gpt import WHOLE, Part
+from dlbench.backends.torch.llama import FeedForward, LlamaModel
+from dlbench.cases.arch import MoeConfig
+
+# Moves [A, h] assignments grouped by expert to where their experts run and back: (inputs, counts per expert)
+# -> outputs of the same shape. On one device the experts run in place (`local_experts`).
+Exchange = Callable[[Tensor, Tensor, "MoeFeedForward"], Tensor]
+
+
+def local_experts(x: Tensor, counts: Tensor, layer: MoeFeedForward) -> Tensor:
+    """Run every expert on its contiguous slice of `x` (the assignments sorted by expert), on this device."""
+    sizes = counts.tolist()  # the slices' lengths: one host read per layer and step, as any dropless dispatch
+    outs = [layer.experts[str(i)](chunk) for i, chunk in enumerate(x.split(sizes))]
+    return torch.cat(outs) if outs else x
+
+
+class MoeFeedForward(nn.Module):
+    """Top-k routed SwiGLU experts (this module's docstring), with shared experts where the shape has them."""
+
+    def __init__(self, cfg: MoeConfig, experts: range | None = None, exchange: Exchange = local_experts) -> None:
+        super().__init__()
+        h, e = cfg.base.hidden_size, cfg.num_experts
+        self.cfg, self.exchange, self.balanced = cfg, exchange, False
+        self.router = nn.Linear(h, e, bias=False)
+        one = dataclasses.replace(cfg.base, ffn_size=cfg.expert_ffn)
+        self.experts = nn.ModuleDict({str(i): FeedForward(one) for i in experts or range(e)})
+        if cfg.shared_experts:
+            self.shared = FeedForward(dataclasses.replace(cfg.base, ffn_size=cfg.shared_experts * cfg.expert_ffn))
+        self.aux_loss = torch.zeros(())
+        # Routing figures, accumulated on the device and never synchronised per step: plain tensors, not buffers,
+        # so that DDP does not overwrite them with rank 0's (it broadcasts buffers before each forward).
+        self.tokens_per_expert = torch.zeros(e, dtype=torch.int64)
+        self.dropped = torch.zeros((), dtype=torch.int64)
+        self.assignments = torch.zeros((), dtype=torch.int64)
+
+    def _route(self, t: Tensor) -> tuple[Tensor, Tensor]:
+        """(gate weights [T, k], chosen experts [T, k]) of the tokens; sets the auxiliary loss."""
+        cfg = self.cfg
+        logits = self.router(t).float()
+        if cfg.gating == "softmax":
+            scores = probs = logits.softmax(-1)
+        else:
+            scores = logits.sigmoid()
+            probs = scores / scores.sum(-1, keepdim=True)
+        weights, chosen = scores.topk(cfg.top_k, dim=-1)
+        if self.balanced:  # forced round robin: reproduces force-balanced figures only (this module's docstring)
+            ids = torch.arange(t.shape[0] * cfg.top_k, device=t.device).view(-1, cfg.top_k)
+            chosen = ids % cfg.num_experts
+            weights = scores.gather(1, chosen)
+        weights = weights / weights.sum(-1, keepdim=True)
+        share = torch.bincount(chosen.flatten(), minlength=cfg.num_experts).float() / chosen.numel()
+        self.aux_loss = cfg.num_experts * (share * probs.mean(0)).sum()
+        return weights.to(t.dtype), chosen
+
+    def forward(self, x: Tensor) -> Tensor:
+        shape = x.shape
+        t = x.reshape(-1, shape[-1])
+        cfg, k = self.cfg, self.cfg.top_k
+        weights, chosen = self._route(t)
+        flat = chosen.flatten()
+        if self.tokens_per_expert.device != t.device:  # the counters follow the model to its device
+            self.tokens_per_expert, self.dropped, self.assignments = (
+                c.to(t.device) for c in (self.tokens_per_expert, self.dropped, self.assignments)
+            )
+        with torch.no_grad():
+            counts = torch.bincount(flat, minlength=cfg.num_experts)
+            self.tokens_per_expert += counts
+            self.assignments += flat.numel()
+        order = flat.argsort(stable=True)
+        if cfg.capacity_factor > 0:  # keep each expert's first `capacity` assignments in token order
+            capacity = math.floor(cfg.capacity_factor * flat.numel() / cfg.num_experts)
+            sorted_experts = flat[order]
+            starts = torch.cumsum(counts, 0) - counts
+            position = torch.arange(order.numel(), device=t.device) - starts[sorted_experts]
+            kept = position < capacity
+            order = order[kept]
+            counts = counts.clamp(max=capacity)
+            with torch.no_grad():
+                self.dropped += (~kept).sum()
+        token = order // k
+        out = self.exchange(t[token], counts, self)
+        y = torch.zeros_like(t).index_add_(0, token, out * weights.flatten()[order, None])
+        if cfg.shared_experts:
+            y = y + self.shared(t)
+        return y.view(shape)
+
+
+def moe_layers(model: nn.Module) -> list[MoeFeedForward]:
+    """The MoE layers of a model (through any wrapper)."""
+    return [m for m in model.modules() if isinstance(m, MoeFeedForward)]
+
+
+def aux_loss(model: nn.Module) -> Tensor:
+    """The sum of the layers' auxiliary load-balancing losses of the last forward pass."""
+    return torch.stack([m.aux_loss for m in moe_layers(model)]).sum()
+
+
+def set_balanced(model: nn.Module, balanced: bool) -> None:
+    """Force round-robin routing (--routing balanced) or let the router choose (the default)."""
+    for m in moe_layers(model):
+        m.balanced = balanced
+
+
+def routing_figures(model: nn.Module) -> dict[str, object]:
+    """The routing the point's training steps did (warm-up included), summed over its ranks: per layer the
+    assignments each expert received (a histogram: the router's choices, before any drop) and their imbalance
+    (max / mean); the dropped share of all assignments; whether routing was forced round robin. One read of the
+    device's counters (and one all-reduce over the ranks), at the end."""
+    layers = moe_layers(model)
+    if not layers:
+        return {}
+    counts = torch.stack([m.tokens_per_expert for m in layers])
+    totals = torch.stack([torch.stack([m.dropped, m.assignments]) for m in layers]).sum(0)
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        both = torch.cat([counts.flatten(), totals]).cpu()
+        torch.distributed.all_reduce(both)
+        counts, totals = both[: counts.numel()].view(counts.shape), both[counts.numel() :]
+    hist = counts.cpu().tolist()
+    dropped, assigned = (int(v) for v in totals.tolist())
+    imbalance = [max(row) / (sum(row) / len(row)) if sum(row) else float("nan") for row in hist]
+    return {
+        "tokens_per_expert": hist,
+        "imbalance_per_layer": imbalance,
+        "imbalance_max": max(imbalance),
+        "imbalance_mean": sum(imbalance) / len(imbalance),
+        "assignments": assigned,
+        "dropped": dropped,
+        "dropped_fraction": dropped / assigned if assigned else 0.0,
+        "forced_balanced": any(m.balanced for m in layers),
+        "read": "accumulated on the device over every training step (warm-up included), read once at the end",
+    }
+
+
+class MoeModel(LlamaModel):
+    """The Llama decoder whose every MLP is a MoeFeedForward: token ids [B, S] -> logits [B, S, V]. `experts`
+    (where set) are the global indices this rank holds, `exchange` how their assignments reach them."""
+
+    def __init__(
+        self,
+        cfg: MoeConfig,
+        recompute: bool = False,
+        part: Part = WHOLE,
+        experts: range | None = None,
+        exchange: Exchange = local_experts,
+    ) -> None:
+        super().__init__(cfg.base, recompute, part, feed_forward=lambda: MoeFeedForward(cfg, experts, exchange))
+        self.moe = cfg
+        self.sharded_experts = experts is not None and len(experts) < cfg.num_experts  # expert parallel
+
+
+__all__ = [
+    "Exchange",
+    "MoeFeedForward",
+    "MoeModel",
+    "aux_loss",
+    "local_experts",
+    "moe_layers",
+    "routing_figures",
+    "set_balanced",
+]

@@ -1,0 +1,282 @@
+"""The MoE family (#36): a decoder on the Llama family's blocks whose every MLP is a mixture of top-k routed SwiGLU
+experts (plus optional shared experts), with its shape and routing as parameters, its registered members, its
+exact total and active parameter counts and its model-FLOPs formula. Framework-free.
+
+Parameters, per layer of width h with K key/value heads of width d, E routed experts and S shared experts each f
+wide: ``2 h + 2 h^2 + 2 h K d`` (norms and attention, as cases/llama.py) ``+ h E`` (the router, no bias)
+``+ (E + S) 3 h f`` (the experts' gate, up and down matrices); plus ``V h`` (x2 untied) and the final norm.
+
+"Active" parameters are those one token's forward pass uses: the embedding row it looks up counted as the whole
+embedding (as model cards count it), the LM head, every norm and attention matrix, the whole router (it scores
+every expert) and the `top_k` routed experts plus the shared experts it visits: the formula above with E replaced
+by top_k in the experts' term only.
+
+Model FLOPs of one sequence of s tokens (``FLOP_CONVENTION``): ``s (6 N_active + 6 l s H d)``, N_active being the
+active parameters that multiply (all but the embedding look-up; a tied head counts once): the router's and the
+visited experts' matrices count, the unvisited experts' do not; the attention term is the Llama family's
+(causal, counted as half). Dropped tokens are not subtracted: the convention counts the routed work a dropless
+run does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+from dlbench.cases import Case, CaseParam, Optimizer, TextInput, register
+from dlbench.cases.arch import LlamaConfig, Loss, MoeConfig
+from dlbench.cases.flops import register_forward_flops
+from dlbench.spec import SpecError
+
+FLOP_CONVENTION = (
+    "6 N_active + 6 l s H d per token: N_active = attention, router, top_k routed and the shared experts' matrices "
+    "and the head (no embedding look-up); causal attention counted as half, as MaxText"
+)
+GATINGS: tuple[Literal["softmax"], Literal["sigmoid"]] = ("softmax", "sigmoid")  # the `gate` parameter's 0 and 1
+AUX_LOSS_WEIGHT = 0.01  # Switch Transformer's alpha (Fedus et al. 2021, section 2.2)
+
+# Mixtral 8x7B's shape, from its configuration file (Hugging Face mistralai/Mixtral-8x7B-v0.1 config.json): hidden
+# 4096, 32 layers, 32 heads over 8 key/value heads, intermediate 14336, vocabulary 32000, 8 local experts, 2 per
+# token, untied head, rope_theta 1e6. Trained here at sequence 4096 (torchtitan's and Megatron's Mixtral recipes).
+MIXTRAL_8X7B = MoeConfig(
+    base=LlamaConfig(
+        vocab_size=32000,
+        hidden_size=4096,
+        num_layers=32,
+        num_heads=32,
+        num_kv_heads=8,
+        ffn_size=14336,
+        max_positions=4096,
+        tied_embeddings=False,
+        rope_theta=1e6,
+    ),
+    num_experts=8,
+    top_k=2,
+    expert_ffn=14336,
+)  # 46,702,792,704 parameters, 12,879,925,248 active
+# A shape this CPU trains in seconds whose 8 experts split over 1, 2 or 4 expert-parallel ranks.
+MOE_TINY = MoeConfig(
+    base=LlamaConfig(
+        vocab_size=512, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, ffn_size=128, max_positions=64
+    ),
+    num_experts=8,
+    top_k=2,
+    expert_ffn=128,
+)
+
+PARAM_NAMES = (
+    "hidden",
+    "layers",
+    "heads",
+    "kv_heads",
+    "vocab",
+    "seq",
+    "tied",
+    "experts",
+    "top_k",
+    "expert_ffn",
+    "shared_experts",
+    "capacity",
+    "gate",
+)
+
+
+def _layer(a: MoeConfig, experts: int) -> int:
+    """Parameters of one layer whose MLP holds (or, for one token, visits) `experts` routed experts."""
+    b = a.base
+    h, kv = b.hidden_size, b.num_kv_heads * b.head_dim
+    return 2 * h + 2 * h * h + 2 * h * kv + h * a.num_experts + (experts + a.shared_experts) * 3 * h * a.expert_ffn
+
+
+def _embeddings(a: MoeConfig) -> int:
+    """The token embedding and, untied, the LM head."""
+    return a.base.vocab_size * a.base.hidden_size * (1 if a.base.tied_embeddings else 2)
+
+
+def param_count(a: MoeConfig) -> int:
+    """Trainable parameters of the MoE decoder, every expert included (this module's docstring)."""
+    return _embeddings(a) + a.base.num_layers * _layer(a, a.num_experts) + a.base.hidden_size
+
+
+def active_param_count(a: MoeConfig) -> int:
+    """Parameters one token's forward pass uses: embeddings, head, norms, attention, the router and the top_k
+    routed plus the shared experts (this module's docstring)."""
+    return _embeddings(a) + a.base.num_layers * _layer(a, a.top_k) + a.base.hidden_size
+
+
+def active_matmul_params(a: MoeConfig) -> int:
+    """N_active of the 6N rule: the active parameters but the embedding look-up (a tied head counts once)."""
+    return active_param_count(a) - (0 if a.base.tied_embeddings else a.base.vocab_size * a.base.hidden_size)
+
+
+def moe_arch(case: Case) -> MoeConfig:
+    """The case's MoE architecture."""
+    if not isinstance(case.arch, MoeConfig):
+        raise TypeError(f"case {case.name} is not a mixture of experts")
+    return case.arch
+
+
+def flops_per_sample(case: Case, input_size: int | None = None) -> float:
+    """Training FLOPs of one sequence by FLOP_CONVENTION (active parameters)."""
+    a = moe_arch(case)
+    b = a.base
+    s = float(input_size or b.max_positions)
+    per_token = 6.0 * active_matmul_params(a) + 6.0 * b.num_layers * s * b.num_heads * b.head_dim
+    return s * per_token
+
+
+def point_figures(case: Case, input_size: int | None = None) -> dict[str, object]:
+    """What a MoE point records about its model: total and active parameters, the routing policy (gating, top_k,
+    capacity factor or dropless, shared experts, the auxiliary loss's weight) and its FLOPs of one sequence by
+    active parameters with their convention named."""
+    a = moe_arch(case)
+    flops = flops_per_sample(case, input_size)
+    return {
+        "params_total": param_count(a),
+        "params_active": active_param_count(a),
+        "experts": a.num_experts,
+        "top_k": a.top_k,
+        "shared_experts": a.shared_experts,
+        "gating": a.gating,
+        "capacity": "dropless" if a.capacity_factor == 0 else f"capacity factor {a.capacity_factor:g}",
+        "aux_loss_weight": case.loss.aux_weight,
+        "flops_per_sample": {"model": flops, "hardware": flops, "convention": FLOP_CONVENTION},
+    }
+
+
+def _config(case: Case) -> MoeConfig:
+    """The architecture at the case's parameters, checked: a shape the decoder cannot take is a SpecError."""
+    v = {n: case.param(n) for n in PARAM_NAMES}
+    hidden, heads, kv = v["hidden"], v["heads"], v["kv_heads"]
+    if hidden % heads or heads % kv or (hidden // heads) % 2:
+        raise SpecError(
+            f"case {case.name}: hidden ({hidden}) must be a multiple of heads ({heads}), heads of kv_heads ({kv}), "
+            "and the head width even"
+        )
+    if v["top_k"] > v["experts"]:
+        raise SpecError(f"case {case.name}: top_k ({v['top_k']}) is above the expert count ({v['experts']})")
+    a = moe_arch(case)
+    base = dataclasses.replace(
+        a.base,
+        vocab_size=v["vocab"],
+        hidden_size=hidden,
+        num_layers=v["layers"],
+        num_heads=heads,
+        num_kv_heads=kv,
+        ffn_size=v["expert_ffn"],
+        max_positions=v["seq"],
+        tied_embeddings=bool(v["tied"]),
+    )
+    return dataclasses.replace(
+        a,
+        base=base,
+        num_experts=v["experts"],
+        top_k=v["top_k"],
+        expert_ffn=v["expert_ffn"],
+        shared_experts=v["shared_experts"],
+        capacity_factor=v["capacity"] / 100.0,
+        gating=GATINGS[v["gate"]],
+    )
+
+
+def _shaped(case: Case) -> Case:
+    """The member at its parameters: architecture, parameter count and input."""
+    arch = _config(case)
+    return dataclasses.replace(
+        case,
+        arch=arch,
+        param_count=param_count(arch),
+        input=TextInput(seq_len=arch.base.max_positions, vocab=arch.base.vocab_size),
+    )
+
+
+def _params(a: MoeConfig) -> tuple[CaseParam, ...]:
+    """The family's parameters with this member's shape as their defaults."""
+    b = a.base
+    return (
+        CaseParam("hidden", b.hidden_size, "width of the decoder (Mixtral 8x7B: 4096)"),
+        CaseParam("layers", b.num_layers, "decoder layers (32)"),
+        CaseParam("heads", b.num_heads, "query heads; hidden must be a multiple (32)"),
+        CaseParam("kv_heads", b.num_kv_heads, "key/value heads; divides heads (8)"),
+        CaseParam("vocab", b.vocab_size, "vocabulary size (32000)"),
+        CaseParam("seq", b.max_positions, "tokens per sequence (4096)"),
+        CaseParam("tied", int(b.tied_embeddings), "1: the LM head is the token embedding, 0: its own", choices=(0, 1)),
+        CaseParam("experts", a.num_experts, "routed experts per layer (8)"),
+        CaseParam("top_k", a.top_k, "routed experts each token visits (2)"),
+        CaseParam("expert_ffn", a.expert_ffn, "SwiGLU width of one expert (14336)"),
+        CaseParam("shared_experts", a.shared_experts, "experts every token visits besides its top_k (0)", minimum=0),
+        CaseParam(
+            "capacity",
+            round(a.capacity_factor * 100),
+            "capacity factor in percent (125 = 1.25: an expert takes at most that share of an even split, the "
+            "rest dropped); 0 = dropless",
+            minimum=0,
+        ),
+        CaseParam(
+            "gate", GATINGS.index(a.gating), "0: softmax gating (Mixtral), 1: sigmoid (DeepSeek-V3)", choices=(0, 1)
+        ),
+    )
+
+
+# Mixtral's paper gives no recipe; Llama's AdamW (peak lr 3e-4, weight decay 0.1), as torchtitan's MoE configs use.
+OPTIMIZER = Optimizer("adamw", lr=3e-4, weight_decay=0.1)
+
+
+def _member(name: str, title: str, arch: MoeConfig, batch_fixed: int, batch_cpu: int, notes: str) -> Case:
+    """Register one member of the family: its shape as parameter defaults, its exact count."""
+    return register(
+        Case(
+            name=name,
+            title=title,
+            task="causal_lm",
+            input=TextInput(seq_len=arch.base.max_positions, vocab=arch.base.vocab_size),
+            optimizer=OPTIMIZER,
+            param_count=param_count(arch),
+            batch_fixed=batch_fixed,
+            batch_cpu=batch_cpu,
+            arch=arch,
+            loss=Loss("causal_lm", aux_weight=AUX_LOSS_WEIGHT),
+            derive=_shaped,
+            params=_params(arch),
+            notes=notes,
+        )
+    )
+
+
+MIXTRAL_CASE = _member(
+    "mixtral_8x7b",
+    "Mixtral 8x7B",
+    MIXTRAL_8X7B,
+    1,
+    1,
+    "Mixtral 8x7B's shape (8 experts, top-2, softmax gating, untied head) at sequence 4096, dropless; "
+    "--param reshapes it (experts, top_k, expert_ffn, shared_experts, capacity, gate and the llama ones).",
+)
+TINY = _member(
+    "moe_tiny",
+    "MoE tiny",
+    MOE_TINY,
+    8,
+    8,
+    "A small MoE for CPU tests: 8 experts of 128, top-2, over 1, 2 or 4 expert-parallel ranks.",
+)
+
+
+__all__ = [
+    "AUX_LOSS_WEIGHT",
+    "FLOP_CONVENTION",
+    "GATINGS",
+    "MIXTRAL_8X7B",
+    "MOE_TINY",
+    "OPTIMIZER",
+    "PARAM_NAMES",
+    "TINY",
+    "active_matmul_params",
+    "active_param_count",
+    "flops_per_sample",
+    "moe_arch",
+    "param_count",
+    "point_figures",
+]
+
+register_forward_flops(MoeConfig, lambda case, input_size: flops_per_sample(case, input_size) / 3.0)

@@ -1,0 +1,80 @@
+"""The report's MoE section (#36): every mixture-of-experts point by layout, with tokens/s and TFLOP/s (active
+parameters) per device, and how its router really routed: the worst layer's imbalance (max / mean tokens per
+expert), the dropped share and, where measured, the all-to-all's share of the time; forced routing marked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlbench.analysis.llm import llm_figures
+from dlbench.cases import UnknownCase, get_case
+from dlbench.cases.arch import MoeConfig
+from dlbench.store.store import StoredPoint
+
+
+@dataclass(frozen=True)
+class MoeRow:
+    """One MoE point as the section shows it; text cells ready to print ('-' where unknown)."""
+
+    case: str
+    framework: str
+    layout: str
+    precision: str
+    devices: int
+    tokens_per_s_per_device: str
+    tflops_per_device: str
+    imbalance: str
+    dropped: str
+    all_to_all: str
+    status: str
+
+
+def _is_moe(model: str) -> bool:
+    try:
+        return isinstance(get_case(model).arch, MoeConfig)
+    except UnknownCase:
+        return False
+
+
+def _number(routing: dict[str, object], key: str) -> float | None:
+    v = routing.get(key)
+    return float(v) if isinstance(v, int | float) else None
+
+
+def moe_rows(points: list[StoredPoint]) -> list[MoeRow]:
+    """A row per MoE point, by case, devices and layout."""
+    rows = []
+    for p in points:
+        r, s = p.result, p.result.spec
+        if not _is_moe(s.model):
+            continue
+        f = llm_figures(r)
+        routing = r.extra.get("routing")
+        routing = routing if isinstance(routing, dict) else {}
+        imbalance, dropped, share = (
+            _number(routing, k) for k in ("imbalance_max", "dropped_fraction", "all_to_all_share")
+        )
+        ep = s.expert_parallel
+        plain = "one device" if s.world_size == 1 else f"DP{s.world_size}"
+        layout = (f"EP{ep} x DP{s.world_size // ep}" if ep > 1 else plain) + (
+            " (forced balanced)" if s.routing == "balanced" else ""
+        )
+        rows.append(
+            MoeRow(
+                case=s.model + (" " + ",".join(f"{k}={v}" for k, v in sorted(s.params.items())) if s.params else ""),
+                framework=s.framework,
+                layout=layout,
+                precision=s.precision,
+                devices=s.world_size,
+                tokens_per_s_per_device=f"{f.tokens_per_s_per_device:,.0f}" if f else "-",
+                tflops_per_device=f"{f.model_tflops_per_device:.3g}" if f else "-",
+                imbalance=f"{imbalance:.2f}" if imbalance is not None else "-",
+                dropped=f"{dropped:.1%}" if dropped is not None else "-",
+                all_to_all=f"{share:.0%}" if share is not None else "-",
+                status=r.status,
+            )
+        )
+    return sorted(rows, key=lambda x: (x.case, x.devices, x.layout, x.precision))
+
+
+__all__ = ["MoeRow", "moe_rows"]
