@@ -24,6 +24,7 @@ from tests.support.frameworks import (
     check_loss_falls,
     convergence_cases,
     only_point,
+    refused_up_front,
     run_check,
 )
 from tests.support.scaling import assert_ranks_in_sync, stored
@@ -52,7 +53,9 @@ def test_parameter_counts_of_all_cases(framework_python: str) -> None:
 
 @pytest.mark.parametrize("model", convergence_cases(list(TINY)))
 def test_loss_falls_in_20_steps(framework_python: str, model: str) -> None:
-    check_loss_falls(framework_python, "jax", model, TINY[model], 2)
+    # ResNet-50's BatchNorm over 2 samples of one fixed batch reaches NaN by step 14 on this VM's XLA (the same on
+    # the code before this session's changes: the data and the model are deterministic); 4 samples train steadily
+    check_loss_falls(framework_python, "jax", model, TINY[model], 4 if model == "resnet50" else 2)
 
 
 def test_bf16_trains(framework_python: str) -> None:
@@ -85,10 +88,7 @@ def test_one_real_point_through_the_cli(framework_python: str, cli: Callable[...
 def test_channels_last_is_refused_with_a_reason(
     framework_python: str, cli: Callable[..., CliResult], store_path: Path
 ) -> None:
-    code, _, _ = cli("run", *POINT, "-m", "resnet50", "--channels-last", "--store", str(store_path))
-    [p] = [s.result for s in Store(store_path).points()]
-    assert code == 0 and p.status == "unsupported"  # b4ed042: a refused point exits 0
-    assert "JAX/XLA chooses layouts itself" in (p.error or "")
+    refused_up_front(cli, store_path, (*POINT, "-m", "resnet50", "--channels-last"), "JAX/XLA chooses layouts itself")
 
 
 TWO_RANKS = ("--devices-per-node", "2", "--threads", "1", "--timeout", "600")
@@ -117,10 +117,8 @@ def test_two_processes_shard_one_global_batch(
 def test_torch_strategies_are_refused_on_two_processes(
     framework_python: str, cli: Callable[..., CliResult], scale_store: Path, strategy: str
 ) -> None:
-    code, _, _ = cli("run", *POINT, "-m", "resnet50", *TWO_RANKS, "--strategy", strategy, "--store", str(scale_store))
-    r = stored(scale_store)[-1]
-    assert code == 0 and r.spec.strategy == strategy and r.status == "unsupported"
-    assert f"jax has no {strategy} strategy" in (r.error or "") and "\n" not in (r.error or "")
+    args = (*POINT, "-m", "resnet50", *TWO_RANKS, "--strategy", strategy)
+    refused_up_front(cli, scale_store, args, f"jax has no {strategy} strategy")
 
 
 def test_real_images_through_grain(

@@ -27,6 +27,7 @@ from tests.support.frameworks import (
     check_loss_falls,
     convergence_cases,
     only_point,
+    refused_up_front,
     run_check,
 )
 from tests.support.scaling import assert_ranks_in_sync, stored
@@ -222,23 +223,8 @@ def test_two_ranks_with_fleet_stay_in_sync(
 def test_other_frameworks_strategies_are_refused(
     framework_python: str, cli: Callable[..., CliResult], store_path: Path
 ) -> None:
-    code, _, _ = cli(
-        "run",
-        *POINT,
-        "-m",
-        "resnet50",
-        "--devices-per-node",
-        "2",
-        "--strategy",
-        "ddp",
-        "--threads",
-        "1",
-        "--store",
-        str(store_path),
-    )
-    r = stored(store_path)[-1]
-    assert code == 0 and r.spec.world_size == 2 and r.status == "unsupported"
-    assert "paddle has no ddp strategy; use --strategy fleet" in str(r.error)
+    args = (*POINT, "-m", "resnet50", "--devices-per-node", "2", "--strategy", "ddp", "--threads", "1")
+    refused_up_front(cli, store_path, args, "paddle has no ddp strategy; use --strategy fleet")
 
 
 def test_a_missing_peer_ends_the_wait_at_the_rendezvous_timeout(framework_python: str, tmp_path: Path) -> None:

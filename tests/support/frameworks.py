@@ -111,10 +111,22 @@ def assert_compiled_point(
     assert [sum(r.window_steps) for r in p.ranks[0].repeats] == [2]
 
 
+def refused_up_front(cli: Callable[..., CliResult], store_path: Path, args: tuple[str, ...], *phrases: str) -> str:
+    """A point the spec alone shows cannot run is refused before anything runs (dlbench.refusals, #31): exit 2,
+    one line on stderr naming why, and nothing stored (the store keeps the points it had)."""
+    before = len(Store(store_path).points()) if store_path.exists() else None
+    code, _, err = cli("run", *args, "--store", str(store_path))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert all(p in err for p in phrases), err
+    after = len(Store(store_path).points()) if store_path.exists() else None
+    assert after == before, f"{before} points before, {after} after"
+    return err
+
+
 def assert_refused(
     cli: Callable[..., CliResult], store_path: Path, point: tuple[str, ...], size: str, precision: str, reason: str
 ) -> None:
-    """A ResNet-50 point in a precision the framework cannot run here is stored unsupported, saying why."""
-    cli("run", *point, "-m", "resnet50", "--input-size", size, "--precision", precision, "--store", str(store_path))
-    p = only_point(store_path)
-    assert p.status == "unsupported" and reason in (p.error or ""), p.error
+    """A ResNet-50 point in a precision the framework cannot run here is refused before anything runs, saying why."""
+    refused_up_front(
+        cli, store_path, (*point, "-m", "resnet50", "--input-size", size, "--precision", precision), reason
+    )
