@@ -9,11 +9,14 @@ wrote into it, and a folder without that marker, or holding anything else, is re
 
 from __future__ import annotations
 
+import fcntl
+import glob
 import json
 import os
 import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
 
 MARKER = ".dlbench-report-files"  # inside a chart folder dlbench made: JSON, the files it wrote there
@@ -74,10 +77,43 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def temp_folder_beside(path: Path) -> Path:
-    """A new empty folder with a random name beside path (mkdtemp: created, never an existing one)."""
+    """A new empty folder with a random name beside path (mkdtemp: created, never an existing one), locked by this
+    process until it exits, so that the next writer can tell one left by a writer killed outright (kill -9 skips
+    every cleanup) from one still being written (remove_stale_temp_folders)."""
+    remove_stale_temp_folders(path)
     folder = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     folder.chmod(0o777 & ~umask())  # mkdtemp makes 0700; the report's chart folder is read like the report
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # released by the kernel when this process ends, however it ends
+    _HELD.append(fd)
     return folder
+
+
+_HELD: list[int] = []  # the temporary folders' locks this process holds (a few per report, until it exits)
+STALE_AFTER_S = 60.0  # a folder younger than this may be between mkdtemp and its lock: never judged
+
+
+def remove_stale_temp_folders(path: Path) -> list[Path]:
+    """Remove the temporary folders beside path that a killed writer left: older than a minute and locked by no
+    live process. Returns what was removed."""
+    removed = []
+    for folder in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        try:
+            st = os.lstat(folder)
+            if not stat.S_ISDIR(st.st_mode) or time.time() - st.st_mtime < STALE_AFTER_S:
+                continue
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # its writer is alive
+        finally:
+            os.close(fd)
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
 
 
 def umask() -> int:
