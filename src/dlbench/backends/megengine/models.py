@@ -149,14 +149,12 @@ OPS = Ops()
 CNN = cnn.define(OPS)
 
 # The model table: case name -> builder reading the case's architecture. The only place a case is named.
+# fmt: off
 MODELS: dict[str, Callable[[Case, BuildContext], nn.Module]] = {
-    "resnet50": CNN.resnet,
-    "resnet152": CNN.resnet,
-    "vgg16": CNN.vgg,
-    "alexnet": CNN.alexnet,
-    "inception_v3": CNN.inception_v3,
-    "bert_base": bert.builder(OPS),
+    "resnet50": CNN.resnet, "resnet152": CNN.resnet, "vgg16": CNN.vgg, "alexnet": CNN.alexnet,
+    "inception_v3": CNN.inception_v3, "bert_base": bert.builder(OPS),
 }
+# fmt: on
 
 
 build_model, count_trainable, train_loss = models.functions(OPS, MODELS)

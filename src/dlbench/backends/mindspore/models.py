@@ -412,14 +412,9 @@ def count_trainable(model: nn.Cell) -> int:
     return sum(int(p.size) for p in model.trainable_params())
 
 
+# fmt: off
 __all__ = [
-    "MODELS",
-    "BertForPretraining",
-    "InceptionV3",
-    "ResNet",
-    "TrainLoss",
-    "alexnet",
-    "build_model",
-    "count_trainable",
-    "vgg",
+    "MODELS", "BertForPretraining", "InceptionV3", "ResNet", "TrainLoss", "alexnet", "build_model",
+    "count_trainable", "vgg"
 ]
+# fmt: on

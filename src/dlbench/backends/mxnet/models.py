@@ -342,15 +342,9 @@ def count_trainable(model: HybridBlock) -> int:
     return sum(int(np.prod(p.shape)) for p in model.collect_params().values() if p.grad_req != "null")
 
 
+# fmt: off
 __all__ = [
-    "MODELS",
-    "BertForPretraining",
-    "InceptionV3",
-    "ResNet",
-    "TrainLoss",
-    "alexnet",
-    "build_model",
-    "count_trainable",
-    "initialize",
-    "vgg",
+    "MODELS", "BertForPretraining", "InceptionV3", "ResNet", "TrainLoss", "alexnet", "build_model",
+    "count_trainable", "initialize", "vgg"
 ]
+# fmt: on
