@@ -209,9 +209,13 @@ def test_possible_keeps_order_and_items() -> None:
     assert len(said) == 1 and "dp" in said[0]
 
 
-def test_a_builtin_suite_with_impossible_cells_says_it_skips_them() -> None:
+def test_a_builtin_suite_with_impossible_cells_says_it_skips_them(monkeypatch: pytest.MonkeyPatch) -> None:
     from dlbench.suite import builtin_names, load
     from dlbench.suite.expand import expand
+
+    # 'installed' as on a machine holding every framework: the answer must not depend on this machine's set-up
+    # (CI has jax, tf and paddle, whose multi-device real-data cells are impossible; a bare checkout has torch).
+    monkeypatch.setattr("dlbench.suite.expand.installed", lambda _backend: True)
 
     for name in builtin_names():
         suite = load(name)
