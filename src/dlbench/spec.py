@@ -251,6 +251,9 @@ class PointSpec:
     bucket_mb: int | None = None  # DDP's gradient bucket size in MB; None: the framework's default
     fsdp: bool = False  # FSDP2 over the data-parallel ranks (#35; cases/llama_layout.py says where it runs)
     context_parallel: int = 1  # ranks a sequence is split over (#35; GPU only)
+    converge: bool = False  # train learnable data to a target first, keeping the loss curve (#34)
+    converge_steps: int | None = None  # the step budget of --converge (None: the case's own)
+    converge_target: float | None = None  # the target loss of --converge (None: the case's own)
     version: int = field(default=SPEC_VERSION)
 
     def __post_init__(self) -> None:
@@ -408,3 +411,4 @@ _LATER_FIELDS.update(
 )  # the parallel layout (#23)
 _LATER_FIELDS["bucket_mb"] = None  # DDP's bucket size (#22)
 _LATER_FIELDS.update(fsdp=False, context_parallel=1)  # FSDP2 and context parallel (#35)
+_LATER_FIELDS.update(converge=False, converge_steps=None, converge_target=None)  # convergence runs (#34)

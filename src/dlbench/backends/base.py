@@ -46,6 +46,8 @@ def fixed(batch: Any) -> Iterator[Any]:
 class Trainer(ABC):
     """A model, its optimizer and its input, ready to take train steps."""
 
+    keep_loss_window = False  # set while a convergence curve is read (worker): a trainer then sums its loss
+
     def __init__(self, batches: Iterator[Any]) -> None:
         self.batches = batches
 

@@ -15,13 +15,19 @@ Framework-free: numpy only.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.cases.gpt import sequence_length
+
 GRID = 4  # template cells per side, whatever the input side: separability does not depend on resolution
+IMAGE_CLASSES = 10  # separable classes --converge uses of a classifier's outputs (labels 0..9)
+MARKOV_STATES = 64  # tokens of the Markov source --converge feeds a language model (ids 0..63)
 MIN_CELLS = 8  # cells (of channels x GRID x GRID) in which any two class templates differ
 
 
@@ -40,6 +46,7 @@ class SeparableImages:
     channels: int = 3
     noise: float = 0.5
     seed: int = 0
+    order: int = 0  # which stream of examples (a run's seed): the templates stay those of `seed`
     templates: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -60,7 +67,7 @@ class SeparableImages:
 
     def batch(self, step: int, size: int, channels_last: bool = False) -> dict[str, np.ndarray]:
         """Batch number `step` (the same for every caller): float32 images, int64 labels."""
-        rng = np.random.default_rng([self.seed, 34, 2, step])
+        rng = np.random.default_rng([self.seed, 34, 2, self.order, step])
         labels = rng.integers(0, self.classes, size)
         noise = rng.standard_normal((size, self.channels, self.side, self.side), dtype=np.float32)
         images = self.templates[labels] + np.float32(self.noise) * noise
@@ -104,6 +111,7 @@ class MarkovTokens:
     states: int = 64
     concentration: float = 0.1
     seed: int = 0
+    order: int = 0  # which stream of examples (a run's seed): the chain stays that of `seed`
     transition: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -122,7 +130,7 @@ class MarkovTokens:
     def batch(self, step: int, size: int, seq: int) -> dict[str, np.ndarray]:
         """Batch number `step`: `input_ids` [size, seq] and next-token `labels` [size, seq], int64, each row
         started from the stationary distribution."""
-        rng = np.random.default_rng([self.seed, 34, 4, step])
+        rng = np.random.default_rng([self.seed, 34, 4, self.order, step])
         cumulative = np.cumsum(self.transition, axis=1)
         tokens = np.empty((size, seq + 1), np.int64)
         tokens[:, 0] = rng.choice(self.states, size=size, p=stationary(self.transition))
@@ -175,3 +183,17 @@ def ctr_bayes_loss(p: np.ndarray) -> float:
 def uniform_loss(classes: int) -> float:
     """The cross-entropy of a uniform guess over `classes` classes: ln(classes), where training starts."""
     return math.log(classes)
+
+
+def learnable_batches(
+    case: Case, batch: int, input_size: int | None, order: int, channels_last: bool = False
+) -> Iterator[dict[str, np.ndarray]]:
+    """The learnable stream --converge feeds a case (numpy; a backend moves each batch to its device): separable
+    images for a classifier, Markov tokens for a causal LM; `order` picks the stream (the run's seed)."""
+    if isinstance(case.input, ImageInput):
+        images = SeparableImages(IMAGE_CLASSES, input_size or case.input.size, case.input.channels, order=order)
+        return images.batches(batch, channels_last)
+    if isinstance(case.input, TextInput) and case.task == "causal_lm":
+        tokens, seq = MarkovTokens(MARKOV_STATES, order=order), sequence_length(case, input_size)
+        return (tokens.batch(step, batch, seq) for step in itertools.count())
+    raise ValueError(f"no learnable data for {case.name} ({case.task})")
