@@ -163,9 +163,6 @@ def _used_share(backend: Backend) -> float | None:
         return None
 
 
-CURVE_KEY = "convergence_curve"
-
-
 def _converge(trainer: Trainer, spec: PointSpec, case: Case) -> dict[str, object]:
     """Train to the case's convergence target (analysis/targets.py) and return the curve and target as facts."""
     from dlbench.analysis.targets import target_for
@@ -290,6 +287,8 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
         facts["nvml_memory_errors"] = f"{sampler.errors} failed NVML call(s), the last: {sampler.error}"
     env = _environment(backend, spec, ctx)
     if curve is not None:  # judged by the controller against its reference; a NaN there reads `diverged`
+        from dlbench.analysis.convergence import CURVE_KEY
+
         facts[CURVE_KEY] = curve
         return WorkerResult(status="ok", ranks=[raw], env=env, facts=facts)
     if not math.isfinite(loss):

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from dlbench.protocol.converge import Curve
+from dlbench.records import PointResult
 
 Verdict = Literal["converged", "slower", "diverged", "not reached", "interrupted"]
 VERDICTS: tuple[Verdict, ...] = ("converged", "slower", "diverged", "not reached", "interrupted")
@@ -34,6 +35,9 @@ DIVERGE_FACTOR = 2.0
 SPREAD_SIGMAS = 2.0
 TOLERANCE = 0.25
 MLPERF_MIN_RUNS = 5
+CURVE_KEY = "convergence_curve"  # the worker's fact in a point's extra: the curve and its target
+VERDICT_KEY = "convergence"  # the controller's: the judgement, the target, the seed and the reference
+REFERENCE_KEY = "convergence_reference"  # True on a reference run
 
 
 @dataclass(frozen=True)
@@ -201,3 +205,33 @@ def from_dict(raw: dict[str, Any]) -> Judgement:
         reason=str(raw.get("reason", "")),
         reference=raw.get("reference"),
     )
+
+
+def verdict_of(result: PointResult) -> str:
+    """The verdict a table shows ('-' for a point without one; 'converged*' when faster than the reference)."""
+    raw: Any = result.extra.get(VERDICT_KEY)
+    if not isinstance(raw, dict):
+        return "-"
+    return f"{raw['verdict']}*" if raw.get("faster") else str(raw["verdict"])
+
+
+def convergence_lines(results: list[PointResult]) -> list[str]:
+    """One line per convergence point: verdict, steps and wall time to target, final loss, seed, reference."""
+    out = []
+    for r in results:
+        raw: Any = r.extra.get(VERDICT_KEY)
+        if not isinstance(raw, dict):
+            continue
+        ref = " (reference run)" if r.extra.get(REFERENCE_KEY) else ""
+        steps, wall = raw.get("steps_to_target"), raw.get("wall_to_target_s")
+        reached = (
+            f"{steps} steps, {wall:.1f} s to loss {raw['target']:g}" if steps is not None else "target not reached"
+        )
+        out.append(
+            f"{r.spec.framework} {r.spec.model} {r.spec.precision} seed {raw.get('seed', r.spec.seed)}{ref}: "
+            f"{verdict_of(r)}, {reached}; final loss {float(raw['final_loss']):.4g} ({raw.get('reason', '')}). "
+            f"Reference: {raw.get('reference_line', '-')}"
+        )
+    if any("*" in verdict_of(r) for r in results):
+        out.append("converged* = faster than the reference band: suspect (MLPerf rejects such convergence)")
+    return out
