@@ -235,3 +235,15 @@ def convergence_lines(results: list[PointResult]) -> list[str]:
     if any("*" in verdict_of(r) for r in results):
         out.append("converged* = faster than the reference band: suspect (MLPerf rejects such convergence)")
     return out
+
+
+def verdict_changes(pairs: list[tuple[PointResult, PointResult]]) -> list[str]:
+    """One line naming the configurations whose convergence verdict differs between two runs (A -> B), or none."""
+    changed = [
+        f"{a.spec.framework} {a.spec.model} bs{a.spec.batch_size} {a.spec.precision}: {verdict_of(a)} -> {verdict_of(b)}"
+        for a, b in pairs
+        if verdict_of(a) != verdict_of(b) and "-" not in (verdict_of(a), verdict_of(b))
+    ]
+    if not changed:
+        return []
+    return [f"convergence verdicts differ for {len(changed)} point(s): {'; '.join(changed)}"]

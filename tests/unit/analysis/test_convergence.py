@@ -113,3 +113,21 @@ def test_the_fake_backend_curve_knob(monkeypatch: pytest.MonkeyPatch) -> None:
     assert trainer.loss_window() == pytest.approx((0.9 + 0.81) / 2)
     trainer.train_step(None)
     assert math.isnan(trainer.loss_window())
+
+
+def test_compare_says_when_two_runs_differ_in_verdict() -> None:
+    import dataclasses
+
+    from dlbench.analysis.compare import compare_runs
+    from dlbench.analysis.convergence import VERDICT_KEY
+    from dlbench.records import PointResult
+    from dlbench.spec import PointSpec, preset
+    from dlbench.store.rows import StoredPoint
+
+    spec = PointSpec(framework="torch", model="resnet50", batch_size=8, protocol=preset("quick"), converge=True)
+    good = PointResult(spec=spec, status="ok", extra={VERDICT_KEY: {"verdict": "converged"}})
+    bad = dataclasses.replace(good, extra={VERDICT_KEY: {"verdict": "diverged"}})
+    out = compare_runs("a", [StoredPoint(1, "a", good)], "b", [StoredPoint(2, "b", bad)])
+    assert any("verdicts differ for 1 point(s)" in w and "converged -> diverged" in w for w in out.warnings)
+    same = compare_runs("a", [StoredPoint(1, "a", good)], "b", [StoredPoint(2, "b", good)])
+    assert not any("verdicts" in w for w in same.warnings)
