@@ -48,6 +48,7 @@ class Reference:
     every: int
     seeds: tuple[int, ...] = ()
     label: str = "torch fp32 1 device"
+    wall_s: tuple[float, ...] = ()  # wall time to target of each run (scored by score_times)
 
     def __post_init__(self) -> None:
         if not self.steps:
@@ -76,9 +77,11 @@ class Reference:
     def describe(self) -> str:
         """One line: what the band is and how it was made."""
         lo, hi = self.band
+        score = score_times(list(self.wall_s))
+        timed = f"; {score.value:.1f} s to target ({score.method})" if score is not None else ""
         return (
             f"{self.label}, {len(self.steps)} run(s): {self.mean:.0f} steps to target, band {lo:.0f}..{hi:.0f} "
-            f"(±{SPREAD_SIGMAS:g} sd + {TOLERANCE:.0%} + {self.every} steps)"
+            f"(±{SPREAD_SIGMAS:g} sd + {TOLERANCE:.0%} + {self.every} steps){timed}"
         )
 
     def to_dict(self) -> dict[str, object]:

@@ -72,7 +72,7 @@ def missing_references(stored: Sequence[StoredPoint], specs: Sequence[PointSpec]
 
 def reference_for(stored: Sequence[StoredPoint], spec: PointSpec) -> Reference | None:
     """The band made from the stored reference runs that reached their target; None when none did."""
-    steps, seeds, every = [], [], 1
+    steps, seeds, walls, every = [], [], [], 1
     for seed, result in sorted(stored_references(stored, spec).items()):
         found = _curve(result)
         assert found is not None
@@ -82,10 +82,11 @@ def reference_for(stored: Sequence[StoredPoint], spec: PointSpec) -> Reference |
         if j.steps_to_target is not None:
             steps.append(j.steps_to_target)
             seeds.append(seed)
+            walls.append(j.wall_to_target_s or 0.0)
     if not steps:
         return None
     label = f"{reference_specs(spec)[0].framework} fp32 1 device"
-    return Reference(tuple(steps), every, tuple(seeds), label)
+    return Reference(tuple(steps), every, tuple(seeds), label, tuple(walls))
 
 
 def with_verdict(result: PointResult, stored: Sequence[StoredPoint], reference_run: bool = False) -> PointResult:

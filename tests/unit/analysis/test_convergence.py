@@ -131,3 +131,10 @@ def test_compare_says_when_two_runs_differ_in_verdict() -> None:
     assert any("verdicts differ for 1 point(s)" in w and "converged -> diverged" in w for w in out.warnings)
     same = compare_runs("a", [StoredPoint(1, "a", good)], "b", [StoredPoint(2, "b", good)])
     assert not any("verdicts" in w for w in same.warnings)
+
+
+def test_the_reference_line_scores_its_times_and_says_how() -> None:
+    three = Reference(steps=(100, 110, 120), every=10, wall_s=(1.0, 2.0, 6.0)).describe()
+    assert "3.0 s to target (mean of 3 runs (fewer than 5: none dropped))" in three
+    five = Reference(steps=(100,) * 5, every=10, wall_s=(10.0, 1.0, 4.0, 5.0, 6.0)).describe()
+    assert "5.0 s to target (MLPerf" in five
