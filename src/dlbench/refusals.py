@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
+from dlbench.analysis.targets import convergence_refusal
 from dlbench.backends import get_info
 from dlbench.capabilities import Capabilities
 from dlbench.cases import ImageInput, get_case
@@ -32,6 +33,9 @@ class Impossible(SpecError):
 
 def refusal(spec: PointSpec) -> str | None:
     """Why this point cannot run, decided from the spec and its framework's capability table (one line), or None."""
+    converge = convergence_refusal(spec)  # --converge with no target, or one that cannot be reached (#34)
+    if converge:
+        return converge
     caps = get_info(spec.framework).capabilities_table()
     if caps is None:  # a third-party backend without a table: its worker decides
         return None

@@ -253,6 +253,9 @@ class PointSpec:
     context_parallel: int = 1  # ranks a sequence is split over (#35; GPU only)
     expert_parallel: int = 1  # ranks a MoE's experts are placed over (#36; data parallel over the rest)
     routing: str = "learned"  # "balanced": forced round-robin routing, to reproduce force-balanced figures (#36)
+    converge: bool = False  # train learnable data to a target first, keeping the loss curve (#34)
+    converge_steps: int | None = None  # the step budget of --converge (None: the case's own)
+    converge_target: float | None = None  # the target loss of --converge (None: the case's own)
     version: int = field(default=SPEC_VERSION)
 
     def __post_init__(self) -> None:
@@ -408,3 +411,4 @@ _LATER_FIELDS.update(
 _LATER_FIELDS["bucket_mb"] = None  # DDP's bucket size (#22)
 _LATER_FIELDS.update(fsdp=False, context_parallel=1)  # FSDP2 and context parallel (#35)
 _LATER_FIELDS.update(expert_parallel=1, routing="learned")  # expert parallel and forced routing (#36)
+_LATER_FIELDS.update(converge=False, converge_steps=None, converge_target=None)  # convergence runs (#34)

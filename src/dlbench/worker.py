@@ -31,7 +31,8 @@ from dlbench.wire import (
 )
 
 if TYPE_CHECKING:
-    from dlbench.backends.base import Backend
+    from dlbench.backends.base import Backend, Trainer
+    from dlbench.cases import Case
     from dlbench.machine.gpu_watch import GpuSampler
 
 
@@ -162,6 +163,20 @@ def _used_share(backend: Backend) -> float | None:
         return None
 
 
+def _converge(trainer: Trainer, spec: PointSpec, case: Case) -> dict[str, object]:
+    """Train to the case's convergence target (analysis/targets.py) and return the curve and target as facts."""
+    from dlbench.analysis.targets import target_for
+    from dlbench.protocol.converge import train_curve
+
+    target = target_for(case, spec.converge_steps, spec.converge_target)
+    if target is None:  # refusals.py refuses this before the worker; a point reaching it another way fails here
+        raise RuntimeError(f"--converge has no target for {spec.model}")
+    trainer.keep_loss_window = True
+    curve = train_curve(trainer, target.budget, target.every, target.loss, seed=spec.seed)
+    trainer.keep_loss_window = False
+    return {**curve.to_dict(), "target": target.to_dict()}
+
+
 def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     """Build, measure and describe one point in this process; once more with cuDNN autotuning off where the first
     try failed with cuDNN's "no valid algorithm" (backends/cudnn_fallback; one-process points only: a rank that
@@ -201,6 +216,7 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
     with _own_memory_sampler(spec, ctx) as sampler:
         try:
             trainer = backend.build(spec, case, ctx)
+            curve = _converge(trainer, spec, case) if spec.converge else None  # trains first: the curve (#34)
             progress = _Progress() if ctx.rank == 0 else _silent
             # Several ranks calibrate only through a trainer that makes them agree on rank 0's step count.
             calibrate = spec.processes == 1 or trainer.agrees_steps
@@ -270,6 +286,11 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
     if sampler is not None and sampler.errors:
         facts["nvml_memory_errors"] = f"{sampler.errors} failed NVML call(s), the last: {sampler.error}"
     env = _environment(backend, spec, ctx)
+    if curve is not None:  # judged by the controller against its reference; a NaN there reads `diverged`
+        from dlbench.analysis.convergence import CURVE_KEY
+
+        facts[CURVE_KEY] = curve
+        return WorkerResult(status="ok", ranks=[raw], env=env, facts=facts)
     if not math.isfinite(loss):
         return WorkerResult(
             status="failed_check", error=f"final loss is not finite: {loss}", ranks=[raw], env=env, facts=facts

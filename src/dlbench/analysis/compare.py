@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from dlbench.analysis.convergence import verdict_changes
 from dlbench.analysis.mfu import Efficiency, efficiency
 from dlbench.jsonout import strict_dumps
 from dlbench.machine.power import detectability
@@ -278,6 +279,7 @@ def compare_runs(
         named = "; ".join(f"{k}: {', '.join(a)} -> {', '.join(b)}" for k, (a, b) in diffs.items())
         warnings.append(f"identity keys differ, so these runs were not measured in the same environment: {named}")
     warnings += _protocol_warnings(pairs)
+    warnings += verdict_changes(pairs)  # a faster configuration that no longer trains (#34)
     if not pairs:
         warnings.append("the runs have no configuration in common")
     method = (

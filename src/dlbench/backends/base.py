@@ -46,6 +46,8 @@ def fixed(batch: Any) -> Iterator[Any]:
 class Trainer(ABC):
     """A model, its optimizer and its input, ready to take train steps."""
 
+    keep_loss_window = False  # set while a convergence curve is read (worker): a trainer then sums its loss
+
     def __init__(self, batches: Iterator[Any]) -> None:
         self.batches = batches
 
@@ -65,6 +67,12 @@ class Trainer(ABC):
     @abstractmethod
     def loss(self) -> float:
         """The last step's loss as a Python float."""
+
+    def loss_window(self) -> float:
+        """The mean loss of the steps since the last call, read from the device once (a convergence curve's
+        reading, protocol/converge.py). This default reads the last step's loss; a trainer that accumulates its
+        loss on the device overrides it, so that a curve costs one host read per window, not one per step."""
+        return self.loss()
 
     def allocator_peak(self) -> AllocatorPeak | None:
         """The framework allocator's peak on the device, where it keeps one (None on the CPU)."""

@@ -4,8 +4,9 @@ Its behaviour comes from $DLBENCH_FAKE (set by tests): "sleep:SECONDS" (default 
 "segfault", "hang", "raise", "nan", "sleep_at_build:SECONDS", "oom_above:N" (MemoryError when the batch
 size is above N: the max-batch search's known threshold), "oom_above:N:error_at:M" (the same, and a RuntimeError,
 not an out-of-memory one, at batch size M), "param_oom_above:NAME:N" (MemoryError when the case
-parameter NAME is above N: a parameter search's threshold) or "slow_input:SECONDS" (each step first waits that
-long for its input, counted as input wait in measured steps); or per model, e.g.
+parameter NAME is above N: a parameter search's threshold), "slow_input:SECONDS" (each step first waits that
+long for its input, counted as input wait in measured steps) or "curve:FACTOR[:nan_at:N]" (a loss curve: the
+loss starts at 1 and is multiplied by FACTOR every step, NaN from step N on; convergence tests); or per model, e.g.
 "alexnet=segfault,vgg16=hang" (models not named sleep 1 ms). It imports no framework.
 
 A "hang" worker first appends the line "ready PID" to the file $DLBENCH_FAKE_READY names (when set): it is past
@@ -46,16 +47,32 @@ def _mode_for(model: str, setting: str) -> str:
 class FakeTrainer(Trainer):
     """Each step sleeps a fixed time and lowers a fake loss; its input is a fixed batch unless given a source."""
 
-    def __init__(self, step_s: float, loss: float = 1.0, batches: Iterator[object] | None = None) -> None:
+    def __init__(
+        self,
+        step_s: float,
+        loss: float = 1.0,
+        batches: Iterator[object] | None = None,
+        factor: float = 0.99,
+        nan_at: int | None = None,
+    ) -> None:
         super().__init__(batches if batches is not None else fixed(None))
         self.step_s = step_s
         self._loss = loss
+        self.factor, self.nan_at = factor, nan_at
         self.steps = 0
+        self._window: list[float] = []
 
     def train_step(self, batch: object) -> None:
         time.sleep(self.step_s)
         self.steps += 1
-        self._loss *= 0.99
+        self._loss = float("nan") if self.nan_at is not None and self.steps >= self.nan_at else self._loss * self.factor
+        self._window.append(self._loss)
+
+    def loss_window(self) -> float:
+        """The mean loss of the steps since the last call (the last loss where no step was taken)."""
+        out = sum(self._window) / len(self._window) if self._window else self._loss
+        self._window = []
+        return out
 
     def sync(self) -> None:
         return None
@@ -115,6 +132,9 @@ class FakeBackend(Backend):
             if spec.params.get(name, 0) > int(limit):
                 raise MemoryError(f"fake out of memory: {name} {spec.params[name]} > {limit}")
             return FakeTrainer(0.001)
+        if kind == "curve":
+            factor, _, nan = arg.partition(":nan_at:")
+            return FakeTrainer(0.0, factor=float(factor), nan_at=int(nan) if nan else None)
         if kind == "slow_input":
             return FakeTrainer(0.001, batches=_slow(float(arg)))
         if kind == "sleep_at_build":

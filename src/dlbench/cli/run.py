@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 from rich.console import Console
 
+from dlbench.analysis.convergence import convergence_lines
 from dlbench.cli.feedback import interrupted_line, say_busy
 from dlbench.cli.invocation import command_line
 from dlbench.cli.numbers import AsciiFloatRange, AsciiIntRange
@@ -177,6 +178,14 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
     "ddp-bf16, powersgd, replicated-pscpu; part of the point's identity). Default: torch's 25.",
 )
 @click.option(
+    "--converge",
+    is_flag=True,
+    help="Train learnable data to the case's target first and judge the loss curve against a torch fp32 "
+    "reference (docs/convergence.md).",
+)
+@click.option("--converge-steps", type=int, help="Step budget of --converge. Default: the case's.")
+@click.option("--converge-target", type=float, help="Target loss of --converge. Default: the case's.")
+@click.option(
     "--store",
     "store_path",
     type=click.Path(),
@@ -245,6 +254,9 @@ def run(
     routing: str,
     sync_every_step: bool,
     bucket_mb: int | None,
+    converge: bool,
+    converge_steps: int | None,
+    converge_target: float | None,
     store_path: str | None,
     fmt: str,
     columns: str | None,
@@ -296,6 +308,9 @@ def run(
         routing=routing,
         sync_every_step=sync_every_step,
         bucket_mb=bucket_mb,
+        converge=converge,
+        converge_steps=converge_steps,
+        converge_target=converge_target,
         store_path=store_path,
         force=force,
         wait_quiet=wait_quiet,
@@ -326,7 +341,7 @@ def run(
     out.print(
         points_table(results, title=f"run {outcome.run_id}", scaled=scales, columns=shown, wide=wide, width=out.width)
     )
-    for line in scaling_notes(results, scales) + verdict_lines(results):
+    for line in scaling_notes(results, scales) + verdict_lines(results) + convergence_lines(results):
         out.print(line)
     for line in telemetry_notes(results):
         out.print(line)

@@ -28,10 +28,11 @@ def run_points(
     extras: Mapping[str, Mapping[str, object]] | None = None,
     wait_quiet_s: float = 0.0,
     price_per_hour: float | None = None,
+    finish: Callable[[PointResult], PointResult] | None = None,
 ) -> list[PointResult]:
     """Run every spec in order; a failed point is recorded and the run goes on. Ctrl-C propagates. ``extras``:
     facts to keep with a point, by its spec key (the search that found its value); ``wait_quiet_s`` and
-    ``price_per_hour`` go to each point (launch.point.execute)."""
+    ``price_per_hour`` go to each point (launch.point.execute); ``finish`` rewrites each result before it is stored."""
     results = []
     for i, spec in enumerate(specs):
         sink = started(i, spec) if started else None
@@ -42,6 +43,8 @@ def run_points(
         result = attach_request(store, run_id, result, python)  # the command and package lock that made it
         if extras and spec.key() in extras:
             result = dataclasses.replace(result, extra={**result.extra, **extras[spec.key()]})
+        if finish is not None:  # what the caller adds before the point is kept (a convergence verdict)
+            result = finish(result)
         store.add_point(run_id, result)
         results.append(result)
         if done:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from dlbench.analysis.convergence import verdict_of
 from dlbench.analysis.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
 from dlbench.analysis.scaling import Scaled, outgrows_one_device
 from dlbench.cases.gpt import flop_label, hardware_ratio, lm_rates
@@ -187,6 +188,7 @@ COLUMNS: dict[str, TableColumn] = {
         number=True,
     ),
     "energy": TableColumn("samples/kWh", "right", lambda c: fmt_energy(c.result), number=True),
+    "verdict": TableColumn("verdict", "left", lambda c: verdict_of(c.result), whole=True),
     "status": TableColumn("status", "left", lambda c: status_text(c.result)),
 }
 # The default: what tells points apart, the throughput and the status; at 80 columns nothing of it is cut.
@@ -245,6 +247,7 @@ def points_table(
         energy = any(samples_per_kwh(r) is not None for r in results)  # a column only where some point has it
         data = any(r.spec.data != "synthetic" for r in results)
         strategy = any(r.spec.strategy != "none" for r in results)
+        converged = any(verdict_of(r) != "-" for r in results)  # --converge points (#34)
         columns = (
             *COMPACT[:4],
             *(("data",) if data else ()),
@@ -254,9 +257,10 @@ def points_table(
             *(("speedup",) if many else ()),
             *(("energy",) if energy else ()),
             *extra,
+            *(("verdict",) if converged else ()),
             COMPACT[-1],
         )
-        optional = {*OPTIONAL, *extra}
+        optional = {*OPTIONAL, *extra, "verdict"}
         said = set(SAID_ONCE) if title else set()
     grid = [[COLUMNS[name].cell(c) for name in columns] for c in cells]
     peaks = peak_notes([effs[i]() for i in effs]) if {"tflops", "mfu"} & set(columns) else []

@@ -23,6 +23,7 @@ from dlbench.launch.session import run_points
 from dlbench.machine.env import host_identity, physical_cores
 from dlbench.records import PointResult, exit_code
 from dlbench.refusals import refuse_impossible
+from dlbench.runapi import converge
 from dlbench.runapi.options import build_specs, parse_params, protocol_from, require_gpu, with_layout
 from dlbench.spec import PointSpec, SpecError
 from dlbench.spec import Protocol as MeasureProtocol
@@ -74,6 +75,9 @@ class RunRequest:
     context_parallel: int = 1
     expert_parallel: int = 1
     routing: str = "learned"
+    converge: bool = False  # train learnable data to a target first and judge the curve (#34, runapi/converge.py)
+    converge_steps: int | None = None
+    converge_target: float | None = None
     sync_every_step: bool = False
     bucket_mb: int | None = None
     store_path: str | None = None
@@ -177,6 +181,13 @@ def prepare_run(req: RunRequest) -> PreparedRun:
     specs = [dataclasses.replace(s, expert_parallel=req.expert_parallel, routing=req.routing) for s in specs]
     if req.sync_every_step:
         specs = [dataclasses.replace(s, sync_every_step=True) for s in specs]
+    if req.converge:
+        specs = [
+            dataclasses.replace(
+                s, converge=True, converge_steps=req.converge_steps, converge_target=req.converge_target
+            )
+            for s in specs
+        ]
     if req.bucket_mb is not None:  # checked by the spec: only strategies with buckets take it
         specs = [dataclasses.replace(s, bucket_mb=req.bucket_mb) for s in specs]
     refuse_impossible(specs)  # what the spec alone shows cannot run: exit 2 before anything runs (dlbench.refusals)
@@ -218,18 +229,34 @@ def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutco
     for r in failed:
         store.add_point(run_id, r)
     hooks.starting()
+    references = converge.missing_references(store.points(), specs)  # measured once, then reused (#34)
     try:
-        with hooks.progress(len(specs)) as ui:
-            results = run_points(
+        with hooks.progress(len(references) + len(specs)) as ui:
+            results = (
+                []
+                if not references
+                else run_points(
+                    store,
+                    run_id,
+                    references,
+                    launchers,
+                    started=ui.started if ui else None,
+                    done=ui.done if ui else None,
+                    finish=lambda r: converge.with_verdict(r, (), reference_run=True),
+                )
+            )
+            n = len(references)
+            results += run_points(
                 store,
                 run_id,
                 specs,
                 launchers,
-                started=ui.started if ui else None,
-                done=ui.done if ui else None,
+                started=(lambda i, s: ui.started(i + n, s)) if ui else None,
+                done=(lambda i, r: ui.done(i + n, r)) if ui else None,
                 extras=extras,
                 wait_quiet_s=req.wait_quiet,
                 price_per_hour=req.price_per_hour,
+                finish=lambda r: converge.with_verdict(r, store.points(models=[r.spec.model])),
             )
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")

@@ -19,6 +19,7 @@ from dlbench.cases import Case, CtrInput, ImageInput, TextInput
 from dlbench.cases.gpt import sequence_length
 from dlbench.data.augment import bert_arrays, decode_crop_flip, enough_samples
 from dlbench.data.layout import FLIP_PROB, MEAN, STD, TrainItem, image_root, read_train_list
+from dlbench.data.learnable import learnable_batches
 from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_gpt, synthetic_images
 from dlbench.spec import PointSpec, SpecError
 
@@ -146,7 +147,11 @@ def text_batches(spec: PointSpec, case: Case, device: torch.device, seed: int) -
 
 
 def batches(spec: PointSpec, case: Case, device: torch.device, seed: int) -> Iterator[Batch]:
-    """The point's input: the fixed synthetic batch, or the real-data loader's batches (seed: this rank's)."""
+    """The point's input: the fixed synthetic batch, or the real-data loader's batches (seed: this rank's); with
+    --converge the learnable stream (data/learnable.py), each batch moved to the device as it is drawn."""
+    if spec.converge:
+        stream = learnable_batches(case, spec.batch_size, spec.input_size, seed, spec.channels_last)
+        return ({k: torch.from_numpy(v).to(device) for k, v in b.items()} for b in stream)
     if spec.data != "real":
         return fixed(synthetic_batch(case, spec.batch_size, device, spec.input_size, seed, spec.channels_last))
     if case.task == "face_recognition":
@@ -160,6 +165,8 @@ def batches(spec: PointSpec, case: Case, device: torch.device, seed: int) -> Ite
 
 def describe(spec: PointSpec) -> str:
     """How the input is fed, for the point's facts."""
+    if spec.converge:
+        return "learnable: a new batch drawn on the host every step (--converge)"
     if spec.data != "real":
         return "synthetic: one batch made on the device"
     return f"DataLoader, {spec.loader_workers} workers, prefetch {PREFETCH_FACTOR}"

@@ -112,6 +112,8 @@ class TorchTrainer(Trainer):
         self.amp_dtype = AMP_DTYPES.get(numerics.compute_dtype)
         self.scaler = grad_scaler(device.type) if numerics.loss_scaling else None
         self._last: torch.Tensor | None = None
+        self._window_sum: torch.Tensor | None = None  # the loss summed on the device since the last loss_window
+        self._window_steps = 0
 
         def forward(m: torch.nn.Module, b: Batch) -> torch.Tensor:
             return train_loss(case, m, b)
@@ -135,6 +137,10 @@ class TorchTrainer(Trainer):
             loss.backward()
             self.sync_grads.update(self.optimizer.step)
         self._last = loss.detach()
+        if self.keep_loss_window:  # only while a convergence curve is read: no extra kernel in timed steps
+            last = self._last.float()
+            self._window_sum = last if self._window_sum is None else self._window_sum + last  # no host read
+            self._window_steps += 1
 
     def _scaled_step(self) -> None:
         assert self.scaler is not None
@@ -163,6 +169,14 @@ class TorchTrainer(Trainer):
 
     def loss(self) -> float:
         return float(self._last.float().item()) if self._last is not None else float("nan")
+
+    def loss_window(self) -> float:
+        """The mean loss since the last call: one host read of a sum kept on the device."""
+        if self._window_sum is None:
+            return self.loss()
+        mean = float((self._window_sum / self._window_steps).item())
+        self._window_sum, self._window_steps = None, 0
+        return mean
 
     def allocator_peak(self) -> AllocatorPeak | None:
         if self.device.type == "cuda":

@@ -1,0 +1,80 @@
+"""What `--converge` trains to, per kind of case (issue #34): the learnable data, the target loss, the step budget
+and how often the curve is read; and which frameworks and precisions have a target at all.
+
+The targets are checks of correctness on data made to be learnable (data/learnable.py), not quality figures: a
+ResNet-50 that reaches 0.25 on ten separable template classes at 32 px says its step trains, nothing about ImageNet
+accuracy. Every target sits above the data's best possible loss (`best_loss`), so it can be reached by construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlbench.cases import Case, get_case
+from dlbench.data.learnable import IMAGE_CLASSES, MARKOV_STATES, MarkovTokens
+from dlbench.spec import PointSpec
+
+CONVERGE_FRAMEWORKS: tuple[str, ...] = ("torch", "fake")  # backends that feed the learnable data
+CONVERGE_PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
+REFERENCE_SEEDS = 3  # reference runs per case (torch fp32, one device), seeds 0..N-1
+
+
+@dataclass(frozen=True)
+class Target:
+    """A case's convergence target: the loss to reach, within `budget` steps, read every `every` steps."""
+
+    loss: float
+    budget: int
+    every: int
+    data: str
+    best_loss: float
+
+    def to_dict(self) -> dict[str, object]:
+        """Plain JSON-able dict."""
+        return {
+            "loss": self.loss,
+            "budget": self.budget,
+            "every": self.every,
+            "data": self.data,
+            "best": self.best_loss,
+        }
+
+
+def target_for(case: Case, budget: int | None = None, loss: float | None = None) -> Target | None:
+    """The case's target (a step budget or a loss given on the command line replace its own), or None where its
+    kind of case has no learnable data wired yet."""
+    if case.task == "image_classification":
+        own = Target(0.25, 1000, 10, f"{IMAGE_CLASSES} separable template classes + noise", 0.0)
+    elif case.task == "causal_lm":
+        best = MarkovTokens(states=MARKOV_STATES).best_loss
+        own = Target(round(best + 0.25, 3), 1000, 10, f"Markov source, {MARKOV_STATES} tokens", best)
+    else:
+        return None
+    return Target(
+        own.loss if loss is None else loss, own.budget if budget is None else budget, own.every, own.data, own.best_loss
+    )
+
+
+def convergence_refusal(spec: PointSpec) -> str | None:
+    """Why a --converge point cannot run (one line), or None: a framework, precision or case without a target, a
+    step budget below one, a target below the data's best possible loss."""
+    if not spec.converge:
+        return None
+    if spec.framework not in CONVERGE_FRAMEWORKS:
+        return (
+            f"--converge has no learnable data wired for {spec.framework} yet (wired: {', '.join(CONVERGE_FRAMEWORKS)})"
+        )
+    if spec.precision not in CONVERGE_PRECISIONS:
+        return f"--converge has no target for {spec.precision} (targets exist for {', '.join(CONVERGE_PRECISIONS)})"
+    case = get_case(spec.model)
+    target = target_for(case)
+    if target is None:
+        return f"--converge has no target for {spec.model} ({case.task}): image classifiers and GPT have one"
+    if spec.converge_steps is not None and spec.converge_steps < 1:
+        return f"--converge-steps must be at least 1; got {spec.converge_steps}"
+    if spec.converge_target is not None and spec.converge_target < target.best_loss + 1e-9:
+        return (
+            f"--converge-target {spec.converge_target:g} is at or below the best possible loss of {spec.model}'s learnable "
+            f"data ({target.best_loss:.4g}, {target.data}): it cannot be reached"
+        )
+    return None

@@ -1,0 +1,54 @@
+"""--converge's targets and its one-line refusals (refusals.py), before anything trains."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from dlbench.analysis.targets import target_for
+from dlbench.cases import get_case
+from dlbench.refusals import Impossible, refusal, refuse_impossible
+from dlbench.spec import PointSpec, preset
+
+
+def _spec(**kw: object) -> PointSpec:
+    base = PointSpec(framework="torch", model="resnet50", batch_size=8, protocol=preset("quick"), converge=True)
+    return dataclasses.replace(base, **kw)  # type: ignore[arg-type]
+
+
+def test_a_classifier_and_gpt_have_targets_above_their_best_loss() -> None:
+    for name in ("resnet50", "gpt2_small"):
+        t = target_for(get_case(name))
+        assert t is not None and t.loss > t.best_loss and t.budget > 0 and t.every > 0
+    assert target_for(get_case("bert_base")) is None
+
+
+def test_a_plain_converge_point_is_not_refused() -> None:
+    assert refusal(_spec()) is None
+    assert refusal(_spec(precision="bf16")) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"model": "bert_base"}, "no target for bert_base"),
+        ({"precision": "amp"}, "no target for amp"),
+        ({"framework": "tf"}, "no learnable data wired for tf"),
+        ({"converge_steps": 0}, "at least 1"),
+        ({"converge_target": 0.0}, "best possible loss"),
+        ({"model": "gpt2_small", "converge_target": 1.0}, "cannot be reached"),
+    ],
+)
+def test_bad_converge_input_is_one_line_before_anything_runs(change: dict[str, object], words: str) -> None:
+    reason = refusal(_spec(**change))
+    assert reason is not None and words in reason and "\n" not in reason
+    with pytest.raises(Impossible, match=words):
+        refuse_impossible([_spec(**change)])
+
+
+def test_converge_fields_keep_old_keys_and_round_trip() -> None:
+    plain = PointSpec(framework="torch", model="resnet50", batch_size=8, protocol=preset("quick"))
+    assert "converge" not in plain.key()
+    spec = _spec(converge_steps=50, converge_target=0.5)
+    assert PointSpec.from_json(spec.to_json()) == spec and spec.key() != plain.key()
