@@ -41,20 +41,29 @@ def reference_specs(spec: PointSpec, seeds: int = REFERENCE_SEEDS) -> list[Point
 
 
 def _curve(result: PointResult) -> tuple[Curve, float] | None:
+    """The curve a point's worker left and its target loss: on an ok point, and on one stopped by Ctrl-C (its
+    curve so far, or its whole curve where the throughput was being measured); None without one."""
     raw: Any = result.extra.get(CURVE_KEY)
-    if not isinstance(raw, dict) or result.status != "ok":
+    if not isinstance(raw, dict):
         return None
     return Curve.from_dict(raw), float(raw["target"]["loss"])
 
 
 def stored_references(stored: Sequence[StoredPoint], spec: PointSpec) -> dict[int, PointResult]:
-    """The newest stored reference run per seed for this point (keyed by seed)."""
+    """The newest stored reference run per seed for this point (keyed by seed): one that ended ok, with a whole
+    curve (a reference stopped by Ctrl-C is kept but measured again by the next run that needs it)."""
     keys = {r.key(): r.seed for r in reference_specs(spec)}
     found: dict[int, PointResult] = {}
     for p in stored:
-        if p.result.extra.get(REFERENCE_KEY) and p.result.spec.key() in keys and _curve(p.result):
+        if p.result.extra.get(REFERENCE_KEY) and p.result.spec.key() in keys and _whole(p.result):
             found[keys[p.result.spec.key()]] = p.result
     return found
+
+
+def _whole(result: PointResult) -> bool:
+    """An ok point with a curve that was not stopped by Ctrl-C."""
+    found = _curve(result)
+    return result.status == "ok" and found is not None and not found[0].interrupted
 
 
 def missing_references(stored: Sequence[StoredPoint], specs: Sequence[PointSpec]) -> list[PointSpec]:
@@ -90,8 +99,9 @@ def reference_for(stored: Sequence[StoredPoint], spec: PointSpec) -> Reference |
 
 
 def with_verdict(result: PointResult, stored: Sequence[StoredPoint], reference_run: bool = False) -> PointResult:
-    """The result with its judgement in extra[VERDICT_KEY] (a convergence point whose worker left a curve); a
-    reference run is judged on its own (reached or not) and marked."""
+    """The result with its judgement in extra[VERDICT_KEY] (a convergence point whose worker left a curve, ended ok
+    or stopped by Ctrl-C: then its curve so far reads `interrupted`); a reference run is judged on its own
+    (reached or not) and marked."""
     found = _curve(result)
     if found is None:
         return result
