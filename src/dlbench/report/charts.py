@@ -6,7 +6,7 @@ the chart is absent. Colours follow the framework across every chart of a report
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -15,6 +15,7 @@ from matplotlib.axis import Axis
 from dlbench.analysis.compare import ratio_ci, step_matrix
 from dlbench.records import PointResult
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled, whiskers
+from dlbench.report.convergence import NOT_CONVERGED_MARK, mark_note
 from dlbench.report.groups import Column, RowKey, Section, max_batch_of, model_title
 from dlbench.store.store import StoredPoint
 
@@ -41,9 +42,11 @@ def _scale_axis(ax: Axes, scales: list[ScaleKey]) -> None:
     ax.set_xlabel("scale (nodes n, devices per node c)")
 
 
-def _bars(sec: Section, cc: dict[Column, str], rows: list[RowKey]) -> Chart:
+def _bars(sec: Section, cc: dict[Column, str], rows: list[RowKey], unconverged: Mapping[int, str]) -> Chart:
     """Throughput of configurations measured at one scale: a group per row (batch, and what sets it apart), one
-    bar per framework, CI whiskers (none with fewer than 3 repeats: 'n=1' over the bar), failures named."""
+    bar per framework, CI whiskers (none with fewer than 3 repeats: 'n=1' over the bar), failures named, and
+    the mark of a configuration that did not converge after its figure."""
+    marked: list[str] = []
     fig, ax = figure(6.4, 3.6)
     n = len(sec.columns)
     w = min(0.8 / max(n, 1), 0.3)
@@ -69,8 +72,11 @@ def _bars(sec: Section, cc: dict[Column, str], rows: list[RowKey]) -> Chart:
                     label=col.title if bi == 0 else None,
                 )
                 few = "" if m.has_spread else f"\nn={m.repeats}"
+                mark = f" {NOT_CONVERGED_MARK}" if cell.point.id in unconverged else ""
+                if mark:
+                    marked.append(unconverged[cell.point.id])
                 ax.annotate(
-                    _si(m.throughput) + few,
+                    _si(m.throughput) + mark + few,
                     (x, m.throughput + high),
                     textcoords="offset points",
                     xytext=(0, 3),
@@ -108,7 +114,8 @@ def _bars(sec: Section, cc: dict[Column, str], rows: list[RowKey]) -> Chart:
     return Chart(
         f"{sec.slug}-throughput",
         f"Throughput by framework, {where}",
-        "Bars: throughput; whiskers: 95% CI over repeats (none below 3 repeats). Failed points are named at the base.",
+        "Bars: throughput; whiskers: 95% CI over repeats (none below 3 repeats). Failed points are named at the base."
+        + (f" {mark_note(marked)}" if marked else ""),
         fig,
     )
 
@@ -161,10 +168,14 @@ def _series(
 
 
 def _scale_lines(
-    sec: Section, cc: dict[Column, str], config: tuple[int, tuple[str, ...]], speedup: bool
+    sec: Section,
+    cc: dict[Column, str],
+    config: tuple[int, tuple[str, ...]],
+    speedup: bool,
+    unconverged: Mapping[int, str] | None = None,
 ) -> Chart | None:
     """Throughput (or speedup, with the ideal line) against the scale, one line per framework, for one row
-    configuration (batch per device and what sets it apart)."""
+    configuration (batch per device and what sets it apart); a point that did not converge ringed."""
     rows = [r for r in sec.rows if r.config == config]
     bs, variant = config
     scales = sorted({_scale_key(r) for r in rows})
@@ -200,6 +211,20 @@ def _scale_lines(
             label="above 100% efficiency: not a speedup to trust",
             zorder=4,
         )
+    marked = _unconverged_marks(sec, rows, scales, speedup, unconverged or {})
+    if marked:
+        ax.plot(
+            [x for x, _, _ in marked],
+            [y for _, y, _ in marked],
+            ls="none",
+            marker="s",
+            ms=12,
+            mfc="none",
+            mec="#b7791f",
+            mew=1.5,
+            label=f"{NOT_CONVERGED_MARK} did not converge",
+            zorder=4,
+        )
     if speedup:
         ax.plot(range(len(scales)), [s[0] for s in scales], ls="--", color="#8a929b", lw=1.2, label="ideal (linear)")
         ax.set_ylabel("speedup over 1 device")
@@ -221,15 +246,37 @@ def _scale_lines(
             if over
             else ""
         )
+    if marked:
+        caption += f" A square marks a point that did not converge. {mark_note(v for _, _, v in marked)}"
     slug = f"{sec.slug}-{'speedup' if speedup else 'scale'}-bs{bs}" + (
         f"-{sec.configs.index(config)}" if variant else ""
     )
     return Chart(slug, f"{what} vs scale, batch {bs}{apart}", caption, fig)
 
 
+def _unconverged_marks(
+    sec: Section, rows: list[RowKey], scales: list[ScaleKey], speedup: bool, unconverged: Mapping[int, str]
+) -> list[tuple[int, float, str]]:
+    """(x, y, verdict) of the ok points of these rows that did not converge, where their line has a point."""
+    out = []
+    for r in rows:
+        for col in sec.columns:
+            cell = sec.cell(r, col)
+            if cell is None or not cell.ok or cell.point.id not in unconverged:
+                continue
+            m = cell.point.result.metrics
+            assert m is not None
+            y = (1.0 if r.devices == 1 else cell.scaling.speedup if cell.scaling else None) if speedup else m.throughput
+            if y is not None:
+                out.append((scales.index(_scale_key(r)), y, unconverged[cell.point.id]))
+    return out
+
+
 @styled
-def throughput_charts(sec: Section, cc: dict[Column, str]) -> ChartSet:
-    """Throughput vs scale per batch group (bars when only one scale was measured) and speedup vs ideal."""
+def throughput_charts(sec: Section, cc: dict[Column, str], unconverged: Mapping[int, str] | None = None) -> ChartSet:
+    """Throughput vs scale per batch group (bars when only one scale was measured) and speedup vs ideal; the
+    points in `unconverged` (point id -> verdict: their convergence run did not converge) are marked."""
+    unconverged = unconverged or {}
     out = ChartSet()
     if not any(c.ok for c in sec.cells.values()):  # nothing to draw: one line, not an empty chart
         counts = Counter(c.status_text for c in sec.cells.values())
@@ -252,7 +299,7 @@ def throughput_charts(sec: Section, cc: dict[Column, str]) -> ChartSet:
     lines = [c for c in sec.configs if len(ok_scales[c]) > 1]
     single = [r for r in sec.rows if r.config not in lines]
     if single:
-        out.charts.append(_bars(sec, cc, single))
+        out.charts.append(_bars(sec, cc, single, unconverged))
     if len(sec.scales) < 2:
         out.notes.append(f"{sec.title}: speedup needs more than one scale; only {sec.rows[0].scale} was measured.")
         return out
@@ -265,7 +312,7 @@ def throughput_charts(sec: Section, cc: dict[Column, str]) -> ChartSet:
             )
             continue
         for speedup in (False, True):
-            chart = _scale_lines(sec, cc, config, speedup)
+            chart = _scale_lines(sec, cc, config, speedup, unconverged)
             if chart is not None:
                 out.charts.append(chart)
     return out

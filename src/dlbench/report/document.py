@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from dlbench import __version__
 from dlbench.report.chart_base import ChartSet, colours
 from dlbench.report.charts import data_chart, max_batch_chart, memory_chart, spread_chart, throughput_charts
+from dlbench.report.convergence import ConvergenceCase, convergence_cases, mark_note, unconverged_points
+from dlbench.report.convergence_chart import convergence_charts
 from dlbench.report.efficiency import FLOPS_DEFINITION, EffRow, efficiency_rows, mfu_chart, roofline_chart
 from dlbench.report.energy import contention_notes, energy_absent, energy_chart
 from dlbench.report.gpt_layouts import LayoutRow, layout_chart, layout_rows
@@ -52,6 +54,12 @@ class SectionView:
     beside: list[Beside]
     charts: ChartSet
     efficiency: list[EffRow] = field(default_factory=list)
+    unconverged: dict[int, str] = field(default_factory=dict)  # point id -> verdict: marked throughputs (#34)
+
+    @property
+    def unconverged_note(self) -> str:
+        """What the mark on a throughput means ('' where no cell has it)."""
+        return mark_note(self.unconverged.values()) if self.unconverged else ""
 
     def efficiency_of(self, cell: Cell) -> EffRow | None:
         """The efficiency figures of a cell's point."""
@@ -82,6 +90,8 @@ class Report:
     gpt_layouts: list[LayoutRow] = field(default_factory=list)  # GPT points by parallel layout (DLPerf's GPT)
     llm: list[LlmRow] = field(default_factory=list)  # Llama points by layout and precision (#35)
     moe: list[MoeRow] = field(default_factory=list)  # MoE points by layout, with their routing (#36)
+    convergence: list[ConvergenceCase] = field(default_factory=list)  # --converge points by case (#34)
+    convergence_charts: ChartSet = field(default_factory=ChartSet)  # one loss-curve chart per case, in order
     strategies: StrategyReport = field(default_factory=StrategyReport)  # seed 004's view: strategy studies
     definition: str = THROUGHPUT_DEFINITION
     flops_definition: str = FLOPS_DEFINITION
@@ -187,7 +197,8 @@ def build_report(
     )
     views = []
     for sec in sections:
-        charts = throughput_charts(sec, cc)
+        unconverged = unconverged_points(c.point for c in sec.cells.values() if c.ok)
+        charts = throughput_charts(sec, cc, unconverged)
         charts.extend(memory_chart(sec, cc))
         charts.extend(spread_chart(sec, cc))
         effs = efficiency_rows(sec)
@@ -195,7 +206,7 @@ def build_report(
         charts.extend(roofline_chart(sec, effs, cc))
         charts.extend(energy_chart(sec, cc))
         charts.notes.extend(contention_notes(sec))
-        views.append(SectionView(sec, beside(sec), charts, effs))
+        views.append(SectionView(sec, beside(sec), charts, effs, unconverged))
     overall = data_chart(sections, cc)
     overall.extend(max_batch_chart(points, cc))
     overall.extend(history_charts(points, pool if pool is not None else points))
@@ -223,6 +234,7 @@ def build_report(
             "are in the max batch chart and the largest-value table."
         )
     special, maxima = wide_deep_chart(points, cc), max_value_rows(points)
+    converging = convergence_cases(points, pool)
     layouts = layout_rows(points)
     special.extend(layout_chart(layouts, cc))
     if not special.charts and not maxima:  # no special-case section: say so where the other absent charts do
@@ -256,6 +268,8 @@ def build_report(
         uids={p.id: p.uid for p in points},
         llm=llm_rows(points),
         moe=moe_rows(points),
+        convergence=converging,
+        convergence_charts=convergence_charts(converging),
     )
 
 

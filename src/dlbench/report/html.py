@@ -10,6 +10,7 @@ import markupsafe
 
 from dlbench.records import Metrics
 from dlbench.report.chart_base import Chart, render_svg
+from dlbench.report.convergence import NOT_CONVERGED_MARK, TARGET_COLUMNS, TARGET_NOTES
 from dlbench.report.document import Report
 from dlbench.report.groups import Cell
 from dlbench.report.reproduce import id_commands, section_commands
@@ -127,13 +128,18 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def convergence_globals() -> dict[str, object]:
+    """What both templates need to draw the convergence section and its mark."""
+    return {"mark": NOT_CONVERGED_MARK, "target_columns": TARGET_COLUMNS, "target_notes": TARGET_NOTES}
+
+
 def _svg(chart: Chart) -> markupsafe.Markup:
     return markupsafe.Markup(render_svg(chart))  # matplotlib's own SVG output, escaped by matplotlib
 
 
 def render_html(report: Report) -> str:
     """The report as one HTML document that needs nothing but itself."""
-    page = environment().get_template("report.html.j2").render(r=report, svg=_svg)
+    page = environment().get_template("report.html.j2").render(r=report, svg=_svg, **convergence_globals())
     found = external_resources(page)
     if found:  # user text is escaped, so this is a bug in a template, never bad input
         raise AssertionError(f"the HTML report would load an external resource: {found[0]}")

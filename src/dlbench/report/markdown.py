@@ -17,7 +17,7 @@ from dlbench.report.files import (
     temp_folder_beside,
     write_atomic,
 )
-from dlbench.report.html import environment
+from dlbench.report.html import convergence_globals, environment
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#|~])")  # ".", "-", "+" matter only at a line's start: never here
 
@@ -46,7 +46,8 @@ def write_markdown(report: Report, path: Path) -> list[Path]:
         images: dict[str, str] = {}
         written: list[Path] = []
         charts: list[Chart] = [c for v in report.sections for c in v.charts.charts]
-        charts += report.special.charts + report.strategies.charts.charts + report.overall.charts
+        charts += report.special.charts + report.convergence_charts.charts + report.strategies.charts.charts
+        charts += report.overall.charts
         for chart in charts:
             name = f"{chart.slug}.png"
             (tmp_folder / name).write_bytes(render_png(chart))
@@ -57,7 +58,7 @@ def write_markdown(report: Report, path: Path) -> list[Path]:
         env.autoescape = False
         env.filters["md"] = md_escape
         env.filters["code"] = md_code
-        text = env.get_template("report.md.j2").render(r=report, images=images)
+        text = env.get_template("report.md.j2").render(r=report, images=images, **convergence_globals())
         replace_chart_folder(tmp_folder, folder)
     except BaseException:
         shutil.rmtree(tmp_folder, ignore_errors=True)
