@@ -5,12 +5,14 @@ Its behaviour comes from $DLBENCH_FAKE (set by tests): "sleep:SECONDS" (default 
 size is above N: the max-batch search's known threshold), "oom_above:N:error_at:M" (the same, and a RuntimeError,
 not an out-of-memory one, at batch size M), "param_oom_above:NAME:N" (MemoryError when the case
 parameter NAME is above N: a parameter search's threshold), "slow_input:SECONDS" (each step first waits that
-long for its input, counted as input wait in measured steps) or "curve:FACTOR[:nan_at:N]" (a loss curve: the
-loss starts at 1 and is multiplied by FACTOR every step, NaN from step N on; convergence tests); or per model, e.g.
+long for its input, counted as input wait in measured steps) or "curve:FACTOR[:nan_at:N][:sleep:S]" (a loss
+curve: the loss starts at 1 and is multiplied by FACTOR every step, NaN from step N on, each step sleeping S
+seconds; convergence tests); or per model, e.g.
 "alexnet=segfault,vgg16=hang" (models not named sleep 1 ms). It imports no framework.
 
 A "hang" worker first appends the line "ready PID" to the file $DLBENCH_FAKE_READY names (when set): it is past
-its start-up, so a test that stops it waits for that line rather than for a guessed time.
+its start-up, so a test that stops it waits for that line rather than for a guessed time; a convergence run
+appends it at its curve's first reading.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class FakeTrainer(Trainer):
         self.factor, self.nan_at = factor, nan_at
         self.steps = 0
         self._window: list[float] = []
+        self._read = False
 
     def train_step(self, batch: object) -> None:
         time.sleep(self.step_s)
@@ -69,9 +72,13 @@ class FakeTrainer(Trainer):
         self._window.append(self._loss)
 
     def loss_window(self) -> float:
-        """The mean loss of the steps since the last call (the last loss where no step was taken)."""
+        """The mean loss of the steps since the last call (the last loss where no step was taken); the first
+        reading of a curve says "ready" ($DLBENCH_FAKE_READY)."""
         out = sum(self._window) / len(self._window) if self._window else self._loss
         self._window = []
+        if not self._read:
+            self._read = True
+            _ready()
         return out
 
     def sync(self) -> None:
@@ -133,8 +140,10 @@ class FakeBackend(Backend):
                 raise MemoryError(f"fake out of memory: {name} {spec.params[name]} > {limit}")
             return FakeTrainer(0.001)
         if kind == "curve":
-            factor, _, nan = arg.partition(":nan_at:")
-            return FakeTrainer(0.0, factor=float(factor), nan_at=int(nan) if nan else None)
+            factor, *pairs = arg.split(":")
+            opts = dict(zip(pairs[::2], pairs[1::2]))
+            nan = opts.get("nan_at")
+            return FakeTrainer(float(opts.get("sleep", 0.0)), factor=float(factor), nan_at=int(nan) if nan else None)
         if kind == "slow_input":
             return FakeTrainer(0.001, batches=_slow(float(arg)))
         if kind == "sleep_at_build":
