@@ -177,6 +177,20 @@ def _converge(trainer: Trainer, spec: PointSpec, case: Case) -> dict[str, object
     return {**curve.to_dict(), "target": target.to_dict()}
 
 
+def _stopped(backend: Backend, spec: PointSpec, ctx: RankContext, curve: dict[str, object], when: str) -> WorkerResult:
+    """The result of a convergence point stopped by Ctrl-C (the controller passes it on): an error with no
+    throughput, keeping the curve for the controller to judge and store (`interrupted` where it had not reached
+    its target)."""
+    from dlbench.analysis.convergence import CURVE_KEY
+
+    return WorkerResult(
+        status="error",
+        error=f"stopped by Ctrl-C {when}, after {curve['steps']} steps of its loss curve: the curve is kept",
+        env=_environment(backend, spec, ctx),
+        facts={CURVE_KEY: curve},
+    )
+
+
 def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     """Build, measure and describe one point in this process; once more with cuDNN autotuning off where the first
     try failed with cuDNN's "no valid algorithm" (backends/cudnn_fallback; one-process points only: a rank that
@@ -213,10 +227,13 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
     )
     if reason:
         return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec, ctx))
+    curve: dict[str, object] | None = None
     with _own_memory_sampler(spec, ctx) as sampler:
         try:
             trainer = backend.build(spec, case, ctx)
             curve = _converge(trainer, spec, case) if spec.converge else None  # trains first: the curve (#34)
+            if curve is not None and curve["interrupted"]:  # Ctrl-C while it trained: its curve so far, no throughput
+                return _stopped(backend, spec, ctx, curve, "while its loss curve trained")
             progress = _Progress() if ctx.rank == 0 else _silent
             # Several ranks calibrate only through a trainer that makes them agree on rank 0's step count.
             calibrate = spec.processes == 1 or trainer.agrees_steps
@@ -237,6 +254,8 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
         except Unsupported as exc:
             return WorkerResult(status="unsupported", error=str(exc), env=_environment(backend, spec, ctx))
         except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt) and curve is not None:  # its whole curve, judged as it is
+                return _stopped(backend, spec, ctx, curve, "while its throughput was measured")
             if isinstance(exc, KeyboardInterrupt):
                 raise
             status: Status = "oom" if _oom(backend, exc) else "error"

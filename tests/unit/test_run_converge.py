@@ -1,16 +1,23 @@
 """`dlbench run --converge` through the run API with the fake backend's loss-curve knob: reference runs measured
-once and stored marked, reused, and each point's verdict kept in its extra (and its JSON)."""
+once and stored marked, reused, and each point's verdict kept in its extra (and its JSON); a run stopped by Ctrl-C
+while its curve trains keeps that point, `interrupted`, with its curve so far."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from dlbench.analysis.convergence import REFERENCE_KEY, VERDICT_KEY, convergence_lines, verdict_of
+from dlbench.analysis.convergence import CURVE_KEY, REFERENCE_KEY, VERDICT_KEY, convergence_lines, verdict_of
 from dlbench.report.export import to_json
 from dlbench.runapi.run import RunOutcome, RunRequest, execute_run, prepare_run
+from dlbench.store.store import Store
 
 
 def _first_window(factor: float, target: float, every: int = 10) -> int:
@@ -63,3 +70,53 @@ def test_references_are_measured_once_then_reused_and_verdicts_stored(
     monkeypatch.setenv("DLBENCH_FAKE", "curve:0.999")  # a learning rate far too small
     third = _run(store_path, converge_steps=100)
     assert verdict_of(third.results[0]) == "not reached"
+
+
+def _sigint_default() -> None:
+    """In the child before exec: Ctrl-C's default (a background job ignores SIGINT, and exec keeps that)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _wait_ready(path: Path, proc: subprocess.Popen[bytes], timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and "ready" in path.read_text():
+            return
+        assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+        time.sleep(0.1)
+    raise AssertionError(f"the convergence run did not start within {timeout} s")
+
+
+def test_ctrl_c_while_the_curve_trains_stores_it_interrupted_and_loses_nothing(
+    store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DLBENCH_FAKE", "curve:0.99")
+    first = _run(store_path)  # the references and a converged point, stored before the interrupted run
+    before = {p.uid: p.result for p in first.stored}
+    assert len(before) == 4
+    ready = tmp_path / "ready"
+    env = {**os.environ, "DLBENCH_FAKE": "curve:0.9999:sleep:0.02", "DLBENCH_FAKE_READY": str(ready)}
+    argv = ["run", "-f", "fake", "-m", "resnet50", "--device", "cpu", "-b", "2", "--warmup", "0", "--steps", "1"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlbench", *argv, "--repeats", "1", "--converge", "--store", str(store_path)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_sigint_default,
+    )
+    _wait_ready(ready, proc)  # the curve's first reading is taken; a 1000-step budget takes 20 s more
+    time.sleep(0.5)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err.decode()
+    store = Store(store_path, readonly=True)
+    after = {p.uid: p for p in store.points()}
+    assert all(uid in after and after[uid].result == r for uid, r in before.items())  # nothing lost or changed
+    new = [p for uid, p in after.items() if uid not in before]
+    assert len(new) == 1 and store.get_run(new[0].run_id).status == "interrupted"
+    stopped = new[0].result
+    assert verdict_of(stopped) == "interrupted" and stopped.status == "error" and "Ctrl-C" in (stopped.error or "")
+    curve = stopped.extra[CURVE_KEY]
+    assert isinstance(curve, dict) and curve["interrupted"] and 1 <= len(curve["losses"]) < 100
+    assert 0 < curve["steps"] < 1000 and not stopped.extra.get(REFERENCE_KEY)

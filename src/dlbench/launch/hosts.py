@@ -24,6 +24,7 @@ from dlbench.launch.merge import collect
 from dlbench.launch.process import (
     CONTROLLER_ONLY_VARS,
     ChildOutcome,
+    PointInterrupted,
     ProgressSink,
     group_failure,
     run_group,
@@ -249,9 +250,17 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
 def run_single(
     spec: PointSpec, python: str, on_progress: ProgressSink | None, env_extra: dict[str, str] | None = None
 ) -> ChildOutcome:
-    """One worker process on this machine: a group of one."""
+    """One worker process on this machine: a group of one. A convergence run stopped by Ctrl-C gets the signal
+    itself and leaves its curve so far, raised up as a PointInterrupted (launch/session.py keeps it)."""
     with point_folder(spec, shared=False) as folder:
-        group = run_group([worker_argv(python, folder)], spec, worker_env(spec, env_extra), on_progress)
+        argv, env = [worker_argv(python, folder)], worker_env(spec, env_extra)
+        try:
+            group = run_group(argv, spec, env, on_progress, stop_gently=spec.converge)
+        except KeyboardInterrupt:
+            left = collect(spec, folder.result, None) if spec.converge else None
+            if left is None or left.result is None:  # nothing written: stop as for any Ctrl-C
+                raise
+            raise PointInterrupted(left) from None
         return collect(spec, folder.result, group_failure(spec, group, ["worker"]))
 
 

@@ -6,7 +6,7 @@ import sys
 import time
 
 from dlbench.analysis.record import point_result
-from dlbench.launch.process import ProgressSink
+from dlbench.launch.process import PointInterrupted, ProgressSink
 from dlbench.launch.registry import Launchers
 from dlbench.launch.watch import PointWatch
 from dlbench.machine.telemetry import with_telemetry
@@ -30,8 +30,14 @@ def execute(
         launcher = launchers.get(spec.launcher)
     except SpecError as exc:
         return point_result(spec, "error", None, str(exc), [], started)
+    stopped: PointInterrupted | None = None
     with PointWatch(spec, wait_quiet_s, price_per_hour) as watch:
-        outcome = launcher.launch(spec, python, watch.sink(on_progress))
+        try:
+            outcome = launcher.launch(spec, python, watch.sink(on_progress))
+        except PointInterrupted as stop:  # Ctrl-C, and the worker left its result (a convergence curve so far)
+            outcome, stopped = stop.outcome, stop
     telemetry, worker = watch.finish(outcome.result)
-    result = point_result(spec, outcome.status, worker, outcome.error, outcome.tail, started)
-    return with_telemetry(result, telemetry)
+    result = with_telemetry(point_result(spec, outcome.status, worker, outcome.error, outcome.tail, started), telemetry)
+    if stopped is not None:
+        raise PointInterrupted(outcome, result) from None  # the caller keeps it, then stops
+    return result

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from dlbench.records import PointResult
 from dlbench.spec import PointSpec
 from dlbench.wire import ALLOCATOR_VARS, THREAD_VARS, WATCHER_VAR, WorkerResult, parse_progress, watcher_token
 
@@ -41,6 +42,17 @@ class ChildOutcome:
     error: str | None = None
     tail: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+
+
+class PointInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) during a point whose worker stopped on it and wrote its result: a convergence run keeps
+    its curve so far. It carries what the worker left up to the caller, which keeps it and stops as for any
+    Ctrl-C; a caller that knows nothing of it sees a KeyboardInterrupt."""
+
+    def __init__(self, outcome: ChildOutcome, result: PointResult | None = None) -> None:
+        super().__init__("interrupted")
+        self.outcome = outcome
+        self.result = result  # the point's record, once launch/point.py has made it
 
 
 class OutputReader:
@@ -160,6 +172,20 @@ def _start(argv: Sequence[str], env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
+def interrupt_and_wait(popens: Sequence[subprocess.Popen[str]], grace_s: float, poll_s: float = 0.05) -> None:
+    """Send SIGINT to each running command's session (the terminal's Ctrl-C reaches only the controller's) and
+    wait up to grace_s for them all to end."""
+    for p in popens:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGINT)
+            except (ProcessLookupError, PermissionError):
+                pass
+    deadline = time.monotonic() + grace_s
+    while any(p.poll() is None for p in popens) and time.monotonic() < deadline:
+        time.sleep(poll_s)
+
+
 def run_group(
     commands: Sequence[Sequence[str]],
     spec: PointSpec,
@@ -167,8 +193,12 @@ def run_group(
     on_progress: ProgressSink | None = None,
     grace_s: float = GRACE_S,
     poll_s: float = 0.05,
+    stop_gently: bool = False,
 ) -> GroupOutcome:
     """Run argv lists side by side until all end; every wait is bounded.
+
+    Ctrl-C in the controller kills the group and propagates; with `stop_gently` (a convergence run, which keeps
+    its curve so far) the commands first get the SIGINT themselves and up to `grace_s` to write their result.
 
     The group is killed when it passes the spec's timeout or memory limit (the largest single process's
     resident memory: one rank is one device), and the survivors are killed `grace_s` after the first command
@@ -221,10 +251,14 @@ def run_group(
             if killed:
                 break
             time.sleep(poll_s)
-    except BaseException:  # Ctrl-C or SIGTERM in the controller: every command is in its own session, stop them
-        for p in popens:
-            kill_group(p)
-            p.wait()
+    except BaseException as exc:  # Ctrl-C or SIGTERM in the controller: every command is in its own session, stop them
+        try:
+            if stop_gently and isinstance(exc, KeyboardInterrupt):
+                interrupt_and_wait(popens, grace_s)
+        finally:  # a second Ctrl-C while they finish still kills them
+            for p in popens:
+                kill_group(p)
+                p.wait()
         raise
     codes: list[int | None] = []
     for p in popens:
@@ -333,8 +367,10 @@ __all__ = [
     "ChildOutcome",
     "GroupOutcome",
     "OutputReader",
+    "PointInterrupted",
     "ProgressSink",
     "group_failure",
+    "interrupt_and_wait",
     "kill_group",
     "largest_rss",
     "oom_kills",
