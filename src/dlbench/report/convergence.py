@@ -80,13 +80,14 @@ class TargetRow:
 
 @dataclass(frozen=True)
 class CaseCurve:
-    """One convergence point's curve: the step at each reading and the loss read there."""
+    """One convergence point's curve: the step at each reading and the loss read there; `in_band` for a whole
+    reference run (the chart draws it in the reference's band, not as a line of its own)."""
 
     label: str
     steps: tuple[int, ...]
     losses: tuple[float, ...]
     verdict: str
-    reference_run: bool
+    in_band: bool
 
 
 @dataclass
@@ -159,7 +160,8 @@ def case_curve(result: PointResult, label: str) -> CaseCurve | None:
         return None
     curve = found[0]
     steps = tuple(curve.read_steps(i) for i in range(len(curve.losses)))
-    return CaseCurve(label, steps, curve.losses, verdict_of(result), bool(result.extra.get(REFERENCE_KEY)))
+    whole = result.status == "ok" and not curve.interrupted  # as runapi/converge.py takes reference runs
+    return CaseCurve(label, steps, curve.losses, verdict_of(result), bool(result.extra.get(REFERENCE_KEY)) and whole)
 
 
 def _title(result: PointResult, target: float | None) -> str:

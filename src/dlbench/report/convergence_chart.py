@@ -45,7 +45,7 @@ def convergence_chart(case: ConvergenceCase) -> Chart:
         ax.axvspan(*case.band, color=BAND_COLOR, alpha=0.10, lw=0, label="reference band (steps to target)")
     if case.target is not None:
         ax.axhline(case.target, color="#8a929b", ls="--", lw=1.1, label=f"target loss {case.target:g}")
-    shown = [c for c in case.curves if not c.reference_run]
+    shown = [c for c in case.curves if not c.in_band]  # a reference run stopped by Ctrl-C is a line of its own
     for i, c in enumerate(shown):
         colour = PALETTE[i % len(PALETTE)]
         ys = [v if math.isfinite(v) else math.nan for v in c.losses]

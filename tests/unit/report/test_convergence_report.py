@@ -114,7 +114,7 @@ def test_the_time_to_target_table_holds_each_verdict_steps_and_throughput(report
 def test_the_section_has_a_chart_per_case_and_names_it(report: Report, markdown: tuple[str, list[Path]]) -> None:
     case = _case(report)
     assert [c.slug for c in report.convergence_charts.charts] == [case.slug]
-    lines = [c for c in case.curves if not c.reference_run]
+    lines = [c for c in case.curves if not c.in_band]
     assert len(lines) == 6 and all(c.steps and len(c.steps) == len(c.losses) for c in lines)
     text, files = markdown
     png = next(f for f in files if f.name == f"{case.slug}.png")
@@ -186,3 +186,14 @@ def test_a_scale_line_rings_a_point_that_did_not_converge() -> None:
         f"{NOT_CONVERGED_MARK} did not converge: its --converge run read not reached" in c.caption for c in lines
     )
     assert not any(NOT_CONVERGED_MARK in c.caption for c in throughput_charts(sec, colours(sec.columns)).charts)
+
+
+def test_a_reference_run_stopped_by_ctrl_c_is_a_line_of_its_own_not_the_band() -> None:
+    ref = point("torch", "fp32", 0.010, curve(0.99, 3, interrupted=True))
+    ref = with_verdict(dataclasses.replace(ref, status="error", metrics=None, ranks=()), (), reference_run=True)
+    (case,) = build_report([], [StoredPoint(1, "r", ref)]).convergence
+    assert case.reference == [] and case.band is None and "no stored reference run" in case.reference_line
+    assert [(c.label, c.verdict, c.in_band) for c in case.curves] == [
+        ("torch fp32 seed 0 · reference", "interrupted", False)
+    ]
+    assert [r.verdict for r in case.rows] == ["interrupted"]
