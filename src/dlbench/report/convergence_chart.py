@@ -12,6 +12,7 @@ from dlbench.report.convergence import CaseCurve, ConvergenceCase
 
 REFERENCE_COLOR = "#5f6b7a"
 BAND_COLOR = "#3f9e5a"
+LINE_COLOURS = tuple(c for c in PALETTE if c not in ("#8c6d57", "#7f7f7f"))  # none that reads as the grey reference
 
 
 def envelope(curves: Sequence[CaseCurve]) -> tuple[list[int], list[float], list[float], list[float]]:
@@ -47,7 +48,7 @@ def convergence_chart(case: ConvergenceCase) -> Chart:
         ax.axhline(case.target, color="#8a929b", ls="--", lw=1.1, label=f"target loss {case.target:g}")
     shown = [c for c in case.curves if not c.in_band]  # a reference run stopped by Ctrl-C is a line of its own
     for i, c in enumerate(shown):
-        colour = PALETTE[i % len(PALETTE)]
+        colour = LINE_COLOURS[i % len(LINE_COLOURS)]
         ys = [v if math.isfinite(v) else math.nan for v in c.losses]
         ax.plot(
             c.steps,
