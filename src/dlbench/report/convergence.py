@@ -52,10 +52,10 @@ def not_converged(result: PointResult) -> str | None:
 
 def mark_note(verdicts: Iterable[str]) -> str:
     """What the mark on a throughput means, naming the verdicts it stands for here."""
-    named = ", ".join(sorted(set(verdicts)))
+    named = " or ".join(f"'{v}'" for v in sorted(set(verdicts)))
     return (
-        f"{NOT_CONVERGED_MARK} did not converge: its --converge run read {named}, not converged (docs/convergence.md), "
-        "so this throughput is of steps not shown to train as the reference does."
+        f"{NOT_CONVERGED_MARK} did not converge: the verdict of its --converge run is {named}, not 'converged' "
+        "(docs/convergence.md), so this throughput is of steps not shown to train as the reference does."
     )
 
 

@@ -183,7 +183,8 @@ def test_a_scale_line_rings_a_point_that_did_not_converge() -> None:
     charts = throughput_charts(sec, colours(sec.columns), {2: "not reached"}).charts
     lines = [c for c in charts if "-scale-" in c.slug or "-speedup-" in c.slug]
     assert lines and all(
-        f"{NOT_CONVERGED_MARK} did not converge: its --converge run read not reached" in c.caption for c in lines
+        f"{NOT_CONVERGED_MARK} did not converge: the verdict of its --converge run is 'not reached'" in c.caption
+        for c in lines
     )
     assert not any(NOT_CONVERGED_MARK in c.caption for c in throughput_charts(sec, colours(sec.columns)).charts)
 
