@@ -1,4 +1,4 @@
-"""Run in the JAX environment: XLA's FLOP count of one forward + backward of the JAX backend's model, per sample.
+"""Run in the JAX environment: XLA's FLOP count (HLO cost analysis) of one forward + backward of the JAX backend's model, per sample.
 
 `python jax_flops_probe.py CASE:SIZE ...` prints one JSON line: {CASE: flops per sample, ...} or {"skip": reason}.
 The gradient is taken with respect to the parameters and the model's floating-point input (images), so that the
@@ -13,7 +13,12 @@ from typing import Any
 
 
 def xla_flops(name: str, size: int, batch: int = 2) -> float:
-    """FLOPs of the compiled loss-and-gradient computation, from XLA's cost analysis, per sample."""
+    """FLOPs of the loss-and-gradient computation, from XLA's HLO cost analysis of the lowered program, per sample.
+
+    The lowered program, not the compiled one: the same convolutions and dots, counted by the same HloCostAnalysis
+    (padding taps left out), within 1.2% of the compiled count (ResNet-50 at 64 px: 1.808e9 lowered, 1.829e9
+    compiled, the difference being element-wise work XLA's fusion passes add), and 5-10x faster to get on the CPU
+    (ResNet-50: 11 s against 81 s), which keeps CI's budget."""
     import jax
     import jax.numpy as jnp
 
@@ -40,7 +45,7 @@ def xla_flops(name: str, size: int, batch: int = 2) -> float:
     images = arrays.get("images")
     argnums = (0, 1) if images is not None else 0
     step = jax.jit(jax.value_and_grad(loss, argnums=argnums))
-    cost = step.lower(variables["params"], images).compile().cost_analysis()
+    cost = step.lower(variables["params"], images).cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost  # a list of one dict in older jax
     return float(cost["flops"]) / batch
 

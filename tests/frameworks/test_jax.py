@@ -94,25 +94,6 @@ def test_channels_last_is_refused_with_a_reason(
 TWO_RANKS = ("--devices-per-node", "2", "--threads", "1", "--timeout", "600")
 
 
-def test_two_processes_shard_one_global_batch(
-    framework_python: str, cli: Callable[..., CliResult], scale_store: Path
-) -> None:
-    """jax.distributed over two local workers (gloo collectives): one replicated state, the batch sharded."""
-    code, out, err = cli(
-        "run", *POINT, "-m", "resnet50", *TWO_RANKS, "--strategy", "sharding", "--store", str(scale_store)
-    )
-    assert code == 0, err
-    base, r = stored(scale_store)[-2:]
-    assert base.status == "ok" and base.spec.world_size == 1
-    assert (r.spec.strategy, r.spec.launcher, r.spec.world_size) == ("sharding", "local", 2)
-    assert_ranks_in_sync(r, 2)  # status ok: the controller found the two checksums equal
-    assert r.metrics is not None and r.metrics.global_batch == 4
-    assert r.env.descriptive["strategy_run"] == "sharding" and r.env.descriptive["jax_processes"] == "2"
-    assert r.extra.get("cpu_collectives") == "gloo" and r.extra.get("jax_processes") == 2
-    assert r.extra.get("jax_compilation_cache_dir") == "off: several processes"
-    assert "speedup" in out
-
-
 @pytest.mark.parametrize("strategy", ["ps", "ddp"])
 def test_torch_strategies_are_refused_on_two_processes(
     framework_python: str, cli: Callable[..., CliResult], scale_store: Path, strategy: str
@@ -213,12 +194,14 @@ def test_each_process_reads_its_own_shard(framework_python: str) -> None:
     assert epochs["0"][:2] != epochs["0"][2:], "the second epoch was not reshuffled"
 
 
-def test_real_images_on_two_processes(
+def test_real_images_on_two_processes_shard_one_global_batch(
     framework_python: str, cli: Callable[..., CliResult], tmp_path: Path, scale_store: Path
 ) -> None:
+    """jax.distributed over two local workers (gloo collectives): one replicated state, the batch sharded, each
+    worker reading its own part of a real image folder (one test: each two-process start pays two compiles)."""
     code, _, err = cli("data", "imagenet", "--out", str(tmp_path / "imagenet"), "--images", "8", "--classes", "2")
     assert code == 0, err
-    code, _, err = cli(
+    code, out, err = cli(
         "run",
         *POINT,
         "-m",
@@ -232,10 +215,16 @@ def test_real_images_on_two_processes(
         str(scale_store),
     )
     assert code == 0, err
-    r = stored(scale_store)[-1]
+    base, r = stored(scale_store)[-2:]
+    assert base.status == "ok" and base.spec.world_size == 1
     assert r.spec.data == "real" and r.spec.strategy == "none"  # none on several devices means sharding
-    assert_ranks_in_sync(r, 2)
-    assert r.env.descriptive["strategy_run"] == "sharding"
+    assert (r.spec.launcher, r.spec.world_size) == ("local", 2)
+    assert_ranks_in_sync(r, 2)  # status ok: the controller found the two checksums equal
+    assert r.metrics is not None and r.metrics.global_batch == 4
+    assert r.env.descriptive["strategy_run"] == "sharding" and r.env.descriptive["jax_processes"] == "2"
+    assert r.extra.get("cpu_collectives") == "gloo" and r.extra.get("jax_processes") == 2
+    assert r.extra.get("jax_compilation_cache_dir") == "off: several processes"
+    assert "speedup" in out
 
 
 FP16_STEPS = """

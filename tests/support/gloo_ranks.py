@@ -40,3 +40,33 @@ def run_ranks(target: Callable[..., Any], world: int, *args: Any, timeout_s: flo
                 p.kill()
         assert codes == [0] * world
         return {rank: pickle.loads(data) for rank, data in out.items()}
+
+
+def join_ranks(rank: int, port: int, world: int) -> Any:
+    """Inside a rank started by run_ranks: the environment torch.distributed reads (127.0.0.1:port) and the
+    RankContext a backend builds with."""
+    import os
+
+    from dlbench.wire import RankContext
+
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank)
+    )
+    return RankContext(rank=rank, world_size=world, local_rank=rank, local_world_size=world, rdzv_timeout_s=60)
+
+
+def token_batch(vocab: int, seq: int, n: int, seed: int = 7) -> dict[str, Any]:
+    """A causal-LM batch of n random sequences (inputs and next-token labels), the same for every rank."""
+    import torch
+
+    ids = torch.randint(0, vocab, (n, seq + 1), generator=torch.Generator().manual_seed(seed))
+    return {"input_ids": ids[:, :-1].contiguous(), "labels": ids[:, 1:].contiguous()}
+
+
+def step_losses(trainer: Any, batch: dict[str, Any], steps: int) -> list[float]:
+    """The loss of each of `steps` train steps on the same batch."""
+    out = []
+    for _ in range(steps):
+        trainer.train_step(batch)
+        out.append(trainer.loss())
+    return out

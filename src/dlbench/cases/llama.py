@@ -16,9 +16,11 @@ scores and weighted values cost 4 s H d per token forward with a full mask, half
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 from dlbench.cases import Case, CaseParam, Optimizer, TextInput, register
-from dlbench.cases.arch import LlamaConfig, Loss
+from dlbench.cases.arch import LlamaConfig, Loss, MoeConfig
 from dlbench.cases.flops import register_forward_flops
 from dlbench.spec import SpecError
 
@@ -128,26 +130,44 @@ def _params(a: LlamaConfig) -> tuple[CaseParam, ...]:
 
 # Llama 3's pretraining recipe (Grattafiori et al. 2024, section 3.4.1): AdamW, peak lr 3e-4 (8B), weight decay 0.1.
 OPTIMIZER = Optimizer("adamw", lr=3e-4, weight_decay=0.1)
+Derive = Callable[[Case], Case]
 
 
-def _member(name: str, title: str, arch: LlamaConfig, batch_fixed: int, batch_cpu: int, notes: str) -> Case:
-    """Register one member of the family: its shape as parameter defaults, its exact count."""
+def decoder_member(
+    name: str, title: str, arch: LlamaConfig | MoeConfig, count: int, loss: Loss, derive: Derive, **kw: Any
+) -> Case:
+    """Register one member of a decoder family (Llama, and the MoE family built on it): a causal LM trained with
+    AdamW, its shape as parameter defaults (`params`), its exact count; `kw` the rest of the Case's fields."""
+    base = arch.base if isinstance(arch, MoeConfig) else arch
     return register(
         Case(
             name=name,
             title=title,
             task="causal_lm",
-            input=TextInput(seq_len=arch.max_positions, vocab=arch.vocab_size),
+            input=TextInput(seq_len=base.max_positions, vocab=base.vocab_size),
             optimizer=OPTIMIZER,
-            param_count=param_count(arch),
-            batch_fixed=batch_fixed,
-            batch_cpu=batch_cpu,
+            param_count=count,
             arch=arch,
-            loss=Loss("causal_lm"),
-            derive=_shaped,
-            params=_params(arch),
-            notes=notes,
+            loss=loss,
+            derive=derive,
+            **kw,
         )
+    )
+
+
+def _member(name: str, title: str, arch: LlamaConfig, batch_fixed: int, batch_cpu: int, notes: str) -> Case:
+    """Register one member of the family: its shape as parameter defaults, its exact count."""
+    return decoder_member(
+        name,
+        title,
+        arch,
+        param_count(arch),
+        Loss("causal_lm"),
+        _shaped,
+        batch_fixed=batch_fixed,
+        batch_cpu=batch_cpu,
+        params=_params(arch),
+        notes=notes,
     )
 
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-from dlbench.cases import Case, CaseParam, Optimizer, TextInput, register
+from dlbench.cases import Case, CaseParam, TextInput
 from dlbench.cases.arch import LlamaConfig, Loss, MoeConfig
 from dlbench.cases.flops import register_forward_flops
+from dlbench.cases.llama import OPTIMIZER, decoder_member
 from dlbench.spec import SpecError
 
 FLOP_CONVENTION = (
@@ -219,27 +220,21 @@ def _params(a: MoeConfig) -> tuple[CaseParam, ...]:
 
 
 # Mixtral's paper gives no recipe; Llama's AdamW (peak lr 3e-4, weight decay 0.1), as torchtitan's MoE configs use.
-OPTIMIZER = Optimizer("adamw", lr=3e-4, weight_decay=0.1)
 
 
 def _member(name: str, title: str, arch: MoeConfig, batch_fixed: int, batch_cpu: int, notes: str) -> Case:
     """Register one member of the family: its shape as parameter defaults, its exact count."""
-    return register(
-        Case(
-            name=name,
-            title=title,
-            task="causal_lm",
-            input=TextInput(seq_len=arch.base.max_positions, vocab=arch.base.vocab_size),
-            optimizer=OPTIMIZER,
-            param_count=param_count(arch),
-            batch_fixed=batch_fixed,
-            batch_cpu=batch_cpu,
-            arch=arch,
-            loss=Loss("causal_lm", aux_weight=AUX_LOSS_WEIGHT),
-            derive=_shaped,
-            params=_params(arch),
-            notes=notes,
-        )
+    return decoder_member(
+        name,
+        title,
+        arch,
+        param_count(arch),
+        Loss("causal_lm", aux_weight=AUX_LOSS_WEIGHT),
+        _shaped,
+        batch_fixed=batch_fixed,
+        batch_cpu=batch_cpu,
+        params=_params(arch),
+        notes=notes,
     )
 
 

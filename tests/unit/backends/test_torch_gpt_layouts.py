@@ -11,7 +11,6 @@ embedding) moves it by 1e-3 or more at the first step after the update.
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 import pytest
@@ -19,7 +18,7 @@ import pytest
 from dlbench.cases import get_case
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import RankContext
-from tests.support.gloo_ranks import run_ranks
+from tests.support.gloo_ranks import join_ranks, run_ranks, step_losses, token_batch
 
 torch = pytest.importorskip("torch", reason="torch is not installed in this environment")
 
@@ -58,30 +57,15 @@ def _spec(devices: int, tensor: int, pipeline: int, micro: int, schedule: str) -
 
 
 def _global_batch() -> dict[str, Any]:
-    g = torch.Generator().manual_seed(7)
-    ids = torch.randint(0, PARAMS["vocab"], (GLOBAL_BATCH, PARAMS["seq"] + 1), generator=g)
-    return {"input_ids": ids[:, :-1].contiguous(), "labels": ids[:, 1:].contiguous()}
+    return token_batch(PARAMS["vocab"], PARAMS["seq"], GLOBAL_BATCH)
 
 
 def _losses(trainer: Any, batch: dict[str, Any]) -> list[float]:
-    out = []
-    for _ in range(STEPS):
-        trainer.train_step(batch)
-        out.append(trainer.loss())
-    return out
+    return step_losses(trainer, batch, STEPS)
 
 
 def _rank(rank: int, port: int, spec: PointSpec) -> tuple[list[float], float, dict[str, object]]:
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(spec.world_size),
-        LOCAL_RANK=str(rank),
-    )
-    ctx = RankContext(
-        rank=rank, world_size=spec.world_size, local_rank=rank, local_world_size=spec.world_size, rdzv_timeout_s=60
-    )
+    ctx = join_ranks(rank, port, spec.world_size)
     backend = TorchBackend()
     trainer = backend.build(spec, _case(), ctx)
     dp = trainer.mesh["dp"].get_local_rank()  # type: ignore[attr-defined]

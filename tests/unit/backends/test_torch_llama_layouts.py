@@ -12,7 +12,6 @@ step after the update.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ from dlbench.wire import RankContext
 torch = pytest.importorskip("torch", reason="torch is not installed in this environment")
 
 from dlbench.backends.torch.backend import TorchBackend  # noqa: E402
-from tests.support.gloo_ranks import run_ranks  # noqa: E402
+from tests.support.gloo_ranks import join_ranks, run_ranks, step_losses, token_batch  # noqa: E402
 
 # Tiny, so that 4 ranks on 2 shared cores stay quick; tied, so that a pipeline keeps its two copies in step.
 PARAMS = {"hidden": 32, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 64, "vocab": 128, "seq": 8, "tied": 1}
@@ -57,30 +56,15 @@ def _spec(devices: int, tensor: int, pipeline: int, micro: int, schedule: str, f
 
 
 def _global_batch() -> dict[str, Any]:
-    g = torch.Generator().manual_seed(7)
-    ids = torch.randint(0, PARAMS["vocab"], (GLOBAL_BATCH, PARAMS["seq"] + 1), generator=g)
-    return {"input_ids": ids[:, :-1].contiguous(), "labels": ids[:, 1:].contiguous()}
+    return token_batch(PARAMS["vocab"], PARAMS["seq"], GLOBAL_BATCH)
 
 
 def _losses(trainer: Any, batch: dict[str, Any]) -> list[float]:
-    out = []
-    for _ in range(STEPS):
-        trainer.train_step(batch)
-        out.append(trainer.loss())
-    return out
+    return step_losses(trainer, batch, STEPS)
 
 
 def _rank(rank: int, port: int, spec: PointSpec) -> tuple[list[float], float, dict[str, object]]:
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(spec.world_size),
-        LOCAL_RANK=str(rank),
-    )
-    ctx = RankContext(
-        rank=rank, world_size=spec.world_size, local_rank=rank, local_world_size=spec.world_size, rdzv_timeout_s=60
-    )
+    ctx = join_ranks(rank, port, spec.world_size)
     backend = TorchBackend()
     assert backend.refuse(spec) is None
     trainer = backend.build(spec, get_case("llama_tiny").configured(PARAMS), ctx)

@@ -14,7 +14,6 @@ after the first update. The auxiliary loss is off here (weight 0): it is each ra
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
 import pytest
@@ -27,7 +26,7 @@ from dlbench.wire import RankContext
 torch = pytest.importorskip("torch", reason="torch is not installed in this environment")
 
 from dlbench.backends.torch.backend import TorchBackend  # noqa: E402
-from tests.support.gloo_ranks import run_ranks  # noqa: E402
+from tests.support.gloo_ranks import join_ranks, run_ranks, token_batch  # noqa: E402
 
 PARAMS = {"hidden": 32, "layers": 2, "heads": 4, "kv_heads": 2, "expert_ffn": 32, "vocab": 128, "seq": 8}
 GLOBAL_BATCH, STEPS, REL = 8, 3, 2e-5
@@ -51,9 +50,7 @@ def _spec(devices: int, expert: int) -> PointSpec:
 
 
 def _global_batch() -> dict[str, Any]:
-    g = torch.Generator().manual_seed(7)
-    ids = torch.randint(0, PARAMS["vocab"], (GLOBAL_BATCH, PARAMS["seq"] + 1), generator=g)
-    return {"input_ids": ids[:, :-1].contiguous(), "labels": ids[:, 1:].contiguous()}
+    return token_batch(PARAMS["vocab"], PARAMS["seq"], GLOBAL_BATCH)
 
 
 def _losses(trainer: Any, batch: dict[str, Any]) -> tuple[list[float], dict[str, Any]]:
@@ -73,16 +70,7 @@ def _losses(trainer: Any, batch: dict[str, Any]) -> tuple[list[float], dict[str,
 
 
 def _rank(rank: int, port: int, spec: PointSpec) -> tuple[tuple[list[float], dict[str, Any]], float, dict[str, object]]:
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(spec.world_size),
-        LOCAL_RANK=str(rank),
-    )
-    ctx = RankContext(
-        rank=rank, world_size=spec.world_size, local_rank=rank, local_world_size=spec.world_size, rdzv_timeout_s=60
-    )
+    ctx = join_ranks(rank, port, spec.world_size)
     backend = TorchBackend()
     assert backend.refuse(spec) is None
     trainer = backend.build(spec, _case(), ctx)
