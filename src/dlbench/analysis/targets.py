@@ -14,7 +14,7 @@ from dlbench.cases import Case, get_case
 from dlbench.data.learnable import IMAGE_CLASSES, MARKOV_STATES, MarkovTokens
 from dlbench.spec import PointSpec
 
-CONVERGE_FRAMEWORKS: tuple[str, ...] = ("torch", "fake")  # backends that feed the learnable data
+CONVERGE_FRAMEWORKS: tuple[str, ...] = ("torch", "jax", "fake")  # backends that feed the learnable data
 CONVERGE_PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
 REFERENCE_SEEDS = 3  # reference runs per case (torch fp32, one device), seeds 0..N-1
 

@@ -27,6 +27,7 @@ from dlbench.cases import Case, CtrInput, ImageInput, TextInput
 from dlbench.cases.gpt import sequence_length
 from dlbench.data.augment import bert_arrays, decode_crop_flip, enough_samples, numpy_rng
 from dlbench.data.layout import FLIP_PROB, MEAN, STD, image_root, read_train_list
+from dlbench.data.learnable import learnable_batches
 from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_gpt, synthetic_images
 from dlbench.spec import PointSpec, SpecError
 
@@ -135,7 +136,12 @@ def text_batches(spec: PointSpec, case: Case, placement: Placement, seed: int) -
 
 def batches(spec: PointSpec, case: Case, placement: Placement, seed: int) -> Iterator[Batch]:
     """The point's input on the mesh: the fixed synthetic batch (this rank's rows, seeded by `seed`), or the
-    Grain loader's batches (one shuffle for every rank, seeded by the spec; each rank its own shard)."""
+    Grain loader's batches (one shuffle for every rank, seeded by the spec; each rank its own shard); with
+    --converge the learnable stream (data/learnable.py, its order this rank's `seed`, as torch's), NHWC and int32,
+    each batch put on the mesh as it is drawn."""
+    if spec.converge:
+        stream = learnable_batches(case, spec.batch_size, spec.input_size, seed, channels_last=True)
+        return (placement.shard(host_arrays(b)) for b in stream)
     if spec.data != "real":
         return fixed(placement.shard(synthetic_arrays(case, spec.batch_size, spec.input_size, seed)))
     if isinstance(case.input, ImageInput):
@@ -149,6 +155,8 @@ def batches(spec: PointSpec, case: Case, placement: Placement, seed: int) -> Ite
 
 def describe(spec: PointSpec) -> str:
     """How the input is fed, for the point's facts."""
+    if spec.converge:
+        return "learnable: a new batch drawn on the host every step (--converge)"
     if spec.data != "real":
         return "synthetic: one batch put on the device"
     return f"Grain DataLoader, {spec.loader_workers} workers, prefetch {PREFETCH}"
