@@ -189,6 +189,10 @@ def _planned(
         timeout_s=suite.timeout,
         threads=suite.threads,
     )
+    if suite.converge is not None:  # every point a convergence point, as `run --converge` makes it (#34)
+        spec = dataclasses.replace(
+            spec, converge=True, converge_steps=suite.converge.steps, converge_target=suite.converge.target
+        )
     if suite.launcher == "auto":
         spec = dataclasses.replace(spec, launcher=Launchers.default_for(spec))
     return PlannedPoint(spec, group)
