@@ -150,17 +150,23 @@ class Selector(_Strict):
     data: list[Data] | None = None
     scale: list[Scale] | None = None
     strategy: list[Strategy] | None = None
+    layout: list[str] | None = None  # names of the suite's layouts (a suite with layouts only)
 
-    _lists = field_validator(*AXES, mode="before")(classmethod(lambda cls, v: None if v is None else _listify(v)))
+    _lists = field_validator(*AXES, "layout", mode="before")(
+        classmethod(lambda cls, v: None if v is None else _listify(v))
+    )
 
     @model_validator(mode="after")
     def _not_empty(self) -> Selector:
-        if all(getattr(self, a) is None for a in AXES):
-            raise ValueError(f"an exclusion names at least one axis of {', '.join(AXES)}")
+        if all(getattr(self, a) is None for a in (*AXES, "layout")):
+            raise ValueError(f"an exclusion names at least one axis of {', '.join(AXES)}, or a layout")
         return self
 
     def matches(self, point: dict[str, object]) -> bool:
-        """Whether a point (axis -> value) has one of the listed values on every axis named here."""
+        """Whether a point (axis -> value, and its layout's name in a suite with layouts) has one of the listed
+        values on every axis named here."""
+        if self.layout is not None and point.get("layout") not in self.layout:
+            return False
         return all(point[a] in values for a in AXES if (values := getattr(self, a)) is not None)
 
 
@@ -353,6 +359,12 @@ class Suite(_Strict):
         names = [e.name for e in self.layouts]
         if len(set(names)) != len(names):
             raise ValueError(f"layouts: a name is given twice: {names}")
+        for rule in self.exclude:
+            unknown = [n for n in rule.layout or () if n not in names]
+            if unknown:
+                raise ValueError(
+                    f"exclude: layout {unknown[0]!r} is none of the suite's layouts ({', '.join(names) or 'none'})"
+                )
         for entry in self.layouts:
             for case in (get_case(m) for m in self.axes.model):
                 try:
