@@ -66,15 +66,24 @@ def convergence_refusal(spec: PointSpec) -> str | None:
         )
     if spec.precision not in CONVERGE_PRECISIONS:
         return f"--converge has no target for {spec.precision} (targets exist for {', '.join(CONVERGE_PRECISIONS)})"
-    case = get_case(spec.model)
+    return target_problem(spec.model, spec.converge_steps, spec.converge_target)
+
+
+def target_problem(model: str, steps: int | None, loss: float | None, options: bool = True) -> str | None:
+    """Why a model cannot train to this step budget and target loss (one line), or None: a case without a target,
+    a budget below one step, a target at or below the data's best possible loss. `options`: worded for `run`'s
+    options (--converge-steps), else for a suite's `converge:` keys (steps)."""
+    case = get_case(model)
     target = target_for(case)
+    flags = ("--converge has", "--converge-steps", "--converge-target")
+    what, steps_name, loss_name = flags if options else ("there is", "steps", "target")
     if target is None:
-        return f"--converge has no target for {spec.model} ({case.task}): image classifiers and GPT have one"
-    if spec.converge_steps is not None and spec.converge_steps < 1:
-        return f"--converge-steps must be at least 1; got {spec.converge_steps}"
-    if spec.converge_target is not None and spec.converge_target < target.best_loss + 1e-9:
+        return f"{what} no target for {case.name} ({case.task}): image classifiers and GPT have one"
+    if steps is not None and steps < 1:
+        return f"{steps_name} must be at least 1; got {steps}"
+    if loss is not None and loss < target.best_loss + 1e-9:
         return (
-            f"--converge-target {spec.converge_target:g} is at or below the best possible loss of {spec.model}'s learnable "
+            f"{loss_name} {loss:g} is at or below the best possible loss of {case.name}'s learnable "
             f"data ({target.best_loss:.4g}, {target.data}): it cannot be reached"
         )
     return None

@@ -21,8 +21,10 @@ from dlbench.launch.bounds import check_bounds
 from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
+from dlbench.launch.session import run_points
 from dlbench.records import PointResult, exit_code
 from dlbench.refusals import possible
+from dlbench.runapi import converge
 from dlbench.runapi.options import resolve_device
 from dlbench.spec import PointSpec, parse_size
 from dlbench.store.store import Store, StoreError, resolve_path
@@ -306,8 +308,21 @@ def _run(store: Store, run_id: str, prepared: PreparedSweep, launchers: Launcher
             )
             jobs = resolve(planned, searches)
             todo = pending(store, run_id, jobs)
+            # Convergence points (a suite's converge: block) are judged against reference runs: those the store
+            # lacks are measured first, once, and kept marked in this run, as `run --converge` does (#34).
+            references = converge.missing_references(store.points(), [j.spec for j in todo if j.result is None])
             if ui:
-                ui.restart(len(todo))
+                ui.restart(len(references) + len(todo))
+            if references:
+                run_points(
+                    store,
+                    run_id,
+                    references,
+                    launchers,
+                    started=ui.started if ui else None,
+                    done=ui.done if ui else None,
+                    finish=lambda r: converge.with_verdict(r, (), reference_run=True),
+                )
             run_sweep_points(
                 store,
                 run_id,
@@ -317,6 +332,7 @@ def _run(store: Store, run_id: str, prepared: PreparedSweep, launchers: Launcher
                 done=lambda result: ui.done(0, result) if ui else None,
                 wait_quiet_s=prepared.request.wait_quiet,
                 price_per_hour=prepared.request.price_per_hour,
+                finish=lambda r: converge.with_verdict(r, store.points(models=[r.spec.model])),
             )
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")

@@ -85,21 +85,30 @@ def expand(
     order = ("framework", "model", "precision", "compile", "data", "scale", "strategy", "batch")
     for combo in itertools.product(*(values[a] for a in order)):
         point = dict(zip(order, combo))
-        if any(rule.matches(point) for rule in suite.exclude):
+        if not suite.layouts and _excluded(suite, point):  # with layouts: once the layout is known
             continue
         planned = _planned(suite, point, device, protocol, data_dir)
-        points += [q for p in _with_layouts(suite, planned, only or {}) for q in _with_params(suite, p)]
+        points += [q for p in _with_layouts(suite, planned, point, only or {}) for q in _with_params(suite, p)]
     return points
 
 
-def _with_layouts(suite: Suite, point: PlannedPoint, only: dict[str, list[str]]) -> list[PlannedPoint]:
+def _excluded(suite: Suite, point: dict[str, object]) -> bool:
+    return any(rule.matches(point) for rule in suite.exclude)
+
+
+def _with_layouts(
+    suite: Suite, point: PlannedPoint, axes: dict[str, object], only: dict[str, list[str]]
+) -> list[PlannedPoint]:
     """The point once per named layout of the suite (its scale, batch, split and parameters; the layout's name
-    is its batch group), or the point itself when the suite names none. --only scale=... picks layouts too."""
+    is its batch group), less those an exclusion matches (on the axes, the layout's scale and its name), or the
+    point itself when the suite names none. --only scale=... picks layouts too."""
     if not suite.layouts:
         return [point]
     out = []
     for e in suite.layouts:
         if "scale" in only and e.scale not in only["scale"]:
+            continue
+        if _excluded(suite, {**axes, "scale": e.scale, "layout": e.name}):
             continue
         nodes, per_node = parse_scale(e.scale)
         spec = dataclasses.replace(
@@ -189,6 +198,10 @@ def _planned(
         timeout_s=suite.timeout,
         threads=suite.threads,
     )
+    if suite.converge is not None:  # every point a convergence point, as `run --converge` makes it (#34)
+        spec = dataclasses.replace(
+            spec, converge=True, converge_steps=suite.converge.steps, converge_target=suite.converge.target
+        )
     if suite.launcher == "auto":
         spec = dataclasses.replace(spec, launcher=Launchers.default_for(spec))
     return PlannedPoint(spec, group)

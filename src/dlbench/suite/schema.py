@@ -18,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from dlbench.analysis.targets import target_problem
 from dlbench.backends import UnknownFramework, get_info
 from dlbench.cases import UnknownCase, get_case
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
@@ -149,17 +150,23 @@ class Selector(_Strict):
     data: list[Data] | None = None
     scale: list[Scale] | None = None
     strategy: list[Strategy] | None = None
+    layout: list[str] | None = None  # names of the suite's layouts (a suite with layouts only)
 
-    _lists = field_validator(*AXES, mode="before")(classmethod(lambda cls, v: None if v is None else _listify(v)))
+    _lists = field_validator(*AXES, "layout", mode="before")(
+        classmethod(lambda cls, v: None if v is None else _listify(v))
+    )
 
     @model_validator(mode="after")
     def _not_empty(self) -> Selector:
-        if all(getattr(self, a) is None for a in AXES):
-            raise ValueError(f"an exclusion names at least one axis of {', '.join(AXES)}")
+        if all(getattr(self, a) is None for a in (*AXES, "layout")):
+            raise ValueError(f"an exclusion names at least one axis of {', '.join(AXES)}, or a layout")
         return self
 
     def matches(self, point: dict[str, object]) -> bool:
-        """Whether a point (axis -> value) has one of the listed values on every axis named here."""
+        """Whether a point (axis -> value, and its layout's name in a suite with layouts) has one of the listed
+        values on every axis named here."""
+        if self.layout is not None and point.get("layout") not in self.layout:
+            return False
         return all(point[a] in values for a in AXES if (values := getattr(self, a)) is not None)
 
 
@@ -258,6 +265,23 @@ class LayoutEntry(_Strict):
         return self
 
 
+def _converge(value: object) -> object:
+    """`converge: true` is the block with the cases' own budget and target; false or null: no convergence."""
+    if value is True:
+        return {}
+    if value is False:
+        return None
+    return value
+
+
+class ConvergeConfig(_Strict):
+    """Every point of the suite trains learnable data to its case's target first and is judged (`run --converge`,
+    docs/convergence.md): a step budget and a target loss (null: the case's own)."""
+
+    steps: int | None = Field(default=None, strict=True)  # below 1: refused with the other bad values (_converge_ok)
+    target: Annotated[float, Field(allow_inf_nan=False)] | None = None
+
+
 MAX_NAME = 200
 MAX_TITLE = 1000
 MAX_TEXT = 20000
@@ -311,6 +335,22 @@ class Suite(_Strict):
     params: dict[str, Annotated[list[int] | str, BeforeValidator(_param_values)]] = Field(default_factory=dict)
     # Named parallel layouts (#23): each point of the axes once per layout, at its scale, batch and parameters.
     layouts: list[LayoutEntry] = Field(default_factory=list)
+    # Convergence (#34): every point trains to its case's target first, judged against a torch fp32 reference.
+    converge: Annotated[ConvergeConfig | None, BeforeValidator(_converge)] = None
+
+    @model_validator(mode="after")
+    def _converge_ok(self) -> Suite:
+        """A bad budget or target, or a model without a target, refuses the suite (skip_impossible or not): it is
+        no cell a framework lacks but a mistake in the file."""
+        if self.converge is None:
+            return self
+        if "real" in self.axes.data:
+            raise ValueError("converge: convergence points train on learnable data; leave the data axis at synthetic")
+        for model in self.axes.model:
+            problem = target_problem(model, self.converge.steps, self.converge.target, options=False)
+            if problem:
+                raise ValueError(f"converge: {problem}")
+        return self
 
     @model_validator(mode="after")
     def _layouts_apply(self) -> Suite:
@@ -319,6 +359,12 @@ class Suite(_Strict):
         names = [e.name for e in self.layouts]
         if len(set(names)) != len(names):
             raise ValueError(f"layouts: a name is given twice: {names}")
+        for rule in self.exclude:
+            unknown = [n for n in rule.layout or () if n not in names]
+            if unknown:
+                raise ValueError(
+                    f"exclude: layout {unknown[0]!r} is none of the suite's layouts ({', '.join(names) or 'none'})"
+                )
         for entry in self.layouts:
             for case in (get_case(m) for m in self.axes.model):
                 try:
@@ -399,6 +445,10 @@ def parse_suite(text: str, source: str) -> Suite:
         # keep the path up to the deepest part that is in the file (pydantic adds union branch names)
         shown = known if loc[len(known) :] and not err["type"] == "missing" else loc
         msg = str(err["msg"]).removeprefix("Value error, ")
+        key, sep, rest = msg.partition(": ")
+        if not loc and sep and (key,) in marks:  # a whole-suite check naming a top-level key: at that key's line
+            known = shown = (key,)
+            msg = rest
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         elif err["type"] == "missing":

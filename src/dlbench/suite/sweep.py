@@ -52,8 +52,11 @@ class SweepPoint:
 
 
 def search_base(point: PlannedPoint) -> PointSpec:
-    """The configuration a max point searches on: its spec on synthetic data."""
-    return dataclasses.replace(point.spec, data="synthetic", data_dir=None)
+    """The configuration a max point searches on: its spec on synthetic data, without training to convergence
+    (a probe asks what fits, not what trains)."""
+    return dataclasses.replace(
+        point.spec, data="synthetic", data_dir=None, converge=False, converge_steps=None, converge_target=None
+    )
 
 
 def run_searches(
@@ -191,9 +194,11 @@ def run_sweep_points(
     done: PointDone | None = None,
     wait_quiet_s: float = 0.0,
     price_per_hour: float | None = None,
+    finish: Callable[[PointResult], PointResult] | None = None,
 ) -> list[PointResult]:
     """Run every item the run lacks, committing each point at once (``wait_quiet_s``, ``price_per_hour``: as in
-    launch.point.execute). Ctrl-C propagates."""
+    launch.point.execute; ``finish`` rewrites each result before it is stored: a convergence verdict). Ctrl-C
+    propagates."""
     results = []
     for item in pending(store, run_id, items):
         python: str | None = None
@@ -214,6 +219,8 @@ def run_sweep_points(
                     price_per_hour=price_per_hour,
                 )
         result = attach_request(store, run_id, annotate(result, item), python)  # the request that made it
+        if finish is not None:
+            result = finish(result)
         store.add_point(run_id, result)
         results.append(result)
         if done:
