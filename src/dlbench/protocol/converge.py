@@ -34,6 +34,9 @@ class CurveTrainer(TypingProtocol):
     def loss_window(self) -> float:
         """The mean loss of the steps since the last call, read from the device once."""
 
+    def agree_steps(self, steps: int) -> int:
+        """Rank 0's value, adopted by every rank (through the framework's own collective; as is on one rank)."""
+
 
 @dataclass(frozen=True)
 class Curve:
@@ -105,7 +108,8 @@ def train_curve(
             loss = trainer.loss_window()  # the one host read of this window (it waits for the device)
             reads.losses.append(loss)
             reads.wall_s.append(clock() - start)
-            if not math.isfinite(loss) or loss <= target_loss:
+            stop = not math.isfinite(loss) or loss <= target_loss
+            if trainer.agree_steps(int(stop)):  # rank 0 decides: every rank stops at the same step
                 break
     except KeyboardInterrupt:
         interrupted = True

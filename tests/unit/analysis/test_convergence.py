@@ -68,6 +68,23 @@ def test_ctrl_c_keeps_the_curve_so_far() -> None:
     assert curve.interrupted and curve.steps == 30 and len(curve.losses) == 3
 
 
+def test_every_rank_stops_where_rank_0_decides() -> None:
+    # A data-parallel rank reads its own examples' loss: one that reaches the target before rank 0 must train on
+    # (else its collectives go unpaired: ddp-bf16 at 2 ranks failed so), and one that has not must stop with it.
+    class Rank(FakeTrainer):
+        def __init__(self, rank0_stops_at: int) -> None:
+            super().__init__(0.0, factor=0.99)
+            self.rank0_stops_at = rank0_stops_at
+
+        def agree_steps(self, steps: int) -> int:
+            return int(self.steps >= self.rank0_stops_at)  # rank 0's decision, as the broadcast would give it
+
+    early = train_curve(Rank(300), budget=400, every=10, target_loss=0.1)  # this rank alone reaches 0.1 at 240
+    assert early.steps == 300 and early.losses[-1] < 0.1
+    late = train_curve(Rank(100), budget=400, every=10, target_loss=0.1)
+    assert late.steps == 100 and late.losses[-1] > 0.1
+
+
 def test_without_a_reference_the_verdict_says_it_had_none() -> None:
     j = judge(_run(0.99), 0.1)
     assert j.verdict == "converged" and "no reference" in j.reason and j.reference is None
