@@ -13,10 +13,13 @@ from typing import Any
 
 from dlbench.analysis.convergence import CURVE_KEY, REFERENCE_KEY, VERDICT_KEY, Reference, judge
 from dlbench.analysis.targets import REFERENCE_SEEDS
+from dlbench.launch.registry import Launchers
+from dlbench.launch.session import PointDone, PointStarted, run_points
 from dlbench.protocol.converge import Curve
 from dlbench.records import PointResult
 from dlbench.spec import PointSpec
 from dlbench.store.rows import StoredPoint
+from dlbench.store.store import Store
 
 
 def reference_specs(spec: PointSpec, seeds: int = REFERENCE_SEEDS) -> list[PointSpec]:
@@ -114,3 +117,25 @@ def with_verdict(result: PointResult, stored: Sequence[StoredPoint], reference_r
     if reference_run:
         extra[REFERENCE_KEY] = True
     return dataclasses.replace(result, extra=extra)
+
+
+def measure_references(
+    store: Store,
+    run_id: str,
+    references: Sequence[PointSpec],
+    launchers: Launchers,
+    started: PointStarted | None = None,
+    done: PointDone | None = None,
+) -> list[PointResult]:
+    """Run the reference points a run or a sweep lacks (missing_references), each stored marked as a reference."""
+    if not references:
+        return []
+    return run_points(
+        store,
+        run_id,
+        references,
+        launchers,
+        started=started,
+        done=done,
+        finish=lambda r: with_verdict(r, (), reference_run=True),
+    )

@@ -232,18 +232,8 @@ def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutco
     references = converge.missing_references(store.points(), specs)  # measured once, then reused (#34)
     try:
         with hooks.progress(len(references) + len(specs)) as ui:
-            results = (
-                []
-                if not references
-                else run_points(
-                    store,
-                    run_id,
-                    references,
-                    launchers,
-                    started=ui.started if ui else None,
-                    done=ui.done if ui else None,
-                    finish=lambda r: converge.with_verdict(r, (), reference_run=True),
-                )
+            results = converge.measure_references(
+                store, run_id, references, launchers, ui.started if ui else None, ui.done if ui else None
             )
             n = len(references)
             results += run_points(

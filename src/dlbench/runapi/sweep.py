@@ -21,7 +21,6 @@ from dlbench.launch.bounds import check_bounds
 from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
-from dlbench.launch.session import run_points
 from dlbench.records import PointResult, exit_code
 from dlbench.refusals import possible
 from dlbench.runapi import converge
@@ -313,16 +312,9 @@ def _run(store: Store, run_id: str, prepared: PreparedSweep, launchers: Launcher
             references = converge.missing_references(store.points(), [j.spec for j in todo if j.result is None])
             if ui:
                 ui.restart(len(references) + len(todo))
-            if references:
-                run_points(
-                    store,
-                    run_id,
-                    references,
-                    launchers,
-                    started=ui.started if ui else None,
-                    done=ui.done if ui else None,
-                    finish=lambda r: converge.with_verdict(r, (), reference_run=True),
-                )
+            converge.measure_references(
+                store, run_id, references, launchers, ui.started if ui else None, ui.done if ui else None
+            )
             run_sweep_points(
                 store,
                 run_id,
