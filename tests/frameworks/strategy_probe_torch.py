@@ -90,6 +90,7 @@ def rank(r: int, strategies: list[str], steps: int, ports: list[int], out: dict[
             losses.append(float(mean) / WORLD)
         out[f"{strategy}/{r}"] = {"losses": losses, "checksum": t.param_checksum()}
         dist.destroy_process_group()
+        print(f"rank {r}: {strategy} done", file=sys.stderr, flush=True)  # a hang names the strategy it was in
 
 
 def free_port() -> int:
@@ -113,7 +114,9 @@ def main(steps: int, strategies: list[str]) -> dict[str, object]:
     manager = mp.Manager()
     out = manager.dict()
     ports = [free_port() for _ in strategies]
-    mp.start_processes(rank, args=(strategies, steps, ports, out), nprocs=WORLD, start_method="fork")
+    # spawn, not fork: a rank forked from a parent that has already trained can inherit a lock held by one of
+    # its threads and hang (CI once waited 600 s here; the same probe takes 9 s)
+    mp.start_processes(rank, args=(strategies, steps, ports, out), nprocs=WORLD, start_method="spawn")
     answer: dict[str, object] = {"one_device": single}
     for s in strategies:
         answer[s] = {

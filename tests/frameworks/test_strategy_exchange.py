@@ -40,9 +40,13 @@ TORCH_TOLERANCE = {
 
 
 def _probe(python: str, name: str, *args: str, timeout: float = 600) -> dict[str, object]:
-    proc = subprocess.run(
-        [python, str(HERE / name), *args], capture_output=True, text=True, timeout=timeout, check=False
-    )
+    try:
+        proc = subprocess.run(
+            [python, str(HERE / name), *args], capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired as e:  # say where it stopped: the probes report each step on stderr
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        pytest.fail(f"{name} still running after {timeout:.0f} s; its stderr ends:\n{err[-3000:]}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -108,7 +112,7 @@ def test_tf_independent_replicas_differ_and_nccl_is_refused_on_the_cpu(tf_probe:
 def test_torch_strategies_match_one_device_on_two_ranks() -> None:
     """DDP, its hooks and the hand-made exchanges on 2 gloo ranks: every rank's parameters equal, the global
     loss within each strategy's tolerance of one device's."""
-    answer = _probe(sys.executable, "strategy_probe_torch.py", str(STEPS), *TORCH_TOLERANCE)
+    answer = _probe(sys.executable, "strategy_probe_torch.py", str(STEPS), *TORCH_TOLERANCE, timeout=240)
     for strategy, tolerance in TORCH_TOLERANCE.items():
         got = answer[strategy]
         assert isinstance(got, dict)
