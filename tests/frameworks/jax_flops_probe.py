@@ -31,10 +31,10 @@ def xla_flops(name: str, size: int, batch: int = 2) -> float:
     module = build_module(case, jnp.float32)
     arrays = {k: jnp.asarray(v) for k, v in data.synthetic_arrays(case, batch, size, 0).items()}
     keys = {"params": jax.random.PRNGKey(0), "dropout": jax.random.PRNGKey(1)}
-    variables = module.init(keys, *model_inputs(case, arrays), train=True)
-    stats = variables.get("batch_stats", {})
+    # shapes only: init run op by op dispatches (and compiles) every layer's initialiser, most of the probe's time
+    variables = jax.eval_shape(lambda: module.init(keys, *model_inputs(case, arrays), train=True))
 
-    def loss(params: Any, images: Any) -> jax.Array:
+    def loss(params: Any, images: Any, stats: Any) -> jax.Array:
         batch = {**arrays, "images": images} if images is not None else arrays
         v = {"params": params, **({"batch_stats": stats} if stats else {})}
         out, _ = module.apply(
@@ -45,7 +45,7 @@ def xla_flops(name: str, size: int, batch: int = 2) -> float:
     images = arrays.get("images")
     argnums = (0, 1) if images is not None else 0
     step = jax.jit(jax.value_and_grad(loss, argnums=argnums))
-    cost = step.lower(variables["params"], images).cost_analysis()
+    cost = step.lower(variables["params"], images, variables.get("batch_stats", {})).cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost  # a list of one dict in older jax
     return float(cost["flops"]) / batch
 
