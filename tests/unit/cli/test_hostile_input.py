@@ -3,10 +3,12 @@ nothing hanging, nothing written where it should not be."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import dlbench
+from dlbench.cli import main
 from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
@@ -32,14 +35,24 @@ def _one_line(code: int, out: str, err: str, expected: int = 2) -> str:
     return err
 
 
-@pytest.fixture()
-def two_runs(cli: Callable[..., CliResult], tmp_path: Path) -> tuple[Path, str, str]:
-    """A store holding two finished fake runs with no configuration in common: (store, run A, run B)."""
-    store = tmp_path / "results.db"
+@pytest.fixture(scope="module")
+def _two_runs_made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """The two runs, made once per module (3 s of fake runs that 30 tests would each repeat)."""
+    store = tmp_path_factory.mktemp("two_runs") / "results.db"
     for model in ("resnet50", "bert_base"):
-        assert cli("run", *FAKE, "-m", model, "--store", str(store))[0] == 0
-    ids = sorted(str(r[0]) for r in sqlite3.connect(store).execute("SELECT id FROM runs"))
+        assert main(["run", *FAKE, "-m", model, "--store", str(store)]) == 0
+    with contextlib.closing(sqlite3.connect(store)) as db:
+        ids = sorted(str(r[0]) for r in db.execute("SELECT id FROM runs"))
     return store, ids[0], ids[1]
+
+
+@pytest.fixture()
+def two_runs(_two_runs_made: tuple[Path, str, str], tmp_path: Path) -> tuple[Path, str, str]:
+    """A store of its own holding two finished fake runs with no configuration in common: (store, run A, run B)."""
+    made, a, b = _two_runs_made
+    folder = tmp_path / "two_runs"
+    shutil.copytree(made.parent, folder)  # the store with whatever beside it, as the runs left it
+    return folder / made.name, a, b
 
 
 # -- output files ---------------------------------------------------------------------------------------------
