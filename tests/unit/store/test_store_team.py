@@ -155,7 +155,7 @@ def test_resume_after_kill_9_and_one_resumer_at_a_time(store_url: str, tmp_path:
     assert 2 <= len(before) < 12
     [run] = [r for r in Store(store_url, readonly=True).runs() if r.kind == "sweep"]
     assert run.status == "interrupted"  # stored as running; its controller is gone
-    first = start_sweep(["--resume", run.id], store_url, step_s=0.3)  # 9 points of >= 2.4 s each
+    first = start_sweep(["--resume", run.id], store_url, step_s=0.1)  # 9+ points of >= 0.8 s and a worker start each
     while len(sweep_points(store_url)) == len(before):  # it holds the claim once it stores a point
         assert first.poll() is None and time.monotonic() < deadline, first.stderr.read() if first.stderr else ""
         time.sleep(0.2)
