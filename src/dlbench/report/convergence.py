@@ -117,10 +117,14 @@ def _curve(result: PointResult) -> tuple[Curve, float | None] | None:
 
 
 def configuration(result: PointResult) -> str:
-    """'torch bf16 +compile 1n2c ddp seed 1' (the scale only beyond one device), ' · reference' on a reference run."""
+    """'torch bf16 +compile 1n2c ddp seed 1', 'torch fp32 1n2c TP2 seed 0' (the scale only beyond one device, the
+    layout where it splits the model, shards it or places experts), ' · reference' on a reference run."""
     s = result.spec
     parts = [s.framework, s.precision, *(("+compile",) if s.compile else ())]
     parts += [s.scale] if s.world_size > 1 else []
+    parts += [s.layout.label] if s.layout.splits_model else []
+    parts += ["FSDP"] if s.fsdp else []
+    parts += [f"EP{s.expert_parallel}"] if s.expert_parallel > 1 else []
     parts += [s.strategy] if s.strategy != "none" else []
     return " ".join([*parts, f"seed {s.seed}"]) + (" · reference" if result.extra.get(REFERENCE_KEY) else "")
 

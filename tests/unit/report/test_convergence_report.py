@@ -15,7 +15,7 @@ from rich.console import Console
 from dlbench.analysis.convergence import CURVE_KEY, VERDICT_KEY
 from dlbench.protocol.converge import Curve
 from dlbench.records import PointResult
-from dlbench.report.convergence import NOT_CONVERGED_MARK, ConvergenceCase
+from dlbench.report.convergence import NOT_CONVERGED_MARK, ConvergenceCase, configuration
 from dlbench.report.document import Report, build_report
 from dlbench.report.html import fmt_number, render_html
 from dlbench.report.markdown import write_markdown
@@ -198,3 +198,17 @@ def test_a_reference_run_stopped_by_ctrl_c_is_a_line_of_its_own_not_the_band() -
         ("torch fp32 seed 0 · reference", "interrupted", False)
     ]
     assert [r.verdict for r in case.rows] == ["interrupted"]
+
+
+def test_points_of_one_scale_in_different_layouts_are_told_apart() -> None:
+    """The convergence-cpu suite runs GPT at 2 ranks as data, tensor and pipeline parallel: three rows, three
+    names (before, the tensor- and pipeline-parallel rows were both 'torch fp32 1n2c seed 0')."""
+    base = point("torch", "fp32", 0.01, curve(0.99, 100))
+    two = dataclasses.replace(base.spec, devices_per_node=2)
+    specs = {
+        "torch fp32 1n2c ddp seed 0": dataclasses.replace(two, strategy="ddp"),
+        "torch fp32 1n2c TP2 seed 0": dataclasses.replace(two, tensor_parallel=2),
+        "torch fp32 1n2c PP2 M2 seed 0": dataclasses.replace(two, pipeline_parallel=2, micro_batches=2),
+        "torch fp32 1n2c FSDP seed 0": dataclasses.replace(two, fsdp=True),
+    }
+    assert {configuration(dataclasses.replace(base, spec=s)) for s in specs.values()} == set(specs)
