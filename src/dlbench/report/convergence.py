@@ -20,7 +20,7 @@ from dlbench.protocol.converge import Curve
 from dlbench.records import PointResult
 from dlbench.report.fit import Col, Fitted, fit
 from dlbench.report.groups import model_title
-from dlbench.report.table import fmt_case_params, fmt_throughput
+from dlbench.report.table import fmt_case_params, fmt_scale, fmt_throughput
 from dlbench.runapi.converge import reference_for, reference_specs, stored_references
 from dlbench.store.rows import StoredPoint
 
@@ -117,13 +117,11 @@ def _curve(result: PointResult) -> tuple[Curve, float | None] | None:
 
 
 def configuration(result: PointResult) -> str:
-    """'torch bf16 +compile 1n2c ddp seed 1', 'torch fp32 1n2c TP2 seed 0' (the scale only beyond one device, the
-    layout where it splits the model, shards it or places experts), ' · reference' on a reference run."""
+    """'torch bf16 +compile 1n2c ddp seed 1', 'torch fp32 1n2c TP2 seed 0' (beyond one device, the scale as the
+    main tables write it, with the layout, and the experts' ranks), ' · reference' on a reference run."""
     s = result.spec
     parts = [s.framework, s.precision, *(("+compile",) if s.compile else ())]
-    parts += [s.scale] if s.world_size > 1 else []
-    parts += [s.layout.label] if s.layout.splits_model else []
-    parts += ["FSDP"] if s.fsdp else []
+    parts += [fmt_scale(s)] if s.world_size > 1 else []
     parts += [f"EP{s.expert_parallel}"] if s.expert_parallel > 1 else []
     parts += [s.strategy] if s.strategy != "none" else []
     return " ".join([*parts, f"seed {s.seed}"]) + (" · reference" if result.extra.get(REFERENCE_KEY) else "")
