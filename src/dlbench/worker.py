@@ -37,8 +37,21 @@ if TYPE_CHECKING:
 
 
 def _peak_rss_bytes() -> int:
-    """This process's peak resident set size (ru_maxrss is in KiB on Linux)."""
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    """This process's own peak resident set size: VmHWM, its address space's high-water mark, on Linux.
+
+    Not ru_maxrss: Linux keeps that across fork and exec, so a worker started by a controller that once held
+    1.5 GiB reports 1.5 GiB however little it used itself, and an emulated memory limit refuses every probe.
+    ru_maxrss (KiB on Linux, bytes on macOS) only where /proc is absent.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    maxrss = int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return maxrss if sys.platform == "darwin" else maxrss * 1024
 
 
 class _Progress:
