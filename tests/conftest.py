@@ -34,6 +34,13 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
 
 
 @pytest.fixture(autouse=True)
+def _no_inherited_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Output outside a terminal is 200 columns wide unless $COLUMNS says otherwise: a developer's exported
+    COLUMNS=80 (or pytest-xdist's workers') must not rewrap what a test reads. Tests of a width set their own."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _forget_gpus() -> Iterator[None]:
     """dlbench.machine.env.gpus() is cached per process: a test that faked NVML must not leave its GPUs to the next."""
     yield

@@ -20,7 +20,7 @@ from dlbench.store.store import Store
 CliResult = tuple[int, str, str]
 
 # The convergence matrix's heaviest cases run with `pytest -m matrix` (about 5 minutes per framework on
-# 2 cores); CI's tier (`pytest -m "not matrix"`) keeps resnet50, alexnet and bert_base for every framework.
+# 2 cores); CI's tier (`pytest -n 2 -m "not matrix"`) keeps resnet50, alexnet and bert_base for every framework.
 MATRIX_ONLY = frozenset({"vgg16", "resnet152", "inception_v3"})
 
 

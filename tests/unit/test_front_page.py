@@ -75,5 +75,5 @@ def test_readme_is_a_front_page() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 160, "the README is the front page: move detail into a page under docs/"
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert 'pytest -m "not matrix"' in text and 'pytest -m "not matrix"' in ci  # the test command CI runs
+    assert 'pytest -n 2 -m "not matrix"' in text and 'pytest -n 2 -m "not matrix"' in ci  # the test command CI runs
     assert "pip install -e '.[torch]'\ndlbench run\n" in text  # the two commands that set up and run
