@@ -372,3 +372,39 @@ def test_a_strategy_study_table_carries_its_points_reproduce_commands(tmp_path: 
     assert main(["report", "--store", str(db), "-o", str(out), "--format", fmt]) == 0
     studies = out.read_text().split("Gradient strategies", 2)[-1]  # the strategies section, after the TOC link
     assert all(f"dlbench reproduce {u[:8]}" in studies for u in uids)
+
+
+def test_max_search_probes_and_a_search_where_nothing_fits_keep_their_request(
+    tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A probe of `run --param NAME=max` or of a sweep's `batch: max`, and the failed point of a search where even
+    the lower bound runs out of memory, each carry the command that asked for the search and the lock."""
+    db = tmp_path / "results.db"
+    monkeypatch.setenv("DLBENCH_FAKE", "param_oom_above:classes:500")  # the lower bound, 1000 classes, is too big
+    args = ("run", "-f", "fake", "-m", "face", "-b", "4", "--param", "classes=max", "--param", "model_parallel=1")
+    args += ("--param", "sample=10", "--memory-limit", "1GiB", "--warmup", "0", "--steps", "1", "--repeats", "1")
+    code, _, err = cli(*args, "--store", str(db))
+    assert code != 0 and "none fits" in err
+    suite = tmp_path / "max.yaml"
+    suite.write_text(
+        "name: max\ndevice: cpu\nmemory_limit: 1GiB\nmax_batch: {lo: 1, hi: 8}\n"
+        "protocol: {warmup: 0, steps: 1, repeats: 1}\naxes: {framework: fake, model: resnet50, batch: max}\n"
+    )
+    monkeypatch.setenv("DLBENCH_FAKE", "oom_above:5")
+    code, _, err = cli("sweep", str(suite), "--store", str(db))
+    assert code == 0, err
+    ran = "dlbench " + " ".join([*args, "--store", str(db)])
+    swept = f"dlbench sweep {suite} --store {db}"
+    store = Store(db, readonly=True)
+    probes = store.points([r.id for r in store.runs() if r.kind == "maxbatch"])
+    assert {p.result.spec.model for p in probes} == {"face", "resnet50"}
+    for p in probes:
+        req = request_of(p.result)
+        assert req is not None and req.kind == "maxbatch" and req.package_version("dlbench") == __version__
+        assert req.command == (ran if p.result.spec.model == "face" else swept)
+    [failed] = points_of(db, "run")
+    req = request_of(failed)
+    assert failed.status == "oom" and req is not None and req.command == ran and req.packages
+    code, out, err = cli("reproduce", probes[0].uid[:12], "--store", str(db))
+    assert code == 0, err
+    assert f"command: {ran}" in out and "(maxbatch)" in out

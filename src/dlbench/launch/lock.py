@@ -85,12 +85,13 @@ def dlbench_commit() -> str:
 
 
 def request_for(store: Store, run_id: str, result: PointResult, python: str | None) -> Request:
-    """The request of a point of this run that `python` ran (None: it never ran, e.g. its framework is missing)."""
+    """The request of a point of this run that `python` ran (None: it never ran, e.g. its framework is missing);
+    a max-batch search's run names in its meta the command that asked for it."""
     run = store.get_run(run_id)
     version, packages, error = package_lock(python) if python else ("", (), "the point never reached an interpreter")
     sweep = run.kind == "sweep"
     return Request(
-        command=run.command,
+        command=str(run.meta.get("command") or run.command),
         kind=run.kind,
         suite=str(run.meta.get("suite_name", "")) if sweep else "",
         suite_point=result.spec.key() if sweep else "",

@@ -17,6 +17,7 @@ from dlbench.cases import get_case
 from dlbench.envs.interpreters import interpreter_for
 from dlbench.launch.bounds import check_bounds
 from dlbench.launch.hosts import HostsConfig
+from dlbench.launch.lock import attach_request
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import NAMES, Launchers
 from dlbench.launch.session import run_points
@@ -218,7 +219,7 @@ def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutco
     failed: list[PointResult] = []
     extras: dict[str, dict[str, object]] = {}
     if prepared.searched:
-        specs, failed, extras = search_param(store, specs, prepared.searched, launchers, hooks.note)
+        specs, failed, extras = search_param(store, specs, prepared.searched, launchers, hooks.note, req.command)
     # Speedup needs the 1-device throughput of the same configuration: measure it first where the store has none.
     # A model-parallel (or Partial FC) maximum outgrows one device by design: no baseline for it (scaling.py).
     want = [s for s in specs if not (s.key() in extras and get_case(s.model).configured(s.params).splits_model)]
@@ -226,8 +227,8 @@ def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutco
     run_id = store.create_run(
         req.command, kind="run", meta={"preset": req.preset_name, "points": len(specs) + len(failed)}
     )
-    for r in failed:
-        store.add_point(run_id, r)
+    for r in failed:  # a search where nothing fits: kept with its request, as every point is
+        store.add_point(run_id, attach_request(store, run_id, r, interpreter_for(r.spec.framework)))
     hooks.starting()
     references = converge.missing_references(store.points(), specs)  # measured once, then reused (#34)
     try:
@@ -262,6 +263,7 @@ def search_param(
     name: str,
     launchers: Launchers,
     note: Callable[[str], None] = lambda line: None,
+    command: str = "",
 ) -> tuple[list[PointSpec], list[PointResult], dict[str, dict[str, object]]]:
     """--param NAME=max: search each configuration's largest value (suite/maxbatch.py, probes cached), then the
     points to measure at it, and the search's facts to keep with each (by spec key); a configuration where even
@@ -281,6 +283,7 @@ def search_param(
             launchers=launchers,
             quantity=name,
             unit=unit,
+            command=command,
         )
         label = f"{spec.framework} {spec.model} bs{spec.batch_size}"
         if found.max_batch is None:

@@ -304,6 +304,7 @@ def _run(store: Store, run_id: str, prepared: PreparedSweep, launchers: Launcher
                 launchers,
                 started=search_started,
                 probe_started=lambda batch, spec: ui.started(0, spec) if ui else None,
+                command=store.get_run(run_id).command,
             )
             jobs = resolve(planned, searches)
             todo = pending(store, run_id, jobs)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from dlbench.cases import Case
 from dlbench.envs.interpreters import state
+from dlbench.launch.lock import attach_request
 from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
@@ -343,9 +344,11 @@ def search(
     launchers: Launchers,
     quantity: str = BATCH,
     unit: int = 1,
+    command: str = "",
 ) -> MaxBatch:
     """Search the max of the quantity (the batch, or a case parameter in multiples of unit) for base's
-    configuration, reusing stored probes and storing new ones."""
+    configuration, reusing stored probes and storing new ones, each with its request: `command` (the run or sweep
+    that asked for the search) and the package lock of `python` (`dlbench reproduce PROBE`)."""
     key = search_key(base, memory_limit, quantity, unit)
     device = expected_device(base)
     known: dict[int, Probe] = {}
@@ -366,7 +369,7 @@ def search(
                 store.create_run(
                     f"max {what} search {base.framework} {base.model}",
                     kind=MAXBATCH_KIND,
-                    meta={"search_key": key, "lo": lo, "hi": hi, "quantity": quantity},
+                    meta={"search_key": key, "lo": lo, "hi": hi, "quantity": quantity, "command": command},
                 )
             )
         spec = probe_spec(base, value, warmup, steps, memory_limit, quantity)
@@ -378,7 +381,7 @@ def search(
         if device is None:  # the first probe of a search placed elsewhere: its worker names the device
             device = probe_device(result)
             reuse(device)
-        store.add_point(run_id[0], result)
+        store.add_point(run_id[0], attach_request(store, run_id[0], result, python))
         return to_probe(result, quantity=quantity)
 
     def probe(value: int) -> Probe:

@@ -66,6 +66,7 @@ def run_searches(
     launchers: Launchers,
     started: SearchStarted | None = None,
     probe_started: ProbeStarted | None = None,
+    command: str = "",
 ) -> dict[str, MaxBatch]:
     """One search per distinct configuration among the max points (a max batch, or a case parameter at max) of
     installed frameworks, keyed by spec key."""
@@ -96,6 +97,7 @@ def run_searches(
             launchers=launchers,
             quantity=quantity,
             unit=unit,
+            command=command,
         )
     return out
 

@@ -62,6 +62,7 @@ def test_a_model_parallel_maximum_gets_no_one_device_baseline(
         name: str,
         launchers: object,  # type: ignore[type-arg]
         note: object = None,
+        command: str = "",
     ) -> tuple[list, list, dict]:  # type: ignore[type-arg]
         at = [dataclasses.replace(s, case_params=tuple(sorted({**s.params, name: 98_000}.items()))) for s in specs]
         return at, [], {s.key(): {"max_param": {"name": name, "max": 98_000}} for s in at}
