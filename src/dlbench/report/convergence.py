@@ -50,6 +50,22 @@ def not_converged(result: PointResult) -> str | None:
     return str(raw.get("verdict"))
 
 
+def unconverged_of(result: PointResult) -> str:
+    """The verdict a measured point's throughput is marked with ('' where it converged or was not judged)."""
+    return (not_converged(result) or "") if result.status == "ok" and result.metrics else ""
+
+
+def with_mark(text: str, verdict: str) -> str:
+    """A throughput's text with the mark when its point did not converge."""
+    return f"{text} {NOT_CONVERGED_MARK}" if verdict else text
+
+
+def rows_note(rows: Iterable[Any]) -> str:
+    """The mark's note under a table whose rows (or cells) carry `unconverged`; '' when none is marked."""
+    verdicts = [v for row in rows if (v := getattr(row, "unconverged", ""))]
+    return mark_note(verdicts) if verdicts else ""
+
+
 def mark_note(verdicts: Iterable[str]) -> str:
     """What the mark on a throughput means, naming the verdicts it stands for here."""
     named = " or ".join(f"'{v}'" for v in sorted(set(verdicts)))
@@ -219,6 +235,9 @@ __all__ = [
     "convergence_cases",
     "mark_note",
     "not_converged",
+    "rows_note",
     "target_row",
+    "unconverged_of",
     "unconverged_points",
+    "with_mark",
 ]

@@ -22,6 +22,7 @@ from dlbench.cases.gpt import layout_flops_per_sample, tokens_per_sample
 from dlbench.parallel import FAMILIES
 from dlbench.reference import ReferenceRow
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, styled
+from dlbench.report.convergence import unconverged_of
 from dlbench.report.groups import Column, framework_title
 from dlbench.spec import PointSpec, SpecError
 from dlbench.store.store import StoredPoint
@@ -65,6 +66,7 @@ class LayoutRow:
     bubble: float
     stage_ms: str
     published: tuple[Published, ...] = ()
+    unconverged: str = ""  # the verdict of a --converge run that did not converge: the throughput is marked
 
     @property
     def counted(self) -> str:
@@ -182,6 +184,7 @@ def layout_rows(points: list[StoredPoint]) -> list[LayoutRow]:
                 s.layout.bubble,
                 _stage_ms(r.extra),
                 _published(s, arch, name),
+                unconverged_of(r),
             )
     order = {g: i for i, g in enumerate(_GROUP_ORDER)}
     return sorted(latest.values(), key=lambda x: (order[x.group], x.devices, x.case, x.framework))

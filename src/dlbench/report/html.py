@@ -10,7 +10,7 @@ import markupsafe
 
 from dlbench.records import Metrics
 from dlbench.report.chart_base import Chart, render_svg
-from dlbench.report.convergence import NOT_CONVERGED_MARK, TARGET_COLUMNS, TARGET_NOTES
+from dlbench.report.convergence import NOT_CONVERGED_MARK, TARGET_COLUMNS, TARGET_NOTES, rows_note
 from dlbench.report.document import Report
 from dlbench.report.groups import Cell
 from dlbench.report.reproduce import id_commands, section_commands
@@ -124,6 +124,7 @@ def environment() -> jinja2.Environment:
         contended=contended,
         reproduce=section_commands,
         reproduce_ids=id_commands,
+        unconverged_note=rows_note,
     )
     return env
 

@@ -10,6 +10,7 @@ from dlbench.analysis.llm import llm_figures
 from dlbench.cases import UnknownCase, get_case
 from dlbench.cases.arch import LlamaConfig
 from dlbench.reference.llm import matching
+from dlbench.report.convergence import unconverged_of, with_mark
 from dlbench.store.store import StoredPoint
 
 
@@ -29,6 +30,7 @@ class LlmRow:
     memory_per_device: str
     status: str
     anchors: str
+    unconverged: str = ""  # the verdict of a --converge run that did not converge: the throughput is marked
 
 
 def _pct(x: float | None) -> str:
@@ -65,6 +67,7 @@ def llm_rows(points: list[StoredPoint]) -> list[LlmRow]:
             or "-"
         )
         mem = f.memory_per_device_bytes if f else None
+        verdict = unconverged_of(r)
         rows.append(
             LlmRow(
                 case=s.model + (" " + ",".join(f"{k}={v}" for k, v in sorted(s.params.items())) if s.params else ""),
@@ -72,13 +75,14 @@ def llm_rows(points: list[StoredPoint]) -> list[LlmRow]:
                 layout=_layout(p),
                 precision=s.precision,
                 devices=s.world_size,
-                tokens_per_s_per_device=f"{f.tokens_per_s_per_device:,.0f}" if f else "-",
+                tokens_per_s_per_device=with_mark(f"{f.tokens_per_s_per_device:,.0f}", verdict) if f else "-",
                 tflops_per_device=f"{f.model_tflops_per_device:.3g}" if f else "-",
                 mfu=_pct(f.mfu) if f else "-",
                 mfu_bf16=_pct(f.mfu_bf16) if f else "-",
                 memory_per_device=f"{mem / 2**20:,.0f} MiB" if mem else "-",
                 status=r.status,
                 anchors=anchors,
+                unconverged=verdict,
             )
         )
     return sorted(rows, key=lambda x: (x.case, x.devices, x.layout, x.precision))

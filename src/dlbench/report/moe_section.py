@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from dlbench.analysis.llm import llm_figures
 from dlbench.cases import UnknownCase, get_case
 from dlbench.cases.arch import MoeConfig
+from dlbench.report.convergence import unconverged_of, with_mark
 from dlbench.store.store import StoredPoint
 
 
@@ -27,6 +28,7 @@ class MoeRow:
     dropped: str
     all_to_all: str
     status: str
+    unconverged: str = ""  # the verdict of a --converge run that did not converge: the throughput is marked
 
 
 def _is_moe(model: str) -> bool:
@@ -55,6 +57,7 @@ def moe_rows(points: list[StoredPoint]) -> list[MoeRow]:
             _number(routing, k) for k in ("imbalance_max", "dropped_fraction", "all_to_all_share")
         )
         ep = s.expert_parallel
+        verdict = unconverged_of(r)
         plain = "one device" if s.world_size == 1 else f"DP{s.world_size}"
         layout = (f"EP{ep} x DP{s.world_size // ep}" if ep > 1 else plain) + (
             " (forced balanced)" if s.routing == "balanced" else ""
@@ -66,12 +69,13 @@ def moe_rows(points: list[StoredPoint]) -> list[MoeRow]:
                 layout=layout,
                 precision=s.precision,
                 devices=s.world_size,
-                tokens_per_s_per_device=f"{f.tokens_per_s_per_device:,.0f}" if f else "-",
+                tokens_per_s_per_device=with_mark(f"{f.tokens_per_s_per_device:,.0f}", verdict) if f else "-",
                 tflops_per_device=f"{f.model_tflops_per_device:.3g}" if f else "-",
                 imbalance=f"{imbalance:.2f}" if imbalance is not None else "-",
                 dropped=f"{dropped:.1%}" if dropped is not None else "-",
                 all_to_all=f"{share:.0%}" if share is not None else "-",
                 status=r.status,
+                unconverged=verdict,
             )
         )
     return sorted(rows, key=lambda x: (x.case, x.devices, x.layout, x.precision))

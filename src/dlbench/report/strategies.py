@@ -15,6 +15,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, styled
+from dlbench.report.convergence import rows_note, unconverged_of, with_mark
 from dlbench.report.groups import Cell, Section, framework_title, model_title
 from dlbench.spec import STRATEGIES
 
@@ -41,6 +42,7 @@ class StrategyCell:
     efficiency: float | None = None
     mechanism: str = ""
     check: str = ""
+    unconverged: str = ""  # the verdict of a --converge run that did not converge: marked, and never the fastest
 
     @property
     def ok(self) -> bool:
@@ -59,7 +61,7 @@ class StrategyCell:
             if self.devices == 1 or self.speedup is None or self.efficiency is None
             else f" · {self.speedup:.2f}× · {self.efficiency:.0%}"
         )
-        return f"{_number(self.throughput)}{half}{scaled}"
+        return with_mark(f"{_number(self.throughput)}{half}{scaled}", self.unconverged)
 
 
 def _number(v: float) -> str:
@@ -148,6 +150,13 @@ class StrategyReport:
     charts: ChartSet = field(default_factory=ChartSet)
     noise_rule: str = NOISE_RULE
 
+    @property
+    def unconverged_note(self) -> str:
+        """The mark's note, and that a marked strategy is left out of the verdicts; '' when none is marked."""
+        cells = [c for s in self.studies for c in (*s.cells.values(), *([s.baseline] if s.baseline else []))]
+        note = rows_note(cells)
+        return f"{note} A marked strategy is never the fastest or the runner-up above." if note else ""
+
 
 def _cell(strategy: str, devices: int, cell: Cell) -> StrategyCell:
     r = cell.point.result
@@ -175,6 +184,7 @@ def _cell(strategy: str, devices: int, cell: Cell) -> StrategyCell:
         1.0 if devices == 1 else sc.efficiency if sc else None,
         mechanism,
         base.check,
+        unconverged_of(r),
     )
 
 
@@ -229,8 +239,8 @@ def verdicts(found: list[Study]) -> list[Verdict]:
         for devices in study.devices:
             if devices == 1:
                 continue
-            ranked = sorted(
-                (c for (_, d), c in study.cells.items() if d == devices and c.ok),
+            ranked = sorted(  # a strategy whose steps did not train as the reference does is no contender
+                (c for (_, d), c in study.cells.items() if d == devices and c.ok and not c.unconverged),
                 key=lambda c: c.throughput or 0.0,
                 reverse=True,
             )
