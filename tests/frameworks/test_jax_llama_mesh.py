@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,9 @@ import pytest
 from dlbench.cases import get_case
 from tests.frameworks.jax_llama_probe import MESHES, PARAMS
 from tests.support.frameworks import interpreter_or_skip
+from tests.support.scaling import assert_ranks_in_sync, stored
+
+CliResult = tuple[int, str, str]
 
 pytestmark = [pytest.mark.framework("jax"), pytest.mark.slow]
 
@@ -36,3 +40,19 @@ def test_the_jax_llama_mesh_trains_as_one_device() -> None:
     for name in MESHES:
         assert out[name] == pytest.approx(one, rel=2e-5), name
         assert out[f"{name}_wq"] == "P('fsdp', 'tensor')"
+
+
+def test_fsdp_is_selectable_from_run_and_its_ranks_stay_in_sync(
+    cli: Callable[..., CliResult], store_path: Path
+) -> None:
+    """`dlbench run -f jax -m llama_tiny --scale 1n2c --fsdp`: two processes on the mesh's fsdp axis (each kernel
+    sharded over them, the batch split), their parameters equal after the steps, the mesh recorded."""
+    interpreter_or_skip("jax")
+    args = ("run", "-f", "jax", "-m", "llama_tiny", "--scale", "1n2c", "--fsdp", "--threads", "1")
+    code, _, err = cli(*args, "--steps", "2", "--warmup", "1", "--repeats", "1", "--store", str(store_path))
+    assert code == 0, err
+    base, r = stored(store_path)
+    assert base.status == "ok" and base.spec.world_size == 1
+    assert r.spec.fsdp and r.extra["layout"] == "DP2 FSDP"
+    assert r.extra["jax_mesh"] == "data 1 x fsdp 2 x tensor 1" and r.extra["jax_processes"] == 2
+    assert_ranks_in_sync(r, 2)  # the whole (sharded) parameters' checksum, the same on both processes

@@ -12,15 +12,21 @@ from dlbench.cases import get_case
 from dlbench.cases.arch import LlamaConfig
 from dlbench.spec import PointSpec
 
-FSDP_FRAMEWORKS: tuple[str, ...] = ("torch",)
+FSDP_FRAMEWORKS: tuple[str, ...] = ("torch", "jax")  # torch's FSDP2; JAX's fsdp axis of its (data, fsdp, tensor) mesh
+LAYOUT_FRAMEWORKS = FSDP_FRAMEWORKS  # where a llama also splits over tensor (both) and pipeline (torch) ranks
+JAX_NO_PIPELINE = (
+    "JAX has no pipeline-parallel schedule in its public API: dlbench's JAX backend splits a llama over a (data, "
+    "fsdp, tensor) mesh (--fsdp, --tensor-parallel); use --pipeline-parallel 1"
+)
 CP_CUDA_ONLY = (
     "--context-parallel needs CUDA attention kernels (torch's context parallel runs ring attention "
     "over the flash, memory-efficient and cuDNN kernels only): GPU only, not on the CPU"
 )
 
 
-def _shape_refusal(a: LlamaConfig, tensor: int, pipeline: int, seq: int) -> str | None:
-    """Why this shape does not split over `tensor` ranks and `pipeline` stages (one line), or None."""
+def _shape_refusal(a: LlamaConfig, tensor: int, pipeline: int, seq: int | None) -> str | None:
+    """Why this shape does not split over `tensor` ranks and `pipeline` stages (one line), or None; `seq`: the
+    tokens of a sequence that sequence parallel splits over the tensor ranks (None: no sequence parallel)."""
     if a.num_heads % tensor:
         return f"{a.num_heads} query heads do not split over {tensor} tensor-parallel ranks"
     if a.num_kv_heads % tensor:
@@ -32,7 +38,7 @@ def _shape_refusal(a: LlamaConfig, tensor: int, pipeline: int, seq: int) -> str 
         return f"the SwiGLU's {a.ffn_size} units do not split over {tensor} tensor-parallel ranks"
     if a.vocab_size % tensor:
         return f"a vocabulary of {a.vocab_size} does not split evenly over {tensor} tensor-parallel ranks"
-    if seq % tensor:
+    if seq is not None and seq % tensor:
         return f"sequence parallel splits the {seq} tokens of a sequence over {tensor} ranks: it does not divide"
     if a.num_layers % pipeline:
         return f"{a.num_layers} layers do not split into {pipeline} equal pipeline stages"
@@ -54,10 +60,7 @@ def llama_layout_refusal(spec: PointSpec) -> str | None:
     if spec.fsdp and not llama:
         return f"--fsdp is wired for the llama cases only, not {case.name}: use --strategy ddp or a split layout"
     if spec.fsdp and spec.framework not in FSDP_FRAMEWORKS:
-        return (
-            f"--fsdp is wired for {', '.join(FSDP_FRAMEWORKS)} only (FSDP2), not {spec.framework}: JAX's fsdp "
-            "mesh axis (backends/jax/llama_mesh.py) is not selectable from a point yet"
-        )
+        return f"--fsdp is wired for {' and '.join(FSDP_FRAMEWORKS)} only, not {spec.framework}"
     if spec.fsdp and spec.layout.data == 1:
         return (
             f"--fsdp shards over the data-parallel ranks and this layout has one ({spec.world_size} device(s) "
@@ -65,6 +68,12 @@ def llama_layout_refusal(spec: PointSpec) -> str | None:
         )
     if not llama or not (spec.fsdp or spec.layout.splits_model):
         return None
+    if spec.framework not in LAYOUT_FRAMEWORKS:
+        return f"a llama's layouts (--tensor-parallel, --pipeline-parallel) are wired for torch and JAX only, not {spec.framework}"
+    assert isinstance(case.arch, LlamaConfig)
+    lay = spec.layout
+    if spec.framework == "jax":
+        return _jax_refusal(spec, case.arch)
     if spec.strategy != "none":
         return (
             "FSDP2 keeps a llama point's data-parallel replicas in step (--fsdp, or with a split layout): "
@@ -72,9 +81,21 @@ def llama_layout_refusal(spec: PointSpec) -> str | None:
         )
     if spec.compile:
         return "torch.compile of a sharded or split llama is not wired: drop --compile"
-    assert isinstance(case.arch, LlamaConfig)
-    lay = spec.layout
     return _shape_refusal(case.arch, lay.tensor, lay.pipeline, spec.input_size or case.arch.max_positions)
 
 
-__all__ = ["CP_CUDA_ONLY", "FSDP_FRAMEWORKS", "llama_layout_refusal"]
+def _jax_refusal(spec: PointSpec, a: LlamaConfig) -> str | None:
+    """Why JAX's (data, fsdp, tensor) mesh cannot hold this point (one line), or None: no pipeline, a strategy
+    other than the mesh's own sharding, or a dimension that does not split evenly (JAX shards evenly)."""
+    lay = spec.layout
+    if lay.pipeline > 1:
+        return JAX_NO_PIPELINE
+    if spec.strategy not in ("none", "sharding"):
+        return "a llama's JAX mesh shards the batch itself: leave --strategy at none (or sharding)"
+    reason = _shape_refusal(a, lay.tensor, 1, None)  # whole heads and groups per tensor rank, as torch's
+    if reason is None and spec.fsdp and a.hidden_size % lay.data:
+        reason = f"--fsdp shards each kernel's {a.hidden_size} hidden units over {lay.data} ranks: they do not divide"
+    return reason
+
+
+__all__ = ["CP_CUDA_ONLY", "FSDP_FRAMEWORKS", "JAX_NO_PIPELINE", "LAYOUT_FRAMEWORKS", "llama_layout_refusal"]

@@ -4,10 +4,11 @@ function the central refusal place calls; and through the CLI, exit 2 before any
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
-from dlbench.cases.llama_layout import CP_CUDA_ONLY, llama_layout_refusal
+from dlbench.cases.llama_layout import CP_CUDA_ONLY, JAX_NO_PIPELINE, llama_layout_refusal
 from dlbench.spec import PointSpec, Protocol, SpecError
 
 
@@ -23,7 +24,14 @@ def _spec(**kw: object) -> PointSpec:
         ({"context_parallel": 2, "devices_per_node": 2, "device": "cuda"}, "not wired in dlbench yet"),
         ({"fsdp": True, "model": "resnet50", "devices_per_node": 2}, "llama cases only, not resnet50"),
         ({"fsdp": True}, "has one"),
-        ({"fsdp": True, "devices_per_node": 2, "framework": "jax"}, "wired for torch only (FSDP2), not jax"),
+        ({"fsdp": True, "devices_per_node": 2, "framework": "tf"}, "wired for torch and jax only, not tf"),
+        ({"devices_per_node": 2, "pipeline_parallel": 2, "framework": "jax"}, "no pipeline-parallel schedule"),
+        ({"devices_per_node": 2, "fsdp": True, "framework": "jax", "strategy": "ps"}, "shards the batch itself"),
+        ({"devices_per_node": 8, "tensor_parallel": 8, "framework": "jax"}, "4 key/value heads do not split over 8"),
+        (
+            {"devices_per_node": 3, "fsdp": True, "framework": "jax", "case_params": (("hidden", 64),)},
+            "64 hidden units over 3 ranks",
+        ),
         ({"fsdp": True, "devices_per_node": 2, "tensor_parallel": 2}, "has one"),
         ({"fsdp": True, "devices_per_node": 2, "strategy": "ddp"}, "leave --strategy at none"),
         ({"devices_per_node": 2, "tensor_parallel": 2, "compile": True}, "drop --compile"),
@@ -57,6 +65,10 @@ def test_a_layout_the_family_cannot_take_is_refused_in_one_line(fields: dict[str
         {"devices_per_node": 4, "pipeline_parallel": 4},
         {"devices_per_node": 4, "tensor_parallel": 2, "fsdp": True},
         {"model": "gpt", "devices_per_node": 2, "tensor_parallel": 2},  # GPT's own refusals live in its backend
+        {"framework": "jax", "devices_per_node": 2, "fsdp": True},  # JAX's (data, fsdp, tensor) mesh
+        {"framework": "jax", "devices_per_node": 2, "fsdp": True, "strategy": "sharding"},
+        {"framework": "jax", "devices_per_node": 4, "tensor_parallel": 2, "fsdp": True},
+        {"framework": "jax", "devices_per_node": 4, "tensor_parallel": 4, "input_size": 30},  # no sequence parallel
     ],
 )
 def test_what_the_family_can_take_passes(fields: dict[str, object]) -> None:
@@ -80,13 +92,14 @@ def test_the_new_fields_keep_old_keys_and_a_baseline_drops_them() -> None:
     [
         (("--context-parallel", "2", "--scale", "1n2c"), CP_CUDA_ONLY),
         (("--fsdp",), "--fsdp shards over the data-parallel ranks"),
+        (("-f", "jax", "--scale", "1n2c", "--pipeline-parallel", "2"), JAX_NO_PIPELINE),
+        (("-f", "jax", "--scale", "1n3c", "--fsdp", "--force"), "128 hidden units over 3 ranks"),
     ],
 )
 def test_the_cli_refuses_before_anything_runs(
-    cli: Callable[..., tuple[int, str, str]], tmp_path: object, args: tuple[str, ...], message: str
+    cli: Callable[..., tuple[int, str, str]], tmp_path: Path, args: tuple[str, ...], message: str
 ) -> None:
-    code, _, err = cli(
-        "run", "-f", "torch", "-m", "llama_tiny", "--device", "cpu", "--store", f"{tmp_path}/r.db", *args
-    )
-    assert code == 2 and message in " ".join(err.split())
-    assert "Traceback" not in err
+    framework = () if "-f" in args else ("-f", "torch")
+    code, _, err = cli("run", *framework, "-m", "llama_tiny", "--device", "cpu", "--store", f"{tmp_path}/r.db", *args)
+    assert code == 2 and message in " ".join(err.split()), err
+    assert "Traceback" not in err and not (tmp_path / "r.db").exists()  # refused before a store was made

@@ -17,11 +17,20 @@ import jax
 import jax.numpy as jnp
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
-from dlbench.backends.jax import PREALLOCATE_VAR, data, distributed, memory_fraction_fact, tensor_parallel, wide_deep
+from dlbench.backends.jax import (
+    PREALLOCATE_VAR,
+    data,
+    distributed,
+    llama_mesh,
+    memory_fraction_fact,
+    tensor_parallel,
+    wide_deep,
+)
 from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.models import MODELS, build_module, model_inputs
 from dlbench.backends.jax.step import JaxTrainer, State, loss_scale, make_optimizer, make_train_step
 from dlbench.cases import Case, get_case
+from dlbench.cases.arch import LlamaConfig
 from dlbench.machine.nvml import gpu_info
 from dlbench.numerics import Numerics, describe, resolve_precision
 from dlbench.paths import cache_dir
@@ -92,6 +101,27 @@ def make_state(
         )
 
 
+def _placement(spec: PointSpec, case: Case, device: jax.Device) -> tuple[Placement, dict[str, object]]:
+    """Where the point's state and batch live, and the facts that say so: one device or the processes' devices
+    (a batch sharded over them), a GPT's (data, model) mesh (#23), or a Llama's (data, fsdp, tensor) mesh (#35)."""
+    devices = jax.devices(device.platform)
+    if isinstance(case.arch, LlamaConfig) and (spec.fsdp or spec.tensor_parallel > 1):
+        mesh = llama_mesh.LlamaPlacement.for_spec(devices, spec)
+        return mesh, {
+            "layout": spec.layout.label + (" FSDP" if spec.fsdp else ""),
+            "jax_mesh": " x ".join(f"{axis} {n}" for axis, n in mesh.shape.items()),
+            "tensor_parallel": "GSPMD: NamedSharding over a (data, fsdp, tensor) mesh, Megatron's column/row split "
+            "over tensor, each kernel's other dimension over fsdp (ZeRO-3), norms replicated",
+        }
+    if spec.tensor_parallel > 1:
+        return tensor_parallel.TensorPlacement.of(devices, spec.layout), {
+            "layout": spec.layout.label,
+            "tensor_parallel": "GSPMD: NamedSharding of the weights over "
+            "a (data, model) mesh, Megatron's column/row split, vocabulary-parallel embedding",
+        }
+    return distributed.placement(spec, device), {}
+
+
 def make_trainer(
     spec: PointSpec, case: Case, dtype: Any, device: jax.Device, where: Placement, rank: int
 ) -> JaxTrainer:
@@ -102,7 +132,7 @@ def make_trainer(
     )
     with jax.default_device(device):
         batches = data.batches(spec, case, where, spec.seed + rank // spec.tensor_parallel)
-    if isinstance(where, tensor_parallel.TensorPlacement):
+    if isinstance(where, tensor_parallel.TensorPlacement | llama_mesh.LlamaPlacement):
         step = make_train_step(case, where, where.state_shardings(state))
         return tensor_parallel.TensorTrainer(batches, state, step, device, where)
     return JaxTrainer(batches, state, make_train_step(case, where), device)
@@ -209,14 +239,8 @@ class JaxBackend(Backend):
             self._facts.update(strategy=distributed.strategy(spec), jax_processes=jax.process_count())
             if device.platform == "cpu":
                 self._facts["cpu_collectives"] = distributed.CPU_COLLECTIVES
-        where = distributed.placement(spec, device)
-        if spec.tensor_parallel > 1:  # a (data, model) mesh, Megatron's split as shardings (#23)
-            where = tensor_parallel.TensorPlacement.of(jax.devices(device.platform), spec.layout)
-            self._facts.update(
-                layout=spec.layout.label,
-                tensor_parallel="GSPMD: NamedSharding of the weights over "
-                "a (data, model) mesh, Megatron's column/row split, vocabulary-parallel embedding",
-            )
+        where, facts = _placement(spec, case, device)
+        self._facts.update(facts)
         if spec.recompute:
             self._facts["recompute"] = "flax nn.remat per block"
         return make_trainer(spec, case, _DTYPES[numerics.compute_dtype], device, where, jax.process_index())

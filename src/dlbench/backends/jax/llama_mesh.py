@@ -20,6 +20,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from dlbench.backends.jax.distributed import Placement
+from dlbench.spec import PointSpec
 
 AXES = ("data", "fsdp", "tensor")
 COLUMNS, ROWS = PartitionSpec("fsdp", "tensor"), PartitionSpec("tensor", "fsdp")
@@ -52,6 +53,17 @@ class LlamaPlacement(Placement):
             raise ValueError(f"a {data}x{fsdp}x{tensor} mesh needs {data * fsdp * tensor} devices, not {len(devices)}")
         return cls(Mesh(np.array(devices).reshape(data, fsdp, tensor), AXES))
 
+    @classmethod
+    def for_spec(cls, devices: list[jax.Device], spec: PointSpec) -> LlamaPlacement:
+        """A point's mesh: its tensor ranks, and its data-parallel ranks as the fsdp axis with --fsdp, else data."""
+        replicas, tensor = spec.layout.data, spec.layout.tensor
+        return cls.of(devices, 1 if spec.fsdp else replicas, replicas if spec.fsdp else 1, tensor)
+
+    @property
+    def shape(self) -> dict[str, int]:
+        """Each axis's size: {'data': 1, 'fsdp': 2, 'tensor': 1}."""
+        return dict(zip(AXES, self.mesh.devices.shape, strict=True))
+
     @property
     def sharded(self) -> NamedSharding:
         return NamedSharding(self.mesh, PartitionSpec(("data", "fsdp")))
@@ -66,12 +78,27 @@ class LlamaPlacement(Placement):
         return jax.tree_util.tree_map_with_path(rule, tree)
 
     def replicate(self, tree: Any) -> Any:
-        """A state every process computed identically, placed leaf by leaf with its sharding."""
-        return jax.device_put(jax.device_get(tree), self.state_shardings(tree))
+        """A state every process computed identically, placed leaf by leaf with its sharding (each process puts
+        only its own devices' shards: one process, or one per device)."""
+
+        def put(x: Any, sharding: NamedSharding) -> jax.Array:
+            host = np.asarray(x)
+            host = host.astype(jax.dtypes.canonicalize_dtype(host.dtype), copy=False)
+            return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+        return jax.tree_util.tree_map(put, jax.device_get(tree), self.state_shardings(tree))
 
     def shard(self, local: dict[str, Any]) -> dict[str, jax.Array]:
-        """The global batch (one process holds it all), split over data x fsdp."""
-        return {k: jax.device_put(np.asarray(v), self.sharded) for k, v in local.items()}
+        """The global batch from this process's rows: those of the (data, fsdp) replicas its devices sit in (one
+        process per device: its replica's rows, the same in each of its tensor ranks; one process: all of them)."""
+        grid = self.mesh.devices.reshape(-1, self.mesh.devices.shape[-1])  # a row of tensor ranks per replica
+        mine = {i for i, row in enumerate(grid) for d in row if d.process_index == jax.process_index()}
+        out = {}
+        for k, v in local.items():
+            arr = np.asarray(v)
+            shape = (arr.shape[0] * len(grid) // len(mine), *arr.shape[1:])
+            out[k] = jax.make_array_from_process_local_data(self.sharded, arr, shape)
+        return out
 
 
 __all__ = ["AXES", "RULES", "LlamaPlacement"]

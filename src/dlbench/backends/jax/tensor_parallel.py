@@ -25,7 +25,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.step import Batch, JaxTrainer, State, TrainStep
 from dlbench.cases import Case
-from dlbench.cases.arch import GptConfig
+from dlbench.cases.arch import GptConfig, LlamaConfig
+from dlbench.cases.llama_layout import llama_layout_refusal
 from dlbench.parallel import Layout
 from dlbench.spec import PointSpec
 
@@ -52,6 +53,8 @@ def refusal(spec: PointSpec, case: Case) -> str | None:
         )
     if not (lay.splits_model or lay.recompute):
         return None
+    if isinstance(case.arch, LlamaConfig):  # the (data, fsdp, tensor) mesh: cases/llama_layout.py decides
+        return llama_layout_refusal(spec)
     if not isinstance(case.arch, GptConfig):
         return f"tensor parallel and --recompute are wired for the GPT cases only, not {case.name}"
     a = case.arch
@@ -119,10 +122,11 @@ class TensorPlacement(Placement):
 
 
 class TensorTrainer(JaxTrainer):
-    """The JAX trainer of a tensor-parallel point: its parameters' checksum is taken over the whole arrays."""
+    """The JAX trainer of a point whose parameters are sharded (a GPT's tensor split, a Llama's mesh): its
+    parameters' checksum is taken over the whole arrays."""
 
     def __init__(
-        self, batches: Iterator[Batch], state: State, step_fn: TrainStep, device: jax.Device, placement: TensorPlacement
+        self, batches: Iterator[Batch], state: State, step_fn: TrainStep, device: jax.Device, placement: Placement
     ) -> None:
         super().__init__(batches, state, step_fn, device)
         self.placement = placement
@@ -131,7 +135,7 @@ class TensorTrainer(JaxTrainer):
         return checksum(self.state.params, self.placement)
 
 
-def checksum(params: Any, placement: TensorPlacement) -> float:
+def checksum(params: Any, placement: Placement) -> float:
     """A position-weighted sum of every parameter over its whole (sharded) array: the same on every process."""
 
     def total(tree: Any) -> jax.Array:
