@@ -222,7 +222,7 @@ def convergence_cases(
 
 def unconverged_points(points: Iterable[StoredPoint]) -> dict[int, str]:
     """Per point id, the verdict of each measured point that did not converge (what the mark stands for)."""
-    return {p.id: v for p in points if p.result.status == "ok" and p.result.metrics and (v := not_converged(p.result))}
+    return {p.id: v for p in points if (v := unconverged_of(p.result))}
 
 
 __all__ = [

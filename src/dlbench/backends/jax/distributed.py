@@ -111,6 +111,18 @@ class Placement:
         return {k: jax.make_array_from_process_local_data(self.sharded, np.asarray(v)) for k, v in local.items()}
 
 
+def put_sharded(tree: Any, shardings: Any) -> Any:
+    """A pytree that every process computed identically, placed leaf by leaf with its sharding: each process puts
+    only its own devices' shards (one process, or one per device)."""
+
+    def put(x: Any, sharding: NamedSharding) -> jax.Array:
+        host = np.asarray(x)
+        host = host.astype(jax.dtypes.canonicalize_dtype(host.dtype), copy=False)
+        return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+    return jax.tree_util.tree_map(put, jax.device_get(tree), shardings)
+
+
 def placement(spec: PointSpec, device: jax.Device) -> Placement:
     """The whole job's mesh for several devices, else a mesh of this one device."""
     if strategy(spec) == "none":

@@ -19,7 +19,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from dlbench.backends.jax.distributed import Placement
+from dlbench.backends.jax.distributed import Placement, put_sharded
 from dlbench.spec import PointSpec
 
 AXES = ("data", "fsdp", "tensor")
@@ -78,15 +78,8 @@ class LlamaPlacement(Placement):
         return jax.tree_util.tree_map_with_path(rule, tree)
 
     def replicate(self, tree: Any) -> Any:
-        """A state every process computed identically, placed leaf by leaf with its sharding (each process puts
-        only its own devices' shards: one process, or one per device)."""
-
-        def put(x: Any, sharding: NamedSharding) -> jax.Array:
-            host = np.asarray(x)
-            host = host.astype(jax.dtypes.canonicalize_dtype(host.dtype), copy=False)
-            return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
-
-        return jax.tree_util.tree_map(put, jax.device_get(tree), self.state_shardings(tree))
+        """A state every process computed identically, placed leaf by leaf with its sharding."""
+        return put_sharded(tree, self.state_shardings(tree))
 
     def shard(self, local: dict[str, Any]) -> dict[str, jax.Array]:
         """The global batch from this process's rows: those of the (data, fsdp) replicas its devices sit in (one

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from dlbench.backends.jax.distributed import Placement
+from dlbench.backends.jax.distributed import Placement, put_sharded
 from dlbench.backends.jax.step import Batch, JaxTrainer, State, TrainStep
 from dlbench.cases import Case
 from dlbench.cases.arch import GptConfig, LlamaConfig
@@ -100,14 +100,7 @@ class TensorPlacement(Placement):
 
     def replicate(self, tree: Any) -> Any:
         """A state every process computed identically, placed leaf by leaf with its sharding."""
-        shardings = self.state_shardings(tree)
-
-        def put(x: Any, sharding: NamedSharding) -> jax.Array:
-            host = np.asarray(x)
-            host = host.astype(jax.dtypes.canonicalize_dtype(host.dtype), copy=False)
-            return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
-
-        return jax.tree_util.tree_map(put, jax.device_get(tree), shardings)
+        return put_sharded(tree, self.state_shardings(tree))
 
     def shard(self, local: dict[str, Any]) -> dict[str, jax.Array]:
         """The global batch from this process's rows: those of the replicas its devices sit in (one process per
