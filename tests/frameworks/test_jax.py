@@ -169,9 +169,30 @@ def test_real_bert_samples_through_grain(
     assert math.isfinite(p.metrics.final_loss or math.nan)
 
 
+WITHOUT_GRAIN = """
+import sys
+sys.modules["grain"] = None  # as on a GPU node whose image has JAX, flax and optax (with absl) but no Grain
+from dlbench.backends import load_backend
+from dlbench.backends.jax import data
+from dlbench.cases import get_case
+load_backend("jax")
+print(sorted(data.synthetic_arrays(get_case("resnet50"), 2, 32, 0)))
+"""
+
+
+def test_the_backend_imports_without_grain(framework_python: str) -> None:
+    """The GPU node's image has JAX, flax and optax (which brings absl) but not Grain (#40): the backend and its
+    synthetic input import without it (only real data needs Grain and its absl flags, backends/jax/real_data.py)."""
+    proc = subprocess.run(
+        [framework_python, "-c", WITHOUT_GRAIN], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "['images', 'labels']"
+
+
 SHARDS = """
 import json
-from dlbench.backends.jax.data import loader
+from dlbench.backends.jax.real_data import loader
 from dlbench.spec import PointSpec, Protocol
 spec = PointSpec(framework="jax", model="resnet50", batch_size=2, protocol=Protocol(0, 1, 1, "mean"),
                  data="real", data_dir="unused", loader_workers=0)
