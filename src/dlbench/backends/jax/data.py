@@ -21,7 +21,6 @@ from dlbench.data.learnable import learnable_batches
 from dlbench.data.synthetic import synthetic_bert, synthetic_ctr, synthetic_gpt, synthetic_images
 from dlbench.spec import PointSpec, SpecError
 
-PREFETCH = 2  # batches each Grain worker prepares ahead (real_data.py)
 Record = dict[str, np.ndarray]
 Batch = dict[str, jax.Array]
 
@@ -74,7 +73,9 @@ def describe(spec: PointSpec) -> str:
         return "learnable: a new batch drawn on the host every step (--converge)"
     if spec.data != "real":
         return "synthetic: one batch put on the device"
+    from dlbench.backends.jax.real_data import PREFETCH  # a real-data point: Grain is there
+
     return f"Grain DataLoader, {spec.loader_workers} workers, prefetch {PREFETCH}"
 
 
-__all__ = ["PREFETCH", "Batch", "Record", "batches", "describe", "host_arrays", "synthetic_arrays"]
+__all__ = ["Batch", "Record", "batches", "describe", "host_arrays", "synthetic_arrays"]

@@ -21,13 +21,16 @@ import jax.numpy as jnp
 import numpy as np
 from absl import flags
 
-from dlbench.backends.jax.data import PREFETCH, Batch, Record
 from dlbench.backends.jax.distributed import Placement
 from dlbench.cases import Case, ImageInput, TextInput
 from dlbench.data.augment import bert_arrays, decode_crop_flip, enough_samples, numpy_rng
 from dlbench.data.layout import FLIP_PROB, MEAN, STD, image_root, read_train_list
 from dlbench.data.synthetic import max_predictions
 from dlbench.spec import PointSpec
+
+PREFETCH = 2  # batches each Grain worker prepares ahead
+Record = dict[str, np.ndarray]
+Batch = dict[str, jax.Array]
 
 
 class RandomAccess(Protocol):
@@ -105,4 +108,4 @@ def text_batches(spec: PointSpec, case: Case, placement: Placement, seed: int) -
         yield placement.shard(batch)
 
 
-__all__ = ["BertRows", "DecodeCropFlip", "image_batches", "loader", "text_batches"]
+__all__ = ["PREFETCH", "BertRows", "DecodeCropFlip", "image_batches", "loader", "text_batches"]
