@@ -264,6 +264,7 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
             checksum = trainer.param_checksum() if spec.processes > 1 else None
             replicas = trainer.replica_checksums() if spec.processes == 1 and spec.world_size > 1 else None
             trainer.close()
+            facts = dict(backend.facts())  # after timing; a collective here (MoE counters) fails as the point
         except Unsupported as exc:
             return WorkerResult(status="unsupported", error=str(exc), env=_environment(backend, spec, ctx))
         except BaseException as exc:
@@ -299,7 +300,6 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
         allocator_kind=allocator.kind if allocator else "",
         device_timer=measured.device_timer,
     )
-    facts = dict(backend.facts())
     jit = _ptx_jit(backend, spec, ctx)
     if jit:
         facts["ptx_jit"] = jit

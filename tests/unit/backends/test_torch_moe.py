@@ -1,10 +1,12 @@
 """The torch MoE decoder (#36): its parameters are exactly cases/moe.py's count (Mixtral's on the meta device), its
 routed layer computes what a token-by-token reference does (dropless, and with a capacity that drops), the
-auxiliary loss is Switch's, and a one-device point trains and records its routing figures."""
+auxiliary loss is Switch's, and a one-device point trains and records its routing figures and the host reads of
+its step (#40)."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -18,6 +20,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed in this envi
 from dlbench.backends.torch.backend import TorchBackend  # noqa: E402
 from dlbench.backends.torch.models import build_model, count_trainable  # noqa: E402
 from dlbench.backends.torch.moe import MoeFeedForward, moe_layers, routing_figures, set_balanced  # noqa: E402
+from tests.support.host_reads import counted_host_reads  # noqa: E402
 
 
 @pytest.mark.parametrize("params", [{}, {"shared_experts": 2}, {"gate": 1, "experts": 4, "top_k": 1}])
@@ -127,3 +130,59 @@ def test_a_balanced_routing_point_is_forced_and_says_so() -> None:
     trainer.train_step({"input_ids": ids[:, :-1], "labels": ids[:, 1:]})
     routing = backend.facts()["routing"]
     assert isinstance(routing, dict) and routing["forced_balanced"] is True and routing["imbalance_max"] == 1.0
+
+
+SMALL = {"hidden": 32, "layers": 2, "heads": 4, "kv_heads": 2, "expert_ffn": 32, "vocab": 128, "seq": 8}
+
+
+def _fused(trainer: Any, case: Any, batch: int) -> None:
+    """The trainer's optimizer as on a GPU: fused AdamW, which keeps its step counts on the device (the CPU's
+    default foreach AdamW reads each step count on the host, which a GPU point never does)."""
+    from dlbench.backends.torch.step import make_optimizer
+
+    trainer.optimizer = make_optimizer(case, trainer.model, batch, fused=True)
+
+
+@pytest.mark.parametrize("params", [{}, {"capacity": 50}])
+def test_the_step_reads_the_host_only_as_recorded(params: dict[str, int]) -> None:
+    """#40: the MoE step's host reads (Tensor.item/tolist/cpu counted) over 3 steps after a warm-up are exactly
+    the recorded host_sync_per_step: one per MoE layer (the dropless dispatch's split sizes); the routing counters
+    are read once, after timing. A capacity factor adds one per layer torch makes itself (a boolean index, not
+    one of the counted methods), and the record says so."""
+    spec = PointSpec(
+        framework="torch",
+        model="moe_tiny",
+        batch_size=2,
+        protocol=Protocol(0, 1, 1, "median"),
+        case_params=tuple(sorted({**SMALL, **params}.items())),
+    )
+    backend = TorchBackend()
+    case = get_case("moe_tiny").configured(spec.params)
+    trainer = backend.build(spec, case, RankContext())
+    _fused(trainer, case, 2)
+    ids = torch.randint(0, SMALL["vocab"], (2, SMALL["seq"] + 1), generator=torch.Generator().manual_seed(0))
+    batch = {"input_ids": ids[:, :-1], "labels": ids[:, 1:]}
+    trainer.train_step(batch)  # warm-up
+    with counted_host_reads() as reads:
+        for _ in range(3):
+            trainer.train_step(batch)
+    facts = backend.facts()
+    recorded = facts["host_sync_per_step"]
+    assert isinstance(recorded, dict) and recorded["layers"] == SMALL["layers"]
+    per_layer = 2 if params else 1
+    assert recorded["count"] == per_layer * SMALL["layers"]
+    assert reads == {"item": 0, "tolist": 3 * SMALL["layers"], "cpu": 0}  # the dispatch's reads, nothing else
+    assert ("capacity factor" in str(recorded["why"])) == bool(params)
+
+
+def test_routing_and_counting_read_nothing_on_the_host() -> None:
+    """Everything in a MoE layer but the dispatch's split sizes runs without a data-dependent (host) read: under
+    FakeTensorMode, where any such read raises (torch.bincount did: its output size is the input's maximum)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    cfg = moe_arch(get_case("moe_tiny").configured(SMALL))
+    layer = MoeFeedForward(cfg, exchange=lambda x, counts, layer: x * 1)  # the experts skipped: no split sizes
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        out = layer(torch.randn(2, SMALL["seq"], SMALL["hidden"]))
+        out.sum().backward()
+    assert tuple(out.shape) == (2, SMALL["seq"], SMALL["hidden"])

@@ -120,3 +120,63 @@ def test_expert_parallel_trains_as_one_device(name: str, one_device: tuple[list[
     assert [sum(row) for row in routing["tokens_per_expert"]] == [STEPS * GLOBAL_BATCH * PARAMS["seq"] * 2] * 2
     if spec.expert_parallel > 1:
         assert 0 < routing["all_to_all_share"] < 1
+
+
+def _nccl_like_rank(rank: int, port: int, spec: PointSpec) -> tuple[dict[str, int], dict[str, object], list[str]]:
+    """One EP rank under NCCL's rule for collectives (a tensor copied to the host is refused: "no backend for
+    device type cpu"), its step's host reads counted after a warm-up step, then its facts read as the worker reads
+    them after timing."""
+    import torch.distributed as dist
+
+    from dlbench.backends.torch.step import make_optimizer
+    from tests.support.host_reads import counted_host_reads
+
+    real_cpu, real_all_reduce = torch.Tensor.cpu, dist.all_reduce
+    groups: list[str] = []
+
+    def to_host(self: Any, *args: Any, **kwargs: Any) -> Any:
+        out = real_cpu(self, *args, **kwargs).clone()
+        out.on_host = True  # what NCCL would see: a tensor on the host, not the device
+        return out
+
+    def all_reduce(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(tensor, "on_host", False):
+            raise RuntimeError("No backend type associated with device type cpu")
+        groups.append(repr(kwargs.get("group")))
+        return real_all_reduce(tensor, *args, **kwargs)
+
+    torch.Tensor.cpu, dist.all_reduce = to_host, all_reduce  # type: ignore[method-assign]
+    try:
+        ctx = join_ranks(rank, port, spec.world_size)
+        backend = TorchBackend()
+        trainer = backend.build(spec, _case(), ctx)
+        trainer.optimizer = make_optimizer(_case(), trainer.model, GLOBAL_BATCH, fused=True)  # as on a GPU
+        n = spec.batch_size
+        mine = {k: v[rank * n : (rank + 1) * n] for k, v in _global_batch().items()}
+        trainer.train_step(mine)  # warm-up
+        with counted_host_reads() as reads:
+            for _ in range(2):
+                trainer.train_step(mine)
+        groups.clear()
+        facts = backend.facts()
+        trainer.close()
+        return dict(reads), facts, groups
+    finally:
+        torch.Tensor.cpu, dist.all_reduce = real_cpu, real_all_reduce  # type: ignore[method-assign]
+
+
+def test_ep2_counters_reduce_on_the_device_and_host_reads_are_recorded() -> None:
+    """#40 on two gloo ranks with NCCL's rule (a host tensor refused by the collective): the routing counters
+    are all-reduced where they are, over the point's (default) group, after timing, and read once; each rank's
+    step reads the host exactly as often as its recorded host_sync_per_step (one read per MoE layer: the
+    all-to-all's split sizes), where it made three per layer before."""
+    spec = _spec(2, 2)
+    results = run_ranks(_nccl_like_rank, spec.world_size, spec)
+    for reads, facts, groups in results.values():
+        recorded = facts["host_sync_per_step"]
+        assert isinstance(recorded, dict) and recorded["count"] == PARAMS["layers"]
+        assert reads == {"item": 0, "tolist": 2 * PARAMS["layers"], "cpu": 0}
+        assert groups == ["None"]  # one all-reduce of the counters, over the default group: every rank
+        routing = facts["routing"]
+        assert isinstance(routing, dict)
+        assert [sum(row) for row in routing["tokens_per_expert"]] == [3 * GLOBAL_BATCH * PARAMS["seq"] * 2] * 2

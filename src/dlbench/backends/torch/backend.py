@@ -250,9 +250,10 @@ class TorchBackend(Backend):
         out = dict(self._facts)
         routed = getattr(self, "_routed", None)
         if routed is not None:
-            from dlbench.backends.torch.moe import routing_figures
+            from dlbench.backends.torch.moe import HOST_SYNC_KEY, host_sync_figures, routing_figures
 
-            out["routing"] = routing_figures(routed)
+            out["routing"] = routing_figures(routed)  # over the default group: every rank the point trains on
+            out[HOST_SYNC_KEY] = host_sync_figures(routed)
         groups = getattr(self, "_exchange", None)
         if groups is not None:
             from dlbench.backends.torch.moe_parallel import exchange_figures

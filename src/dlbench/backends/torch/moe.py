@@ -16,9 +16,16 @@ The layer, on the tokens of a batch flattened to [T, h]:
   ``all_to_all_single`` (moe_parallel.py); each rank then holds only its experts.
 
 Routing is measured, never forced unless asked: each layer accumulates on the device the assignments per expert,
-the dropped ones and the total, read once at the end of the point (``routing_figures``), not per step. With
+the dropped ones and the total, read once at the end of the point (``routing_figures``, summed over the ranks on
+the device with the point's process group, as NCCL requires), not per step. With
 ``balanced`` (--routing balanced) the router's choice is replaced by a round-robin one (token t goes to experts
 t k .. t k + k - 1 modulo experts), which reproduces force-balanced published figures only.
+
+Host reads: routing, counting and sorting run on the device without a host read (counts by ``scatter_add_``, not
+``bincount``, which sizes its output from the input's maximum read on the host on a GPU). A dropless dispatch
+needs its slices' lengths on the host (``split`` and the all-to-all's split sizes): one read per layer and forward
+pass, counted on the layer as it happens (``host_reads``); a capacity factor adds one
+(the kept assignments' count, from a boolean index). The point records them per step (``host_sync_figures``).
 
 Experts are named by their global index (``experts.3.w1.weight``) and initialised from a generator of that name
 (llama.init_parameter), so an expert-parallel rank's experts start as one device's.
@@ -29,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -41,10 +49,20 @@ from dlbench.cases.arch import MoeConfig
 # -> outputs of the same shape. On one device the experts run in place (`local_experts`).
 Exchange = Callable[[Tensor, Tensor, "MoeFeedForward"], Tensor]
 
+HOST_SYNC_KEY = "host_sync_per_step"  # the point's fact (as Wide & Deep's SparseAdam records its own)
+
+
+def expert_counts(chosen: Tensor, experts: int) -> Tensor:
+    """Assignments per expert (int64, on the device), without a host read: bincount on a GPU reads the input's
+    maximum on the host to size its output; a scatter into a fixed [experts] tensor does not."""
+    flat = chosen.flatten()
+    return torch.zeros(experts, dtype=torch.int64, device=flat.device).scatter_add_(0, flat, torch.ones_like(flat))
+
 
 def local_experts(x: Tensor, counts: Tensor, layer: MoeFeedForward) -> Tensor:
     """Run every expert on its contiguous slice of `x` (the assignments sorted by expert), on this device."""
-    sizes = counts.tolist()  # the slices' lengths: one host read per layer and step, as any dropless dispatch
+    sizes = counts.tolist()  # the slices' lengths: the one host read a dropless dispatch needs per layer
+    layer.host_reads += 1
     outs = [layer.experts[str(i)](chunk) for i, chunk in enumerate(x.split(sizes))]
     return torch.cat(outs) if outs else x
 
@@ -67,6 +85,7 @@ class MoeFeedForward(nn.Module):
         self.tokens_per_expert = torch.zeros(e, dtype=torch.int64)
         self.dropped = torch.zeros((), dtype=torch.int64)
         self.assignments = torch.zeros((), dtype=torch.int64)
+        self.host_reads = 0  # host reads this layer's dispatch made (module docstring), counted as they happen
 
     def _route(self, t: Tensor) -> tuple[Tensor, Tensor]:
         """(gate weights [T, k], chosen experts [T, k]) of the tokens; sets the auxiliary loss."""
@@ -83,7 +102,7 @@ class MoeFeedForward(nn.Module):
             chosen = ids % cfg.num_experts
             weights = scores.gather(1, chosen)
         weights = weights / weights.sum(-1, keepdim=True)
-        share = torch.bincount(chosen.flatten(), minlength=cfg.num_experts).float() / chosen.numel()
+        share = expert_counts(chosen, cfg.num_experts).float() / chosen.numel()
         self.aux_loss = cfg.num_experts * (share * probs.mean(0)).sum()
         return weights.to(t.dtype), chosen
 
@@ -98,7 +117,7 @@ class MoeFeedForward(nn.Module):
                 c.to(t.device) for c in (self.tokens_per_expert, self.dropped, self.assignments)
             )
         with torch.no_grad():
-            counts = torch.bincount(flat, minlength=cfg.num_experts)
+            counts = expert_counts(flat, cfg.num_experts)
             self.tokens_per_expert += counts
             self.assignments += flat.numel()
         order = flat.argsort(stable=True)
@@ -108,7 +127,8 @@ class MoeFeedForward(nn.Module):
             starts = torch.cumsum(counts, 0) - counts
             position = torch.arange(order.numel(), device=t.device) - starts[sorted_experts]
             kept = position < capacity
-            order = order[kept]
+            order = order[kept]  # a boolean index: the kept count is read on the host
+            self.host_reads += 1
             counts = counts.clamp(max=capacity)
             with torch.no_grad():
                 self.dropped += (~kept).sum()
@@ -136,22 +156,24 @@ def set_balanced(model: nn.Module, balanced: bool) -> None:
         m.balanced = balanced
 
 
-def routing_figures(model: nn.Module) -> dict[str, object]:
+def routing_figures(model: nn.Module, group: Any = None) -> dict[str, object]:
     """The routing the point's training steps did (warm-up included), summed over its ranks: per layer the
     assignments each expert received (a histogram: the router's choices, before any drop) and their imbalance
-    (max / mean); the dropped share of all assignments; whether routing was forced round robin. One read of the
-    device's counters (and one all-reduce over the ranks), at the end."""
+    (max / mean); the dropped share of all assignments; whether routing was forced round robin. One all-reduce
+    of the counters where they are (on the GPU: NCCL reduces no CPU tensor) over `group` (the point's process
+    group; None: the default, every rank), then one host read, at the end."""
     layers = moe_layers(model)
     if not layers:
         return {}
     counts = torch.stack([m.tokens_per_expert for m in layers])
     totals = torch.stack([torch.stack([m.dropped, m.assignments]) for m in layers]).sum(0)
+    both = torch.cat([counts.flatten(), totals])
     if torch.distributed.is_available() and torch.distributed.is_initialized():
-        both = torch.cat([counts.flatten(), totals]).cpu()
-        torch.distributed.all_reduce(both)
-        counts, totals = both[: counts.numel()].view(counts.shape), both[counts.numel() :]
-    hist = counts.cpu().tolist()
-    dropped, assigned = (int(v) for v in totals.tolist())
+        torch.distributed.all_reduce(both, group=group)  # on the counters' device
+    host = both.cpu().tolist()
+    width = counts.shape[1]
+    hist = [host[i * width : (i + 1) * width] for i in range(len(layers))]
+    dropped, assigned = (int(v) for v in host[counts.numel() :])
     imbalance = [max(row) / (sum(row) / len(row)) if sum(row) else float("nan") for row in hist]
     return {
         "tokens_per_expert": hist,
@@ -163,6 +185,25 @@ def routing_figures(model: nn.Module) -> dict[str, object]:
         "dropped_fraction": dropped / assigned if assigned else 0.0,
         "forced_balanced": any(m.balanced for m in layers),
         "read": "accumulated on the device over every training step (warm-up included), read once at the end",
+    }
+
+
+def host_sync_figures(model: nn.Module) -> dict[str, object]:
+    """The host reads the MoE layers' dispatch made per training step (counted as they happened, over every
+    training forward pass, warm-up included: the same every step), and why each is there."""
+    layers = moe_layers(model)
+    steps = next((m.forwards for m in model.modules() if isinstance(m, MoeModel)), 0)
+    reads = sum(m.host_reads for m in layers)
+    capacity = any(m.cfg.capacity_factor > 0 for m in layers)
+    return {
+        "count": reads / steps if steps else None,
+        "why": (
+            "the dropless dispatch's slice lengths (split sizes, and on expert-parallel ranks the all-to-all's): "
+            "one host read per MoE layer and forward pass (recomputed blocks read again)"
+            + ("; with a capacity factor one more per layer (the kept assignments' count)" if capacity else "")
+            + "; routing counters stay on the device, read once after timing"
+        ),
+        "layers": len(layers),
     }
 
 
@@ -181,13 +222,22 @@ class MoeModel(LlamaModel):
         super().__init__(cfg.base, recompute, part, feed_forward=lambda: MoeFeedForward(cfg, experts, exchange))
         self.moe = cfg
         self.sharded_experts = experts is not None and len(experts) < cfg.num_experts  # expert parallel
+        self.forwards = 0  # training forward passes: the steps the layers' host reads are counted over
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.training:
+            self.forwards += 1
+        return super().forward(x)
 
 
 __all__ = [
+    "HOST_SYNC_KEY",
     "Exchange",
     "MoeFeedForward",
     "MoeModel",
     "aux_loss",
+    "expert_counts",
+    "host_sync_figures",
     "local_experts",
     "moe_layers",
     "routing_figures",

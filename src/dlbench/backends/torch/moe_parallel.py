@@ -4,7 +4,8 @@ The world's ranks form a (dp, ep) grid, expert-parallel ranks adjacent: rank r i
 rank r // ep. Each expert-parallel group of ep ranks shares its experts (rank i holds experts i E/ep .. (i+1)
 E/ep - 1, by their global index) and exchanges its tokens: per MoE layer, an ``all_to_all_single`` of the
 assignment counts per expert (equal splits), then one of the assignments themselves with uneven splits (each rank
-sends every other the tokens routed to its experts), the experts run on what they received, and a third
+sends every other the tokens routed to its experts; their sizes are read on the host once per layer, the
+dropless dispatch's one host read), the experts run on what they received, and a third
 ``all_to_all_single`` returns the outputs (the backward pass runs the same exchanges in reverse). Attention,
 norms, embeddings and the router are replicated on every rank.
 
@@ -104,11 +105,14 @@ def exchange_for(g: ExpertGroups) -> Callable[[Tensor, Tensor, MoeFeedForward], 
         dist.all_to_all_single(received, counts.contiguous(), group=g.ep)
         if g.device_type == "cpu":
             g.exchange_s[0] += time.perf_counter() - start
-        send = counts.view(g.ep_size, per).sum(1).tolist()
-        table = received.view(g.ep_size, per)  # [source rank, local expert]
-        recv = table.sum(1).tolist()
+        # One host read per layer: this rank's counts per expert and what every source rank sends to its experts
+        # ([source rank, local expert]); the all-to-all's split sizes are sums of them.
+        host = torch.cat([counts, received]).tolist()
+        layer.host_reads += 1
+        mine, sizes = host[: counts.numel()], host[counts.numel() :]
+        send = [sum(mine[r * per : (r + 1) * per]) for r in range(g.ep_size)]
+        recv = [sum(sizes[r * per : (r + 1) * per]) for r in range(g.ep_size)]
         got = _Exchange.apply(x, recv, send, g)
-        sizes = table.flatten().tolist()
         chunks = got.split(sizes)  # source-rank major, local expert minor
         outs: list[Tensor] = list(chunks)
         lo = g.ep_rank * per
