@@ -12,6 +12,7 @@ step after the update.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -109,3 +110,43 @@ def test_a_llama_layout_trains_as_one_device(name: str, one_device: list[float])
     if spec.tensor_parallel > 1:
         assert "sequence-parallel" in str(facts["tensor_parallel"])
     assert "half" in facts["llm_flops_per_sample"]["convention"]  # type: ignore[index]
+
+
+def _bf16_rank(rank: int, port: int, spec: PointSpec) -> tuple[list[float], list[str], list[tuple[str, str]], object]:
+    """An FSDP2 rank in bf16: its losses, the dtype its first linear layer's weight has when used, and the
+    MixedPrecisionPolicy each FSDP unit runs under (torch's own record of it)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    ctx = join_ranks(rank, port, spec.world_size)
+    backend = TorchBackend()
+    trainer = backend.build(spec, get_case("llama_tiny").configured(PARAMS), ctx)
+    used: list[str] = []
+    wq = trainer.model.get_submodule("blocks.0.attention.wq")  # type: ignore[attr-defined]
+    wq.register_forward_pre_hook(lambda m, _: used.append(str(m.weight.dtype)))
+    n = spec.batch_size
+    losses = _losses(trainer, {k: v[rank * n : (rank + 1) * n] for k, v in _global_batch().items()})
+    policies = [
+        (str(p.param_dtype), str(p.reduce_dtype))
+        for m in trainer.model.modules()  # type: ignore[attr-defined]
+        if isinstance(m, FSDPModule) and (p := m._get_fsdp_state()._fsdp_param_group.mp_policy)  # type: ignore[attr-defined]
+    ]
+    trainer.close()
+    return losses, used, policies, backend.facts()["fsdp_mixed_precision"]
+
+
+def test_fsdp2_in_bf16_runs_under_an_explicit_recorded_policy() -> None:
+    """#40: an FSDP2 point in bf16 shards under MixedPrecisionPolicy(bf16 parameters, fp32 reduction), as the
+    anchors (torchtitan) do, where it all-gathered and reduced fp32 before; every unit has the policy, the layers
+    compute with bf16 weights, the point records it, and it trains as one bf16 device (within bf16's rounding)."""
+    spec = dataclasses.replace(_spec(*LAYOUTS["fsdp2"]), precision="bf16")
+    one = dataclasses.replace(spec, batch_size=GLOBAL_BATCH, devices_per_node=1, fsdp=False)
+    torch.manual_seed(0)
+    reference = _losses(
+        TorchBackend().build(one, get_case("llama_tiny").configured(PARAMS), RankContext()), _global_batch()
+    )
+    results = run_ranks(_bf16_rank, spec.world_size, spec)
+    for losses, used, policies, fact in results.values():
+        assert policies and set(policies) == {("torch.bfloat16", "torch.float32")}
+        assert set(used) == {"torch.bfloat16"}
+        assert "param_dtype=bfloat16, reduce_dtype=float32" in str(fact)
+        assert losses[-1] < losses[0] and losses == pytest.approx(reference, rel=2e-2)

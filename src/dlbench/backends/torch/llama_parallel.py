@@ -18,6 +18,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
@@ -97,20 +99,21 @@ def build_stage(cfg: LlamaConfig, ctx: BuildContext) -> nn.Module:
     return stage
 
 
-def shard_data_parallel(stage: nn.Module, mesh: DeviceMesh, fsdp: bool, pipeline: bool) -> str:
-    """Shard a stage over the data-parallel ranks with FSDP2; what was done, for the point's facts. `fsdp`:
-    each block and then the stage (ZeRO-3: parameters regathered per block); else the stage as one unit with its
-    parameters kept gathered between forward and backward (the replicas of a split model, as GPT's)."""
+def shard_data_parallel(stage: nn.Module, mesh: DeviceMesh, fsdp: bool, pipeline: bool, policy: Any) -> str:
+    """Shard a stage over the data-parallel ranks with FSDP2 under `policy` (its MixedPrecisionPolicy); what was
+    done, for the point's facts. `fsdp`: each block and then the stage (ZeRO-3: parameters regathered per block);
+    else the stage as one unit with its parameters kept gathered between forward and backward (the replicas of a
+    split model, as GPT's)."""
     from torch.distributed.fsdp import fully_shard
 
     dp = mesh["dp"]
     if not fsdp:
-        fully_shard(stage, mesh=dp, reshard_after_forward=False)
+        fully_shard(stage, mesh=dp, reshard_after_forward=False, mp_policy=policy)
         return "FSDP2 (fully_shard of the stage over the dp mesh dimension, kept gathered in the step)"
     per_block = not pipeline
     for block in stage.get_submodule("blocks").values():  # type: ignore[operator]
-        fully_shard(block, mesh=dp, reshard_after_forward=per_block)
-    fully_shard(stage, mesh=dp, reshard_after_forward=per_block)
+        fully_shard(block, mesh=dp, reshard_after_forward=per_block, mp_policy=policy)
+    fully_shard(stage, mesh=dp, reshard_after_forward=per_block, mp_policy=policy)
     return (
         "FSDP2 --fsdp (fully_shard per block and the stage over the dp mesh dimension: parameters, gradients "
         f"and optimizer state sharded{', regathered per block' if per_block else ''})"

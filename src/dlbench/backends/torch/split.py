@@ -3,7 +3,8 @@ point records, and how such a point is built. Light: the distributed machinery (
 pipeline.py) is imported only when a point splits its model.
 
 - data parallel across replicas of a split model: FSDP2 (``fully_shard`` over the mesh's dp dimension, the
-  parameters kept gathered between forward and backward), the native way to data-parallel DTensor shards;
+  parameters kept gathered between forward and backward), the native way to data-parallel DTensor shards; in bf16
+  with an explicit ``MixedPrecisionPolicy`` (bf16 parameters, fp32 reduction, as torchtitan), recorded;
 - pipeline: ``torch.distributed.pipelining``'s ``PipelineStage`` with the 1F1B or GPipe schedule over M
   micro-batches (pipeline.py);
 - the loss: under ``loss_parallel`` where the vocabulary is split; the reported loss is the mean over the
@@ -11,6 +12,8 @@ pipeline.py) is imported only when a point splits its model.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
@@ -94,6 +97,21 @@ def flops_facts(spec: PointSpec, case: Case) -> dict[str, object]:
     return {"model": model, "hardware": hardware, "recompute": spec.recompute, "convention": convention}
 
 
+def mixed_precision(numerics: Numerics) -> tuple[Any, str]:
+    """FSDP2's MixedPrecisionPolicy for the point's precision, and what it does (the point's fact): for bf16,
+    parameters all-gathered and used in bf16 and gradients reduce-scattered in fp32, as torchtitan (the anchors'
+    stack) trains; otherwise the default policy (parameters and reduction in their own fp32)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    if numerics.compute_dtype == "bfloat16":
+        return (
+            MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32),
+            "MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32): parameters all-gathered and used in "
+            "bf16, gradients reduce-scattered in fp32 (torchtitan's), fp32 master weights and optimizer state",
+        )
+    return MixedPrecisionPolicy(), "MixedPrecisionPolicy(): parameters and gradients in fp32"
+
+
 def build(
     spec: PointSpec, case: Case, ctx: RankContext, device: torch.device, numerics: Numerics, facts: dict[str, object]
 ) -> Trainer:
@@ -107,13 +125,16 @@ def build(
     stage = build_model(case, BuildContext.of(spec, ctx, device, mesh)).to(device)
     lay, llama = spec.layout, isinstance(case.arch, LlamaConfig)
     dp_how = "none"
+    policy, policy_how = mixed_precision(numerics)
     if llama and lay.data > 1:
         from dlbench.backends.torch.llama_parallel import shard_data_parallel
 
-        dp_how = shard_data_parallel(stage, mesh, spec.fsdp, lay.pipeline > 1)
+        dp_how = shard_data_parallel(stage, mesh, spec.fsdp, lay.pipeline > 1, policy)
     elif lay.data > 1:
-        fully_shard(stage, mesh=mesh["dp"], reshard_after_forward=False)
+        fully_shard(stage, mesh=mesh["dp"], reshard_after_forward=False, mp_policy=policy)
         dp_how = "FSDP2 (fully_shard over the dp mesh dimension)"
+    if lay.data > 1:
+        facts["fsdp_mixed_precision"] = policy_how
     dp = mesh["dp"].get_local_rank()
     facts.update(
         {
@@ -145,4 +166,4 @@ def build(
     return pipeline.SplitTrainer(spec, case, stage, batches, device, numerics, mesh, facts)
 
 
-__all__ = ["FLOPS_KEY", "TITLES", "build", "flops_facts", "refuse", "shape_problem"]
+__all__ = ["FLOPS_KEY", "TITLES", "build", "flops_facts", "mixed_precision", "refuse", "shape_problem"]
