@@ -65,3 +65,19 @@ def test_the_llm_suites_expand_to_runnable_layouts() -> None:
     gpu = expand(load("llm-h100"), "cuda")
     shapes = {(p.spec.world_size, p.spec.fsdp, p.spec.params.get("hidden")) for p in gpu}
     assert shapes == {(1, False, 2048), (8, True, None)}
+
+
+def test_gpu_suites_run_fp8_compiled_and_eager_fp8_only_as_its_own_layout() -> None:
+    """#40: float8 training runs under torch.compile in every GPU suite (as torchtitan runs it and the fp8 anchors
+    were measured); an eager fp8 point exists only under a layout that says so in its name."""
+    from dlbench.suite import builtin_names
+
+    gpu = [load(name) for name in builtin_names()]
+    with_fp8 = [s.name for s in gpu if s.device == "cuda" and "fp8" in s.axes.precision]
+    assert with_fp8 == ["llm-h100"]  # the one GPU suite with fp8 (any other would be expanded here too)
+    fp8 = [p for p in expand(load("llm-h100"), "cuda") if p.spec.precision == "fp8"]
+    assert fp8  # llm-h100's
+    eager = [p for p in fp8 if not p.spec.compile]
+    assert all(p.spec.compile or "eager" in str(p.batch_group) for p in fp8), eager
+    assert {str(p.batch_group) for p in eager} == {"llama3_1b_fp8_eager"}
+    assert any(p.spec.compile and p.spec.world_size == 1 for p in fp8)
