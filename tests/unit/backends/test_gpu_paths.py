@@ -268,3 +268,27 @@ def test_face_and_wide_deep_host_sync_per_step() -> None:
         )
         backend.build(spec, get_case("wide_deep").configured(spec.params), RankContext()).close()
         assert backend.facts().get("host_sync_per_step") == fact
+
+
+def test_the_bert_attention_probe_runs_and_cannot_fail_a_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    """#40: BERT's one GPU-only call (SDPAParams with can_use_flash/efficient_attention) runs here with torch's real
+    functions on BERT-base's query shape (on CPU tensors they accept no fused kernel); and where the probe fails
+    (an API this torch lacks, or here no CUDA device at all) the point's attention fact says "unknown" and the
+    build goes on."""
+    torch = _torch()
+    import torch.backends.cuda as sdpa
+
+    from dlbench.backends.torch.models import attention_kernels, fused_attention_kernels
+
+    case = get_case("bert_base")
+    q = torch.empty(1, 12, 128, 64, dtype=torch.bfloat16)
+    assert fused_attention_kernels(q, None, 0.1) == []
+    assert fused_attention_kernels(q, torch.ones(1, 1, 1, 128, dtype=torch.bool), 0.1) == []
+    gpu = torch.device("cuda")  # no CUDA here: making the probe's tensors fails
+    fact = attention_kernels(case, 128, False, gpu, torch.bfloat16)
+    assert fact.startswith("scaled_dot_product_attention, no mask (every token real); fused kernels it accepts: un")
+    monkeypatch.setattr(torch, "empty", lambda *a, **k: q)  # the tensors made here; then the API missing
+    monkeypatch.setattr(torch, "ones", lambda *a, **k: torch.zeros(1, 1, 1, 128, dtype=torch.bool))
+    monkeypatch.delattr(sdpa, "SDPAParams")
+    fact = attention_kernels(case, 128, True, gpu, torch.bfloat16)
+    assert "boolean padding mask; fused kernels it accepts: unknown (ImportError" in fact

@@ -137,26 +137,32 @@ def train_loss(case: Case, model: nn.Module, batch: Mapping[str, Tensor]) -> Ten
 __all__ = ["MODELS", "BertForPretraining", "GptLMHeadModel", "build_model", "count_trainable", "train_loss"]
 
 
+def fused_attention_kernels(q: torch.Tensor, mask: torch.Tensor | None, dropout: float) -> list[str]:
+    """Which of scaled_dot_product_attention's fused kernels accept these inputs (q as query, key and value):
+    torch's own checks (torch.backends.cuda.SDPAParams, can_use_flash_attention, can_use_efficient_attention)."""
+    from torch.backends.cuda import SDPAParams, can_use_efficient_attention, can_use_flash_attention
+
+    params = SDPAParams(q, q, q, mask, dropout, False, False)
+    checks = (("flash", can_use_flash_attention), ("memory-efficient", can_use_efficient_attention))
+    return [name for name, check in checks if check(params, False)]
+
+
 def attention_kernels(case: Case, seq_len: int, masked: bool, device: torch.device, dtype: torch.dtype) -> str:
     """BERT's attention as the point runs it, for its facts: with or without a mask and, on a GPU, which of
     scaled_dot_product_attention's fused kernels accept its inputs (torch takes flash, then memory-efficient,
-    then the unfused math; which one ran is torch's choice among these)."""
+    then the unfused math; which one ran is torch's choice among these). The probe is a description: where this
+    torch's API differs or fails, the fact says so and the point goes on."""
     how = "boolean padding mask" if masked else "no mask (every token real)"
     if device.type != "cuda":
         return f"scaled_dot_product_attention, {how}, on the CPU"
-    from torch.backends.cuda import SDPAParams, can_use_efficient_attention, can_use_flash_attention
-
     cfg = case.arch
     assert isinstance(cfg, BertConfig), f"{case.name}: attention_kernels reads a BERT configuration"
-    q = torch.empty(1, cfg.num_heads, seq_len, cfg.hidden_size // cfg.num_heads, device=device, dtype=dtype)
-    mask = torch.ones(1, 1, 1, seq_len, dtype=torch.bool, device=device) if masked else None
-    params = SDPAParams(q, q, q, mask, cfg.attention_dropout, False, False)
-    fused = [
-        name
-        for name, ok in (
-            ("flash", can_use_flash_attention(params, False)),
-            ("memory-efficient", can_use_efficient_attention(params, False)),
-        )
-        if ok
-    ]
+    try:
+        q = torch.empty(1, cfg.num_heads, seq_len, cfg.hidden_size // cfg.num_heads, device=device, dtype=dtype)
+        mask = torch.ones(1, 1, 1, seq_len, dtype=torch.bool, device=device) if masked else None
+        fused = fused_attention_kernels(q, mask, cfg.attention_dropout)
+    except Exception as exc:  # an API this torch lacks or changed (SDPAParams' arguments have changed before)
+        return f"scaled_dot_product_attention, {how}; fused kernels it accepts: unknown ({type(exc).__name__}: {exc})"[
+            :300
+        ]
     return f"scaled_dot_product_attention, {how}; fused kernels it accepts: {', '.join(fused) or 'none (math)'}"
