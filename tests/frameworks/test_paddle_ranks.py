@@ -28,7 +28,7 @@ spec = PointSpec(framework="paddle", model="resnet50", batch_size=2, device="cud
 ctx = RankContext(rank=3, world_size=4, local_rank=1, local_world_size=2, node_rank=1, master_addr="a",
                   master_port=29500, node_hosts=("a", "b"))
 visible = 1
-os.environ["CUDA_VISIBLE_DEVICES"] = "5"
+os.environ["CUDA_VISIBLE_DEVICES"] = os.environ["SLURM_STEP_GPUS"] = "5"
 out = {"env": paddle_env(spec, ctx, ctx.device_index(visible)), "problem": gpu_binding_problem(ctx, visible),
        "all_visible": ctx.device_index(2)}
 print(json.dumps(out))

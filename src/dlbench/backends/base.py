@@ -155,15 +155,20 @@ def single_device_refusal(spec: PointSpec, title: str) -> str | None:
 def gpu_binding_problem(ctx: RankContext, visible: int) -> str | None:
     """Why this rank's node cannot give each of its ranks a GPU of its own, or None.
 
-    Enough GPUs visible: rank i takes GPU i. One visible GPU per rank, bound by Slurm or CUDA_VISIBLE_DEVICES
-    set per rank: each takes its own. One GPU visible to several ranks with no binding: they would share it.
+    Enough GPUs visible: rank i takes GPU i. One visible GPU per rank, bound per task by Slurm (--gpus-per-task:
+    SLURM_STEP_GPUS or SLURM_LOCALID is set): each takes its own. Otherwise every rank dlbench starts on a node has
+    the controller's CUDA_VISIBLE_DEVICES, so fewer visible GPUs than ranks means ranks sharing a GPU, which NCCL
+    refuses ("Duplicate GPU detected"): refused here, in one line.
     """
     if ctx.local_world_size <= 1 or visible >= ctx.local_world_size:
         return None
-    if visible == 1 and (os.environ.get("CUDA_VISIBLE_DEVICES") or os.environ.get("SLURM_STEP_GPUS")):
-        return None  # bound: each rank was given its own GPU
+    slurm = os.environ.get("SLURM_STEP_GPUS") or os.environ.get("SLURM_LOCALID")
+    if visible == 1 and slurm:
+        return None  # bound: Slurm gave each rank its own GPU
+    shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+    seen = f" (CUDA_VISIBLE_DEVICES={shown}, the same for every rank started here)" if shown is not None else ""
     return (
-        f"{ctx.local_world_size} ranks on this node but it has {visible} visible GPU(s): use fewer devices per "
+        f"{ctx.local_world_size} ranks on this node but it has {visible} visible GPU(s){seen}: use fewer devices per "
         "node, or bind one GPU per rank (Slurm --gpus-per-task=1)"
     )
 

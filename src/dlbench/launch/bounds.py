@@ -60,9 +60,33 @@ def bound_problem(spec: PointSpec, remote: bool) -> str | None:
     return None
 
 
+def gpu_sharing_problem(spec: PointSpec, remote: bool) -> str | None:
+    """Why ranks of a CUDA point started on this machine would share a GPU (more ranks than the GPUs NVML shows
+    this process: every rank started here gets the same CUDA_VISIBLE_DEVICES), or None. NCCL refuses two ranks on
+    one GPU ("Duplicate GPU detected"), so --force cannot help."""
+    if remote or spec.device != "cuda" or spec.processes <= 1:
+        return None
+    from dlbench.machine.env import gpus
+
+    visible, per_node = len(gpus().devices), spec.processes if spec.nodes == 1 else spec.devices_per_node
+    if not visible or per_node <= visible:
+        return None
+    return (
+        f"{per_node} ranks of a CUDA point on this machine, which shows {visible} GPU(s) (CUDA_VISIBLE_DEVICES="
+        f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}): ranks would share a GPU, which NCCL refuses; use "
+        f"--scale 1n{visible}g or fewer ranks"
+    )
+
+
 def check_bounds(specs: Iterable[PointSpec], force: bool, remote_hosts: bool = False) -> None:
-    """SpecError for the first spec out of bounds, unless forced. remote_hosts: --hosts (or DLBENCH_HOSTS) is set,
-    so ranks may run on machines dlbench cannot see (as under Slurm)."""
+    """SpecError for the first spec out of bounds, unless forced (ranks sharing a GPU here: even forced).
+    remote_hosts: --hosts (or DLBENCH_HOSTS) is set, so ranks may run on machines dlbench cannot see (as under
+    Slurm)."""
+    specs = list(specs)
+    for spec in specs:
+        problem = gpu_sharing_problem(spec, remote=remote_hosts or spec.launcher == "slurm")
+        if problem:
+            raise SpecError(problem)
     if force:
         return
     for spec in specs:
@@ -76,6 +100,7 @@ __all__ = [
     "REMOTE_THREADS",
     "bound_problem",
     "check_bounds",
+    "gpu_sharing_problem",
     "local_rank_limit",
     "logical_cpus",
 ]

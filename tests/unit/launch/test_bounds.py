@@ -57,3 +57,31 @@ def test_gpus_and_unseen_machines(monkeypatch: pytest.MonkeyPatch) -> None:
     assert bounds.bound_problem(spec(device="cuda", devices_per_node=1), remote=False) is None
     assert bounds.bound_problem(spec(devices_per_node=8, nodes=2), remote=True) is None  # a Slurm node's 8
     assert "fixed cap" in str(bounds.bound_problem(spec(devices_per_node=100_000), remote=True))
+
+
+def test_ranks_that_would_share_a_gpu_here_are_refused_even_forced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """#40: two ranks of a CUDA point on a machine that shows one GPU (CUDA_VISIBLE_DEVICES=0) would both take it
+    and NCCL fails with a duplicate-GPU error: refused in one line, --force or not; on machines dlbench cannot see
+    (Slurm, --hosts) the worker checks its own binding."""
+    from dlbench.launch import bounds
+    from dlbench.machine import env
+    from dlbench.machine.nvml import GpuInfo
+    from dlbench.spec import SpecError
+
+    monkeypatch.setattr(env, "gpus", lambda: GpuInfo(devices=({"name": "H100"},), driver="550"))  # type: ignore[arg-type]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    two = PointSpec(
+        framework="fake", model="resnet50", batch_size=1, protocol=preset("quick"), device="cuda", devices_per_node=2
+    )
+    for force in (False, True):
+        with pytest.raises(SpecError) as refused:
+            bounds.check_bounds([two], force=force)
+        assert "2 ranks of a CUDA point on this machine, which shows 1 GPU(s) (CUDA_VISIBLE_DEVICES=0)" in str(
+            refused.value
+        )
+        assert "\n" not in str(refused.value)
+    bounds.check_bounds([two], force=True, remote_hosts=True)  # placed elsewhere: not this machine's GPUs
+    bounds.check_bounds(
+        [PointSpec(framework="fake", model="resnet50", batch_size=1, protocol=preset("quick"), device="cuda")],
+        force=False,
+    )

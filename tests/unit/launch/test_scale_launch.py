@@ -86,7 +86,14 @@ def test_gpu_binding_is_honoured_and_sharing_is_refused(monkeypatch: pytest.Monk
     monkeypatch.delenv("SLURM_STEP_GPUS", raising=False)
     assert "4 ranks on this node but it has 1 visible GPU" in str(gpu_binding_problem(four, 1))
     assert "2 visible GPU" in str(gpu_binding_problem(four, 2))
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")  # bound by Slurm or by hand: each rank its own GPU
+    monkeypatch.delenv("SLURM_LOCALID", raising=False)
+    # #40: one GPU shown to every rank dlbench starts here (the controller's CUDA_VISIBLE_DEVICES): they would
+    # share it, and NCCL fails with a duplicate-GPU error; refused in one line
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    problem = str(gpu_binding_problem(four, 1))
+    assert "4 ranks on this node but it has 1 visible GPU(s) (CUDA_VISIBLE_DEVICES=2" in problem
+    assert "\n" not in problem
+    monkeypatch.setenv("SLURM_STEP_GPUS", "2")  # bound per task by Slurm: each rank its own GPU
     assert gpu_binding_problem(four, 1) is None
 
 
