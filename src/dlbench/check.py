@@ -1,6 +1,7 @@
 """Worker-side checks run in a framework's own interpreter: ``<python> -m dlbench.check params|converge ...``.
 
-They print one JSON object on stdout, so that tests and `dlbench list` can ask any environment.
+``cuda FW`` says whether the framework here sees a GPU (`dlbench env --device cuda`). They print one JSON object on
+stdout, so that tests and `dlbench list` can ask any environment.
 """
 
 from __future__ import annotations
@@ -62,6 +63,17 @@ def converge(
     return {"losses": losses}
 
 
+def cuda(framework: str) -> dict[str, object]:
+    """{"reason": why the framework here would refuse a CUDA point (its build sees no GPU, an old driver ...),
+    or None}: the backend's own refusal of a one-device CUDA ResNet-50 point."""
+    from dlbench.backends import load_backend
+
+    spec = PointSpec(
+        framework=framework, model="resnet50", batch_size=1, protocol=Protocol(0, 1, 1, "median"), device="cuda"
+    )
+    return {"reason": load_backend(framework).refuse(spec)}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments and print the JSON answer."""
     p = argparse.ArgumentParser(prog="python -m dlbench.check")
@@ -70,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     sp.add_argument("framework")
     sv = sub.add_parser("version")
     sv.add_argument("framework")
+    sg = sub.add_parser("cuda")
+    sg.add_argument("framework")
     sc = sub.add_parser("converge")
     sc.add_argument("framework")
     sc.add_argument("model")
@@ -82,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         out = params(a.framework)
     elif a.what == "version":
         out = version(a.framework)
+    elif a.what == "cuda":
+        out = cuda(a.framework)
     else:
         out = converge(a.framework, a.model, a.steps, a.batch, a.input_size, a.precision)
     print(json.dumps(out))

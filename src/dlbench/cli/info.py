@@ -7,11 +7,12 @@ import subprocess
 
 import click
 
-from dlbench.backends import all_backends, gpu_builds
+from dlbench.backends import all_backends, get_info, gpu_builds
 from dlbench.cases import Case, ImageInput, TextInput, all_cases
 from dlbench.cli.output import stdout_console
-from dlbench.envs.interpreters import probe, range_text, state
+from dlbench.envs.interpreters import installed, interpreter_for, probe, range_text, state
 from dlbench.machine.env import host_descriptive, host_identity, physical_cores
+from dlbench.machine.nvml import no_gpu_reason
 from dlbench.report.families import llama_family_table
 from dlbench.report.fit import Cell
 from dlbench.report.listing import (
@@ -26,6 +27,7 @@ from dlbench.report.listing import (
 )
 from dlbench.report.moe_family import moe_family_table
 from dlbench.runapi.options import resolve_device
+from dlbench.spec import SpecError
 
 
 def _support(case: Case, answer: object) -> str:
@@ -140,13 +142,51 @@ def list_cmd(check: bool, wide: bool = False) -> None:
 
 @click.command("env")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option(
+    "--framework",
+    "framework",
+    default=None,
+    help="With --device cuda: the framework asked whether it sees the GPU too (default: torch where installed).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def env(device: str, as_json: bool) -> None:
-    """The environment the store would record (the framework's own keys are added by its worker)."""
-    ident = host_identity(resolve_device(device), physical_cores())
-    desc = host_descriptive()
+def env(device: str, framework: str | None, as_json: bool) -> None:
+    """The environment the store would record (the framework's own keys are added by its worker). With --device
+    cuda it exits 2, naming the cause, when NVML or the framework sees no GPU."""
+    chosen = resolve_device(device)
+    ident = host_identity(chosen, physical_cores())
+    desc = host_descriptive(chosen)
     if as_json:
         click.echo(json.dumps({"identity": ident, "descriptive": desc}, indent=2))
-        return
-    rows = [(k, v, "identity") for k, v in ident.items()] + [(k, v, "descriptive") for k, v in desc.items()]
-    stdout_console().print(env_table(rows))
+    else:
+        rows = [(k, v, "identity") for k, v in ident.items()] + [(k, v, "descriptive") for k, v in desc.items()]
+        stdout_console().print(env_table(rows))
+    if device == "cuda":
+        problems = [p for p in (no_gpu_reason(), _framework_gpu(framework)) if p]
+        if problems:
+            raise SpecError(f"--device cuda: {'; '.join(problems)}")
+
+
+def _framework_gpu(framework: str | None) -> str | None:
+    """Why the framework's interpreter sees no GPU (its own refusal of a CUDA point), or None; torch by default,
+    where it is installed (not asked where it is not)."""
+    name = framework or "torch"
+    get_info(name)  # an unknown name: one line, exit 2
+    if not installed(name):
+        if framework is None:
+            return None
+        return f"{name} is not installed here ({state(name).reason})"
+    try:
+        proc = subprocess.run(
+            [interpreter_for(name), "-m", "dlbench.check", "cuda", name],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        reason = json.loads(proc.stdout.strip().splitlines()[-1])["reason"] if proc.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError, KeyError) as exc:
+        return f"{name} could not be asked whether it sees the GPU ({type(exc).__name__})"
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+        return f"{name} could not be asked whether it sees the GPU (exit {proc.returncode}: {tail})"
+    return f"{name}: {reason}" if reason else None

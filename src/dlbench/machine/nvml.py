@@ -156,12 +156,40 @@ def gpu_info() -> GpuInfo:
         return GpuInfo(tuple(device_facts(nv, h) for h in handles), UNKNOWN if driver is None else _text(driver))
 
 
+def no_gpu_reason() -> str | None:
+    """Why NVML shows this process no GPU (one line: the library missing, NVML failing to start, no GPU, or
+    CUDA_VISIBLE_DEVICES hiding them), or None when it shows at least one."""
+    try:
+        import pynvml
+    except Exception as exc:
+        return f"NVML cannot be loaded ({type(exc).__name__}: {exc}; the nvidia-ml-py package provides it)"[:300]
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:
+        return f"NVML could not start ({type(exc).__name__}: {exc}): no NVIDIA driver here, or it is not reachable"[
+            :300
+        ]
+    try:
+        if visible_handles(pynvml):
+            return None
+        shown = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if shown is not None and _physical(pynvml):
+            return f"CUDA_VISIBLE_DEVICES={shown!r} hides every GPU NVML sees"
+        return "NVML reports no NVIDIA GPU"
+    except Exception as exc:
+        return f"NVML could not list the GPUs ({type(exc).__name__}: {exc})"[:300]
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
 __all__ = [
     "UNKNOWN",
     "GpuInfo",
     "NvmlWarning",
     "device_facts",
     "gpu_info",
+    "no_gpu_reason",
     "session",
     "visible_handles",
 ]
