@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dlbench import __version__
+from dlbench import __version__, stamped_commit
 from dlbench.records import PointResult
 from dlbench.store.request import Request, with_request
 from dlbench.store.store import Store
@@ -69,7 +69,8 @@ def package_lock(python: str) -> tuple[str, tuple[tuple[str, str], ...], str]:
 
 @functools.lru_cache(maxsize=1)
 def dlbench_commit() -> str:
-    """`git describe --always --dirty --tags` of the checkout dlbench runs from; '' where it is not one."""
+    """`git describe --always --dirty --tags` of the checkout dlbench runs from; where it is not one, the one
+    stamped in the tree when it was copied without .git (dlbench.COMMIT_FILE); else ''."""
     here = Path(__file__).resolve().parents[1]
     try:
         out = subprocess.run(
@@ -80,8 +81,8 @@ def dlbench_commit() -> str:
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
+        return stamped_commit(describe=True)
+    return out.stdout.strip() if out.returncode == 0 else stamped_commit(describe=True)
 
 
 def request_for(store: Store, run_id: str, result: PointResult, python: str | None) -> Request:

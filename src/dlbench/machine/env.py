@@ -17,7 +17,7 @@ from typing import Any
 
 import psutil
 
-from dlbench import __version__
+from dlbench import __version__, stamped_commit
 from dlbench.machine.nvml import GpuInfo, gpu_info, session, visible_handles
 
 IDENTITY_KEYS: tuple[str, ...] = (
@@ -117,15 +117,16 @@ def physical_cores() -> int:
 
 @functools.lru_cache(maxsize=1)
 def git_commit() -> str:
-    """The commit of the dlbench source tree, where it is a git checkout; else ''."""
+    """The commit of the dlbench source tree, where it is a git checkout; else the one stamped in the tree when it
+    was copied without .git (dlbench.COMMIT_FILE); else ''."""
     here = Path(__file__).resolve().parent
     try:
         out = subprocess.run(
             ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
+        return stamped_commit()
+    return out.stdout.strip() if out.returncode == 0 else stamped_commit()
 
 
 def host_identity(device: str, threads: int) -> dict[str, str]:
