@@ -71,7 +71,7 @@ def cuda(framework: str) -> dict[str, object]:
     spec = PointSpec(
         framework=framework, model="resnet50", batch_size=1, protocol=Protocol(0, 1, 1, "median"), device="cuda"
     )
-    return {"reason": load_backend(framework).refuse(spec)}
+    return {"reason": load_backend(framework).no_gpu_reason(spec)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -251,6 +251,12 @@ class Backend(ABC):
         distributed runtime (build does that); checks that need one raise `Unsupported` from build."""
         return None
 
+    def no_gpu_reason(self, spec: PointSpec) -> str | None:
+        """Why this framework here would train the CUDA point `spec` on no GPU (one line), or None: its refusal by
+        default; a backend whose refusal cannot start its GPU runtime (JAX, before jax.distributed) asks it here,
+        in a process that runs no point (`dlbench env --device cuda`)."""
+        return self.refuse(spec)
+
     @abstractmethod
     def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
         """Join the ranks (several devices), build model, optimizer and data on this rank's device. Never timed."""

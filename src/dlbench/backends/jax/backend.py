@@ -195,6 +195,15 @@ class JaxBackend(Backend):
             return "JAX/XLA chooses layouts itself: --channels-last has no JAX equivalent"
         return distributed.refuse(spec)
 
+    def no_gpu_reason(self, spec: PointSpec) -> str | None:
+        """The refusal, else whether JAX's default backend is its GPU one (starts JAX's client: no point runs)."""
+        reason = self.refuse(spec)
+        if reason is None and jax.default_backend() != "gpu":
+            reason = (
+                f"JAX here has no GPU backend (its default backend is {jax.default_backend()}): install jax[cuda13]"
+            )
+        return reason
+
     def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
         numerics = resolve_precision(spec.precision, spec.device)
         limit_threads(spec.threads, ctx)
