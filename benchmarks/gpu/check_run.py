@@ -4,13 +4,15 @@
     <the step>; rc=$?
     python check_run.py check STORE LABEL EXPR --before BEFORE --rc $rc --model M --device cuda [--kind sweep]
     python check_run.py check STORE LABEL EXPR --run-id ID --rc $rc ...
-    python check_run.py summary OUT > OUT/summary.json  # the stages' verdicts and the merged store's points
+    python check_run.py summary OUT [STORE] > summary.json  # the stages' verdicts and the merged store's points
+    python check_run.py gather OUT FOLDER STAGE...  # the stages' stores into FOLDER/store.db, FOLDER/summary.json
 
 A check FAILs when the step exited non-zero, when it created no run (or, with --before, not exactly one of
 `--kind`), or when any point it reads is not of the model and device asked for (on a GPU: the device model must
 be a GPU's name, not a CPU's); then it evaluates EXPR over the points (`pts`: dicts with model, device,
-device_model, status, throughput, batch, batch_group, precision, math_mode, channels_last, peak_memory, facts,
-achieved TFLOP/s, the datasheet peak and MFU), prints them and PASS or FAIL, and exits 1 on FAIL.
+device_model, status, throughput, batch, batch_group, precision, compiled, protocol, dlbench_version, git_commit,
+math_mode, channels_last, peak_memory, facts, achieved TFLOP/s, the datasheet peak and MFU), prints them and PASS
+or FAIL, and exits 1 on FAIL.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import sys
 from pathlib import Path
 
 from dlbench.analysis.mfu import efficiency
+from dlbench.store.gather import copy_runs
 from dlbench.store.store import Store
 
 
@@ -42,6 +45,10 @@ def point_dict(p: object) -> dict[str, object]:
         "batch": r.spec.batch_size,
         "batch_group": r.extra.get("batch_group"),
         "precision": r.spec.precision,
+        "compiled": r.spec.compile,
+        "protocol": {k: getattr(r.spec.protocol, k) for k in ("preset", "warmup", "steps", "repeats", "statistic")},
+        "dlbench_version": r.env.identity.get("dlbench_version"),
+        "git_commit": r.env.descriptive.get("git_commit"),
         "math_mode": r.env.identity.get("math_mode"),
         "channels_last": r.spec.channels_last,
         "peak_memory": m.peak_memory_bytes if m else None,
@@ -102,24 +109,54 @@ def check(a: argparse.Namespace) -> int:
     return 1 if why else 0
 
 
-def summary(out: str) -> dict[str, object]:
-    """OUT's stages (each one's result.json) and every point of the merged store, for summary.json."""
+def summary(out: str, store_path: str) -> dict[str, object]:
+    """OUT's stages (each one's result.json; not the earlier tries kept beside them, stage-X.earlier-*) and every
+    point of the merged store at store_path, for summary.json."""
     root = Path(out)
     stages = {
         d.name.removeprefix("stage-"): json.loads((d / "result.json").read_text())
         for d in sorted(root.glob("stage-*"))
-        if (d / "result.json").is_file()
+        if "." not in d.name and (d / "result.json").is_file()
     }
-    store = Store(root / "store.db", readonly=True)
-    return {"stages": stages, "points": [point_dict(p) for p in store.points()]}
+    store = Store(store_path, readonly=True)
+    points = [point_dict(p) for p in store.points()]
+    store.close()
+    return {"stages": stages, "points": points}
+
+
+def gather(out: str, folder: str, stages: list[str]) -> int:
+    """Every run of the stages' stores (OUT/stage-X/store.db) into FOLDER/store.db, then FOLDER/summary.json: one
+    process for the merge (each `dlbench` command costs its start-up); 1 when a store could not be read."""
+    dest = Store(str(Path(folder) / "store.db"))
+    status = 0
+    for stage in stages:
+        source = Path(out) / f"stage-{stage}" / "store.db"
+        if not source.is_file():
+            continue
+        try:
+            src = Store(str(source), readonly=True)
+            copied = copy_runs(src, dest, [])
+            src.close()
+        except Exception as exc:  # a damaged stage store: the others are still merged
+            print(f"merge: {source}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        print(f"merge: {source}: {copied.runs_added} run(s), {copied.points_added} point(s)")
+    dest.close()  # the last connection: SQLite's write-ahead log checkpointed into store.db, which then moves alone
+    text = json.dumps(summary(out, str(Path(folder) / "store.db")), indent=1, default=str)
+    (Path(folder) / "summary.json").write_text(text + "\n", encoding="utf-8")
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:
     """`ids STORE` or `check STORE LABEL EXPR ...`."""
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["summary"] and len(args) == 2:
-        print(json.dumps(summary(args[1]), indent=1, default=str))
+    if args[:1] == ["summary"] and len(args) in (2, 3):
+        store = args[2] if len(args) == 3 else str(Path(args[1]) / "store.db")
+        print(json.dumps(summary(args[1], store), indent=1, default=str))
         return 0
+    if args[:1] == ["gather"] and len(args) >= 3:
+        return gather(args[1], args[2], args[3:])
     if args[:1] == ["ids"] and len(args) == 2:
         print("\n".join(run_ids(args[1])))
         return 0

@@ -7,10 +7,12 @@ import sys
 import types
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pynvml
-import pytest
+
+if TYPE_CHECKING:  # the rehearsal's GPU (benchmarks/gpu/rehearsal) imports this where pytest is not installed
+    import pytest
 
 
 @dataclass

@@ -10,6 +10,9 @@ curve: the loss starts at 1 and is multiplied by FACTOR every step, NaN from ste
 seconds; convergence tests); or per model, e.g.
 "alexnet=segfault,vgg16=hang" (models not named sleep 1 ms). It imports no framework.
 
+With $DLBENCH_FAKE_COMPILES set it accepts --compile (compiling nothing), as the GPU validation's rehearsal needs
+for its compiled fp8 step; without it --compile is refused in the worker (tests reach that status through it).
+
 A "hang" worker first appends the line "ready PID" to the file $DLBENCH_FAKE_READY names (when set): it is past
 its start-up, so a test that stops it waits for that line rather than for a guessed time; a convergence run
 appends it at its curve's first reading.
@@ -28,6 +31,7 @@ from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
 READY_VAR = "DLBENCH_FAKE_READY"
+COMPILES_VAR = "DLBENCH_FAKE_COMPILES"  # set: --compile is accepted and changes nothing (the GPU rehearsal)
 
 
 def _ready() -> None:
@@ -108,7 +112,7 @@ class FakeBackend(Backend):
         return {"framework_version": "0.0-fake"}
 
     def refuse(self, spec: PointSpec) -> str | None:
-        if spec.compile:
+        if spec.compile and not os.environ.get(COMPILES_VAR):
             return "the fake backend has no compiler"
         return None
 
