@@ -18,7 +18,9 @@ H200 = fake_pynvml.FakeGpu("GPU-h200-0", name="NVIDIA H200", total=141 * 2**30, 
 def test_no_nvml_library_is_named(monkeypatch: pytest.MonkeyPatch, cli: Callable[..., CliResult]) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", None)  # nvidia-ml-py missing
     code, _, err = cli("env", "--device", "cuda", "--framework", "fake")
-    assert code == 2 and "--device cuda: NVML cannot be loaded (ModuleNotFoundError" in err and err.count("\n") == 1, err
+    assert code == 2 and "--device cuda: NVML cannot be loaded (ModuleNotFoundError" in err and err.count("\n") == 1, (
+        err
+    )
 
 
 def test_gpus_hidden_are_named(monkeypatch: pytest.MonkeyPatch, cli: Callable[..., CliResult]) -> None:
