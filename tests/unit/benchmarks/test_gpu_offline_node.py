@@ -135,6 +135,7 @@ def _run(command: str, tree: Path, out: Path, venv: Path, home: Path) -> subproc
     )
 
 
+@pytest.mark.slow
 def test_the_node_command_runs_every_step_as_on_the_node(tmp_path: Path) -> None:
     wheels = _wheels()
     node = _fetched(wheels, _cache() / "node", "wheels.txt")
@@ -173,6 +174,8 @@ def test_the_node_command_runs_every_step_as_on_the_node(tmp_path: Path) -> None
     for point in summary["points"]:  # each published point names its dlbench, from the tree and its stamp
         assert point["dlbench_version"] == version.group(1) and point["git_commit"] == commit, point
     assert {p["model"] for p in summary["points"]} == {"resnet50", "bert_base", "llama3_1b"}
+    headline = [p for p in summary["points"] if p["precision"] == "amp"]  # stage a's: DLPerf's method, stored
+    assert len(headline) == 2 and all(p["protocol"]["preset"] == "dlperf" for p in headline)
     # The last command runs stage e: dlbench's JAX backend must load in the node's image (JAX without Grain).
     proc = _run(later[-1], tree, out, venv, home)
     log = proc.stdout + proc.stderr
