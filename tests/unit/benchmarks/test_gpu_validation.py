@@ -57,10 +57,13 @@ def test_rehearsal_of_stages_c_and_d_and_the_merge(tmp_path: Path) -> None:
     """Stages c (fairness) and d (the max-batch search) rehearsed with this interpreter (DLBENCH_GPU_REHEARSAL=1,
     as `--rehearse` runs them): every check runs on the run its own step made and passes, each stage writes its
     result within its budget and is packed, and the merge gathers them into one store, summary.json and a report;
-    the max-batch check reads the sweep's run, not the probes' (the false FAIL). Stages a, b, llama and e run the
-    node's way in test_gpu_offline_node.py."""
+    the max-batch check reads the sweep's run, not the probes' (the false FAIL). A cut try of stage c and an
+    earlier store are kept beside (#41). Stages a, b, llama and e run the node's way in test_gpu_offline_node.py."""
     out, pack = tmp_path / "out", tmp_path / "pack"
     env = {**_env(tmp_path / "home"), "DLBENCH_GPU_REHEARSAL": "1"}
+    (out / "stage-c").mkdir(parents=True)  # #41: a try of stage c cut off (no result.json), and someone's store
+    (out / "stage-c" / "log.txt").write_text("a try cut off")
+    (out / "store.db").write_bytes(b"someone's store")
     logs = ""
     for stage in ("c", "d", "merge"):
         proc = _validate(env, "--pack", str(pack), stage, str(out))
@@ -80,6 +83,12 @@ def test_rehearsal_of_stages_c_and_d_and_the_merge(tmp_path: Path) -> None:
     assert any(p["batch_group"] == "max" and p["status"] == "ok" for p in points)
     assert (out / "report.html").stat().st_size > 0
     assert {p.name for p in pack.iterdir()} == {"stage-c.tgz", "stage-d.tgz", "merge.tgz", "summary.json"}
+    # Nothing deleted or replaced: the cut try of stage c and the earlier store are kept beside, byte for byte.
+    [cut] = out.glob("stage-c.earlier-*")
+    assert (cut / "log.txt").read_text() == "a try cut off" and "the earlier try kept in" in logs
+    [earlier] = out.glob("merge.earlier-*")
+    assert (earlier / "store.db").read_bytes() == b"someone's store"
+    assert not list(out.glob(".merge-*"))  # the merge's own scratch folder is gone
     # Run again: both results are there, so neither runs; the merge is made again, the earlier one kept beside.
     again = _validate(env, "c", str(out))
     assert again.returncode == 0 and "stage c: done before" in again.stdout and "=== stage" not in again.stdout
@@ -100,42 +109,15 @@ def test_rehearse_refuses_a_folder_that_is_not_empty(tmp_path: Path) -> None:
     ]
 
 
-def test_merge_deletes_and_replaces_nothing(tmp_path: Path) -> None:
-    """#41: `merge DIR` with no stage to merge changes nothing (it deleted DIR/store.db); with stages, it writes a
-    new store, summary and report and keeps the earlier ones beside (merge.earlier-<time>/), byte for byte."""
-    env = {**_env(tmp_path / "home"), "DLBENCH_GPU_REHEARSAL": "1"}
+def test_merge_with_nothing_to_merge_changes_nothing(tmp_path: Path) -> None:
+    """#41: `merge DIR` with no stage to merge deleted DIR/store.db; now it says so and changes nothing (a merge
+    with stages keeps an earlier one beside: test_rehearsal_of_stages_c_and_d_and_the_merge)."""
     out = tmp_path / "out"
     out.mkdir()
     (out / "store.db").write_bytes(b"someone's store")
-    proc = _validate(env, "merge", str(out), timeout=120)
+    proc = _validate(_env(tmp_path / "home"), "merge", str(out), timeout=120)
     assert proc.returncode == 1 and "nothing merged, nothing changed" in proc.stdout
     assert (out / "store.db").read_bytes() == b"someone's store" and len(list(out.iterdir())) == 1
-    stage = out / "stage-a"  # one stage's results, as a finished stage leaves them
-    stage.mkdir()
-    store = str(stage / "store.db")
-    point = ("-f", "fake", "-m", "resnet50", "-b", "2", "--device", "cpu", "--warmup", "0", "--steps", "1")
-    assert _dlbench(env, "run", *point, "--repeats", "1", "--store", store).returncode == 0
-    (stage / "result.json").write_text('{"stage": "a", "checks_failed": 0}')
-    proc = _validate(env, "merge", str(out), timeout=300)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    [earlier] = out.glob("merge.earlier-*")
-    assert (earlier / "store.db").read_bytes() == b"someone's store"
-    assert json.loads((out / "summary.json").read_text())["stages"] == {"a": {"stage": "a", "checks_failed": 0}}
-    assert not list(out.glob(".merge-*"))  # the merge's own scratch folder is gone
-
-
-def test_a_cut_stage_runs_again_and_its_earlier_try_is_kept(tmp_path: Path) -> None:
-    """#41: a stage without result.json (cut off) runs again; its earlier folder is kept beside it, not deleted."""
-    env = {**_env(tmp_path / "home"), "DLBENCH_GPU_REHEARSAL": "1", "DLBENCH_FAKE": "oom_above:300"}
-    out = tmp_path / "out"
-    cut = out / "stage-c"
-    cut.mkdir(parents=True)
-    (cut / "log.txt").write_text("a try cut off")
-    proc = _validate(env, "c", str(out), timeout=300)
-    assert "the earlier try kept in" in proc.stdout, proc.stdout[-3000:]
-    [earlier] = out.glob("stage-c.earlier-*")
-    assert (earlier / "log.txt").read_text() == "a try cut off"
-    assert (cut / "result.json").is_file()
 
 
 def test_a_step_that_exits_2_fails_its_check_despite_an_older_run(tmp_path: Path) -> None:
