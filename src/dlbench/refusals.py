@@ -175,7 +175,9 @@ def _layout(spec: PointSpec, caps: Capabilities) -> str | None:
         "wired for torch, and tensor parallel for JAX): use --tensor-parallel 1 "
         "--pipeline-parallel 1"
     )
-    if (lay.tensor > 1 and not caps.tensor_parallel) or (lay.pipeline > 1 and not caps.pipeline_parallel):
+    if (lay.tensor_parallel > 1 and not caps.tensor_parallel) or (
+        lay.pipeline_parallel > 1 and not caps.pipeline_parallel
+    ):
         return no_split
     if lay.recompute and not caps.recompute:
         return f"dlbench's {fw} backend does not recompute activations: drop --recompute"
@@ -193,7 +195,7 @@ def _layout(spec: PointSpec, caps: Capabilities) -> str | None:
             "fp16 loss scaling across shards is not wired (every rank would need the others' overflow check): "
             "use --precision bf16"
         )
-    return _shape(case.arch, lay.tensor, lay.pipeline, caps.even_vocab_shards)
+    return _shape(case.arch, lay.tensor_parallel, lay.pipeline_parallel, caps.even_vocab_shards)
 
 
 def _shape(a: GptConfig, tensor: int, pipeline: int, even_vocab: bool) -> str | None:

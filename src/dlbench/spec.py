@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
-from dlbench.parallel import SCHEDULES, Layout, layout_of, layout_problem
+from dlbench.parallel import Layout, option_fields
 
 Precision = Literal["fp32", "tf32", "amp", "bf16", "fp8"]
 Statistic = Literal["mean", "median"]
@@ -21,7 +21,6 @@ PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "amp", "bf16", "fp8")
 STATISTICS: tuple[str, ...] = ("mean", "median")
 DATA_SOURCES: tuple[str, ...] = ("synthetic", "real")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
-ROUTINGS: tuple[str, ...] = ("learned", "balanced")  # a MoE's routing: its router's, or forced round robin
 STRATEGIES: tuple[str, ...] = (
     "none",
     "ddp",
@@ -69,7 +68,7 @@ NO_EXCHANGE_STRATEGIES: tuple[str, ...] = ("independent",)
 # Strategies with gradient buckets whose size --bucket-mb sets (torch's DDP and its communication hooks).
 BUCKET_STRATEGIES: tuple[str, ...] = ("ddp", "ddp-fp16", "ddp-bf16", "powersgd", "replicated-pscpu")
 
-SPEC_VERSION = 2  # 2: tf32, sync_every_step, case_params
+SPEC_VERSION = 3  # 2: tf32, sync_every_step, case_params; 3: the parallel layout one `layout` value
 # Whole numbers a store can hold (a signed 64-bit SQL integer) and a worker can allocate; larger is a typo.
 MAX_COUNT = 2**31 - 1
 
@@ -243,16 +242,7 @@ class PointSpec:
     seed: int = 0
     sync_every_step: bool = False
     case_params: tuple[tuple[str, int], ...] = ()
-    tensor_parallel: int = 1  # the parallel layout (dlbench.parallel): data parallel = devices / (T x P)
-    pipeline_parallel: int = 1
-    micro_batches: int = 1
-    pipeline_schedule: str = "1f1b"
-    recompute: bool = False
-    bucket_mb: int | None = None  # DDP's gradient bucket size in MB; None: the framework's default
-    fsdp: bool = False  # FSDP2 over the data-parallel ranks (#35; cases/llama_layout.py says where it runs)
-    context_parallel: int = 1  # ranks a sequence is split over (#35; GPU only)
-    expert_parallel: int = 1  # ranks a MoE's experts are placed over (#36; data parallel over the rest)
-    routing: str = "learned"  # "balanced": forced round-robin routing, to reproduce force-balanced figures (#36)
+    layout: Layout = field(default_factory=Layout)  # every parallel dimension and option (dlbench.parallel)
     converge: bool = False  # train learnable data to a target first, keeping the loss curve (#34)
     converge_steps: int | None = None  # the step budget of --converge (None: the case's own)
     converge_target: float | None = None  # the target loss of --converge (None: the case's own)
@@ -287,25 +277,17 @@ class PointSpec:
             _count(f"case parameter {name}", value, 0)  # its case checks its own range (Case.configured)
         if list(self.case_params) != sorted(dict(self.case_params).items()):
             raise SpecError("case parameters must be unique and sorted by name")
-        _count("tensor parallel", self.tensor_parallel, 1)
-        _count("pipeline parallel", self.pipeline_parallel, 1)
-        _count("micro-batches", self.micro_batches, 1)
-        _choice("pipeline schedule", self.pipeline_schedule, SCHEDULES)
-        problem = layout_problem(
-            self.world_size, self.batch_size, self.tensor_parallel, self.pipeline_parallel, self.micro_batches
-        )
+        if not isinstance(self.layout, Layout):
+            raise SpecError(f"layout must be a parallel layout; got {self.layout!r}")
+        problem = self.layout.problem(self.world_size, self.batch_size)
         if problem:
             raise SpecError(problem)
-        _count("context parallel", self.context_parallel, 1)
-        _count("expert parallel", self.expert_parallel, 1)
-        _choice("routing", self.routing, ROUTINGS)
-        if self.bucket_mb is not None:
-            _count("bucket size (MB)", self.bucket_mb, 1)
-            if self.strategy not in BUCKET_STRATEGIES:
-                raise SpecError(
-                    f"--bucket-mb sets the gradient bucket size of {', '.join(BUCKET_STRATEGIES)}; "
-                    f"strategy {self.strategy} has no buckets"
-                )
+        object.__setattr__(self, "layout", self.layout.on(self.world_size))  # its data parallel: derived
+        if self.layout.bucket_mb is not None and self.strategy not in BUCKET_STRATEGIES:
+            raise SpecError(
+                f"--bucket-mb sets the gradient bucket size of {', '.join(BUCKET_STRATEGIES)}; "
+                f"strategy {self.strategy} has no buckets"
+            )
 
     @property
     def world_size(self) -> int:
@@ -330,18 +312,6 @@ class PointSpec:
         )
 
     @property
-    def layout(self) -> Layout:
-        """The parallel layout: data x tensor x pipeline, micro-batches, recomputation."""
-        return layout_of(
-            self.nodes,
-            self.devices_per_node,
-            self.tensor_parallel,
-            self.pipeline_parallel,
-            self.micro_batches,
-            self.recompute,
-        )
-
-    @property
     def global_batch(self) -> int:
         """Samples per step across all devices: per-device batch x world size, where the batch of a split model
         (tensor or pipeline parallel) is its data-parallel replica's: x devices / (T x P)."""
@@ -358,8 +328,10 @@ class PointSpec:
         return dict(self.case_params)
 
     def to_dict(self) -> dict[str, object]:
-        """Plain JSON-able dict."""
-        return dataclasses.asdict(self)
+        """Plain JSON-able dict (the layout's data parallel left out: the devices and the layout say it)."""
+        d = dataclasses.asdict(self)
+        d["layout"].pop("data")
+        return d
 
     def to_json(self) -> str:
         """Canonical JSON (sorted keys), stable enough to identify a point."""
@@ -374,6 +346,9 @@ class PointSpec:
         d = self.to_dict()
         for k in ("timeout_s", "version", "protocol"):
             d.pop(k)
+        layout = d.pop("layout")
+        assert isinstance(layout, dict)
+        d.update({_FLAT_NAMES.get(str(k), str(k)): v for k, v in layout.items()})  # as version 2 stored them: keys kept
         for k, default in _LATER_FIELDS.items():
             if d.get(k) == default:
                 d.pop(k)
@@ -382,10 +357,13 @@ class PointSpec:
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> PointSpec:
         """Rebuild from to_dict() output; unknown keys are an error, missing ones take defaults."""
-        d = dict(d)
+        d = nested(d)
         proto = d.pop("protocol")
         if not isinstance(proto, dict):
             raise SpecError("spec.protocol must be an object")
+        layout = d.pop("layout", {})
+        if not isinstance(layout, dict):
+            raise SpecError("spec.layout must be an object")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = set(d) - names
         if unknown:
@@ -393,7 +371,7 @@ class PointSpec:
         if "case_params" in d:
             d["case_params"] = tuple((str(k), v) for k, v in d["case_params"])  # type: ignore[attr-defined]
         try:
-            return cls(protocol=Protocol(**proto), **d)  # type: ignore[arg-type]
+            return cls(protocol=Protocol(**proto), layout=Layout(**layout), **d)  # type: ignore[arg-type]
         except TypeError as exc:
             raise SpecError(f"malformed spec: {exc}") from None
 
@@ -412,3 +390,22 @@ _LATER_FIELDS["bucket_mb"] = None  # DDP's bucket size (#22)
 _LATER_FIELDS.update(fsdp=False, context_parallel=1)  # FSDP2 and context parallel (#35)
 _LATER_FIELDS.update(expert_parallel=1, routing="learned")  # expert parallel and forced routing (#36)
 _LATER_FIELDS.update(converge=False, converge_steps=None, converge_target=None)  # convergence runs (#34)
+# A layout option's name where version 2 kept it flat on the spec under another name (the key still uses it).
+_FLAT_NAMES: dict[str, str] = {"schedule": "pipeline_schedule"}
+# A new layout option joins the key while it differs from its default (a point stored before it keeps its key).
+_LATER_FIELDS.update(
+    {_FLAT_NAMES.get(f.name, f.name): f.default for f in option_fields() if f.name not in _LATER_FIELDS}
+)
+
+
+def nested(d: dict[str, object]) -> dict[str, object]:
+    """A stored spec in this version's form: version 2 kept the layout's options flat on the spec (as the key still
+    names them); they move into its `layout`. Anything else is left as it is."""
+    flat = {_FLAT_NAMES.get(f.name, f.name): f.name for f in option_fields()}
+    moved = {flat[k]: v for k, v in d.items() if k in flat}
+    if not moved:
+        return dict(d)
+    layout = d.get("layout", {})
+    if not isinstance(layout, dict):
+        raise SpecError("spec.layout must be an object")
+    return {**{k: v for k, v in d.items() if k not in flat}, "layout": {**layout, **moved}}

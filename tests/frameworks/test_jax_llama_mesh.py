@@ -53,6 +53,6 @@ def test_fsdp_is_selectable_from_run_and_its_ranks_stay_in_sync(
     assert code == 0, err
     base, r = stored(store_path)
     assert base.status == "ok" and base.spec.world_size == 1
-    assert r.spec.fsdp and r.extra["layout"] == "DP2 FSDP"
+    assert r.spec.layout.fsdp and r.extra["layout"] == "DP2 FSDP"
     assert r.extra["jax_mesh"] == "data 1 x fsdp 2 x tensor 1" and r.extra["jax_processes"] == 2
     assert_ranks_in_sync(r, 2)  # the whole (sharded) parameters' checksum, the same on both processes

@@ -28,7 +28,9 @@ def test_fsdp_on_two_ranks_trains_and_records_its_figures(cli: Callable[..., Cli
     assert code == 0, err
     assert "FSDP" in out and "tokens/s" in out and "6N+attn/2" in out
     points = {p.result.spec.world_size: p.result for p in Store(store).points()}
-    assert set(points) == {1, 2} and points[2].spec.fsdp and not points[1].spec.fsdp  # the baseline has no FSDP
+    assert (
+        set(points) == {1, 2} and points[2].spec.layout.fsdp and not points[1].spec.layout.fsdp
+    )  # the baseline has no FSDP
     for r in points.values():
         assert r.status == "ok" and r.metrics is not None and math.isfinite(r.metrics.final_loss or math.nan)
     code, out, _ = cli("results", "--format", "json", "--store", str(store))

@@ -8,10 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
+from dlbench.parallel import Layout
 from dlbench.protocol.stats import summarize
 from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.spec import PointSpec, Protocol
 from dlbench.store.store import Store, StoredPoint
+from tests.support.specs import flat_spec
 
 PROTO = Protocol(warmup=1, steps=6, repeats=3, statistic="median", preset="quick")
 CPU = {"device": "cpu", "device_model": "AMD EPYC", "device_count": "1", "cpu_model": "AMD EPYC", "threads": "2"}
@@ -109,10 +111,7 @@ def gpt_point(
         batch_size=batch,
         protocol=Protocol(0, 2, 1, "median"),
         devices_per_node=devices,
-        tensor_parallel=tensor,
-        pipeline_parallel=pipeline,
-        micro_batches=micro,
-        recompute=recompute,
+        layout=Layout(tensor_parallel=tensor, pipeline_parallel=pipeline, micro_batches=micro, recompute=recompute),
         device=device,  # type: ignore[arg-type]
         precision="amp" if device == "cuda" else "fp32",
         case_params=tuple(sorted(params.items())),
@@ -150,7 +149,7 @@ def llm_point(
 ) -> PointResult:
     """A GPU decoder point whose 2 repeats of 4 steps take step_s each, on `devices` ranks, with the math mode's
     identity (so MFU reads the peak table)."""
-    spec = PointSpec(
+    spec = flat_spec(
         framework="torch",
         model=model,
         batch_size=2,
@@ -160,7 +159,7 @@ def llm_point(
         devices_per_node=devices,
         fsdp=fsdp,
         **kw,
-    )  # type: ignore[arg-type]
+    )
     env = Environment(
         identity={"device": "cuda", "device_model": gpu, "math_mode": math_mode, "framework": "torch"},
         descriptive={"hostname": "gpu-box"},

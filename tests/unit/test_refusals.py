@@ -17,8 +17,10 @@ import pytest
 
 from dlbench.backends import all_backends
 from dlbench.capabilities import Capabilities
+from dlbench.parallel import Layout
 from dlbench.refusals import Impossible, possible, refusal, refuse_impossible
 from dlbench.spec import STRATEGIES, PointSpec, preset
+from tests.support.specs import flat_replace
 
 CliResult = tuple[int, str, str]
 IMPOSSIBLE: list[tuple[str, str]] = [
@@ -65,7 +67,7 @@ def test_the_worker_refuses_through_the_same_table() -> None:
     from dlbench.wire import RankContext
     from dlbench.worker import run
 
-    spec = PointSpec("fake", "resnet50", 2, preset("quick"), devices_per_node=2, tensor_parallel=2)
+    spec = PointSpec("fake", "resnet50", 2, preset("quick"), devices_per_node=2, layout=Layout(tensor_parallel=2))
     result = run(spec, RankContext(rank=0, world_size=2, local_rank=0, local_world_size=2))
     assert result.status == "unsupported" and "resnet50 has no parallel layout" in (result.error or "")
 
@@ -172,7 +174,7 @@ def test_the_table_agrees_with_the_torch_backend_on_the_cpu(
 )
 def test_the_layout_rules_match_torch_split(changes: dict[str, object]) -> None:
     split = pytest.importorskip("dlbench.backends.torch.split", reason="torch is not installed here")
-    spec = dataclasses.replace(PointSpec("torch", "gpt", 1, preset("quick"), devices_per_node=4), **changes)
+    spec = flat_replace(PointSpec("torch", "gpt", 1, preset("quick"), devices_per_node=4), **changes)
     assert (refusal(spec) is None) == (split.refuse(spec) is None), (refusal(spec), split.refuse(spec))
 
 

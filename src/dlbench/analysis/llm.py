@@ -82,7 +82,7 @@ def llm_figures(r: PointResult) -> LlmFigures | None:
     devices = r.spec.world_size
     model_tf = e.achieved_tflops / devices
     try:
-        ratio = hardware_ratio(r.spec.model, r.spec.params, r.spec.input_size) if r.spec.recompute else 1.0
+        ratio = hardware_ratio(r.spec.model, r.spec.params, r.spec.input_size) if r.spec.layout.recompute else 1.0
     except SpecError:
         ratio = 1.0
     cores = cores_per_device(r.spec, int(r.env.identity.get("cpu_cores", "0") or 0))

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dlbench.cases import UnknownCase, get_case
+from dlbench.parallel import Layout
 from dlbench.records import PointResult
 from dlbench.spec import PointSpec, Protocol, SpecError
 from dlbench.store.store import StoredPoint
@@ -63,15 +64,7 @@ def baseline_spec(spec: PointSpec) -> PointSpec:
         devices_per_node=1,
         strategy="none",
         launcher=launcher,
-        bucket_mb=None,
-        tensor_parallel=1,
-        pipeline_parallel=1,
-        micro_batches=1,
-        pipeline_schedule="1f1b",
-        fsdp=False,
-        context_parallel=1,
-        expert_parallel=1,
-        routing="learned",
+        layout=Layout(recompute=spec.layout.recompute),
     )
 
 

@@ -49,7 +49,7 @@ def llama_layout_refusal(spec: PointSpec) -> str | None:
     """Why the point's layout cannot run (one line), or None: the Llama options on another case, FSDP without
     data-parallel ranks, context parallel off a GPU, a strategy beside FSDP, a shape that does not split."""
     case = get_case(spec.model).configured(spec.params)
-    if spec.context_parallel > 1:
+    if spec.layout.context_parallel > 1:
         if spec.device != "cuda":
             return CP_CUDA_ONLY
         return (
@@ -57,16 +57,16 @@ def llama_layout_refusal(spec: PointSpec) -> str | None:
             "context_parallel on a cp mesh dimension): leave it at 1"
         )
     llama = isinstance(case.arch, LlamaConfig)
-    if spec.fsdp and not llama:
+    if spec.layout.fsdp and not llama:
         return f"--fsdp is wired for the llama cases only, not {case.name}: use --strategy ddp or a split layout"
-    if spec.fsdp and spec.framework not in FSDP_FRAMEWORKS:
+    if spec.layout.fsdp and spec.framework not in FSDP_FRAMEWORKS:
         return f"--fsdp is wired for {' and '.join(FSDP_FRAMEWORKS)} only, not {spec.framework}"
-    if spec.fsdp and spec.layout.data == 1:
+    if spec.layout.fsdp and spec.layout.data == 1:
         return (
             f"--fsdp shards over the data-parallel ranks and this layout has one ({spec.world_size} device(s) "
             "/ tensor x pipeline): use more devices"
         )
-    if not llama or not (spec.fsdp or spec.layout.splits_model):
+    if not llama or not (spec.layout.fsdp or spec.layout.splits_model):
         return None
     if spec.framework not in LAYOUT_FRAMEWORKS:
         return f"a llama's layouts (--tensor-parallel, --pipeline-parallel) are wired for torch and JAX only, not {spec.framework}"
@@ -81,19 +81,21 @@ def llama_layout_refusal(spec: PointSpec) -> str | None:
         )
     if spec.compile:
         return "torch.compile of a sharded or split llama is not wired: drop --compile"
-    return _shape_refusal(case.arch, lay.tensor, lay.pipeline, spec.input_size or case.arch.max_positions)
+    return _shape_refusal(
+        case.arch, lay.tensor_parallel, lay.pipeline_parallel, spec.input_size or case.arch.max_positions
+    )
 
 
 def _jax_refusal(spec: PointSpec, a: LlamaConfig) -> str | None:
     """Why JAX's (data, fsdp, tensor) mesh cannot hold this point (one line), or None: no pipeline, a strategy
     other than the mesh's own sharding, or a dimension that does not split evenly (JAX shards evenly)."""
     lay = spec.layout
-    if lay.pipeline > 1:
+    if lay.pipeline_parallel > 1:
         return JAX_NO_PIPELINE
     if spec.strategy not in ("none", "sharding"):
         return "a llama's JAX mesh shards the batch itself: leave --strategy at none (or sharding)"
-    reason = _shape_refusal(a, lay.tensor, 1, None)  # whole heads and groups per tensor rank, as torch's
-    if reason is None and spec.fsdp and a.hidden_size % lay.data:
+    reason = _shape_refusal(a, lay.tensor_parallel, 1, None)  # whole heads and groups per tensor rank, as torch's
+    if reason is None and spec.layout.fsdp and a.hidden_size % lay.data:
         reason = f"--fsdp shards each kernel's {a.hidden_size} hidden units over {lay.data} ranks: they do not divide"
     return reason
 

@@ -28,12 +28,12 @@ def moe_refusal(spec: PointSpec) -> str | None:
         return str(exc)
     a = case.arch
     if not isinstance(a, MoeConfig):
-        if spec.expert_parallel > 1:
+        if spec.layout.expert_parallel > 1:
             return f"--expert-parallel places a MoE's experts; {case.name} has none: use a moe case (moe_tiny ...)"
-        if spec.routing != "learned":
-            return f"--routing {spec.routing} forces a MoE's router; {case.name} has none: drop it"
+        if spec.layout.routing != "learned":
+            return f"--routing {spec.layout.routing} forces a MoE's router; {case.name} has none: drop it"
         return None
-    ep = spec.expert_parallel
+    ep = spec.layout.expert_parallel
     if ep > 1 and spec.framework not in EP_FRAMEWORKS:
         return f"--expert-parallel is wired for {', '.join(EP_FRAMEWORKS)} only, not {spec.framework}"
     if spec.world_size % ep:
@@ -42,7 +42,7 @@ def moe_refusal(spec: PointSpec) -> str | None:
         return (
             f"{a.num_experts} experts do not divide over {ep} expert-parallel ranks: use a divisor of {a.num_experts}"
         )
-    if ep > 1 and (spec.fsdp or spec.layout.splits_model):
+    if ep > 1 and (spec.layout.fsdp or spec.layout.splits_model):
         return "--expert-parallel composes with data parallelism only so far: drop --fsdp, --tensor-parallel and --pipeline-parallel"
     if ep > 1 and spec.strategy not in ("none", "ddp"):
         return (

@@ -138,7 +138,7 @@ def configuration(result: PointResult) -> str:
     s = result.spec
     parts = [s.framework, s.precision, *(("+compile",) if s.compile else ())]
     parts += [fmt_scale(s)] if s.world_size > 1 else []
-    parts += [f"EP{s.expert_parallel}"] if s.expert_parallel > 1 else []
+    parts += [f"EP{s.layout.expert_parallel}"] if s.layout.expert_parallel > 1 else []
     parts += [s.strategy] if s.strategy != "none" else []
     return " ".join([*parts, f"seed {s.seed}"]) + (" · reference" if result.extra.get(REFERENCE_KEY) else "")
 

@@ -82,8 +82,13 @@ def case_names(spec: PointSpec, group_label: str) -> list[str]:
     if named:
         return named
     lay, arch = spec.layout, _arch(spec)
-    prefix = {"DP": "DP", "TP": "MP", "2D": "2D", "PP": "DP" if lay.tensor == 1 else "MP" if lay.data == 1 else "2D"}
-    name = prefix[lay.family] + ("_PP" if lay.pipeline > 1 else "")
+    prefix = {
+        "DP": "DP",
+        "TP": "MP",
+        "2D": "2D",
+        "PP": "DP" if lay.tensor_parallel == 1 else "MP" if lay.data == 1 else "2D",
+    }
+    name = prefix[lay.family] + ("_PP" if lay.pipeline_parallel > 1 else "")
     shape = f"{arch.hidden_size}x{arch.num_layers}" if arch else "?"
     return [f"{name}_{lay.triple}_{spec.global_batch}_{shape}"]
 
@@ -113,7 +118,12 @@ def _published(spec: PointSpec, arch: GptConfig, name: str) -> tuple[Published, 
         "vocab": arch.vocab_size,
     }
     lay = spec.layout
-    want = {"data": lay.data, "tensor": lay.tensor, "pipeline": lay.pipeline, "micro_batches": lay.micro_batches}
+    want = {
+        "data": lay.data,
+        "tensor": lay.tensor_parallel,
+        "pipeline": lay.pipeline_parallel,
+        "micro_batches": lay.micro_batches,
+    }
     rows = [
         r
         for r in reference.load_all()
@@ -159,7 +169,7 @@ def layout_rows(points: list[StoredPoint]) -> list[LayoutRow]:
             continue
         m, ok = r.metrics, r.status == "ok" and r.metrics is not None
         case = get_case(s.model).configured(s.params)
-        model_f, hardware_f = layout_flops_per_sample(case, s.input_size, s.recompute)
+        model_f, hardware_f = layout_flops_per_sample(case, s.input_size, s.layout.recompute)
         per_dev = (m.throughput / s.world_size) if ok and m else None
         seqs = m.throughput if ok and m else None
         tokens = tokens_per_sample(s.model, s.input_size, s.params)  # the point's sequence, as the run table reads it

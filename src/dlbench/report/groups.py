@@ -300,6 +300,7 @@ _SHOWN = frozenset(
         "timeout_s",
         "version",
         "protocol",
+        "layout",
     }
 )
 _NOT_IDENTITY = frozenset({"framework", "threads"})  # the column's own name; threads makes rows, not columns
@@ -325,7 +326,9 @@ def _row_fields(p: StoredPoint) -> dict[str, Field]:
     """Every field of a point's configuration that a section's rows may differ in: its case parameters (at the
     case's defaults where unset), the threads it ran with, and the spec fields no row or column shows."""
     s = p.result.spec
-    out = {k: _field(k, v) for k, v in s.to_dict().items() if k not in _SHOWN}
+    d = s.to_dict()
+    spec = {**d, **dict(d["layout"])}  # type: ignore[call-overload]  # each layout option a field of its own
+    out = {k: _field(k, v) for k, v in spec.items() if k not in _SHOWN}
     try:
         params = {c.name: c.default for c in get_case(s.model).params}
     except UnknownCase:

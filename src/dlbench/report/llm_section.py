@@ -46,7 +46,7 @@ def _is_llama(model: str) -> bool:
 
 def _layout(p: StoredPoint) -> str:
     s = p.result.spec
-    return s.layout.label + (" FSDP" if s.fsdp else "")
+    return s.layout.label + (" FSDP" if s.layout.fsdp else "")
 
 
 def llm_rows(points: list[StoredPoint]) -> list[LlmRow]:

@@ -56,11 +56,11 @@ def moe_rows(points: list[StoredPoint]) -> list[MoeRow]:
         imbalance, dropped, share = (
             _number(routing, k) for k in ("imbalance_max", "dropped_fraction", "all_to_all_share")
         )
-        ep = s.expert_parallel
+        ep = s.layout.expert_parallel
         verdict = unconverged_of(r)
         plain = "one device" if s.world_size == 1 else f"DP{s.world_size}"
         layout = (f"EP{ep} x DP{s.world_size // ep}" if ep > 1 else plain) + (
-            " (forced balanced)" if s.routing == "balanced" else ""
+            " (forced balanced)" if s.layout.routing == "balanced" else ""
         )
         rows.append(
             MoeRow(

@@ -55,7 +55,7 @@ def fmt_lm_rates(r: PointResult) -> str:
     if rates is None:
         return ""
     hardware = ""
-    if r.spec.recompute and rates[1] > 0:  # the devices also ran a second forward: DLPerf's and Megatron's count
+    if r.spec.layout.recompute and rates[1] > 0:  # the devices also ran a second forward: DLPerf's and Megatron's count
         hardware = f"\n{rates[1] * hardware_ratio(r.spec.model, r.spec.params, r.spec.input_size):,.3g} hardware"
     return f"\n{rates[0]:,.0f} tokens/s\n{rates[1]:,.3g} TFLOP/s {flop_label(r.spec.model)}{hardware}"
 
@@ -63,7 +63,7 @@ def fmt_lm_rates(r: PointResult) -> str:
 def fmt_scale(s: PointSpec) -> str:
     """'1n4c', or '1n4c TP2 PP2 M4' where the point splits its model (and 'recompute' where it recomputes)."""
     lay = s.layout
-    return s.scale + (f" {lay.label}" if lay.splits_model or lay.recompute else "") + (" FSDP" if s.fsdp else "")
+    return s.scale + (f" {lay.label}" if lay.splits_model or lay.recompute else "") + (" FSDP" if s.layout.fsdp else "")
 
 
 def fmt_count(n: int) -> str:

@@ -33,12 +33,15 @@ def reference_specs(spec: PointSpec, seeds: int = REFERENCE_SEEDS) -> list[Point
         strategy="none",
         compile=False,
         launcher="local",
-        tensor_parallel=1,
-        pipeline_parallel=1,
-        micro_batches=1,
-        fsdp=False,
-        context_parallel=1,
-        bucket_mb=None,
+        layout=dataclasses.replace(
+            spec.layout,
+            tensor_parallel=1,
+            pipeline_parallel=1,
+            micro_batches=1,
+            fsdp=False,
+            context_parallel=1,
+            bucket_mb=None,
+        ),
     )
     return [dataclasses.replace(base, seed=s) for s in range(seeds)]
 

@@ -15,6 +15,7 @@ from dlbench.cases import get_case
 from dlbench.data.layout import check_data_dir
 from dlbench.envs.interpreters import state
 from dlbench.machine.env import choose_device, cuda_available
+from dlbench.parallel import Layout
 from dlbench.spec import PointSpec, Protocol, SpecError, parse_count, parse_scale, parse_size, preset
 from dlbench.suite.maxbatch import search_floor
 
@@ -216,11 +217,13 @@ def with_layout(
             dataclasses.replace(
                 s,
                 batch_size=batch,
-                tensor_parallel=tensor,
-                pipeline_parallel=pipeline,
-                micro_batches=micro_batches,
-                pipeline_schedule=schedule,
-                recompute=recompute,
+                layout=Layout(
+                    tensor_parallel=tensor,
+                    pipeline_parallel=pipeline,
+                    micro_batches=micro_batches,
+                    schedule=schedule,
+                    recompute=recompute,
+                ),
             )
         )
     return out

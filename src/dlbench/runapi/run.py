@@ -178,8 +178,19 @@ def prepare_run(req: RunRequest) -> PreparedRun:
         req.recompute,
         round_batch=req.batch_size is None,
     )
-    specs = [dataclasses.replace(s, fsdp=req.fsdp, context_parallel=req.context_parallel) for s in specs]
-    specs = [dataclasses.replace(s, expert_parallel=req.expert_parallel, routing=req.routing) for s in specs]
+    specs = [
+        dataclasses.replace(
+            s,
+            layout=dataclasses.replace(
+                s.layout,
+                fsdp=req.fsdp,
+                context_parallel=req.context_parallel,
+                expert_parallel=req.expert_parallel,
+                routing=req.routing,
+            ),
+        )
+        for s in specs
+    ]
     if req.sync_every_step:
         specs = [dataclasses.replace(s, sync_every_step=True) for s in specs]
     if req.converge:
@@ -190,7 +201,7 @@ def prepare_run(req: RunRequest) -> PreparedRun:
             for s in specs
         ]
     if req.bucket_mb is not None:  # checked by the spec: only strategies with buckets take it
-        specs = [dataclasses.replace(s, bucket_mb=req.bucket_mb) for s in specs]
+        specs = [dataclasses.replace(s, layout=dataclasses.replace(s.layout, bucket_mb=req.bucket_mb)) for s in specs]
     refuse_impossible(specs)  # what the spec alone shows cannot run: exit 2 before anything runs (dlbench.refusals)
     searched = parse_params(req.params)[1]
     if searched and any(s.device == "cpu" and s.memory_limit_bytes is None for s in specs):

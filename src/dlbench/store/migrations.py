@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 if TYPE_CHECKING:
     from alembic.config import Config
 
-STORE_SCHEMA_VERSION = 3  # the newest revision, v3; see store/alembic/versions
+STORE_SCHEMA_VERSION = 4  # the newest revision, v4; see store/alembic/versions
 SCRIPTS = Path(__file__).with_name("alembic")
 _REVISION = re.compile(r"^v(\d+)$")
 # PostgreSQL: one migrating process at a time, whatever the database (pg_advisory_xact_lock's key).

@@ -10,6 +10,7 @@ from dlbench.backends import all_backends
 from dlbench.cases import Case, ImageInput, get_case
 from dlbench.envs.interpreters import installed
 from dlbench.launch.registry import Launchers
+from dlbench.parallel import Layout
 from dlbench.spec import PointSpec, Protocol, parse_scale, parse_size, preset
 from dlbench.suite.maxbatch import search_floor
 from dlbench.suite.schema import AXES, Suite, SuiteError
@@ -116,14 +117,16 @@ def _with_layouts(
             nodes=nodes,
             devices_per_node=per_node,
             batch_size=e.batch,
-            tensor_parallel=e.tensor_parallel,
-            pipeline_parallel=e.pipeline_parallel,
-            micro_batches=e.micro_batches,
-            pipeline_schedule=e.schedule,
-            recompute=e.recompute,
-            fsdp=e.fsdp,
-            expert_parallel=e.expert_parallel,
-            routing=e.routing,
+            layout=Layout(
+                tensor_parallel=e.tensor_parallel,
+                pipeline_parallel=e.pipeline_parallel,
+                micro_batches=e.micro_batches,
+                schedule=e.schedule,
+                recompute=e.recompute,
+                fsdp=e.fsdp,
+                expert_parallel=e.expert_parallel,
+                routing=e.routing,
+            ),
             case_params=tuple(sorted({**point.spec.params, **e.params}.items())),
         )
         if suite.launcher == "auto":

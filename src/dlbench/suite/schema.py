@@ -22,7 +22,7 @@ from dlbench.analysis.targets import target_problem
 from dlbench.backends import UnknownFramework, get_info
 from dlbench.cases import UnknownCase, get_case
 from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
-from dlbench.parallel import layout_problem
+from dlbench.parallel import Layout
 from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, SpecError, parse_count, parse_scale, parse_size
 from dlbench.suite import bounded
 
@@ -259,7 +259,12 @@ class LayoutEntry(_Strict):
     @model_validator(mode="after")
     def _fits(self) -> LayoutEntry:
         n, k = parse_scale(self.scale)
-        problem = layout_problem(n * k, self.batch, self.tensor_parallel, self.pipeline_parallel, self.micro_batches)
+        split = Layout(
+            tensor_parallel=self.tensor_parallel,
+            pipeline_parallel=self.pipeline_parallel,
+            micro_batches=self.micro_batches,
+        )
+        problem = split.problem(n * k, self.batch)
         if problem:
             raise ValueError(problem)
         return self

@@ -3,22 +3,21 @@ key, the controller's check of one process's replicas, the baseline of a buckete
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from dlbench.analysis.scaling import baseline_spec
 from dlbench.launch.merge import merge
 from dlbench.spec import PointSpec, Protocol, SpecError
 from dlbench.wire import WorkerResult
+from tests.support.specs import flat_replace, flat_spec
 
 PROTO = Protocol(0, 1, 1, "median")
 
 
 def _spec(framework: str = "tf", strategy: str = "replicated-copy", k: int = 2, **kw: object) -> PointSpec:
-    return PointSpec(
+    return flat_spec(
         framework=framework, model="resnet50", batch_size=2, protocol=PROTO, devices_per_node=k, strategy=strategy, **kw
-    )  # type: ignore[arg-type]
+    )
 
 
 @pytest.mark.parametrize(
@@ -44,15 +43,15 @@ def test_one_process_drives_every_device_only_where_the_framework_does(
 def test_bucket_mb_belongs_to_bucketed_strategies_and_to_the_key_only_when_set() -> None:
     plain = _spec("torch", "ddp")
     assert plain.key() == PointSpec.from_json(plain.to_json()).key() and "bucket_mb" not in plain.key()
-    bucketed = dataclasses.replace(plain, bucket_mb=100)
+    bucketed = flat_replace(plain, bucket_mb=100)
     assert '"bucket_mb": 100' in bucketed.key() and bucketed.key() != plain.key()
     assert PointSpec.from_json(bucketed.to_json()) == bucketed
     with pytest.raises(SpecError, match="has no buckets"):
-        dataclasses.replace(plain, strategy="allreduce", bucket_mb=5)
+        flat_replace(plain, strategy="allreduce", bucket_mb=5)
     with pytest.raises(SpecError, match="bucket size"):
-        dataclasses.replace(plain, bucket_mb=0)
+        flat_replace(plain, bucket_mb=0)
     base = baseline_spec(bucketed)  # the 1-device point a bucketed point is measured against has no strategy
-    assert base.strategy == "none" and base.bucket_mb is None and base.world_size == 1
+    assert base.strategy == "none" and base.layout.bucket_mb is None and base.world_size == 1
 
 
 def _merged(spec: PointSpec, sums: object) -> tuple[str, str | None, dict[str, object]]:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from dlbench.cases import get_case
+from dlbench.parallel import Layout
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import RankContext
 from tests.support.gloo_ranks import join_ranks, run_ranks, step_losses, token_batch
@@ -48,10 +49,7 @@ def _spec(devices: int, tensor: int, pipeline: int, micro: int, schedule: str) -
         batch_size=GLOBAL_BATCH // data,
         protocol=Protocol(0, 1, 1, "median"),
         devices_per_node=devices,
-        tensor_parallel=tensor,
-        pipeline_parallel=pipeline,
-        micro_batches=micro,
-        pipeline_schedule=schedule,
+        layout=Layout(tensor_parallel=tensor, pipeline_parallel=pipeline, micro_batches=micro, schedule=schedule),
         case_params=tuple(sorted(PARAMS.items())),
     )
 
@@ -96,7 +94,7 @@ def test_a_split_gpt_trains_as_one_device(name: str, one_device: list[float]) ->
     assert max(sums) - min(sums) <= 1e-9 * abs(sums[0])  # the replicas' parameters agree, as the merge checks
     facts = results[0][2]
     assert facts["layout"] == spec.layout.label
-    if spec.pipeline_parallel > 1:
+    if spec.layout.pipeline_parallel > 1:
         stage_ms = facts["pipeline"]["stage_forward_ms"] + facts["pipeline"]["stage_backward_ms"]
-        assert len(stage_ms) == 2 * spec.pipeline_parallel and all(t > 0 for t in stage_ms)
+        assert len(stage_ms) == 2 * spec.layout.pipeline_parallel and all(t > 0 for t in stage_ms)
         assert facts["pipeline"]["bubble"] == pytest.approx(1 / 5)  # (P - 1) / (M + P - 1), P 2, M 4

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from dlbench.cases import get_case
+from dlbench.parallel import Layout
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import RankContext
 
@@ -47,11 +48,9 @@ def _spec(devices: int, tensor: int, pipeline: int, micro: int, schedule: str, f
         batch_size=GLOBAL_BATCH // data,
         protocol=Protocol(0, 1, 1, "median"),
         devices_per_node=devices,
-        tensor_parallel=tensor,
-        pipeline_parallel=pipeline,
-        micro_batches=micro,
-        pipeline_schedule=schedule,
-        fsdp=fsdp,
+        layout=Layout(
+            tensor_parallel=tensor, pipeline_parallel=pipeline, micro_batches=micro, schedule=schedule, fsdp=fsdp
+        ),
         case_params=tuple(sorted(PARAMS.items())),
     )
 
@@ -104,10 +103,10 @@ def test_a_llama_layout_trains_as_one_device(name: str, one_device: list[float])
     sums = [c for _, c, _ in results.values()]
     assert max(sums) - min(sums) <= 1e-9 * abs(sums[0])  # the replicas' parameters agree, as the merge checks
     facts = results[0][2]
-    assert facts["parallel"]["fsdp"] == spec.fsdp  # type: ignore[index]
-    if spec.fsdp:
+    assert facts["parallel"]["fsdp"] == spec.layout.fsdp  # type: ignore[index]
+    if spec.layout.fsdp:
         assert "per block" in str(facts["data_parallel"])
-    if spec.tensor_parallel > 1:
+    if spec.layout.tensor_parallel > 1:
         assert "sequence-parallel" in str(facts["tensor_parallel"])
     assert "half" in facts["llm_flops_per_sample"]["convention"]  # type: ignore[index]
 

@@ -12,6 +12,7 @@ import pytest
 
 from dlbench.cases import get_case
 from dlbench.cases.moe import active_param_count, moe_arch
+from dlbench.parallel import Layout
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import RankContext
 
@@ -122,7 +123,11 @@ def test_a_one_device_point_trains_and_records_routing() -> None:
 
 def test_a_balanced_routing_point_is_forced_and_says_so() -> None:
     spec = PointSpec(
-        framework="torch", model="moe_tiny", batch_size=2, protocol=Protocol(0, 1, 1, "median"), routing="balanced"
+        framework="torch",
+        model="moe_tiny",
+        batch_size=2,
+        protocol=Protocol(0, 1, 1, "median"),
+        layout=Layout(routing="balanced"),
     )
     backend = TorchBackend()
     trainer = backend.build(spec, get_case("moe_tiny"), RankContext())

@@ -20,6 +20,7 @@ import pytest
 
 from dlbench.cases import Case, get_case
 from dlbench.cases.arch import Loss
+from dlbench.parallel import Layout
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import RankContext
 
@@ -44,7 +45,7 @@ def _spec(devices: int, expert: int) -> PointSpec:
         batch_size=GLOBAL_BATCH // devices,
         protocol=Protocol(0, 1, 1, "median"),
         devices_per_node=devices,
-        expert_parallel=expert,
+        layout=Layout(expert_parallel=expert),
         case_params=tuple(sorted(PARAMS.items())),
     )
 
@@ -112,13 +113,13 @@ def test_expert_parallel_trains_as_one_device(name: str, one_device: tuple[list[
     sums = [c for _, c, _ in results.values()]
     assert max(sums) - min(sums) <= 1e-9 * abs(sums[0])  # the replicated parameters agree, as the merge checks
     facts = results[0][2]
-    if spec.expert_parallel > 1:
-        assert f"EP{spec.expert_parallel}" in str(facts["expert_parallel"])
+    if spec.layout.expert_parallel > 1:
+        assert f"EP{spec.layout.expert_parallel}" in str(facts["expert_parallel"])
     routing = facts["routing"]
     assert isinstance(routing, dict)
     # Summed over the ranks: every step's assignments of the global batch, per layer.
     assert [sum(row) for row in routing["tokens_per_expert"]] == [STEPS * GLOBAL_BATCH * PARAMS["seq"] * 2] * 2
-    if spec.expert_parallel > 1:
+    if spec.layout.expert_parallel > 1:
         assert 0 < routing["all_to_all_share"] < 1
 
 

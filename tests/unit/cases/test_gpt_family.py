@@ -4,8 +4,6 @@ point (keys, global batch, bubble, one-line refusals)."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from dlbench import reference
@@ -13,6 +11,7 @@ from dlbench.cases import get_case
 from dlbench.cases.gpt import layout_flops_per_sample, megatron_flops_per_sample
 from dlbench.parallel import Layout
 from dlbench.spec import PointSpec, Protocol, SpecError
+from tests.support.specs import flat_replace, flat_spec
 
 # DLPerf's shapes (hidden x layers, heads) at sequence 2048 and vocabulary 51,200: the exact count of a tied GPT-2
 # decoder, worked by hand as 12 l h^2 + 13 l h + (V + s) h + 2 h, and the report's "billion" column (count / 2^30).
@@ -80,7 +79,7 @@ def test_dlperf_table_is_the_recompute_formula_times_its_throughput() -> None:
 
 def _spec(**kw: object) -> PointSpec:
     base = {"framework": "torch", "model": "gpt", "batch_size": 4, "protocol": Protocol(0, 1, 1, "median")}
-    return PointSpec(**{**base, **kw})  # type: ignore[arg-type]
+    return flat_spec(**{**base, **kw})  # type: ignore[arg-type]
 
 
 def test_layout_fields_keep_old_keys_and_count_the_global_batch() -> None:
@@ -115,10 +114,10 @@ def test_baseline_of_a_split_point_is_the_whole_model_on_one_device() -> None:
 
     split = _spec(devices_per_node=4, tensor_parallel=2, pipeline_parallel=2, micro_batches=4, recompute=True)
     base = baseline_spec(split)
-    assert base == dataclasses.replace(
+    assert base == flat_replace(
         split, devices_per_node=1, tensor_parallel=1, pipeline_parallel=1, micro_batches=1, launcher="local"
     )
-    assert base.recompute and base.global_batch == split.global_batch
+    assert base.layout.recompute and base.global_batch == split.global_batch
 
 
 def test_torch_refuses_what_its_split_cannot_do() -> None:

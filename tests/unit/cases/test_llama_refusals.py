@@ -10,11 +10,12 @@ import pytest
 
 from dlbench.cases.llama_layout import CP_CUDA_ONLY, JAX_NO_PIPELINE, llama_layout_refusal
 from dlbench.spec import PointSpec, Protocol, SpecError
+from tests.support.specs import flat_spec
 
 
 def _spec(**kw: object) -> PointSpec:
     base = {"framework": "torch", "model": "llama_tiny", "batch_size": 4, "protocol": Protocol(0, 1, 1, "median")}
-    return PointSpec(**{**base, **kw})  # type: ignore[arg-type]
+    return flat_spec(**{**base, **kw})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -82,7 +83,7 @@ def test_the_new_fields_keep_old_keys_and_a_baseline_drops_them() -> None:
     assert "fsdp" not in plain.key() and "context_parallel" not in plain.key()
     sharded = _spec(devices_per_node=2, fsdp=True)
     assert sharded.key() != plain.key() and PointSpec.from_json(sharded.to_json()) == sharded
-    assert baseline_spec(sharded).fsdp is False and baseline_spec(sharded).world_size == 1
+    assert baseline_spec(sharded).layout.fsdp is False and baseline_spec(sharded).world_size == 1
     with pytest.raises(SpecError, match="context parallel must be a whole number"):
         _spec(context_parallel=0)
 

@@ -11,11 +11,12 @@ import pytest
 
 from dlbench.cases.moe_layout import moe_refusal
 from dlbench.spec import PointSpec, Protocol, SpecError
+from tests.support.specs import flat_spec
 
 
 def _spec(**kw: object) -> PointSpec:
     base = {"framework": "torch", "model": "moe_tiny", "batch_size": 4, "protocol": Protocol(0, 1, 1, "median")}
-    return PointSpec(**{**base, **kw})  # type: ignore[arg-type]
+    return flat_spec(**{**base, **kw})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -59,7 +60,7 @@ def test_the_new_fields_keep_old_keys_and_a_baseline_drops_them() -> None:
     assert "expert_parallel" not in plain.key() and "routing" not in plain.key()
     ep = _spec(devices_per_node=2, expert_parallel=2, routing="balanced")
     assert ep.key() != plain.key() and PointSpec.from_json(ep.to_json()) == ep
-    assert baseline_spec(ep).expert_parallel == 1 and baseline_spec(ep).routing == "learned"
+    assert baseline_spec(ep).layout.expert_parallel == 1 and baseline_spec(ep).layout.routing == "learned"
     with pytest.raises(SpecError, match="expert parallel must be a whole number"):
         _spec(expert_parallel=0)
     with pytest.raises(SpecError, match="routing"):

@@ -22,6 +22,7 @@ from dlbench.report.markdown import write_markdown
 from dlbench.runapi.converge import with_verdict
 from dlbench.store.store import StoredPoint
 from tests.support.reports import make_point
+from tests.support.specs import flat_replace
 
 TARGET = 0.25
 
@@ -207,8 +208,8 @@ def test_points_of_one_scale_in_different_layouts_are_told_apart() -> None:
     two = dataclasses.replace(base.spec, devices_per_node=2)
     specs = {
         "torch fp32 1n2c ddp seed 0": dataclasses.replace(two, strategy="ddp"),
-        "torch fp32 1n2c TP2 seed 0": dataclasses.replace(two, tensor_parallel=2),
-        "torch fp32 1n2c PP2 M2 seed 0": dataclasses.replace(two, pipeline_parallel=2, micro_batches=2),
-        "torch fp32 1n2c FSDP seed 0": dataclasses.replace(two, fsdp=True),
+        "torch fp32 1n2c TP2 seed 0": flat_replace(two, tensor_parallel=2),
+        "torch fp32 1n2c PP2 M2 seed 0": flat_replace(two, pipeline_parallel=2, micro_batches=2),
+        "torch fp32 1n2c FSDP seed 0": flat_replace(two, fsdp=True),
     }
     assert {configuration(dataclasses.replace(base, spec=s)) for s in specs.values()} == set(specs)

@@ -98,13 +98,18 @@ def test_a_suite_s_layouts_become_points() -> None:
     points = expand(suite, "cpu")
     assert [p.batch_group for p in points] == ["MP_1x2x1_8_256x4", "PP_1x1x2_16_256x4"]
     tp, pp = (p.spec for p in points)
-    assert (tp.tensor_parallel, tp.recompute, tp.world_size, tp.params) == (
+    assert (tp.layout.tensor_parallel, tp.layout.recompute, tp.world_size, tp.params) == (
         2,
         True,
         2,
         {"hidden": 256, "layers": 4, "seq": 64},
     )
-    assert (pp.pipeline_parallel, pp.micro_batches, pp.pipeline_schedule, pp.batch_size) == (2, 4, "gpipe", 16)
+    assert (pp.layout.pipeline_parallel, pp.layout.micro_batches, pp.layout.schedule, pp.batch_size) == (
+        2,
+        4,
+        "gpipe",
+        16,
+    )
     with pytest.raises(SuiteError, match="matches none of suite s's scale values"):  # named, not 'no point left'
         expand(suite, "cpu", only={"scale": ["1n4c"]})
 

@@ -59,11 +59,11 @@ def test_the_llm_suites_expand_to_runnable_layouts() -> None:
     cpu = expand(load("llm-cpu"), "cpu")
     assert len(cpu) == 18 and {p.spec.precision for p in cpu} == {"fp32", "bf16"}
     assert {p.spec.world_size for p in cpu} == {1, 2, 4}
-    labels = {(p.spec.layout.label, p.spec.fsdp) for p in cpu}
+    labels = {(p.spec.layout.label, p.spec.layout.fsdp) for p in cpu}
     assert {("DP2", True), ("TP2", False), ("PP2 M4", False), ("DP2 TP2", True), ("TP2 PP2 M4", False)} <= labels
     assert all(llama_layout_refusal(p.spec) is None for p in cpu)
     gpu = expand(load("llm-h100"), "cuda")
-    shapes = {(p.spec.world_size, p.spec.fsdp, p.spec.params.get("hidden")) for p in gpu}
+    shapes = {(p.spec.world_size, p.spec.layout.fsdp, p.spec.params.get("hidden")) for p in gpu}
     assert shapes == {(1, False, 2048), (8, True, None)}
 
 

@@ -3,14 +3,19 @@ URLs in one line. Each test that can runs on SQLite and on a real PostgreSQL ser
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
+from dlbench.parallel import Layout
+from dlbench.spec import PointSpec
 from dlbench.store.migrations import STORE_SCHEMA_VERSION, upgrade
+from dlbench.store.rows import point_row
 from dlbench.store.store import Store, StoreError, resolve_path
-from dlbench.store.store_sql import mask, parse_target, postgres_engine
+from dlbench.store.store_sql import mask, parse_target, points, postgres_engine, runs
 from tests.support.stores import FIXTURES, PgServer, load_v1_sqlite, result
 
 
@@ -159,3 +164,46 @@ def test_password_from_pgpassword_and_pgpass(pg_url: str, tmp_path: Path, monkey
     pgpass.chmod(0o600)
     monkeypatch.setenv("PGPASSFILE", str(pgpass))
     assert [r.id for r in Store(bare, readonly=True).runs()] == [run]
+
+
+def _version_2_spec(spec: PointSpec) -> str:
+    """The spec as dlbench kept it before v4 (spec version 2): its layout's options flat on it."""
+    d = spec.to_dict()
+    layout = d.pop("layout")
+    assert isinstance(layout, dict)
+    d.update({("pipeline_schedule" if k == "schedule" else k): v for k, v in layout.items()}, version=2)
+    return json.dumps(d, sort_keys=True)
+
+
+def test_migrates_a_version_3_store_with_flat_layouts_forward(store_url: str) -> None:
+    """A store of the previous schema (v3), whose specs keep the layout's options flat, reads and migrates: each
+    spec gets its `layout` (spec_key, the point's identity, unchanged), and old points still match new ones."""
+    split = dataclasses.replace(
+        result().spec,
+        model="gpt",
+        devices_per_node=4,
+        layout=Layout(tensor_parallel=2, pipeline_parallel=2, micro_batches=4, schedule="gpipe", recompute=True),
+    )
+    bucketed = dataclasses.replace(result().spec, devices_per_node=2, strategy="ddp", layout=Layout(bucket_mb=50))
+    target = parse_target(store_url)
+    if target.file is not None:
+        target.file.parent.mkdir(parents=True)
+    engine = postgres_engine(target.url) if target.file is None else sa.create_engine(f"sqlite:///{target.file}")
+    with engine.begin() as conn:
+        upgrade(conn, to=3)
+        conn.execute(runs.insert().values(id="r1", created=1.0, command="dlbench run", status="done"))
+        for i, spec in enumerate((result().spec, split, bucketed)):
+            row = {**point_row("r1", f"uid-{i}", dataclasses.replace(result(), spec=spec))}
+            conn.execute(points.insert().values(**{**row, "spec_json": _version_2_spec(spec)}))
+    engine.dispose()
+    assert '"tensor_parallel": 2' in _version_2_spec(split) and '"layout"' not in _version_2_spec(split)
+    store = Store(store_url)
+    assert store.schema_version() == STORE_SCHEMA_VERSION == 4
+    stored = [p.result.spec for p in store.points()]
+    assert stored == [result().spec, split, bucketed]
+    assert stored[1].layout.label == "TP2 PP2 M4 recompute" and stored[1].layout.schedule == "gpipe"
+    assert stored[2].layout.bucket_mb == 50 and stored[2].version == 3
+    assert store.done_keys("r1") == {s.key() for s in (result().spec, split, bucketed)}
+    texts = [str(t) for (t,) in store.db.execute(sa.select(points.c.spec_json).order_by(points.c.id))]
+    assert all('"layout"' in t and '"tensor_parallel"' not in t.split('"layout"')[0] for t in texts)
+    assert json.loads(texts[1])["layout"]["tensor_parallel"] == 2

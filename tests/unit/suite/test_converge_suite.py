@@ -206,7 +206,11 @@ def test_convergence_cpu_crosses_frameworks_precisions_strategies_and_layouts(
     torch = [sp for sp in runnable if sp.framework == "torch"]
     assert {sp.precision for sp in torch} == {"fp32", "bf16"}
     assert {sp.strategy for sp in torch if sp.model == "resnet50" and sp.world_size == 2} >= {"ddp", "allreduce"}
-    gpt_layouts = {(sp.layout.tensor, sp.layout.pipeline) for sp in torch if sp.model == "gpt" and sp.world_size == 2}
+    gpt_layouts = {
+        (sp.layout.tensor_parallel, sp.layout.pipeline_parallel)
+        for sp in torch
+        if sp.model == "gpt" and sp.world_size == 2
+    }
     assert {(2, 1), (1, 2)} <= gpt_layouts
     assert {p.spec.framework for p in points} == {"torch", "jax"}
 

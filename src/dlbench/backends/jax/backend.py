@@ -105,15 +105,15 @@ def _placement(spec: PointSpec, case: Case, device: jax.Device) -> tuple[Placeme
     """Where the point's state and batch live, and the facts that say so: one device or the processes' devices
     (a batch sharded over them), a GPT's (data, model) mesh (#23), or a Llama's (data, fsdp, tensor) mesh (#35)."""
     devices = jax.devices(device.platform)
-    if isinstance(case.arch, LlamaConfig) and (spec.fsdp or spec.tensor_parallel > 1):
+    if isinstance(case.arch, LlamaConfig) and (spec.layout.fsdp or spec.layout.tensor_parallel > 1):
         mesh = llama_mesh.LlamaPlacement.for_spec(devices, spec)
         return mesh, {
-            "layout": spec.layout.label + (" FSDP" if spec.fsdp else ""),
+            "layout": spec.layout.label + (" FSDP" if spec.layout.fsdp else ""),
             "jax_mesh": " x ".join(f"{axis} {n}" for axis, n in mesh.shape.items()),
             "tensor_parallel": "GSPMD: NamedSharding over a (data, fsdp, tensor) mesh, Megatron's column/row split "
             "over tensor, each kernel's other dimension over fsdp (ZeRO-3), norms replicated",
         }
-    if spec.tensor_parallel > 1:
+    if spec.layout.tensor_parallel > 1:
         return tensor_parallel.TensorPlacement.of(devices, spec.layout), {
             "layout": spec.layout.label,
             "tensor_parallel": "GSPMD: NamedSharding of the weights over "
@@ -128,10 +128,10 @@ def make_trainer(
     """The state replicated on the placement's mesh (split where the point is tensor parallel), the jitted step,
     and this rank's input (seed + its data-parallel replica: a replica's processes share their rows)."""
     state = where.replicate(
-        make_state(case, dtype, spec.input_size, spec.seed, device, spec.global_batch, spec.recompute)
+        make_state(case, dtype, spec.input_size, spec.seed, device, spec.global_batch, spec.layout.recompute)
     )
     with jax.default_device(device):
-        batches = data.batches(spec, case, where, spec.seed + rank // spec.tensor_parallel)
+        batches = data.batches(spec, case, where, spec.seed + rank // spec.layout.tensor_parallel)
     if isinstance(where, tensor_parallel.TensorPlacement | llama_mesh.LlamaPlacement):
         step = make_train_step(case, where, where.state_shardings(state))
         return tensor_parallel.TensorTrainer(batches, state, step, device, where)
@@ -250,7 +250,7 @@ class JaxBackend(Backend):
                 self._facts["cpu_collectives"] = distributed.CPU_COLLECTIVES
         where, facts = _placement(spec, case, device)
         self._facts.update(facts)
-        if spec.recompute:
+        if spec.layout.recompute:
             self._facts["recompute"] = "flax nn.remat per block"
         return make_trainer(spec, case, _DTYPES[numerics.compute_dtype], device, where, jax.process_index())
 

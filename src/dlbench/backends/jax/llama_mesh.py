@@ -56,8 +56,8 @@ class LlamaPlacement(Placement):
     @classmethod
     def for_spec(cls, devices: list[jax.Device], spec: PointSpec) -> LlamaPlacement:
         """A point's mesh: its tensor ranks, and its data-parallel ranks as the fsdp axis with --fsdp, else data."""
-        replicas, tensor = spec.layout.data, spec.layout.tensor
-        return cls.of(devices, 1 if spec.fsdp else replicas, replicas if spec.fsdp else 1, tensor)
+        replicas, tensor = spec.layout.data, spec.layout.tensor_parallel
+        return cls.of(devices, 1 if spec.layout.fsdp else replicas, replicas if spec.layout.fsdp else 1, tensor)
 
     @property
     def shape(self) -> dict[str, int]:

@@ -46,7 +46,7 @@ RULES: dict[tuple[str, str], PartitionSpec] = {
 def refusal(spec: PointSpec, case: Case) -> str | None:
     """Why JAX cannot run the point's layout (one line), or None."""
     lay = spec.layout
-    if lay.pipeline > 1:
+    if lay.pipeline_parallel > 1:
         return (
             "JAX has no pipeline-parallel schedule in its public API: dlbench's JAX backend splits GPT by tensor "
             "(--tensor-parallel) only; use --pipeline-parallel 1"
@@ -63,10 +63,8 @@ def refusal(spec: PointSpec, case: Case) -> str | None:
         ("MLP units", a.mlp_ratio * a.hidden_size),
         ("vocabulary entries", a.vocab_size),
     ):
-        if size % lay.tensor:
-            return (
-                f"{size} {what} do not split evenly over {lay.tensor} tensor-parallel devices (JAX needs even shards)"
-            )
+        if size % lay.tensor_parallel:
+            return f"{size} {what} do not split evenly over {lay.tensor_parallel} tensor-parallel devices (JAX needs even shards)"
     return None
 
 
@@ -83,7 +81,7 @@ class TensorPlacement(Placement):
     @classmethod
     def of(cls, devices: list[jax.Device], layout: Layout) -> TensorPlacement:
         """The mesh over every process's device, in process order: consecutive devices share a replica."""
-        return cls(Mesh(np.array(devices).reshape(layout.data, layout.tensor), (DATA, MODEL)), layout)
+        return cls(Mesh(np.array(devices).reshape(layout.data, layout.tensor_parallel), (DATA, MODEL)), layout)
 
     @property
     def sharded(self) -> NamedSharding:

@@ -90,7 +90,7 @@ def _fp8_refusal(spec: PointSpec) -> str | None:
         return None
     cuda = spec.device == "cuda" and torch.cuda.is_available()
     reason = fp8.refusal(torch.cuda.get_device_capability() if cuda else None)
-    if reason is None and (spec.layout.splits_model or spec.fsdp):
+    if reason is None and (spec.layout.splits_model or spec.layout.fsdp):
         return "fp8 with a split or FSDP layout is not wired (float8 DTensor styles): use one device or DDP"
     return reason
 
@@ -101,12 +101,12 @@ def _placed(
     """The model built on its device and wrapped for its strategy (several devices: the process group, DDP or an
     expert-parallel exchange, #36), with what the strategy runs and fp8's facts."""
     groups = None
-    if spec.expert_parallel > 1:
+    if spec.layout.expert_parallel > 1:
         from dlbench.backends.torch import moe_parallel  # the distributed machinery, only where it is used
 
         groups = moe_parallel.expert_groups(spec, device, ctx)
     model = build_model(case, BuildContext.of(spec, ctx, device, groups)).to(device)
-    if spec.routing == "balanced":
+    if spec.layout.routing == "balanced":
         set_balanced(model, True)
     fp8_facts = fp8.convert(model) if spec.precision == "fp8" else None  # torchao float8 linears (#35)
     if spec.channels_last:
@@ -181,7 +181,7 @@ class TorchBackend(Backend):
             torch.cuda.set_device(device)
             set_tf32(numerics.allow_tf32)
             torch.backends.cudnn.benchmark = self._autotune  # fastest conv algorithms in the warm-up (cudnn_fallback)
-        if spec.layout.splits_model or spec.fsdp:  # this rank's stage and shards over a (pp, dp, tp) mesh
+        if spec.layout.splits_model or spec.layout.fsdp:  # this rank's stage and shards over a (pp, dp, tp) mesh
             return split.build(spec, case, ctx, device, numerics, self._facts)
         model, sync, ran, fp8_facts = _placed(spec, case, ctx, device)
         seed = spec.seed + ctx.rank  # each rank its own samples; rank 0 is the 1-device batch

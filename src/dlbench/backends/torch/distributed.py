@@ -81,7 +81,7 @@ def environment(spec: PointSpec) -> dict[str, str]:
         return {}
     if strategy(spec) == "dp":
         return {"dist_backend": "none (one process)", "strategy_run": "dp"}
-    if spec.expert_parallel > 1:  # moe_parallel.py's exchange and gradient sync, not DDP (#36)
+    if spec.layout.expert_parallel > 1:  # moe_parallel.py's exchange and gradient sync, not DDP (#36)
         return {"dist_backend": "nccl" if spec.device == "cuda" else "gloo", "strategy_run": "expert-parallel"}
     return {"dist_backend": "nccl" if spec.device == "cuda" else "gloo", "strategy_run": strategy(spec)}
 
@@ -166,7 +166,7 @@ def setup(
         return model, GradSync(), {}
     if chosen == "ddp" or chosen in hooks.HOOKED:  # DDP broadcasts rank 0's parameters and buffers on construction
         ids = [device.index] if device.type == "cuda" else None
-        mb = hooks.bucket_mb(spec.bucket_mb)
+        mb = hooks.bucket_mb(spec.layout.bucket_mb)
         # Gradients as views into DDP's buckets: no copy between them and the all-reduce buffers.
         # A MoE's expert that no token chose in a step has no gradient: DDP must look for such parameters (#36).
         unused = hasattr(model, "moe")

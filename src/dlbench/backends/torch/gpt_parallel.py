@@ -54,7 +54,7 @@ def mesh_for(spec: PointSpec, device: torch.device, ctx: RankContext) -> DeviceM
     if dist.get_world_size() != spec.world_size:
         raise RuntimeError(f"the launcher started {dist.get_world_size()} ranks; the spec asks for {spec.world_size}")
     lay = spec.layout
-    return init_device_mesh(device.type, (lay.pipeline, lay.data, lay.tensor), mesh_dim_names=DIMS)
+    return init_device_mesh(device.type, (lay.pipeline_parallel, lay.data, lay.tensor_parallel), mesh_dim_names=DIMS)
 
 
 def stage_part(layers: int, stages: int, stage: int) -> Part:
@@ -88,19 +88,19 @@ def build_stage(cfg: GptConfig, ctx: BuildContext) -> nn.Module:
     (``ctx.groups`` is the (pp, dp, tp) mesh)."""
     lay: Layout = ctx.layout
     mesh: DeviceMesh = ctx.groups
-    part = stage_part(cfg.num_layers, lay.pipeline, mesh["pp"].get_local_rank())
+    part = stage_part(cfg.num_layers, lay.pipeline_parallel, mesh["pp"].get_local_rank())
     with torch.device("meta"):
         stage = GptLMHeadModel(cfg, lay.recompute, part)
     tied = cfg.tied_embeddings and part.first and part.last
     if tied:  # shard the two uses apart, then tie the shards
         stage.lm_head.weight = nn.Parameter(torch.empty_like(stage.wte.weight))
-    tp = mesh["tp"] if lay.tensor > 1 else None
+    tp = mesh["tp"] if lay.tensor_parallel > 1 else None
     for name, child in stage.named_children():
         if isinstance(child, nn.ModuleDict):  # the blocks
             for i, block in child.items():
                 _materialise(block, f"blocks.{i}.", cfg)
                 if tp is not None:
-                    _heads_per_rank(block.get_submodule("attn.qkv"), cfg.hidden_size, lay.tensor)  # type: ignore[arg-type]
+                    _heads_per_rank(block.get_submodule("attn.qkv"), cfg.hidden_size, lay.tensor_parallel)  # type: ignore[arg-type]
                     parallelize_module(block, tp, dict(BLOCK_PLAN))
         else:
             _materialise(child, f"{name}.", cfg)
@@ -116,13 +116,13 @@ def build_stage(cfg: GptConfig, ctx: BuildContext) -> nn.Module:
 def embedding_group(mesh: DeviceMesh, layout: Layout) -> dist.ProcessGroup | None:
     """The group of this rank's first and last stage (same data and tensor coordinates), whose copies of the tied
     embedding are kept equal; None without a pipeline. Every rank creates every group, in the same order."""
-    if layout.pipeline == 1:
+    if layout.pipeline_parallel == 1:
         return None
     mine = None
     me = dist.get_rank()
     for d in range(layout.data):
-        for t in range(layout.tensor):
-            ranks = [int(mesh.mesh[0, d, t]), int(mesh.mesh[layout.pipeline - 1, d, t])]
+        for t in range(layout.tensor_parallel):
+            ranks = [int(mesh.mesh[0, d, t]), int(mesh.mesh[layout.pipeline_parallel - 1, d, t])]
             group = dist.new_group(ranks)
             mine = group if me in ranks else mine
     return mine

@@ -69,13 +69,13 @@ def build_stage(cfg: LlamaConfig, ctx: BuildContext) -> nn.Module:
     by block, so that a rank never holds more than one unsharded block."""
     lay, mesh = ctx.layout, ctx.groups
     assert isinstance(mesh, DeviceMesh)
-    part = stage_part(cfg.num_layers, lay.pipeline, mesh["pp"].get_local_rank())
+    part = stage_part(cfg.num_layers, lay.pipeline_parallel, mesh["pp"].get_local_rank())
     with torch.device("meta"):
         stage = LlamaModel(cfg, lay.recompute, part)
     tied = cfg.tied_embeddings and part.first and part.last
     if tied:  # shard the two uses apart, then tie the shards (both are split over the vocabulary: Shard(0))
         stage.lm_head.weight = nn.Parameter(torch.empty_like(stage.wte.weight))
-    tp = mesh["tp"] if lay.tensor > 1 else None
+    tp = mesh["tp"] if lay.tensor_parallel > 1 else None
     for name, child in stage.named_children():
         if isinstance(child, nn.ModuleDict):
             for i, block in child.items():

@@ -60,7 +60,7 @@ class ExpertGroups:
 def expert_groups(spec: PointSpec, device: torch.device, ctx: RankContext) -> ExpertGroups:
     """Join the process group and make the (dp, ep) grid's groups (every rank makes every group, in order)."""
     distributed.init(spec, device, ctx)
-    world, ep = spec.world_size, spec.expert_parallel
+    world, ep = spec.world_size, spec.layout.expert_parallel
     dp = world // ep
     ep_groups = [dist.new_group([d * ep + i for i in range(ep)]) for d in range(dp)]
     replica_groups = [dist.new_group([d * ep + i for d in range(dp)]) for i in range(ep)] if dp > 1 else []

@@ -100,20 +100,20 @@ class SplitTrainer(TorchTrainer):
         super().__init__(case, stage, batches, device, numerics, False, spec.global_batch)
         self.stage, self.mesh, self.layout, self.facts = stage, mesh, spec.layout, facts
         self.pp = mesh["pp"].get_local_rank()
-        self.first, self.last = self.pp == 0, self.pp == self.layout.pipeline - 1
+        self.first, self.last = self.pp == 0, self.pp == self.layout.pipeline_parallel - 1
         self.emb_group = gpt_parallel.embedding_group(mesh, self.layout)
         self.clock = StageClock(device.type == "cuda")
         self.schedule = None
-        if self.layout.pipeline > 1:
+        if self.layout.pipeline_parallel > 1:
             pipe = TimedStage(
-                stage, self.pp, self.layout.pipeline, device, group=mesh["pp"].get_group(), clock=self.clock
+                stage, self.pp, self.layout.pipeline_parallel, device, group=mesh["pp"].get_group(), clock=self.clock
             )
-            self.schedule = SCHEDULES[spec.pipeline_schedule](
+            self.schedule = SCHEDULES[spec.layout.schedule](
                 pipe, n_microbatches=self.layout.micro_batches, loss_fn=OPS.xent
             )
 
     def _loss_context(self) -> contextlib.AbstractContextManager[Any]:
-        return loss_parallel() if self.layout.tensor > 1 else contextlib.nullcontext()
+        return loss_parallel() if self.layout.tensor_parallel > 1 else contextlib.nullcontext()
 
     def train_step(self, batch: Batch) -> None:
         self.optimizer.zero_grad(set_to_none=True)
@@ -144,7 +144,7 @@ class SplitTrainer(TorchTrainer):
         """The global batch's loss: the last stage's, averaged over the data-parallel replicas (a collective)."""
         mine = self._last.float() if self.last and self._last is not None else torch.zeros((), device=self.device)
         value = mine.clone().reshape(())
-        if self.layout.pipeline > 1:
+        if self.layout.pipeline_parallel > 1:
             dist.all_reduce(value, group=self.mesh["pp"].get_group())
         if self.layout.data > 1:
             dist.all_reduce(value, group=self.mesh["dp"].get_group())
@@ -158,7 +158,7 @@ class SplitTrainer(TorchTrainer):
         """Gather each stage's median forward and backward compute per step into the point's facts."""
         if self.schedule is not None:
             mine = (self.clock.median_ms("forward"), self.clock.median_ms("backward"))
-            every: list[Any] = [None] * self.layout.pipeline
+            every: list[Any] = [None] * self.layout.pipeline_parallel
             dist.all_gather_object(every, mine, group=self.mesh["pp"].get_group())
             pipeline = self.facts.get("pipeline")
             if isinstance(pipeline, dict):

@@ -38,14 +38,14 @@ FLOPS_KEY = {False: "gpt_flops_per_sample", True: "llm_flops_per_sample"}  # the
 def shape_problem(spec: PointSpec, cfg: GptConfig) -> str | None:
     """Why this GPT's shape does not split as the layout asks (one line), or None."""
     lay = spec.layout
-    if cfg.num_heads % lay.tensor:
-        return f"{cfg.num_heads} attention heads do not split over {lay.tensor} tensor-parallel ranks"
-    if (cfg.mlp_ratio * cfg.hidden_size) % lay.tensor:
-        return f"the MLP's {cfg.mlp_ratio * cfg.hidden_size} units do not split over {lay.tensor} ranks"
-    if cfg.num_layers % lay.pipeline:
-        return f"{cfg.num_layers} layers do not split into {lay.pipeline} equal pipeline stages"
-    if cfg.vocab_size < lay.tensor:
-        return f"a vocabulary of {cfg.vocab_size} does not split over {lay.tensor} ranks"
+    if cfg.num_heads % lay.tensor_parallel:
+        return f"{cfg.num_heads} attention heads do not split over {lay.tensor_parallel} tensor-parallel ranks"
+    if (cfg.mlp_ratio * cfg.hidden_size) % lay.tensor_parallel:
+        return f"the MLP's {cfg.mlp_ratio * cfg.hidden_size} units do not split over {lay.tensor_parallel} ranks"
+    if cfg.num_layers % lay.pipeline_parallel:
+        return f"{cfg.num_layers} layers do not split into {lay.pipeline_parallel} equal pipeline stages"
+    if cfg.vocab_size < lay.tensor_parallel:
+        return f"a vocabulary of {cfg.vocab_size} does not split over {lay.tensor_parallel} ranks"
     return None
 
 
@@ -54,7 +54,7 @@ def refuse(spec: PointSpec) -> str | None:
     lay, case = spec.layout, get_case(spec.model).configured(spec.params)
     reason = llama_layout_refusal(spec)  # --fsdp, --context-parallel and a Llama shape's splits (#35)
     if reason or isinstance(case.arch, LlamaConfig):
-        return reason or (_amp_refusal(spec) if lay.splits_model or spec.fsdp else None)
+        return reason or (_amp_refusal(spec) if lay.splits_model or spec.layout.fsdp else None)
     if not lay.splits_model and not lay.recompute:
         return None
     if not isinstance(case.arch, GptConfig):
@@ -89,12 +89,12 @@ def flops_facts(spec: PointSpec, case: Case) -> dict[str, object]:
     that counted them (Megatron-LM's for GPT, cases/llama.py's for Llama)."""
     if isinstance(case.arch, LlamaConfig):
         model = llama_flops(case, spec.input_size)
-        hardware = llama_flops(case, spec.input_size, recompute=True) if spec.recompute else model
+        hardware = llama_flops(case, spec.input_size, recompute=True) if spec.layout.recompute else model
         convention = FLOP_CONVENTION
     else:
-        model, hardware = layout_flops_per_sample(case, spec.input_size, spec.recompute)
+        model, hardware = layout_flops_per_sample(case, spec.input_size, spec.layout.recompute)
         convention = "Megatron-LM (Narayanan et al. 2021): causal attention counted as the full square"
-    return {"model": model, "hardware": hardware, "recompute": spec.recompute, "convention": convention}
+    return {"model": model, "hardware": hardware, "recompute": spec.layout.recompute, "convention": convention}
 
 
 def mixed_precision(numerics: Numerics) -> tuple[Any, str]:
@@ -129,7 +129,7 @@ def build(
     if llama and lay.data > 1:
         from dlbench.backends.torch.llama_parallel import shard_data_parallel
 
-        dp_how = shard_data_parallel(stage, mesh, spec.fsdp, lay.pipeline > 1, policy)
+        dp_how = shard_data_parallel(stage, mesh, spec.layout.fsdp, lay.pipeline_parallel > 1, policy)
     elif lay.data > 1:
         fully_shard(stage, mesh=mesh["dp"], reshard_after_forward=False, mp_policy=policy)
         dp_how = "FSDP2 (fully_shard over the dp mesh dimension)"
@@ -138,15 +138,20 @@ def build(
     dp = mesh["dp"].get_local_rank()
     facts.update(
         {
-            "layout": lay.label + (" FSDP" if spec.fsdp else ""),
-            "parallel": {"data": lay.data, "tensor": lay.tensor, "pipeline": lay.pipeline, "fsdp": spec.fsdp},
+            "layout": lay.label + (" FSDP" if spec.layout.fsdp else ""),
+            "parallel": {
+                "data": lay.data,
+                "tensor": lay.tensor_parallel,
+                "pipeline": lay.pipeline_parallel,
+                "fsdp": spec.layout.fsdp,
+            },
             "data_parallel": dp_how,
             "tensor_parallel": (
                 "torch.distributed.tensor.parallel: column/row-split attention and MLP, "
                 + ("sequence-parallel norms, " if llama else "")
                 + "vocabulary-parallel embedding and loss"
             )
-            if lay.tensor > 1
+            if lay.tensor_parallel > 1
             else "none",
             "recompute": "torch.utils.checkpoint per block" if lay.recompute else "none",
             FLOPS_KEY[llama]: flops_facts(spec, case),
@@ -155,10 +160,10 @@ def build(
             "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
         }
     )
-    if lay.pipeline > 1:
+    if lay.pipeline_parallel > 1:
         facts["pipeline"] = {
-            "schedule": TITLES[spec.pipeline_schedule],
-            "stages": lay.pipeline,
+            "schedule": TITLES[spec.layout.schedule],
+            "stages": lay.pipeline_parallel,
             "micro_batches": lay.micro_batches,
             "bubble": lay.bubble,
         }
