@@ -10,7 +10,8 @@ import argparse
 import json
 import sys
 
-from dlbench.spec import PointSpec, Protocol
+from dlbench.points import Shared, point
+from dlbench.spec import Protocol
 
 
 def version(framework: str) -> dict[str, object]:
@@ -42,14 +43,8 @@ def converge(
     from dlbench.wire import RankContext
 
     backend = load_backend(framework)
-    spec = PointSpec(
-        framework=framework,
-        model=model,
-        batch_size=batch,
-        protocol=Protocol(0, steps, 1, "median"),
-        input_size=input_size,
-        precision=precision,  # type: ignore[arg-type]
-    )
+    shared = Shared(protocol=Protocol(0, steps, 1, "median"), input_size=input_size)
+    spec = point(framework, model, batch, precision, shared)  # type: ignore[arg-type]
     case = get_case(model)
     reason = backend.case_support(case) or backend.refuse(spec)
     if reason:

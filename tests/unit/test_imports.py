@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dlbench.store",),
     ("dlbench.analysis",),
     ("dlbench.backends", "dlbench.refusals"),
-    ("dlbench.worker", "dlbench.check", "dlbench.envs", "dlbench.launch"),
+    ("dlbench.worker", "dlbench.check", "dlbench.envs", "dlbench.launch", "dlbench.points"),
     ("dlbench.suite",),
     ("dlbench.report", "dlbench.runapi"),
     ("dlbench.cli", "dlbench.__main__"),

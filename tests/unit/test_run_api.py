@@ -11,13 +11,23 @@ from pathlib import Path
 import click
 import pytest
 
+from dlbench.cli.values import as_only
+from dlbench.points import Axes, Shared
 from dlbench.records import PointResult
 from dlbench.runapi.run import RunHooks, RunRequest, execute_run, prepare_run
 from dlbench.runapi.sweep import PlannedSweep, PreparedSweep, SweepHooks, SweepRequest, execute_sweep, prepare_sweep
-from dlbench.spec import PointSpec, SpecError
+from dlbench.spec import PointSpec, Protocol, SpecError
 from dlbench.store.store import Store
 
-QUICK = {"framework": "fake", "model": "resnet50", "device": "cpu", "warmup": 0, "steps": 1, "repeats": 1}
+QUICK = Shared(protocol=Protocol(0, 1, 1, "median", preset="quick"), device="cpu")
+
+
+def request(batches: tuple[int, ...] = (), shared: Shared = QUICK, **kw: object) -> RunRequest:
+    """A typed run request of fake ResNet-50 points, as `dlbench run -f fake -m resnet50` parses it."""
+    axes = Axes(frameworks=("fake",), models=("resnet50",), batches=batches)
+    return RunRequest(axes=axes, shared=shared, **kw)  # type: ignore[arg-type]
+
+
 SUITE = """\
 name: api-sweep
 device: cpu
@@ -61,20 +71,20 @@ def hooks_into(seen: list[Recorder], notes: list[str]) -> tuple[object, object]:
 
 
 def test_a_run_request_is_frozen() -> None:
-    req = RunRequest(**QUICK)
+    req = request()
     with pytest.raises(dataclasses.FrozenInstanceError):
-        req.model = "bert_base"  # type: ignore[misc]
+        req.axes = Axes()  # type: ignore[misc]
 
 
 def test_prepare_run_refuses_before_the_store_is_touched(store_path: Path) -> None:
-    req = RunRequest(**QUICK, launcher="local", nodes=2, devices_per_node=1, store_path=str(store_path))
+    req = request(shared=dataclasses.replace(QUICK, launcher="local", nodes=2), store_path=str(store_path))
     with pytest.raises(SpecError, match="the local launcher runs on this machine only"):
         prepare_run(req)
     assert not store_path.exists()
 
 
 def test_prepare_run_checks_every_point_and_opens_the_store(store_path: Path) -> None:
-    prepared = prepare_run(RunRequest(**QUICK, batch_size="2,4", store_path=str(store_path)))
+    prepared = prepare_run(request((2, 4), store_path=str(store_path)))
     assert [(s.framework, s.model, s.batch_size, s.launcher) for s in prepared.specs] == [
         ("fake", "resnet50", 2, "local"),
         ("fake", "resnet50", 4, "local"),
@@ -87,7 +97,7 @@ def test_execute_run_stores_every_point_and_returns_the_outcome(store_path: Path
     notes: list[str] = []
     note, progress = hooks_into(seen, notes)
     outcome = execute_run(
-        prepare_run(RunRequest(**QUICK, batch_size="2", store_path=str(store_path))),
+        prepare_run(request((2,), store_path=str(store_path))),
         RunHooks(note=note, progress=progress),
     )  # type: ignore[arg-type]
     assert [r.status for r in outcome.results] == ["ok"] and outcome.exit_code == 0
@@ -108,10 +118,12 @@ def test_sweep_dry_run_plans_without_writing(tmp_path: Path) -> None:
 
 
 def test_sweep_request_errors_are_one_line_usage_errors(tmp_path: Path) -> None:
-    with pytest.raises(click.UsageError, match="resumes a stored sweep with its own suite"):
+    with pytest.raises(SpecError, match="resumes a stored sweep with its own suite"):
         prepare_sweep(SweepRequest(suite_name="smoke", resume_id="r1", store_path=str(tmp_path / "s.db")))
     with pytest.raises(click.UsageError, match="--only takes AXIS=VALUE"):
-        prepare_sweep(SweepRequest(suite_name="caict-cpu", only=("nosuch=1",), store_path=str(tmp_path / "s.db")))
+        as_only(("nosuch=1",))  # parsed at the command's edge
+    with pytest.raises(SpecError, match="--only names an unknown axis 'nosuch'"):
+        prepare_sweep(SweepRequest(suite_name="caict-cpu", only={"nosuch": ("1",)}, store_path=str(tmp_path / "s.db")))
 
 
 def test_execute_sweep_runs_the_matrix_into_one_run(tmp_path: Path) -> None:

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from dlbench.analysis.convergence import CURVE_KEY, REFERENCE_KEY, VERDICT_KEY, convergence_lines, verdict_of
+from dlbench.points import Axes, Shared
 from dlbench.report.export import to_json
 from dlbench.runapi.run import RunOutcome, RunRequest, execute_run, prepare_run
+from dlbench.spec import Protocol
 from dlbench.store.store import Store
 
 
@@ -30,15 +32,10 @@ def _first_window(factor: float, target: float, every: int = 10) -> int:
 
 def _run(store_path: Path, converge_steps: int | None = None) -> RunOutcome:
     req = RunRequest(
-        framework="fake",
-        model="resnet50",
-        device="cpu",
-        warmup=0,
-        steps=1,
-        repeats=1,
-        batch_size="2",
-        converge=True,
-        converge_steps=converge_steps,
+        axes=Axes(frameworks=("fake",), models=("resnet50",), batches=(2,)),
+        shared=Shared(
+            protocol=Protocol(0, 1, 1, "median", preset="quick"), converge=True, converge_steps=converge_steps
+        ),
         store_path=str(store_path),
     )
     return execute_run(prepare_run(req))

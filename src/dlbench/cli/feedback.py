@@ -5,13 +5,22 @@ from __future__ import annotations
 
 import os
 
+import click
 import psutil
 from rich.console import Console
 
 from dlbench.machine.contention import others_share_now, tree
+from dlbench.machine.env import choose_device
 from dlbench.machine.telemetry import CONTENTION_SHARE
 
 SUGGESTED_WAIT_S = 300
+
+
+def say_device(device: str) -> None:
+    """For --device auto, one stderr line saying which device was chosen and why (after input was validated)."""
+    if device == "auto":
+        chosen, why = choose_device(device)
+        click.echo(f"device: {chosen} ({why})", err=True)
 
 
 def busy_line(interval_s: float = 0.5) -> str | None:

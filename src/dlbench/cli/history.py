@@ -14,9 +14,9 @@ from dlbench.backends import get_info
 from dlbench.cases import get_case
 from dlbench.cli.compare import parse_percent
 from dlbench.cli.output import stdout_console
+from dlbench.cli.values import split
 from dlbench.jsonout import strict_dumps
 from dlbench.report.screens import HISTORY_OPTIONAL, history_table
-from dlbench.runapi.options import split
 from dlbench.store.store import Store
 
 

@@ -10,6 +10,7 @@ import click
 from dlbench.backends import all_backends, get_info, gpu_builds
 from dlbench.cases import Case, ImageInput, TextInput, all_cases
 from dlbench.cli.output import stdout_console
+from dlbench.cli.values import as_device
 from dlbench.envs.interpreters import installed, interpreter_for, probe, range_text, state
 from dlbench.machine.env import host_descriptive, host_identity, physical_cores
 from dlbench.machine.nvml import no_gpu_reason
@@ -26,7 +27,6 @@ from dlbench.report.listing import (
     support_table,
 )
 from dlbench.report.moe_family import moe_family_table
-from dlbench.runapi.options import resolve_device
 from dlbench.spec import SpecError
 
 
@@ -152,7 +152,7 @@ def list_cmd(check: bool, wide: bool = False) -> None:
 def env(device: str, framework: str | None, as_json: bool) -> None:
     """The environment the store would record (the framework's own keys are added by its worker). With --device
     cuda it exits 2, naming the cause, when NVML or the framework sees no GPU."""
-    chosen = resolve_device(device)
+    chosen = as_device(device)
     ident = host_identity(chosen, physical_cores())
     desc = host_descriptive(chosen)
     if as_json:

@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 from rich.console import Console
 
 from dlbench.analysis.convergence import convergence_lines
-from dlbench.cli.feedback import interrupted_line, say_busy
+from dlbench.cli.feedback import interrupted_line, say_busy, say_device
 from dlbench.cli.invocation import command_line
 from dlbench.cli.numbers import AsciiFloatRange, AsciiIntRange
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
+from dlbench.cli.run_request import run_request
+from dlbench.cli.values import layout_options
 from dlbench.cli.watch_options import watch_options
 from dlbench.records import MIN_REPEATS_FOR_SPREAD
 from dlbench.report.export import to_csv, to_json
 from dlbench.report.max_values import verdict_lines
 from dlbench.report.table import COLUMNS, COMPACT, pick_columns, points_table, scaling_notes
 from dlbench.report.telemetry import telemetry_notes
-from dlbench.runapi.options import say_device
-from dlbench.runapi.run import LAUNCHER_NAMES, RunHooks, RunRequest, execute_run, prepare_run
+from dlbench.runapi.run import LAUNCHER_NAMES, RunHooks, execute_run, prepare_run
 from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
 
 
@@ -105,77 +108,12 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
     help="A case parameter's values, e.g. vocab=3.2M,6.4M (K, M, G "
     "suffixes; each value a point; repeatable), or NAME=max to search the largest that trains.",
 )
-@click.option(
-    "--tensor-parallel",
-    type=AsciiIntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Split each layer over T devices (Megatron's column/row split; GPT cases).",
-)
-@click.option(
-    "--pipeline-parallel",
-    type=AsciiIntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Split the layers into P pipeline stages (GPT cases). Data parallel = devices / (T x P).",
-)
-@click.option(
-    "--micro-batches",
-    type=AsciiIntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Micro-batches a pipeline splits each replica's batch into.",
-)
-@click.option(
-    "--schedule",
-    "pipeline_schedule",
-    type=click.Choice(["1f1b", "gpipe"]),
-    default="1f1b",
-    show_default=True,
-    help="The pipeline's schedule.",
-)
-@click.option(
-    "--recompute",
-    is_flag=True,
-    help="Recompute activations in the backward pass (activation checkpointing, as DLPerf's GPT runs did).",
-)
-@click.option(
-    "--fsdp",
-    is_flag=True,
-    help="FSDP2: shard parameters, gradients and optimizer state over the data-parallel ranks (llama cases).",
-)
-@click.option(
-    "--context-parallel",
-    type=AsciiIntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Split each sequence over N ranks (torch's context parallel: GPUs only).",
-)
-@click.option(
-    "--expert-parallel",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Place a MoE's experts over N ranks, tokens exchanged by all-to-all (torch, moe cases).",
-)
-@click.option(
-    "--routing",
-    type=click.Choice(["learned", "balanced"]),
-    default="learned",
-    show_default=True,
-    help="balanced forces round-robin routing, only to reproduce force-balanced published MoE figures.",
-)
+@layout_options
 @click.option(
     "--sync-every-step",
     is_flag=True,
     help="Synchronise with the device after every measured step "
     "(latency studies; part of the point's identity). Default: only at the ends of each timed window.",
-)
-@click.option(
-    "--bucket-mb",
-    type=AsciiIntRange(min=1),
-    help="DDP's gradient bucket size in MB (ddp, ddp-fp16, "
-    "ddp-bf16, powersgd, replicated-pscpu; part of the point's identity). Default: torch's 25.",
 )
 @click.option(
     "--converge",
@@ -214,118 +152,22 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
     help="Start more ranks or threads than this machine has GPUs or logical CPUs (see docs/measuring.md, Bounds).",
 )
 @watch_options
-def run(
-    framework: str | None,
-    model: str | None,
-    batch_size: str | None,
-    precision: str | None,
-    compile_: bool,
-    channels_last: bool,
-    device: str,
-    preset_name: str,
-    warmup: int | None,
-    steps: int | None,
-    repeats: int | None,
-    statistic: str | None,
-    timeout: float,
-    input_size: int | None,
-    threads: int | None,
-    data: str,
-    data_dir: str | None,
-    scale: str | None,
-    nodes: int | None,
-    devices_per_node: int | None,
-    strategy: str,
-    launcher: str | None,
-    hosts: str | None,
-    reach: str | None,
-    master_addr: str | None,
-    rendezvous_timeout: float,
-    memory_limit: str | None,
-    params: tuple[str, ...],
-    tensor_parallel: int,
-    pipeline_parallel: int,
-    micro_batches: int,
-    pipeline_schedule: str,
-    recompute: bool,
-    fsdp: bool,
-    context_parallel: int,
-    expert_parallel: int,
-    routing: str,
-    sync_every_step: bool,
-    bucket_mb: int | None,
-    converge: bool,
-    converge_steps: int | None,
-    converge_target: float | None,
-    store_path: str | None,
-    fmt: str,
-    columns: str | None,
-    wide: bool,
-    force: bool = False,
-    wait_quiet: float = 0.0,
-    price_per_hour: float | None = None,
-) -> int:
+def run(fmt: str, columns: str | None, wide: bool, **options: Any) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
     shown = pick_columns(columns, wide)
     command = command_line("dlbench run")
-    request = RunRequest(
-        framework=framework,
-        model=model,
-        batch_size=batch_size,
-        precision=precision,
-        compile_=compile_,
-        channels_last=channels_last,
-        device=device,
-        preset_name=preset_name,
-        warmup=warmup,
-        steps=steps,
-        repeats=repeats,
-        statistic=statistic,
-        timeout=timeout,
-        input_size=input_size,
-        threads=threads,
-        data=data,
-        data_dir=data_dir,
-        scale=scale,
-        nodes=nodes,
-        devices_per_node=devices_per_node,
-        strategy=strategy,
-        launcher=launcher,
-        hosts=hosts,
-        reach=reach,
-        master_addr=master_addr,
-        rendezvous_timeout=rendezvous_timeout,
-        memory_limit=memory_limit,
-        params=params,
-        tensor_parallel=tensor_parallel,
-        pipeline_parallel=pipeline_parallel,
-        micro_batches=micro_batches,
-        pipeline_schedule=pipeline_schedule,
-        recompute=recompute,
-        fsdp=fsdp,
-        context_parallel=context_parallel,
-        expert_parallel=expert_parallel,
-        routing=routing,
-        sync_every_step=sync_every_step,
-        bucket_mb=bucket_mb,
-        converge=converge,
-        converge_steps=converge_steps,
-        converge_target=converge_target,
-        store_path=store_path,
-        force=force,
-        wait_quiet=wait_quiet,
-        price_per_hour=price_per_hour,
-        command=command,
-    )
+    request, frameworks = run_request(options, command)
+    if frameworks.note:
+        click.echo(frameworks.note, err=True)
     prepared = prepare_run(request)
-    say_device(device)
+    say_device(options["device"])
     console = Console(stderr=True)
     outcome = execute_run(
         prepared,
         RunHooks(
             note=lambda line: click.echo(line, err=True),
             progress=lambda total: RunProgress(total, console),
-            starting=lambda: say_busy(console, wait_quiet),
+            starting=lambda: say_busy(console, request.wait_quiet),
             interrupted=lambda run_id: console.print(interrupted_line(run_id, command), highlight=False, markup=False),
         ),
     )

@@ -6,14 +6,14 @@ from __future__ import annotations
 import click
 from rich.console import Console
 
-from dlbench.cli.feedback import say_busy
+from dlbench.cli.feedback import say_busy, say_device
 from dlbench.cli.invocation import command_line
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress, describe
+from dlbench.cli.values import as_kept_frameworks, as_only, as_size
 from dlbench.cli.watch_options import watch_options
 from dlbench.report.listing import suites_table
 from dlbench.report.sweep import maxbatch_table, plan_notes, plan_table, sweep_table
-from dlbench.runapi.options import say_device
 from dlbench.runapi.run import LAUNCHER_NAMES
 from dlbench.runapi.sweep import PlannedSweep, SweepHooks, SweepRequest, execute_sweep, prepare_sweep
 from dlbench.suite import builtin_names, load
@@ -97,11 +97,11 @@ def sweep(
             suite_name=suite_name,
             resume_id=resume_id,
             dry_run=dry_run,
-            only=only,
-            framework=framework,
+            only=as_only(only),
+            frameworks=as_kept_frameworks(framework),
             device=device,
             data_dir=data_dir,
-            memory_limit=memory_limit,
+            memory_limit=as_size(memory_limit),
             launcher=launcher,
             store_path=store_path,
             force=force,

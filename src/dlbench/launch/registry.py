@@ -4,7 +4,7 @@ configuration and immutable: a caller cannot forget to fill it.
 
 `local` runs one worker (several on one machine for a multi-device point); `hosts`, `torchrun`, `mpirun` and
 `slurm` place ranks on configured hosts or a Slurm allocation. Which engine a framework prefers on several
-devices is its BackendInfo's `engine`.
+devices is its BackendInfo's `engine` (points.default_launcher gives each point its launcher).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import ClassVar
 
-from dlbench.backends import get_info
 from dlbench.launch import hosts, mpirun, slurm, torchrun
 from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.process import ChildOutcome, ProgressSink
@@ -136,11 +135,6 @@ class Launchers:
         if name not in self.table:
             raise SpecError(f"unknown launcher {name!r}; known: {', '.join(NAMES)}")
         return self.table[name]
-
-    @staticmethod
-    def default_for(spec: PointSpec) -> str:
-        """`local` for one device; for several, the engine the framework's backend prefers."""
-        return get_info(spec.framework).engine if spec.world_size > 1 else "local"
 
     def check(self, spec: PointSpec) -> None:
         """Refuse, before anything runs, a point its launcher cannot place (SpecError, one line)."""

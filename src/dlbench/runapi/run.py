@@ -7,80 +7,51 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from dlbench.analysis.record import point_result
 from dlbench.analysis.scaling import Scaled, missing_baselines, scaled
 from dlbench.cases import get_case
+from dlbench.data.layout import check_data_dir
 from dlbench.envs.interpreters import interpreter_for
-from dlbench.launch.bounds import check_bounds
 from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.lock import attach_request
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import NAMES, Launchers
 from dlbench.launch.session import run_points
 from dlbench.machine.env import host_identity, physical_cores
+from dlbench.points import Axes, Shared, param_bounds, points
 from dlbench.records import PointResult, exit_code
 from dlbench.refusals import refuse_impossible
 from dlbench.runapi import converge
-from dlbench.runapi.options import build_specs, parse_params, protocol_from, require_gpu, with_layout
+from dlbench.runapi.gate import placeable
 from dlbench.spec import PointSpec, SpecError
 from dlbench.spec import Protocol as MeasureProtocol
 from dlbench.store.rows import StoredPoint
 from dlbench.store.store import Store
-from dlbench.suite.maxbatch import param_bounds, search
+from dlbench.suite.maxbatch import search
 
 LAUNCHER_NAMES: tuple[str, ...] = NAMES  # for the commands' help: where points can run
 
 
+def hosts_config(
+    hosts: str | None, reach: str | None, master_addr: str | None, rendezvous_timeout_s: float | None
+) -> HostsConfig:
+    """Where a request's ranks may run: --hosts 'h1,h2', --reach 'ssh {host}', the rendezvous address and timeout
+    (a reach command that cannot be split: SpecError)."""
+    return HostsConfig.from_options(hosts, reach, master_addr, rendezvous_timeout_s)
+
+
 @dataclass(frozen=True)
 class RunRequest:
-    """What `dlbench run` is asked to measure, as its options say (None: the default applies)."""
+    """What `dlbench run` is asked to measure, as typed values (the command parses its options into them): the
+    points' axes and what they share, where the ranks may run, the store, and how the run is kept."""
 
-    framework: str | None = None
-    model: str | None = None
-    batch_size: str | None = None
-    precision: str | None = None
-    compile_: bool = False
-    channels_last: bool = False
-    device: str = "auto"
-    preset_name: str = "quick"
-    warmup: int | None = None
-    steps: int | None = None
-    repeats: int | None = None
-    statistic: str | None = None
-    timeout: float = 1800.0
-    input_size: int | None = None
-    threads: int | None = None
-    data: str = "synthetic"
-    data_dir: str | None = None
-    scale: str | None = None
-    nodes: int | None = None
-    devices_per_node: int | None = None
-    strategy: str = "none"
-    launcher: str | None = None
-    hosts: str | None = None
-    reach: str | None = None
-    master_addr: str | None = None
-    rendezvous_timeout: float = 300.0
-    memory_limit: str | None = None
-    params: tuple[str, ...] = ()
-    tensor_parallel: int = 1
-    pipeline_parallel: int = 1
-    micro_batches: int = 1
-    pipeline_schedule: str = "1f1b"
-    recompute: bool = False
-    fsdp: bool = False
-    context_parallel: int = 1
-    expert_parallel: int = 1
-    routing: str = "learned"
-    converge: bool = False  # train learnable data to a target first and judge the curve (#34, runapi/converge.py)
-    converge_steps: int | None = None
-    converge_target: float | None = None
-    sync_every_step: bool = False
-    bucket_mb: int | None = None
+    axes: Axes = field(default_factory=Axes)
+    shared: Shared = field(default_factory=Shared)
+    hosts: HostsConfig = field(default_factory=HostsConfig)
     store_path: str | None = None
     force: bool = False
     wait_quiet: float = 0.0
@@ -145,79 +116,20 @@ class RunOutcome:
 
 
 def prepare_run(req: RunRequest) -> PreparedRun:
-    """Build and check every point (SpecError or a one-line refusal before anything is written), and open the
-    store."""
-    specs = build_specs(
-        framework=req.framework,
-        model=req.model,
-        batch_size=req.batch_size,
-        precision=req.precision,
-        compile_=req.compile_,
-        channels_last=req.channels_last,
-        device=req.device,
-        protocol=protocol_from(req.preset_name, req.warmup, req.steps, req.repeats, req.statistic),
-        timeout=req.timeout,
-        input_size=req.input_size,
-        threads=req.threads,
-        data=req.data,
-        data_dir=req.data_dir,
-        scale=req.scale,
-        nodes=req.nodes,
-        devices_per_node=req.devices_per_node,
-        strategy=req.strategy,
-        launcher=req.launcher or "local",
-        memory_limit=req.memory_limit,
-        params=req.params,
-    )
-    specs = with_layout(
-        specs,
-        req.tensor_parallel,
-        req.pipeline_parallel,
-        req.micro_batches,
-        req.pipeline_schedule,
-        req.recompute,
-        round_batch=req.batch_size is None,
-    )
-    specs = [
-        dataclasses.replace(
-            s,
-            layout=dataclasses.replace(
-                s.layout,
-                fsdp=req.fsdp,
-                context_parallel=req.context_parallel,
-                expert_parallel=req.expert_parallel,
-                routing=req.routing,
-            ),
-        )
-        for s in specs
-    ]
-    if req.sync_every_step:
-        specs = [dataclasses.replace(s, sync_every_step=True) for s in specs]
-    if req.converge:
-        specs = [
-            dataclasses.replace(
-                s, converge=True, converge_steps=req.converge_steps, converge_target=req.converge_target
-            )
-            for s in specs
-        ]
-    if req.bucket_mb is not None:  # checked by the spec: only strategies with buckets take it
-        specs = [dataclasses.replace(s, layout=dataclasses.replace(s.layout, bucket_mb=req.bucket_mb)) for s in specs]
+    """Build every point (points.py) and pass them through the gate (runapi/gate.py): a SpecError or a one-line
+    refusal before anything is written; then open the store."""
+    specs = points(req.axes, req.shared)
+    for spec in specs:
+        check_data_dir(spec, get_case(spec.model))
+    searched = req.axes.searched
     refuse_impossible(specs)  # what the spec alone shows cannot run: exit 2 before anything runs (dlbench.refusals)
-    searched = parse_params(req.params)[1]
     if searched and any(s.device == "cpu" and s.memory_limit_bytes is None for s in specs):
         raise SpecError(
             f"--param {searched}=max on the CPU needs --memory-limit (the emulated device budget; "
             "the search must not fill this machine's memory)"
         )
-    launchers = Launchers.build(HostsConfig.from_options(req.hosts, req.reach, req.master_addr, req.rendezvous_timeout))
-    if req.launcher is None:
-        specs = [dataclasses.replace(s, launcher=Launchers.default_for(s)) for s in specs]
-    for s in specs:
-        launchers.check(s)
-    require_gpu(specs, req.hosts)
-    check_bounds(specs, req.force, remote_hosts=bool(launchers.config.hosts))  # no fork bomb from a typo
-    for fw in {s.framework for s in specs}:
-        interpreter_for(fw)  # refuse a missing framework before anything is written
+    launchers = Launchers.build(req.hosts)
+    placeable(specs, launchers, req.force)
     return PreparedRun(req, tuple(specs), searched, launchers, Store(req.store_path))
 
 
@@ -236,7 +148,7 @@ def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutco
     want = [s for s in specs if not (s.key() in extras and get_case(s.model).configured(s.params).splits_model)]
     specs = [*missing_baselines(store.points(), want, host_identity(first.device, physical_cores())), *specs]
     run_id = store.create_run(
-        req.command, kind="run", meta={"preset": req.preset_name, "points": len(specs) + len(failed)}
+        req.command, kind="run", meta={"preset": first.protocol.preset, "points": len(specs) + len(failed)}
     )
     for r in failed:  # a search where nothing fits: kept with its request, as every point is
         store.add_point(run_id, attach_request(store, run_id, r, interpreter_for(r.spec.framework)))

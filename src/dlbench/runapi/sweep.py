@@ -5,13 +5,11 @@ outcome out that the command only renders (or the planned points, for a dry run)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
-
-import click
 
 from dlbench.cases import ImageInput, get_case
 from dlbench.data.imagenet import ensure_imagenet
@@ -21,17 +19,16 @@ from dlbench.launch.bounds import check_bounds
 from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
+from dlbench.machine.env import choose_device
 from dlbench.records import PointResult, exit_code
 from dlbench.refusals import possible
 from dlbench.runapi import converge
-from dlbench.runapi.options import resolve_device
-from dlbench.spec import PointSpec, parse_size
+from dlbench.spec import PointSpec, SpecError, parse_size
 from dlbench.store.store import Store, StoreError, resolve_path
 from dlbench.store.store_sql import parse_target
 from dlbench.suite import Suite, SuiteError, builtin_names, load
 from dlbench.suite.expand import PlannedPoint, expand, memory_limit_bytes
 from dlbench.suite.maxbatch import MaxBatch, lookup
-from dlbench.suite.schema import AXES
 from dlbench.suite.sweep import MaxBatchSettings, pending, resolve, run_searches, run_sweep_points, search_base
 
 SWEEP_KIND = "sweep"
@@ -39,16 +36,16 @@ SWEEP_KIND = "sweep"
 
 @dataclass(frozen=True)
 class SweepRequest:
-    """What `dlbench sweep` is asked to do, as its options say."""
+    """What `dlbench sweep` is asked to do, as typed values (the command parses its options into them)."""
 
     suite_name: str | None = None
     resume_id: str | None = None
     dry_run: bool = False
-    only: tuple[str, ...] = ()
-    framework: str | None = None
-    device: str = "suite"
+    only: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # axis -> the values to keep (--only)
+    frameworks: tuple[str, ...] = ()  # the frameworks to keep (--framework); () keeps the suite's
+    device: str = "suite"  # suite: the suite's own; auto, cpu or cuda
     data_dir: str | None = None
-    memory_limit: str | None = None
+    memory_limit: int | None = None  # bytes: the max-batch probes' CPU budget over the suite's
     launcher: str | None = None
     store_path: str | None = None
     force: bool = False
@@ -92,7 +89,7 @@ class PreparedSweep:
     device: str
     folder: str | None
     only: dict[str, list[str]]
-    memory_limit: str | None
+    memory_limit: int | None
     planned: tuple[PlannedPoint, ...]
     settings: MaxBatchSettings
     launchers: Launchers
@@ -128,19 +125,6 @@ class SweepOutcome:
         return exit_code(r.status for r in self.results)
 
 
-def parse_only(items: tuple[str, ...]) -> dict[str, list[str]]:
-    """('scale=1n1c', 'framework=torch,tf') -> {'scale': ['1n1c'], 'framework': ['torch', 'tf']}."""
-    out: dict[str, list[str]] = {}
-    for item in items:
-        axis, sep, values = item.partition("=")
-        if not sep or axis.strip() not in AXES or not values.strip():
-            raise click.UsageError(
-                f"--only takes AXIS=VALUE[,VALUE...] with an axis of {', '.join(AXES)}; got {item!r}"
-            )
-        out.setdefault(axis.strip(), []).extend(v.strip() for v in values.split(",") if v.strip())
-    return out
-
-
 def default_data_dir(suite: Suite, store_path: Path) -> Path:
     """Where a sweep keeps the real data it generates: beside the store, named by the generator's settings."""
     r = suite.real_data
@@ -159,7 +143,7 @@ def ensure_data(suite: Suite, planned: tuple[PlannedPoint, ...], folder: Path, n
         ensure_text(folder / TEXT_SUBDIR, r.text_samples, seed=r.seed)
 
 
-def settings_for(suite: Suite, planned: list[PlannedPoint], memory_limit: str | None) -> MaxBatchSettings:
+def settings_for(suite: Suite, planned: list[PlannedPoint], memory_limit: int | None) -> MaxBatchSettings:
     """The max-batch settings; on the CPU every searched model needs a memory budget."""
     limits: dict[str, int] = {}
     for p in planned:
@@ -176,16 +160,16 @@ def settings_for(suite: Suite, planned: list[PlannedPoint], memory_limit: str | 
     return MaxBatchSettings(lo=m.lo, hi=m.hi, warmup=m.warmup, steps=m.steps, memory_limits=limits)
 
 
-def _resumed(req: SweepRequest) -> tuple[Store, str, Suite, str, str | None, dict[str, list[str]], str | None]:
+def _resumed(req: SweepRequest) -> tuple[Store, str, Suite, str, str | None, dict[str, list[str]], int | None]:
     """A stored sweep's store, run id, suite, device, data folder, --only axes and memory limit."""
     assert req.resume_id is not None
     if req.resume_id.startswith("-") or not req.resume_id.strip():
-        raise click.UsageError(
+        raise SpecError(
             f"--resume takes the id of a stored sweep run; got {req.resume_id!r}: give the run "
             "id (`dlbench results` lists them)"
         )
     if req.suite_name:
-        raise click.UsageError(
+        raise SpecError(
             f"--resume {req.resume_id} resumes a stored sweep with its own suite: give no suite "
             f"({req.suite_name}) with it"
         )
@@ -198,7 +182,8 @@ def _resumed(req: SweepRequest) -> tuple[Store, str, Suite, str, str | None, dic
     folder = str(meta["data_dir"]) if meta.get("data_dir") else None
     stored_only = meta.get("only") or {}
     only_axes = {str(k): [str(v) for v in vs] for k, vs in stored_only.items()} if isinstance(stored_only, dict) else {}
-    memory_limit = req.memory_limit or (str(meta["memory_limit"]) if meta.get("memory_limit") else None)
+    stored_limit = meta.get("memory_limit")  # bytes; text (8GiB) where an older dlbench kept the sweep
+    memory_limit = req.memory_limit or (parse_size(str(stored_limit)) if stored_limit else None)
     return store, run.id, suite, str(meta["device"]), folder, only_axes, memory_limit
 
 
@@ -207,15 +192,10 @@ def prepare_sweep(req: SweepRequest, note: Callable[[str], None] = lambda line: 
     planned points with the max batches the store holds (read from a server, or a file that exists). A point the
     spec shows cannot run refuses the suite (dlbench.refusals), or with skip_impossible is named to `note` and
     left out."""
-    if req.memory_limit is not None:
-        parse_size(req.memory_limit)  # bad input fails here, dry run or not
     if req.launcher and req.resume_id:
-        raise click.UsageError("--launcher with --resume: a resumed sweep keeps the launcher it started with")
-    if req.framework and req.resume_id:
-        raise click.UsageError("--framework with --resume: a resumed sweep keeps the frameworks it started with")
-    only = req.only
-    if req.framework and req.framework.strip() != "all":
-        only = (*only, f"framework={req.framework}")
+        raise SpecError("--launcher with --resume: a resumed sweep keeps the launcher it started with")
+    if req.frameworks and req.resume_id:
+        raise SpecError("--framework with --resume: a resumed sweep keeps the frameworks it started with")
     store: Store | None = None
     run_id: str | None = None
     memory_limit = req.memory_limit
@@ -223,12 +203,14 @@ def prepare_sweep(req: SweepRequest, note: Callable[[str], None] = lambda line: 
         store, run_id, suite, dev, folder, only_axes, memory_limit = _resumed(req)
     else:
         if not req.suite_name:
-            raise click.UsageError(f"name a suite ({', '.join(builtin_names())}) or a suite file, or --resume RUN_ID")
+            raise SpecError(f"name a suite ({', '.join(builtin_names())}) or a suite file, or --resume RUN_ID")
         suite = load(req.suite_name)
         if req.launcher:
             suite = suite.model_copy(update={"launcher": req.launcher})
-        dev = resolve_device(suite.device if req.device == "suite" else req.device)
-        only_axes = parse_only(only)
+        dev = choose_device(suite.device if req.device == "suite" else req.device)[0]
+        only_axes = {axis: list(values) for axis, values in req.only.items()}
+        if req.frameworks:
+            only_axes.setdefault("framework", []).extend(req.frameworks)
         folder = req.data_dir or str(default_data_dir(suite, resolve_path(req.store_path)))
     planned = expand(suite, dev, str(Path(folder).resolve()) if folder else None, only_axes)
     planned = possible(planned, lambda p: p.spec, req.skip_impossible or suite.skip_impossible, note, suite.name)

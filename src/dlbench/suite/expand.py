@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from dataclasses import dataclass
+from typing import cast
 
 from dlbench.backends import all_backends
 from dlbench.cases import Case, ImageInput, get_case
 from dlbench.envs.interpreters import installed
-from dlbench.launch.registry import Launchers
 from dlbench.parallel import Layout
-from dlbench.spec import PointSpec, Protocol, parse_scale, parse_size, preset
-from dlbench.suite.maxbatch import search_floor
+from dlbench.points import Shared, default_batch, point, search_floor
+from dlbench.spec import PointSpec, Precision, Protocol, parse_scale, parse_size, preset
 from dlbench.suite.schema import AXES, Suite, SuiteError
 
 
@@ -81,15 +81,19 @@ def expand(
         if axis == "scale" and suite.layouts:
             continue  # each layout has its scale (_with_layouts)
         values[axis] = [v for v in values[axis] if _text(v) in wanted]
-    protocol = suite_protocol(suite)
     points: list[PlannedPoint] = []
     order = ("framework", "model", "precision", "compile", "data", "scale", "strategy", "batch")
     for combo in itertools.product(*(values[a] for a in order)):
-        point = dict(zip(order, combo))
-        if not suite.layouts and _excluded(suite, point):  # with layouts: once the layout is known
+        cell = dict(zip(order, combo))
+        if not suite.layouts and _excluded(suite, cell):  # with layouts: once the layout is known
             continue
-        planned = _planned(suite, point, device, protocol, data_dir)
-        points += [q for p in _with_layouts(suite, planned, point, only or {}) for q in _with_params(suite, p)]
+        case = get_case(str(cell["model"]))
+        for scale, batch, group, layout, entry_params in _placements(suite, cell, device, case, only or {}):
+            shared = _shared(suite, cell, device, case, scale, layout, data_dir)
+            for values_, searched in _param_sets(suite, case):
+                precision = cast(Precision, cell["precision"])
+                spec = point(str(cell["framework"]), case, batch, precision, shared, {**entry_params, **values_})
+                points.append(PlannedPoint(spec, group, searched))
     return points
 
 
@@ -97,48 +101,46 @@ def _excluded(suite: Suite, point: dict[str, object]) -> bool:
     return any(rule.matches(point) for rule in suite.exclude)
 
 
-def _with_layouts(
-    suite: Suite, point: PlannedPoint, axes: dict[str, object], only: dict[str, list[str]]
-) -> list[PlannedPoint]:
-    """The point once per named layout of the suite (its scale, batch, split and parameters; the layout's name
-    is its batch group), less those an exclusion matches (on the axes, the layout's scale and its name), or the
-    point itself when the suite names none. --only scale=... picks layouts too."""
+Placement = tuple[str, int, str, Layout, dict[str, int]]  # scale, batch, batch group, layout, parameters
+
+
+def _placements(
+    suite: Suite, cell: dict[str, object], device: str, case: Case, only: dict[str, list[str]]
+) -> list[Placement]:
+    """Where and at what batch a cell of the axes runs: once per named layout of the suite (its scale, batch,
+    layout options and parameters; the layout's name is its batch group), less those an exclusion matches (on
+    the axes, the layout's scale and its name), or at the cell's own scale and batch when the suite names none.
+    --only scale=... picks layouts too."""
     if not suite.layouts:
-        return [point]
+        layout = suite.layout.over(suite.layout)
+        return [
+            (str(cell["scale"]), _batch(suite, cell["batch"], case, device, layout), str(cell["batch"]), layout, {})
+        ]
     out = []
     for e in suite.layouts:
         if "scale" in only and e.scale not in only["scale"]:
             continue
-        if _excluded(suite, {**axes, "scale": e.scale, "layout": e.name}):
+        if _excluded(suite, {**cell, "scale": e.scale, "layout": e.name}):
             continue
-        nodes, per_node = parse_scale(e.scale)
-        spec = dataclasses.replace(
-            point.spec,
-            nodes=nodes,
-            devices_per_node=per_node,
-            batch_size=e.batch,
-            layout=Layout(
-                tensor_parallel=e.tensor_parallel,
-                pipeline_parallel=e.pipeline_parallel,
-                micro_batches=e.micro_batches,
-                schedule=e.schedule,
-                recompute=e.recompute,
-                fsdp=e.fsdp,
-                expert_parallel=e.expert_parallel,
-                routing=e.routing,
-            ),
-            case_params=tuple(sorted({**point.spec.params, **e.params}.items())),
-        )
-        if suite.launcher == "auto":
-            spec = dataclasses.replace(spec, launcher=Launchers.default_for(spec))
-        out.append(PlannedPoint(spec, e.name))
+        out.append((e.scale, e.batch, e.name, e.over(suite.layout), dict(e.params)))
     return out
 
 
-def _with_params(suite: Suite, point: PlannedPoint) -> list[PlannedPoint]:
-    """The point once per combination of the suite's case parameters its model declares; a parameter at max
-    starts at its search floor and is marked for the search."""
-    case = get_case(point.spec.model)
+def _batch(suite: Suite, word: object, case: Case, device: str, layout: Layout) -> int:
+    """The per-device batch a batch axis value means: min 1, fixed the case's default on the device, max the
+    search's lower bound (until the search has run), or the number as written."""
+    if word == "min":
+        return 1
+    if word == "fixed":
+        return default_batch(case, device, layout.micro_batches)
+    if word == "max":
+        return suite.max_batch.lo
+    return int(word)  # type: ignore[call-overload]
+
+
+def _param_sets(suite: Suite, case: Case) -> list[tuple[dict[str, int], str | None]]:
+    """Each combination of the suite's case parameters the case declares, with the one at max (searched) set to its
+    search floor and named."""
     declared = {p.name for p in case.params}
     lists = {n: v for n, v in suite.params.items() if n in declared and isinstance(v, list)}
     searched = next((n for n, v in suite.params.items() if n in declared and v == "max"), None)
@@ -147,8 +149,7 @@ def _with_params(suite: Suite, point: PlannedPoint) -> list[PlannedPoint]:
         values = dict(zip(lists, combo))
         if searched is not None:
             values[searched] = search_floor(case, searched)
-        spec = dataclasses.replace(point.spec, case_params=tuple(sorted({**point.spec.params, **values}.items())))
-        out.append(dataclasses.replace(point, spec=spec, param_search=searched))
+        out.append((values, searched))
     return out
 
 
@@ -163,51 +164,40 @@ def _channels_last(suite: Suite, framework: str, case: Case) -> bool:
     return wanted and isinstance(case.input, ImageInput)
 
 
-def _planned(
-    suite: Suite, point: dict[str, object], device: str, protocol: Protocol, data_dir: str | None
-) -> PlannedPoint:
-    case = get_case(str(point["model"]))
-    in_size = input_size(suite, case)
-    case.check_input_size(in_size)  # smaller than the architecture takes: SpecError
-    batch = point["batch"]
-    group = str(batch)
-    if batch == "min":
-        size = 1
-    elif batch == "fixed":
-        size = case.batch_cpu if device == "cpu" else case.batch_fixed
-    elif batch == "max":
-        size = suite.max_batch.lo
-    else:
-        size = int(batch)  # type: ignore[call-overload]
-    nodes, per_node = parse_scale(str(point["scale"]))
-    real = point["data"] == "real"
-    spec = PointSpec(
-        framework=str(point["framework"]),
-        model=case.name,
-        batch_size=size,
-        protocol=protocol,
-        precision=point["precision"],  # type: ignore[arg-type]
-        compile=bool(point["compile"]),
-        channels_last=_channels_last(suite, str(point["framework"]), case),
+def _shared(
+    suite: Suite,
+    cell: dict[str, object],
+    device: str,
+    case: Case,
+    scale: str,
+    layout: Layout,
+    data_dir: str | None,
+) -> Shared:
+    """What a cell's points share, as the suite writes it."""
+    nodes, per_node = parse_scale(scale)
+    converge = suite.converge
+    return Shared(
+        protocol=suite_protocol(suite),
         device=device,  # type: ignore[arg-type]
-        data=point["data"],  # type: ignore[arg-type]
-        data_dir=data_dir if real else None,
+        compile=bool(cell["compile"]),
+        channels_last=_channels_last(suite, str(cell["framework"]), case),
+        data=cell["data"],  # type: ignore[arg-type]
+        data_dir=data_dir if cell["data"] == "real" else None,
         loader_workers=suite.loader_workers,
-        input_size=in_size,
+        input_size=input_size(suite, case),
         nodes=nodes,
         devices_per_node=per_node,
-        strategy=str(point["strategy"]),
-        launcher="local" if suite.launcher == "auto" else suite.launcher,
+        strategy=str(cell["strategy"]),
+        launcher=None if suite.launcher == "auto" else suite.launcher,
         timeout_s=suite.timeout,
+        memory_limit_bytes=parse_size(suite.point_memory_limit) if suite.point_memory_limit else None,
         threads=suite.threads,
+        sync_every_step=suite.sync_every_step,
+        layout=layout,
+        converge=converge is not None,  # every point a convergence point, as `run --converge` makes it (#34)
+        converge_steps=converge.steps if converge else None,
+        converge_target=converge.target if converge else None,
     )
-    if suite.converge is not None:  # every point a convergence point, as `run --converge` makes it (#34)
-        spec = dataclasses.replace(
-            spec, converge=True, converge_steps=suite.converge.steps, converge_target=suite.converge.target
-        )
-    if suite.launcher == "auto":
-        spec = dataclasses.replace(spec, launcher=Launchers.default_for(spec))
-    return PlannedPoint(spec, group)
 
 
 def input_size(suite: Suite, case: Case) -> int | None:
@@ -218,9 +208,12 @@ def input_size(suite: Suite, case: Case) -> int | None:
     return suite.input_size
 
 
-def memory_limit_bytes(suite: Suite, model: str, override: str | None = None) -> int | None:
-    """The emulated device budget of max-batch probes on the CPU: --memory-limit, else the suite's (per model)."""
-    text = override or suite.memory_limit
+def memory_limit_bytes(suite: Suite, model: str, override: int | None = None) -> int | None:
+    """The emulated device budget of max-batch probes on the CPU: --memory-limit (bytes), else the suite's (per
+    model)."""
+    if override is not None:
+        return override
+    text = suite.memory_limit
     if isinstance(text, dict):
         text = text.get(get_case(model).name)
     return parse_size(text) if text else None

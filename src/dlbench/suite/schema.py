@@ -239,21 +239,40 @@ class RealDataConfig(_Strict):
     seed: int = 0
 
 
-class LayoutEntry(_Strict):
+class LayoutOptions(_Strict):
+    """The suite's spelling of a point's parallel layout (dlbench.parallel.Layout): each key is a Layout field, as
+    `dlbench run --tensor-parallel` is `tensor_parallel` (tests/unit/suite/test_suite_spelling.py checks that they
+    are the same). A suite's `layout:` applies to every point; a named layout's own keys override it."""
+
+    tensor_parallel: PositiveInt = 1
+    pipeline_parallel: PositiveInt = 1
+    micro_batches: PositiveInt = 1
+    recompute: bool = False
+    schedule: Literal["1f1b", "gpipe"] = "1f1b"
+    fsdp: bool = False  # FSDP2 over the data-parallel ranks (llama cases, #35)
+    context_parallel: PositiveInt = 1  # a sequence over this many ranks (#35; GPUs only)
+    expert_parallel: PositiveInt = 1  # a MoE's experts over this many ranks (moe cases, #36)
+    routing: Literal["learned", "balanced"] = "learned"  # balanced: forced round robin (#36)
+    bucket_mb: PositiveInt | None = None  # DDP's gradient bucket size in MB (#22)
+
+    def given(self) -> dict[str, object]:
+        """The layout options this mapping gives (not those left at their default by omission)."""
+        return {k: getattr(self, k) for k in self.model_fields_set if k in LayoutOptions.model_fields}
+
+    def over(self, base: LayoutOptions) -> Layout:
+        """The layout: these options where given, the others from `base` (the suite's `layout:`)."""
+        values = {**{k: getattr(base, k) for k in LayoutOptions.model_fields}, **self.given()}
+        return Layout(**values)
+
+
+class LayoutEntry(LayoutOptions):
     """One named parallel layout of a suite (DLPerf's GPT cases): devices, batch per data-parallel replica, the
-    split, and the case parameters it runs at. Each replaces the scale and batch axes for the points it makes."""
+    layout options, and the case parameters it runs at. Each replaces the scale and batch axes for the points it
+    makes."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     scale: Scale
     batch: PositiveInt
-    tensor_parallel: PositiveInt = 1
-    pipeline_parallel: PositiveInt = 1
-    micro_batches: PositiveInt = 1
-    schedule: Literal["1f1b", "gpipe"] = "1f1b"
-    recompute: bool = False
-    fsdp: bool = False  # FSDP2 over the data-parallel ranks (llama cases, #35)
-    expert_parallel: PositiveInt = 1  # a MoE's experts over this many ranks (moe cases, #36)
-    routing: Literal["learned", "balanced"] = "learned"  # balanced: forced round robin (#36)
     params: dict[str, Annotated[int, BeforeValidator(lambda v: _param_values(v)[0])]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -312,6 +331,10 @@ class Suite(_Strict):
     loader_workers: int = Field(default=2, ge=0)
     channels_last: bool | list[str] = False  # true: every framework; a list: these frameworks; image cases only
     launcher: str = "auto"  # auto: local on one device, the framework's engine (torchrun ...) on several
+    # Every measured point's emulated device budget on the CPU (run --memory-limit); memory_limit is the probes'.
+    point_memory_limit: Annotated[str | None, BeforeValidator(lambda v: None if v is None else _size(str(v)))] = None
+    sync_every_step: bool = False  # synchronise with the device after every measured step (run --sync-every-step)
+    layout: LayoutOptions = LayoutOptions()  # every point's layout options (a named layout's own keys override)
     # true: points dlbench cannot run (dlbench.refusals) are named and skipped, as `sweep --skip-impossible` does,
     # for a matrix that crosses frameworks with layouts or strategies some of them lack; false: they refuse it.
     skip_impossible: bool = False

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from dlbench.cli.values import as_params as parse_params
 from dlbench.report.table import fmt_case_params, fmt_count
-from dlbench.runapi.options import parse_params
 from dlbench.spec import PointSpec, SpecError, parse_count, preset
 from dlbench.suite.maxbatch import Probe, bisect, search_key, with_value
 
@@ -45,16 +45,16 @@ def test_params_are_the_product_of_their_values_and_max_is_apart() -> None:
     combos, searched = parse_params(["vocab=1K,2K", "sparse=0,1"])
     assert (
         combos
-        == [
+        == (
             {"sparse": 0, "vocab": 1000},
             {"sparse": 0, "vocab": 2000},
             {"sparse": 1, "vocab": 1000},
             {"sparse": 1, "vocab": 2000},
-        ]
+        )
         and searched is None
     )
-    assert parse_params(["vocab=max", "sparse=0"]) == ([{"sparse": 0}], "vocab")
-    assert parse_params([]) == ([{}], None)
+    assert parse_params(["vocab=max", "sparse=0"]) == (({"sparse": 0},), "vocab")
+    assert parse_params([]) == (({},), None)
 
 
 @pytest.mark.parametrize(

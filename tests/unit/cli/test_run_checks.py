@@ -21,7 +21,7 @@ CliResult = tuple[int, str, str]
 def test_cuda_without_a_gpu_is_bad_input(
     cli: Callable[..., CliResult], store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("dlbench.runapi.options.cuda_available", lambda: False)
+    monkeypatch.setattr("dlbench.runapi.gate.cuda_available", lambda: False)
     code, out, err = cli("run", "-f", "fake", "-m", "resnet50", "--device", "cuda", "--store", str(store_path))
     assert code == 2 and "--device cuda" in err and "--device cpu" in err and len(err.strip().splitlines()) == 1
     assert not store_path.exists() and out == ""

@@ -20,6 +20,7 @@ from dlbench.launch.process import ChildOutcome, GroupOutcome, group_failure, oo
 from dlbench.launch.registry import Launchers
 from dlbench.launch.slurm import BATCH_SCRIPT, sbatch_argv
 from dlbench.launch.torchrun import failed_rank, torchrun_argv
+from dlbench.points import default_launcher
 from dlbench.protocol.stats import summarize
 from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.spec import PointSpec, Protocol, SpecError
@@ -254,9 +255,8 @@ def test_bad_host_configuration_is_refused(kw: dict[str, str]) -> None:
 def test_nodes_need_hosts_and_defaults_pick_the_engine() -> None:
     assert "2 nodes need 2 hosts" in str(HostsConfig().problem(spec(nodes=2)))
     assert HostsConfig.from_options("a,b").problem(spec(nodes=2)) is None
-    assert Launchers.default_for(spec(devices_per_node=2)) == "torchrun"
-    assert Launchers.default_for(spec(framework="jax", devices_per_node=2)) == "local"
-    assert Launchers.default_for(spec()) == "local"
+    assert default_launcher("torch", 2) == "torchrun" and default_launcher("jax", 2) == "local"
+    assert default_launcher("torch", 1) == "local"
     with pytest.raises(SpecError, match="unknown launcher 'nosuch'"):
         Launchers.build(HostsConfig()).check(spec(launcher="nosuch"))
     with pytest.raises(SpecError, match="the local launcher runs on this machine only"):

@@ -92,7 +92,7 @@ def test_memory_limit_per_model() -> None:
     assert memory_limit_bytes(s, "resnet50") == 2**30
     assert memory_limit_bytes(s, "bert_base") == 512 * 2**20
     assert memory_limit_bytes(s, "vgg16") is None
-    assert memory_limit_bytes(s, "vgg16", "2GiB") == 2 * 2**30
+    assert memory_limit_bytes(s, "vgg16", 2 * 2**30) == 2 * 2**30  # --memory-limit, in bytes
 
 
 @pytest.mark.parametrize("name", suite.builtin_names())
