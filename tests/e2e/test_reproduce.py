@@ -250,7 +250,7 @@ def test_a_framework_whose_environment_is_gone_is_one_line_and_exit_2(
     store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from dlbench.envs.interpreters import NotInstalled
-    from dlbench.launch import again
+    from dlbench.runapi import again
 
     def gone(framework: str) -> str:
         raise NotInstalled(f"framework {framework} is not installed: run: dlbench setup {framework}")
@@ -312,7 +312,7 @@ def test_a_request_reads_back_from_older_and_newer_json() -> None:
 
 def test_a_point_whose_interpreter_is_gone_is_measured_in_the_frameworks_environment_here(store_path: Path) -> None:
     from dlbench.analysis.reproduce import find
-    from dlbench.launch.again import check_environment
+    from dlbench.runapi.again import check_environment
 
     uid = old_point(store_path, request=Request(python="/gone/venv/bin/python", packages=(("dlbench", __version__),)))
     ready = check_environment(find(Store(store_path, readonly=True), uid[:8]), force=False)

@@ -16,9 +16,9 @@ import pytest
 from dlbench.envs.interpreters import NotInstalled
 from dlbench.launch.point import execute
 from dlbench.launch.registry import Launchers
+from dlbench.runapi import matrix as sweep_mod
 from dlbench.spec import PointSpec, Protocol
 from dlbench.store.store import Store
-from dlbench.suite import sweep as sweep_mod
 
 CliResult = tuple[int, str, str]
 

@@ -12,6 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed in this environment: pip install -e '.[torch]'")
 
+from dlbench.analysis.maxbatch import probe_bound  # noqa: E402
 from dlbench.backends.torch.data import ImageList, batches  # noqa: E402
 from dlbench.backends.torch.step import TorchTrainer  # noqa: E402
 from dlbench.cases import get_case  # noqa: E402
@@ -23,9 +24,9 @@ from dlbench.numerics import resolve_precision  # noqa: E402
 from dlbench.protocol.runner import measure  # noqa: E402
 from dlbench.protocol.stats import INPUT_BOUND_SHARE, summarize  # noqa: E402
 from dlbench.records import RankRaw  # noqa: E402
+from dlbench.runapi.maxbatch import search  # noqa: E402
 from dlbench.spec import PointSpec, Protocol  # noqa: E402
 from dlbench.store.store import Store  # noqa: E402
-from dlbench.suite.maxbatch import probe_bound, search  # noqa: E402
 
 pytestmark = pytest.mark.framework("torch")
 CliResult = tuple[int, str, str]

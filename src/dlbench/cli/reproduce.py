@@ -1,7 +1,7 @@
 """`dlbench reproduce POINT_OR_RUN`: the command, package lock and host that made a stored point; --env-file writes
 the lock as a requirements file; --run measures it again here and shows both side by side with compare's verdict.
 The logic lives in analysis/reproduce.py (finding, what is missing, the lock, the version check) and
-launch/again.py (checking this environment, measuring again, comparing)."""
+runapi/again.py (checking this environment, gating, measuring again, comparing)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ from dlbench.analysis.reproduce import (
     host_facts,
     labels,
     requirements_text,
-    specs_of,
     what_is_missing,
 )
 from dlbench.cli.compare import comparison_table, parse_percent, undetectable_lines
@@ -29,8 +28,8 @@ from dlbench.cli.invocation import command_line
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.cli.rerun import identity_lines
-from dlbench.launch.again import check_environment, measure_again
 from dlbench.records import PointResult, exit_code
+from dlbench.runapi.again import check_environment, measure_again
 from dlbench.store.request import UID_SHOWN, Request, request_of
 from dlbench.store.store import Store, StoredPoint
 
@@ -187,7 +186,8 @@ def verdict_line(pc: PointComparison) -> str:
 @click.option(
     "--force",
     is_flag=True,
-    help="With --run: measure even where the framework's version here differs (recorded on the new point).",
+    help="With --run: measure even where the framework's version here differs (recorded on the new point), and start "
+    "more ranks or threads than this machine has GPUs or logical CPUs, as run --force does.",
 )
 @click.option(
     "--min-effect",
@@ -217,16 +217,15 @@ def reproduce(
     err = Console(stderr=True)
     for note in ready.notes:
         err.print(escape(note), highlight=False)
-    with RunProgress(len(specs_of(target)), err) as ui:
-        c, new_id = measure_again(
-            store,
-            target,
-            command_line(f"dlbench reproduce {ident} --run"),
-            ready,
-            effect,
-            started=ui.started,
-            done=ui.done,
-        )
+    c, new_id = measure_again(
+        store,
+        target,
+        command_line(f"dlbench reproduce {ident} --run"),
+        ready,
+        effect,
+        force=force,
+        progress=lambda total: RunProgress(total, err),
+    )
     new = store.points([new_id])
     for line in identity_lines(c):
         _say(out, line.replace("(rerun)", "(again)"))

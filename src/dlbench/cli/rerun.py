@@ -16,26 +16,14 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from dlbench.analysis.compare import MIN_EFFECT, Comparison, compare_runs
+from dlbench.analysis.compare import MIN_EFFECT, Comparison
 from dlbench.cli.compare import parse_percent
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
-from dlbench.envs.interpreters import interpreter_for
-from dlbench.launch.hosts import HostsConfig
-from dlbench.launch.registry import Launchers
-from dlbench.launch.session import run_points
 from dlbench.records import exit_code
 from dlbench.report.screens import comparison_table, undetectable_lines
-from dlbench.spec import PointSpec
+from dlbench.runapi.again import rerun as measure_rerun
 from dlbench.store.store import Store
-
-
-def specs_of(store: Store, run_id: str) -> list[PointSpec]:
-    """The distinct specs of a run's points, in the order they were measured."""
-    seen: dict[str, PointSpec] = {}
-    for p in store.points([run_id]):
-        seen.setdefault(p.result.spec.to_json(), p.result.spec)
-    return list(seen.values())
 
 
 def identity_lines(c: Comparison) -> list[str]:
@@ -57,31 +45,25 @@ def identity_lines(c: Comparison) -> list[str]:
     help="Smallest change that can be called faster or slower.",
 )
 @click.option("--store", "store_path", type=click.Path(), help="Result store (the rerun is stored in it too).")
-def rerun(run_id: str, min_effect: str, store_path: str | None) -> int:
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Start more ranks or threads than this machine has GPUs or logical CPUs, as run --force does.",
+)
+def rerun(run_id: str, min_effect: str, store_path: str | None, force: bool = False) -> int:
     """Measure RUN's configurations again here, store them as a new run and compare it with RUN."""
     effect = parse_percent(min_effect)
     store = Store(store_path)
-    original = store.get_run(run_id)
-    specs = specs_of(store, original.id)
-    if not specs:
-        raise click.UsageError(f"run {original.id} has no points, so no configuration to measure again")
-    launchers = Launchers.build(HostsConfig.from_options(None, None, None, 300.0))
-    for s in specs:
-        launchers.check(s)
-    for fw in {s.framework for s in specs}:
-        interpreter_for(fw)  # a framework missing here is refused before anything is written
     command = "dlbench " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("dlbench") else f"dlbench rerun {run_id}"
-    new_id = store.create_run(command, kind="rerun", meta={"rerun_of": original.id, "points": len(specs)})
-    try:
-        with RunProgress(len(specs), Console(stderr=True)) as ui:
-            results = run_points(store, new_id, specs, launchers, started=ui.started, done=ui.done)
-    except KeyboardInterrupt:
-        store.finish_run(new_id, "interrupted")
-        raise
-    store.finish_run(new_id, "done")
-    c = compare_runs(original.id, store.points([original.id]), new_id, store.points([new_id]), min_effect=effect)
+    done = measure_rerun(
+        store, run_id, command, force, effect, progress=lambda total: RunProgress(total, Console(stderr=True))
+    )
+    c, new_id = done.comparison, done.new_id
     out = stdout_console()
-    out.print(f"rerun {new_id} of run {original.id} ({len(specs)} configuration(s), measured here)", highlight=False)
+    out.print(
+        f"rerun {new_id} of run {done.original} ({done.configurations} configuration(s), measured here)",
+        highlight=False,
+    )
     for line in identity_lines(c):
         out.print(escape(line), highlight=False)
     for w in c.warnings:
@@ -92,7 +74,7 @@ def rerun(run_id: str, min_effect: str, store_path: str | None) -> int:
         out.print(escape(line), highlight=False)
     out.print(f"Method: {c.method}.", highlight=False)
     out.print(
-        f"Results: {store.path} (run {new_id}). `dlbench compare {original.id} {new_id}` compares them again.",
+        f"Results: {store.path} (run {new_id}). `dlbench compare {done.original} {new_id}` compares them again.",
         highlight=False,
     )
-    return exit_code(r.status for r in results)
+    return exit_code(r.status for r in done.results)

@@ -3,7 +3,7 @@ reference), each configuration's time to target beside its throughput, and its l
 band (report/convergence_chart.py); and the mark the throughput tables and charts put on a configuration whose
 convergence run did not converge.
 
-A case's reference is the newest stored reference run per seed (runapi/converge.py), from the whole store: the
+A case's reference is the newest stored reference run per seed (analysis/references.py), from the whole store: the
 runs that measured it need not be among the report's. Each row's reference steps are those its point was judged
 against when it was stored.
 """
@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dlbench.analysis.convergence import CURVE_KEY, REFERENCE_KEY, VERDICT_KEY, Reference, verdict_of
+from dlbench.analysis.references import reference_for, reference_specs, stored_references
 from dlbench.protocol.converge import Curve
 from dlbench.records import PointResult
 from dlbench.report.fit import Col, Fitted, fit
 from dlbench.report.groups import model_title
 from dlbench.report.table import fmt_case_params, fmt_scale, fmt_throughput
-from dlbench.runapi.converge import reference_for, reference_specs, stored_references
 from dlbench.store.rows import StoredPoint
 
 NOT_CONVERGED_MARK = "†"
@@ -178,7 +178,7 @@ def case_curve(result: PointResult, label: str) -> CaseCurve | None:
         return None
     curve = found[0]
     steps = tuple(curve.read_steps(i) for i in range(len(curve.losses)))
-    whole = result.status == "ok" and not curve.interrupted  # as runapi/converge.py takes reference runs
+    whole = result.status == "ok" and not curve.interrupted  # as analysis/references.py takes reference runs
     return CaseCurve(label, steps, curve.losses, verdict_of(result), bool(result.extra.get(REFERENCE_KEY)) and whole)
 
 

@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from dlbench import __version__
+from dlbench.analysis.maxbatch import MAXBATCH_KIND, PROBE_PRESET
 from dlbench.report.chart_base import ChartSet, colours
 from dlbench.report.charts import data_chart, max_batch_chart, memory_chart, spread_chart, throughput_charts
 from dlbench.report.convergence import ConvergenceCase, convergence_cases, mark_note, unconverged_points
@@ -25,7 +26,6 @@ from dlbench.report.strategies import StrategyReport, strategy_report
 from dlbench.report.telemetry import contended
 from dlbench.spec import Protocol
 from dlbench.store.store import RunRecord, StoredPoint
-from dlbench.suite.maxbatch import MAXBATCH_KIND, PROBE_PRESET
 
 THROUGHPUT_DEFINITION = (
     "Throughput = global samples in the measured steps / wall time of those steps (the slowest "

@@ -4,7 +4,7 @@ with DLPerf's published rows beside it.
 
 Each row is a point measured at the value its search found (extra['max_param'], kept by `run` and `sweep`):
 the value that trained, the next probed value that ran out of memory, and whether the interval closed within
-the parameter's unit and held when both ends were run again (suite/maxbatch.confirm). A point measured at the max
+the parameter's unit and held when both ends were run again (analysis/maxbatch.confirm). A point measured at the max
 that then failed (out of memory, say) demotes it: the row says the largest is below it. Plain points in, rows
 out; no framework is imported.
 """

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dlbench.analysis.maxbatch import BATCH, MaxBatch, MaxBatchSettings, probe_bound, search_base, value_of
 from dlbench.records import PointResult
 from dlbench.report.fit import Fitted
 from dlbench.report.listing import dry_run_table, maxbatch_rows_table
@@ -9,8 +10,6 @@ from dlbench.report.table import fmt_case_params, points_table
 from dlbench.spec import PointSpec
 from dlbench.suite import Suite
 from dlbench.suite.expand import PlannedPoint
-from dlbench.suite.maxbatch import BATCH, MaxBatch, probe_bound, value_of
-from dlbench.suite.sweep import MaxBatchSettings, search_base
 
 
 def batch_label(p: PlannedPoint, found: MaxBatch | None, settings: MaxBatchSettings) -> str:
@@ -51,7 +50,7 @@ def plan_table(
 def plan_notes(suite: Suite, planned: tuple[PlannedPoint, ...], settings: MaxBatchSettings) -> list[str]:
     """The lines under the planned points: the protocol, and how many max-batch searches there are."""
     lines = []
-    searches = len({search_base(p).key() for p in planned if p.needs_search})
+    searches = len({search_base(p.spec).key() for p in planned if p.needs_search})
     if planned:
         proto = planned[0].spec.protocol
         lines.append(

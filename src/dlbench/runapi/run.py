@@ -3,15 +3,13 @@ written) and executed into one stored run, each committed as it ends; an outcome
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from dlbench.analysis.record import point_result
+from dlbench.analysis.references import missing_references, with_verdict
 from dlbench.analysis.scaling import Scaled, missing_baselines, scaled
 from dlbench.cases import get_case
 from dlbench.data.layout import check_data_dir
@@ -22,16 +20,16 @@ from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import NAMES, Launchers
 from dlbench.launch.session import run_points
 from dlbench.machine.env import host_identity, physical_cores
-from dlbench.points import Axes, Shared, param_bounds, points
+from dlbench.points import Axes, Shared, points
 from dlbench.records import PointResult, exit_code
 from dlbench.refusals import refuse_impossible
 from dlbench.runapi import converge
 from dlbench.runapi.gate import placeable
+from dlbench.runapi.maxbatch import search_param
 from dlbench.spec import PointSpec, SpecError
 from dlbench.spec import Protocol as MeasureProtocol
 from dlbench.store.rows import StoredPoint
 from dlbench.store.store import Store
-from dlbench.suite.maxbatch import search
 
 LAUNCHER_NAMES: tuple[str, ...] = NAMES  # for the commands' help: where points can run
 
@@ -153,7 +151,7 @@ def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutco
     for r in failed:  # a search where nothing fits: kept with its request, as every point is
         store.add_point(run_id, attach_request(store, run_id, r, interpreter_for(r.spec.framework)))
     hooks.starting()
-    references = converge.missing_references(store.points(), specs)  # measured once, then reused (#34)
+    references = missing_references(store.points(), specs)  # measured once, then reused (#34)
     try:
         with hooks.progress(len(references) + len(specs)) as ui:
             results = converge.measure_references(
@@ -170,7 +168,7 @@ def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutco
                 extras=extras,
                 wait_quiet_s=req.wait_quiet,
                 price_per_hour=req.price_per_hour,
-                finish=lambda r: converge.with_verdict(r, store.points(models=[r.spec.model])),
+                finish=lambda r: with_verdict(r, store.points(models=[r.spec.model])),
             )
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")
@@ -178,51 +176,3 @@ def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutco
         raise
     store.finish_run(run_id, "done")
     return RunOutcome(run_id, store.path, (*failed, *results), tuple(store.points()), first.protocol)
-
-
-def search_param(
-    store: Store,
-    specs: Sequence[PointSpec],
-    name: str,
-    launchers: Launchers,
-    note: Callable[[str], None] = lambda line: None,
-    command: str = "",
-) -> tuple[list[PointSpec], list[PointResult], dict[str, dict[str, object]]]:
-    """--param NAME=max: search each configuration's largest value (suite/maxbatch.py, probes cached), then the
-    points to measure at it, and the search's facts to keep with each (by spec key); a configuration where even
-    the lower bound fails becomes a failed point. Each verdict is one line to `note`."""
-    found_specs: list[PointSpec] = []
-    failed: list[PointResult] = []
-    extras: dict[str, dict[str, object]] = {}
-    for spec in specs:
-        lo, hi, unit = param_bounds(get_case(spec.model), name)
-        found = search(
-            store,
-            spec,
-            lo,
-            hi,
-            memory_limit=spec.memory_limit_bytes,
-            python=interpreter_for(spec.framework),
-            launchers=launchers,
-            quantity=name,
-            unit=unit,
-            command=command,
-        )
-        label = f"{spec.framework} {spec.model} bs{spec.batch_size}"
-        if found.max_batch is None:
-            note(f"max {name} for {label}: none fits: {found.note}")
-            none = point_result(
-                spec, found.last.status, None, f"no {name} in [{lo}, {hi}) trains: {found.note}", [], time.time()
-            )
-            failed.append(dataclasses.replace(none, extra={**none.extra, found.extra_key: found.facts()}))
-            continue
-        how = f"exact within {unit:,}, reproduced when run again" if found.exact else found.note
-        over = f", {found.fails_at:,} ran out of memory" if found.fails_at is not None else ""
-        note(
-            f"max {name} for {label}: {found.max_batch:,} trains{over} ({how}; {len(found.probes)} probes, "
-            f"{found.new_probes} new)"
-        )
-        at_max = dataclasses.replace(spec, case_params=tuple(sorted({**spec.params, name: found.max_batch}.items())))
-        found_specs.append(at_max)
-        extras[at_max.key()] = {found.extra_key: found.facts()}
-    return found_specs, failed, extras

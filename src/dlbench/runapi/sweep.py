@@ -11,25 +11,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from dlbench.analysis.maxbatch import MaxBatch, MaxBatchSettings, search_base
+from dlbench.analysis.references import missing_references, with_verdict
 from dlbench.cases import ImageInput, get_case
 from dlbench.data.imagenet import ensure_imagenet
 from dlbench.data.layout import IMAGE_SUBDIR, TEXT_SUBDIR
 from dlbench.data.text import ensure_text
 from dlbench.launch.bounds import check_bounds
-from dlbench.launch.hosts import HostsConfig
 from dlbench.launch.process import ProgressSink
-from dlbench.launch.registry import Launchers
+from dlbench.launch.registry import NAMES, Launchers
 from dlbench.machine.env import choose_device
 from dlbench.records import PointResult, exit_code
-from dlbench.refusals import possible
 from dlbench.runapi import converge
+from dlbench.runapi.gate import admit_matrix, placeable
+from dlbench.runapi.matrix import pending, resolve, run_searches, run_sweep_points
+from dlbench.runapi.maxbatch import lookup
 from dlbench.spec import PointSpec, SpecError, parse_size
 from dlbench.store.store import Store, StoreError, resolve_path
 from dlbench.store.store_sql import parse_target
 from dlbench.suite import Suite, SuiteError, builtin_names, load
 from dlbench.suite.expand import PlannedPoint, expand, memory_limit_bytes
-from dlbench.suite.maxbatch import MaxBatch, lookup
-from dlbench.suite.sweep import MaxBatchSettings, pending, resolve, run_searches, run_sweep_points, search_base
 
 SWEEP_KIND = "sweep"
 
@@ -212,16 +213,21 @@ def prepare_sweep(req: SweepRequest, note: Callable[[str], None] = lambda line: 
         if req.frameworks:
             only_axes.setdefault("framework", []).extend(req.frameworks)
         folder = req.data_dir or str(default_data_dir(suite, resolve_path(req.store_path)))
+    if suite.launcher != "auto" and suite.launcher not in NAMES:
+        known = ", ".join(("auto", *NAMES))
+        raise SuiteError(f"suite {suite.name}: launcher: unknown launcher {suite.launcher!r}; known: {known}")
     planned = expand(suite, dev, str(Path(folder).resolve()) if folder else None, only_axes)
-    planned = possible(planned, lambda p: p.spec, req.skip_impossible or suite.skip_impossible, note, suite.name)
-    check_bounds([p.spec for p in planned], req.force, remote_hosts=bool(HostsConfig.from_env().hosts))
+    skip = req.skip_impossible or suite.skip_impossible
+    planned = admit_matrix(planned, lambda p: p.spec, skip, note, suite.name)  # the gate's refusals (gate.py)
+    launchers = Launchers.build()  # torchrun, slurm, mpirun, hosts, configured from $DLBENCH_HOSTS and friends
+    check_bounds([p.spec for p in planned], req.force, remote_hosts=bool(launchers.config.hosts))
     settings = settings_for(suite, planned, memory_limit)
     if req.dry_run:  # stored max batches come from the store itself: a server, or a file that exists
         target = parse_target(req.store_path)
         present = target.file is None or target.file.exists()
         reader = store or (Store(req.store_path, readonly=True) if present else None)
         found = tuple(
-            lookup(reader, search_base(p), settings.lo, settings.hi, settings.memory_limits.get(p.spec.model))
+            lookup(reader, search_base(p.spec), settings.lo, settings.hi, settings.memory_limits.get(p.spec.model))
             if p.needs_search and reader is not None
             else None
             for p in planned
@@ -229,9 +235,8 @@ def prepare_sweep(req: SweepRequest, note: Callable[[str], None] = lambda line: 
         return PlannedSweep(suite, tuple(planned), found, settings)
     if not planned:
         raise SuiteError(f"suite {suite.name} has no point left after its exclusions and --only")
-    launchers = Launchers.build()  # torchrun, slurm, mpirun, hosts, configured from $DLBENCH_HOSTS and friends
-    for p in planned:
-        launchers.check(p.spec)
+    # the rest of the gate; a framework not installed here is recorded `unsupported` by its points, not refused
+    placeable([p.spec for p in planned], launchers, req.force, installed=False)
     store = store or Store(req.store_path)
     return PreparedSweep(
         req, suite, dev, folder, only_axes, memory_limit, tuple(planned), settings, launchers, store, run_id
@@ -271,7 +276,9 @@ def execute_sweep(prepared: PreparedSweep, hooks: SweepHooks = SweepHooks()) -> 
 def _run(store: Store, run_id: str, prepared: PreparedSweep, launchers: Launchers, hooks: SweepHooks) -> SweepOutcome:
     start = time.monotonic()
     planned, settings = list(prepared.planned), prepared.settings
-    bases = {search_base(p).key(): search_base(p) for p in planned if p.needs_search or p.param_search is not None}
+    bases = {
+        search_base(p.spec).key(): search_base(p.spec) for p in planned if p.needs_search or p.param_search is not None
+    }
     try:
         with hooks.progress(len(planned)) as ui:
 
@@ -292,7 +299,7 @@ def _run(store: Store, run_id: str, prepared: PreparedSweep, launchers: Launcher
             todo = pending(store, run_id, jobs)
             # Convergence points (a suite's converge: block) are judged against reference runs: those the store
             # lacks are measured first, once, and kept marked in this run, as `run --converge` does (#34).
-            references = converge.missing_references(store.points(), [j.spec for j in todo if j.result is None])
+            references = missing_references(store.points(), [j.spec for j in todo if j.result is None])
             if ui:
                 ui.restart(len(references) + len(todo))
             converge.measure_references(
@@ -307,7 +314,7 @@ def _run(store: Store, run_id: str, prepared: PreparedSweep, launchers: Launcher
                 done=lambda result: ui.done(0, result) if ui else None,
                 wait_quiet_s=prepared.request.wait_quiet,
                 price_per_hour=prepared.request.price_per_hour,
-                finish=lambda r: converge.with_verdict(r, store.points(models=[r.spec.model])),
+                finish=lambda r: with_verdict(r, store.points(models=[r.spec.model])),
             )
     except KeyboardInterrupt:
         store.finish_run(run_id, "interrupted")

@@ -21,7 +21,6 @@ from pydantic import (
 from dlbench.analysis.targets import target_problem
 from dlbench.backends import UnknownFramework, get_info
 from dlbench.cases import UnknownCase, get_case
-from dlbench.launch.registry import NAMES as LAUNCHER_NAMES
 from dlbench.parallel import Layout
 from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, SpecError, parse_count, parse_scale, parse_size
 from dlbench.suite import bounded
@@ -330,7 +329,8 @@ class Suite(_Strict):
     threads: PositiveInt | None = None
     loader_workers: int = Field(default=2, ge=0)
     channels_last: bool | list[str] = False  # true: every framework; a list: these frameworks; image cases only
-    launcher: str = "auto"  # auto: local on one device, the framework's engine (torchrun ...) on several
+    # auto: local on one device, the framework's engine (torchrun ...) on several; the sweep checks a name it gets
+    launcher: str = Field(default="auto", max_length=MAX_NAME, strict=True, pattern=PRINTABLE)
     # Every measured point's emulated device budget on the CPU (run --memory-limit); memory_limit is the probes'.
     point_memory_limit: Annotated[str | None, BeforeValidator(lambda v: None if v is None else _size(str(v)))] = None
     sync_every_step: bool = False  # synchronise with the device after every measured step (run --sync-every-step)
@@ -338,13 +338,6 @@ class Suite(_Strict):
     # true: points dlbench cannot run (dlbench.refusals) are named and skipped, as `sweep --skip-impossible` does,
     # for a matrix that crosses frameworks with layouts or strategies some of them lack; false: they refuse it.
     skip_impossible: bool = False
-
-    @field_validator("launcher")
-    @classmethod
-    def _launcher(cls, v: str) -> str:
-        if v != "auto" and v not in LAUNCHER_NAMES:
-            raise ValueError(f"unknown launcher {v!r}; known: auto, {', '.join(LAUNCHER_NAMES)}")
-        return v
 
     @field_validator("channels_last")
     @classmethod

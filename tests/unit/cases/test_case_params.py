@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from dlbench.analysis.maxbatch import Probe, bisect, with_value
 from dlbench.cli.values import as_params as parse_params
 from dlbench.report.table import fmt_case_params, fmt_count
+from dlbench.runapi.maxbatch import search_key
 from dlbench.spec import PointSpec, SpecError, parse_count, preset
-from dlbench.suite.maxbatch import Probe, bisect, search_key, with_value
 
 CliResult = tuple[int, str, str]
 

@@ -13,13 +13,13 @@ import pytest
 from rich.console import Console
 
 from dlbench.analysis.convergence import CURVE_KEY, VERDICT_KEY
+from dlbench.analysis.references import with_verdict
 from dlbench.protocol.converge import Curve
 from dlbench.records import PointResult
 from dlbench.report.convergence import NOT_CONVERGED_MARK, ConvergenceCase, configuration
 from dlbench.report.document import Report, build_report
 from dlbench.report.html import fmt_number, render_html
 from dlbench.report.markdown import write_markdown
-from dlbench.runapi.converge import with_verdict
 from dlbench.store.store import StoredPoint
 from tests.support.reports import make_point
 from tests.support.specs import flat_replace

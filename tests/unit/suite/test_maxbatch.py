@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from dlbench.analysis.maxbatch import STEPS_DOWN, MaxBatch, Probe, bisect, confirm, probe_bound
 from dlbench.launch.registry import Launchers
+from dlbench.runapi.maxbatch import lookup, search
 from dlbench.spec import PointSpec, Protocol
 from dlbench.store.store import Store
-from dlbench.suite.maxbatch import STEPS_DOWN, MaxBatch, Probe, bisect, confirm, lookup, probe_bound, search
 
 
 def threshold_probe(threshold: int, calls: list[int]) -> object:

@@ -24,8 +24,8 @@ def test_max_batch_cache_keyed_on_the_probes_device(monkeypatch: pytest.MonkeyPa
     from dlbench.analysis.record import point_result
     from dlbench.backends.fake import FakeBackend
     from dlbench.launch.registry import Launchers
+    from dlbench.runapi import maxbatch
     from dlbench.spec import PointSpec
-    from dlbench.suite import maxbatch
     from dlbench.wire import RANK_GPU
     from tests.support.nvml_machine import FakeGpu, install
 

@@ -195,8 +195,8 @@ def test_dry_run_reads_stored_max_batches_from_the_store_itself(
 ) -> None:
     """On SQLite and on a PostgreSQL server alike: a search stored there shows in --dry-run."""
     from dlbench.launch.registry import Launchers
+    from dlbench.runapi.maxbatch import search
     from dlbench.store.store import Store
-    from dlbench.suite.maxbatch import search
 
     monkeypatch.setenv("COLUMNS", "200")
     f = tmp_path / "s.yaml"

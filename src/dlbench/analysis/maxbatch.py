@@ -1,4 +1,5 @@
-"""The max search: the largest per-device batch, or the largest value of a case parameter (`--param vocab=max`),
+"""The max search's arithmetic and its stored probes (the search itself, which runs the probes, is the run
+API's: runapi/maxbatch.py). The max search: the largest per-device batch, or the largest value of a case parameter (`--param vocab=max`),
 that trains, each probe a point in an isolated worker. "The searched quantity" below is either.
 
 Between lo (known to fit) and hi (known to fail) it probes lo, then bisects; a case parameter is searched in
@@ -27,21 +28,13 @@ never reused, so a passing fault cannot poison later searches.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dlbench.cases import Case
-from dlbench.envs.interpreters import state
-from dlbench.launch.lock import attach_request
-from dlbench.launch.point import execute
-from dlbench.launch.process import ProgressSink
-from dlbench.launch.registry import Launchers
 from dlbench.machine.env import host_identity, physical_cores
 from dlbench.records import PointResult
-from dlbench.spec import PointSpec, Protocol, SpecError
+from dlbench.spec import PointSpec, Protocol
 from dlbench.store.store import Store, StoredPoint
 from dlbench.wire import RANK_GPU
 
@@ -49,22 +42,6 @@ MAXBATCH_KIND = "maxbatch"
 PROBE_PRESET = "maxbatch-probe"  # the protocol preset of every probe point
 CHECK = "boundary_check"  # extra flag of a probe that runs a found boundary again (confirm)
 BATCH = "batch"  # the searched quantity of a max-batch search; any other name is a case parameter's
-
-
-def param_bounds(case: Case, name: str) -> tuple[int, int, int]:
-    """(lo, hi, unit) of a searchable case parameter; a SpecError when the case cannot search it."""
-    declared = {p.name: p for p in case.params}
-    if name not in declared:
-        have = ", ".join(sorted(declared)) or "none"
-        raise SpecError(f"case {case.name} has no parameter {name}: it declares {have}")
-    if declared[name].search is None:
-        raise SpecError(f"case {case.name}: {name} cannot be searched (max); give its values")
-    return declared[name].search  # type: ignore[return-value]
-
-
-def search_floor(case: Case, name: str) -> int:
-    """The value a searched parameter's point holds until the search has run: its lower bound."""
-    return param_bounds(case, name)[0]
 
 
 def value_of(spec: PointSpec, quantity: str) -> int:
@@ -246,20 +223,6 @@ def probe_spec(
     )
 
 
-def search_key(base: PointSpec, memory_limit: int | None, quantity: str = BATCH, unit: int = 1) -> str:
-    """What makes two searches the same: the spec less the searched quantity, data and protocol; the framework's
-    version (a parameter search also names its parameter and unit). The device is not in it: each stored probe
-    carries the one it ran on (`probe_device`)."""
-    d = json.loads(probe_spec(base, 1, 0, 1, memory_limit, quantity).key())
-    if quantity == BATCH:
-        d.pop("batch_size")
-    else:
-        d["case_params"] = [kv for kv in d.get("case_params", []) if kv[0] != quantity]
-        d["searched"], d["unit"] = quantity, unit
-    d["framework_version"] = state(base.framework).version or ""
-    return json.dumps(d, sort_keys=True)
-
-
 def probe_device(result: PointResult) -> str:
     """The device a probe ran on, as its worker reported it: NVML's name of the rank's GPU (a MIG slice's with its
     profile), or the CPU model; '' when the worker did not say (never reused then)."""
@@ -301,7 +264,7 @@ def cached_probes(store: Store, key: str, quantity: str = BATCH, device: str = "
     """Probes of earlier searches with this key, run on this device, that fit or ran out of memory, by searched
     value (the latest wins); a probe that failed for another reason is not reused."""
     out: dict[int, Probe] = {}
-    for p in _search_points(store, key, device):
+    for p in search_points(store, key, device):
         probe = to_probe(p.result, cached=True, quantity=quantity)
         if not p.result.extra.get(CHECK) and (probe.fits or probe.too_big):
             out[probe.value] = probe
@@ -312,14 +275,14 @@ def cached_checks(store: Store, key: str, quantity: str = BATCH, device: str = "
     """The boundary checks (confirm) of earlier searches with this key, run on this device, that fit or ran out of
     memory, by value, oldest first."""
     out: dict[int, list[Probe]] = {}
-    for p in _search_points(store, key, device):
+    for p in search_points(store, key, device):
         probe = to_probe(p.result, cached=True, quantity=quantity)
         if p.result.extra.get(CHECK) and (probe.fits or probe.too_big):
             out.setdefault(probe.value, []).append(probe)
     return out
 
 
-def _search_points(store: Store, key: str, device: str) -> list[StoredPoint]:
+def search_points(store: Store, key: str, device: str) -> list[StoredPoint]:
     if not device:  # a device nobody reported: nothing to reuse
         return []
     runs = [r.id for r in store.runs() if r.kind == MAXBATCH_KIND and r.meta.get("search_key") == key]
@@ -327,83 +290,8 @@ def _search_points(store: Store, key: str, device: str) -> list[StoredPoint]:
     return sorted((p for p in points if probe_device(p.result) == device), key=lambda p: p.result.started or 0.0)
 
 
-ProbeStarted = Callable[[int, PointSpec], ProgressSink | None]
-
-
-def search(
-    store: Store,
-    base: PointSpec,
-    lo: int,
-    hi: int,
-    warmup: int = 1,
-    steps: int = 1,
-    memory_limit: int | None = None,
-    python: str = sys.executable,
-    started: ProbeStarted | None = None,
-    *,
-    launchers: Launchers,
-    quantity: str = BATCH,
-    unit: int = 1,
-    command: str = "",
-) -> MaxBatch:
-    """Search the max of the quantity (the batch, or a case parameter in multiples of unit) for base's
-    configuration, reusing stored probes and storing new ones, each with its request: `command` (the run or sweep
-    that asked for the search) and the package lock of `python` (`dlbench reproduce PROBE`)."""
-    key = search_key(base, memory_limit, quantity, unit)
-    device = expected_device(base)
-    known: dict[int, Probe] = {}
-    rechecked: dict[int, list[Probe]] = {}
-
-    def reuse(on: str) -> None:  # the stored probes of this device, once it is known
-        known.update(cached_probes(store, key, quantity, on))
-        rechecked.update(cached_checks(store, key, quantity, on))
-
-    if device is not None:
-        reuse(device)
-    run_id: list[str] = []
-    what = "batch" if quantity == BATCH else quantity
-
-    def run_probe(value: int, check: bool) -> Probe:
-        if not run_id:
-            run_id.append(
-                store.create_run(
-                    f"max {what} search {base.framework} {base.model}",
-                    kind=MAXBATCH_KIND,
-                    meta={"search_key": key, "lo": lo, "hi": hi, "quantity": quantity, "command": command},
-                )
-            )
-        spec = probe_spec(base, value, warmup, steps, memory_limit, quantity)
-        sink = started(value, spec) if started else None
-        result = execute(spec, launchers, python=python, on_progress=sink)
-        if check:
-            result = dataclasses.replace(result, extra={**result.extra, CHECK: True})
-        nonlocal device
-        if device is None:  # the first probe of a search placed elsewhere: its worker names the device
-            device = probe_device(result)
-            reuse(device)
-        store.add_point(run_id[0], attach_request(store, run_id[0], result, python))
-        return to_probe(result, quantity=quantity)
-
-    def probe(value: int) -> Probe:
-        return known[value] if value in known else run_probe(value, False)
-
-    def again(value: int) -> Probe:
-        stored = rechecked.get(value)
-        return stored.pop(0) if stored else run_probe(value, True)
-
-    try:
-        found = _outcome(lo, hi, probe, again, unit)
-    except KeyboardInterrupt:
-        if run_id:
-            store.finish_run(run_id[0], "interrupted")
-        raise
-    if run_id:
-        store.finish_run(run_id[0], "done")
-    return dataclasses.replace(found, key=key, quantity=quantity)
-
-
-def _outcome(lo: int, hi: int, probe: Callable[[int], Probe], again: Callable[[int], Probe], unit: int) -> MaxBatch:
-    """bisect, then confirm an exact boundary."""
+def outcome(lo: int, hi: int, probe: Callable[[int], Probe], again: Callable[[int], Probe], unit: int) -> MaxBatch:
+    """bisect, then confirm an exact boundary (key ''; the search sets it)."""
     best, exact, probes, note = bisect(lo, hi, probe, unit)
     checks: list[Probe] = []
     if exact and best is not None:
@@ -421,21 +309,13 @@ def _outcome(lo: int, hi: int, probe: Callable[[int], Probe], again: Callable[[i
     )
 
 
-def lookup(
-    store: Store,
-    base: PointSpec,
-    lo: int,
-    hi: int,
-    memory_limit: int | None = None,
-    quantity: str = BATCH,
-    unit: int = 1,
+def stored_outcome(
+    store: Store, key: str, device: str, lo: int, hi: int, quantity: str = BATCH, unit: int = 1
 ) -> MaxBatch | None:
-    """The search's outcome from stored probes alone, or None when some probe on its path is missing."""
-    key = search_key(base, memory_limit, quantity, unit)
-    device = expected_device(base)
-    if device is None:  # probes placed elsewhere: which device they would run on is not known before they run
-        return None
+    """A search's outcome from the probes stored under its key on this device alone, or None when some probe on
+    its path is missing."""
     known = cached_probes(store, key, quantity, device)
+    rechecked = cached_checks(store, key, quantity, device)
 
     class Missing(Exception):
         pass
@@ -445,8 +325,6 @@ def lookup(
             raise Missing
         return known[value]
 
-    rechecked = cached_checks(store, key, quantity, device)
-
     def again(value: int) -> Probe:
         stored = rechecked.get(value)
         if not stored:
@@ -454,7 +332,26 @@ def lookup(
         return stored.pop(0)
 
     try:
-        found = _outcome(lo, hi, probe, again, unit)
+        found = outcome(lo, hi, probe, again, unit)
     except Missing:
         return None
     return dataclasses.replace(found, key=key, quantity=quantity)
+
+
+@dataclass(frozen=True)
+class MaxBatchSettings:
+    """How a sweep searches: bounds, probe protocol, and the CPU device budget."""
+
+    lo: int
+    hi: int
+    warmup: int = 1
+    steps: int = 1
+    memory_limits: dict[str, int] = dataclasses.field(default_factory=dict)  # model -> bytes (CPU budget)
+
+
+def search_base(spec: PointSpec) -> PointSpec:
+    """The configuration a max point searches on: its spec on synthetic data, without training to convergence
+    (a probe asks what fits, not what trains)."""
+    return dataclasses.replace(
+        spec, data="synthetic", data_dir=None, converge=False, converge_steps=None, converge_target=None
+    )

@@ -1,4 +1,5 @@
-"""Run a suite's points into one stored run: max batches searched first, every point committed as it ends.
+"""A sweep's matrix run into one stored run (the run API's): max batches searched first, every point committed as it
+ends.
 
 A sweep is resumable: points whose spec key the run already holds are not run again. A point whose
 framework is not installed is recorded as unsupported, with the reason; none is dropped silently.
@@ -11,6 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from dlbench.analysis.maxbatch import BATCH, MaxBatch, MaxBatchSettings, search_base, with_value
 from dlbench.analysis.record import point_result
 from dlbench.cases import get_case
 from dlbench.data.layout import DataLayoutError, image_root, read_manifest, text_root
@@ -19,26 +21,16 @@ from dlbench.launch.lock import attach_request
 from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
+from dlbench.points import param_bounds
 from dlbench.records import PointResult
+from dlbench.runapi.maxbatch import ProbeStarted, search
 from dlbench.spec import PointSpec
 from dlbench.store.store import Store
 from dlbench.suite.expand import PlannedPoint
-from dlbench.suite.maxbatch import BATCH, MaxBatch, ProbeStarted, param_bounds, search, with_value
 
 PointStarted = Callable[[PointSpec], ProgressSink | None]
 PointDone = Callable[[PointResult], None]
 SearchStarted = Callable[[PointSpec, int], None]
-
-
-@dataclass(frozen=True)
-class MaxBatchSettings:
-    """How the sweep searches: bounds, probe protocol, and the CPU device budget."""
-
-    lo: int
-    hi: int
-    warmup: int = 1
-    steps: int = 1
-    memory_limits: dict[str, int] = dataclasses.field(default_factory=dict)  # model -> bytes (CPU budget)
 
 
 @dataclass(frozen=True)
@@ -49,14 +41,6 @@ class SweepPoint:
     groups: tuple[str, ...]
     result: PointResult | None = None
     search: MaxBatch | None = None
-
-
-def search_base(point: PlannedPoint) -> PointSpec:
-    """The configuration a max point searches on: its spec on synthetic data, without training to convergence
-    (a probe asks what fits, not what trains)."""
-    return dataclasses.replace(
-        point.spec, data="synthetic", data_dir=None, converge=False, converge_steps=None, converge_target=None
-    )
 
 
 def run_searches(
@@ -72,7 +56,7 @@ def run_searches(
     installed frameworks, keyed by spec key."""
     out: dict[str, MaxBatch] = {}
     for point in planned:
-        base = search_base(point)
+        base = search_base(point.spec)
         if not _searching(point) or base.key() in out:
             continue
         try:
@@ -117,7 +101,7 @@ def resolve(planned: Sequence[PlannedPoint], searches: dict[str, MaxBatch]) -> l
     """Points with their batch found, merged when two groups land on the same configuration (e.g. max = fixed)."""
     items: dict[str, SweepPoint] = {}
     for point in planned:
-        found = searches.get(search_base(point).key()) if _searching(point) else None
+        found = searches.get(search_base(point.spec).key()) if _searching(point) else None
         if found is not None and found.max_batch is None:
             failed = _failed_search(point.spec, found)
             items[f"failed-search {point.spec.key()}"] = SweepPoint(

@@ -1,0 +1,192 @@
+"""The max search in the run API: each probe a point in an isolated worker, stored in a run of kind "maxbatch" and
+reused by later searches with the same key (the arithmetic, the probes' cache and what a search found:
+analysis/maxbatch.py); a sweep's searches (one per configuration with a max point) and `run --param NAME=max`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+from dlbench.analysis.maxbatch import (
+    BATCH,
+    CHECK,
+    MAXBATCH_KIND,
+    MaxBatch,
+    Probe,
+    cached_checks,
+    cached_probes,
+    expected_device,
+    outcome,
+    probe_device,
+    probe_spec,
+    stored_outcome,
+    to_probe,
+)
+from dlbench.analysis.record import point_result
+from dlbench.cases import get_case
+from dlbench.envs.interpreters import interpreter_for, state
+from dlbench.launch.lock import attach_request
+from dlbench.launch.point import execute
+from dlbench.launch.process import ProgressSink
+from dlbench.launch.registry import Launchers
+from dlbench.points import param_bounds
+from dlbench.records import PointResult
+from dlbench.spec import PointSpec
+from dlbench.store.store import Store
+
+
+def search_key(base: PointSpec, memory_limit: int | None, quantity: str = BATCH, unit: int = 1) -> str:
+    """What makes two searches the same: the spec less the searched quantity, data and protocol; the framework's
+    version (a parameter search also names its parameter and unit). The device is not in it: each stored probe
+    carries the one it ran on (`probe_device`)."""
+    d = json.loads(probe_spec(base, 1, 0, 1, memory_limit, quantity).key())
+    if quantity == BATCH:
+        d.pop("batch_size")
+    else:
+        d["case_params"] = [kv for kv in d.get("case_params", []) if kv[0] != quantity]
+        d["searched"], d["unit"] = quantity, unit
+    d["framework_version"] = state(base.framework).version or ""
+    return json.dumps(d, sort_keys=True)
+
+
+ProbeStarted = Callable[[int, PointSpec], ProgressSink | None]
+
+
+def search(
+    store: Store,
+    base: PointSpec,
+    lo: int,
+    hi: int,
+    warmup: int = 1,
+    steps: int = 1,
+    memory_limit: int | None = None,
+    python: str = sys.executable,
+    started: ProbeStarted | None = None,
+    *,
+    launchers: Launchers,
+    quantity: str = BATCH,
+    unit: int = 1,
+    command: str = "",
+) -> MaxBatch:
+    """Search the max of the quantity (the batch, or a case parameter in multiples of unit) for base's
+    configuration, reusing stored probes and storing new ones, each with its request: `command` (the run or sweep
+    that asked for the search) and the package lock of `python` (`dlbench reproduce PROBE`)."""
+    key = search_key(base, memory_limit, quantity, unit)
+    device = expected_device(base)
+    known: dict[int, Probe] = {}
+    rechecked: dict[int, list[Probe]] = {}
+
+    def reuse(on: str) -> None:  # the stored probes of this device, once it is known
+        known.update(cached_probes(store, key, quantity, on))
+        rechecked.update(cached_checks(store, key, quantity, on))
+
+    if device is not None:
+        reuse(device)
+    run_id: list[str] = []
+    what = "batch" if quantity == BATCH else quantity
+
+    def run_probe(value: int, check: bool) -> Probe:
+        if not run_id:
+            run_id.append(
+                store.create_run(
+                    f"max {what} search {base.framework} {base.model}",
+                    kind=MAXBATCH_KIND,
+                    meta={"search_key": key, "lo": lo, "hi": hi, "quantity": quantity, "command": command},
+                )
+            )
+        spec = probe_spec(base, value, warmup, steps, memory_limit, quantity)
+        sink = started(value, spec) if started else None
+        result = execute(spec, launchers, python=python, on_progress=sink)
+        if check:
+            result = dataclasses.replace(result, extra={**result.extra, CHECK: True})
+        nonlocal device
+        if device is None:  # the first probe of a search placed elsewhere: its worker names the device
+            device = probe_device(result)
+            reuse(device)
+        store.add_point(run_id[0], attach_request(store, run_id[0], result, python))
+        return to_probe(result, quantity=quantity)
+
+    def probe(value: int) -> Probe:
+        return known[value] if value in known else run_probe(value, False)
+
+    def again(value: int) -> Probe:
+        stored = rechecked.get(value)
+        return stored.pop(0) if stored else run_probe(value, True)
+
+    try:
+        found = outcome(lo, hi, probe, again, unit)
+    except KeyboardInterrupt:
+        if run_id:
+            store.finish_run(run_id[0], "interrupted")
+        raise
+    if run_id:
+        store.finish_run(run_id[0], "done")
+    return dataclasses.replace(found, key=key, quantity=quantity)
+
+
+def lookup(
+    store: Store,
+    base: PointSpec,
+    lo: int,
+    hi: int,
+    memory_limit: int | None = None,
+    quantity: str = BATCH,
+    unit: int = 1,
+) -> MaxBatch | None:
+    """The search's outcome from stored probes alone, or None when some probe on its path is missing (or the device
+    its probes would run on cannot be told from here)."""
+    device = expected_device(base)
+    if device is None:  # probes placed elsewhere: which device they would run on is not known before they run
+        return None
+    return stored_outcome(store, search_key(base, memory_limit, quantity, unit), device, lo, hi, quantity, unit)
+
+
+def search_param(
+    store: Store,
+    specs: Sequence[PointSpec],
+    name: str,
+    launchers: Launchers,
+    note: Callable[[str], None] = lambda line: None,
+    command: str = "",
+) -> tuple[list[PointSpec], list[PointResult], dict[str, dict[str, object]]]:
+    """--param NAME=max: search each configuration's largest value (runapi/maxbatch.py, probes cached), then the
+    points to measure at it, and the search's facts to keep with each (by spec key); a configuration where even
+    the lower bound fails becomes a failed point. Each verdict is one line to `note`."""
+    found_specs: list[PointSpec] = []
+    failed: list[PointResult] = []
+    extras: dict[str, dict[str, object]] = {}
+    for spec in specs:
+        lo, hi, unit = param_bounds(get_case(spec.model), name)
+        found = search(
+            store,
+            spec,
+            lo,
+            hi,
+            memory_limit=spec.memory_limit_bytes,
+            python=interpreter_for(spec.framework),
+            launchers=launchers,
+            quantity=name,
+            unit=unit,
+            command=command,
+        )
+        label = f"{spec.framework} {spec.model} bs{spec.batch_size}"
+        if found.max_batch is None:
+            note(f"max {name} for {label}: none fits: {found.note}")
+            none = point_result(
+                spec, found.last.status, None, f"no {name} in [{lo}, {hi}) trains: {found.note}", [], time.time()
+            )
+            failed.append(dataclasses.replace(none, extra={**none.extra, found.extra_key: found.facts()}))
+            continue
+        how = f"exact within {unit:,}, reproduced when run again" if found.exact else found.note
+        over = f", {found.fails_at:,} ran out of memory" if found.fails_at is not None else ""
+        note(
+            f"max {name} for {label}: {found.max_batch:,} trains{over} ({how}; {len(found.probes)} probes, "
+            f"{found.new_probes} new)"
+        )
+        at_max = dataclasses.replace(spec, case_params=tuple(sorted({**spec.params, name: found.max_batch}.items())))
+        found_specs.append(at_max)
+        extras[at_max.key()] = {found.extra_key: found.facts()}
+    return found_specs, failed, extras
