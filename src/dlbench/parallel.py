@@ -110,10 +110,6 @@ class Layout:
         """This layout over a point's devices: its data parallel = devices / (tensor x pipeline) (problem() first)."""
         return dataclasses.replace(self, data=max(1, devices // (self.tensor_parallel * self.pipeline_parallel)))
 
-    def options(self) -> dict[str, object]:
-        """The options that differ from their default, by name (what a point's key and label show)."""
-        return {f.name: getattr(self, f.name) for f in option_fields() if getattr(self, f.name) != f.default}
-
     def problem(self, devices: int, batch: int) -> str | None:
         """Why this layout cannot run over these devices at this per-replica batch (one line), or None."""
         for f in option_fields():

@@ -1,4 +1,5 @@
-"""The run API under the `run` and `sweep` commands: a frozen request (RunRequest, SweepRequest) says what is
-asked; prepare_* turns it into checked points (a bad value fails in one line, before anything is written) and
-execute_* runs them into one stored run, each point committed as it ends, and returns an outcome that the command
-only renders. options.py turns command-line values into validated PointSpecs. Tests call it directly."""
+"""The run API, the only way to measure: a frozen request of typed values (RunRequest, SweepRequest; rerun and
+reproduce --run in again.py) says what is asked; prepare_* builds its points (points.py) and passes them through
+one gate (gate.py: a bad value or a refused point fails in one line, before anything is written); execute_* runs
+them into one stored run, each point committed as it ends (max searches: maxbatch.py; a sweep's matrix:
+matrix.py), and returns an outcome that the command only renders. Tests call it directly."""
