@@ -63,9 +63,7 @@ def cuda(framework: str) -> dict[str, object]:
     or None}: the backend's own refusal of a one-device CUDA ResNet-50 point."""
     from dlbench.backends import load_backend
 
-    spec = PointSpec(
-        framework=framework, model="resnet50", batch_size=1, protocol=Protocol(0, 1, 1, "median"), device="cuda"
-    )
+    spec = point(framework, "resnet50", 1, "fp32", Shared(protocol=Protocol(0, 1, 1, "median"), device="cuda"))
     return {"reason": load_backend(framework).no_gpu_reason(spec)}
 
 

@@ -138,7 +138,7 @@ def test_fsdp2_in_bf16_runs_under_an_explicit_recorded_policy() -> None:
     anchors (torchtitan) do, where it all-gathered and reduced fp32 before; every unit has the policy, the layers
     compute with bf16 weights, the point records it, and it trains as one bf16 device (within bf16's rounding)."""
     spec = dataclasses.replace(_spec(*LAYOUTS["fsdp2"]), precision="bf16")
-    one = dataclasses.replace(spec, batch_size=GLOBAL_BATCH, devices_per_node=1, fsdp=False)
+    one = dataclasses.replace(spec, batch_size=GLOBAL_BATCH, devices_per_node=1, layout=Layout())
     torch.manual_seed(0)
     reference = _losses(
         TorchBackend().build(one, get_case("llama_tiny").configured(PARAMS), RankContext()), _global_batch()
