@@ -185,7 +185,10 @@ def _converge(trainer: Trainer, spec: PointSpec, case: Case) -> dict[str, object
     if target is None:  # refusals.py refuses this before the worker; a point reaching it another way fails here
         raise RuntimeError(f"--converge has no target for {spec.model}")
     trainer.keep_loss_window = True
-    curve = train_curve(trainer, target.budget, target.every, target.loss, seed=spec.seed)
+    scorer = trainer.held_out_auc if target.auc is not None else None  # a DLRM is judged by AUC (#47)
+    curve = train_curve(
+        trainer, target.budget, target.every, target.loss, seed=spec.seed, evaluate=scorer, target_auc=target.auc
+    )
     trainer.keep_loss_window = False
     return {**curve.to_dict(), "target": target.to_dict()}
 

@@ -102,6 +102,7 @@ class Judgement:
     faster: bool = False
     reason: str = ""
     reference: dict[str, object] | None = None
+    metric: str = "loss"  # what `target` is: a loss to reach from above, or an AUC ("auc") from below
 
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-able dict (non-finite losses as strings)."""
@@ -118,7 +119,13 @@ class Judgement:
 
 
 def reached(curve: Curve, target: float) -> tuple[int, float] | None:
-    """(steps, seconds) at the first reading at or below the target, or None."""
+    """(steps, seconds) at the first reading at or below the target loss (a curve judged by AUC: at or above its
+    own AUC target), or None."""
+    if curve.target_auc is not None:
+        for i, auc in enumerate(curve.auc):
+            if math.isfinite(auc) and auc >= curve.target_auc:
+                return curve.read_steps(i), curve.wall_s[i]
+        return None
     for i, loss in enumerate(curve.losses):
         if math.isfinite(loss) and loss <= target:
             return curve.read_steps(i), curve.wall_s[i]
@@ -142,14 +149,17 @@ def divergence(curve: Curve) -> str | None:
 
 
 def judge(curve: Curve, target: float, reference: Reference | None = None) -> Judgement:
-    """The verdict of one curve against a target loss and, where there is one, a reference band."""
+    """The verdict of one curve against a target loss (or the AUC target the curve carries) and, where there is
+    one, a reference band."""
     final = curve.losses[-1] if curve.losses else math.nan
     start = curve.losses[0] if curve.losses else math.nan
     ref = reference.to_dict() if reference is not None else None
+    metric = "loss" if curve.target_auc is None else "auc"
+    goal = target if curve.target_auc is None else curve.target_auc
 
     def make(verdict: Verdict, hit: tuple[int, float] | None, reason: str, faster: bool = False) -> Judgement:
         steps, wall = hit if hit is not None else (None, None)
-        return Judgement(verdict, target, steps, wall, final, start, faster, reason, ref)
+        return Judgement(verdict, goal, steps, wall, final, start, faster, reason, ref, metric)
 
     why = divergence(curve)
     if why is not None:
@@ -157,11 +167,10 @@ def judge(curve: Curve, target: float, reference: Reference | None = None) -> Ju
     hit = reached(curve, target)
     if hit is None:
         best = min(curve.losses, default=math.nan)
-        return make(
-            "interrupted" if curve.interrupted else "not reached",
-            None,
-            f"{curve.steps} steps taken, best loss {best:.4g} > {target:g}",
-        )
+        short = f"best loss {best:.4g} > {target:g}"
+        if curve.target_auc is not None:
+            short = f"best AUC {max(curve.auc, default=math.nan):.4g} < {curve.target_auc:g}"
+        return make("interrupted" if curve.interrupted else "not reached", None, f"{curve.steps} steps taken, {short}")
     if reference is None:
         return make("converged", hit, "no reference to judge against: target reached")
     lo, hi = reference.band
@@ -207,6 +216,7 @@ def from_dict(raw: dict[str, Any]) -> Judgement:
         faster=bool(raw.get("faster", False)),
         reason=str(raw.get("reason", "")),
         reference=raw.get("reference"),
+        metric=str(raw.get("metric", "loss")),
     )
 
 
@@ -227,8 +237,9 @@ def convergence_lines(results: list[PointResult]) -> list[str]:
             continue
         ref = " (reference run)" if r.extra.get(REFERENCE_KEY) else ""
         steps, wall = raw.get("steps_to_target"), raw.get("wall_to_target_s")
+        goal = "AUC" if raw.get("metric") == "auc" else "loss"
         reached = (
-            f"{steps} steps, {wall:.1f} s to loss {raw['target']:g}" if steps is not None else "target not reached"
+            f"{steps} steps, {wall:.1f} s to {goal} {raw['target']:g}" if steps is not None else "target not reached"
         )
         out.append(
             f"{r.spec.framework} {r.spec.model} {r.spec.precision} seed {raw.get('seed', r.spec.seed)}{ref}: "

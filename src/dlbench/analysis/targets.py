@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlbench.cases import Case, get_case
+from dlbench.cases.arch import DlrmArch
 from dlbench.data.learnable import IMAGE_CLASSES, MARKOV_STATES, MarkovTokens
+from dlbench.data.recsys import PlantedClicks
 from dlbench.spec import PointSpec
 
 CONVERGE_FRAMEWORKS: tuple[str, ...] = ("torch", "jax", "fake")  # backends that feed the learnable data
@@ -28,21 +30,46 @@ class Target:
     every: int
     data: str
     best_loss: float
+    auc: float | None = None  # where set, the run is judged by its held-out AUC reaching this (DLRM, as MLPerf)
+    best_auc: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-able dict."""
-        return {
+        out: dict[str, object] = {
             "loss": self.loss,
             "budget": self.budget,
             "every": self.every,
             "data": self.data,
             "best": self.best_loss,
         }
+        if self.auc is not None:
+            out.update(auc=self.auc, best_auc=self.best_auc)
+        return out
+
+
+AUC_MARGIN = 0.02  # a DLRM's AUC target: the planted truth's own AUC on the held-out set less this
+
+
+def _dlrm_target(a: DlrmArch, budget: int | None, auc: float | None) -> Target:
+    """A DLRM's target: the held-out AUC of the planted clicks less AUC_MARGIN (`auc` replaces it)."""
+    source = PlantedClicks(a)
+    best_loss, best_auc = source.best_loss(), source.best_auc()
+    return Target(
+        loss=round(best_loss + 0.05, 3),
+        budget=1000 if budget is None else budget,
+        every=10,
+        data="planted-logistic clicks (data/recsys.py), held-out AUC",
+        best_loss=best_loss,
+        auc=round(best_auc - AUC_MARGIN, 3) if auc is None else auc,
+        best_auc=best_auc,
+    )
 
 
 def target_for(case: Case, budget: int | None = None, loss: float | None = None) -> Target | None:
     """The case's target (a step budget or a loss given on the command line replace its own), or None where its
-    kind of case has no learnable data wired yet."""
+    kind of case has no learnable data wired yet. A DLRM is judged by AUC: `loss` then sets its AUC target."""
+    if isinstance(case.arch, DlrmArch):
+        return _dlrm_target(case.arch, budget, loss)
     if case.task == "image_classification":
         own = Target(0.25, 1000, 10, f"{IMAGE_CLASSES} separable template classes + noise", 0.0)
     elif case.task == "causal_lm":
@@ -78,9 +105,16 @@ def target_problem(model: str, steps: int | None, loss: float | None, options: b
     flags = ("--converge has", "--converge-steps", "--converge-target")
     what, steps_name, loss_name = flags if options else ("there is", "steps", "target")
     if target is None:
-        return f"{what} no target for {case.name} ({case.task}): image classifiers and GPT have one"
+        return f"{what} no target for {case.name} ({case.task}): image classifiers, decoders and DLRM have one"
     if steps is not None and steps < 1:
         return f"{steps_name} must be at least 1; got {steps}"
+    if target.best_auc is not None and loss is not None:
+        if not 0.5 < loss < target.best_auc:
+            return (
+                f"{loss_name} {loss:g} is {case.name}'s AUC target: it must lie above 0.5 (a coin) and below the "
+                f"planted truth's own held-out AUC ({target.best_auc:.4g})"
+            )
+        return None
     if loss is not None and loss < target.best_loss + 1e-9:
         return (
             f"{loss_name} {loss:g} is at or below the best possible loss of {case.name}'s learnable "

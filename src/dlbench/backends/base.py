@@ -74,6 +74,11 @@ class Trainer(ABC):
         loss on the device overrides it, so that a curve costs one host read per window, not one per step."""
         return self.loss()
 
+    def held_out_auc(self) -> float:
+        """The AUC of the model's scores on the learnable source's held-out set (a convergence curve of a case
+        judged by AUC, DLRM's); a trainer of such a case overrides it."""
+        raise NotImplementedError(f"{type(self).__name__} scores no held-out set")
+
     def allocator_peak(self) -> AllocatorPeak | None:
         """The framework allocator's peak on the device, where it keeps one (None on the CPU)."""
         return None

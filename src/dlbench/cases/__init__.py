@@ -52,11 +52,12 @@ class Optimizer:
     above it, the seeds' value is used unchanged.
     """
 
-    name: Literal["sgd", "adam", "adamw"]
+    name: Literal["sgd", "adam", "adamw", "adagrad"]
     lr: float
     momentum: float = 0.0
     weight_decay: float = 0.0
     lr_ref_batch: int | None = None
+    eps: float | None = None  # Adagrad's and Adam's epsilon where the recipe names one; None: the framework's default
 
     def lr_for(self, global_batch: int) -> float:
         """The learning rate every backend uses at this global batch."""
@@ -196,6 +197,7 @@ def all_cases() -> list[Case]:
 from dlbench.cases import (  # noqa: F401
     alexnet,
     bert_base,
+    dlrm,
     face,
     gpt,
     inception_v3,

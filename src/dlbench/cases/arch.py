@@ -155,6 +155,33 @@ class WideDeepArch:
 
 
 @dataclass(frozen=True)
+class DlrmArch:
+    """DLRMv2 (MLPerf's DLRM-DCNv2, torchrec's ``DLRM_DCN``): `dense` features through the bottom MLP (ReLU after
+    every layer, the last `embedding` wide), one sum-pooled multi-hot embedding bag per sparse feature (`tables`:
+    the published cardinalities, each hashed to at most `cap` rows; `hotness` ids per sample), the bottom output and the pooled vectors concatenated, `cross_layers`
+    low-rank DCNv2 cross layers (``x_{l+1} = x_0 * (W_l (V_l x_l) + b_l) + x_l``, W `n x low_rank`, V
+    `low_rank x n`) and the top MLP (ReLU between layers, one logit). `power_law` draws the synthetic ids from a
+    heavy-tailed distribution (cases/dlrm.py), else uniformly; `table_wise` shards the tables over the ranks."""
+
+    tables: tuple[int, ...] = ()
+    hotness: tuple[int, ...] = ()
+    cap: int = 40_000_000
+    embedding: int = 128
+    dense: int = 13
+    bottom: tuple[int, ...] = (512, 256, 128)
+    top: tuple[int, ...] = (1024, 1024, 512, 256, 1)
+    cross_layers: int = 3
+    low_rank: int = 512
+    power_law: bool = True
+    table_wise: bool = False
+
+    @property
+    def rows(self) -> tuple[int, ...]:
+        """Each table's rows after the hashing cap."""
+        return tuple(min(t, self.cap) for t in self.tables)
+
+
+@dataclass(frozen=True)
 class FaceArch:
     """Face recognition (InsightFace's recipe): a ResNet backbone, an `embedding`-d feature (Linear and
     BatchNorm1d), and a bias-free classifier over `classes` identities trained with ArcFace's additive angular
@@ -180,6 +207,7 @@ Arch = (
     | LlamaConfig
     | MoeConfig
     | WideDeepArch
+    | DlrmArch
     | FaceArch
 )
 
@@ -202,6 +230,7 @@ __all__ = [
     "Arch",
     "BertConfig",
     "ConvLayer",
+    "DlrmArch",
     "FaceArch",
     "GptConfig",
     "InceptionArch",

@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.cases.arch import DlrmArch
 from dlbench.cases.gpt import sequence_length
+from dlbench.data.recsys import PlantedClicks
 
 GRID = 4  # template cells per side, whatever the input side: separability does not depend on resolution
 IMAGE_CLASSES = 10  # separable classes --converge uses of a classifier's outputs (labels 0..9)
@@ -189,10 +191,13 @@ def learnable_batches(
     case: Case, batch: int, input_size: int | None, order: int, channels_last: bool = False
 ) -> Iterator[dict[str, np.ndarray]]:
     """The learnable stream --converge feeds a case (numpy; a backend moves each batch to its device): separable
-    images for a classifier, Markov tokens for a causal LM; `order` picks the stream (the run's seed)."""
+    images for a classifier, Markov tokens for a causal LM, planted clicks for a DLRM; `order` picks the stream
+    (the run's seed)."""
     if isinstance(case.input, ImageInput):
         images = SeparableImages(IMAGE_CLASSES, input_size or case.input.size, case.input.channels, order=order)
         return images.batches(batch, channels_last)
+    if isinstance(case.arch, DlrmArch):  # planted-logistic clicks (data/recsys.py)
+        return PlantedClicks(case.arch, order=order).batches(batch)
     if isinstance(case.input, TextInput) and case.task == "causal_lm":
         tokens, seq = MarkovTokens(MARKOV_STATES, order=order), sequence_length(case, input_size)
         return (tokens.batch(step, batch, seq) for step in itertools.count())

@@ -4,7 +4,8 @@ sync per step.
 
 The run stops at the first reading at or below the target loss, or when the step budget is spent, or when a
 reading is not finite (nothing can recover from NaN), or when the user stops it (the curve so far is kept, marked
-interrupted). Framework-free: it drives any Trainer.
+interrupted). A case judged by AUC (DLRM, as MLPerf judges it) also scores a held-out set at each reading
+(`evaluate`) and stops at the first AUC at or above its target instead. Framework-free: it drives any Trainer.
 """
 
 from __future__ import annotations
@@ -49,10 +50,12 @@ class Curve:
     steps: int = 0
     interrupted: bool = False
     seed: int = 0
+    auc: tuple[float, ...] = ()  # the held-out AUC at each reading, where the run is judged by AUC
+    target_auc: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-able dict (non-finite losses as strings, as JSON has no NaN)."""
-        return {
+        out: dict[str, object] = {
             "every": self.every,
             "losses": [v if math.isfinite(v) else str(v) for v in self.losses],
             "wall_s": list(self.wall_s),
@@ -60,6 +63,9 @@ class Curve:
             "interrupted": self.interrupted,
             "seed": self.seed,
         }
+        if self.target_auc is not None:
+            out.update(auc=[v if math.isfinite(v) else str(v) for v in self.auc], target_auc=self.target_auc)
+        return out
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> Curve:
@@ -71,6 +77,8 @@ class Curve:
             steps=int(raw.get("steps", 0)),
             interrupted=bool(raw.get("interrupted", False)),
             seed=int(raw.get("seed", 0)),
+            auc=tuple(float(v) for v in raw.get("auc", ())),
+            target_auc=float(raw["target_auc"]) if raw.get("target_auc") is not None else None,
         )
 
     def read_steps(self, index: int) -> int:
@@ -82,6 +90,7 @@ class Curve:
 class _Reads:
     losses: list[float] = field(default_factory=list)
     wall_s: list[float] = field(default_factory=list)
+    auc: list[float] = field(default_factory=list)
 
 
 def train_curve(
@@ -91,11 +100,15 @@ def train_curve(
     target_loss: float,
     clock: Clock = time.perf_counter,
     seed: int = 0,
+    evaluate: Callable[[], float] | None = None,
+    target_auc: float | None = None,
 ) -> Curve:
-    """Train until the mean loss of a window of `every` steps is at or below `target_loss`, or `budget` steps are
-    taken, or a reading is not finite; Ctrl-C keeps the curve so far (interrupted). One device read per window."""
+    """Train until the mean loss of a window of `every` steps is at or below `target_loss` (with `evaluate` and
+    `target_auc`: until the held-out AUC it returns is at or above `target_auc`), or `budget` steps are taken, or
+    a reading is not finite; Ctrl-C keeps the curve so far (interrupted). One device read per window."""
     if budget < 1 or every < 1:
         raise ValueError(f"a convergence run needs a step budget and an interval >= 1; got {budget}, {every}")
+    scorer = evaluate if target_auc is not None else None
     reads, steps, interrupted = _Reads(), 0, False
     trainer.sync()
     start = clock()
@@ -106,11 +119,23 @@ def train_curve(
                 trainer.train_step(trainer.next_batch())
             steps += size
             loss = trainer.loss_window()  # the one host read of this window (it waits for the device)
-            reads.losses.append(loss)
+            auc = scorer() if scorer is not None else None  # MLPerf counts its evaluations in the time to train,
+            reads.losses.append(loss)  # and so does this curve's wall time
             reads.wall_s.append(clock() - start)
-            stop = not math.isfinite(loss) or loss <= target_loss
+            if auc is not None:
+                reads.auc.append(auc)
+            stop = not math.isfinite(loss) or (loss <= target_loss if auc is None else auc >= (target_auc or 0.0))
             if trainer.agree_steps(int(stop)):  # rank 0 decides: every rank stops at the same step
                 break
     except KeyboardInterrupt:
         interrupted = True
-    return Curve(every, tuple(reads.losses), tuple(reads.wall_s), steps, interrupted, seed)
+    return Curve(
+        every,
+        tuple(reads.losses),
+        tuple(reads.wall_s),
+        steps,
+        interrupted,
+        seed,
+        tuple(reads.auc),
+        target_auc if scorer is not None else None,
+    )

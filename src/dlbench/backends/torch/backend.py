@@ -15,13 +15,14 @@ from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_pro
 from dlbench.backends.context import BuildContext
 from dlbench.backends.cuda_driver import no_device_reason
 from dlbench.backends.gpu_arch import GpuBuild
-from dlbench.backends.torch import data, distributed, fp8, split
+from dlbench.backends.torch import data, distributed, dlrm, fp8, split
 from dlbench.backends.torch.distributed import GradSync
 from dlbench.backends.torch.models import MODELS, attention_kernels, build_model, count_trainable
 from dlbench.backends.torch.moe import set_balanced
 from dlbench.backends.torch.step import AMP_DTYPES, TorchTrainer
 from dlbench.cases import Case, ImageInput, TextInput, get_case
-from dlbench.cases.arch import FaceArch, LlamaConfig, MoeConfig
+from dlbench.cases.arch import DlrmArch, FaceArch, LlamaConfig, MoeConfig
+from dlbench.cases.dlrm import point_figures as dlrm_figures
 from dlbench.cases.moe import point_figures
 from dlbench.numerics import LOSS_SCALE_INIT, describe, resolve_precision
 from dlbench.spec import PointSpec
@@ -212,7 +213,7 @@ class TorchBackend(Backend):
             self._facts["embedding"] = cast(Any, model).embedding_path()
             if getattr(model, "sparse", False):
                 self._facts["host_sync_per_step"] = SPARSE_ADAM_SYNC
-        return TorchTrainer(
+        trainer = TorchTrainer(
             case,
             model,
             data.batches(feed, case, device, seed),
@@ -222,6 +223,11 @@ class TorchBackend(Backend):
             spec.global_batch,
             sync=sync,
         )
+        if isinstance(case.arch, DlrmArch):
+            self._facts["dlrm"] = dlrm_figures(case)
+            if spec.converge:  # judged by its held-out AUC (#47)
+                trainer.scorer = dlrm.held_out_scorer(model, case, device)
+        return trainer
 
     def autotune_off(self) -> bool:
         """cuDNN autotuning off for the next build, and the failed try's cached blocks freed."""
@@ -262,7 +268,7 @@ class TorchBackend(Backend):
         return out
 
     def count_params(self, case: Case) -> int:
-        if isinstance(case.arch, (LlamaConfig, MoeConfig)):  # shapes only: the 8B would take 32 GB to count
+        if isinstance(case.arch, (LlamaConfig, MoeConfig, DlrmArch)):  # shapes only: the 8B would take 32 GB to count
             with torch.device("meta"):
                 return count_trainable(build_model(case))
         return count_trainable(build_model(case))

@@ -7,6 +7,7 @@ import here), uint8 batches normalised on the device. BERT: the samples of bert_
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,11 +16,13 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from dlbench.backends.base import Unsupported, fixed
-from dlbench.cases import Case, CtrInput, ImageInput, TextInput
+from dlbench.cases import Case, CtrInput, ImageInput, TextInput, get_case
+from dlbench.cases.arch import DlrmArch
 from dlbench.cases.gpt import sequence_length
 from dlbench.data.augment import bert_arrays, decode_crop_flip, enough_samples
 from dlbench.data.layout import FLIP_PROB, MEAN, STD, TrainItem, image_root, read_train_list
 from dlbench.data.learnable import learnable_batches
+from dlbench.data.recsys import CYCLED_BATCHES, synthetic_cycle
 from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_gpt, synthetic_images
 from dlbench.spec import PointSpec, SpecError
 
@@ -152,6 +155,9 @@ def batches(spec: PointSpec, case: Case, device: torch.device, seed: int) -> Ite
     if spec.converge:
         stream = learnable_batches(case, spec.batch_size, spec.input_size, seed, spec.channels_last)
         return ({k: torch.from_numpy(v).to(device) for k, v in b.items()} for b in stream)
+    if spec.data != "real" and isinstance(case.arch, DlrmArch):  # fresh ids step to step, made once on the device
+        cycle = synthetic_cycle(case.arch, spec.batch_size, seed)
+        return itertools.cycle([{k: torch.from_numpy(v).to(device) for k, v in b.items()} for b in cycle])
     if spec.data != "real":
         return fixed(synthetic_batch(case, spec.batch_size, device, spec.input_size, seed, spec.channels_last))
     if case.task == "face_recognition":
@@ -167,6 +173,8 @@ def describe(spec: PointSpec) -> str:
     """How the input is fed, for the point's facts."""
     if spec.converge:
         return "learnable: a new batch drawn on the host every step (--converge)"
+    if spec.data != "real" and isinstance(get_case(spec.model).arch, DlrmArch):
+        return f"synthetic: {CYCLED_BATCHES} batches made on the device, fed in turn"
     if spec.data != "real":
         return "synthetic: one batch made on the device"
     return f"DataLoader, {spec.loader_workers} workers, prefetch {PREFETCH_FACTOR}"

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dlbench.backends.context import SINGLE, BuildContext
+from dlbench.backends.torch import dlrm
 from dlbench.backends.torch.face import FaceModel, arcface_loss
 from dlbench.backends.torch.gpt import GptLMHeadModel
 from dlbench.backends.torch.llama import LlamaModel
@@ -23,7 +24,7 @@ from dlbench.backends.torch.wide_deep import WideDeep, bce_loss
 from dlbench.backends.torchlike import bert, cnn
 from dlbench.backends.torchlike.ops import TorchOps
 from dlbench.cases import Case
-from dlbench.cases.arch import BertConfig, MoeConfig
+from dlbench.cases.arch import BertConfig, DlrmArch, MoeConfig
 from dlbench.cases.face import face_arch
 from dlbench.cases.gpt import gpt_arch
 from dlbench.cases.llama import llama_arch
@@ -81,6 +82,11 @@ def _moe(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
     return MoeModel(moe_arch(case), recompute=ctx.layout.recompute)
 
 
+def _dlrm(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
+    """DLRM-DCNv2 (dlrm.py): every table, or this rank's where the case shards them table-wise."""
+    return dlrm.build(case, ctx.rank, ctx.world)
+
+
 def _wide_deep(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
     """Wide & Deep: the same tables on every rank."""
     return WideDeep(case)
@@ -104,6 +110,8 @@ MODELS: dict[str, Callable[[Case, BuildContext], nn.Module]] = {
     "mixtral_8x7b": _moe,
     "moe_tiny": _moe,
     "wide_deep": _wide_deep,
+    "dlrm_v2": _dlrm,
+    "dlrm_tiny": _dlrm,
     "face": _face,
 }
 
@@ -128,7 +136,7 @@ def train_loss(case: Case, model: nn.Module, batch: Mapping[str, Tensor]) -> Ten
             loss = loss + case.loss.aux_weight * aux_loss(model)
         return loss
     if case.loss.kind == "bce":
-        return bce_loss(model, batch)
+        return dlrm.bce_loss(model, batch) if isinstance(case.arch, DlrmArch) else bce_loss(model, batch)
     if case.loss.kind == "arcface":
         return arcface_loss(model, batch)
     return bert.train_loss(OPS, case, model, batch)

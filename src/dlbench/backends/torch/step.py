@@ -4,7 +4,7 @@ torch.compile; and the CUDA-event timer of each step."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -41,6 +41,8 @@ def make_optimizer(case: Case, model: torch.nn.Module, global_batch: int, fused:
         opt: torch.optim.Optimizer = torch.optim.SGD(
             params, lr=lr, momentum=o.momentum, weight_decay=o.weight_decay, fused=use
         )
+    elif o.name == "adagrad":  # DLRM's: sparse table gradients and dense ones alike (no fused kernel)
+        opt = torch.optim.Adagrad(params, lr=lr, weight_decay=o.weight_decay, eps=o.eps or 1e-10)
     elif o.name == "adamw":
         opt = torch.optim.AdamW(params, lr=lr, weight_decay=o.weight_decay, fused=use)
     else:
@@ -114,6 +116,7 @@ class TorchTrainer(Trainer):
         self._last: torch.Tensor | None = None
         self._window_sum: torch.Tensor | None = None  # the loss summed on the device since the last loss_window
         self._window_steps = 0
+        self.scorer: Callable[[], float] | None = None  # a case judged by AUC: its held-out scorer (dlrm.py)
 
         def forward(m: torch.nn.Module, b: Batch) -> torch.Tensor:
             return train_loss(case, m, b)
@@ -177,6 +180,11 @@ class TorchTrainer(Trainer):
         mean = float((self._window_sum / self._window_steps).item())
         self._window_sum, self._window_steps = None, 0
         return mean
+
+    def held_out_auc(self) -> float:
+        if self.scorer is None:
+            return super().held_out_auc()
+        return self.scorer()
 
     def allocator_peak(self) -> AllocatorPeak | None:
         if self.device.type == "cuda":
