@@ -18,7 +18,9 @@ from dlbench.backends import get_info
 from dlbench.capabilities import Capabilities
 from dlbench.cases import ImageInput, get_case
 from dlbench.cases.arch import GptConfig, LlamaConfig
+from dlbench.cases.dlrm import dlrm_refusal
 from dlbench.cases.llama_layout import llama_layout_refusal
+from dlbench.cases.lora import lora_refusal
 from dlbench.cases.moe_layout import moe_refusal
 from dlbench.numerics import resolve_precision
 from dlbench.spec import PointSpec, SpecError
@@ -43,6 +45,8 @@ def refusal(spec: PointSpec) -> str | None:
         _devices(spec, caps)
         or llama_layout_refusal(spec)
         or moe_refusal(spec)
+        or lora_refusal(spec, caps)  # MLPerf's LoRA and DLRM (#47)
+        or dlrm_refusal(spec, caps)
         or _layout(spec, caps)
         or _strategy(spec, caps)
         or _precision(spec, caps)

@@ -7,6 +7,9 @@ against the BF16 dense peak beside it, and memory per device. Framework-free; re
 - MFU (of the math mode that ran) is `results.mfu.efficiency`'s: the peak stored with the point. The BF16 MFU
   divides the same achieved FLOP/s by the BF16 dense peak of the same device (the denominator most published
   figures use, FP8 runs' included). Where a peak is unknown, no MFU: never another device's.
+- A LoRA point (#47) counts its FLOPs by cases/lora.py's convention (frozen weights get no weight gradient: 4N +
+  6 N_adapters), and gives beside it the MFU by the full-model count (6N, as if every weight trained), with its
+  trainable and frozen parameter counts.
 - A MoE (#36) counts its FLOPs by active parameters (the router and the experts each token visits, cases/moe.py's
   convention, named as every decoder's) and adds its total and active parameter counts.
 - Memory per device: the largest peak of any rank (the worker's measure: resident set on a CPU, the device's
@@ -46,6 +49,9 @@ class LlmFigures:
     memory_kind: str
     params_total: int | None = None  # a MoE's every parameter, and those one token's forward uses (cases/moe.py)
     params_active: int | None = None
+    params_trainable: int | None = None  # a LoRA point's adapters, and the base it freezes (cases/lora.py)
+    params_frozen: int | None = None
+    mfu_full_model: float | None = None  # a LoRA point's MFU by the full-model count (6N), beside its own
 
     def as_dict(self) -> dict[str, object]:
         """Plain JSON-able figures (the point's JSON under "llm")."""
@@ -67,6 +73,29 @@ def flop_convention(model: str) -> str | None:
 
         return MOE_CONVENTION
     return MEGATRON if isinstance(arch, GptConfig) else None
+
+
+def _lora(r: PointResult, mfu: float | None) -> tuple[str | None, dict[str, object]]:
+    """A LoRA point's FLOP convention and figures (trainable, frozen, MFU by the full-model count); (None, {})
+    for a point that trains the whole model."""
+    try:
+        case = get_case(r.spec.model).configured(r.spec.params)
+    except (UnknownCase, SpecError):
+        return None, {}
+    from dlbench.cases import lora
+    from dlbench.cases.llama import flops_per_sample, param_count
+
+    adapters = lora.lora_of(case)
+    if adapters is None or not isinstance(case.arch, LlamaConfig):
+        return None, {}
+    ratio = flops_per_sample(case, r.spec.input_size, full_model=True) / flops_per_sample(case, r.spec.input_size)
+    full = mfu * ratio if mfu is not None and mfu * ratio <= 1.0 else None
+    figures: dict[str, object] = {
+        "params_trainable": case.param_count,
+        "params_frozen": param_count(case.arch),
+        "mfu_full_model": full,
+    }
+    return lora.FLOP_CONVENTION, figures
 
 
 def llm_figures(r: PointResult) -> LlmFigures | None:
@@ -95,12 +124,13 @@ def llm_figures(r: PointResult) -> LlmFigures | None:
         r.env.identity.get("gpu_mig", ""),
     ).peak
     mfu_bf16 = model_tf / bf16.tflops if bf16 is not None and model_tf <= bf16.tflops else None
+    lora_convention, lora_figures = _lora(r, e.mfu)
     return LlmFigures(
         tokens_per_s=m.throughput * tokens,
         tokens_per_s_per_device=m.throughput * tokens / devices,
         model_tflops_per_device=model_tf,
         hardware_tflops_per_device=model_tf * ratio,
-        flop_convention=convention,
+        flop_convention=lora_convention or convention,
         math_mode=e.math_mode,
         mfu=e.mfu,
         mfu_bf16=mfu_bf16,
@@ -109,6 +139,7 @@ def llm_figures(r: PointResult) -> LlmFigures | None:
         memory_per_device_bytes=m.peak_memory_bytes,
         memory_kind=m.memory_kind,
         **_moe_params(r),
+        **lora_figures,  # type: ignore[arg-type]
     )
 
 

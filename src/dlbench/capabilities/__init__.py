@@ -65,6 +65,11 @@ class Capabilities:
     split_compile: bool = True
     split_amp_on_gpu: bool = True
     even_vocab_shards: bool = False  # the vocabulary must divide by the tensor ranks (else: at least as many)
+    # MLPerf's fine-tuning and recommendation workloads (#47): LoRA on the llama family (and over FSDP's
+    # data-parallel ranks), DLRM's tables placed whole on the ranks (table-wise model parallel).
+    lora: bool = False
+    lora_fsdp: bool = False
+    table_wise: bool = False
     # Options.
     channels_last: bool = True  # for image models
     channels_last_why: str = ""

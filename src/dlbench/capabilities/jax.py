@@ -16,4 +16,5 @@ CAPABILITIES = Capabilities(
     "(--tensor-parallel) only; use --pipeline-parallel 1",
     channels_last=False,
     channels_last_why="JAX/XLA chooses layouts itself: --channels-last has no JAX equivalent",
+    lora=True,
 )

@@ -40,4 +40,7 @@ CAPABILITIES = Capabilities(
     split_compile=False,
     split_amp_on_gpu=False,
     precisions=(("cpu", ALL_PRECISIONS), ("cuda", (*ALL_PRECISIONS, "fp8"))),  # fp8: torchao's float8 training
+    lora=True,
+    lora_fsdp=True,
+    table_wise=True,
 )

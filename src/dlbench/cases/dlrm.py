@@ -28,9 +28,11 @@ from __future__ import annotations
 import dataclasses
 from itertools import pairwise
 
+from dlbench.capabilities import Capabilities
 from dlbench.cases import Case, CaseParam, CtrInput, Optimizer, register
 from dlbench.cases.arch import DlrmArch, Loss
 from dlbench.cases.flops import register_forward_flops
+from dlbench.spec import PointSpec
 
 # The reference's --num_embeddings_per_feature (Criteo 1TB's cardinalities, hashed to at most 40 M rows) and
 # --multi_hot_sizes (MLPerf's synthetic multi-hot Criteo), from mlcommons/training recommendation_v2/torchrec_dlrm.
@@ -224,6 +226,7 @@ __all__ = [
     "TINY",
     "dense_params",
     "dlrm_arch",
+    "dlrm_refusal",
     "embedding_bytes_per_sample",
     "embedding_params",
     "forward_flops",
@@ -232,3 +235,27 @@ __all__ = [
     "param_count",
     "point_figures",
 ]
+
+
+def dlrm_refusal(spec: PointSpec, caps: Capabilities) -> str | None:
+    """Why a DLRM point cannot run (one line), or None: table-wise sharding on one device or where the framework
+    has none, a gradient strategy other than DDP (the tables' gradients are sparse, or live on their owner)."""
+    from dlbench.cases import get_case
+
+    case = get_case(spec.model)
+    if not isinstance(case.arch, DlrmArch):
+        return None
+    table_wise = ("sharding", 1) in spec.case_params
+    if table_wise and not caps.table_wise:
+        return (
+            f"table-wise embedding sharding (--param sharding=1) is wired for torch only; {spec.framework} trains "
+            "DLRM data parallel: use --param sharding=0"
+        )
+    if table_wise and spec.world_size == 1:
+        return "--param sharding=1 places DLRM's tables over several ranks: use --scale 1n2c or more, or sharding=0"
+    if spec.world_size > 1 and spec.framework == "torch" and spec.strategy not in ("none", "ddp"):
+        return (
+            "DLRM's tables train with sparse gradients (and table-wise, on their owner rank only): DDP reduces them; "
+            "use --strategy ddp"
+        )
+    return None

@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from dlbench.cases import Case, CaseParam, Optimizer, TextInput, register
+from dlbench.cases import Case, CaseParam, Optimizer, TextInput, lora, register
 from dlbench.cases.arch import LlamaConfig, Loss, MoeConfig
 from dlbench.cases.flops import register_forward_flops
 from dlbench.spec import SpecError
@@ -31,6 +31,18 @@ LLAMA3_8B = LlamaConfig()  # 8,030,261,248 parameters
 LLAMA3_1B = LlamaConfig(
     hidden_size=2048, num_layers=16, num_heads=32, num_kv_heads=8, ffn_size=8192, tied_embeddings=True
 )  # 1,235,814,400 parameters
+# Llama 2 70B (Hugging Face meta-llama/Llama-2-70b-hf config.json: hidden 8192, 80 layers, 64 heads over 8 key/value
+# heads, intermediate 28672, vocabulary 32000, rope_theta 10000, untied), at MLPerf's LoRA sequence of 8192.
+LLAMA2_70B = LlamaConfig(
+    vocab_size=32000,
+    hidden_size=8192,
+    num_layers=80,
+    num_heads=64,
+    num_kv_heads=8,
+    ffn_size=28672,
+    max_positions=8192,
+    rope_theta=10000.0,
+)  # 68,976,648,192 parameters
 # A shape this CPU trains in seconds that still splits every way the layouts do: 8 heads over 4 key/value heads
 # (tensor parallel up to 4), 4 layers (up to 4 pipeline stages), a sequence of 64 (sequence parallel up to 4).
 LLAMA_TINY = LlamaConfig(
@@ -60,11 +72,18 @@ def llama_arch(case: Case) -> LlamaConfig:
     return case.arch
 
 
-def flops_per_sample(case: Case, input_size: int | None = None, recompute: bool = False) -> float:
-    """Training FLOPs of one sequence by FLOP_CONVENTION; with `recompute` the FLOPs the devices execute (a second
-    forward of every layer: 8N instead of 6N, the attention's 4/3 likewise)."""
+def flops_per_sample(
+    case: Case, input_size: int | None = None, recompute: bool = False, full_model: bool = False
+) -> float:
+    """Training FLOPs of one sequence by FLOP_CONVENTION, or for a LoRA point by cases/lora.py's (frozen weights get
+    no weight gradient; `full_model` counts it as if every weight trained); with `recompute` the FLOPs the devices
+    execute (a second forward of every layer: 8N instead of 6N, the attention's 4/3 likewise)."""
     a = llama_arch(case)
     s = float(input_size or a.max_positions)
+    adapters = lora.lora_of(case)
+    if adapters is not None and not full_model:
+        per_token = lora.lora_flops_per_token(a, adapters, matmul_params(a), s)
+        return s * (per_token + (2.0 * matmul_params(a) if recompute else 0.0))  # a second forward of the base
     per_token = 6.0 * matmul_params(a) + 6.0 * a.num_layers * s * a.num_heads * a.head_dim
     return s * per_token * (4.0 / 3.0 if recompute else 1.0)
 
@@ -99,14 +118,16 @@ def _config(case: Case) -> LlamaConfig:
 
 
 def _shaped(case: Case) -> Case:
-    """The member at its parameters: architecture, parameter count and input."""
+    """The member at its parameters: architecture, parameter count and input; with LoRA (cases/lora.py) its
+    trainable count is the adapters' and its optimizer MLPerf's LoRA recipe's."""
     arch = _config(case)
-    return dataclasses.replace(
+    shaped = dataclasses.replace(
         case,
         arch=arch,
         param_count=param_count(arch),
         input=TextInput(seq_len=arch.max_positions, vocab=arch.vocab_size),
     )
+    return lora.with_lora(shaped, param_count(arch))
 
 
 def _params(a: LlamaConfig) -> tuple[CaseParam, ...]:
@@ -125,6 +146,7 @@ def _params(a: LlamaConfig) -> tuple[CaseParam, ...]:
             "1: the LM head is the token embedding (1B), 0: its own (8B)",
             choices=(0, 1),
         ),
+        *lora.PARAMS,
     )
 
 
@@ -197,6 +219,15 @@ LLAMA3_1B_CASE = _member(
     1,
     "Llama 3.2 1B's shape (head tied to the token embedding) at sequence 8192.",
 )
+LLAMA2_70B_CASE = _member(
+    "llama2_70b",
+    "Llama 2 70B",
+    LLAMA2_70B,
+    1,
+    1,
+    "Llama 2 70B's shape (untied head, rope_theta 1e4) at MLPerf's LoRA sequence 8192; MLPerf's fine-tuning "
+    "benchmark is --lora 16 (alpha 32, dropout 0.1, fused qkv and o): 44,564,480 trainable.",
+)
 TINY = _member(
     "llama_tiny",
     "Llama tiny",
@@ -210,6 +241,7 @@ TINY = _member(
 __all__ = [
     "FAMILY",
     "FLOP_CONVENTION",
+    "LLAMA2_70B",
     "LLAMA3_1B",
     "LLAMA3_8B",
     "LLAMA_TINY",

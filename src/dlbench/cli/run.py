@@ -108,6 +108,12 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
     help="A case parameter's values, e.g. vocab=3.2M,6.4M (K, M, G "
     "suffixes; each value a point; repeatable), or NAME=max to search the largest that trains.",
 )
+@click.option(
+    "--lora",
+    type=AsciiIntRange(min=1),
+    help="LoRA fine-tuning at this rank (llama cases): the model frozen, low-rank adapters trained; alpha, dropout "
+    "and targets are --param lora_alpha=, lora_dropout= (percent), lora_targets= (docs/mlperf.md).",
+)
 @layout_options
 @click.option(
     "--sync-every-step",
@@ -156,6 +162,9 @@ def run(fmt: str, columns: str | None, wide: bool, **options: Any) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
     shown = pick_columns(columns, wide)
     command = command_line("dlbench run")
+    lora = options.pop("lora", None)
+    if lora:  # --lora R is --param lora=R (cases/lora.py)
+        options["params"] = (*options["params"], f"lora={lora}")
     request, frameworks = run_request(options, command)
     if frameworks.note:
         click.echo(frameworks.note, err=True)

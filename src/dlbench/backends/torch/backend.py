@@ -250,6 +250,9 @@ class TorchBackend(Backend):
             self._routed = model
         elif case.loss.kind == "causal_lm":
             self._facts[split.FLOPS_KEY[isinstance(case.arch, LlamaConfig)]] = split.flops_facts(spec, case)
+            adapters = split.lora_facts(spec, case)  # LoRA (#47): trainable and frozen counts, FLOPs both ways
+            if adapters is not None:
+                self._facts["lora"] = adapters
 
     def facts(self) -> dict[str, object]:
         """What build chose; a MoE point adds its routing figures, read once from the device here (moe.py)."""

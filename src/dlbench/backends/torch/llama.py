@@ -55,11 +55,16 @@ class Attention(nn.Module):
         self.wk = nn.Linear(h, cfg.num_kv_heads * d, bias=False)
         self.wv = nn.Linear(h, cfg.num_kv_heads * d, bias=False)
         self.wo = nn.Linear(cfg.num_heads * d, h, bias=False)
+        self.qkv_adapter: nn.Module | None = None  # LoRA's fused QKV adapter (lora.py), its output split q | k | v
 
     def forward(self, x: Tensor) -> Tensor:
         b, s, _ = x.shape  # the whole sequence (sequence parallel gathers it before this module)
         d = self.head_dim
-        q, k, v = (proj(x).view(b, s, -1, d) for proj in (self.wq, self.wk, self.wv))
+        q, k, v = self.wq(x), self.wk(x), self.wv(x)
+        if self.qkv_adapter is not None:
+            dq, dk, dv = self.qkv_adapter(x).split([q.shape[-1], k.shape[-1], v.shape[-1]], dim=-1)
+            q, k, v = q + dq, k + dk, v + dv
+        q, k, v = (t.view(b, s, -1, d) for t in (q, k, v))
         cos, sin = rope_tables(s, d, self.theta, x.device)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         y = F.scaled_dot_product_attention(

@@ -19,6 +19,7 @@ from dlbench.backends.torch import dlrm
 from dlbench.backends.torch.face import FaceModel, arcface_loss
 from dlbench.backends.torch.gpt import GptLMHeadModel
 from dlbench.backends.torch.llama import LlamaModel
+from dlbench.backends.torch.lora import apply_lora
 from dlbench.backends.torch.moe import MoeModel, aux_loss
 from dlbench.backends.torch.wide_deep import WideDeep, bce_loss
 from dlbench.backends.torchlike import bert, cnn
@@ -28,6 +29,7 @@ from dlbench.cases.arch import BertConfig, DlrmArch, MoeConfig
 from dlbench.cases.face import face_arch
 from dlbench.cases.gpt import gpt_arch
 from dlbench.cases.llama import llama_arch
+from dlbench.cases.lora import lora_of
 from dlbench.cases.moe import moe_arch
 
 
@@ -68,8 +70,11 @@ def _llama(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
     if ctx.layout.splits_model or ctx.groups is not None:
         from dlbench.backends.torch import llama_parallel  # the distributed machinery, only where it is used
 
-        return llama_parallel.build_stage(llama_arch(case), ctx)
-    return LlamaModel(llama_arch(case), recompute=ctx.layout.recompute)
+        model = llama_parallel.build_stage(llama_arch(case), ctx)
+    else:
+        model = LlamaModel(llama_arch(case), recompute=ctx.layout.recompute)
+    adapters = lora_of(case)  # LoRA (#47): the base frozen, adapters added (on one device or FSDP's replicas)
+    return model if adapters is None else apply_lora(model, llama_arch(case), adapters)
 
 
 def _moe(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
@@ -106,6 +111,7 @@ MODELS: dict[str, Callable[[Case, BuildContext], nn.Module]] = {
     "llama": _llama,
     "llama3_8b": _llama,
     "llama3_1b": _llama,
+    "llama2_70b": _llama,
     "llama_tiny": _llama,
     "mixtral_8x7b": _moe,
     "moe_tiny": _moe,

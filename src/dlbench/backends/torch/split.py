@@ -21,10 +21,10 @@ from dlbench.backends.base import Trainer
 from dlbench.backends.context import BuildContext
 from dlbench.backends.torch import data
 from dlbench.backends.torch.models import build_model
-from dlbench.cases import Case, get_case
+from dlbench.cases import Case, get_case, lora
 from dlbench.cases.arch import GptConfig, LlamaConfig
 from dlbench.cases.gpt import layout_flops_per_sample
-from dlbench.cases.llama import FLOP_CONVENTION
+from dlbench.cases.llama import FLOP_CONVENTION, param_count
 from dlbench.cases.llama import flops_per_sample as llama_flops
 from dlbench.cases.llama_layout import llama_layout_refusal
 from dlbench.numerics import Numerics
@@ -90,7 +90,7 @@ def flops_facts(spec: PointSpec, case: Case) -> dict[str, object]:
     if isinstance(case.arch, LlamaConfig):
         model = llama_flops(case, spec.input_size)
         hardware = llama_flops(case, spec.input_size, recompute=True) if spec.layout.recompute else model
-        convention = FLOP_CONVENTION
+        convention = lora.FLOP_CONVENTION if lora.lora_of(case) is not None else FLOP_CONVENTION
     else:
         model, hardware = layout_flops_per_sample(case, spec.input_size, spec.layout.recompute)
         convention = "Megatron-LM (Narayanan et al. 2021): causal attention counted as the full square"
@@ -110,6 +110,15 @@ def mixed_precision(numerics: Numerics) -> tuple[Any, str]:
             "bf16, gradients reduce-scattered in fp32 (torchtitan's), fp32 master weights and optimizer state",
         )
     return MixedPrecisionPolicy(), "MixedPrecisionPolicy(): parameters and gradients in fp32"
+
+
+def lora_facts(spec: PointSpec, case: Case) -> dict[str, object] | None:
+    """A LoRA point's adapters, trainable and frozen counts and FLOPs of one sequence by both conventions (#47),
+    or None where the whole model trains."""
+    if lora.lora_of(case) is None or not isinstance(case.arch, LlamaConfig):
+        return None
+    full = llama_flops(case, spec.input_size, full_model=True)
+    return lora.figures(case, param_count(case.arch), full, llama_flops(case, spec.input_size))
 
 
 def build(
@@ -160,6 +169,9 @@ def build(
             "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
         }
     )
+    adapters = lora_facts(spec, case)
+    if adapters is not None:
+        facts["lora"] = adapters
     if lay.pipeline_parallel > 1:
         facts["pipeline"] = {
             "schedule": TITLES[spec.layout.schedule],
@@ -171,4 +183,4 @@ def build(
     return pipeline.SplitTrainer(spec, case, stage, batches, device, numerics, mesh, facts)
 
 
-__all__ = ["FLOPS_KEY", "TITLES", "build", "flops_facts", "mixed_precision", "refuse", "shape_problem"]
+__all__ = ["FLOPS_KEY", "TITLES", "build", "flops_facts", "lora_facts", "mixed_precision", "refuse", "shape_problem"]
