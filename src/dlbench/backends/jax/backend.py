@@ -21,6 +21,7 @@ from dlbench.backends.jax import (
     PREALLOCATE_VAR,
     data,
     distributed,
+    dlrm,
     llama_mesh,
     memory_fraction_fact,
     tensor_parallel,
@@ -30,7 +31,8 @@ from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.models import MODELS, build_module, model_inputs
 from dlbench.backends.jax.step import JaxTrainer, State, loss_scale, make_optimizer, make_train_step
 from dlbench.cases import Case, get_case
-from dlbench.cases.arch import LlamaConfig
+from dlbench.cases.arch import DlrmArch, LlamaConfig
+from dlbench.cases.dlrm import point_figures as dlrm_figures
 from dlbench.machine.nvml import gpu_info
 from dlbench.numerics import Numerics, describe, resolve_precision
 from dlbench.paths import cache_dir
@@ -138,6 +140,15 @@ def make_trainer(
     return JaxTrainer(batches, state, make_train_step(case, where), device)
 
 
+def _table_facts(case: Case) -> dict[str, object]:
+    """How Wide & Deep's and DLRM's tables train, and a DLRM's figures (#47); nothing for another case."""
+    if case.loss.kind != "bce":
+        return {}
+    if isinstance(case.arch, DlrmArch):
+        return {"embedding": dlrm.EMBEDDING_PATH, "dlrm": dlrm_figures(case)}
+    return {"embedding": wide_deep.EMBEDDING_PATH}
+
+
 def count_leaves(tree: Any) -> int:
     """Total number of elements in a pytree of arrays or shape structs."""
     return sum(int(x.size) for x in jax.tree_util.tree_leaves(tree))
@@ -238,8 +249,7 @@ class JaxBackend(Backend):
             "loss_scaling": "flax DynamicScale" if numerics.loss_scaling else "none",
             "donated_state": True,
         }
-        if case.loss.kind == "bce":  # Wide & Deep: how its tables train
-            self._facts["embedding"] = wide_deep.EMBEDDING_PATH
+        self._facts.update(_table_facts(case))
         if platform == "gpu":
             self._facts[PREALLOCATE_VAR] = os.environ.get(PREALLOCATE_VAR, "")
             self._facts["xla_gpu_memory_fraction"] = memory_fraction_fact(os.environ)
@@ -252,7 +262,10 @@ class JaxBackend(Backend):
         self._facts.update(facts)
         if spec.layout.recompute:
             self._facts["recompute"] = "flax nn.remat per block"
-        return make_trainer(spec, case, _DTYPES[numerics.compute_dtype], device, where, jax.process_index())
+        trainer = make_trainer(spec, case, _DTYPES[numerics.compute_dtype], device, where, jax.process_index())
+        if spec.converge and isinstance(case.arch, DlrmArch):  # judged by its held-out AUC (#47)
+            trainer.scorer = dlrm.held_out_scorer(case, trainer.state.apply_fn, lambda: trainer.state.params)
+        return trainer
 
     def count_params(self, case: Case) -> int:
         module = build_module(case)

@@ -8,6 +8,7 @@ every synthetic point. Integers are int32 (JAX runs without 64-bit types).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import jax
@@ -15,9 +16,11 @@ import numpy as np
 
 from dlbench.backends.base import Unsupported, fixed
 from dlbench.backends.jax.distributed import Placement
-from dlbench.cases import Case, CtrInput, ImageInput, TextInput
+from dlbench.cases import Case, CtrInput, ImageInput, TextInput, get_case
+from dlbench.cases.arch import DlrmArch
 from dlbench.cases.gpt import sequence_length
 from dlbench.data.learnable import learnable_batches
+from dlbench.data.recsys import CYCLED_BATCHES, synthetic_cycle, synthetic_dlrm
 from dlbench.data.synthetic import synthetic_bert, synthetic_ctr, synthetic_gpt, synthetic_images
 from dlbench.spec import PointSpec, SpecError
 
@@ -34,6 +37,8 @@ def synthetic_arrays(case: Case, batch: int, input_size: int | None, seed: int) 
     """One synthetic batch for the case as host arrays: NHWC images and labels, or BERT's gathered MLM batch."""
     if isinstance(case.input, ImageInput):
         return host_arrays(synthetic_images(case.input, batch, input_size, seed, channels_last=True))
+    if isinstance(case.arch, DlrmArch):
+        return host_arrays(synthetic_dlrm(case.arch, batch, seed))
     if isinstance(case.input, CtrInput):
         return host_arrays(synthetic_ctr(case.input, batch, case.param("vocab"), seed))
     assert isinstance(case.input, TextInput)
@@ -54,6 +59,9 @@ def batches(spec: PointSpec, case: Case, placement: Placement, seed: int) -> Ite
     if spec.converge:
         stream = learnable_batches(case, spec.batch_size, spec.input_size, seed, channels_last=True)
         return (placement.shard(host_arrays(b)) for b in stream)
+    if spec.data != "real" and isinstance(case.arch, DlrmArch):  # fresh ids step to step, put on the device once
+        cycle = [placement.shard(host_arrays(b)) for b in synthetic_cycle(case.arch, spec.batch_size, seed)]
+        return itertools.cycle(cycle)
     if spec.data != "real":
         return fixed(placement.shard(synthetic_arrays(case, spec.batch_size, spec.input_size, seed)))
     if isinstance(case.input, CtrInput) or case.task == "causal_lm":
@@ -71,6 +79,8 @@ def describe(spec: PointSpec) -> str:
     """How the input is fed, for the point's facts."""
     if spec.converge:
         return "learnable: a new batch drawn on the host every step (--converge)"
+    if spec.data != "real" and isinstance(get_case(spec.model).arch, DlrmArch):
+        return f"synthetic: {CYCLED_BATCHES} batches put on the device, fed in turn"
     if spec.data != "real":
         return "synthetic: one batch put on the device"
     from dlbench.backends.jax.real_data import PREFETCH  # a real-data point: Grain is there

@@ -16,12 +16,12 @@ import jax.numpy as jnp
 import optax
 from flax import linen as nn
 
-from dlbench.backends.jax import wide_deep
+from dlbench.backends.jax import dlrm, wide_deep
 from dlbench.backends.jax.bert import BertForPretraining, mlm_nsp_loss
 from dlbench.backends.jax.gpt import GptLMHeadModel
 from dlbench.backends.jax.llama import LlamaModel
 from dlbench.cases import Case, ImageInput
-from dlbench.cases.arch import POOL, AlexNetArch, InceptionArch, ResNetArch, VggArch
+from dlbench.cases.arch import POOL, AlexNetArch, DlrmArch, InceptionArch, ResNetArch, VggArch
 from dlbench.cases.gpt import gpt_arch
 from dlbench.cases.llama import llama_arch
 
@@ -331,6 +331,8 @@ MODELS: dict[str, Builder] = {
     "gpt2_small": lambda c, dt: GptLMHeadModel(gpt_arch(c), dtype=dt),
     "gpt": lambda c, dt: GptLMHeadModel(gpt_arch(c), dtype=dt),
     "wide_deep": lambda c, dt: wide_deep.WideDeep(c, dtype=dt),
+    "dlrm_v2": lambda c, dt: dlrm.Dlrm(c, dtype=dt),
+    "dlrm_tiny": lambda c, dt: dlrm.Dlrm(c, dtype=dt),
     **{
         name: (lambda c, dt: LlamaModel(llama_arch(c), dtype=dt))
         for name in ("llama", "llama3_8b", "llama3_1b", "llama_tiny")
@@ -350,7 +352,7 @@ def model_inputs(case: Case, batch: Mapping[str, Any]) -> tuple[Any, ...]:
     if case.loss.kind == "mlm_nsp":
         return (batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["mlm_positions"])
     if case.loss.kind == "bce":
-        return wide_deep.inputs(batch)
+        return dlrm.inputs(batch) if isinstance(case.arch, DlrmArch) else wide_deep.inputs(batch)
     if case.loss.kind == "causal_lm":
         return (batch["input_ids"],)
     return (batch["images"],)

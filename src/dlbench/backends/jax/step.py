@@ -52,6 +52,8 @@ def make_optimizer(case: Case, global_batch: int) -> optax.GradientTransformatio
     lr = o.lr_for(global_batch)
     if o.name == "adamw":
         return optax.adamw(lr, weight_decay=o.weight_decay)
+    if o.name == "adagrad":  # DLRM's, as torch's: no initial accumulator, its epsilon
+        return optax.adagrad(lr, initial_accumulator_value=0.0, eps=o.eps or 1e-10)
     opt = optax.sgd(lr, momentum=o.momentum or None) if o.name == "sgd" else optax.adam(lr)
     return optax.chain(optax.add_decayed_weights(o.weight_decay), opt) if o.weight_decay else opt
 
@@ -105,6 +107,12 @@ class JaxTrainer(Trainer):
         self._last: jax.Array | None = None
         self._window_sum: jax.Array | None = None  # the loss summed on the device since the last loss_window
         self._window_steps = 0
+        self.scorer: Callable[[], float] | None = None  # a case judged by AUC: its held-out scorer (dlrm.py)
+
+    def held_out_auc(self) -> float:
+        if self.scorer is None:
+            return super().held_out_auc()
+        return self.scorer()
 
     def train_step(self, batch: Batch) -> None:
         self.state, self._last = self.step_fn(self.state, batch)
