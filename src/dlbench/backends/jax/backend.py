@@ -29,10 +29,11 @@ from dlbench.backends.jax import (
 )
 from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.models import MODELS, build_module, model_inputs
-from dlbench.backends.jax.step import JaxTrainer, State, loss_scale, make_optimizer, make_train_step
+from dlbench.backends.jax.step import JaxTrainer, State, lora_labels, loss_scale, make_optimizer, make_train_step
 from dlbench.cases import Case, get_case
 from dlbench.cases.arch import DlrmArch, LlamaConfig
 from dlbench.cases.dlrm import point_figures as dlrm_figures
+from dlbench.cases.lora import lora_of
 from dlbench.machine.nvml import gpu_info
 from dlbench.numerics import Numerics, describe, resolve_precision
 from dlbench.paths import cache_dir
@@ -265,12 +266,19 @@ class JaxBackend(Backend):
         trainer = make_trainer(spec, case, _DTYPES[numerics.compute_dtype], device, where, jax.process_index())
         if spec.converge and isinstance(case.arch, DlrmArch):  # judged by its held-out AUC (#47)
             trainer.scorer = dlrm.held_out_scorer(case, trainer.state.apply_fn, lambda: trainer.state.params)
+        if spec.converge and lora_of(case) is not None and spec.processes == 1:  # fine-tunes dlbench's base (#47)
+            from dlbench.backends.jax.lora import load_pretrained
+
+            self._facts["lora_base"] = load_pretrained(trainer, case, spec.input_size, device)
         return trainer
 
     def count_params(self, case: Case) -> int:
         module = build_module(case)
         keys = {"params": jax.random.PRNGKey(0), "dropout": jax.random.PRNGKey(1)}
         shapes = jax.eval_shape(lambda k, *xs: module.init(k, *xs, train=True), keys, *_example(case, None))
+        if lora_of(case) is not None:  # LoRA (#47): only the adapters train
+            labels = jax.tree_util.tree_leaves(lora_labels(shapes["params"]))
+            return sum(int(x.size) for x, t in zip(jax.tree_util.tree_leaves(shapes["params"]), labels) if t == "train")
         return count_leaves(shapes["params"])  # batch_stats are not trainable
 
     def oom_error(self, exc: BaseException) -> bool:

@@ -24,6 +24,7 @@ from dlbench.cases import Case, ImageInput
 from dlbench.cases.arch import POOL, AlexNetArch, DlrmArch, InceptionArch, ResNetArch, VggArch
 from dlbench.cases.gpt import gpt_arch
 from dlbench.cases.llama import llama_arch
+from dlbench.cases.lora import lora_of
 
 Array = Any
 _KAIMING = nn.initializers.variance_scaling(2.0, "fan_out", "normal")  # torch's kaiming_normal_(fan_out, relu)
@@ -334,8 +335,8 @@ MODELS: dict[str, Builder] = {
     "dlrm_v2": lambda c, dt: dlrm.Dlrm(c, dtype=dt),
     "dlrm_tiny": lambda c, dt: dlrm.Dlrm(c, dtype=dt),
     **{
-        name: (lambda c, dt: LlamaModel(llama_arch(c), dtype=dt))
-        for name in ("llama", "llama3_8b", "llama3_1b", "llama_tiny")
+        name: (lambda c, dt: LlamaModel(llama_arch(c), dtype=dt, lora=lora_of(c)))
+        for name in ("llama", "llama3_8b", "llama3_1b", "llama2_70b", "llama_tiny")
     },
 }
 

@@ -20,6 +20,7 @@ from dlbench.backends.base import AllocatorPeak, Trainer
 from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.models import model_inputs, train_loss
 from dlbench.cases import Case
+from dlbench.cases.lora import lora_of
 
 Batch = dict[str, jax.Array]
 
@@ -50,6 +51,10 @@ def make_optimizer(case: Case, global_batch: int) -> optax.GradientTransformatio
     --converge Markov source stalled at 3.6 nats and rose while torch's reached its target (#34)."""
     o = case.optimizer
     lr = o.lr_for(global_batch)
+    if lora_of(case) is not None:  # LoRA (#47): only the adapters move; the frozen base gets no update
+        return optax.multi_transform(
+            {"train": optax.adamw(lr, weight_decay=o.weight_decay), "frozen": optax.set_to_zero()}, lora_labels
+        )
     if o.name == "adamw":
         return optax.adamw(lr, weight_decay=o.weight_decay)
     if o.name == "adagrad":  # DLRM's, as torch's: no initial accumulator, its epsilon
@@ -65,6 +70,14 @@ def _loss_fn(case: Case, state: State, params: Any, batch: Batch, key: jax.Array
         variables, *model_inputs(case, batch), train=True, mutable=["batch_stats"], rngs={"dropout": key}
     )
     return train_loss(case, out, batch), updates.get("batch_stats", state.batch_stats)
+
+
+def lora_labels(params: Any) -> Any:
+    """'train' for a LoRA adapter's parameter (a ``lora_`` module on its path), 'frozen' for every other."""
+    return jax.tree_util.tree_map_with_path(
+        lambda path, _: "train" if any(str(getattr(k, "key", "")).startswith("lora_") for k in path) else "frozen",
+        params,
+    )
 
 
 TrainStep = Callable[[State, Batch], tuple[State, jax.Array]]
