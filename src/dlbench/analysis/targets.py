@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from dlbench.cases import Case, get_case
 from dlbench.cases.arch import DlrmArch
+from dlbench.cases.lora import FINETUNE_MARGIN, SHIFTED_ROWS, lora_of
 from dlbench.data.learnable import IMAGE_CLASSES, MARKOV_STATES, MarkovTokens
 from dlbench.data.recsys import PlantedClicks
 from dlbench.spec import PointSpec
@@ -72,6 +73,10 @@ def target_for(case: Case, budget: int | None = None, loss: float | None = None)
         return _dlrm_target(case.arch, budget, loss)
     if case.task == "image_classification":
         own = Target(0.25, 1000, 10, f"{IMAGE_CLASSES} separable template classes + noise", 0.0)
+    elif case.task == "causal_lm" and lora_of(case) is not None:  # fine-tuning a pretrained base (#47)
+        best = MarkovTokens(states=MARKOV_STATES, shifted=SHIFTED_ROWS).best_loss
+        data = f"Markov source, {MARKOV_STATES} tokens, {SHIFTED_ROWS} rows shifted from the pretraining chain"
+        own = Target(round(best + FINETUNE_MARGIN, 3), 1000, 10, data, best)
     elif case.task == "causal_lm":
         best = MarkovTokens(states=MARKOV_STATES).best_loss
         own = Target(round(best + 0.25, 3), 1000, 10, f"Markov source, {MARKOV_STATES} tokens", best)

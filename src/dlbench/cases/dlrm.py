@@ -238,8 +238,9 @@ __all__ = [
 
 
 def dlrm_refusal(spec: PointSpec, caps: Capabilities) -> str | None:
-    """Why a DLRM point cannot run (one line), or None: table-wise sharding on one device or where the framework
-    has none, a gradient strategy other than DDP (the tables' gradients are sparse, or live on their owner)."""
+    """Why a DLRM point cannot run (one line), or None: table-wise sharding where the framework has none, a gradient
+    strategy other than DDP (the tables' gradients are sparse, or live on their owner). Table-wise on one device
+    holds every table (as a convergence point's one-device reference does)."""
     from dlbench.cases import get_case
 
     case = get_case(spec.model)
@@ -251,8 +252,6 @@ def dlrm_refusal(spec: PointSpec, caps: Capabilities) -> str | None:
             f"table-wise embedding sharding (--param sharding=1) is wired for torch only; {spec.framework} trains "
             "DLRM data parallel: use --param sharding=0"
         )
-    if table_wise and spec.world_size == 1:
-        return "--param sharding=1 places DLRM's tables over several ranks: use --scale 1n2c or more, or sharding=0"
     if spec.world_size > 1 and spec.framework == "torch" and spec.strategy not in ("none", "ddp"):
         return (
             "DLRM's tables train with sparse gradients (and table-wise, on their owner rank only): DDP reduces them; "

@@ -97,7 +97,7 @@ def list_cmd(check: bool, wide: bool = False) -> None:
         )
         case_rows.append((c.name, c.title, shape, opt, f"{c.param_count:,}", f"{c.batch_fixed} / {c.batch_cpu}"))
     out.print(cases_table(case_rows, wide=wide))
-    out.print(llama_family_table())
+    out.print(llama_family_table(wide))
     out.print(moe_family_table(wide))
     fws: list[list[Cell]] = []
     support: list[list[Cell]] = []

@@ -25,6 +25,7 @@ import numpy as np
 from dlbench.cases import Case, ImageInput, TextInput
 from dlbench.cases.arch import DlrmArch
 from dlbench.cases.gpt import sequence_length
+from dlbench.cases.lora import PRETRAIN_BATCH, SHIFTED_ROWS, lora_of
 from dlbench.data.recsys import PlantedClicks
 
 GRID = 4  # template cells per side, whatever the input side: separability does not depend on resolution
@@ -114,13 +115,17 @@ class MarkovTokens:
     concentration: float = 0.1
     seed: int = 0
     order: int = 0  # which stream of examples (a run's seed): the chain stays that of `seed`
+    shifted: int = 0  # a fine-tuning source (#47): this many of the chain's rows drawn afresh, the rest kept
     transition: np.ndarray = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.states < 2 or self.concentration <= 0:
+        if self.states < 2 or self.concentration <= 0 or not 0 <= self.shifted <= self.states:
             raise ValueError(f"a Markov source needs >= 2 states and concentration > 0; got {self.states}")
         rng = np.random.default_rng([self.seed, 34, 3])
         p = rng.dirichlet(np.full(self.states, self.concentration), size=self.states)
+        if self.shifted:  # the first `shifted` tokens are followed by other tokens than in the pretraining chain
+            fresh = np.random.default_rng([self.seed, 47, 5])
+            p[: self.shifted] = fresh.dirichlet(np.full(self.states, self.concentration), size=self.shifted)
         p = np.maximum(p, 1e-6)  # every transition possible: the chain is irreducible and aperiodic
         object.__setattr__(self, "transition", p / p.sum(axis=1, keepdims=True))
 
@@ -187,6 +192,13 @@ def uniform_loss(classes: int) -> float:
     return math.log(classes)
 
 
+def pretraining_batches(case: Case, input_size: int | None) -> Iterator[dict[str, np.ndarray]]:
+    """The stream a LoRA case's base is pretrained on before --converge fine-tunes it: the unshifted Markov chain,
+    PRETRAIN_BATCH sequences a step, its own order (the same base for every seed of the fine-tuning)."""
+    tokens, seq = MarkovTokens(MARKOV_STATES, order=1_000_000), sequence_length(case, input_size)
+    return (tokens.batch(step, PRETRAIN_BATCH, seq) for step in itertools.count())
+
+
 def learnable_batches(
     case: Case, batch: int, input_size: int | None, order: int, channels_last: bool = False
 ) -> Iterator[dict[str, np.ndarray]]:
@@ -199,6 +211,7 @@ def learnable_batches(
     if isinstance(case.arch, DlrmArch):  # planted-logistic clicks (data/recsys.py)
         return PlantedClicks(case.arch, order=order).batches(batch)
     if isinstance(case.input, TextInput) and case.task == "causal_lm":
-        tokens, seq = MarkovTokens(MARKOV_STATES, order=order), sequence_length(case, input_size)
+        shifted = SHIFTED_ROWS if lora_of(case) is not None else 0  # LoRA fine-tunes on a shifted chain (#47)
+        tokens, seq = MarkovTokens(MARKOV_STATES, order=order, shifted=shifted), sequence_length(case, input_size)
         return (tokens.batch(step, batch, seq) for step in itertools.count())
     raise ValueError(f"no learnable data for {case.name} ({case.task})")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from dlbench import __version__
 from dlbench.analysis.maxbatch import MAXBATCH_KIND, PROBE_PRESET
+from dlbench.reference.mlperf import MlperfAnchor
 from dlbench.report.chart_base import ChartSet, colours
 from dlbench.report.charts import data_chart, max_batch_chart, memory_chart, spread_chart, throughput_charts
 from dlbench.report.convergence import ConvergenceCase, convergence_cases, mark_note, unconverged_points
@@ -19,6 +20,7 @@ from dlbench.report.groups import Cell, Column, Section, build_sections, framewo
 from dlbench.report.history import history_charts
 from dlbench.report.llm_section import LlmRow, llm_rows
 from dlbench.report.max_values import REFERENCE_NOTE, MaxValueRow, PublishedMax, dlperf_max_classes, max_value_rows
+from dlbench.report.mlperf_section import DlrmRow, LoraRow, dlrm_rows, lora_rows, published
 from dlbench.report.moe_section import MoeRow, moe_rows
 from dlbench.report.published import Beside, beside
 from dlbench.report.special import wide_deep_chart
@@ -90,6 +92,9 @@ class Report:
     gpt_layouts: list[LayoutRow] = field(default_factory=list)  # GPT points by parallel layout (DLPerf's GPT)
     llm: list[LlmRow] = field(default_factory=list)  # Llama points by layout and precision (#35)
     moe: list[MoeRow] = field(default_factory=list)  # MoE points by layout, with their routing (#36)
+    lora: list[LoraRow] = field(default_factory=list)  # LoRA points: counts, MFU both ways (#47)
+    dlrm: list[DlrmRow] = field(default_factory=list)  # DLRM points: samples, look-ups and bytes per second (#47)
+    mlperf: list[MlperfAnchor] = field(default_factory=list)  # MLPerf's published times of those benchmarks
     convergence: list[ConvergenceCase] = field(default_factory=list)  # --converge points by case (#34)
     convergence_charts: ChartSet = field(default_factory=ChartSet)  # one loss-curve chart per case, in order
     strategies: StrategyReport = field(default_factory=StrategyReport)  # seed 004's view: strategy studies
@@ -268,6 +273,9 @@ def build_report(
         uids={p.id: p.uid for p in points},
         llm=llm_rows(points),
         moe=moe_rows(points),
+        lora=(lora := lora_rows(points)),
+        dlrm=(dlrm := dlrm_rows(points)),
+        mlperf=published(lora, dlrm),
         convergence=converging,
         convergence_charts=convergence_charts(converging),
     )

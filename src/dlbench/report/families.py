@@ -1,14 +1,27 @@
-"""The Llama family's members as one terminal table (`dlbench list`): each member's shape and exact count."""
+"""The Llama family's members as one terminal table (`dlbench list`): each member's shape and exact count, and the
+trainable count of MLPerf's LoRA adapters on it (r 16 on the fused qkv and o, #47), under the width rule."""
 
 from __future__ import annotations
 
-from rich import box
-from rich.table import Table
-
 from dlbench.cases import all_cases
 from dlbench.cases.arch import LlamaConfig
+from dlbench.cases.lora import MLPERF, adapter_params
+from dlbench.report.fit import Col, Fitted, fit
 
-HEADERS = ("case", "hidden", "layers", "heads", "kv", "ffn", "vocab", "seq", "tied", "parameters")
+COLUMNS = (
+    Col("case", "key"),
+    Col("hidden", "number", "right"),
+    Col("layers", "number", "right"),
+    Col("heads", "number", "right", optional=True),
+    Col("kv", "number", "right", optional=True),
+    Col("ffn", "number", "right", optional=True),
+    Col("vocab", "number", "right", optional=True),
+    Col("seq", "number", "right", optional=True),
+    Col("tied", "text", "right", optional=True),
+    Col("parameters", "number", "right"),
+    Col("LoRA r16", "number", "right"),
+)
+HEADERS = tuple(c.header for c in COLUMNS)
 
 
 def llama_family_rows() -> list[tuple[str, ...]]:
@@ -29,28 +42,17 @@ def llama_family_rows() -> list[tuple[str, ...]]:
                     str(a.max_positions),
                     "yes" if a.tied_embeddings else "no",
                     f"{c.param_count:,}",
+                    f"{adapter_params(a, MLPERF):,}",
                 )
             )
     return rows
 
 
-def llama_family_table() -> Table:
-    """The family's rows in a table 71 columns wide whose numbers are never cut (each column as wide as its
-    longest cell)."""
-    rows = llama_family_rows()
-    table = Table(
-        title="llama family (--param NAME=VALUE reshapes any member)",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        padding=(0, 1, 0, 0),
-        show_edge=False,
-    )
-    for i, name in enumerate(HEADERS):
-        width = max(len(r[i]) for r in [HEADERS, *rows])
-        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True, min_width=width)
-    for row in rows:
-        table.add_row(*row)
-    return table
+def llama_family_table(wide: bool = False) -> Fitted:
+    """The family's rows under the width rule: numbers never cut, the shape's optional columns left out (and named)
+    where the terminal is narrow."""
+    title = "llama family (--param NAME=VALUE reshapes any member; LoRA r16: MLPerf's adapters' trainable count)"
+    return fit(COLUMNS, llama_family_rows(), title=title, wide=wide)
 
 
-__all__ = ["HEADERS", "llama_family_rows", "llama_family_table"]
+__all__ = ["COLUMNS", "HEADERS", "llama_family_rows", "llama_family_table"]

@@ -71,10 +71,9 @@ def _spec(framework: str, model: str, params: dict[str, int], **kw: object) -> P
         (_spec("jax", "llama_tiny", {"lora": 8}, devices_per_node=2, fsdp=True), "wired for torch only"),
         (_spec("tf", "llama_tiny", {"lora": 8}), "torch and JAX only"),
         (_spec("jax", "dlrm_tiny", {"sharding": 1}, devices_per_node=2), "torch only"),
-        (_spec("torch", "dlrm_tiny", {"sharding": 1}), "several ranks"),
         (_spec("torch", "dlrm_tiny", {}, devices_per_node=2, strategy="allreduce"), "use --strategy ddp"),
     ],
-    ids=["lora_tp", "jax_lora_fsdp", "tf_lora", "jax_table_wise", "one_rank_table_wise", "dlrm_allreduce"],
+    ids=["lora_tp", "jax_lora_fsdp", "tf_lora", "jax_table_wise", "dlrm_allreduce"],
 )
 def test_what_is_not_wired_is_refused_in_one_line(spec: PointSpec, words: str) -> None:
     reason = refusal(spec)
@@ -85,3 +84,4 @@ def test_what_is_wired_is_not_refused() -> None:
     assert refusal(_spec("torch", "llama_tiny", {"lora": 8}, devices_per_node=2, fsdp=True)) is None
     assert refusal(_spec("torch", "dlrm_tiny", {"sharding": 1}, devices_per_node=2)) is None
     assert refusal(_spec("jax", "llama_tiny", {"lora": 8})) is None
+    assert refusal(_spec("torch", "dlrm_tiny", {"sharding": 1})) is None  # one device holds every table

@@ -23,6 +23,7 @@ from dlbench.backends.torch.step import AMP_DTYPES, TorchTrainer
 from dlbench.cases import Case, ImageInput, TextInput, get_case
 from dlbench.cases.arch import DlrmArch, FaceArch, LlamaConfig, MoeConfig
 from dlbench.cases.dlrm import point_figures as dlrm_figures
+from dlbench.cases.lora import lora_of
 from dlbench.cases.moe import point_figures
 from dlbench.numerics import LOSS_SCALE_INIT, describe, resolve_precision
 from dlbench.spec import PointSpec
@@ -223,11 +224,23 @@ class TorchBackend(Backend):
             spec.global_batch,
             sync=sync,
         )
-        if isinstance(case.arch, DlrmArch):
-            self._facts["dlrm"] = dlrm_figures(case)
-            if spec.converge:  # judged by its held-out AUC (#47)
-                trainer.scorer = dlrm.held_out_scorer(model, case, device)
+        self._mlperf(spec, case, trainer, device)
         return trainer
+
+    def _mlperf(self, spec: PointSpec, case: Case, trainer: TorchTrainer, device: torch.device) -> None:
+        """MLPerf's workloads (#47): a DLRM's figures, and under --converge its held-out AUC scorer; a LoRA point
+        fine-tunes (under --converge) the base dlbench pretrained."""
+        if isinstance(case.arch, DlrmArch):
+            figures = dlrm_figures(case)
+            if spec.world_size == 1:
+                figures["sharding"] = "one device: every table"
+            self._facts["dlrm"] = figures
+            if spec.converge:  # judged by its held-out AUC
+                trainer.scorer = dlrm.held_out_scorer(trainer.model, case, device)
+        if spec.converge and lora_of(case) is not None:
+            from dlbench.backends.torch.lora import load_pretrained
+
+            self._facts["lora_base"] = load_pretrained(trainer.model, case, spec.input_size, device)
 
     def autotune_off(self) -> bool:
         """cuDNN autotuning off for the next build, and the failed try's cached blocks freed."""

@@ -132,6 +132,10 @@ def build(
 
     mesh = gpt_parallel.mesh_for(spec, device, ctx)
     stage = build_model(case, BuildContext.of(spec, ctx, device, mesh)).to(device)
+    if spec.converge and lora.lora_of(case) is not None:  # LoRA fine-tunes a base dlbench pretrained (#47)
+        from dlbench.backends.torch.lora import load_pretrained
+
+        facts["lora_base"] = load_pretrained(stage, case, spec.input_size, device)
     lay, llama = spec.layout, isinstance(case.arch, LlamaConfig)
     dp_how = "none"
     policy, policy_how = mixed_precision(numerics)
