@@ -115,6 +115,13 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("run -f fake -m wide_deep --param vocab=0 --store {store}", "vocab must be at least 1"),
     ("run -f fake -m wide_deep --param vocab --store {store}", "NAME=VALUE"),
     ("run -f fake -m wide_deep --param vocab=1K --param vocab=2K --store {store}", "given twice"),
+    # MLPerf's workloads (#47)
+    ("run -m llama_tiny --lora 0 --store {store}", "--lora"),
+    ("run -m moe_tiny --lora 8 --store {store}", "has no parameter lora"),
+    ("run -m llama_tiny --lora 8 --scale 1n2c --tensor-parallel 2 --force --store {store}", "tensor or pipeline"),
+    ("run -m llama_tiny --lora 8 --param lora_dropout=100 --store {store}", "lora_dropout"),
+    ("run -m dlrm_tiny --param dist=3 --store {store}", "dist must be one of 0, 1"),
+    ("run -m dlrm_tiny --scale 1n2c --strategy allreduce --force --store {store}", "use --strategy ddp"),
     ("run -f fake -m wide_deep --param vocab=max,1K --store {store}", "alone"),
     ("run -f fake -m wide_deep --param vocab=max --device cpu --store {store}", "needs --memory-limit"),
     ("run -f fake -m wide_deep --param sparse=max --memory-limit 1G --store {store}", "cannot be searched"),
