@@ -85,3 +85,23 @@ def test_what_is_wired_is_not_refused() -> None:
     assert refusal(_spec("torch", "dlrm_tiny", {"sharding": 1}, devices_per_node=2)) is None
     assert refusal(_spec("jax", "llama_tiny", {"lora": 8})) is None
     assert refusal(_spec("torch", "dlrm_tiny", {"sharding": 1})) is None  # one device holds every table
+
+
+def test_a_lora_point_converges_on_a_shifted_chain_from_a_cached_base() -> None:
+    from dlbench.analysis.targets import target_for
+    from dlbench.cases.lora import SHIFTED_ROWS, base_key
+    from dlbench.data.learnable import MarkovTokens, learnable_batches, pretraining_batches
+
+    lora = get_case("llama_tiny").configured({"lora": 8, "seq": 16})
+    pretrain, shifted = MarkovTokens(64), MarkovTokens(64, shifted=SHIFTED_ROWS)
+    same = pretrain.transition[SHIFTED_ROWS:] == shifted.transition[SHIFTED_ROWS:]
+    assert same.all() and not (pretrain.transition[:SHIFTED_ROWS] == shifted.transition[:SHIFTED_ROWS]).all()
+    target = target_for(lora)
+    assert target is not None and target.loss == round(shifted.best_loss + 0.40, 3)
+    assert next(pretraining_batches(lora, None))["input_ids"].shape == (8, 16)
+    first = next(learnable_batches(lora, 4, None, 0))["input_ids"]
+    assert first.shape == (4, 16) and first.max() < 64
+    assert base_key(lora, "torch", None) == base_key(
+        get_case("llama_tiny").configured({"lora": 4, "seq": 16}), "torch", None
+    )
+    assert base_key(lora, "torch", None) != base_key(lora, "jax", None) != base_key(lora, "jax", 8)
