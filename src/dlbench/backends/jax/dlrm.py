@@ -93,13 +93,15 @@ def inputs(batch: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def held_out_scorer(case: Case, apply: Callable[..., jax.Array], params: Callable[[], Any]) -> Callable[[], float]:
     """What a convergence curve reads at each reading: the model's AUC on the planted source's held-out set, with
-    the trainer's current parameters (`params()`), in eval mode."""
+    the trainer's current parameters (`params()`: this process's replica of them, so that several processes each
+    score on their own device), in eval mode."""
     held = PlantedClicks(dlrm_arch(case)).held_out()
     dense, ids = jnp.asarray(held["dense"]), jnp.asarray(held["ids"].astype(np.int32))
     forward = jax.jit(lambda p: apply({"params": p}, dense, ids, train=False))
 
     def score() -> float:
-        return roc_auc(np.asarray(forward(params())), held["labels"])
+        local = jax.tree_util.tree_map(lambda x: x.addressable_data(0), params())
+        return roc_auc(np.asarray(forward(local)), held["labels"])
 
     return score
 
