@@ -178,13 +178,16 @@ def hardware_ratio(model: str, params: dict[str, int], input_size: int | None) -
     return hardware / model_flops
 
 
-def flop_label(model: str) -> str:
+def flop_label(model: str, params: dict[str, int] | None = None) -> str:
     """The short name of the FLOP formula a causal-LM case's TFLOP/s use: 'Megatron' (GPT), '6N+attn/2' (Llama),
-    '6Nact+attn/2' (a MoE: active parameters, cases/moe.py)."""
+    '4N+6Na+attn/2' (a Llama with LoRA, cases/lora.py), '6Nact+attn/2' (a MoE: active parameters, cases/moe.py)."""
     try:
-        arch = get_case(model).arch
+        case = get_case(model)
+        arch = case.arch
         if isinstance(arch, MoeConfig):
             return "6Nact+attn/2"
+        if isinstance(arch, LlamaConfig) and params and params.get("lora"):
+            return "4N+6Na+attn/2"
         return "6N+attn/2" if isinstance(arch, LlamaConfig) else "Megatron"
     except UnknownCase:
         return "Megatron"
