@@ -199,7 +199,7 @@ def lora_refusal(spec: PointSpec, caps: Capabilities) -> str | None:
             "--lora with tensor or pipeline parallel is not wired (the adapters would need their own split): use one "
             "device, data parallel, or --fsdp"
         )
-    if spec.fsdp and not caps.lora_fsdp:
+    if spec.layout.fsdp and not caps.lora_fsdp:
         return f"--lora with --fsdp is wired for torch only (FSDP2 over the frozen base), not {spec.framework}"
     if spec.precision == "fp8":
         return "--lora with fp8 is not wired (float8 linears under frozen weights and adapters): use bf16"

@@ -81,7 +81,7 @@ def lora_rows(points: list[StoredPoint]) -> list[LoraRow]:
             LoraRow(
                 case=s.model + _label(s.params),
                 framework=s.framework,
-                layout=_layout(s.world_size, s.fsdp, s.params),
+                layout=_layout(s.world_size, s.layout.fsdp, s.params),
                 precision=s.precision,
                 trainable=f"{case.param_count:,}",
                 frozen=f"{f.params_frozen:,}" if f and f.params_frozen else "-",

@@ -20,6 +20,7 @@ from dlbench.backends.torch.llama import LlamaModel  # noqa: E402
 from dlbench.backends.torch.lora import frozen_count  # noqa: E402
 from dlbench.backends.torch.models import build_model, count_trainable  # noqa: E402
 from tests.support.gloo_ranks import join_ranks, run_ranks, step_losses, token_batch  # noqa: E402
+from tests.support.specs import flat_spec  # noqa: E402
 
 SHAPE = {"hidden": 32, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 64, "vocab": 128, "seq": 8, "lora": 4}
 PARAMS = {**SHAPE, "lora_dropout": 0}
@@ -55,7 +56,7 @@ def test_an_adapted_model_starts_at_its_base_and_trains_only_adapters() -> None:
 
 
 def _spec(devices: int, batch: int, fsdp: bool) -> PointSpec:
-    return PointSpec(
+    return flat_spec(
         framework="torch",
         model="llama_tiny",
         batch_size=batch,

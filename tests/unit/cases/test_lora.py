@@ -10,6 +10,7 @@ from dlbench.cases import get_case
 from dlbench.cases.llama import flops_per_sample, matmul_params
 from dlbench.refusals import refusal
 from dlbench.spec import PointSpec, Protocol, SpecError
+from tests.support.specs import flat_spec
 
 # meta-llama/Llama-2-70b-hf config.json
 V, H, LAYERS, HEADS, KV, FFN = 32000, 8192, 80, 64, 8, 28672
@@ -54,13 +55,13 @@ def test_a_dropout_of_100_percent_is_refused() -> None:
 
 
 def _spec(framework: str, model: str, params: dict[str, int], **kw: object) -> PointSpec:
-    return PointSpec(
+    return flat_spec(
         framework=framework,
         model=model,
         batch_size=2,
         protocol=Protocol(0, 1, 1, "median"),
         case_params=tuple(sorted(params.items())),
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 
