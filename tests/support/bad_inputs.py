@@ -100,6 +100,7 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("run --warmup -1 --store {store}", "warmup"),
     ("run --input-size 0 --store {store}", "input-size"),
     ("run --threads 0 --store {store}", "threads"),
+    ("run --threads many --store {store}", "give auto or a whole number of threads"),
     ("run --device tpu --store {store}", "device"),
     ("run --statistic mode --store {store}", "statistic"),
     ("run --strategy magic --store {store}", "strategy"),

@@ -23,9 +23,10 @@ def say_device(device: str) -> None:
         click.echo(f"device: {chosen} ({why})", err=True)
 
 
-def busy_line(interval_s: float = 0.5) -> str | None:
+def busy_line(interval_s: float = 0.5, threads: int | None = None) -> str | None:
     """A line saying the machine is busy (others' share of this process's CPUs over `interval_s` above the
-    contention threshold, and the load), with the option that waits for quiet; None on a quiet machine."""
+    contention threshold, and the load), what `--threads auto` (threads None) or --threads N does about it, and
+    the option that waits for quiet; None on a quiet machine."""
     me = psutil.Process()
     share = others_share_now(lambda: tree(me), interval_s)
     if share is None or share <= CONTENTION_SHARE:
@@ -35,17 +36,22 @@ def busy_line(interval_s: float = 0.5) -> str | None:
     return (
         f"this machine is busy: other processes use {share:.0%} of its {cpus} CPUs"
         + (f" (load {load:.1f})" if load is not None else "")
-        + "; points measured now will be slower and marked contended. "
-        f"--wait-quiet {SUGGESTED_WAIT_S} waits up to {SUGGESTED_WAIT_S // 60} minutes before each point for it "
+        + (
+            "; --threads auto (the default) gives each CPU point the cores they leave free, measured just before it "
+            "(the notes under the table say how many). "
+            if threads is None
+            else f"; with --threads {threads}, a point that needs cores they hold will be slower and marked contended. "
+        )
+        + f"--wait-quiet {SUGGESTED_WAIT_S} waits up to {SUGGESTED_WAIT_S // 60} minutes before each point for it "
         "to calm down."
     )
 
 
-def say_busy(console: Console, wait_quiet_s: float) -> None:
+def say_busy(console: Console, wait_quiet_s: float, threads: int | None = None) -> None:
     """Print busy_line() before the first point, unless --wait-quiet already waits for quiet."""
     if wait_quiet_s > 0:
         return
-    line = busy_line()
+    line = busy_line(threads=threads)
     if line:
         console.print(f"[bold yellow]note:[/] {line}", highlight=False)
 

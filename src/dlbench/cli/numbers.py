@@ -30,4 +30,20 @@ class AsciiFloatRange(click.FloatRange):
         return super().convert(value, param, ctx)
 
 
-__all__ = ["AsciiFloatRange", "AsciiIntRange"]
+class ThreadsOption(AsciiIntRange):
+    """--threads: 'auto' (None: the cores others leave free, chosen just before each point) or a count >= 1."""
+
+    name = "auto|integer"
+
+    def __init__(self) -> None:
+        super().__init__(min=1)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+            return None
+        if isinstance(value, str) and not value.strip().isdigit():
+            self.fail(f"{value!r}: give auto or a whole number of threads >= 1", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+__all__ = ["AsciiFloatRange", "AsciiIntRange", "ThreadsOption"]

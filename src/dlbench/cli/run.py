@@ -10,7 +10,7 @@ from rich.console import Console
 from dlbench.analysis.convergence import convergence_lines
 from dlbench.cli.feedback import interrupted_line, say_busy, say_device
 from dlbench.cli.invocation import command_line
-from dlbench.cli.numbers import AsciiFloatRange, AsciiIntRange
+from dlbench.cli.numbers import AsciiFloatRange, AsciiIntRange, ThreadsOption
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.cli.run_request import run_request
@@ -58,7 +58,14 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
     help="Seconds before a point's worker is stopped and recorded as 'timeout'.",
 )
 @click.option("--input-size", type=AsciiIntRange(min=1), help="Shrink the image side / sequence length (tests).")
-@click.option("--threads", type=AsciiIntRange(min=1), help="CPU threads for every framework. Default: physical cores.")
+@click.option(
+    "--threads",
+    type=ThreadsOption(),
+    default="auto",
+    show_default=True,
+    help="CPU threads for every framework: auto gives each CPU point the physical cores others leave free, "
+    "measured just before it (at least 1; docs/measuring.md, Contention).",
+)
 @click.option("--data", type=click.Choice(["synthetic", "real"]), default="synthetic", show_default=True)
 @click.option("--data-dir", type=click.Path(), help="Folder made by `dlbench data` for --data real.")
 @click.option("--scale", help="Nodes and devices per node the seeds' way, e.g. 1n2c or 2n8c.")
@@ -176,7 +183,7 @@ def run(fmt: str, columns: str | None, wide: bool, **options: Any) -> int:
         RunHooks(
             note=lambda line: click.echo(line, err=True),
             progress=lambda total: RunProgress(total, console),
-            starting=lambda: say_busy(console, request.wait_quiet),
+            starting=lambda: say_busy(console, request.wait_quiet, options["threads"]),
             interrupted=lambda run_id: console.print(interrupted_line(run_id, command), highlight=False, markup=False),
         ),
     )

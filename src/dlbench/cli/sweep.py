@@ -125,7 +125,7 @@ def sweep(
         SweepHooks(
             note=console.print,
             progress=lambda total: RunProgress(total, console),
-            starting=lambda: say_busy(console, wait_quiet),
+            starting=lambda: say_busy(console, wait_quiet, prepared.suite.threads),
         ),
     )
     results = list(outcome.results)

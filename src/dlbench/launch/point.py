@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 
@@ -24,20 +25,24 @@ def execute(
 ) -> PointResult:
     """Run a point with its launcher and return its result, with the machine's state around it (contention,
     energy, GPU clocks and memory: launch/watch.py); never raises for a failed point. ``wait_quiet_s``: wait up
-    to that long for a quiet machine first; ``price_per_hour``: one device's hourly price, kept for its cost."""
+    to that long for a quiet machine first; ``price_per_hour``: one device's hourly price, kept for its cost. A CPU
+    point without --threads whose ranks run here gets the cores others leave free (launch/watch.py); its identity
+    records the count used, its spec keeps "auto" (threads None)."""
     started = time.time()
     try:
         launcher = launchers.get(spec.launcher)
     except SpecError as exc:
         return point_result(spec, "error", None, str(exc), [], started)
     stopped: PointInterrupted | None = None
-    with PointWatch(spec, wait_quiet_s, price_per_hour) as watch:
+    with PointWatch(spec, wait_quiet_s, price_per_hour, place_threads=launcher.runs_here(spec)) as watch:
+        run_spec = watch.run_spec  # --threads auto: the count chosen just now (the stored spec keeps "auto")
         try:
-            outcome = launcher.launch(spec, python, watch.sink(on_progress))
+            outcome = launcher.launch(run_spec, python, watch.sink(on_progress))
         except PointInterrupted as stop:  # Ctrl-C, and the worker left its result (a convergence curve so far)
             outcome, stopped = stop.outcome, stop
     telemetry, worker = watch.finish(outcome.result)
-    result = with_telemetry(point_result(spec, outcome.status, worker, outcome.error, outcome.tail, started), telemetry)
+    measured = point_result(run_spec, outcome.status, worker, outcome.error, outcome.tail, started)
+    result = with_telemetry(dataclasses.replace(measured, spec=spec), telemetry)
     if stopped is not None:
         raise PointInterrupted(outcome, result) from None  # the caller keeps it, then stops
     return result

@@ -39,6 +39,10 @@ class Launcher(ABC):
     def launch(self, spec: PointSpec, python: str, on_progress: ProgressSink | None) -> ChildOutcome:
         """Run the spec's ranks with this interpreter; how its child(ren) ended, every rank included."""
 
+    def runs_here(self, spec: PointSpec) -> bool:
+        """Whether every rank of the point runs on this machine (so its CPUs are the ones this machine sees)."""
+        return spec.nodes == 1 and not self.config.hosts
+
 
 class LocalLauncher(Launcher):
     """This machine: one worker, or one plain worker per rank (and the servers beside them)."""
@@ -96,6 +100,10 @@ class SlurmLauncher(Launcher):
 
     def check(self, spec: PointSpec) -> None:
         """Slurm places any number of nodes: nothing to refuse here."""
+
+    def runs_here(self, spec: PointSpec) -> bool:
+        """The allocation's nodes, never this machine as such."""
+        return False
 
     def launch(self, spec: PointSpec, python: str, on_progress: ProgressSink | None) -> ChildOutcome:
         """slurm.launch."""

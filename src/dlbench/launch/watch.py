@@ -22,11 +22,21 @@ from types import TracebackType
 import psutil
 
 from dlbench.launch.process import ProgressSink
-from dlbench.machine.contention import PROC_STAT, CpuWindows, tree, wait_quiet
+from dlbench.machine.contention import (
+    AUTO_PROBE_S,
+    PROC_STAT,
+    CpuWindows,
+    affinity_cpus,
+    auto_threads,
+    others_share_now,
+    tree,
+    wait_quiet,
+)
 from dlbench.machine.energy import POWERCAP, RaplMeter
+from dlbench.machine.env import physical_cores
 from dlbench.machine.gpu_watch import GpuSampler, rank_devices
 from dlbench.machine.nvml import session, visible_handles
-from dlbench.machine.telemetry import Contention, Energy, Telemetry
+from dlbench.machine.telemetry import Contention, Energy, Telemetry, ThreadChoice
 from dlbench.spec import PointSpec
 from dlbench.wire import CONTROLLER_MEMORY, EDGE_KEY, WorkerResult
 
@@ -41,7 +51,11 @@ def _is_worker(p: psutil.Process) -> bool:
 
 
 class PointWatch:
-    """Context manager around one point's launch; `sink` wraps the progress sink; `finish` gives the telemetry."""
+    """Context manager around one point's launch; `sink` wraps the progress sink; `finish` gives the telemetry.
+
+    With `place_threads` (its ranks run on this machine), a CPU point without --threads gets its thread count here,
+    just before it starts (`--threads auto`: machine/contention.auto_threads); `run_spec` is the spec to launch.
+    """
 
     def __init__(
         self,
@@ -52,8 +66,12 @@ class PointWatch:
         powercap: Path = POWERCAP,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        place_threads: bool = False,
     ) -> None:
         self.spec = spec
+        self.run_spec = spec
+        self.place_threads = place_threads
+        self.threads: ThreadChoice | None = None
         self.wait_quiet_s = wait_quiet_s
         self.price_per_hour = price_per_hour
         self.me = psutil.Process()
@@ -119,9 +137,23 @@ class PointWatch:
                 clock=self.clock,
                 sleep=self.sleep,
             )
+        if self.spec.device == "cpu":
+            self._choose_threads()
         if gpu is not None:
             gpu.start()
         return self
+
+    def _choose_threads(self) -> None:
+        """Record the point's threads; for `--threads auto` on this machine, measure others' share and choose."""
+        spec = self.spec
+        cores = min(physical_cores(), len(affinity_cpus([self.me])))
+        ranks = max(1, spec.processes // spec.nodes)
+        if spec.threads is not None:
+            self.threads = ThreadChoice(str(spec.threads), spec.threads, ranks, cores, reason="--threads")
+        elif self.place_threads:
+            share = others_share_now(lambda: tree(self.me), AUTO_PROBE_S, self.stat_path, self.sleep)
+            self.threads = auto_threads(share, cores, ranks)
+            self.run_spec = dataclasses.replace(spec, threads=self.threads.used)
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         if self.gpu is not None:
@@ -191,10 +223,13 @@ class PointWatch:
             contention = dataclasses.replace(
                 contention, waited_s=round(self.waited[0], 1), quiet_at_start=self.waited[1]
             )
+        if self.threads is not None:
+            contention = dataclasses.replace(contention, needed_share=self.threads.needed_share)
         gpu = self.gpu
         if gpu is not None:
             contention = dataclasses.replace(contention, gpu_other_processes=gpu.other_processes())
         tele = Telemetry(
+            threads=self.threads,
             contention=contention,
             energy=self._energy(samples),
             clocks=gpu.clocks() if gpu is not None else {},

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from dlbench.machine.telemetry import CONTENTION_SHARE, Contention
+from dlbench.machine.telemetry import CONTENTION_SHARE, Contention, ThreadChoice
 
 PROC_STAT = Path("/proc/stat")
 _BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user nice system [idle iowait] irq softirq steal; guest is inside user
@@ -191,6 +191,30 @@ def others_share_now(
     return probe.result().others_share
 
 
+AUTO_PROBE_S = 0.25  # how long --threads auto watches the CPUs before a point (25 ticks per CPU at USER_HZ 100;
+# a coarse reading is enough to count free cores, and every point pays it)
+
+
+def auto_threads(share: float | None, cores: int, ranks: int = 1) -> ThreadChoice:
+    """--threads auto: the physical cores others leave free (others' share of the CPUs just before the point,
+    spread evenly over them), rounded half up and split between the node's ranks, at least 1 thread each. Rounded
+    so, a count of 2 or more never has others above the contention threshold of the cores it needs."""
+    cores, ranks = max(1, cores), max(1, ranks)
+    if share is None:
+        return ThreadChoice("auto", max(1, cores // ranks), ranks, cores, None, "others' share unknown: every core")
+    free = cores * (1.0 - min(1.0, max(0.0, share)))
+    total = min(cores, int(free + 0.5))
+    used = max(1, total // ranks)
+    held = f"others held {share:.0%} of the CPUs just before the point"
+    if used * ranks >= cores:
+        why = f"{held}: all {cores} physical core{'s' * (cores != 1)} free"
+    elif total < ranks:
+        why = f"{held}: less than a core free per rank, so 1 thread each (it will be marked contended)"
+    else:
+        why = f"{held}: {total} of {cores} physical cores free"
+    return ThreadChoice("auto", used, ranks, cores, share, why + (f", split over {ranks} ranks" if ranks > 1 else ""))
+
+
 def wait_quiet(
     limit_s: float,
     own: Callable[[], list[psutil.Process]],
@@ -212,10 +236,12 @@ def wait_quiet(
 
 
 __all__ = [
+    "AUTO_PROBE_S",
     "PROC_STAT",
     "CpuTicks",
     "CpuWindows",
     "affinity_cpus",
+    "auto_threads",
     "cpu_ticks",
     "others_share_now",
     "process_cpu_s",

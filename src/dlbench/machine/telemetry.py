@@ -60,11 +60,22 @@ class Contention:
     waited_s: float | None = None  # --wait-quiet: how long the point waited for a quiet machine
     quiet_at_start: bool | None = None  # --wait-quiet: False when it waited in vain
     note: str = ""
+    needed_share: float = 1.0  # the share of its CPUs the point's threads need (1: all; --threads 1 of 2 cores: 0.5)
+
+    @property
+    def allowed_share(self) -> float:
+        """The most of its CPUs others may use before the point is flagged: the CPUs it does not need, and the
+        threshold's share of those it needs (the threshold alone for a point that needs them all)."""
+        need = min(1.0, max(0.0, self.needed_share))
+        return (1.0 - need) + self.threshold * need
 
     @property
     def flagged(self) -> bool:
-        """Whether the point was measured under contention: others above the threshold, or on its GPUs."""
-        return (self.others_share is not None and self.others_share > self.threshold) or bool(self.gpu_other_processes)
+        """Whether the point was measured under contention: others held more of the CPUs its threads need than the
+        threshold allows (allowed_share), or others ran on its GPUs."""
+        return (self.others_share is not None and self.others_share > self.allowed_share + 1e-9) or bool(
+            self.gpu_other_processes
+        )
 
     def describe(self) -> str:
         """'others used 48% of its 2 CPUs (load 3.10)', or why it is unknown."""
@@ -72,6 +83,8 @@ class Contention:
             text = f"contention unknown: {self.note}" if self.note else "contention unknown"
         else:
             text = f"others used {self.others_share:.0%} of its {self.cpus} CPU{'s' if self.cpus != 1 else ''}"
+            if self.needed_share < 1.0:
+                text += f", of which its threads needed {self.needed_share:.0%}"
         if self.load_avg is not None:
             text += f" (load {self.load_avg[0]:.2f})"
         if self.gpu_other_processes:
@@ -79,6 +92,24 @@ class Contention:
         if self.quiet_at_start is False:
             text += f"; waited {self.waited_s:g} s for a quiet machine in vain"
         return text
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    """How many threads a point's ranks ran with, and why: `--threads auto` (the default) measures others' share of
+    the CPUs just before the point and gives it the physical cores they leave free (at least one)."""
+
+    requested: str  # "auto", or the explicit count
+    used: int  # threads per rank
+    ranks: int = 1  # ranks on this node, each with `used` threads
+    cores: int = 0  # the physical cores the point may run on
+    others_share: float | None = None  # others' share of its CPUs just before it (auto only)
+    reason: str = ""
+
+    @property
+    def needed_share(self) -> float:
+        """The share of its cores the point's threads need (1 where unknown)."""
+        return min(1.0, self.used * self.ranks / self.cores) if self.cores > 0 else 1.0
 
 
 @dataclass(frozen=True)
@@ -143,6 +174,7 @@ class Telemetry:
     idle: tuple[DeviceIdle, ...] = ()
     nvml_errors: int = 0  # NVML calls that failed while sampling (the sampler went on)
     nvml_error: str = ""  # the last one
+    threads: ThreadChoice | None = None  # the threads the point ran with and why (None: stored before #42)
 
     @property
     def idle_at_start(self) -> bool:
@@ -173,6 +205,9 @@ class Telemetry:
             idle=tuple(DeviceIdle(**_known(DeviceIdle, x)) for x in d.get("idle") or ()),
             nvml_errors=int(d.get("nvml_errors", 0)),
             nvml_error=str(d.get("nvml_error", "")),
+            threads=ThreadChoice(**_known(ThreadChoice, d["threads"]))
+            if isinstance(d.get("threads"), Mapping)
+            else None,
         )
 
 
@@ -206,6 +241,7 @@ __all__ = [
     "Energy",
     "Spread",
     "Telemetry",
+    "ThreadChoice",
     "telemetry_of",
     "with_telemetry",
 ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dlbench.machine.telemetry import Telemetry, telemetry_of
+from dlbench.machine.telemetry import Telemetry, ThreadChoice, telemetry_of
 from dlbench.records import PointResult
 
 ENERGY_DEFINITION = (
@@ -80,6 +80,15 @@ CSV_FIELDS: tuple[str, ...] = (
 )
 
 
+def threads_text(c: ThreadChoice) -> str:
+    """'1 thread of 2 cores (--threads auto: others held 51% of the CPUs just before the point: ...)'."""
+    each = " per rank" if c.ranks > 1 else ""
+    return (
+        f"{c.used} thread{'s' * (c.used != 1)}{each} of {c.cores} core{'s' * (c.cores != 1)} "
+        f"(--threads {c.requested}: {c.reason})"
+    )
+
+
 def _clock_text(t: Telemetry) -> str:
     sm, mem = t.clocks.get("sm_mhz"), t.clocks.get("mem_mhz")
     if sm is None:
@@ -97,6 +106,8 @@ def telemetry_notes(results: Sequence[PointResult]) -> list[str]:
         if t is None or r.status != "ok":
             continue
         label = point_label(r)
+        if t.threads is not None and t.threads.requested == "auto" and t.threads.needed_share < 1.0:
+            lines.append(f"{label}: {threads_text(t.threads)}")
         if t.contention.flagged:
             lines.append(f"{label}: measured under contention: {t.contention.describe()}")
         busy = [d for d in t.idle if not d.idle]
@@ -141,4 +152,5 @@ __all__ = [
     "samples_per_kwh",
     "telemetry_fields",
     "telemetry_notes",
+    "threads_text",
 ]
