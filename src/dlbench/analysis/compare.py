@@ -13,7 +13,8 @@ Points match on `PointSpec.key()` (the configuration without protocol and timeou
 * test: Mann-Whitney U (scipy) on the step times, two-sided.
 
 A change is called only when all three agree: p < ALPHA, the interval excludes 1, and the ratio moves by at
-least MIN_EFFECT. Anything less is "no significant change", but only where a change could have been seen
+least MIN_EFFECT, and never when either point was measured under contention (machine/telemetry.py: others held the
+cores its threads needed, or its GPU was busy): its verdict is "contended: no verdict", the contention named. Anything less is "no significant change", but only where a change could have been seen
 (machine/power.py): when the test cannot reach p < ALPHA with these sample counts (4 against 4 step times: the
 smallest p is 0.029), or, for a target effect (`--fail-above`), has less than 80% power to detect it, the verdict
 is "not enough samples", with the number of samples per side that would do. Each side's MFU (analysis/mfu.py) is shown beside,
@@ -31,6 +32,7 @@ from dlbench.analysis.convergence import verdict_changes
 from dlbench.analysis.mfu import Efficiency, efficiency
 from dlbench.jsonout import strict_dumps
 from dlbench.machine.power import detectability
+from dlbench.machine.telemetry import telemetry_of
 from dlbench.records import PointResult
 from dlbench.store.store import StoredPoint
 
@@ -42,6 +44,7 @@ SEED = 0  # the bootstrap is seeded, so that the same two runs always get the sa
 
 FASTER, SLOWER, SAME = "faster", "slower", "no significant change"
 UNDETECTABLE = "not enough samples"  # the test could not have called the requested change with these samples
+CONTENDED = "contended: no verdict"  # a side was measured while others held its cores (or its GPU): noise, not change
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ class PointComparison:
     min_p: float | None = None  # the smallest p the test can return with these sample counts
     power: float | None = None  # to detect the target effect (--fail-above, else --min-effect) at ALPHA
     needed_per_side: int | None = None  # samples per side that would detect it, where these could not
+    contended: str = ""  # the sides measured under contention: "A", "B" or "A and B" (verdict CONTENDED)
 
     @property
     def change(self) -> float | None:
@@ -96,6 +100,10 @@ class Comparison:
     def undetectable(self) -> list[PointComparison]:
         """Points whose samples could not have shown the requested change (verdict 'not enough samples')."""
         return [p for p in self.points if p.verdict == UNDETECTABLE]
+
+    def contended(self) -> list[PointComparison]:
+        """Points with no verdict because a side was measured under contention."""
+        return [p for p in self.points if p.verdict == CONTENDED]
 
     def to_json(self) -> str:
         """The comparison as JSON, every figure included."""
@@ -178,6 +186,20 @@ def verdict(
     return FASTER if ratio > 1.0 else SLOWER
 
 
+def contention_of(r: PointResult) -> str:
+    """Why a point's figure is not a result ('others used 86% of its 2 CPUs (load 7.10)'), '' when it is not
+    flagged (or was stored before contention was recorded)."""
+    t = telemetry_of(r)
+    if t is None or not t.flagged:
+        return ""
+    return t.contention.describe() if t.contention.flagged else "its GPU(s) were busy before it started"
+
+
+def contention_note(a: PointResult, b: PointResult) -> str:
+    """'A: others used 86% of its 2 CPUs; B: ...' for the contended sides, '' when neither was."""
+    return "; ".join(f"{side}: {why}" for side, why in (("A", contention_of(a)), ("B", contention_of(b))) if why)
+
+
 def _peak_text(e: Efficiency) -> str:
     """The peak an MFU divides by ('; above peak' where the achieved FLOP/s exceed it), or why it is unknown."""
     return (e.peak.label + ("; above peak" if e.above_peak else "")) if e.peak else e.note
@@ -228,6 +250,10 @@ def compare_points(
         min_p=det.min_p,
         power=det.power if target is not None else None,
     )
+    contended = contention_note(a, b)
+    if contended:  # the figures are kept; no verdict is drawn from them
+        sides = " and ".join(side for side, r in (("A", a), ("B", b)) if contention_of(r))
+        return replace(head, verdict=CONTENDED, note=contended, contended=sides)
     if called == SAME and not det.detectable:
         return replace(head, verdict=UNDETECTABLE, note=det.message, needed_per_side=det.needed)
     return replace(head, verdict=called)
@@ -285,7 +311,8 @@ def compare_runs(
     method = (
         f"ratio = throughput B / A from mean step times; {CI_LEVEL:.0%} CI by hierarchical bootstrap "
         f"({RESAMPLES} resamples of repeats, then steps); Mann-Whitney U on step times; a change is "
-        f"called when p < {ALPHA}, the CI excludes 1 and |ratio - 1| >= {min_effect:.0%}; 'not enough "
+        f"called when p < {ALPHA}, the CI excludes 1 and |ratio - 1| >= {min_effect:.0%}, and neither side was "
+        f"measured under contention ('{CONTENDED}' otherwise); 'not enough "
         f"samples' where the smallest attainable p is not below {ALPHA}"
         + (
             f" or the power to detect {target * 100:.3g}% is under 80% (log-normal spread of the steps, simulated "

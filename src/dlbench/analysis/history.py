@@ -7,7 +7,9 @@ test `dlbench compare` uses (`compare_points`: hierarchical bootstrap CI, Mann-W
 1, at least a 2% effect), with the point that opened its segment: the series' first point, or the last change
 found. So a step change is flagged where it happens, a slow drift once it adds up to a significant change, and
 noise is not called a change. A comparison whose samples could not have reached p < 0.01 at all (4 against 4 step
-times) is "not enough samples" (machine/power.py), never a quiet "no change".
+times) is "not enough samples" (machine/power.py), never a quiet "no change". A point measured under contention is
+never a segment's start, and its comparison is "contended: no verdict" (compare.py): its figure is kept and shown
+with the mark, but no change is called from it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,16 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
-from dlbench.analysis.compare import FASTER, MIN_EFFECT, SLOWER, UNDETECTABLE, PointComparison, compare_points, label
+from dlbench.analysis.compare import (
+    FASTER,
+    MIN_EFFECT,
+    SLOWER,
+    UNDETECTABLE,
+    PointComparison,
+    compare_points,
+    contention_of,
+    label,
+)
 from dlbench.store.rows import StoredPoint
 
 REGRESSION, IMPROVEMENT = "regression", "improvement"
@@ -47,6 +58,13 @@ class HistoryPoint:
         """True when this point's samples, or its baseline's, could not have shown a change."""
         return self.comparison is not None and self.comparison.verdict == UNDETECTABLE
 
+    @property
+    def contended(self) -> str:
+        """Why no change can be called at this ok point (it was measured under contention), '' otherwise (a
+        segment's start is never contended, so a comparison is contended exactly when its point is)."""
+        r = self.point.result
+        return contention_of(r) if r.status == "ok" and r.metrics is not None else ""
+
 
 @dataclass(frozen=True)
 class Series:
@@ -73,6 +91,11 @@ class Series:
     def latest_regressed(self) -> bool:
         """True when the newest point is a significant regression (what CI should fail on)."""
         return bool(self.points) and self.points[-1].change == REGRESSION
+
+    @property
+    def latest_contended(self) -> bool:
+        """True when the newest point was measured under contention: no verdict on it (inconclusive for CI)."""
+        return bool(self.points) and bool(self.points[-1].contended)
 
 
 MAX_AGE_S = 100 * 365.25 * 86400
@@ -111,7 +134,8 @@ def build_series(points: list[StoredPoint], min_effect: float = MIN_EFFECT) -> l
                 hist.append(HistoryPoint(p, versions))
                 continue
             if baseline is None:
-                baseline = p
+                if not contention_of(p.result):  # a contended figure never opens a segment
+                    baseline = p
                 hist.append(HistoryPoint(p, versions))
                 continue
             c = compare_points(baseline.result, p.result, min_effect)

@@ -2,7 +2,8 @@
 
 Exit codes: 0 compared (no regression over --fail-above); 1 a significant regression over --fail-above; 2 bad
 input; 3 a point's samples could not have shown the change asked about ('not enough samples', machine/power.py)
-and no regression was found.
+and no regression was found; 6 a point has no verdict because a side was measured under contention (inconclusive:
+measure again on a quiet machine), and no regression was found; 5 the runs share no configuration.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from rich.markup import escape
 
 from dlbench.analysis.compare import MIN_EFFECT, compare_runs
 from dlbench.cli.output import stdout_console
-from dlbench.report.screens import COMPARE_OPTIONAL, comparison_table, undetectable_lines
+from dlbench.report.screens import COMPARE_OPTIONAL, comparison_table, contended_lines, undetectable_lines
 from dlbench.store.store import Store
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%?\s*$", re.ASCII)
 UNDETECTABLE_EXIT = 3
 NOTHING_COMPARED_EXIT = 5  # the runs share no configuration: a CI gate must not pass having compared nothing
+CONTENDED_EXIT = 6  # inconclusive: a side of some point was measured under contention, so it has no verdict
 
 
 def parse_percent(text: str) -> float:
@@ -37,8 +39,8 @@ def parse_percent(text: str) -> float:
 @click.option(
     "--fail-above",
     help="Exit 1 when a point is significantly slower in B by more than this, e.g. 5%; "
-    "exit 3 when a point's samples have under 80% power to detect it. Exit 5 (always) when the runs share "
-    "no configuration.",
+    "exit 3 when a point's samples have under 80% power to detect it. Exit 6 when a point has no verdict because "
+    "a side was measured under contention; exit 5 (always) when the runs share no configuration.",
 )
 @click.option(
     "--min-effect",
@@ -81,7 +83,7 @@ def compare(
             out.print(f"Only in A ({len(c.only_a)}): {', '.join(c.only_a)}", highlight=False)
         if c.only_b:
             out.print(f"Only in B ({len(c.only_b)}): {', '.join(c.only_b)}", highlight=False)
-        for line in undetectable_lines(c):
+        for line in undetectable_lines(c) + contended_lines(c):
             out.print(escape(line), highlight=False)
         out.print(f"Method: {c.method}.", highlight=False)
     if not c.points:
@@ -100,6 +102,15 @@ def compare(
                 highlight=False,
             )
             return 1
+    noisy = c.contended()
+    if noisy:
+        err.print(
+            f"[bold yellow]inconclusive: {len(noisy)} point(s) have no verdict, measured under contention[/] "
+            f"(exit {CONTENDED_EXIT}; measure again on a quiet machine, or with --wait-quiet): "
+            + escape("; ".join(f"{p.label} ({p.contended})" for p in noisy)),
+            highlight=False,
+        )
+        return CONTENDED_EXIT
     blind = c.undetectable()
     if blind:
         err.print(

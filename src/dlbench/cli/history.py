@@ -1,7 +1,8 @@
 """`dlbench history`: each configuration's throughput over time and framework versions, change points flagged.
 
-Exit codes: 0; 1 with --fail-on-regression when a newest point regressed; 2 bad input; 3 when a comparison's
-samples could not have shown a change ('not enough samples') and nothing exited 1.
+Exit codes: 0; 1 with --fail-on-regression when a newest point regressed; 2 bad input; 6 when a configuration's
+newest point was measured under contention (inconclusive: no verdict on it) and nothing exited 1; 3 when a
+comparison's samples could not have shown a change ('not enough samples') and nothing exited 1 or 6.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dlbench.analysis.compare import ALPHA, MIN_EFFECT
 from dlbench.analysis.history import Series, build_series, parse_since
 from dlbench.backends import get_info
 from dlbench.cases import get_case
-from dlbench.cli.compare import parse_percent
+from dlbench.cli.compare import CONTENDED_EXIT, parse_percent
 from dlbench.cli.output import stdout_console
 from dlbench.cli.values import split
 from dlbench.jsonout import strict_dumps
@@ -49,6 +50,7 @@ def _as_json(series: list[Series]) -> str:
                         "p_value": hp.comparison.p_value if hp.comparison else None,
                         "change": hp.change,
                         "undetectable": hp.comparison.note if hp.undetectable and hp.comparison else None,
+                        "contended": hp.contended or None,
                     }
                     for hp in s.points
                 ],
@@ -112,6 +114,7 @@ def history(
         out.print(history_table(series, wide=wide))
         found = [(s, hp) for s in series for hp in s.changes]
         blind = sum(len(s.undetectable) for s in series)
+        noisy_points = sum(bool(hp.contended) for s in series for hp in s.points)
         out.print(
             f"{len(series)} configuration(s), {len(points)} point(s); {len(found)} change point(s)"
             + (
@@ -119,6 +122,7 @@ def history(
                 if blind
                 else ""
             )
+            + (f", {noisy_points} point(s) measured under contention (no verdict)" if noisy_points else "")
             + ". "
             f"Each point is compared with its segment's first point (the series' first, or the last "
             f"change): p < {ALPHA}, the 95% CI excludes 1 and the change is at least {effect:.0%}.",
@@ -133,6 +137,14 @@ def history(
         )
         if fail_on_regression:
             return 1
+    noisy = [s for s in series if s.latest_contended]
+    if noisy:
+        click.echo(
+            f"inconclusive: {len(noisy)} configuration(s) have a newest point measured under contention, so no "
+            f"verdict on it (exit {CONTENDED_EXIT}): " + ", ".join(s.label for s in noisy),
+            err=True,
+        )
+        return CONTENDED_EXIT
     blind_points = [(s, hp) for s in series for hp in s.undetectable]
     if blind_points:
         click.echo(

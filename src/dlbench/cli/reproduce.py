@@ -5,6 +5,7 @@ runapi/again.py (checking this environment, gating, measuring again, comparing).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -12,7 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from dlbench.analysis.compare import MIN_EFFECT, PointComparison, label
+from dlbench.analysis.compare import CONTENDED, MIN_EFFECT, PointComparison, contention_of, label
 from dlbench.analysis.reproduce import (
     NotReproducible,
     Target,
@@ -29,6 +30,7 @@ from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.cli.rerun import identity_lines
 from dlbench.records import PointResult, exit_code
+from dlbench.report.screens import contended_lines
 from dlbench.runapi.again import check_environment, measure_again
 from dlbench.store.request import UID_SHOWN, Request, request_of
 from dlbench.store.store import Store, StoredPoint
@@ -152,6 +154,8 @@ def _fields(p: StoredPoint) -> list[tuple[str, str]]:
         ("95% CI", spread),
         ("median step s", f"{m.median_step_s:.4g}" if m else "-"),
         ("repeats", str(m.repeats) if m else "-"),
+        ("threads", r.env.identity.get("threads", "?")),
+        ("contended", contention_of(r) or "no"),
         ("framework", f"{r.spec.framework} {r.env.identity.get('framework_version', '?')}"),
         ("device", r.env.identity.get("device_model", r.spec.device)),
         ("host", r.env.descriptive.get("hostname", "?")),
@@ -162,7 +166,9 @@ def _fields(p: StoredPoint) -> list[tuple[str, str]]:
 
 
 def verdict_line(pc: PointComparison) -> str:
-    """compare's verdict on one configuration, in one line."""
+    """compare's verdict on one configuration, in one line (A is the original, B the point measured again)."""
+    if pc.verdict == CONTENDED:
+        pc = replace(pc, note=pc.note.replace("A: ", "original: ").replace("B: ", "again: "))
     if pc.ratio is None:
         return f"verdict: {pc.verdict}" + (f" ({pc.note})" if pc.note else "")
     ci = f", 95% CI {pc.ci_low:.3f} - {pc.ci_high:.3f}" if pc.ci_low is not None and pc.ci_high is not None else ""
@@ -235,7 +241,7 @@ def reproduce(
             _say(out, verdict_line(pc))  # with the reason where the samples could not show a change
     else:
         out.print(comparison_table(c))
-        for line in undetectable_lines(c):
+        for line in undetectable_lines(c) + contended_lines(c):
             _say(out, line)
     _say(out, f"Method: {c.method}.")
     _say(out, f"Results: {store.path} (run {new_id}). `dlbench compare {target.run.id} {new_id}` compares the runs.")

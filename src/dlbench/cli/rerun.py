@@ -21,7 +21,7 @@ from dlbench.cli.compare import parse_percent
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.records import exit_code
-from dlbench.report.screens import comparison_table, undetectable_lines
+from dlbench.report.screens import comparison_table, contended_lines, undetectable_lines
 from dlbench.runapi.again import rerun as measure_rerun
 from dlbench.store.store import Store
 
@@ -70,7 +70,7 @@ def rerun(run_id: str, min_effect: str, store_path: str | None, force: bool = Fa
         if not w.startswith("identity keys differ"):  # named above, key by key
             out.print(f"[bold yellow]warning:[/] {escape(w)}", highlight=False)
     out.print(comparison_table(c))
-    for line in undetectable_lines(c):
+    for line in undetectable_lines(c) + contended_lines(c):
         out.print(escape(line), highlight=False)
     out.print(f"Method: {c.method}.", highlight=False)
     out.print(

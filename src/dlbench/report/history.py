@@ -17,6 +17,7 @@ from dlbench.report.groups import model_title
 from dlbench.store.rows import StoredPoint
 
 GOOD_COLOR = "#2f855a"
+WARN_COLOR = "#b7791f"  # a point measured under contention
 
 
 def _ok(s: Series) -> int:
@@ -24,21 +25,24 @@ def _ok(s: Series) -> int:
 
 
 def verdict_caption(series: Sequence[Series], changes: Sequence[str]) -> str:
-    """What the comparisons found, as `dlbench history` says it: the change points, the comparisons whose samples
-    could not have shown a change ('not enough samples', with the CLI's reason), and 'no significant change
-    point' only where every comparison could have shown one."""
+    """What the comparisons found, as `dlbench history` says it: the change points, the points measured under
+    contention (no verdict), the comparisons whose samples could not have shown a change ('not enough samples',
+    with the CLI's reason), and 'no significant change point' only where every comparison could have shown one."""
     blind = [
         f"{s.label} at run {hp.point.run_id}: {hp.comparison.note}"
         for s in series
         for hp in s.undetectable
         if hp.comparison is not None
     ]
+    noisy = [f"{s.label} at run {hp.point.run_id}: {hp.contended}" for s in series for hp in s.points if hp.contended]
     out = ("Change points: " + "; ".join(changes) + ". ") if changes else ""
+    if noisy:
+        out += f"{len(noisy)} point(s) measured under contention (×), no verdict: " + "; ".join(noisy) + ". "
     if blind:
         out += (
             f"{len(blind)} comparison(s) could not have shown a change (not enough samples): " + "; ".join(blind) + "."
         )
-    elif not changes:
+    elif not changes and not noisy:
         out += "No significant change point."
     return out.strip()
 
@@ -66,6 +70,8 @@ def _model_chart(model: str, series: list[Series], effect: float = MIN_EFFECT) -
                     version, (x, y), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7, color="#555"
                 )
             previous = version
+            if hp.contended:  # no verdict from it: marked, never a triangle
+                ax.plot([x], [y], marker="x", markersize=9, color=WARN_COLOR, linestyle="none", zorder=5)
             if hp.change and hp.comparison is not None and hp.comparison.change is not None:
                 bad = hp.change == REGRESSION
                 ax.plot(

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from dlbench.analysis.compare import FASTER, SLOWER, UNDETECTABLE, Comparison, PointComparison
+from dlbench.analysis.compare import CONTENDED, FASTER, SLOWER, UNDETECTABLE, Comparison, PointComparison
 from dlbench.analysis.history import REGRESSION, Series
 from dlbench.report.fit import Cell, Col, Fitted, fit
 from dlbench.report.table import fmt_throughput
@@ -56,6 +56,8 @@ def history_table(series: Sequence[Series], wide: bool = False) -> Fitted:
                 change = Text(f"{hp.change} ({c.change:+.1%})", style=_STYLE[hp.change])
             if hp.undetectable and c is not None:
                 change = Text(c.note, style="yellow")
+            if hp.contended:
+                change = Text(f"{CONTENDED} ({hp.contended})", style="yellow")
             rows.append(
                 [
                     s.label,
@@ -115,9 +117,14 @@ def comparison_table(c: Comparison, wide: bool = False) -> Fitted:
         ratio = f"{p.ratio:.3f}" if p.ratio is not None else "-"
         ci = f"{p.ci_low:.3f}-{p.ci_high:.3f}" if p.ci_low is not None and p.ci_high is not None else "-"
         pv = f"{p.p_value:.2g}" if p.p_value is not None else "-"
-        style = _STYLE.get(p.verdict, "yellow" if p.verdict == UNDETECTABLE else "")
+        style = _STYLE.get(p.verdict, "yellow" if p.verdict in (UNDETECTABLE, CONTENDED) else "")
         text = p.verdict + (f" ({p.change:+.1%})" if p.verdict in _STYLE and p.change is not None else "")
-        text = p.note.split(" (have")[0] if p.verdict == UNDETECTABLE else text + (f" ({p.note})" if p.note else "")
+        if p.verdict == UNDETECTABLE:
+            text = p.note.split(" (have")[0]
+        elif p.verdict == CONTENDED:
+            text = f"{CONTENDED} ({p.contended} contended)"  # the lines under the table say how
+        elif p.note:
+            text += f" ({p.note})"
         rows.append([p.label, ta, tb, ratio, ci, pv, fmt_mfu_change(p), Text(text, style=style)])
     return fit(cols, rows, title=f"B = {c.run_b} vs A = {c.run_a}", wide=wide)
 
@@ -125,3 +132,8 @@ def comparison_table(c: Comparison, wide: bool = False) -> Fitted:
 def undetectable_lines(c: Comparison) -> list[str]:
     """One line per point whose samples could not have shown the change asked about, with the reason."""
     return [f"{p.label}: {p.note}" for p in c.undetectable()]
+
+
+def contended_lines(c: Comparison) -> list[str]:
+    """One line per point given no verdict because a side was measured under contention, naming it."""
+    return [f"{p.label}: no verdict, measured under contention: {p.note}" for p in c.contended()]
