@@ -30,6 +30,7 @@ from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.cli.rerun import identity_lines
 from dlbench.records import PointResult, exit_code
+from dlbench.report.digits import fmt_rate, fmt_spread
 from dlbench.report.screens import contended_lines
 from dlbench.runapi.again import check_environment, measure_again
 from dlbench.store.request import UID_SHOWN, Request, request_of
@@ -140,7 +141,7 @@ def _fields(p: StoredPoint) -> list[tuple[str, str]]:
     r, m = p.result, p.result.metrics
     req = request_of(r)
     spread = (
-        f"± {(m.ci_high - m.ci_low) / 2:,.2f}"
+        "± " + fmt_spread(m.throughput, (m.ci_high - m.ci_low) / 2)
         if m and m.has_spread and m.ci_high is not None and m.ci_low is not None
         else f"n={m.repeats}: no CI"
         if m
@@ -150,7 +151,7 @@ def _fields(p: StoredPoint) -> list[tuple[str, str]]:
         ("point", p.uid[:UID_SHOWN]),
         ("run", p.run_id),
         ("status", r.status),
-        ("samples/s", f"{m.throughput:,.2f}" if m else "-"),
+        ("samples/s", fmt_rate(m.throughput) if m else "-"),
         ("95% CI", spread),
         ("median step s", f"{m.median_step_s:.4g}" if m else "-"),
         ("repeats", str(m.repeats) if m else "-"),

@@ -11,6 +11,7 @@ import markupsafe
 from dlbench.records import Metrics
 from dlbench.report.chart_base import Chart, render_svg
 from dlbench.report.convergence import NOT_CONVERGED_MARK, TARGET_COLUMNS, TARGET_NOTES, rows_note
+from dlbench.report.digits import fmt_rate, fmt_spread
 from dlbench.report.document import Report
 from dlbench.report.groups import Cell
 from dlbench.report.reproduce import id_commands, section_commands
@@ -60,18 +61,18 @@ def external_resources(page: str) -> list[str]:
 
 
 def fmt_number(v: float | None) -> str:
-    """Samples/s with sensible digits: 12,345 / 123.4 / 1.23."""
+    """Samples/s as the terminal writes them (report/digits.py): 12,345 / 123.4 / 1.23 / 0.12."""
     if v is None:
         return "-"
-    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:,.1f}" if abs(v) >= 10 else f"{v:.2f}"
+    return fmt_rate(v)
 
 
 def fmt_half_ci(m: Metrics | None) -> str:
-    """'± 12.3': half the width of the confidence interval; '' where there is none (fewer than 3 repeats: the
-    templates say 'n=1' instead)."""
+    """'± 12.3': half the width of the confidence interval, in the throughput's decimals; '' where there is none
+    (fewer than 3 repeats: the templates say 'n=1' instead)."""
     if m is None or m.ci_low is None or m.ci_high is None or m.ci_high == m.ci_low:
         return ""
-    return "± " + fmt_number((m.ci_high - m.ci_low) / 2)
+    return "± " + fmt_spread(m.throughput, (m.ci_high - m.ci_low) / 2)
 
 
 def fmt_bytes(n: int | None) -> str:

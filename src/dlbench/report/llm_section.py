@@ -11,6 +11,7 @@ from dlbench.cases import UnknownCase, get_case
 from dlbench.cases.arch import LlamaConfig
 from dlbench.reference.llm import matching
 from dlbench.report.convergence import unconverged_of, with_mark
+from dlbench.report.digits import fmt_rate
 from dlbench.store.store import StoredPoint
 
 
@@ -75,7 +76,7 @@ def llm_rows(points: list[StoredPoint]) -> list[LlmRow]:
                 layout=_layout(p),
                 precision=s.precision,
                 devices=s.world_size,
-                tokens_per_s_per_device=with_mark(f"{f.tokens_per_s_per_device:,.0f}", verdict) if f else "-",
+                tokens_per_s_per_device=with_mark(fmt_rate(f.tokens_per_s_per_device), verdict) if f else "-",
                 tflops_per_device=f"{f.model_tflops_per_device:.3g}" if f else "-",
                 mfu=_pct(f.mfu) if f else "-",
                 mfu_bf16=_pct(f.mfu_bf16) if f else "-",

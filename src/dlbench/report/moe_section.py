@@ -10,6 +10,7 @@ from dlbench.analysis.llm import llm_figures
 from dlbench.cases import UnknownCase, get_case
 from dlbench.cases.arch import MoeConfig
 from dlbench.report.convergence import unconverged_of, with_mark
+from dlbench.report.digits import fmt_rate
 from dlbench.store.store import StoredPoint
 
 
@@ -69,7 +70,7 @@ def moe_rows(points: list[StoredPoint]) -> list[MoeRow]:
                 layout=layout,
                 precision=s.precision,
                 devices=s.world_size,
-                tokens_per_s_per_device=with_mark(f"{f.tokens_per_s_per_device:,.0f}", verdict) if f else "-",
+                tokens_per_s_per_device=with_mark(fmt_rate(f.tokens_per_s_per_device), verdict) if f else "-",
                 tflops_per_device=f"{f.model_tflops_per_device:.3g}" if f else "-",
                 imbalance=f"{imbalance:.2f}" if imbalance is not None else "-",
                 dropped=f"{dropped:.1%}" if dropped is not None else "-",

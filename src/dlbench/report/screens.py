@@ -9,6 +9,7 @@ from rich.text import Text
 
 from dlbench.analysis.compare import CONTENDED, FASTER, SLOWER, UNDETECTABLE, Comparison, PointComparison
 from dlbench.analysis.history import REGRESSION, Series
+from dlbench.report.digits import fmt_rate
 from dlbench.report.fit import Cell, Col, Fitted, fit
 from dlbench.report.table import fmt_throughput
 
@@ -112,8 +113,8 @@ def comparison_table(c: Comparison, wide: bool = False) -> Fitted:
     ]
     rows: list[list[Cell]] = []
     for p in c.points:
-        ta = f"{p.throughput_a:,.1f}" if p.throughput_a is not None else p.status_a
-        tb = f"{p.throughput_b:,.1f}" if p.throughput_b is not None else p.status_b
+        ta = fmt_rate(p.throughput_a) if p.throughput_a is not None else p.status_a
+        tb = fmt_rate(p.throughput_b) if p.throughput_b is not None else p.status_b
         ratio = f"{p.ratio:.3f}" if p.ratio is not None else "-"
         ci = f"{p.ci_low:.3f}-{p.ci_high:.3f}" if p.ci_low is not None and p.ci_high is not None else "-"
         pv = f"{p.p_value:.2g}" if p.p_value is not None else "-"

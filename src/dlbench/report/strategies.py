@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, styled
 from dlbench.report.convergence import rows_note, unconverged_of, with_mark
+from dlbench.report.digits import fmt_rate
 from dlbench.report.groups import Cell, Section, framework_title, model_title
 from dlbench.spec import STRATEGIES
 
@@ -55,17 +56,13 @@ class StrategyCell:
         if self.throughput is None:
             return self.status
         wide = self.ci_high is not None and self.ci_low is not None and self.ci_high > self.ci_low
-        half = f" ± {_number((self.ci_high - self.ci_low) / 2)}" if wide else ""  # type: ignore[operator]
+        spread = (self.ci_high - self.ci_low) / 2 if wide else None  # type: ignore[operator]
         scaled = (
             ""
             if self.devices == 1 or self.speedup is None or self.efficiency is None
             else f" · {self.speedup:.2f}× · {self.efficiency:.0%}"
         )
-        return with_mark(f"{_number(self.throughput)}{half}{scaled}", self.unconverged)
-
-
-def _number(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:,.1f}" if abs(v) >= 10 else f"{v:.2f}"
+        return with_mark(f"{fmt_rate(self.throughput, spread)}{scaled}", self.unconverged)
 
 
 @dataclass
@@ -132,8 +129,8 @@ class Verdict:
     @property
     def throughputs(self) -> str:
         """'12.3 vs 11.0 samples/s'."""
-        runner = "-" if self.runner_up_throughput is None else _number(self.runner_up_throughput)
-        return f"{_number(self.throughput)} vs {runner}"
+        runner = "-" if self.runner_up_throughput is None else fmt_rate(self.runner_up_throughput)
+        return f"{fmt_rate(self.throughput)} vs {runner}"
 
     @property
     def margin_text(self) -> str:

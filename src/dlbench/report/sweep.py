@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dlbench.analysis.maxbatch import BATCH, MaxBatch, MaxBatchSettings, probe_bound, search_base, value_of
 from dlbench.records import PointResult
+from dlbench.report.digits import fmt_rate
 from dlbench.report.fit import Fitted
 from dlbench.report.listing import dry_run_table, maxbatch_rows_table
 from dlbench.report.table import fmt_case_params, points_table
@@ -95,9 +96,9 @@ def maxbatch_table(searches: dict[str, MaxBatch], results: list[PointResult], ba
             and r.metrics is not None
         ]
         thr = (
-            f"{at_max[0].metrics.throughput:,.1f}"
+            fmt_rate(at_max[0].metrics.throughput)
             if at_max and at_max[0].metrics
-            else (f"{found.at_max.throughput:,.1f} (probe)" if found.at_max and found.at_max.throughput else "-")
+            else (f"{fmt_rate(found.at_max.throughput)} (probe)" if found.at_max and found.at_max.throughput else "-")
         )
         what = "" if found.quantity == BATCH else f" ({found.quantity})"
         rows.append(

@@ -16,6 +16,7 @@ from dlbench.cases.gpt import flop_label, hardware_ratio, lm_rates
 from dlbench.printable import printable
 from dlbench.records import Metrics, PointResult
 from dlbench.report.caveats import caveat_notes
+from dlbench.report.digits import fmt_rate
 from dlbench.report.fit import Col, Fitted, fit
 from dlbench.report.telemetry import contended, fmt_energy, samples_per_kwh
 from dlbench.spec import PointSpec, SpecError
@@ -30,15 +31,14 @@ def fmt_bytes(n: int | None) -> str:
 
 
 def fmt_throughput(r: PointResult) -> str:
-    """'123.4 ± 2.1' (half-width of the confidence interval); '123.4 n=1' with fewer than 3 repeats (no interval
-    can be had from them); '-' for a failed point."""
+    """'123.4 ± 2.1' (half-width of the confidence interval, in the value's decimals: report/digits.py); '123.4 n=1'
+    with fewer than 3 repeats (no interval can be had from them); '-' for a failed point."""
     m = r.metrics
     if m is None:
         return "-"
     if m.ci_low is None or m.ci_high is None:
-        return f"{m.throughput:,.1f} n={m.repeats}"
-    half = (m.ci_high - m.ci_low) / 2
-    return f"{m.throughput:,.1f} ± {half:,.1f}"
+        return f"{fmt_rate(m.throughput)} n={m.repeats}"
+    return fmt_rate(m.throughput, (m.ci_high - m.ci_low) / 2)
 
 
 def fmt_cv(m: Metrics | None) -> str:
@@ -57,7 +57,7 @@ def fmt_lm_rates(r: PointResult) -> str:
     hardware = ""
     if r.spec.layout.recompute and rates[1] > 0:  # the devices also ran a second forward: DLPerf's and Megatron's count
         hardware = f"\n{rates[1] * hardware_ratio(r.spec.model, r.spec.params, r.spec.input_size):,.3g} hardware"
-    return f"\n{rates[0]:,.0f} tokens/s\n{rates[1]:,.3g} TFLOP/s {flop_label(r.spec.model, r.spec.params)}{hardware}"
+    return f"\n{fmt_rate(rates[0])} tokens/s\n{rates[1]:,.3g} TFLOP/s {flop_label(r.spec.model, r.spec.params)}{hardware}"
 
 
 def fmt_scale(s: PointSpec) -> str:

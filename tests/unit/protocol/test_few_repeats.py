@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 
 from dlbench.analysis.verify import verify
+from dlbench.report.digits import fmt_rate
 from dlbench.report.export import to_csv, to_json
 from dlbench.report.table import points_table
 from dlbench.store.store import Store, StoredPoint
@@ -30,7 +31,7 @@ def test_fewer_than_three_repeats_have_no_interval_and_unknown_noise(repeats: in
     table = Console(file=io.StringIO(), width=200)
     table.print(points_table([r], columns=("framework", "throughput", "cv", "status")))
     text = table.file.getvalue()  # type: ignore[attr-defined]
-    assert f"{m.throughput:,.1f} n={repeats}" in text and "±" not in text
+    assert f"{fmt_rate(m.throughput)} n={repeats}" in text and "±" not in text
     p = StoredPoint(1, "run1", r, "uid-1")
     [doc] = json.loads(to_json([p]))
     assert doc["metrics"]["ci_low"] is None and doc["metrics"]["cv"] is None and doc["metrics"]["noisy"] is None

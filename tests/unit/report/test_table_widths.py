@@ -18,6 +18,7 @@ from dlbench import reference
 from dlbench.cases import all_cases
 from dlbench.cli.progress import RunProgress
 from dlbench.records import PointResult
+from dlbench.report.digits import fmt_rate
 from dlbench.report.fit import Col, fit
 from dlbench.report.listing import cases_table, frameworks_table
 from dlbench.report.table import COLUMNS, PointCell, fmt_case_params
@@ -135,7 +136,7 @@ def test_history_is_one_table_with_whole_run_ids_and_numbers(
     values = [*ids, "torch-1.0", "tf-1.0"]
     for r in [*fixture_points(), *fixture_points(1.1)]:
         if r.metrics:
-            values.append(f"{r.metrics.throughput:,.1f}")
+            values.append(fmt_rate(r.metrics.throughput))
     whole(text, values, width)
 
 
@@ -148,7 +149,7 @@ def test_compare_keeps_configuration_throughputs_and_ratio(
     values = [a, b]
     for ra, rb in zip(fixture_points(), fixture_points(1.1)):
         if ra.metrics and rb.metrics:
-            values += [f"{ra.metrics.throughput:,.1f}", f"{rb.metrics.throughput:,.1f}", ra.spec.framework]
+            values += [fmt_rate(ra.metrics.throughput), fmt_rate(rb.metrics.throughput), ra.spec.framework]
     whole(text, values, width)
     assert re.search(r"\b0\.9\d\d\b", text)  # the ratio B/A, whole
 
