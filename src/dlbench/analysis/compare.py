@@ -24,12 +24,14 @@ reported as warnings naming each key; they never block the comparison silently o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
 from dlbench.analysis.convergence import verdict_changes
 from dlbench.analysis.mfu import Efficiency, efficiency
+from dlbench.analysis.variants import case_param_names, variant_labels
 from dlbench.jsonout import strict_dumps
 from dlbench.machine.power import detectability
 from dlbench.machine.telemetry import telemetry_of
@@ -130,6 +132,31 @@ def label(r: PointResult) -> str:
     if s.device != "cpu":
         parts.append(s.device)
     return " ".join(parts)
+
+
+# The configuration fields label() names (and the case parameters a point sets).
+LABEL_FIELDS = frozenset(
+    {
+        "framework",
+        "model",
+        "batch_size",
+        "precision",
+        "nodes",
+        "devices_per_node",
+        "compile",
+        "channels_last",
+        "data",
+        "strategy",
+        "device",
+    }
+)
+
+
+def distinct_labels(results: Sequence[PointResult]) -> list[str]:
+    """label() of each result, followed by what sets it apart from the others that label() does not say
+    ('torch resnet50 bs8 fp32 1n1c input_size=64 threads=auto(1)'), so that no two read alike (#42)."""
+    shown = LABEL_FIELDS | frozenset().union(*(case_param_names(r) for r in results))
+    return [label(r) + (f" {v}" if v else "") for r, v in zip(results, variant_labels(results, shown))]
 
 
 def step_matrix(r: PointResult) -> np.ndarray:
@@ -298,7 +325,9 @@ def compare_runs(
     by_b = {p.result.spec.key(): p.result for p in points_b}
     pairs = [(by_a[k], by_b[k]) for k in by_a if k in by_b]
     pairs.sort(key=lambda ab: _order(ab[0]))
-    matched = [compare_points(a, b, min_effect, target) for a, b in pairs]
+    keyed = {**by_b, **by_a}  # A's point where both have the key
+    names = dict(zip(keyed, distinct_labels(list(keyed.values()))))
+    matched = [replace(compare_points(a, b, min_effect, target), label=names[a.spec.key()]) for a, b in pairs]
     diffs = identity_differences(pairs)
     warnings = []
     if diffs:
@@ -325,8 +354,8 @@ def compare_runs(
         run_a=run_a,
         run_b=run_b,
         points=tuple(matched),
-        only_a=tuple(label(r) for r in sorted((by_a[k] for k in by_a if k not in by_b), key=_order)),
-        only_b=tuple(label(r) for r in sorted((by_b[k] for k in by_b if k not in by_a), key=_order)),
+        only_a=tuple(names[r.spec.key()] for r in sorted((by_a[k] for k in by_a if k not in by_b), key=_order)),
+        only_b=tuple(names[r.spec.key()] for r in sorted((by_b[k] for k in by_b if k not in by_a), key=_order)),
         identity_diffs=diffs,
         warnings=tuple(warnings),
         method=method,

@@ -14,6 +14,7 @@ with the mark, but no change is called from it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import time
@@ -28,6 +29,7 @@ from dlbench.analysis.compare import (
     PointComparison,
     compare_points,
     contention_of,
+    distinct_labels,
     label,
 )
 from dlbench.store.rows import StoredPoint
@@ -145,5 +147,7 @@ def build_series(points: list[StoredPoint], min_effect: float = MIN_EFFECT) -> l
         first = members[0].result
         ident = {k: v for k, v in first.env.identity.items() if k not in VERSION_KEYS}
         out.append(Series(key, label(first), first.spec.framework, first.spec.model, ident, tuple(hist)))
+    names = distinct_labels([s.points[0].point.result for s in out])  # series that read alike are told apart
+    out = [dataclasses.replace(s, label=name) for s, name in zip(out, names)]
     out.sort(key=lambda s: (s.model, s.framework, s.label))
     return out

@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from dlbench.analysis.scaling import Scaling, scaled
+from dlbench.analysis.variants import Field, config_fields, field_label
+from dlbench.analysis.variants import varying as variant_names
 from dlbench.backends import all_backends
 from dlbench.cases import CASES, UnknownCase, get_case
 from dlbench.report.caveats import caveats
-from dlbench.report.table import fmt_bytes, fmt_count
 from dlbench.store.store import StoredPoint
 
 STATUS_TEXT: dict[str, str] = {
@@ -280,7 +281,8 @@ def _add_footnotes(sec: Section) -> None:
             sec.cells[(row, col)] = Cell(cell.point, None, None, texts[text], cell.hidden)
 
 
-# Spec fields the section, a row or a column shows already; threads is read from the identity (the count used).
+# Configuration fields the section, a row or a column shows already (report/variants.py names every field; the
+# protocol's fields are not here: two protocols get rows of their own).
 _SHOWN = frozenset(
     {
         "framework",
@@ -295,56 +297,14 @@ _SHOWN = frozenset(
         "nodes",
         "devices_per_node",
         "strategy",
-        "threads",
-        "case_params",
-        "timeout_s",
-        "version",
-        "protocol",
-        "layout",
     }
 )
 _NOT_IDENTITY = frozenset({"framework", "threads"})  # the column's own name; threads makes rows, not columns
-Field = tuple[tuple[int, float, str], str]  # (sort key, label)
-
-
-def _field(name: str, value: object) -> Field:
-    """A spec field's value as a sort key and a label: 'vocab=3.2M', 'memory_limit=1.5 GiB', 'launcher=local'."""
-    if isinstance(value, bool) or value is None or not isinstance(value, (int, float)):
-        text = {None: "none", True: "yes", False: "no"}.get(value, str(value))  # type: ignore[call-overload]
-        return (1, 0.0, text), f"{name}={text}"
-    shown = (
-        fmt_bytes(int(value))
-        if name.endswith("_bytes")
-        else fmt_count(int(value))
-        if float(value).is_integer()
-        else f"{value:g}"
-    )
-    return (0, float(value), ""), f"{name.removesuffix('_bytes')}={shown}"
 
 
 def _row_fields(p: StoredPoint) -> dict[str, Field]:
-    """Every field of a point's configuration that a section's rows may differ in: its case parameters (at the
-    case's defaults where unset), the threads it ran with, and the spec fields no row or column shows."""
-    s = p.result.spec
-    d = s.to_dict()
-    spec = {**d, **dict(d["layout"])}  # type: ignore[call-overload]  # each layout option a field of its own
-    out = {k: _field(k, v) for k, v in spec.items() if k not in _SHOWN}
-    try:
-        params = {c.name: c.default for c in get_case(s.model).params}
-    except UnknownCase:
-        params = {}
-    out.update({k: _field(k, v) for k, v in {**params, **s.params}.items()})
-    # local, torchrun, mpirun and hosts all run here (as analysis/scaling.py matches baselines); Slurm elsewhere
-    out["launcher"] = _field("launcher", "slurm" if s.launcher == "slurm" else "here")
-    threads = p.result.env.identity.get("threads") or (str(s.threads) if s.threads else "default")
-    out["threads"] = _field("threads", int(threads) if threads.isdigit() else threads)
-    return out
-
-
-def _varying(fields: Sequence[dict[str, Field]]) -> list[str]:
-    """The names whose labels differ between the given points (a name one point lacks counts as 'unknown')."""
-    names = sorted({k for f in fields for k in f})
-    return [k for k in names if len({f[k][1] if k in f else "?" for f in fields}) > 1]
+    """Every field of a point's configuration that a section's rows may differ in (report/variants.py)."""
+    return {k: v for k, v in config_fields(p.result).items() if k not in _SHOWN}
 
 
 def _identity_fields(p: StoredPoint) -> dict[str, Field]:
@@ -371,7 +331,7 @@ def _common_params(points: Sequence[StoredPoint]) -> tuple[str, ...]:
     """Case parameters every point of a section sets to the same value ('vocab=4M'), for the section's title."""
     sets = [dict(p.result.spec.case_params) for p in points]
     same = set.intersection(*(set(d.items()) for d in sets)) if sets else set()
-    return tuple(_field(k, v)[1] for k, v in sorted(same))
+    return tuple(field_label(k, v)[1] for k, v in sorted(same))
 
 
 def _add_remarks(sec: Section) -> None:
@@ -404,7 +364,7 @@ def build_sections(points: list[StoredPoint], pool: Sequence[StoredPoint] | None
         sec = Section(*key, common=_common_params(grouped[key]))
         seen: dict[tuple[RowKey, Column], int] = defaultdict(int)
         fields = {p.id: _row_fields(p) for p in grouped[key]}
-        varying = _varying(list(fields.values()))
+        varying = variant_names(list(fields.values()))
         columns = _column_variants(grouped[key])
         for p in grouped[key]:
             s, f = p.result.spec, fields[p.id]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 from collections import Counter
@@ -12,6 +13,7 @@ from typing import Literal
 from dlbench.analysis.convergence import verdict_of
 from dlbench.analysis.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
 from dlbench.analysis.scaling import Scaled, outgrows_one_device
+from dlbench.analysis.variants import fmt_count, memory_text, shown_by, threads_text, variant_labels
 from dlbench.cases.gpt import flop_label, hardware_ratio, lm_rates
 from dlbench.printable import printable
 from dlbench.records import Metrics, PointResult
@@ -25,9 +27,7 @@ from dlbench.store.store import RunRecord
 
 def fmt_bytes(n: int | None) -> str:
     """Bytes as MiB or GiB, '-' when unknown."""
-    if n is None:
-        return "-"
-    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+    return "-" if n is None else memory_text(n)
 
 
 def fmt_throughput(r: PointResult) -> str:
@@ -64,14 +64,6 @@ def fmt_scale(s: PointSpec) -> str:
     """'1n4c', or '1n4c TP2 PP2 M4' where the point splits its model (and 'recompute' where it recomputes)."""
     lay = s.layout
     return s.scale + (f" {lay.label}" if lay.splits_model or lay.recompute else "") + (" FSDP" if s.layout.fsdp else "")
-
-
-def fmt_count(n: int) -> str:
-    """3200000 -> '3.2M', 1500 -> '1.5K': a K/M/G suffix where it is exact to three decimals."""
-    for scale, suffix in ((10**9, "G"), (10**6, "M"), (10**3, "K")):
-        if n >= scale and n % (scale // 1000) == 0:
-            return f"{n / scale:g}{suffix}"
-    return str(n)
 
 
 def fmt_case_params(params: Sequence[tuple[str, int]]) -> str:
@@ -116,6 +108,7 @@ class PointCell:
     result: PointResult
     scaled: Scaled | None
     efficiency: Callable[[], Efficiency]
+    variant: str = ""  # what sets the row apart that no other column shows: 'input_size=64 threads=1'
 
 
 @dataclass(frozen=True)
@@ -150,7 +143,12 @@ def _precision(s: PointSpec) -> str:
 COLUMNS: dict[str, TableColumn] = {
     "framework": TableColumn("framework", "left", lambda c: c.result.spec.framework, whole=True),
     "model": TableColumn(
-        "model", "left", lambda c: c.result.spec.model + fmt_case_params(c.result.spec.case_params), whole=True
+        "model",
+        "left",
+        lambda c: (
+            c.result.spec.model + fmt_case_params(c.result.spec.case_params) + (f" {c.variant}" * bool(c.variant))
+        ),
+        whole=True,
     ),
     "batch": TableColumn("batch", "right", lambda c: str(c.result.spec.batch_size), whole=True),
     "precision": TableColumn("precision", "left", lambda c: _precision(c.result.spec), whole=True),
@@ -158,7 +156,7 @@ COLUMNS: dict[str, TableColumn] = {
     "scale": TableColumn("scale", "left", lambda c: fmt_scale(c.result.spec), whole=True),
     "strategy": TableColumn("strategy", "left", lambda c: c.result.spec.strategy, whole=True),
     "group": TableColumn("group", "left", lambda c: str(c.result.extra.get("batch_group", "-")), whole=True),
-    "threads": TableColumn("threads", "right", lambda c: c.result.env.identity.get("threads", "-"), whole=True),
+    "threads": TableColumn("threads", "right", lambda c: threads_text(c.result), whole=True),
     "throughput": TableColumn(
         "samples/s", "right", lambda c: fmt_throughput(c.result) + fmt_lm_rates(c.result), whole=True, number=True
     ),
@@ -235,7 +233,9 @@ def points_table(
     energy reading, and the `extra` columns the caller adds (a sweep's batch group ...). It is laid out by the width
     rule (report/fit.py) when printed: the default's optional columns are OPTIONAL and `extra`, and SAID_ONCE
     columns shared by every row are said in the title. With TFLOP/s or MFU shown, the notes name each device
-    peak the MFU divides by; they also say the caveats the points carry (report/caveats.py). `width` is unused
+    peak the MFU divides by; they also say the caveats the points carry (report/caveats.py). Where the rows differ in a configuration field no shown
+    column says (input size, threads, protocol, layout ...: analysis/variants.py), the model cell says it after the
+    model's parameters ('resnet50 input_size=64'). `width` is unused
     (the console's width is read when printing); `wide` is --wide; `more` says how to see left-out columns."""
     del width
     effs = {i: functools.cache(lambda r=r: efficiency(r)) for i, r in enumerate(results)}
@@ -262,6 +262,8 @@ def points_table(
         )
         optional = {*OPTIONAL, *extra, "verdict"}
         said = set(SAID_ONCE) if title else set()
+    labels = variant_labels(results, shown_by(columns, results))
+    cells = [dataclasses.replace(c, variant=v) for c, v in zip(cells, labels)]
     grid = [[COLUMNS[name].cell(c) for name in columns] for c in cells]
     peaks = peak_notes([effs[i]() for i in effs]) if {"tflops", "mfu"} & set(columns) else []
     notes = footnotes(results) + peaks + caveat_notes(results)
