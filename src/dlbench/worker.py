@@ -70,6 +70,31 @@ class _Progress:
         sys.stdout.flush()
 
 
+class _CurveProgress:
+    """A convergence run's progress lines (phase "converge": steps of its budget, the loss read, the target),
+    throttled as _Progress is; the last reading before the target or the budget always goes out."""
+
+    def __init__(self, budget: int, target: float, target_auc: float | None = None, min_interval: float = 0.25) -> None:
+        self.budget, self.target, self.target_auc = budget, target, target_auc
+        self.min_interval = min_interval
+        self.last = 0.0
+
+    def __call__(self, steps: int, loss: float, auc: float | None = None) -> None:
+        now = time.monotonic()
+        reached = loss <= self.target if auc is None else auc >= (self.target_auc or 0.0)
+        if now - self.last < self.min_interval and steps < self.budget and not reached:
+            return
+        self.last = now
+        event: dict[str, object] = {"phase": "converge", "repeat": 0, "step": steps, "total": self.budget}
+        event["loss"] = loss if math.isfinite(loss) else str(loss)
+        if auc is None:
+            event["target"] = self.target
+        else:  # judged by its held-out AUC (a DLRM): the bar shows it against its target
+            event["auc"], event["target_auc"] = auc, self.target_auc
+        sys.stdout.write(progress_line(event) + "\n")
+        sys.stdout.flush()
+
+
 def _silent(phase: str, repeat: int, step: int, total: int) -> None:
     return None
 
@@ -176,8 +201,9 @@ def _used_share(backend: Backend) -> float | None:
         return None
 
 
-def _converge(trainer: Trainer, spec: PointSpec, case: Case) -> dict[str, object]:
-    """Train to the case's convergence target (analysis/targets.py) and return the curve and target as facts."""
+def _converge(trainer: Trainer, spec: PointSpec, case: Case, rank: int = 0) -> dict[str, object]:
+    """Train to the case's convergence target (analysis/targets.py) and return the curve and target as facts;
+    rank 0 prints a progress line per reading (throttled)."""
     from dlbench.analysis.targets import target_for
     from dlbench.protocol.converge import train_curve
 
@@ -186,8 +212,16 @@ def _converge(trainer: Trainer, spec: PointSpec, case: Case) -> dict[str, object
         raise RuntimeError(f"--converge has no target for {spec.model}")
     trainer.keep_loss_window = True
     scorer = trainer.held_out_auc if target.auc is not None else None  # a DLRM is judged by AUC (#47)
+    progress = _CurveProgress(target.budget, target.loss, target.auc) if rank == 0 else None
     curve = train_curve(
-        trainer, target.budget, target.every, target.loss, seed=spec.seed, evaluate=scorer, target_auc=target.auc
+        trainer,
+        target.budget,
+        target.every,
+        target.loss,
+        seed=spec.seed,
+        evaluate=scorer,
+        target_auc=target.auc,
+        progress=progress,
     )
     trainer.keep_loss_window = False
     return {**curve.to_dict(), "target": target.to_dict()}
@@ -247,7 +281,7 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
     with _own_memory_sampler(spec, ctx) as sampler:
         try:
             trainer = backend.build(spec, case, ctx)
-            curve = _converge(trainer, spec, case) if spec.converge else None  # trains first: the curve (#34)
+            curve = _converge(trainer, spec, case, ctx.rank) if spec.converge else None  # trains first: the curve (#34)
             if curve is not None and curve["interrupted"]:  # Ctrl-C while it trained: its curve so far, no throughput
                 return _stopped(backend, spec, ctx, curve, "while its loss curve trained")
             progress = _Progress() if ctx.rank == 0 else _silent

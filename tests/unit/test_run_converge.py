@@ -17,7 +17,7 @@ import pytest
 from dlbench.analysis.convergence import CURVE_KEY, REFERENCE_KEY, VERDICT_KEY, convergence_lines, verdict_of
 from dlbench.points import Axes, Shared
 from dlbench.report.export import to_json
-from dlbench.runapi.run import RunOutcome, RunRequest, execute_run, prepare_run
+from dlbench.runapi.run import RunHooks, RunOutcome, RunRequest, execute_run, prepare_run
 from dlbench.spec import Protocol
 from dlbench.store.store import Store
 
@@ -30,7 +30,7 @@ def _first_window(factor: float, target: float, every: int = 10) -> int:
     return end
 
 
-def _run(store_path: Path, converge_steps: int | None = None) -> RunOutcome:
+def _run(store_path: Path, converge_steps: int | None = None, notes: list[str] | None = None) -> RunOutcome:
     req = RunRequest(
         axes=Axes(frameworks=("fake",), models=("resnet50",), batches=(2,)),
         shared=Shared(
@@ -38,14 +38,17 @@ def _run(store_path: Path, converge_steps: int | None = None) -> RunOutcome:
         ),
         store_path=str(store_path),
     )
-    return execute_run(prepare_run(req))
+    return execute_run(prepare_run(req), RunHooks(note=(notes if notes is not None else []).append))
 
 
 def test_references_are_measured_once_then_reused_and_verdicts_stored(
     store_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", "curve:0.99")
-    first = _run(store_path)
+    notes: list[str] = []
+    first = _run(store_path, notes=notes)
+    assert notes[0].startswith("--converge: first 3 reference run(s)")  # said before anything trains (#42)
+    assert "trains to loss 0.25" in notes[1]
     refs = [r for r in first.results if r.extra.get(REFERENCE_KEY)]
     assert [r.spec.seed for r in refs] == [0, 1, 2] and len(first.results) == 4
     candidate = first.results[-1]
@@ -60,8 +63,10 @@ def test_references_are_measured_once_then_reused_and_verdicts_stored(
     assert "convergence" in json.dumps(exported)
 
     monkeypatch.setenv("DLBENCH_FAKE", "curve:0.99:nan_at:50")  # the same point, now broken
-    second = _run(store_path)
+    notes.clear()
+    second = _run(store_path, notes=notes)
     assert len(second.results) == 1  # the stored references are reused
+    assert "are in the store already" in notes[0]
     assert verdict_of(second.results[0]) == "diverged"
 
     monkeypatch.setenv("DLBENCH_FAKE", "curve:0.999")  # a learning rate far too small
@@ -88,7 +93,10 @@ def test_ctrl_c_while_the_curve_trains_stores_it_interrupted_and_loses_nothing(
     store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DLBENCH_FAKE", "curve:0.99")
-    first = _run(store_path)  # the references and a converged point, stored before the interrupted run
+    notes: list[str] = []
+    first = _run(store_path, notes=notes)
+    assert notes[0].startswith("--converge: first 3 reference run(s)")  # said before anything trains (#42)
+    assert "trains to loss 0.25" in notes[1]  # the references and a converged point, stored before the interrupted run
     before = {p.uid: p.result for p in first.stored}
     assert len(before) == 4
     ready = tmp_path / "ready"

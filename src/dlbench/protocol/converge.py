@@ -18,6 +18,7 @@ from typing import Any
 from typing import Protocol as TypingProtocol
 
 Clock = Callable[[], float]
+CurveProgress = Callable[[int, float, float | None], None]  # (steps taken, the window's loss, its AUC) per reading
 
 
 class CurveTrainer(TypingProtocol):
@@ -102,10 +103,12 @@ def train_curve(
     seed: int = 0,
     evaluate: Callable[[], float] | None = None,
     target_auc: float | None = None,
+    progress: CurveProgress | None = None,
 ) -> Curve:
     """Train until the mean loss of a window of `every` steps is at or below `target_loss` (with `evaluate` and
     `target_auc`: until the held-out AUC it returns is at or above `target_auc`), or `budget` steps are taken, or
-    a reading is not finite; Ctrl-C keeps the curve so far (interrupted). One device read per window."""
+    a reading is not finite; Ctrl-C keeps the curve so far (interrupted). One device read per window; `progress`
+    hears each reading (the steps so far, the loss read, and the AUC where one is judged)."""
     if budget < 1 or every < 1:
         raise ValueError(f"a convergence run needs a step budget and an interval >= 1; got {budget}, {every}")
     scorer = evaluate if target_auc is not None else None
@@ -124,6 +127,8 @@ def train_curve(
             reads.wall_s.append(clock() - start)
             if auc is not None:
                 reads.auc.append(auc)
+            if progress is not None:
+                progress(steps, loss, auc)
             stop = not math.isfinite(loss) or (loss <= target_loss if auc is None else auc >= (target_auc or 0.0))
             if trainer.agree_steps(int(stop)):  # rank 0 decides: every rank stops at the same step
                 break

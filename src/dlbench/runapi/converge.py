@@ -7,11 +7,38 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dlbench.analysis.references import with_verdict
+from dlbench.analysis.targets import REFERENCE_SEEDS, target_for
+from dlbench.cases import get_case
 from dlbench.launch.registry import Launchers
 from dlbench.launch.session import PointDone, PointStarted, run_points
 from dlbench.records import PointResult
 from dlbench.spec import PointSpec
 from dlbench.store.store import Store
+
+
+def plan_lines(references: Sequence[PointSpec], specs: Sequence[PointSpec]) -> list[str]:
+    """What a --converge run will train, said before it starts: the reference runs first (how many, of what, and
+    why), then each convergence point's target and step budget, before its throughput is measured."""
+    judged = [s for s in specs if s.converge]
+    if not judged:
+        return []
+    lines = []
+    if references:
+        refs = sorted({f"{r.framework} {r.model} bs{r.batch_size}" for r in references})
+        lines.append(
+            f"--converge: first {len(references)} reference run(s), fp32 on one device, seeds 0-{REFERENCE_SEEDS - 1}"
+            f" ({'; '.join(refs)}): the band each verdict is judged against; stored, and reused by later runs"
+        )
+    else:
+        lines.append("--converge: the reference runs each verdict is judged against are in the store already")
+    for s in judged:
+        target = target_for(get_case(s.model).configured(s.params), s.converge_steps, s.converge_target)
+        if target is not None:
+            lines.append(
+                f"--converge: {s.framework} {s.model} bs{s.batch_size} {s.precision} trains to loss {target.loss:g} "
+                f"(read every {target.every} steps, at most {target.budget:,}), then its throughput is measured"
+            )
+    return lines
 
 
 def measure_references(

@@ -66,6 +66,9 @@ class PointProgress(Protocol):
     def done(self, index: int, result: PointResult) -> None:
         """A point ended, stored."""
 
+    def note(self, text: str) -> None:
+        """Name what the points counted now are (the reference runs of --converge, then the points)."""
+
 
 @dataclass(frozen=True)
 class RunHooks:
@@ -152,11 +155,17 @@ def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutco
         store.add_point(run_id, attach_request(store, run_id, r, interpreter_for(r.spec.framework)))
     hooks.starting()
     references = missing_references(store.points(), specs)  # measured once, then reused (#34)
+    for line in converge.plan_lines(references, specs):
+        hooks.note(line)
     try:
         with hooks.progress(len(references) + len(specs)) as ui:
+            if ui and references:
+                ui.note(f"{len(references)} reference runs, then points")
             results = converge.measure_references(
                 store, run_id, references, launchers, ui.started if ui else None, ui.done if ui else None
             )
+            if ui and references:
+                ui.note("points")
             n = len(references)
             results += run_points(
                 store,
