@@ -11,6 +11,7 @@ from dlbench.backends import all_backends, get_info, gpu_builds
 from dlbench.cases import Case, ImageInput, TextInput, all_cases
 from dlbench.cli.output import stdout_console
 from dlbench.cli.values import as_device
+from dlbench.envs import cases_cache
 from dlbench.envs.interpreters import installed, interpreter_for, probe, range_text, state
 from dlbench.machine.env import host_descriptive, host_identity, physical_cores
 from dlbench.machine.nvml import no_gpu_reason
@@ -74,6 +75,23 @@ def _live_cases(python: str, framework: str) -> dict[str, object]:
     return {k: v for k, v in answer.items() if k != "version"} if isinstance(answer, dict) else {}
 
 
+def _this_interpreter_cases(framework: str, python: str, version: str, where: str, check: bool) -> dict[str, object]:
+    """The cases a framework installed in dlbench's own interpreter builds: cached, or asked now once (it has no
+    `dlbench setup` to ask it) and cached; {} for a framework in an environment of its own."""
+    if where != "this interpreter":
+        return {}
+    key = cases_cache.fingerprint(python, framework, version, ((c.name, c.param_count) for c in all_cases()))
+    answers = {} if check else cases_cache.load(key)
+    if not answers:
+        click.echo(
+            f"checking which cases {framework} builds in this interpreter (once; kept in the dlbench home)", err=True
+        )
+        answers = _live_cases(python, framework)
+        if answers:
+            cases_cache.store(key, answers)
+    return answers
+
+
 @click.command("list")
 @click.option(
     "--check", is_flag=True, help="Ask installed frameworks without a cached answer which cases they can build (slow)."
@@ -116,7 +134,9 @@ def list_cmd(check: bool, wide: bool = False) -> None:
         )
         if not st.installed:
             continue
-        answers = st.cases or (_live_cases(st.python, name) if check else {})
+        answers = st.cases or _this_interpreter_cases(name, st.python, st.version or "", st.where, check)
+        if not answers and check:
+            answers = _live_cases(st.python, name)
         if not answers:
             unchecked.append(name)
         support.append([name, *(styled(_support(c, answers.get(c.name) if answers else None)) for c in all_cases())])

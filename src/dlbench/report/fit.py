@@ -162,7 +162,7 @@ class Fitted:
         for j, w in zip(lay.keep, lay.widths):
             col = self.columns[j]
             t.add_column(
-                col.header,
+                Text(col.header, no_wrap=False, overflow="fold"),  # a header wider than its numbers wraps, whole
                 justify=col.justify,
                 width=w,
                 overflow="fold",
