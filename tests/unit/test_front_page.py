@@ -8,6 +8,7 @@ its headings.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,32 @@ def test_readme_is_a_front_page() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert 'pytest -n 2 -m "not matrix"' in text and 'pytest -n 2 -m "not matrix"' in ci  # the test command CI runs
     assert "pip install -e '.[torch]'\ndlbench run\n" in text  # the two commands that set up and run
+
+
+def test_the_manual_home_lists_every_page() -> None:
+    """docs/index.md's table of pages omitted the convergence, Llama, MoE, reproduce and GPU pages (#42)."""
+    nav = nav_pages(yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"])
+    linked = {target.partition("#")[0] for target in links(ROOT / "docs" / "index.md")}
+    missing = [page for page in nav if page != "index.md" and page not in linked]
+    assert nav and not missing, f"docs/index.md does not list these manual pages: {missing}"
+
+
+def test_the_front_page_says_where_results_go_and_how_long_the_tests_take() -> None:
+    text = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert "`./dlbench-results/results.db`" in text and "`$DLBENCH_STORE` picks another" in text
+    assert "`$DLBENCH_HOME`, default `~/.dlbench`, holds environments and caches, no results" in text
+    assert re.search(r'pytest -n 2 -m "not matrix" # about \d+ minutes', text)
+
+
+def test_run_says_where_its_results_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DLBENCH_STORE", raising=False)
+    monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.001")
+    args = ("run", "-f", "fake", "-m", "resnet50", "-b", "2", "--warmup", "0", "--steps", "1", "--repeats", "1")
+    code, out, err = cli(*args, "--threads", "1")
+    assert code == 0, err
+    said = " ".join(out.split())
+    assert f"Results: {tmp_path / 'dlbench-results' / 'results.db'} (run " in said
+    assert "--store or $DLBENCH_STORE picks another store" in said

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -213,8 +214,10 @@ def run(fmt: str, columns: str | None, wide: bool, **options: Any) -> int:
             else f"n={n}: fewer than {MIN_REPEATS_FOR_SPREAD} repeats give no CI and no CV (noise unknown)."
         )
     )
+    where = outcome.store_path.resolve() if isinstance(outcome.store_path, Path) else outcome.store_path
     out.print(
-        f"Results: {outcome.store_path} (run {outcome.run_id}). Raw step times: dlbench results "
-        f"{outcome.run_id} --format json"
+        f"Results: {where} (run {outcome.run_id}; --store or $DLBENCH_STORE picks another store). Raw step times: "
+        f"dlbench results {outcome.run_id} --format json",
+        highlight=False,
     )
     return outcome.exit_code

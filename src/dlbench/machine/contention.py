@@ -209,7 +209,7 @@ def auto_threads(share: float | None, cores: int, ranks: int = 1) -> ThreadChoic
     if used * ranks >= cores:
         why = f"{held}: all {cores} physical core{'s' * (cores != 1)} free"
     elif total < ranks:
-        why = f"{held}: less than a core free per rank, so 1 thread each (it will be marked contended)"
+        why = f"{held}: less than a core free per rank, so 1 thread each"
     else:
         why = f"{held}: {total} of {cores} physical cores free"
     return ThreadChoice("auto", used, ranks, cores, share, why + (f", split over {ranks} ranks" if ranks > 1 else ""))
