@@ -14,6 +14,7 @@ from dlbench.reference import ReferenceDataError, ReferenceRow, find, load_all, 
 from tests.support.paths import REPO
 
 SEEDS = REPO.parent / "shared" / "seeds"
+EXCERPT = REPO / "tests" / "fixtures" / "seed_lines.txt"  # the seed lines the figures cite, copied (its header)
 EXPECTED_FILES = {
     "caict_2020.yaml",
     "dlperf_v1.yaml",
@@ -30,10 +31,30 @@ def _text(name: str) -> str:
     return resources.files("dlbench.reference").joinpath("data", name).read_text(encoding="utf-8")
 
 
+def _excerpt() -> dict[tuple[str, int], str]:
+    """The copied seed lines, by (seed file, line number)."""
+    out = {}
+    for row in EXCERPT.read_text(encoding="utf-8").splitlines():
+        if row.startswith("#") or not row:
+            continue
+        where, _, text = row.partition("\t")
+        name, _, line = where.rpartition(":")
+        out[(name, int(line))] = text
+    return out
+
+
 def _seed_line(seed_file: str, line: int) -> str:
+    """A seed document's line, from the excerpt in the test tree (the seeds folder may be absent)."""
+    found = _excerpt().get((seed_file, line))
+    assert found is not None, f"{seed_file}:{line} is not in {EXCERPT}: copy it there from the seed document"
+    return found
+
+
+def test_the_excerpt_is_the_seed_documents_verbatim() -> None:
     if not SEEDS.is_dir():
-        pytest.skip(f"seed folder {SEEDS} is absent")
-    return (SEEDS / seed_file).read_text(encoding="utf-8").splitlines()[line - 1]
+        pytest.skip(f"the seed folder {SEEDS} is absent here: the excerpt cannot be compared with it")
+    for (name, line), text in _excerpt().items():
+        assert (SEEDS / name).read_text(encoding="utf-8").splitlines()[line - 1] == text, (name, line)
 
 
 def _numbers(text: str) -> set[float]:
