@@ -216,7 +216,7 @@ def _fake_run(store: Path, sleep: str) -> str:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    m = re.search(r"\(run (\S+)\)", proc.stdout.replace("\n", " "))
+    m = re.search(r"\(run ([0-9a-f-]+)[;)]", proc.stdout.replace("\n", " "))
     assert m, proc.stdout
     return m.group(1)
 
