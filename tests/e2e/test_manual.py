@@ -16,7 +16,7 @@ a framework whose environment is absent here skips its commands, saying so."""
 from __future__ import annotations
 
 import re
-import shutil
+import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +87,7 @@ MODES: dict[str, Mode] = {
     "measuring.md: dlbench run --model bert_base --steps 20 --repeats 5 --timeout 600": ACCEPT,
     "measuring.md: dlbench list": RUN,
     "measuring.md: dlbench env": RUN,
+    "measuring.md: dlbench env --device cuda": Mode("run", "exits 2 naming the cause on a CPU machine", exits=(0, 2)),
     "measuring.md: dlbench results": RUN,
     "measuring.md: dlbench results RUN_ID --format json": RUN,
     "measuring.md: dlbench results --format csv": RUN,
@@ -202,7 +203,10 @@ def here(
 ) -> Iterator[Callable[..., tuple[int, str, str]]]:
     """A fresh folder holding a copy of the seeded store where `dlbench` looks by default; runs the CLI there."""
     (tmp_path / "dlbench-results").mkdir()
-    shutil.copy(seeded.store, tmp_path / "dlbench-results" / "results.db")
+    src, dst = sqlite3.connect(seeded.store), sqlite3.connect(tmp_path / "dlbench-results" / "results.db")
+    src.backup(dst)  # a copy with what the write-ahead log still holds
+    src.close()
+    dst.close()
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DLBENCH_STORE", raising=False)
     monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.001")

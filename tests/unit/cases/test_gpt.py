@@ -201,11 +201,11 @@ def test_the_points_table_shows_tokens_and_megatron_tflops_of_a_gpt_point() -> N
     assert gpt.metrics is not None and gpt.metrics.throughput == pytest.approx(4.0)  # 2 samples / 0.5 s
     tokens, tflops = lm_rates("gpt2_small", {}, 32, 4.0)  # type: ignore[misc]
     assert tokens == 128 and tflops == pytest.approx(4.0 * megatron_flops_per_sample(get_case("gpt2_small"), 32) / 1e12)
-    assert fmt_lm_rates(gpt) == f"\n128 tokens/s\n{tflops:,.3g} TFLOP/s Megatron" and fmt_lm_rates(cnn) == ""
+    assert fmt_lm_rates(gpt) == f"\n128.0 tokens/s\n{tflops:,.3g} TFLOP/s Megatron" and fmt_lm_rates(cnn) == ""
     console = Console(file=io.StringIO(), width=400)
     console.print(points_table([gpt, cnn]))
     text = console.file.getvalue()  # type: ignore[attr-defined]
-    assert text.count("tokens/s") == 1 and "128 tokens/s" in text
+    assert text.count("tokens/s") == 1 and "128.0 tokens/s" in text
 
 
 def test_the_case_flops_are_the_megatron_count() -> None:
