@@ -57,7 +57,9 @@ def fmt_lm_rates(r: PointResult) -> str:
     hardware = ""
     if r.spec.layout.recompute and rates[1] > 0:  # the devices also ran a second forward: DLPerf's and Megatron's count
         hardware = f"\n{rates[1] * hardware_ratio(r.spec.model, r.spec.params, r.spec.input_size):,.3g} hardware"
-    return f"\n{fmt_rate(rates[0])} tokens/s\n{rates[1]:,.3g} TFLOP/s {flop_label(r.spec.model, r.spec.params)}{hardware}"
+    return (
+        f"\n{fmt_rate(rates[0])} tokens/s\n{rates[1]:,.3g} TFLOP/s {flop_label(r.spec.model, r.spec.params)}{hardware}"
+    )
 
 
 def fmt_scale(s: PointSpec) -> str:
