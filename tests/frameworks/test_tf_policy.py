@@ -129,12 +129,15 @@ GPU_PROBE = textwrap.dedent("""
     tf.config.set_visible_devices = lambda devices, kind=None: calls.append(("visible", [d.name for d in devices]))
     tf.config.experimental.set_memory_growth = lambda d, on: calls.append(("growth", d.name, on))
 
-    def configure(gpus, strategy, local_rank, local_world, devices_per_node, bound=""):
+    def configure(gpus, strategy, local_rank, local_world, devices_per_node, bound="", slurm=False):
         listed[:] = [tf.config.PhysicalDevice(f"/physical_device:GPU:{i}", "GPU") for i in range(gpus)]
         calls.clear()
-        os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+        for name in ("CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_LOCALID"):
+            os.environ.pop(name, None)
         if bound:
             os.environ["CUDA_VISIBLE_DEVICES"] = bound
+        if slurm:  # Slurm bound one GPU to this task (--gpus-per-task=1)
+            os.environ["SLURM_STEP_GPUS"] = bound
         spec = PointSpec(framework="tf", model="resnet50", batch_size=2, protocol=preset("quick"), device="cuda",
                          devices_per_node=devices_per_node, strategy=strategy)
         ctx = RankContext(rank=local_rank, world_size=devices_per_node, local_rank=local_rank,
@@ -147,7 +150,8 @@ GPU_PROBE = textwrap.dedent("""
 
     print(json.dumps({
         "rank1_of_2": configure(2, "multiworker", 1, 2, 2),
-        "bound": configure(1, "multiworker", 1, 2, 2, bound="1"),
+        "bound": configure(1, "multiworker", 1, 2, 2, bound="1", slurm=True),
+        "pinned": configure(1, "multiworker", 1, 2, 2, bound="1"),
         "shared": configure(1, "multiworker", 1, 2, 2),
         "mirrored": configure(2, "mirrored", 0, 1, 2),
         "alone": configure(1, "none", 0, 1, 1),
@@ -240,6 +244,8 @@ def test_each_rank_sees_its_own_gpu_with_memory_growth() -> None:
         ["growth", "/physical_device:GPU:0", True],
     ]
     assert "1 visible GPU" in answer["shared"]["unsupported"]  # two ranks would share one GPU
+    # the controller's CUDA_VISIBLE_DEVICES=1 reaches both ranks it starts: they would share GPU 1
+    assert "CUDA_VISIBLE_DEVICES=1, the same for every rank" in answer["pinned"]["unsupported"]
     assert answer["mirrored"]["calls"] == [
         ["growth", "/physical_device:GPU:0", True],  # one process, every GPU
         ["growth", "/physical_device:GPU:1", True],

@@ -38,7 +38,7 @@ def test_expert_parallel_on_two_ranks_trains_and_stores_routing(cli: Callable[..
     assert "6Nact+attn/2" in out
     code, out, _ = cli("results", "--format", "json", "--store", str(store))
     rows = {row["spec"]["devices_per_node"]: row for row in json.loads(out)}
-    assert set(rows) == {1, 2} and rows[2]["spec"]["expert_parallel"] == 2 and rows[1]["status"] == "ok"
+    assert set(rows) == {1, 2} and rows[2]["spec"]["layout"]["expert_parallel"] == 2 and rows[1]["status"] == "ok"
     ep = rows[2]
     assert ep["status"] == "ok" and ep["env"]["identity"].get("strategy_run", "expert-parallel") == "expert-parallel"
     routing = ep["extra"]["routing"]

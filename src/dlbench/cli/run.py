@@ -170,9 +170,6 @@ def run(fmt: str, columns: str | None, wide: bool, **options: Any) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
     shown = pick_columns(columns, wide)
     command = command_line("dlbench run")
-    lora = options.pop("lora", None)
-    if lora:  # --lora R is --param lora=R (cases/lora.py)
-        options["params"] = (*options["params"], f"lora={lora}")
     request, frameworks = run_request(options, command)
     if frameworks.note:
         click.echo(frameworks.note, err=True)

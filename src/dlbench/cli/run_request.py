@@ -28,7 +28,8 @@ def run_request(options: Mapping[str, Any], command: str) -> tuple[RunRequest, F
     note `--framework all` prints); a SpecError (one line) for a value that cannot be read."""
     o = options
     frameworks = as_frameworks(o["framework"])
-    combos, searched = as_params(o["params"])
+    lora = o.get("lora")  # --lora R is --param lora=R (cases/lora.py)
+    combos, searched = as_params((*o["params"], f"lora={lora}") if lora else o["params"])
     nodes, per_node = as_scale(o["scale"], o["nodes"], o["devices_per_node"])
     axes = Axes(
         frameworks=frameworks.names,

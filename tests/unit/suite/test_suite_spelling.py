@@ -79,6 +79,10 @@ POINT_OPTIONS: dict[str, tuple[list[str], dict[str, Any]]] = {
         ["-m", "llama_tiny", "--param", "vocab=1000,2000"],
         {"axes": {"model": ["llama_tiny"]}, "params": {"vocab": [1000, 2000]}},
     ),
+    "lora": (  # --lora R is --param lora=R
+        ["-m", "llama_tiny", "--lora", "4"],
+        {"axes": {"model": ["llama_tiny"]}, "params": {"lora": [4]}},
+    ),
     **{f.name: _layout_row(f.name) for f in option_fields()},
     "sync_every_step": (["--sync-every-step"], {"sync_every_step": True}),
     "converge": (["--converge"], {"converge": True}),
