@@ -18,6 +18,7 @@ import os
 import paddle
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.decoder import decoder_facts, moe_shape_refusal
 from dlbench.backends.gpu_arch import GpuBuild, cuda_version
 from dlbench.backends.paddle import data, distributed
 from dlbench.backends.paddle.gpu_defaults import (
@@ -30,6 +31,7 @@ from dlbench.backends.paddle.gpu_defaults import (
     tf32_missing,
 )
 from dlbench.backends.paddle.models import MODELS, build_model, count_trainable
+from dlbench.backends.paddle.moe import MoeModel
 from dlbench.backends.paddle.step import AMP_HOST_SYNC, COMPILED, PaddleTrainer
 from dlbench.cases import Case, get_case
 from dlbench.numerics import describe, resolve_precision
@@ -92,6 +94,7 @@ class PaddleBackend(Backend):
     def __init__(self) -> None:
         super().__init__()
         self._settings: dict[str, str] = {}
+        self._routed: MoeModel | None = None  # a MoE point's model, whose routing facts() reads
 
     def gpu_build(self) -> GpuBuild | None:
         """Paddle does not list its kernels' architectures: the CUDA version of a CUDA build."""
@@ -194,6 +197,8 @@ class PaddleBackend(Backend):
             self._facts["amp_host_sync"] = AMP_HOST_SYNC
         if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
             self._facts["embedding"] = model.embedding_path()
+        self._facts.update(decoder_facts(case, spec.input_size))  # a decoder's FLOPs convention, a MoE's figures
+        self._routed = model if isinstance(model, MoeModel) else None
         trainer = PaddleTrainer(
             data.batches(spec, case, on_gpu, seed, settings.layout),
             case,
@@ -207,8 +212,21 @@ class PaddleBackend(Backend):
         self._facts.update(distributed.facts(spec, trainer.forward))
         return trainer
 
+    def case_support(self, case: Case) -> str | None:
+        return super().case_support(case) or moe_shape_refusal(case)
+
+    def facts(self) -> dict[str, object]:
+        """What build chose; a MoE point adds the routing its steps did (moe.py)."""
+        out = dict(self._facts)
+        if self._routed is not None:
+            out["routing"] = self._routed.routing_figures()
+        return out
+
     def count_params(self, case: Case) -> int:
-        return count_trainable(build_model(case))
+        if not decoder_facts(case, None):
+            return count_trainable(build_model(case))
+        with paddle.LazyGuard():  # a decoder's shapes only: no weights made (the 8B would take 32 GB)
+            return count_trainable(build_model(case))
 
     def oom_error(self, exc: BaseException) -> bool:
         if isinstance(exc, MemoryError):  # paddle's ResourceExhausted, also as re-raised by to_static

@@ -16,8 +16,10 @@ import paddle
 
 from dlbench.backends.base import Unsupported, fixed
 from dlbench.cases import Case, CtrInput, ImageInput, TextInput
+from dlbench.cases.gpt import sequence_length
 from dlbench.data import augment, layout, synthetic
-from dlbench.spec import PointSpec
+from dlbench.data.learnable import learnable_batches
+from dlbench.spec import PointSpec, SpecError
 
 PREFETCH_FACTOR = 2  # batches each loader worker prepares ahead
 Batch = dict[str, paddle.Tensor]
@@ -36,8 +38,26 @@ def synthetic_batch(
         arrays = synthetic.synthetic_ctr(case.input, batch, case.param("vocab"), seed)
     else:
         assert isinstance(case.input, TextInput)
-        arrays = synthetic.synthetic_bert(case.input, batch, input_size, seed)
+        if case.task == "causal_lm":
+            arrays = synthetic.synthetic_gpt(case.input, batch, _sequence(case, input_size), seed)
+        else:
+            arrays = synthetic.synthetic_bert(case.input, batch, input_size, seed)
     return {k: paddle.to_tensor(v) for k, v in arrays.items()}
+
+
+def _sequence(case: Case, input_size: int | None) -> int:
+    """A decoder's tokens per sample; a sequence longer than its context is the point's refusal."""
+    try:
+        return sequence_length(case, input_size)
+    except SpecError as exc:
+        raise Unsupported(str(exc)) from None
+
+
+def learnable(spec: PointSpec, case: Case, seed: int, data_format: str = "NCHW") -> Iterator[Batch]:
+    """--converge: the learnable stream (data/learnable.py, its order this rank's `seed`, as torch's) in the
+    model's layout, each batch made a paddle tensor on the current device as it is drawn."""
+    stream = learnable_batches(case, spec.batch_size, spec.input_size, seed, data_format == "NHWC")
+    return ({k: paddle.to_tensor(v) for k, v in arrays.items()} for arrays in stream)
 
 
 class ImageList(paddle.io.Dataset):
@@ -120,10 +140,12 @@ def text_batches(spec: PointSpec, case: Case, on_gpu: bool) -> Iterator[Batch]:
 def batches(spec: PointSpec, case: Case, on_gpu: bool, seed: int, data_format: str = "NCHW") -> Iterator[Batch]:
     """The point's input in the model's layout: the fixed synthetic batch, or the real-data loader's batches
     (seed: this rank's, which fixes the shuffling and the augmentation)."""
+    if spec.converge:
+        return learnable(spec, case, seed, data_format)
     if spec.data != "real":
         return fixed(synthetic_batch(case, spec.batch_size, spec.input_size, seed, data_format))
-    if isinstance(case.input, CtrInput):
-        raise Unsupported(f"real data for {case.name} is not read yet (no Criteo layout): use synthetic data")
+    if isinstance(case.input, CtrInput) or case.task == "causal_lm":
+        raise Unsupported(f"real data for {case.name} is not read yet: use synthetic data")
     np.random.seed(seed)  # paddle's sampler shuffles, and seeds each worker, from numpy's global RNG
     if isinstance(case.input, ImageInput):
         return image_batches(spec, case, on_gpu, data_format)
@@ -132,6 +154,8 @@ def batches(spec: PointSpec, case: Case, on_gpu: bool, seed: int, data_format: s
 
 def describe(spec: PointSpec) -> str:
     """How the input is fed, for the point's facts."""
+    if spec.converge:
+        return "learnable: a new batch drawn on the host every step (--converge)"
     if spec.data != "real":
         return "synthetic: one batch made on the device"
     return f"paddle.io.DataLoader, {spec.loader_workers} workers, prefetch {PREFETCH_FACTOR}"

@@ -17,7 +17,8 @@ models are extended, keeping every zoo layer:
   1e-3), which changes neither the parameters nor the work.
 
 CNN weights are re-initialised as the torch backend does (Kaiming-normal fan-out convs, BN 1/0), so that
-every framework starts from the same distribution. BERT lives in ``bert.py``.
+every framework starts from the same distribution. BERT lives in ``bert.py``, the Llama family in ``llama.py`` and
+the MoE family in ``moe.py`` (#46).
 """
 
 from __future__ import annotations
@@ -35,10 +36,15 @@ from paddle.vision.models.resnet import BottleneckBlock
 from paddle.vision.models.vgg import make_layers as make_vgg_layers
 from paddle.vision.ops import ConvNormActivation
 
+from dlbench.backends.decoder import LLAMA_MEMBERS, MOE_MEMBERS
 from dlbench.backends.paddle.bert import BertForPretraining
+from dlbench.backends.paddle.llama import LlamaModel
+from dlbench.backends.paddle.moe import MoeModel
 from dlbench.backends.paddle.wide_deep import CtrLoss, WideDeep
 from dlbench.cases import Case, ImageInput
 from dlbench.cases.arch import AlexNetArch, InceptionArch, ResNetArch, VggArch
+from dlbench.cases.llama import llama_arch
+from dlbench.cases.moe import moe_arch
 
 
 class AlexNet(zoo.AlexNet):
@@ -182,6 +188,8 @@ MODELS: dict[str, Callable[[Case], nn.Layer]] = {
     "inception_v3": lambda c: _init_cnn(InceptionV3(c.arch, _classes(c))),  # type: ignore[arg-type]
     "bert_base": lambda c: BertForPretraining(c.arch),  # type: ignore[arg-type]
     "wide_deep": WideDeep,
+    **dict.fromkeys(LLAMA_MEMBERS, lambda c: LlamaModel(llama_arch(c))),
+    **dict.fromkeys(MOE_MEMBERS, lambda c: MoeModel(moe_arch(c))),
 }
 
 
@@ -267,8 +275,26 @@ class BertLoss(nn.Layer):
         return _weighted_xent(mlm_logits, mlm_ids, mlm_weights) + _xent(nsp_logits, nsp_labels)
 
 
+class CausalLmLoss(nn.Layer):
+    """A decoder plus its loss: the mean next-token cross-entropy over every position, and for a mixture of
+    experts the case's weight x the layers' auxiliary load-balancing loss; takes (input_ids, labels)."""
+
+    def __init__(self, model: nn.Layer, aux_weight: float) -> None:
+        super().__init__()
+        self.model, self.aux_weight = model, aux_weight
+
+    def forward(self, input_ids: Tensor, labels: Tensor) -> Tensor:
+        logits = self.model(input_ids)
+        loss = _xent(logits.reshape([-1, logits.shape[-1]]), labels.reshape([-1]))
+        if isinstance(self.model, MoeModel) and self.aux_weight:
+            loss = loss + self.aux_weight * self.model.aux_loss()
+        return loss
+
+
 def loss_layer(case: Case, model: nn.Layer) -> nn.Layer:
     """The model wrapped with the case's training loss; call it with the batch's tensors in data.py's order."""
+    if case.loss.kind == "causal_lm":
+        return CausalLmLoss(model, case.loss.aux_weight)
     if case.loss.kind == "bce":
         return CtrLoss(model)
     return BertLoss(model) if case.loss.kind == "mlm_nsp" else ImageLoss(model, case.loss.aux_weight)

@@ -1,0 +1,59 @@
+"""What every backend that builds the Llama and MoE families (#46) records about a decoder point, framework-free:
+the FLOPs of one sequence by the family's convention (cases/llama.py, cases/moe.py: the same figures torch's
+points carry, so MFU is counted alike), and for a MoE its total and active parameters and routing policy."""
+
+from __future__ import annotations
+
+from dlbench.cases import Case
+from dlbench.cases.arch import LlamaConfig, MoeConfig
+from dlbench.cases.llama import FLOP_CONVENTION
+from dlbench.cases.llama import flops_per_sample as llama_flops
+from dlbench.cases.moe import point_figures
+
+LLAMA_MEMBERS: tuple[str, ...] = ("llama", "llama3_8b", "llama3_1b", "llama2_70b", "llama_tiny")
+MOE_MEMBERS: tuple[str, ...] = ("mixtral_8x7b", "moe_tiny")
+
+
+def decoder_facts(case: Case, input_size: int | None) -> dict[str, object]:
+    """A decoder point's facts: ``llm_flops_per_sample`` (model and hardware FLOPs, no recompute, the convention)
+    for a Llama, ``moe`` (cases/moe.point_figures) for a MoE; nothing for another case."""
+    if isinstance(case.arch, MoeConfig):
+        return {"moe": point_figures(case, input_size)}
+    if isinstance(case.arch, LlamaConfig):
+        flops = llama_flops(case, input_size)
+        return {
+            "llm_flops_per_sample": {
+                "model": flops,
+                "hardware": flops,
+                "recompute": False,
+                "convention": FLOP_CONVENTION,
+            }
+        }
+    return {}
+
+
+def moe_shape_refusal(case: Case) -> str | None:
+    """Why a backend written from Mixtral's routing (top-k softmax or sigmoid gating, shared experts, a capacity
+    factor) cannot build this MoE shape exactly (one line), or None: the refinements DeepSeek-V3 and GPT-OSS add
+    (#48) are torch's. Read from the configuration's fields against Mixtral's defaults."""
+    if not isinstance(case.arch, MoeConfig):
+        return None
+    plain = MoeConfig(
+        base=case.arch.base,
+        num_experts=case.arch.num_experts,
+        top_k=case.arch.top_k,
+        expert_ffn=case.arch.expert_ffn,
+        shared_experts=case.arch.shared_experts,
+        capacity_factor=case.arch.capacity_factor,
+        gating=case.arch.gating,
+        aux_loss_weight=case.arch.aux_loss_weight,
+    )
+    if case.arch != plain:
+        return (
+            f"{case.name} routes or attends beyond Mixtral's MoE (latent attention, dense layers, biases, sinks, "
+            "sliding windows, group-limited or bias-balanced routing): only the torch backend builds it"
+        )
+    return None
+
+
+__all__ = ["LLAMA_MEMBERS", "MOE_MEMBERS", "decoder_facts", "moe_shape_refusal"]
