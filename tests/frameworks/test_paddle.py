@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from dlbench.backends.decoder import LLAMA_MEMBERS, MOE_MEMBERS
 from dlbench.cases import get_case
 from dlbench.launch.folder import free_port
 from dlbench.spec import PointSpec, Protocol
@@ -42,10 +43,12 @@ TINY = {"resnet50": 32, "resnet152": 32, "vgg16": 32, "alexnet": 64, "inception_
 # Batch 2 by default. VGG-16 and AlexNet have no batch norm: at batch 2 the seeds' momentum SGD memorises
 # the batch within ~15 steps and then overshoots (the torch backend does the same), so they take one sample.
 BATCH = {"vgg16": 1, "alexnet": 1}
+DECODERS = (*LLAMA_MEMBERS, *MOE_MEMBERS)
 
 
 def test_parameter_counts_of_all_cases(framework_python: str) -> None:
-    assert_param_counts(framework_python, "paddle", "3.", [*TINY, "wide_deep"])  # wide_deep at its default vocabulary
+    # wide_deep at its default vocabulary; the decoders (#46) from the 8B to the tiny members, Mixtral's 47B too
+    assert_param_counts(framework_python, "paddle", "3.", [*TINY, "wide_deep", *DECODERS])
 
 
 @pytest.mark.parametrize("model", convergence_cases(list(TINY)))

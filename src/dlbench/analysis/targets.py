@@ -17,7 +17,9 @@ from dlbench.data.learnable import IMAGE_CLASSES, MARKOV_STATES, MarkovTokens
 from dlbench.data.recsys import PlantedClicks
 from dlbench.spec import PointSpec
 
-CONVERGE_FRAMEWORKS: tuple[str, ...] = ("torch", "jax", "fake")  # backends that feed the learnable data
+CONVERGE_FRAMEWORKS: tuple[str, ...] = ("torch", "jax", "fake", "paddle")  # backends that feed the learnable data
+# Backends whose learnable data is checked for some kinds of case only (#46): their other cases are refused.
+CONVERGE_TASKS: dict[str, tuple[str, ...]] = {"paddle": ("causal_lm",)}
 CONVERGE_PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
 REFERENCE_SEEDS = 3  # reference runs per case (torch fp32, one device), seeds 0..N-1
 
@@ -96,6 +98,9 @@ def convergence_refusal(spec: PointSpec) -> str | None:
         return (
             f"--converge has no learnable data wired for {spec.framework} yet (wired: {', '.join(CONVERGE_FRAMEWORKS)})"
         )
+    tasks, task = CONVERGE_TASKS.get(spec.framework), get_case(spec.model).task
+    if tasks is not None and task not in tasks:
+        return f"--converge is wired for {spec.framework}'s {', '.join(tasks)} cases only, not {spec.model} ({task})"
     if spec.precision not in CONVERGE_PRECISIONS:
         return f"--converge has no target for {spec.precision} (targets exist for {', '.join(CONVERGE_PRECISIONS)})"
     return target_problem(spec.model, spec.converge_steps, spec.converge_target)

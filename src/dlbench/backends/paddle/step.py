@@ -30,7 +30,7 @@ COMPILED = "paddle.jit.to_static (SOT, full_graph=False: Paddle's default)"
 def make_optimizer(
     case: Case, model: paddle.nn.Layer, global_batch: int, multi_precision: bool = False
 ) -> paddle.optimizer.Optimizer:
-    """The case's optimizer with the seeds' hyper-parameters (Momentum / Adam; lr from Optimizer.lr_for);
+    """The case's optimizer with the seeds' hyper-parameters (Momentum / Adam / AdamW; lr from Optimizer.lr_for);
     multi_precision keeps fp32 master weights of fp16 parameters (AMP O2)."""
     o = case.optimizer
     params = [p for p in model.parameters() if not p.stop_gradient]
@@ -42,6 +42,10 @@ def make_optimizer(
             parameters=params,
             weight_decay=decay,
             multi_precision=multi_precision,
+        )
+    if o.name == "adamw":  # decoupled weight decay, as torch.optim.AdamW (Adam's would be an L2 term)
+        return paddle.optimizer.AdamW(
+            learning_rate=lr, parameters=params, weight_decay=o.weight_decay, multi_precision=multi_precision
         )
     return paddle.optimizer.Adam(
         learning_rate=lr,
