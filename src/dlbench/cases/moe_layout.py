@@ -1,11 +1,11 @@
 """What a MoE point (#36) cannot run, decided from its spec alone: the one place that refuses (dlbench.refusals)
 calls `moe_refusal` for every point. Framework-free.
 
-`--expert-parallel` and `--routing balanced` are the moe family's options, and expert parallelism is wired for
-torch only (backends/torch/moe_parallel.py), over whole (dp, ep) grids, beside data parallelism only (not yet
-with FSDP, tensor or pipeline parallel). The experts must divide over the expert-parallel ranks, and a capacity
-factor must let each expert take at least one token of a rank's batch: floor(factor x tokens x top_k / experts)
->= 1, tokens being the rank's batch x sequence.
+`--expert-parallel` and `--routing balanced` are the moe family's options, both wired for torch only (PaddlePaddle
+builds the family on one device or data parallel, #46). Expert parallelism (backends/torch/moe_parallel.py) runs
+over whole (dp, ep) grids, beside data parallelism only (not yet with FSDP, tensor or pipeline parallel). The experts
+must divide over the expert-parallel ranks, and a capacity factor must let each expert take at least one token of a
+rank's batch: floor(factor x tokens x top_k / experts) >= 1, tokens being the rank's batch x sequence.
 """
 
 from __future__ import annotations
@@ -18,6 +18,18 @@ from dlbench.cases.gpt import sequence_length
 from dlbench.spec import PointSpec, SpecError
 
 EP_FRAMEWORKS = ("torch",)
+
+
+def _unwired(spec: PointSpec) -> str | None:
+    """The options only torch's MoE has, asked of another framework's (PaddlePaddle's router always routes)."""
+    where = f"wired for {', '.join(EP_FRAMEWORKS)} only, not {spec.framework}"
+    if spec.framework in EP_FRAMEWORKS:
+        return None
+    if spec.layout.expert_parallel > 1:
+        return f"--expert-parallel is {where}"
+    if spec.layout.routing != "learned":
+        return f"--routing {spec.layout.routing} is {where}"
+    return None
 
 
 def moe_refusal(spec: PointSpec) -> str | None:
@@ -34,8 +46,9 @@ def moe_refusal(spec: PointSpec) -> str | None:
             return f"--routing {spec.layout.routing} forces a MoE's router; {case.name} has none: drop it"
         return None
     ep = spec.layout.expert_parallel
-    if ep > 1 and spec.framework not in EP_FRAMEWORKS:
-        return f"--expert-parallel is wired for {', '.join(EP_FRAMEWORKS)} only, not {spec.framework}"
+    unwired = _unwired(spec)
+    if unwired:
+        return unwired
     if spec.world_size % ep:
         return f"--expert-parallel {ep} does not divide the point's {spec.world_size} device(s): use a device count that is a multiple of it"
     if a.num_experts % ep:

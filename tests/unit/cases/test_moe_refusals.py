@@ -31,6 +31,7 @@ def _spec(**kw: object) -> PointSpec:
         ({"devices_per_node": 4, "expert_parallel": 2, "tensor_parallel": 2}, "data parallelism only"),
         ({"devices_per_node": 2, "expert_parallel": 2, "strategy": "allreduce"}, "strategy allreduce"),
         ({"model": "resnet50", "routing": "balanced"}, "resnet50 has none"),
+        ({"framework": "paddle", "routing": "balanced"}, "--routing balanced is wired for torch only, not paddle"),
     ],
 )
 def test_what_a_moe_cannot_run_is_refused_in_one_line(fields: dict[str, object], message: str) -> None:
@@ -47,6 +48,7 @@ def test_what_a_moe_cannot_run_is_refused_in_one_line(fields: dict[str, object],
         {"devices_per_node": 4, "expert_parallel": 2},
         {"devices_per_node": 4, "expert_parallel": 4, "routing": "balanced"},
         {"model": "llama_tiny", "devices_per_node": 2},
+        {"framework": "paddle", "devices_per_node": 2},  # paddle's data parallel (#46)
     ],
 )
 def test_what_the_family_can_run_passes(fields: dict[str, object]) -> None:
