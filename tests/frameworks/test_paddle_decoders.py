@@ -1,5 +1,5 @@
 """The Llama and MoE families in PaddlePaddle (#46): the same model as torch's, training to the Markov source's
-target, and `dlbench run -f paddle -m llama_tiny,moe_tiny` as a user types it.
+target, and `dlbench run -f paddle -m llama_tiny,moe_tiny` as a user types it, on one device and two fleet ranks.
 
 Paddle runs in its environment's interpreter (a worker, or a script), so this file never imports paddle; torch,
 the reference, runs here. Without the paddle environment every test skips, naming it (`dlbench setup paddle`).
@@ -23,8 +23,8 @@ from dlbench.cases import get_case
 from dlbench.data.learnable import MARKOV_STATES, MarkovTokens, stationary
 from dlbench.protocol.converge import Curve
 from dlbench.spec import PointSpec, Protocol
-from dlbench.store.store import Store
 from dlbench.wire import read_result
+from tests.support.scaling import assert_ranks_in_sync, stored
 
 pytestmark = [pytest.mark.framework("paddle"), pytest.mark.slow]
 CliResult = tuple[int, str, str]
@@ -154,19 +154,33 @@ def test_llama_tiny_reaches_its_own_target(framework_python: str, tmp_path: Path
     assert judged.verdict == "converged", (judged.reason, curve.losses)
 
 
-def test_llama_and_moe_through_the_cli(framework_python: str, cli: Callable[..., CliResult], tmp_path: Path) -> None:
-    """`dlbench run -f paddle -m llama_tiny,moe_tiny`: both train, with their FLOPs by the family's convention,
-    the MoE's total and active parameters (torch's figures) and its routing."""
+def test_llama_and_moe_through_the_cli_on_one_and_two_ranks(
+    framework_python: str, cli: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    """`dlbench run -f paddle -m llama_tiny,moe_tiny --devices-per-node 2`: on one device both train, with their
+    FLOPs by the family's convention, the MoE's total and active parameters (torch's figures) and its routing; on
+    two fleet ranks (DataParallel on gloo) each ends with both ranks' parameters identical (one checksum)."""
     store = tmp_path / "r.db"
-    code, out, err = cli("run", "-f", "paddle", "-m", "llama_tiny,moe_tiny", *SMALL, "--store", str(store))
+    code, out, err = cli(
+        "run", "-f", "paddle", "-m", "llama_tiny,moe_tiny", "--devices-per-node", "2", *SMALL, "--store", str(store)
+    )
     assert code == 0, err
     assert "6N+attn/2" in out and "6Nact+attn/2" in out and "tokens/s" in out
-    for p in Store(store).points():
-        r = p.result
+    points = stored(store)
+    assert sorted((r.spec.model, r.spec.world_size) for r in points) == [
+        ("llama_tiny", 1),
+        ("llama_tiny", 2),
+        ("moe_tiny", 1),
+        ("moe_tiny", 2),
+    ]
+    for r in points:
         assert r.status == "ok" and r.metrics is not None, r.error
         assert math.isfinite(r.metrics.final_loss or math.nan)
+        if r.spec.world_size == 2:
+            assert_ranks_in_sync(r, 2)
+            assert r.extra.get("paddle_parallel") == "fleet.distributed_model -> DataParallel"
     code, out, _ = cli("results", "--format", "json", "--store", str(store))
-    rows = {row["spec"]["model"]: row for row in json.loads(out)}
+    rows = {row["spec"]["model"]: row for row in json.loads(out) if row["spec"]["devices_per_node"] == 1}
     assert "causal attention counted as half" in rows["llama_tiny"]["llm"]["flop_convention"]
     moe = rows["moe_tiny"]
     assert (moe["llm"]["params_total"], moe["llm"]["params_active"]) == (484_672, 189_760)
