@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from dlbench.backends import get_info
 from dlbench.cases import Case, get_case
 from dlbench.parallel import Layout
-from dlbench.spec import PRESETS, DataSource, Device, PointSpec, Precision, Protocol, SpecError
+from dlbench.spec import PRESETS, DataSource, Device, PointSpec, Precision, Protocol, SpecError, split_release
 
 DEFAULT_MODELS: tuple[str, ...] = ("resnet50", "bert_base")
 
@@ -48,8 +48,9 @@ class Shared:
 @dataclass(frozen=True)
 class Axes:
     """The axes whose product is a request's points: frameworks x models x precisions x case-parameter values x
-    batch sizes (none given: each case's default on the device). A parameter `searched` (NAME=max) starts at its
-    search floor; the max search finds its value."""
+    batch sizes (none given: each case's default on the device). A framework may name its release (jax==0.10.1:
+    its versioned environment). A parameter `searched` (NAME=max) starts at its search floor; the max search finds
+    its value."""
 
     frameworks: tuple[str, ...] = ("torch",)
     models: tuple[str, ...] = DEFAULT_MODELS
@@ -97,13 +98,16 @@ def point(
 ) -> PointSpec:
     """One point: the case's parameters (a name it does not declare, a value it refuses) and the input size it can
     take are checked, the batch defaults to the case's (None), the launcher to the one for its devices; the spec
-    checks itself (SpecError, one line). The only place a PointSpec is made from its parts."""
+    checks itself (SpecError, one line). `framework` may name a release (jax==0.10.1). The only place a PointSpec is
+    made from its parts."""
+    name, release = split_release(framework)
+    get_info(name)  # an unknown framework: one line naming the known ones
     case = model if isinstance(model, Case) else get_case(model)
     values = dict(params or {})
     case.configured(values).check_input_size(shared.input_size)
     devices = shared.nodes * shared.devices_per_node
     return PointSpec(
-        framework=framework,
+        framework=name,
         model=case.name,
         batch_size=default_batch(case, shared.device, shared.layout.micro_batches) if batch is None else batch,
         protocol=shared.protocol,
@@ -118,7 +122,7 @@ def point(
         nodes=shared.nodes,
         devices_per_node=shared.devices_per_node,
         strategy=shared.strategy,
-        launcher=shared.launcher or default_launcher(framework, devices),
+        launcher=shared.launcher or default_launcher(name, devices),
         timeout_s=shared.timeout_s,
         memory_limit_bytes=shared.memory_limit_bytes,
         threads=shared.threads,
@@ -128,6 +132,7 @@ def point(
         converge=shared.converge,
         converge_steps=shared.converge_steps if shared.converge else None,
         converge_target=shared.converge_target if shared.converge else None,
+        release=release,
     )
 
 

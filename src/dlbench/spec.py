@@ -77,6 +77,33 @@ class SpecError(ValueError):
     """A spec value that cannot be run; the message says how to fix it."""
 
 
+# A framework release as pip spells one (PEP 440's characters): 2.13.0, 0.10.1, 2.0rc1, 2.13.0+cpu.
+_RELEASE = re.compile(r"^[0-9][0-9A-Za-z.+!_-]{0,63}$", re.ASCII)
+
+
+def check_release(release: str) -> str:
+    """The release unchanged if pip could name it (starts with a digit: 2.13.0, 0.10.1, 2.0rc1), else a SpecError."""
+    if not _RELEASE.match(release):
+        raise SpecError(f"a framework release looks like 2.13.0 or 0.10.1 (pip's spelling); got {release!r}")
+    return release
+
+
+def split_release(text: str) -> tuple[str, str | None]:
+    """'jax==0.10.1' -> ('jax', '0.10.1'); 'jax' -> ('jax', None): a framework, and the release the point asks for
+    (None: whichever its environment holds)."""
+    name, sep, release = text.strip().partition("==")
+    if not sep:
+        if "=" in text:
+            raise SpecError(f"a framework's release is written NAME==VERSION (e.g. jax==0.10.1); got {text!r}")
+        return name, None
+    return name.strip(), check_release(release.strip())
+
+
+def release_label(framework: str, release: str | None) -> str:
+    """'jax==0.10.1', or 'jax' where no release is asked for: the spelling -f and suites take."""
+    return f"{framework}=={release}" if release else framework
+
+
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise SpecError(f"{name} must be one of {', '.join(allowed)}; got {value!r}")
@@ -246,11 +273,16 @@ class PointSpec:
     converge: bool = False  # train learnable data to a target first, keeping the loss curve (#34)
     converge_steps: int | None = None  # the step budget of --converge (None: the case's own)
     converge_target: float | None = None  # the target loss of --converge (None: the case's own)
+    release: str | None = None  # the framework release asked for (jax==0.10.1: its versioned environment, #49)
     version: int = field(default=SPEC_VERSION)
 
     def __post_init__(self) -> None:
         if not self.framework:
             raise SpecError("framework must be named")
+        if "=" in self.framework:
+            raise SpecError(f"framework {self.framework!r}: its release goes in `release`, not in the name")
+        if self.release is not None:
+            check_release(self.release)
         if not self.model:
             raise SpecError("model must be named")
         _count("batch size", self.batch_size, 1)
@@ -288,6 +320,11 @@ class PointSpec:
                 f"--bucket-mb sets the gradient bucket size of {', '.join(BUCKET_STRATEGIES)}; "
                 f"strategy {self.strategy} has no buckets"
             )
+
+    @property
+    def framework_label(self) -> str:
+        """'jax==0.10.1' for a point that asks for a release, else 'jax'."""
+        return release_label(self.framework, self.release)
 
     @property
     def world_size(self) -> int:
@@ -390,6 +427,7 @@ _LATER_FIELDS["bucket_mb"] = None  # DDP's bucket size (#22)
 _LATER_FIELDS.update(fsdp=False, context_parallel=1)  # FSDP2 and context parallel (#35)
 _LATER_FIELDS.update(expert_parallel=1, routing="learned")  # expert parallel and forced routing (#36)
 _LATER_FIELDS.update(converge=False, converge_steps=None, converge_target=None)  # convergence runs (#34)
+_LATER_FIELDS["release"] = None  # a framework release asked for (#49)
 # A layout option's name where version 2 kept it flat on the spec under another name (the key still uses it).
 _FLAT_NAMES: dict[str, str] = {"schedule": "pipeline_schedule"}
 # A new layout option joins the key while it differs from its default (a point stored before it keeps its key).

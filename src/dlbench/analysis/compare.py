@@ -120,7 +120,14 @@ def label(r: PointResult) -> str:
     """A short human name for a configuration: 'torch resnet50 bs32 fp32 1n1c' (case parameters after the model:
     'torch wide_deep vocab=3200000 bs16384 ...', or two vocabularies would read alike)."""
     s = r.spec
-    parts = [s.framework, s.model, *(f"{k}={v}" for k, v in s.case_params), f"bs{s.batch_size}", s.precision, s.scale]
+    parts = [
+        s.framework_label,
+        s.model,
+        *(f"{k}={v}" for k, v in s.case_params),
+        f"bs{s.batch_size}",
+        s.precision,
+        s.scale,
+    ]
     if s.compile:
         parts.append("compile")
     if s.channels_last:

@@ -40,6 +40,14 @@ class BackendInfo:
     # "module:attr" of its framework-free Capabilities table (dlbench.capabilities); "" = none declared, the
     # worker alone decides what it can run. Built-ins: dlbench.capabilities.<name>:CAPABILITIES.
     capabilities: str = ""
+    # The distributions one release of the framework pins together (`dlbench setup jax==0.10.1` installs jax and
+    # jaxlib 0.10.1); () = its distribution alone.
+    release_pins: tuple[str, ...] = ()
+
+    @property
+    def release_packages(self) -> tuple[str, ...]:
+        """The distributions a release pins (jax and jaxlib for JAX; tensorflow-cpu or tensorflow for TF)."""
+        return self.release_pins or (self.distribution,)
 
     def capabilities_table(self) -> Capabilities | None:
         """What this backend can run (strategies, layouts, precisions, devices), read without any framework."""
@@ -101,6 +109,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
         "paddle",
         python=("3.9", "3.13"),
         cuda_extra="paddle-cuda",
+        release_pins=("paddlepaddle", "paddlepaddle-gpu"),
         cuda_index="https://www.paddlepaddle.org.cn/packages/stable/cu126/",
     ),
     BackendInfo(
@@ -112,6 +121,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
         "tf",
         python=("3.10", "3.13"),
         cuda_extra="tf-cuda",
+        release_pins=("tensorflow-cpu", "tensorflow"),
     ),
     BackendInfo(
         "mxnet",
@@ -131,6 +141,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
         "jax",
         python=("3.11", "3.14"),
         cuda_extra="jax-cuda",
+        release_pins=("jax", "jaxlib"),
     ),
     BackendInfo(
         "mindspore",

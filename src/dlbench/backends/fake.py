@@ -10,6 +10,11 @@ curve: the loss starts at 1 and is multiplied by FACTOR every step, NaN from ste
 seconds; convergence tests); or per model, e.g.
 "alexnet=segfault,vgg16=hang" (models not named sleep 1 ms). It imports no framework.
 
+Releases (#49): `-f fake==1.0,fake==2.0` runs without any setup, each point reporting its release as its
+framework_version; an item "slow@RELEASE:FACTOR" among the settings (e.g. "sleep:0.02,slow@2.0:1.3") multiplies
+the step time of that release and every later one by FACTOR: a regression planted at one release, as a bisection
+over releases expects (several items multiply).
+
 With $DLBENCH_FAKE_COMPILES set it accepts --compile (compiling nothing), as the GPU validation's rehearsal needs
 for its compiled fp8 step; without it --compile is refused in the worker (tests reach that status through it).
 
@@ -40,6 +45,24 @@ def _ready() -> None:
     if path:
         with open(path, "a", encoding="utf-8") as f:
             f.write(f"ready {os.getpid()}\n")
+
+
+def _release_key(release: str) -> tuple[tuple[int, str], ...]:
+    """A release's order: its dotted parts, numbers as numbers (1.10 after 1.9)."""
+    return tuple((int(p), "") if p.isdigit() else (-1, p) for p in release.split("."))
+
+
+def slowdown(release: str | None, setting: str) -> tuple[float, str]:
+    """The step-time factor a release gets from the "slow@RELEASE:FACTOR" items of a $DLBENCH_FAKE setting (every
+    item whose release is at or before this one), and the setting without them."""
+    items = [i.strip() for i in setting.split(",")]
+    slow = [i for i in items if i.startswith("slow@")]
+    factor = 1.0
+    for item in slow:
+        at, _, times = item.removeprefix("slow@").partition(":")
+        if release is not None and _release_key(release) >= _release_key(at):
+            factor *= float(times)
+    return factor, ",".join(i for i in items if i and i not in slow)
 
 
 def _mode_for(model: str, setting: str) -> str:
@@ -109,7 +132,7 @@ class FakeBackend(Backend):
         return frozenset(CASES)
 
     def environment(self, spec: PointSpec) -> dict[str, str]:
-        return {"framework_version": "0.0-fake"}
+        return {"framework_version": spec.release or "0.0-fake"}
 
     def refuse(self, spec: PointSpec) -> str | None:
         if spec.compile and not os.environ.get(COMPILES_VAR):
@@ -117,7 +140,14 @@ class FakeBackend(Backend):
         return None
 
     def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
-        mode = _mode_for(spec.model, os.environ.get("DLBENCH_FAKE", ""))
+        factor, setting = slowdown(spec.release, os.environ.get("DLBENCH_FAKE", ""))
+        trainer = self._build(spec, _mode_for(spec.model, setting))
+        if isinstance(trainer, FakeTrainer):
+            trainer.step_s *= factor
+        return trainer
+
+    def _build(self, spec: PointSpec, mode: str) -> Trainer:
+        """The trainer (or the failure) a $DLBENCH_FAKE mode asks for."""
         kind, _, arg = mode.partition(":")
         if kind == "oom":
             raise MemoryError("fake out of memory")

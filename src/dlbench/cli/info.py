@@ -11,8 +11,9 @@ from dlbench.backends import all_backends, get_info, gpu_builds
 from dlbench.cases import Case, ImageInput, TextInput, all_cases
 from dlbench.cli.output import stdout_console
 from dlbench.cli.values import as_device
-from dlbench.envs import cases_cache
+from dlbench.envs import cases_cache, venvs
 from dlbench.envs.interpreters import installed, interpreter_for, probe, range_text, state
+from dlbench.envs.releases import release_key
 from dlbench.machine.env import host_descriptive, host_identity, physical_cores
 from dlbench.machine.nvml import no_gpu_reason
 from dlbench.report.families import llama_family_table
@@ -92,6 +93,43 @@ def _this_interpreter_cases(framework: str, python: str, version: str, where: st
     return answers
 
 
+def _releases(name: str) -> list[venvs.EnvRecord]:
+    """The releases of a framework set up, oldest first ([] where the registry cannot be read: its row says why)."""
+    try:
+        return sorted(venvs.releases(name), key=lambda r: release_key(r.release))
+    except venvs.EnvError:
+        return []
+
+
+def _release_rows(name: str) -> list[list[Cell]]:
+    """`dlbench list`'s rows for the releases of a framework set up beside its default environment (#49)."""
+    rows: list[list[Cell]] = []
+    for rec in _releases(name):
+        st = state(name, rec.release)
+        python = _python_version(st.python_version, st.python) if st.installed else "-"
+        rows.append(
+            [
+                rec.key,
+                "yes" if st.installed else "no",
+                st.version or "-",
+                st.build or "-",
+                python,
+                st.where or st.reason,
+            ]
+        )
+    return rows
+
+
+def _python_note(name: str) -> list[str]:
+    """A line where a framework's releases were set up on different Pythons: comparing them compares those too."""
+    recs = _releases(name)
+    minors = {".".join(r.python_version.split(".")[:2]) for r in recs if r.python_version}
+    if len(minors) < 2:
+        return []
+    each = ", ".join(f"{r.release} on Python {r.python_version}" for r in recs)
+    return [f"{name}'s releases run on different Pythons ({each}): a comparison across them compares the Pythons too."]
+
+
 @click.command("list")
 @click.option(
     "--check", is_flag=True, help="Ask installed frameworks without a cached answer which cases they can build (slow)."
@@ -120,6 +158,7 @@ def list_cmd(check: bool, wide: bool = False) -> None:
     fws: list[list[Cell]] = []
     support: list[list[Cell]] = []
     unchecked = []
+    pythons: list[str] = []
     for name, info in all_backends().items():
         st = state(name)
         fws.append(
@@ -132,6 +171,8 @@ def list_cmd(check: bool, wide: bool = False) -> None:
                 st.where or st.reason,
             ]
         )
+        fws += _release_rows(name)
+        pythons += _python_note(name)
         if not st.installed:
             continue
         answers = st.cases or _this_interpreter_cases(name, st.python, st.version or "", st.where, check)
@@ -141,6 +182,8 @@ def list_cmd(check: bool, wide: bool = False) -> None:
             unchecked.append(name)
         support.append([name, *(styled(_support(c, answers.get(c.name) if answers else None)) for c in all_cases())])
     out.print(frameworks_table(fws, wide=wide))
+    for line in pythons:
+        out.print(line, highlight=False, markup=False)
     builds = {name: gpu_builds(name) for name in all_backends()}
     out.print(
         gpu_builds_table(

@@ -40,7 +40,7 @@ def describe(spec: PointSpec) -> str:
     """A short label for a point."""
     extras = "".join([" compile" if spec.compile else "", f" {spec.scale}" if spec.world_size > 1 else ""])
     seed = f" seed {spec.seed}" if spec.converge else ""  # a reference run is one of several seeds
-    return f"{spec.framework} {spec.model} bs{spec.batch_size} {spec.precision}{extras}{seed}"
+    return f"{spec.framework_label} {spec.model} bs{spec.batch_size} {spec.precision}{extras}{seed}"
 
 
 def eta_text(eta_s: float | None, ended: bool = False, mark: str = "") -> str:

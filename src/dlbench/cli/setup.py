@@ -1,5 +1,6 @@
 """`dlbench setup FW ...`: create or reuse one venv per framework from an interpreter its wheels support, install
-dlbench with its extra (the CPU or the GPU build), record it; or register an interpreter that has it already."""
+dlbench with its extra (the CPU or the GPU build), record it; or register an interpreter that has it already. FW==VERSION
+(jax==0.10.1) sets up that release in an environment of its own, beside the default one (#49)."""
 
 from __future__ import annotations
 
@@ -54,8 +55,10 @@ def setup(
     recreate: bool,
     no_case_check: bool,
 ) -> int:
-    """Create or reuse one environment per framework under $DLBENCH_HOME/envs (e.g. `dlbench setup jax tf`), or
-    register an interpreter that has it (--existing). `all`: every framework the interpreter fits (or has)."""
+    """Create or reuse one environment per framework under $DLBENCH_HOME/envs (e.g. `dlbench setup jax tf`), or one
+    per release beside it (`dlbench setup jax==0.10.1 jax==0.10.2`, on a Python the release has wheels for), or
+    register an interpreter that has it (--existing; with FW==VERSION under that release). `all`: every framework
+    the interpreter fits (or has)."""
     if existing is not None and (python is not None or cuda is not None or recreate or index_url):
         raise click.UsageError(
             "--existing registers an interpreter as it is: it takes no --python, --cuda/--cpu, "
@@ -83,7 +86,7 @@ def setup(
             continue
         where = f"registered {rec.python}" if rec.existing else f"in {Path(rec.python).parents[1]}"
         console.print(
-            f"{p.info.name}: {p.info.distribution} {rec.version} ({rec.build or 'unknown'} build, "
+            f"{p.key}: {p.info.distribution} {rec.version} ({rec.build or 'unknown'} build, "
             f"Python {rec.python_version}) {where}"
         )
     return 2 if failed else 0

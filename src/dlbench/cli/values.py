@@ -28,6 +28,8 @@ from dlbench.spec import (
     parse_scale,
     parse_size,
     preset,
+    release_label,
+    split_release,
 )
 from dlbench.suite.schema import AXES
 
@@ -52,12 +54,14 @@ class Frameworks:
 
 
 def as_frameworks(text: str | None) -> Frameworks:
-    """Framework names (default torch); 'all' means every framework installed in some environment."""
+    """Framework names (default torch), each maybe with its release (jax==0.10.1: that release's environment);
+    'all' means every framework installed in some environment."""
     names = split(text, "--framework") or ["torch"]
     if names != ["all"]:
-        for n in names:
-            get_info(n)
-        return Frameworks(tuple(names))
+        parsed = [split_release(n) for n in names]
+        for name, _ in parsed:
+            get_info(name)
+        return Frameworks(tuple(release_label(name, release) for name, release in parsed))
     states = [state(b) for b in all_backends()]
     missing = [s.name for s in states if not s.installed and not get_info(s.name).unavailable]
     unusable = [s.name for s in states if get_info(s.name).unavailable]

@@ -4,6 +4,7 @@ or through uv that the framework's pinned wheels support."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -245,6 +246,7 @@ class FrameworkState:
     cases: dict[str, object] = field(default_factory=dict)
     python_version: str = ""  # e.g. "3.12.1"; "" when unknown
     build: str = ""  # "cpu", "cuda", or "" when unknown
+    release: str = ""  # the release asked for (jax==0.10.1), "" for the framework's default environment
 
     @property
     def installed(self) -> bool:
@@ -256,29 +258,21 @@ def _missing(framework: str) -> str:
     return f"not installed: run: dlbench setup {framework}"
 
 
-def state(framework: str) -> FrameworkState:
-    """The registered environment first (if its python exists), else this interpreter, else absent."""
+def state(framework: str, release: str | None = None) -> FrameworkState:
+    """The registered environment first (if its python exists), else this interpreter, else absent. With a release
+    (jax==0.10.1): that release's environment, else the default one where it holds that release; a test backend
+    (no pip extra: the fake one) takes any release in this interpreter."""
     info: BackendInfo = get_info(framework)
+    if release is not None:
+        return _release_state(info, release)
     if info.unavailable:
         return FrameworkState(framework, None, "", "", reason=info.unavailable)
     try:
         rec = envs.get(framework)
     except envs.EnvError as exc:
         return FrameworkState(framework, None, "", "", reason=str(exc))
-    stale = envs.stale_source(rec, info.extra) if rec is not None and rec.python_exists() else None
-    if stale:
-        return FrameworkState(framework, None, "", "", reason=f"{stale}: run: dlbench setup {framework}")
     if rec is not None and rec.python_exists():
-        where = f"existing {rec.python}" if rec.existing else f"env {Path(rec.python).parents[1]}"
-        return FrameworkState(
-            framework,
-            rec.version or None,
-            rec.python,
-            where,
-            cases=rec.cases,
-            python_version=rec.python_version,
-            build=rec.build,
-        )
+        return _recorded(rec, info)
     version = info.installed_version()
     if version is not None:
         return FrameworkState(
@@ -300,24 +294,70 @@ def state(framework: str) -> FrameworkState:
     return FrameworkState(framework, None, "", "", reason=_missing(framework))
 
 
-def interpreter_for(framework: str) -> str:
-    """The interpreter whose environment has the framework; raises NotInstalled with the fix."""
-    info = get_info(framework)
-    if info.unavailable:
-        raise NotInstalled(f"framework {framework} is {info.unavailable}")
-    st = state(framework)
-    if st.installed:
-        return st.python
-    raise NotInstalled(
-        f"framework {framework} is {st.reason}"
-        if st.reason.startswith("not installed")
-        else f"framework {framework}: {st.reason}"
+def _recorded(rec: envs.EnvRecord, info: BackendInfo) -> FrameworkState:
+    """A registered environment whose python exists, or why it cannot be used (set up from another checkout)."""
+    stale = envs.stale_source(rec, info.extra)
+    if stale:
+        return FrameworkState(rec.framework, None, "", "", reason=f"{stale}: run: dlbench setup {rec.key}")
+    where = f"existing {rec.python}" if rec.existing else f"env {Path(rec.python).parents[1]}"
+    return FrameworkState(
+        rec.framework,
+        rec.version or None,
+        rec.python,
+        where,
+        cases=rec.cases,
+        python_version=rec.python_version,
+        build=rec.build,
+        release=rec.release,
     )
 
 
-def installed(framework: str) -> bool:
-    """Whether interpreter_for would find the framework."""
-    return state(framework).installed
+def same_release(installed: str | None, release: str) -> bool:
+    """Whether an installed version is the release asked for: equal, or the same with a local label (2.13.0+cpu)."""
+    return installed is not None and (installed == release or installed.partition("+")[0] == release)
+
+
+def _release_state(info: BackendInfo, release: str) -> FrameworkState:
+    """Where a framework's release is installed: its own environment, else the default one if it holds it."""
+    name = info.name
+    if not info.extra and not info.unavailable:  # a test backend: no environments, any release runs here
+        return FrameworkState(
+            name, release, sys.executable, "this interpreter (a test backend)", release=release, build="cpu"
+        )
+    try:
+        rec = envs.get(name, release)
+    except envs.EnvError as exc:
+        return FrameworkState(name, None, "", "", reason=str(exc), release=release)
+    if rec is not None and rec.python_exists():
+        return _recorded(rec, info)
+    default = state(name)
+    if default.installed and same_release(default.version, release):
+        return dataclasses.replace(default, release=release)
+    held = f" (its default environment holds {default.version})" if default.installed else ""
+    return FrameworkState(
+        name, None, "", "", reason=f"not installed{held}: run: dlbench setup {name}=={release}", release=release
+    )
+
+
+def interpreter_for(framework: str, release: str | None = None) -> str:
+    """The interpreter whose environment has the framework (that release of it); raises NotInstalled with the fix."""
+    info = get_info(framework)
+    if info.unavailable:
+        raise NotInstalled(f"framework {framework} is {info.unavailable}")
+    st = state(framework, release)
+    if st.installed:
+        return st.python
+    label = f"{framework}=={release}" if release else framework
+    raise NotInstalled(
+        f"framework {label} is {st.reason}"
+        if st.reason.startswith("not installed")
+        else f"framework {label}: {st.reason}"
+    )
+
+
+def installed(framework: str, release: str | None = None) -> bool:
+    """Whether interpreter_for would find the framework (that release of it)."""
+    return state(framework, release).installed
 
 
 def build_of(version: str, distributions: tuple[str, ...] = ()) -> str:

@@ -22,8 +22,19 @@ from rich.console import Console
 
 from dlbench.backends import BackendInfo, advice, all_backends, get_info
 from dlbench.envs import venvs as envs
-from dlbench.envs.interpreters import Interpreter, NoInterpreter, build_of, choose, misfit, named, probe
+from dlbench.envs.interpreters import (
+    Interpreter,
+    NoInterpreter,
+    build_of,
+    choose,
+    misfit,
+    named,
+    probe,
+    same_release,
+)
+from dlbench.envs.releases import ReleaseError, choose_for_release, requirements
 from dlbench.machine.nvml import gpu_info
+from dlbench.spec import release_label
 
 
 @contextmanager
@@ -192,11 +203,24 @@ class Plan:
     pinned: bool = False  # the user named the interpreter: an environment of another Python is rebuilt
     index_url: str | None = None
     version: str = ""  # an existing interpreter's framework version
+    release: str | None = None  # the release set up (`dlbench setup jax==0.10.1`), in an environment of its own
 
     @property
     def extra(self) -> str:
         """The pyproject extra installed: the GPU build's where it is one."""
         return self.info.cuda_extra if self.build == "cuda" and not self.existing else self.info.extra
+
+    @property
+    def key(self) -> str:
+        """What it is set up as: 'jax', or 'jax==0.10.1'."""
+        return release_label(self.info.name, self.release)
+
+    def install_args(self) -> list[str]:
+        """What pip installs: dlbench with the framework's extra, or for a release dlbench alone and the extra's
+        requirements with the release's packages pinned to it (envs/releases.py)."""
+        if self.release is None:
+            return envs.install_source(self.extra)
+        return [*envs.install_source(""), *requirements(self.info, self.release, self.extra, self.python.version)[0]]
 
 
 def _log(fw: str) -> Path:
@@ -225,7 +249,7 @@ def _cases(python: str, fw: str, check_cases: bool, console: Console) -> dict[st
 
 def _make_venv(plan: Plan, folder: Path, log: Path, console: Console) -> None:
     """A venv from the plan's interpreter; through `uv venv --seed` where `-m venv` fails (Debian strips ensurepip)."""
-    fw = plan.info.name
+    fw = plan.key
     code = _run_logged([plan.python.path, "-m", "venv", str(folder)], log, f"{fw}: creating {folder}", console)
     uv = shutil.which("uv")
     if code != 0 and uv is not None:
@@ -240,57 +264,71 @@ def _make_venv(plan: Plan, folder: Path, log: Path, console: Console) -> None:
         raise SetupFailed(f"{fw}: could not create a venv at {folder}: {_last_error(log)} (log: {log})")
 
 
-def setup_one(plan: Plan, recreate: bool, check_cases: bool, console: Console) -> envs.EnvRecord:
-    """Create or reuse the framework's venv, install into it, verify and record it; SetupFailed on failure."""
-    info, fw = plan.info, plan.info.name
-    folder = envs.env_dir(fw)
-    python = envs.venv_python(folder)
-    log = _log(fw)
-    created = _now()
+def _venv(plan: Plan, folder: Path, recreate: bool, log: Path, console: Console) -> str:
+    """Reuse the plan's venv (rebuilt where its Python no longer fits, or another was asked for) or make it; when it
+    was first created."""
+    python, key = envs.venv_python(folder), plan.key
     if python.is_file() and not recreate:
         have = probe(str(python))
-        if have is None or misfit(info, have.minor) or (plan.pinned and have.minor != plan.python.minor):
+        if have is None or misfit(plan.info, have.minor) or (plan.pinned and have.minor != plan.python.minor):
             was = f"Python {have.label}" if have else "broken"
-            console.print(f"{fw}: its venv is {was}; rebuilding it with Python {plan.python.label}")
+            console.print(f"{key}: its venv is {was}; rebuilding it with Python {plan.python.label}")
             recreate = True
     if recreate and folder.exists():
         shutil.rmtree(folder)
     if python.is_file():
-        old = envs.get(fw)
-        created = old.created if old and old.created else created
-        console.print(f"{fw}: reusing {folder}")
-    else:
-        _make_venv(plan, folder, log, console)
-    argv = [str(python), "-m", "pip", "install", "--progress-bar", "off", *envs.install_source(plan.extra)]
+        old = envs.get(plan.info.name, plan.release)
+        console.print(f"{key}: reusing {folder}")
+        return old.created if old and old.created else _now()
+    _make_venv(plan, folder, log, console)
+    return _now()
+
+
+def setup_one(plan: Plan, recreate: bool, check_cases: bool, console: Console) -> envs.EnvRecord:
+    """Create or reuse the framework's venv (a release's own), install into it, verify and record it; SetupFailed on
+    failure."""
+    info, fw, key = plan.info, plan.info.name, plan.key
+    folder = envs.env_dir(fw, plan.release)
+    python = envs.venv_python(folder)
+    log = _log(key)
+    created = _venv(plan, folder, recreate, log, console)
+    try:
+        args = plan.install_args()
+    except ReleaseError as exc:
+        raise SetupFailed(f"{key}: {exc}") from None
+    argv = [str(python), "-m", "pip", "install", "--progress-bar", "off", *args]
     if plan.index_url:
         argv += ["--extra-index-url", plan.index_url]
     try:
-        code = _run_logged(argv, log, f"{fw}: pip install ({plan.build} build)", console)
+        code = _run_logged(argv, log, f"{key}: pip install ({plan.build} build)", console)
     except KeyboardInterrupt:  # pip stopped half-way: the environment is no longer known to be whole
-        if envs.forget(fw):
+        if envs.forget(fw, plan.release):
             console.print(
-                f"{fw}: interrupted during pip install; its environment is no longer marked ready: "
-                f"run `dlbench setup {fw}` again"
+                f"{key}: interrupted during pip install; its environment is no longer marked ready: "
+                f"run `dlbench setup {key}` again"
             )
         raise
     if code != 0:
-        raise SetupFailed(f"{fw}: pip install failed: {_last_error(log)} (full log: {log})")
+        raise SetupFailed(f"{key}: pip install failed: {_last_error(log)} (full log: {log})")
     version = _ask(str(python), "version", fw, timeout=120).get("version")
     if not version:
-        raise SetupFailed(f"{fw}: installed, but {info.distribution} is not importable in {folder} (log: {log})")
+        raise SetupFailed(f"{key}: installed, but {info.distribution} is not importable in {folder} (log: {log})")
+    if plan.release is not None and not same_release(str(version), plan.release):
+        raise SetupFailed(f"{key}: pip installed {info.distribution} {version}, not {plan.release} (log: {log})")
     have, build = probe(str(python)), plan.build
     if build == "cuda" and build_from(probe_framework(str(python), info), "") == "cpu":
         build = "cpu"  # e.g. a +cpu wheel from a find-links folder won over PyPI's CUDA one
-        console.print(f"[yellow]{fw}: the GPU build was asked for, but pip installed a CPU one[/yellow]")
+        console.print(f"[yellow]{key}: the GPU build was asked for, but pip installed a CPU one[/yellow]")
     rec = envs.EnvRecord(
         framework=fw,
         python=str(python),
         version=str(version),
         created=created,
-        source=" ".join(envs.install_source(plan.extra)),
+        source=" ".join(envs.install_source(plan.extra if plan.release is None else "")),
         cases=_cases(str(python), fw, check_cases, console),
         python_version=have.label if have else plan.python.label,
         build=build,
+        release=plan.release or "",
     )
     envs.record(rec)
     return rec
@@ -305,21 +343,21 @@ def _this_checkout(origin: object) -> bool:
 def setup_existing(plan: Plan, check_cases: bool, console: Console) -> envs.EnvRecord:
     """Register an interpreter that has the framework: install dlbench alone into it (`--no-deps`: nothing else
     changes) unless it already runs this checkout, check dlbench's own requirements are there, record it."""
-    info, fw, python = plan.info, plan.info.name, plan.python.path
+    info, fw, python, key = plan.info, plan.info.name, plan.python.path, plan.key
     source = envs.install_source("")
     answer = probe_framework(python, info)
     if not _this_checkout(answer.get("dlbench")):
-        log = _log(fw)
+        log = _log(key)
         argv = [python, "-m", "pip", "install", "--no-deps", "--progress-bar", "off", *source]
-        if _run_logged(argv, log, f"{fw}: pip install --no-deps dlbench", console) != 0:
+        if _run_logged(argv, log, f"{key}: pip install --no-deps dlbench", console) != 0:
             raise SetupFailed(
-                f"{fw}: pip install --no-deps dlbench into {python} failed: {_last_error(log)} (full log: {log})"
+                f"{key}: pip install --no-deps dlbench into {python} failed: {_last_error(log)} (full log: {log})"
             )
         answer = probe_framework(python, info)
     missing = [str(m) for m in answer.get("missing", [])]  # type: ignore[attr-defined]
     if missing:
         raise SetupFailed(
-            f"{fw}: {python} lacks dlbench's own requirements {', '.join(missing)}; dlbench leaves "
+            f"{key}: {python} lacks dlbench's own requirements {', '.join(missing)}; dlbench leaves "
             f"its packages alone: install them there ({python} -m pip install {' '.join(missing)})"
         )
     version = _ask(python, "version", fw, timeout=120).get("version") or plan.version
@@ -333,6 +371,7 @@ def setup_existing(plan: Plan, check_cases: bool, console: Console) -> envs.EnvR
         python_version=plan.python.label,
         build=plan.build,
         existing=True,
+        release=plan.release or "",
     )
     envs.record(rec)
     return rec
@@ -345,20 +384,31 @@ def gpu_present() -> bool:
         return bool(gpu_info().devices)
 
 
-def targets(names: Sequence[str]) -> list[BackendInfo]:
-    """Validate every name before anything is installed; 'all' = every installable framework."""
+@dataclass(frozen=True)
+class Target:
+    """One argument of `dlbench setup`: a framework, and the release asked for (None: its default environment)."""
+
+    info: BackendInfo
+    release: str | None = None
+
+
+def targets(names: Sequence[str]) -> list[Target]:
+    """Validate every name (jax, or jax==0.10.1) before anything is installed; 'all' = every installable framework."""
     if list(names) == ["all"]:
-        return [i for i in all_backends().values() if not i.unavailable]
-    infos = []
-    for name in names:
-        envs.check_name(name)
+        return [Target(i) for i in all_backends().values() if not i.unavailable]
+    out = []
+    for text in names:
+        name, release = envs.split_key(text)
         info = get_info(name)
         if info.unavailable:
             raise click.UsageError(f"{name}: {info.unavailable}")
         if not info.extra:
-            raise click.UsageError(f"{name}: has no pip extra to install (a test backend)")
-        infos.append(info)
-    return infos
+            why = " (it takes any release without one: -f fake==1.0)" if release else ""
+            raise click.UsageError(f"{name}: has no pip extra to install (a test backend){why}")
+        out.append(Target(info, release))
+    if len({(t.info.name, t.release) for t in out}) != len(out):
+        raise click.UsageError("a framework (or release) is named twice")
+    return out
 
 
 def _build(info: BackendInfo, cuda: bool | None, gpu: bool, index_url: str | None, notes: list[str]) -> str:
@@ -387,7 +437,7 @@ def _build(info: BackendInfo, cuda: bool | None, gpu: bool, index_url: str | Non
 
 
 def plan(
-    infos: Sequence[BackendInfo],
+    infos: Sequence[BackendInfo | Target],
     python: str | None,
     existing: str | None,
     cuda: bool | None,
@@ -401,7 +451,8 @@ def plan(
     gpu = cuda is None and existing is None and gpu_present()
     plans: list[Plan] = []
     notes: list[str] = []  # shown once every framework passed its checks (a refusal stays one line)
-    for info in infos:
+    for target in infos:
+        info, release = (target.info, target.release) if isinstance(target, Target) else (target, None)
         try:
             if existing is not None:
                 found = named(info, existing or sys.executable)
@@ -414,10 +465,18 @@ def plan(
                         f"{info.name}: {found.path} has no {info.distribution}: install it there, "
                         f"or leave out --existing to let dlbench make an environment"
                     )
-                plans.append(Plan(info, found, build_from(answer, ""), existing=True, version=str(answer["version"])))
+                version = str(answer["version"])
+                if release is not None and not same_release(version, release):
+                    raise click.UsageError(
+                        f"{info.name}=={release}: {found.path} has {info.distribution} {version}, not {release}"
+                    )
+                plans.append(Plan(info, found, build_from(answer, ""), True, version=version, release=release))
                 continue
             build = _build(info, cuda, gpu, index_url, notes)
-            plans.append(Plan(info, choose(info, python), build, pinned=python is not None, index_url=index_url))
+            chosen = choose(info, python) if release is None else choose_for_release(info, release, build, python)
+            plans.append(Plan(info, chosen, build, pinned=python is not None, index_url=index_url, release=release))
+        except ReleaseError as exc:
+            raise click.UsageError(f"{info.name}=={release}: {exc}") from None
         except NoInterpreter as exc:
             if not skip_misfits:
                 raise click.UsageError(f"{info.name}: {exc}") from None

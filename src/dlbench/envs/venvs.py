@@ -1,8 +1,9 @@
-"""Per-framework environments: one venv per framework under the dlbench home, and their registry.
+"""Per-framework environments: one venv per framework under the dlbench home, one more per framework release set up
+(`dlbench setup jax==0.10.1`, #49), and their registry.
 
-Layout: ``$DLBENCH_HOME`` (default ``~/.dlbench``) holds ``envs/<framework>/`` (a venv), ``envs.json``
-(``{framework: {"python": ..., "version": ..., "created": ..., "source": ..., "cases": {...},
-"python_version": ..., "build": "cpu"|"cuda", "existing": bool}}``) and ``logs/``.
+Layout: ``$DLBENCH_HOME`` (default ``~/.dlbench``) holds ``envs/<framework>/`` (a venv), ``envs/<framework>-<release>/``
+(a release's venv), ``envs.json`` (``{framework or framework==release: {"python": ..., "version": ..., "created": ...,
+"source": ..., "cases": {...}, "python_version": ..., "build": "cpu"|"cuda", "existing": bool}}``) and ``logs/``.
 The registry is rewritten atomically (temporary file + rename) under an exclusive lock, so that several
 ``dlbench setup`` commands may run at once.
 """
@@ -20,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dlbench.paths import home
+from dlbench.spec import SpecError, release_label, split_release
 
 REGISTRY_VERSION = 1
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
@@ -44,6 +46,12 @@ class EnvRecord:
     python_version: str = ""  # the interpreter's X.Y.Z
     build: str = ""  # "cpu" or "cuda" ("" where unknown)
     existing: bool = False  # an interpreter dlbench registered but did not make (`setup --existing`)
+    release: str = ""  # the release this environment was set up for (jax==0.10.1); "" for the framework's default
+
+    @property
+    def key(self) -> str:
+        """Its name in the registry: 'jax', or 'jax==0.10.1' for a release's environment."""
+        return release_label(self.framework, self.release or None)
 
     def python_exists(self) -> bool:
         """Whether the environment's interpreter is still there."""
@@ -53,6 +61,7 @@ class EnvRecord:
         """The registry entry (the framework is the key, so it is left out)."""
         d = asdict(self)
         d.pop("framework")
+        d.pop("release")  # the key says it
         return d
 
 
@@ -107,9 +116,20 @@ def check_name(framework: str) -> str:
     return framework
 
 
-def env_dir(framework: str) -> Path:
-    """The venv folder of a framework."""
-    return home() / "envs" / check_name(framework)
+def split_key(key: str) -> tuple[str, str | None]:
+    """A registry key or a setup argument ('jax', 'jax==0.10.1') as (framework, release), each checked; EnvError
+    (one line) otherwise."""
+    try:
+        name, release = split_release(key)
+    except SpecError as exc:
+        raise EnvError(str(exc)) from None
+    return check_name(name), release
+
+
+def env_dir(framework: str, release: str | None = None) -> Path:
+    """The venv folder of a framework, or of one of its releases (envs/jax-0.10.1)."""
+    name = check_name(framework)
+    return home() / "envs" / (f"{name}-{split_key(f'{name}=={release}')[1]}" if release else name)
 
 
 def venv_python(folder: Path) -> Path:
@@ -133,9 +153,11 @@ def _parse(text: str, path: Path) -> dict[str, EnvRecord]:
             continue  # metadata such as _version
         if not isinstance(entry, dict) or not isinstance(entry.get("python"), str):
             raise EnvError(f"environment registry {path}: entry {name!r} has no python path")
+        framework, _, release = name.partition("==")
         cases = entry.get("cases")
         out[name] = EnvRecord(
-            framework=name,
+            framework=framework,
+            release=release,
             python=entry["python"],
             version=str(entry.get("version", "")),
             created=str(entry.get("created", "")),
@@ -160,9 +182,14 @@ def load() -> dict[str, EnvRecord]:
     return _parse(text, path)
 
 
-def get(framework: str) -> EnvRecord | None:
-    """The registered environment of a framework, or None."""
-    return load().get(framework)
+def get(framework: str, release: str | None = None) -> EnvRecord | None:
+    """The registered environment of a framework (of one of its releases), or None."""
+    return load().get(release_label(framework, release))
+
+
+def releases(framework: str) -> list[EnvRecord]:
+    """The environments set up for a framework's releases (not its default one), in registry order."""
+    return [r for r in load().values() if r.framework == framework and r.release]
 
 
 @contextlib.contextmanager
@@ -196,19 +223,19 @@ def _write(path: Path, records: dict[str, EnvRecord]) -> None:
 
 
 def record(rec: EnvRecord) -> None:
-    """Add or replace a framework's entry, atomically."""
-    check_name(rec.framework)
+    """Add or replace a framework's entry (or a release's), atomically."""
+    split_key(rec.key)
     with _locked() as path:
         records = load()
-        records[rec.framework] = rec
+        records[rec.key] = rec
         _write(path, records)
 
 
-def forget(framework: str) -> bool:
-    """Remove a framework's entry (its venv stays); whether there was one."""
+def forget(framework: str, release: str | None = None) -> bool:
+    """Remove a framework's entry, or a release's (its venv stays); whether there was one."""
     with _locked() as path:
         records = load()
-        if records.pop(framework, None) is None:
+        if records.pop(release_label(framework, release), None) is None:
             return False
         _write(path, records)
         return True

@@ -50,7 +50,7 @@ def run_points(
 
     for i, spec in enumerate(specs):
         sink = started(i, spec) if started else None
-        python = interpreter_for(spec.framework)
+        python = interpreter_for(spec.framework, spec.release)
         try:
             result = execute(
                 spec,

@@ -97,7 +97,7 @@ def footnotes(results: list[PointResult]) -> list[str]:
         if r.status != "ok":
             first = (r.error or "").splitlines()[0] if r.error else ""
             notes.append(
-                f"{r.spec.framework} {r.spec.model} bs{r.spec.batch_size} {r.spec.precision}: "
+                f"{r.spec.framework_label} {r.spec.model} bs{r.spec.batch_size} {r.spec.precision}: "
                 f"{r.status}{': ' + first[:160] if first else ''}"
             )
     return notes
@@ -143,7 +143,7 @@ def _precision(s: PointSpec) -> str:
 
 # Every column `run` and `results` can show, by the name --columns takes, in table order.
 COLUMNS: dict[str, TableColumn] = {
-    "framework": TableColumn("framework", "left", lambda c: c.result.spec.framework, whole=True),
+    "framework": TableColumn("framework", "left", lambda c: c.result.spec.framework_label, whole=True),
     "model": TableColumn(
         "model",
         "left",
@@ -294,7 +294,7 @@ def scaling_notes(results: list[PointResult], scaled: Sequence[Scaled | None]) -
     CV) and the marks on that evidence (or saying there is no baseline)."""
     out = []
     for r, sc in zip(results, scaled):
-        label = f"{r.spec.framework} {r.spec.model} bs{r.spec.batch_size} {r.spec.scale}"
+        label = f"{r.spec.framework_label} {r.spec.model} bs{r.spec.batch_size} {r.spec.scale}"
         if sc is not None:
             marks = f". Marks: {'; '.join(sc.marks)}" if sc.marks else ""
             out.append(

@@ -19,7 +19,7 @@ ENERGY_DEFINITION = (
 def point_label(r: PointResult) -> str:
     """framework, model, batch, precision (and scale on several devices) of a point, for a note."""
     s = r.spec
-    return f"{s.framework} {s.model} bs{s.batch_size} {s.precision}" + (f" {s.scale}" if s.world_size > 1 else "")
+    return f"{s.framework_label} {s.model} bs{s.batch_size} {s.precision}" + (f" {s.scale}" if s.world_size > 1 else "")
 
 
 def contended(r: PointResult) -> bool:

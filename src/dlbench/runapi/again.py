@@ -58,7 +58,7 @@ def check_environment(target: Target, force: bool) -> Readiness:
         fw = r.spec.framework
         req = request_of(r)
         try:
-            python = interpreter_for(fw)
+            python = interpreter_for(fw, r.spec.release)
         except NotInstalled as exc:
             was = f" ({req.python})" if req is not None and req.python else ""
             raise NotReproducible(

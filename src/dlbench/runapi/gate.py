@@ -43,8 +43,8 @@ def placeable(specs: Sequence[PointSpec], launchers: Launchers, force: bool, ins
     require_gpu(specs, remote)
     check_bounds(specs, force, remote_hosts=remote)  # no fork bomb from a typo
     if installed:
-        for fw in dict.fromkeys(s.framework for s in specs):
-            interpreter_for(fw)  # refuse a missing framework before anything is written
+        for fw, release in dict.fromkeys((s.framework, s.release) for s in specs):
+            interpreter_for(fw, release)  # refuse a missing framework (release) before anything is written
 
 
 def admit(specs: Sequence[PointSpec], launchers: Launchers, force: bool) -> None:

@@ -60,7 +60,7 @@ def run_searches(
         if not _searching(point) or base.key() in out:
             continue
         try:
-            python = interpreter_for(base.framework)
+            python = interpreter_for(base.framework, base.release)
         except NotInstalled:
             continue
         if started:
@@ -192,7 +192,7 @@ def run_sweep_points(
             result = item.result
         else:
             try:
-                python = interpreter_for(item.spec.framework)
+                python = interpreter_for(item.spec.framework, item.spec.release)
             except NotInstalled as exc:
                 result = point_result(item.spec, "unsupported", None, str(exc), [], time.time())
             else:

@@ -48,7 +48,7 @@ def search_key(base: PointSpec, memory_limit: int | None, quantity: str = BATCH,
     else:
         d["case_params"] = [kv for kv in d.get("case_params", []) if kv[0] != quantity]
         d["searched"], d["unit"] = quantity, unit
-    d["framework_version"] = state(base.framework).version or ""
+    d["framework_version"] = state(base.framework, base.release).version or ""
     return json.dumps(d, sort_keys=True)
 
 
@@ -166,13 +166,13 @@ def search_param(
             lo,
             hi,
             memory_limit=spec.memory_limit_bytes,
-            python=interpreter_for(spec.framework),
+            python=interpreter_for(spec.framework, spec.release),
             launchers=launchers,
             quantity=name,
             unit=unit,
             command=command,
         )
-        label = f"{spec.framework} {spec.model} bs{spec.batch_size}"
+        label = f"{spec.framework_label} {spec.model} bs{spec.batch_size}"
         if found.max_batch is None:
             note(f"max {name} for {label}: none fits: {found.note}")
             none = point_result(

@@ -152,7 +152,7 @@ def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutco
         req.command, kind="run", meta={"preset": first.protocol.preset, "points": len(specs) + len(failed)}
     )
     for r in failed:  # a search where nothing fits: kept with its request, as every point is
-        store.add_point(run_id, attach_request(store, run_id, r, interpreter_for(r.spec.framework)))
+        store.add_point(run_id, attach_request(store, run_id, r, interpreter_for(r.spec.framework, r.spec.release)))
     hooks.starting()
     references = missing_references(store.points(), specs)  # measured once, then reused (#34)
     for line in converge.plan_lines(references, specs):
