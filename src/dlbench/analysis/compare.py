@@ -145,6 +145,7 @@ def label(r: PointResult) -> str:
 LABEL_FIELDS = frozenset(
     {
         "framework",
+        "release",
         "model",
         "batch_size",
         "precision",

@@ -20,7 +20,7 @@ PROTOCOL_FIELDS = ("preset", "warmup", "steps", "repeats", "statistic", "windows
 # The spec fields each column of the points table shows (report/table.py COLUMNS); the case's parameters are the
 # model column's too.
 COLUMN_FIELDS: dict[str, frozenset[str]] = {
-    "framework": frozenset({"framework"}),
+    "framework": frozenset({"framework", "release"}),  # framework==release
     "model": frozenset({"model"}),
     "batch": frozenset({"batch_size"}),
     "precision": frozenset({"precision", "compile", "channels_last"}),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -43,8 +44,9 @@ def suite_protocol(suite: Suite) -> Protocol:
     return preset(p.preset).override(warmup=p.warmup, steps=p.steps, repeats=p.repeats, statistic=p.statistic)
 
 
-def frameworks(names: list[str]) -> list[str]:
-    """Expand 'installed' (every registered backend installed here) and 'all' (every registered backend)."""
+def frameworks(names: list[str], versions: Mapping[str, list[str]] | None = None) -> list[str]:
+    """Expand 'installed' (every registered backend installed here) and 'all' (every registered backend), and each
+    framework with releases in `versions` into one name per release (jax -> jax==0.10.1, jax==0.10.2)."""
     out: list[str] = []
     for name in names:
         if name == "installed":
@@ -53,7 +55,8 @@ def frameworks(names: list[str]) -> list[str]:
             expanded = list(all_backends())
         else:
             expanded = [name]
-        out += [f for f in expanded if f not in out]
+        for f in expanded:
+            out += [r for r in [f"{f}=={v}" for v in (versions or {}).get(f, [])] or [f] if r not in out]
     return out
 
 
@@ -66,12 +69,14 @@ def expand(
     """
     axes = suite.axes
     values: dict[str, list[object]] = {a: list(getattr(axes, a)) for a in AXES}
-    values["framework"] = list(frameworks(axes.framework))
+    values["framework"] = list(frameworks(axes.framework, axes.versions))
     for axis, wanted in (only or {}).items():
         if axis not in AXES:
             raise SuiteError(f"--only names an unknown axis {axis!r}; axes: {', '.join(AXES)}")
         layouts = axis == "scale" and suite.layouts
         known = [e.scale for e in suite.layouts] if layouts else [_text(v) for v in values[axis]]
+        if axis == "framework":  # `jax` picks every release of it on the axis
+            known += [k.partition("==")[0] for k in known]
         unknown = [w for w in wanted if w not in known]
         if unknown:  # named, not "no point left"
             raise SuiteError(
@@ -80,7 +85,7 @@ def expand(
             )
         if axis == "scale" and suite.layouts:
             continue  # each layout has its scale (_with_layouts)
-        values[axis] = [v for v in values[axis] if _text(v) in wanted]
+        values[axis] = [v for v in values[axis] if _text(v) in wanted or _named(axis, v, wanted)]
     points: list[PlannedPoint] = []
     order = ("framework", "model", "precision", "compile", "data", "scale", "strategy", "batch")
     for combo in itertools.product(*(values[a] for a in order)):
@@ -153,6 +158,11 @@ def _param_sets(suite: Suite, case: Case) -> list[tuple[dict[str, int], str | No
     return out
 
 
+def _named(axis: str, value: object, wanted: list[str]) -> bool:
+    """Whether a framework axis value is a release of a framework named in `wanted` (jax for jax==0.10.1)."""
+    return axis == "framework" and "==" in str(value) and str(value).partition("==")[0] in wanted
+
+
 def _text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
@@ -160,7 +170,8 @@ def _text(value: object) -> str:
 def _channels_last(suite: Suite, framework: str, case: Case) -> bool:
     """Whether a point runs NHWC: the suite asks for it (for all frameworks, or for those it lists), and the case
     takes images (a text model has no channels)."""
-    wanted = suite.channels_last if isinstance(suite.channels_last, bool) else framework in suite.channels_last
+    name = framework.partition("==")[0]  # a release of a framework is that framework
+    wanted = suite.channels_last if isinstance(suite.channels_last, bool) else name in suite.channels_last
     return wanted and isinstance(case.input, ImageInput)
 
 

@@ -22,7 +22,18 @@ from dlbench.analysis.targets import target_problem
 from dlbench.backends import UnknownFramework, get_info
 from dlbench.cases import UnknownCase, get_case
 from dlbench.parallel import Layout
-from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES, SpecError, parse_count, parse_scale, parse_size
+from dlbench.spec import (
+    PRECISIONS,
+    PRESETS,
+    STRATEGIES,
+    SpecError,
+    check_release,
+    parse_count,
+    parse_scale,
+    parse_size,
+    release_label,
+    split_release,
+)
 from dlbench.suite import bounded
 
 AXES: tuple[str, ...] = ("framework", "model", "batch", "precision", "compile", "data", "scale", "strategy")
@@ -35,13 +46,25 @@ class SuiteError(SpecError):
 
 
 def _framework(name: str) -> str:
+    """A framework, maybe with its release (jax==0.10.1), as `run -f` takes it; or installed, or all."""
     if name in FRAMEWORK_WORDS:
         return name
     try:
-        get_info(name)
-    except UnknownFramework as exc:
+        framework, release = split_release(name)
+        get_info(framework)
+    except (UnknownFramework, SpecError) as exc:
         raise ValueError(str(exc)) from None
-    return name
+    return release_label(framework, release)
+
+
+def _release(value: object) -> str:
+    """A release of a `versions:` list: text as pip spells it (a YAML number such as 2.0 is read as written)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError(f"a release is text such as 0.10.1; got {value!r}")
+    try:
+        return check_release(str(value))
+    except SpecError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _model(name: str) -> str:
@@ -122,6 +145,7 @@ def _param_values(value: object) -> object:
 
 
 Framework = Annotated[str, AfterValidator(_framework)]
+Release = Annotated[str, BeforeValidator(_release)]
 Model = Annotated[str, AfterValidator(_model)]
 BatchValue = Annotated[int | str, BeforeValidator(_batch)]
 Scale = Annotated[str, AfterValidator(_scale)]
@@ -163,10 +187,15 @@ class Selector(_Strict):
 
     def matches(self, point: dict[str, object]) -> bool:
         """Whether a point (axis -> value, and its layout's name in a suite with layouts) has one of the listed
-        values on every axis named here."""
+        values on every axis named here; a framework named without a release matches every release of it."""
         if self.layout is not None and point.get("layout") not in self.layout:
             return False
-        return all(point[a] in values for a in AXES if (values := getattr(self, a)) is not None)
+        return all(_axis_match(a, point[a], values) for a in AXES if (values := getattr(self, a)) is not None)
+
+
+def _axis_match(axis: str, value: object, values: list[object]) -> bool:
+    """Whether a point's value on an axis is one of the listed ones (jax lists every jax==X)."""
+    return value in values or (axis == "framework" and str(value).partition("==")[0] in values)
 
 
 _FIXED: tuple[int | str, ...] = ("fixed",)
@@ -185,6 +214,9 @@ class Axes(_Strict):
     data: list[Data] = Field(default_factory=lambda: list(_SYNTHETIC), min_length=1)
     scale: list[Scale] = Field(default_factory=lambda: ["1n1c"], min_length=1)
     strategy: list[Strategy] = Field(default_factory=lambda: ["none"], min_length=1)
+    # Releases per framework (#49): `versions: {jax: [0.10.1, 0.10.2]}` runs each jax point once per release, as
+    # `framework: [jax==0.10.1, jax==0.10.2]` does.
+    versions: dict[str, list[Release]] = Field(default_factory=dict)
 
     _lists = field_validator(*AXES, mode="before")(classmethod(lambda cls, v: _listify(v)))
 
@@ -194,6 +226,14 @@ class Axes(_Strict):
             values = getattr(self, a)
             if len(set(map(str, values))) != len(values):
                 raise ValueError(f"axis {a} lists a value twice: {values}")
+        for name, releases in self.versions.items():
+            _framework(name)
+            if "==" in name or name in FRAMEWORK_WORDS:
+                raise ValueError(f"versions: a key is a framework's name (jax), not {name!r}")
+            if not releases or len(set(releases)) != len(releases):
+                raise ValueError(f"versions: {name} lists no release, or one twice: {releases}")
+            if name not in self.framework and not {"installed", "all"} & set(self.framework):
+                raise ValueError(f"versions: {name} is not on the framework axis ({', '.join(self.framework)})")
         return self
 
 

@@ -154,3 +154,36 @@ def test_host_options_reach_a_sweep_through_their_environment(monkeypatch: pytes
         monkeypatch.setenv(str(envvars[name]), value)
     config = HostsConfig.from_env()  # what a sweep's launchers are configured from
     assert config == HostsConfig.from_options("h1,h2", "ssh -p 2 {host}", "h9", 12.0)
+
+
+@pytest.mark.parametrize(
+    "axes",
+    [
+        {"framework": ["fake==1.0", "fake==2.0"]},
+        {"framework": ["fake"], "versions": {"fake": ["1.0", 2.0]}},  # a YAML number is the release as written
+    ],
+)
+def test_a_suite_spells_framework_releases_as_run_does(axes: dict[str, Any]) -> None:
+    """`-f fake==1.0,fake==2.0` and the suite's two spellings of releases (#49) make the same points."""
+    from_run = _run_points(["-f", "fake==1.0,fake==2.0"])
+    from_suite = _suite_points({"axes": axes})
+    assert [s.release for s in from_run] == ["1.0", "2.0"]
+    assert [s.to_dict() for s in from_suite] == [s.to_dict() for s in from_run]
+
+
+def test_a_framework_named_without_a_release_picks_its_releases() -> None:
+    """An exclusion or `--only framework=fake` naming the framework alone takes every release of it."""
+    base = _merged(BASE_SUITE, {"axes": {"framework": ["fake"], "versions": {"fake": ["1.0", "2.0"]}}})
+    suite = parse_suite(yaml.safe_dump(base), "s.yaml")
+    assert len(expand(suite, "cpu", only={"framework": ["fake"]})) == 2
+    assert [p.spec.release for p in expand(suite, "cpu", only={"framework": ["fake==2.0"]})] == ["2.0"]
+    excluded = parse_suite(yaml.safe_dump({**base, "exclude": [{"framework": "fake", "model": "alexnet"}]}), "s.yaml")
+    assert expand(excluded, "cpu") == []
+    for bad, message in (
+        ({"versions": {"jax": ["0.10.1"]}}, "not on the framework axis"),
+        ({"versions": {"fake": []}}, "lists no release"),
+        ({"versions": {"fake": ["x1"]}}, "release looks like"),
+        ({"framework": ["fake=1.0"]}, "NAME==VERSION"),
+    ):
+        with pytest.raises(Exception, match=message):
+            parse_suite(yaml.safe_dump(_merged(BASE_SUITE, {"axes": bad})), "s.yaml")
