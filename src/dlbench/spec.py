@@ -99,6 +99,17 @@ def split_release(text: str) -> tuple[str, str | None]:
     return name.strip(), check_release(release.strip())
 
 
+def release_key(release: str) -> tuple[int, Any]:
+    """A release's place in order (PEP 440: 0.9.0 < 0.9.0.1 < 0.10.0, 2.0rc1 < 2.0); text pip could not parse sorts
+    first. (packaging is imported here, on the controller's side only: a worker never orders releases.)"""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return 1, Version(release)
+    except InvalidVersion:
+        return 0, release
+
+
 def release_label(framework: str, release: str | None) -> str:
     """'jax==0.10.1', or 'jax' where no release is asked for: the spelling -f and suites take."""
     return f"{framework}=={release}" if release else framework

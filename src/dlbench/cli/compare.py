@@ -1,4 +1,6 @@
-"""`dlbench compare RUN_A RUN_B`: per matching point, the ratio B/A with a CI and an honest verdict.
+"""`dlbench compare RUN_A RUN_B`: per matching point, the ratio B/A with a CI and an honest verdict. `dlbench compare
+--by version [RUN ...]`: each configuration's change from one framework release to the next (analysis/versions.py),
+with the same verdicts and exit codes.
 
 Exit codes: 0 compared (no regression over --fail-above); 1 a significant regression over --fail-above; 2 bad
 input; 3 a point's samples could not have shown the change asked about ('not enough samples', machine/power.py)
@@ -14,7 +16,8 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from dlbench.analysis.compare import MIN_EFFECT, compare_runs
+from dlbench.analysis.compare import MIN_EFFECT, Comparison, compare_runs
+from dlbench.analysis.versions import compare_versions
 from dlbench.cli.output import stdout_console
 from dlbench.report.screens import COMPARE_OPTIONAL, comparison_table, contended_lines, undetectable_lines
 from dlbench.store.store import Store
@@ -33,9 +36,29 @@ def parse_percent(text: str) -> float:
     return float(m.group(1)) / 100
 
 
+def _comparison(store: Store, runs: tuple[str, ...], by: str, effect: float, threshold: float | None) -> Comparison:
+    """Two runs compared point by point, or (by version) the releases of each configuration in the runs given."""
+    if by == "version":
+        ids = [store.get_run(r).id for r in runs] or [r.id for r in store.runs(limit=1)]
+        if not ids:
+            raise click.UsageError(f"compare --by version: the store {store.path} holds no run")
+        return compare_versions(store.points(ids), min_effect=effect, target=threshold)
+    if len(runs) != 2:
+        raise click.UsageError(f"compare takes two runs, RUN_A RUN_B (got {len(runs)}); --by version takes any number")
+    a, b = store.get_run(runs[0]), store.get_run(runs[1])
+    return compare_runs(a.id, store.points([a.id]), b.id, store.points([b.id]), min_effect=effect, target=threshold)
+
+
 @click.command("compare")
-@click.argument("run_a")
-@click.argument("run_b")
+@click.argument("runs", nargs=-1)
+@click.option(
+    "--by",
+    type=click.Choice(["run", "version"]),
+    default="run",
+    show_default=True,
+    help="run: RUN_B against RUN_A; version: each configuration's change between consecutive framework releases "
+    "among the points of the runs given (the newest run when none).",
+)
 @click.option(
     "--fail-above",
     help="Exit 1 when a point is significantly slower in B by more than this, e.g. 5%; "
@@ -57,20 +80,19 @@ def parse_percent(text: str) -> float:
     "terminal is too narrow); outside a terminal, print the table at its full width.",
 )
 def compare(
-    run_a: str,
-    run_b: str,
+    runs: tuple[str, ...],
+    by: str,
     fail_above: str | None,
     min_effect: str,
     fmt: str,
     store_path: str | None,
     wide: bool = False,
 ) -> int:
-    """Compare run B with run A point by point (RUN_ID prefixes work)."""
+    """Compare run B with run A point by point (RUN_A RUN_B; RUN_ID prefixes work), or with --by version each
+    configuration's consecutive framework releases within the runs given (RUN ...)."""
     threshold = parse_percent(fail_above) if fail_above is not None else None
     effect = parse_percent(min_effect)
-    store = Store(store_path, readonly=True)
-    a, b = store.get_run(run_a), store.get_run(run_b)
-    c = compare_runs(a.id, store.points([a.id]), b.id, store.points([b.id]), min_effect=effect, target=threshold)
+    c = _comparison(Store(store_path, readonly=True), runs, by, effect, threshold)
     err = Console(stderr=True)
     for w in c.warnings:
         err.print(f"[bold yellow]warning:[/] {escape(w)}", highlight=False)
@@ -80,18 +102,20 @@ def compare(
         out = stdout_console(wide)
         out.print(comparison_table(c, wide=wide))
         if c.only_a:
-            out.print(f"Only in A ({len(c.only_a)}): {', '.join(c.only_a)}", highlight=False)
+            where = "Measured at one release only" if by == "version" else "Only in A"
+            out.print(f"{where} ({len(c.only_a)}): {', '.join(c.only_a)}", highlight=False)
         if c.only_b:
             out.print(f"Only in B ({len(c.only_b)}): {', '.join(c.only_b)}", highlight=False)
         for line in undetectable_lines(c) + contended_lines(c):
             out.print(escape(line), highlight=False)
         out.print(f"Method: {c.method}.", highlight=False)
     if not c.points:
-        err.print(
-            f"[bold red]nothing compared:[/] runs {escape(c.run_a)} and {escape(c.run_b)} share no "
-            "configuration (exit 5)",
-            highlight=False,
+        what = (
+            "no configuration was measured at two framework releases"
+            if by == "version"
+            else f"runs {escape(c.run_a)} and {escape(c.run_b)} share no configuration"
         )
+        err.print(f"[bold red]nothing compared:[/] {what} (exit 5)", highlight=False)
         return NOTHING_COMPARED_EXIT
     if threshold is not None:
         bad = c.regressions(threshold)

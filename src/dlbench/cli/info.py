@@ -13,7 +13,6 @@ from dlbench.cli.output import stdout_console
 from dlbench.cli.values import as_device
 from dlbench.envs import cases_cache, venvs
 from dlbench.envs.interpreters import installed, interpreter_for, probe, range_text, state
-from dlbench.envs.releases import release_key
 from dlbench.machine.env import host_descriptive, host_identity, physical_cores
 from dlbench.machine.nvml import no_gpu_reason
 from dlbench.report.families import llama_family_table
@@ -29,7 +28,7 @@ from dlbench.report.listing import (
     support_table,
 )
 from dlbench.report.moe_family import moe_family_table
-from dlbench.spec import SpecError
+from dlbench.spec import SpecError, release_key
 
 
 def _support(case: Case, answer: object) -> str:

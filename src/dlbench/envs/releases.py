@@ -17,22 +17,15 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from dlbench.backends import BackendInfo
 from dlbench.envs.interpreters import Interpreter, choose, discover, misfit, probe, range_text, supported
+from dlbench.spec import release_key
 
 
 class ReleaseError(Exception):
     """A release cannot be installed or listed as asked; the message is one line."""
-
-
-def release_key(release: str) -> tuple[int, Version | str]:
-    """A release's place in order (PEP 440: 0.9.0 < 0.9.0.1 < 0.10.0); text pip could not parse sorts first."""
-    try:
-        return 1, Version(release)
-    except InvalidVersion:
-        return 0, release
 
 
 def ordered(releases: Iterable[str]) -> list[str]:
@@ -211,6 +204,5 @@ __all__ = [
     "offers",
     "ordered",
     "parse_versions",
-    "release_key",
     "requirements",
 ]
