@@ -86,7 +86,12 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "dlbench.cli.report:report",
         "Write a report of stored runs: tables per model, charts, published figures (RUN_ID prefixes work).",
     ),
-    ("compare", "dlbench.cli.compare:compare", "Compare run B with run A point by point (RUN_ID prefixes work)."),
+    (
+        "compare",
+        "dlbench.cli.compare:compare",
+        "Compare run B with run A point by point (RUN_ID prefixes work), or each configuration's releases (--by "
+        "version).",
+    ),
     (
         "reference",
         "dlbench.cli.reference:reference_cmd",
@@ -104,6 +109,12 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
             "Throughput of each configuration over time and framework versions; regressions and improvements are "
             "called with the test `dlbench compare` uses."
         ),
+    ),
+    (
+        "bisect",
+        "dlbench.cli.bisect:bisect",
+        "Find the framework release that changed one configuration's speed, halving the releases between two "
+        "(run's options say the configuration; releases already measured are read from the store).",
     ),
     (
         "rerun",

@@ -88,8 +88,10 @@ def compare(
     store_path: str | None,
     wide: bool = False,
 ) -> int:
-    """Compare run B with run A point by point (RUN_A RUN_B; RUN_ID prefixes work), or with --by version each
-    configuration's consecutive framework releases within the runs given (RUN ...)."""
+    """Compare run B with run A point by point (RUN_ID prefixes work), or each configuration's releases (--by version).
+
+    RUN_A RUN_B by run; with --by version, any number of runs (the newest when none), each configuration's
+    consecutive framework releases among their points."""
     threshold = parse_percent(fail_above) if fail_above is not None else None
     effect = parse_percent(min_effect)
     c = _comparison(Store(store_path, readonly=True), runs, by, effect, threshold)
