@@ -26,6 +26,7 @@ from dlbench.report.published import Beside, beside
 from dlbench.report.special import wide_deep_chart
 from dlbench.report.strategies import StrategyReport, strategy_report
 from dlbench.report.telemetry import contended
+from dlbench.report.versions import versions_charts
 from dlbench.spec import Protocol
 from dlbench.store.store import RunRecord, StoredPoint
 
@@ -215,6 +216,7 @@ def build_report(
     overall = data_chart(sections, cc)
     overall.extend(max_batch_chart(points, cc))
     overall.extend(history_charts(points, pool if pool is not None else points))
+    overall.extend(versions_charts(points))
     overall.notes.extend(energy_absent([p.result for p in points]))
     identity, fws, warnings = _identity(points)
     protos = Counter(describe_protocol(p.result.spec.protocol) for p in points)
