@@ -25,6 +25,7 @@ import pytest
 
 from dlbench.cli import main
 from dlbench.envs.interpreters import state
+from dlbench.spec import split_release
 from tests.support.manual import Shown, headers, in_order, labels, shown_commands
 
 RUN_ID = re.compile(r"\b\d{8}-\d{6}-[0-9a-f]{8}\b")
@@ -111,6 +112,13 @@ MODES: dict[str, Mode] = {
     "reports.md: dlbench reference list": RUN,
     "reports.md: dlbench reference show dlperf_v1 --model resnet50 --precision amp": RUN,
     "reports.md: dlbench compare RUN_A RUN_B --fail-above 5%": Mode("run", exits=(0, 1, 3, 6)),
+    "versions.md: dlbench setup jax==0.10.1 jax==0.10.2": SETUP,
+    "versions.md: dlbench run -f jax==0.10.1,jax==0.10.2 -m resnet50 --input-size 32": ACCEPT,
+    "versions.md: dlbench compare --by version": Mode(
+        "run", "the seeded runs hold one release of the fake backend: nothing to compare (exit 5)", exits=(5,)
+    ),
+    "versions.md: dlbench bisect -f jax --versions 0.10.1..0.10.2 -m resnet50 --input-size 32": ACCEPT,
+    "versions.md: dlbench bisect -f fake -m resnet50 --versions 1.0,1.1,1.2,1.3,1.4": ACCEPT,
     "reports.md: dlbench rerun RUN_ID": ACCEPT,
     "reports.md: dlbench results RUN_ID --format csv": RUN,
     "reports.md: dlbench run -f fake -m resnet50 -b 2 --steps 4 --repeats 1 --input-size 32": RUN,
@@ -240,6 +248,7 @@ def _stub_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
         "dlbench.cli.run.execute_run",
         "dlbench.cli.sweep.execute_sweep",
         "dlbench.runapi.again._measure",  # rerun and reproduce --run, past their gate
+        "dlbench.cli.bisect.execute_bisect",  # bisect, past its gate (its ends checked)
     ):
         monkeypatch.setattr(target, accepted)
 
@@ -252,7 +261,7 @@ def _prepare(argv: tuple[str, ...]) -> tuple[tuple[tuple[str, str], ...], list[s
 def _frameworks(argv: list[str]) -> list[str]:
     """The frameworks a command names with -f / --framework ('all' and the fake one left out)."""
     named = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-f", "--framework")]
-    return [fw for value in named for fw in value.split(",") if fw not in ("all", "fake")]
+    return [fw for value in named for fw in value.split(",") if split_release(fw)[0] not in ("all", "fake")]
 
 
 def test_every_command_of_the_manual_is_classified() -> None:
@@ -288,7 +297,7 @@ def test_the_manual_command_runs_as_its_page_says(
     assert len(page_ids) <= len(made), "the page names runs its block did not make"
     replace |= dict(zip(page_ids, made))
     argv = shown.argv(replace)
-    absent = [fw for fw in _frameworks(argv) if not state(fw).installed]
+    absent = [fw for fw in _frameworks(argv) if not state(*split_release(fw)).installed]
     if absent:
         pytest.skip(f"names {', '.join(absent)}, not installed here (`dlbench setup` makes them)")
     if mode.fake:
