@@ -186,6 +186,12 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("compare {run} {run} --fail-above lots --store {store}", "must look like 5%"),
     ("compare {run} {run} --min-effect lots --store {store}", "must look like 5%"),
     ("compare {run} --store {store}", "RUN_B"),
+    ("compare --by version nope --store {store}", "no run 'nope'"),
+    ("compare --by release {run} --store {store}", "'release' is not one of"),
+    ("bisect -m resnet50 --versions 1.0,2.0 --store {store}", "--framework"),
+    ("bisect -f fake -m resnet50 --versions 1.0 --store {store}", "two releases or more"),
+    ("bisect -f fake -m resnet50 --versions 2.0..1.0 --store {store}", "must be older than the second"),
+    ("bisect -f jax==0.10.1 -m resnet50 --versions 1.0,2.0 --store {store}", "bisect follows one framework"),
     ("compare {run} {run} --store {dir}/not_a_store.db", "not a dlbench store"),
     # history
     ("history --since forever --store {store}", "since"),
