@@ -145,3 +145,22 @@ def test_a_range_takes_the_releases_set_up_or_those_the_index_offers(monkeypatch
     assert runapi_bisect.releases_of("jax", "0.10.2, 0.9.0", "index")[0] == ["0.9.0", "0.10.2"]  # a list, ordered
     with pytest.raises(SpecError, match=r"0\.9\.0 is not a release the package index offers"):
         runapi_bisect.releases_of("jax", "0.9.0..0.10.2", "index")
+
+
+def test_bisect_on_the_fake_backends_real_workers(
+    store_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real workers of the fake backend, a 30% slowdown planted at 1.1 (DLBENCH_FAKE's slow@): bisect names 1.1
+    after its three points, or, where a point ran under contention (a busy machine, CI's other worker), stops there
+    with exit 6 and no verdict. 40 ms steps keep a busy machine's wake-up latency from drowning the change."""
+    monkeypatch.setenv("DLBENCH_FAKE", "sleep:0.04,slow@1.1:1.3")
+    args = ("-f", "fake", "-m", "resnet50", "-b", "2", "--versions", "1.0,1.1,1.2", "--steps", "6", "--warmup", "1")
+    code, out, err = cli("bisect", *args, "--threads", "1", "--store", str(store_path))
+    text = " ".join(out.split())
+    points = Store(store_path, readonly=True).points()
+    assert {p.result.env.identity["framework_version"] for p in points} <= {"1.0", "1.1", "1.2"}
+    if code == 6:
+        assert "stopped" in text and CONTENDED in text and len(points) >= 2, text
+    else:
+        assert code == 0 and "fake: slower between 1.0 and 1.1" in text, (text, err)
+        assert "Measured 3 point(s)" in text and len(points) == 3
