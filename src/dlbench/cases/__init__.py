@@ -203,6 +203,7 @@ from dlbench.cases import (  # noqa: F401
     inception_v3,
     llama,
     moe,
+    moe_mlperf,
     resnet50,
     resnet152,
     vgg16,

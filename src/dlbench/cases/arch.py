@@ -123,6 +123,25 @@ class LlamaConfig:
 
 
 @dataclass(frozen=True)
+class MlaConfig:
+    """DeepSeek-V2/V3's multi-head latent attention: queries through a low-rank bottleneck (`q_rank`; 0: one
+    projection), keys and values from a shared `kv_rank`-wide latent (each normalised by an RMSNorm), every head's
+    query and key the concatenation of a `nope`-wide part without positions and a `rope`-wide rotary part (the
+    rotary key shared by all heads), values `v`-wide. DeepSeek-V3's by default."""
+
+    q_rank: int = 1536
+    kv_rank: int = 512
+    nope: int = 128
+    rope: int = 64
+    v: int = 128
+
+    @property
+    def qk_dim(self) -> int:
+        """Width of one head's query and key: nope + rope."""
+        return self.nope + self.rope
+
+
+@dataclass(frozen=True)
 class MoeConfig:
     """A mixture-of-experts decoder on the Llama blocks (#36): `base`'s attention, norms and embeddings, and in every
     layer an MLP of `num_experts` SwiGLU experts `expert_ffn` wide of which a router sends each token to `top_k`
@@ -140,6 +159,21 @@ class MoeConfig:
     capacity_factor: float = 0.0
     gating: Literal["softmax", "sigmoid"] = "softmax"
     aux_loss_weight: float = 0.01
+    # DeepSeek-V3 and GPT-OSS (#48); the defaults are Mixtral's (none of it). Documented in cases/moe.py.
+    mla: MlaConfig | None = None  # multi-head latent attention in place of grouped-query attention
+    dense_layers: int = 0  # the first layers' MLP is one dense SwiGLU base.ffn_size wide (DeepSeek-V3: 3)
+    head_dim: int = 0  # grouped-query attention's head width; 0: hidden / heads (GPT-OSS: 64 at hidden 2880)
+    attention_bias: bool = False  # biases on the query, key, value and output projections (GPT-OSS)
+    sinks: bool = False  # one learned logit per head in every softmax's denominator (GPT-OSS)
+    sliding_window: int = 0  # > 0: the even layers (0, 2, ...) attend to the last `sliding_window` tokens
+    router_bias: bool = False  # the router's Linear has a bias (GPT-OSS)
+    expert_bias: bool = False  # the experts' matrices have biases (GPT-OSS)
+    clamped_swiglu: bool = False  # GPT-OSS's expert activation: (clamp(up) + 1) * g * sigmoid(1.702 g), g clamped
+    routed_scale: float = 1.0  # the routed experts' gate weights are multiplied by it (DeepSeek-V3: 2.5)
+    groups: int = 1  # expert groups of group-limited routing (DeepSeek-V3: 8) ...
+    topk_groups: int = 1  # ... of which a token's top_k come from the best `topk_groups` (4)
+    bias_update_rate: float = 0.0  # auxiliary-loss-free balance: per-expert routing bias step (DeepSeek-V3: 0.001)
+    sequence_aux: bool = False  # the auxiliary loss is DeepSeek-V3's sequence-wise one, not Switch's batch-wise
 
 
 @dataclass(frozen=True)
@@ -237,6 +271,7 @@ __all__ = [
     "LlamaConfig",
     "Loss",
     "LossKind",
+    "MlaConfig",
     "MoeConfig",
     "ResNetArch",
     "VggArch",

@@ -1,21 +1,30 @@
-"""The MoE family (#36): a decoder on the Llama family's blocks whose every MLP is a mixture of top-k routed SwiGLU
+"""The MoE family (#36, #48): a decoder on the Llama family's blocks whose MLPs are mixtures of top-k routed SwiGLU
 experts (plus optional shared experts), with its shape and routing as parameters, its registered members, its
 exact total and active parameter counts and its model-FLOPs formula. Framework-free.
 
-Parameters, per layer of width h with K key/value heads of width d, E routed experts and S shared experts each f
-wide: ``2 h + 2 h^2 + 2 h K d`` (norms and attention, as cases/llama.py) ``+ h E`` (the router, no bias)
-``+ (E + S) 3 h f`` (the experts' gate, up and down matrices); plus ``V h`` (x2 untied) and the final norm.
+Parameters, per layer of width h with H query heads of width d and K key/value heads, E routed experts and S
+shared experts each f wide: ``2 h`` (two RMSNorms) + attention + the MLP, plus ``V h`` (x2 untied) and the final
+norm. Attention, grouped-query: ``2 h H d + 2 h K d`` (q, o; k, v), with `attention_bias` ``+ H d + 2 K d + h``,
+with `sinks` ``+ H``; multi-head latent attention (`mla`, DeepSeek-V2/V3) with query rank q, key/value rank c,
+per head n + r query/key widths (r rotary) and v value width: ``h q + q + q H (n + r)`` (no query rank: ``h H
+(n + r)``) ``+ h (c + r) + c + c H (n + v) + H v h``. The MLP of a MoE layer: ``h E`` (the router; ``+ E`` with
+`router_bias`) ``+ E (3 h f)`` (each expert's gate, up and down matrices; ``+ 2 f + h`` each with `expert_bias`)
+``+ 3 h S f`` (the shared experts, one SwiGLU S f wide, no biases); of the first `dense_layers` layers, one dense
+SwiGLU ``3 h F`` (F: the base's ffn_size).
 
 "Active" parameters are those one token's forward pass uses: the embedding row it looks up counted as the whole
 embedding (as model cards count it), the LM head, every norm and attention matrix, the whole router (it scores
 every expert) and the `top_k` routed experts plus the shared experts it visits: the formula above with E replaced
-by top_k in the experts' term only.
+by top_k in the experts' term only. DeepSeek-V3's routing bias (auxiliary-loss-free balance) is a buffer, not a
+trainable parameter (as in Hugging Face's DeepseekV3 model).
 
-Model FLOPs of one sequence of s tokens (``FLOP_CONVENTION``): ``s (6 N_active + 6 l s H d)``, N_active being the
-active parameters that multiply (all but the embedding look-up; a tied head counts once): the router's and the
-visited experts' matrices count, the unvisited experts' do not; the attention term is the Llama family's
-(causal, counted as half). Dropped tokens are not subtracted: the convention counts the routed work a dropless
-run does.
+Model FLOPs of one sequence of s tokens (``FLOP_CONVENTION``): ``s (6 N_active + sum over layers of 6 k_eff H
+(d_qk + d_v))``, N_active being the active parameters that multiply (all but the embedding look-up; a tied head
+counts once): the router's and the visited experts' matrices count, the unvisited experts' do not. The attention
+term counts each query's keys k_eff: s / 2 under a causal mask (half of the square, as MaxText and the Llama
+family), ``W - W^2 / (2 s)`` in a sliding-window layer of W < s keys (the same rule: the mean keys a query sees,
+less the diagonal's half); d_qk = d_v = d for grouped-query attention, n + r and v for latent attention. Dropped
+tokens are not subtracted: the convention counts the routed work a dropless run does.
 """
 
 from __future__ import annotations
@@ -31,7 +40,8 @@ from dlbench.spec import SpecError
 
 FLOP_CONVENTION = (
     "6 N_active + 6 l s H d per token: N_active = attention, router, top_k routed and the shared experts' matrices "
-    "and the head (no embedding look-up); causal attention counted as half, as MaxText"
+    "and the head (no embedding look-up); causal attention counted as half, as MaxText (latent attention: "
+    "d_qk + d_v for 2d; a sliding window: its keys)"
 )
 GATINGS: tuple[Literal["softmax"], Literal["sigmoid"]] = ("softmax", "sigmoid")  # the `gate` parameter's 0 and 1
 AUX_LOSS_WEIGHT = 0.01  # Switch Transformer's alpha (Fedus et al. 2021, section 2.2)
@@ -82,11 +92,49 @@ PARAM_NAMES = (
 )
 
 
-def _layer(a: MoeConfig, experts: int) -> int:
-    """Parameters of one layer whose MLP holds (or, for one token, visits) `experts` routed experts."""
+def head_width(a: MoeConfig) -> int:
+    """Grouped-query attention's head width: `head_dim` where the shape sets it (GPT-OSS), else hidden / heads."""
+    return a.head_dim or a.base.head_dim
+
+
+def attention_params(a: MoeConfig) -> int:
+    """Parameters of one layer's attention: grouped-query or latent (this module's docstring)."""
     b = a.base
-    h, kv = b.hidden_size, b.num_kv_heads * b.head_dim
-    return 2 * h + 2 * h * h + 2 * h * kv + h * a.num_experts + (experts + a.shared_experts) * 3 * h * a.expert_ffn
+    h, heads = b.hidden_size, b.num_heads
+    if a.mla is not None:
+        m = a.mla
+        q = h * m.q_rank + m.q_rank + m.q_rank * heads * m.qk_dim if m.q_rank else h * heads * m.qk_dim
+        kv = h * (m.kv_rank + m.rope) + m.kv_rank + m.kv_rank * heads * (m.nope + m.v)
+        return q + kv + heads * m.v * h
+    d, kv_heads = head_width(a), b.num_kv_heads
+    biases = heads * d + 2 * kv_heads * d + h if a.attention_bias else 0
+    return 2 * h * heads * d + 2 * h * kv_heads * d + biases + (heads if a.sinks else 0)
+
+
+def expert_params(a: MoeConfig) -> int:
+    """Parameters of one routed expert: a SwiGLU expert_ffn wide (with its biases where the shape has them)."""
+    h, f = a.base.hidden_size, a.expert_ffn
+    return 3 * h * f + (2 * f + h if a.expert_bias else 0)
+
+
+def _layer(a: MoeConfig, experts: int) -> int:
+    """Parameters of one MoE layer whose MLP holds (or, for one token, visits) `experts` routed experts."""
+    h, e = a.base.hidden_size, a.num_experts
+    router = h * e + (e if a.router_bias else 0)
+    shared = 3 * h * a.shared_experts * a.expert_ffn
+    return 2 * h + attention_params(a) + router + experts * expert_params(a) + shared
+
+
+def _dense_layer(a: MoeConfig) -> int:
+    """Parameters of one of the first `dense_layers` layers: attention and one dense SwiGLU ffn_size wide."""
+    h = a.base.hidden_size
+    return 2 * h + attention_params(a) + 3 * h * a.base.ffn_size
+
+
+def _layers(a: MoeConfig, experts: int) -> int:
+    """Parameters of every layer, each MoE layer holding (or visiting) `experts` routed experts."""
+    moe = a.base.num_layers - a.dense_layers
+    return a.dense_layers * _dense_layer(a) + moe * _layer(a, experts)
 
 
 def _embeddings(a: MoeConfig) -> int:
@@ -96,13 +144,13 @@ def _embeddings(a: MoeConfig) -> int:
 
 def param_count(a: MoeConfig) -> int:
     """Trainable parameters of the MoE decoder, every expert included (this module's docstring)."""
-    return _embeddings(a) + a.base.num_layers * _layer(a, a.num_experts) + a.base.hidden_size
+    return _embeddings(a) + _layers(a, a.num_experts) + a.base.hidden_size
 
 
 def active_param_count(a: MoeConfig) -> int:
     """Parameters one token's forward pass uses: embeddings, head, norms, attention, the router and the top_k
     routed plus the shared experts (this module's docstring)."""
-    return _embeddings(a) + a.base.num_layers * _layer(a, a.top_k) + a.base.hidden_size
+    return _embeddings(a) + _layers(a, a.top_k) + a.base.hidden_size
 
 
 def active_matmul_params(a: MoeConfig) -> int:
@@ -117,13 +165,30 @@ def moe_arch(case: Case) -> MoeConfig:
     return case.arch
 
 
+def attended_keys(a: MoeConfig, layer: int, s: float) -> float:
+    """The keys one query of a sequence of s tokens counts in `layer` (this module's docstring): s / 2 causal,
+    W - W^2 / (2 s) in a sliding-window layer of W < s keys."""
+    w = a.sliding_window
+    if w and layer % 2 == 0 and w < s:
+        return w - w * w / (2.0 * s)
+    return s / 2.0
+
+
+def attention_flops_per_token(a: MoeConfig, s: float) -> float:
+    """Training FLOPs of the attention scores and weighted values per token, summed over the layers."""
+    heads = a.base.num_heads
+    if a.mla is not None:
+        widths = float(a.mla.qk_dim + a.mla.v)
+    else:
+        widths = 2.0 * head_width(a)
+    return sum(6.0 * attended_keys(a, i, s) * heads * widths for i in range(a.base.num_layers))
+
+
 def flops_per_sample(case: Case, input_size: int | None = None) -> float:
     """Training FLOPs of one sequence by FLOP_CONVENTION (active parameters)."""
     a = moe_arch(case)
-    b = a.base
-    s = float(input_size or b.max_positions)
-    per_token = 6.0 * active_matmul_params(a) + 6.0 * b.num_layers * s * b.num_heads * b.head_dim
-    return s * per_token
+    s = float(input_size or a.base.max_positions)
+    return s * (6.0 * active_matmul_params(a) + attention_flops_per_token(a, s))
 
 
 def point_figures(case: Case, input_size: int | None = None) -> dict[str, object]:
@@ -141,22 +206,44 @@ def point_figures(case: Case, input_size: int | None = None) -> dict[str, object
         "gating": a.gating,
         "capacity": "dropless" if a.capacity_factor == 0 else f"capacity factor {a.capacity_factor:g}",
         "aux_loss_weight": case.loss.aux_weight,
+        "aux_loss": "sequence-wise (DeepSeek-V3)" if a.sequence_aux else "batch-wise (Switch Transformer)",
+        "bias_update_rate": a.bias_update_rate,
+        "routed_scale": a.routed_scale,
+        "group_limited": f"top {a.topk_groups} of {a.groups} groups" if a.groups > 1 else "no",
+        "attention": attention_kind(a),
         "flops_per_sample": {"model": flops, "hardware": flops, "convention": FLOP_CONVENTION},
     }
 
 
-def _config(case: Case) -> MoeConfig:
-    """The architecture at the case's parameters, checked: a shape the decoder cannot take is a SpecError."""
+def attention_kind(a: MoeConfig) -> str:
+    """The attention a MoE shape runs, in words (for its facts)."""
+    if a.mla is not None:
+        m = a.mla
+        return f"multi-head latent (query rank {m.q_rank}, key/value rank {m.kv_rank}, rotary {m.rope})"
+    parts = [f"grouped-query ({a.base.num_heads} heads of {head_width(a)}, {a.base.num_kv_heads} key/value)"]
+    if a.sliding_window:
+        parts.append(f"sliding window {a.sliding_window} in the even layers")
+    if a.sinks:
+        parts.append("attention sinks")
+    if a.attention_bias:
+        parts.append("biases")
+    return ", ".join(parts)
+
+
+def configure(case: Case) -> MoeConfig:
+    """The architecture at the case's family parameters (PARAM_NAMES), checked: a shape the decoder cannot take is
+    a SpecError. A member's own parameters (cases/moe_mlperf.py) are applied by its `derive` on top."""
     v = {n: case.param(n) for n in PARAM_NAMES}
+    a = moe_arch(case)
     hidden, heads, kv = v["hidden"], v["heads"], v["kv_heads"]
-    if hidden % heads or heads % kv or (hidden // heads) % 2:
+    per_head = a.mla is None and not a.head_dim  # the head width is hidden / heads
+    if (per_head and hidden % heads) or heads % kv or (per_head and (hidden // heads) % 2):
         raise SpecError(
             f"case {case.name}: hidden ({hidden}) must be a multiple of heads ({heads}), heads of kv_heads ({kv}), "
             "and the head width even"
         )
     if v["top_k"] > v["experts"]:
         raise SpecError(f"case {case.name}: top_k ({v['top_k']}) is above the expert count ({v['experts']})")
-    a = moe_arch(case)
     base = dataclasses.replace(
         a.base,
         vocab_size=v["vocab"],
@@ -164,7 +251,7 @@ def _config(case: Case) -> MoeConfig:
         num_layers=v["layers"],
         num_heads=heads,
         num_kv_heads=kv,
-        ffn_size=v["expert_ffn"],
+        ffn_size=a.base.ffn_size if a.dense_layers else v["expert_ffn"],
         max_positions=v["seq"],
         tied_embeddings=bool(v["tied"]),
     )
@@ -180,18 +267,21 @@ def _config(case: Case) -> MoeConfig:
     )
 
 
-def _shaped(case: Case) -> Case:
-    """The member at its parameters: architecture, parameter count and input."""
-    arch = _config(case)
+def shaped(case: Case, arch: MoeConfig | None = None, aux_weight: float | None = None) -> Case:
+    """The member at its parameters: architecture (`configure`'s, or `arch` where a member configured it
+    further), parameter count, input and, where given, its auxiliary loss's weight."""
+    arch = arch or configure(case)
+    loss = case.loss if aux_weight is None else dataclasses.replace(case.loss, aux_weight=aux_weight)
     return dataclasses.replace(
         case,
         arch=arch,
         param_count=param_count(arch),
         input=TextInput(seq_len=arch.base.max_positions, vocab=arch.base.vocab_size),
+        loss=loss,
     )
 
 
-def _params(a: MoeConfig) -> tuple[CaseParam, ...]:
+def family_params(a: MoeConfig) -> tuple[CaseParam, ...]:
     """The family's parameters with this member's shape as their defaults."""
     b = a.base
     return (
@@ -230,10 +320,10 @@ def _member(name: str, title: str, arch: MoeConfig, batch_fixed: int, batch_cpu:
         arch,
         param_count(arch),
         Loss("causal_lm", aux_weight=AUX_LOSS_WEIGHT),
-        _shaped,
+        shaped,
         batch_fixed=batch_fixed,
         batch_cpu=batch_cpu,
-        params=_params(arch),
+        params=family_params(arch),
         notes=notes,
     )
 
@@ -268,10 +358,18 @@ __all__ = [
     "TINY",
     "active_matmul_params",
     "active_param_count",
+    "attended_keys",
+    "attention_kind",
+    "attention_params",
+    "configure",
+    "expert_params",
+    "family_params",
     "flops_per_sample",
+    "head_width",
     "moe_arch",
     "param_count",
     "point_figures",
+    "shaped",
 ]
 
 register_forward_flops(MoeConfig, lambda case, input_size: flops_per_sample(case, input_size) / 3.0)

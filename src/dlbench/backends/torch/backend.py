@@ -18,7 +18,7 @@ from dlbench.backends.gpu_arch import GpuBuild
 from dlbench.backends.torch import data, distributed, dlrm, fp8, split
 from dlbench.backends.torch.distributed import GradSync
 from dlbench.backends.torch.models import MODELS, attention_kernels, build_model, count_trainable
-from dlbench.backends.torch.moe import set_balanced
+from dlbench.backends.torch.moe import set_balanced, with_bias_balance
 from dlbench.backends.torch.step import AMP_DTYPES, TorchTrainer
 from dlbench.cases import Case, ImageInput, TextInput, get_case
 from dlbench.cases.arch import DlrmArch, FaceArch, LlamaConfig, MoeConfig
@@ -117,8 +117,9 @@ def _placed(
     if groups is not None:
         model, sync, ran = moe_parallel.setup(model, groups)
         ran["exchange"] = groups
-        return model, sync, ran, fp8_facts
-    return (*distributed.setup(spec, model, device, ctx), fp8_facts)  # several devices: process group, strategy
+        return model, with_bias_balance(model, sync), ran, fp8_facts  # DeepSeek-V3's bias balance after the step
+    model, sync, ran = distributed.setup(spec, model, device, ctx)  # several devices: process group, strategy
+    return model, with_bias_balance(model, sync), ran, fp8_facts
 
 
 class TorchBackend(Backend):

@@ -87,12 +87,15 @@ class FeedForward(nn.Module):
 
 
 class LlamaBlock(nn.Module):
-    """x + attention(RMSNorm(x)), then x + SwiGLU(RMSNorm(x)) (or `feed_forward`'s MLP: a mixture of experts)."""
+    """x + attention(RMSNorm(x)), then x + SwiGLU(RMSNorm(x)) (or `feed_forward`'s MLP: a mixture of experts;
+    `attention`'s: latent or sink attention, moe_attention.py)."""
 
-    def __init__(self, cfg: LlamaConfig, feed_forward: nn.Module | None = None) -> None:
+    def __init__(
+        self, cfg: LlamaConfig, feed_forward: nn.Module | None = None, attention: nn.Module | None = None
+    ) -> None:
         super().__init__()
         self.attention_norm = nn.RMSNorm(cfg.hidden_size, eps=cfg.norm_eps)
-        self.attention = Attention(cfg)
+        self.attention = attention if attention is not None else Attention(cfg)
         self.ffn_norm = nn.RMSNorm(cfg.hidden_size, eps=cfg.norm_eps)
         self.feed_forward = feed_forward if feed_forward is not None else FeedForward(cfg)
 
@@ -118,7 +121,8 @@ def init_parameter(cfg: LlamaConfig, name: str, p: Tensor) -> None:
 class LlamaModel(nn.Module):
     """Token embedding, the decoder blocks, a final RMSNorm and the LM head: token ids [B, S] -> logits [B, S, V].
     A pipeline stage (`part`) holds some of it. With `recompute`, each block's activations are recomputed in the
-    backward pass. `feed_forward`, where set, makes each block's MLP (moe.py's experts)."""
+    backward pass. `feed_forward`, where set, makes each block's MLP (moe.py's experts); `block`, where set,
+    makes the block of each global layer number (moe.py's, whose attention and MLP depend on the layer)."""
 
     def __init__(
         self,
@@ -126,15 +130,15 @@ class LlamaModel(nn.Module):
         recompute: bool = False,
         part: Part = WHOLE,
         feed_forward: Callable[[], nn.Module] | None = None,
+        block: Callable[[int], LlamaBlock] | None = None,
     ) -> None:
         super().__init__()
         self.cfg, self.recompute, self.part = cfg, recompute, part
         if part.first:
             self.wte = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         hi = cfg.num_layers if part.hi is None else part.hi
-        self.blocks = nn.ModuleDict(
-            {str(i): LlamaBlock(cfg, feed_forward() if feed_forward else None) for i in range(part.lo, hi)}
-        )  # global layer numbers
+        make = block or (lambda i: LlamaBlock(cfg, feed_forward() if feed_forward else None))
+        self.blocks = nn.ModuleDict({str(i): make(i) for i in range(part.lo, hi)})  # global layer numbers
         if part.last:
             self.norm = nn.RMSNorm(cfg.hidden_size, eps=cfg.norm_eps)
             self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
