@@ -51,7 +51,7 @@ class Layout:
     )
     schedule: str = _option("1f1b", "The pipeline's schedule.", choices=SCHEDULES)
     fsdp: bool = _option(
-        False, "FSDP2: shard parameters, gradients and optimizer state over the data-parallel ranks (llama cases)."
+        False, "FSDP2: shard parameters, gradients and optimizer state over the data-parallel ranks (llama and DiT)."
     )
     context_parallel: int = _option(1, "Split each sequence over N ranks (torch's context parallel: GPUs only).")
     expert_parallel: int = _option(

@@ -17,7 +17,8 @@ from dlbench.analysis.targets import convergence_refusal
 from dlbench.backends import get_info
 from dlbench.capabilities import Capabilities
 from dlbench.cases import ImageInput, get_case
-from dlbench.cases.arch import GptConfig, LlamaConfig
+from dlbench.cases.arch import DitConfig, GptConfig, LlamaConfig
+from dlbench.cases.dit_layout import dit_layout_refusal
 from dlbench.cases.dlrm import dlrm_refusal
 from dlbench.cases.llama_layout import llama_layout_refusal
 from dlbench.cases.lora import lora_refusal
@@ -43,6 +44,7 @@ def refusal(spec: PointSpec) -> str | None:
         return None
     return (
         _devices(spec, caps)
+        or dit_layout_refusal(spec)
         or llama_layout_refusal(spec)
         or moe_refusal(spec)
         or lora_refusal(spec, caps)  # MLPerf's LoRA and DLRM (#47)
@@ -166,7 +168,7 @@ def _layout(spec: PointSpec, caps: Capabilities) -> str | None:
     if not (lay.splits_model or lay.recompute):
         return None
     case = get_case(spec.model).configured(spec.params)
-    if isinstance(case.arch, LlamaConfig):  # the llama family's layouts (FSDP, TP+SP, PP): llama_layout_refusal
+    if isinstance(case.arch, (LlamaConfig, DitConfig)):  # their own: llama_layout_refusal, dit_layout_refusal
         return None
     if not isinstance(case.arch, GptConfig):
         return (

@@ -275,4 +275,11 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("run -f fake --scale 1n2c --strategy allreduce --bucket-mb 5 --store {store}", "has no buckets"),
     ("run -f fake --scale 1n2c --strategy ddp --bucket-mb 0 --store {store}", "bucket-mb"),
     ("run -f fake --scale 1n2c --strategy warp-drive --store {store}", "warp-drive"),
+    # MLPerf v6.0's DiT and MoE members (#48): shapes and layouts they cannot take
+    ("run -f torch -m dit_tiny --scale 1n2c --tensor-parallel 2 --store {store}", "not split over tensor or pipeline"),
+    ("run -f torch -m dit_tiny --scale 1n2c --fsdp --strategy ddp --store {store}", "leave --strategy at none"),
+    ("run -f torch -m dit_tiny --param heads=8 --store {store}", "multiple of 32"),
+    ("run -f torch -m dit_tiny --input-size 15 --store {store}", "multiple of the patch"),
+    ("run -f torch -m deepseek_tiny --param groups=3 --store {store}", "groups (3) must divide experts"),
+    ("run -f torch -m gpt_oss_tiny --param head_dim=15 --store {store}", "head_dim (15) must be even"),
 ]

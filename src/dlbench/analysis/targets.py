@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from dlbench.cases import Case, get_case
 from dlbench.cases.arch import DlrmArch
 from dlbench.cases.lora import FINETUNE_MARGIN, SHIFTED_ROWS, lora_of
+from dlbench.data.latents import LATENT_TEMPLATES
 from dlbench.data.learnable import IMAGE_CLASSES, MARKOV_STATES, MarkovTokens
 from dlbench.data.recsys import PlantedClicks
 from dlbench.spec import PointSpec
@@ -82,6 +83,8 @@ def target_for(case: Case, budget: int | None = None, loss: float | None = None)
     elif case.task == "causal_lm":
         best = MarkovTokens(states=MARKOV_STATES).best_loss
         own = Target(round(best + 0.25, 3), 1000, 10, f"Markov source, {MARKOV_STATES} tokens", best)
+    elif case.task == "text_to_image":  # flow matching on latents the text determines: best 0, blind about 1.9
+        own = Target(0.5, 1000, 10, f"{LATENT_TEMPLATES} latent templates named by their text embeddings", 0.0)
     else:
         return None
     return Target(
@@ -115,7 +118,7 @@ def target_problem(model: str, steps: int | None, loss: float | None, options: b
     flags = ("--converge has", "--converge-steps", "--converge-target")
     what, steps_name, loss_name = flags if options else ("there is", "steps", "target")
     if target is None:
-        return f"{what} no target for {case.name} ({case.task}): image classifiers, decoders and DLRM have one"
+        return f"{what} no target for {case.name} ({case.task}): image classifiers, decoders, DLRM and DiTs have one"
     if steps is not None and steps < 1:
         return f"{steps_name} must be at least 1; got {steps}"
     if target.best_auc is not None and loss is not None:

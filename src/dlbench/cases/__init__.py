@@ -7,10 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from dlbench.cases.arch import Arch, Loss
+from dlbench.cases.arch import Arch, DitConfig, Loss
 from dlbench.spec import SpecError
 
-Task = Literal["image_classification", "bert_pretraining", "causal_lm", "ctr", "face_recognition"]
+Task = Literal["image_classification", "bert_pretraining", "causal_lm", "ctr", "face_recognition", "text_to_image"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,19 @@ class CtrInput:
     dense: int = 13
     categorical: int = 26
     wide: int = 2
+
+
+@dataclass(frozen=True)
+class LatentInput:
+    """A text-to-image diffusion batch as MLPerf's FLUX.1 benchmark feeds its transformer: the frozen VAE's image
+    latents (`channels` x `side` x `side`), the frozen T5 encoder's `text_tokens` embeddings `text_dim` wide and
+    the frozen CLIP encoder's pooled embedding `pooled_dim` wide."""
+
+    channels: int = 16
+    side: int = 32
+    text_tokens: int = 256
+    text_dim: int = 4096
+    pooled_dim: int = 768
 
 
 @dataclass(frozen=True)
@@ -90,7 +103,7 @@ class Case:
     name: str
     title: str
     task: Task
-    input: ImageInput | TextInput | CtrInput
+    input: ImageInput | TextInput | CtrInput | LatentInput
     optimizer: Optimizer
     param_count: int
     batch_fixed: int
@@ -144,13 +157,18 @@ class Case:
         if size is not None and size < least:
             raise SpecError(
                 f"--input-size {size} is too small for {self.name}: its architecture takes at least "
-                f"{least} ({'image side' if isinstance(self.input, ImageInput) else 'tokens'})"
+                f"{least} ({_input_unit(self.input)})"
             )
         own = self.input.size if isinstance(self.input, ImageInput) else getattr(self.input, "seq_len", None)
+        own = self.input.side if isinstance(self.input, LatentInput) else own
         if size is not None and own is not None and size > own:  # it shrinks the input: larger is a typo
             raise SpecError(
                 f"--input-size {size} is larger than {self.name}'s own input ({own}): it only shrinks "
                 "the image side or sequence length"
+            )
+        if isinstance(self.arch, DitConfig) and size is not None and size % self.arch.patch:
+            raise SpecError(
+                f"--input-size {size}: {self.name}'s latent side must be a multiple of the patch ({self.arch.patch})"
             )
 
     def train_flops_per_sample(self, input_size: int | None = None) -> float:
@@ -158,6 +176,13 @@ class Case:
         from dlbench.cases.flops import train_flops_per_sample
 
         return train_flops_per_sample(self, input_size)
+
+
+def _input_unit(inp: ImageInput | TextInput | CtrInput | LatentInput) -> str:
+    """What --input-size counts for this input."""
+    if isinstance(inp, ImageInput):
+        return "image side"
+    return "latent side" if isinstance(inp, LatentInput) else "tokens"
 
 
 class UnknownCase(KeyError):
@@ -197,6 +222,7 @@ def all_cases() -> list[Case]:
 from dlbench.cases import (  # noqa: F401
     alexnet,
     bert_base,
+    dit,
     dlrm,
     face,
     gpt,
@@ -216,6 +242,7 @@ __all__ = [
     "CaseParam",
     "CtrInput",
     "ImageInput",
+    "LatentInput",
     "Optimizer",
     "TextInput",
     "UnknownCase",

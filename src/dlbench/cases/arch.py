@@ -177,6 +177,55 @@ class MoeConfig:
 
 
 @dataclass(frozen=True)
+class DitConfig:
+    """FLUX.1's multimodal diffusion transformer (MMDiT, #48), FLUX.1-schnell's by default: image latents
+    (`latent_channels` x `latent_side`^2, patched `patch` x `patch` into tokens) and `text_tokens` text embeddings
+    (`text_dim` wide) through `double_blocks` double-stream blocks (each stream its own weights, one joint
+    attention) and `single_blocks` single-stream blocks over the joined sequence, conditioned (adaptive LayerNorm
+    modulation) on the timestep's sinusoidal embedding plus the pooled text embedding (`pooled_dim`) and, with
+    `guidance`, a guidance embedding (FLUX.1-dev); rotary positions over (text 0, row, column) in `axes` widths
+    (FLUX's 16, 56, 56 of a 128-wide head: an eighth, then the rest split in two); `num_heads` heads with RMS-normalised queries and keys; MLPs `mlp_ratio` x wide. `timesteps`: how training
+    draws t (cases/dit.py)."""
+
+    hidden_size: int = 3072
+    num_heads: int = 24
+    double_blocks: int = 19
+    single_blocks: int = 38
+    mlp_ratio: int = 4
+    latent_channels: int = 16
+    patch: int = 2
+    latent_side: int = 32  # MLPerf's 256 x 256 images through the VAE's 8x down-sampling
+    text_tokens: int = 256  # MLPerf's T5-XXL sequence
+    text_dim: int = 4096  # T5-XXL's width
+    pooled_dim: int = 768  # CLIP ViT-L's pooled width
+    time_dim: int = 256
+    guidance: bool = False
+    theta: float = 10000.0
+    timesteps: Literal["uniform", "logit_normal"] = "uniform"
+
+    @property
+    def head_dim(self) -> int:
+        """Width of one attention head: hidden / heads."""
+        return self.hidden_size // self.num_heads
+
+    @property
+    def axes(self) -> tuple[int, int, int]:
+        """The rotary widths of the (text, row, column) position axes: d / 8, then (d - d / 8) / 2 twice."""
+        first = self.head_dim // 8
+        return first, (self.head_dim - first) // 2, (self.head_dim - first) // 2
+
+    @property
+    def patch_dim(self) -> int:
+        """Width of one image token: latent channels x patch^2."""
+        return self.latent_channels * self.patch * self.patch
+
+    @property
+    def image_tokens(self) -> int:
+        """Image tokens of one sample: (latent side / patch)^2."""
+        return (self.latent_side // self.patch) ** 2
+
+
+@dataclass(frozen=True)
 class WideDeepArch:
     """Wide & Deep (Cheng et al. 2016) as OneFlow-WDL, DLPerf's setup, builds it: a wide linear part (a vocab x 1
     table summed over the wide fields) plus a deep part (the categorical fields' `embedding`-wide vectors, with
@@ -240,19 +289,21 @@ Arch = (
     | GptConfig
     | LlamaConfig
     | MoeConfig
+    | DitConfig
     | WideDeepArch
     | DlrmArch
     | FaceArch
 )
 
-LossKind = Literal["softmax_ce", "mlm_nsp", "causal_lm", "bce", "arcface"]
+LossKind = Literal["softmax_ce", "mlm_nsp", "causal_lm", "bce", "arcface", "flow_matching"]
 
 
 @dataclass(frozen=True)
 class Loss:
     """The training loss: softmax cross-entropy (plus `aux_weight` x the auxiliary head's, where there is one),
-    BERT's masked-LM + next-sentence loss, a decoder's next-token (causal LM) cross-entropy, or binary
-    cross-entropy on one logit (a click-through model's)."""
+    BERT's masked-LM + next-sentence loss, a decoder's next-token (causal LM) cross-entropy, binary
+    cross-entropy on one logit (a click-through model's), or a diffusion transformer's flow-matching mean squared
+    error (cases/dit.py)."""
 
     kind: LossKind = "softmax_ce"
     aux_weight: float = 0.0
@@ -264,6 +315,7 @@ __all__ = [
     "Arch",
     "BertConfig",
     "ConvLayer",
+    "DitConfig",
     "DlrmArch",
     "FaceArch",
     "GptConfig",

@@ -9,7 +9,7 @@ over pipeline stages).
 from __future__ import annotations
 
 from dlbench.cases import get_case
-from dlbench.cases.arch import LlamaConfig
+from dlbench.cases.arch import DitConfig, LlamaConfig
 from dlbench.spec import PointSpec
 
 FSDP_FRAMEWORKS: tuple[str, ...] = ("torch", "jax")  # torch's FSDP2; JAX's fsdp axis of its (data, fsdp, tensor) mesh
@@ -57,8 +57,10 @@ def llama_layout_refusal(spec: PointSpec) -> str | None:
             "context_parallel on a cp mesh dimension): leave it at 1"
         )
     llama = isinstance(case.arch, LlamaConfig)
-    if spec.layout.fsdp and not llama:
-        return f"--fsdp is wired for the llama cases only, not {case.name}: use --strategy ddp or a split layout"
+    if spec.layout.fsdp and not llama and not isinstance(case.arch, DitConfig):  # a DiT's: cases/dit_layout.py
+        return (
+            f"--fsdp is wired for the llama and DiT cases only, not {case.name}: use --strategy ddp or a split layout"
+        )
     if spec.layout.fsdp and spec.framework not in FSDP_FRAMEWORKS:
         return f"--fsdp is wired for {' and '.join(FSDP_FRAMEWORKS)} only, not {spec.framework}"
     if spec.layout.fsdp and spec.layout.data == 1:

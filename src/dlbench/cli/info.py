@@ -8,7 +8,7 @@ import subprocess
 import click
 
 from dlbench.backends import all_backends, get_info, gpu_builds
-from dlbench.cases import Case, ImageInput, TextInput, all_cases
+from dlbench.cases import Case, ImageInput, LatentInput, TextInput, all_cases
 from dlbench.cli.output import stdout_console
 from dlbench.cli.values import as_device
 from dlbench.envs import cases_cache, venvs
@@ -42,11 +42,14 @@ def _support(case: Case, answer: object) -> str:
 
 
 def _shape(inp: object) -> str:
-    """A case input in one short cell: CxHxW, a sequence length, or a click-through row's feature counts."""
+    """A case input in one short cell: CxHxW, a sequence length, latents and text tokens, or a click-through row's
+    feature counts."""
     if isinstance(inp, ImageInput):
         return f"{inp.channels}x{inp.size}x{inp.size}"
     if isinstance(inp, TextInput):
         return f"seq {inp.seq_len}"
+    if isinstance(inp, LatentInput):  # a DiT's latents and text tokens (#48)
+        return f"{inp.channels}x{inp.side}x{inp.side} + {inp.text_tokens} tokens"
     fields = getattr(inp, "__dataclass_fields__", {})
     return " ".join(f"{k} {getattr(inp, k)}" for k in fields) or type(inp).__name__
 

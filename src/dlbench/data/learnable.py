@@ -22,10 +22,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.cases import Case, ImageInput, LatentInput, TextInput
 from dlbench.cases.arch import DlrmArch
 from dlbench.cases.gpt import sequence_length
 from dlbench.cases.lora import PRETRAIN_BATCH, SHIFTED_ROWS, lora_of
+from dlbench.data.latents import LatentTemplates
 from dlbench.data.recsys import PlantedClicks
 
 GRID = 4  # template cells per side, whatever the input side: separability does not depend on resolution
@@ -210,6 +211,9 @@ def learnable_batches(
         return images.batches(batch, channels_last)
     if isinstance(case.arch, DlrmArch):  # planted-logistic clicks (data/recsys.py)
         return PlantedClicks(case.arch, order=order).batches(batch)
+    if isinstance(case.input, LatentInput):  # a diffusion transformer's latent templates (data/latents.py)
+        latents = LatentTemplates(case.input, input_size or case.input.side, order=order)
+        return (latents.batch(step, batch) for step in itertools.count())
     if isinstance(case.input, TextInput) and case.task == "causal_lm":
         shifted = SHIFTED_ROWS if lora_of(case) is not None else 0  # LoRA fine-tunes on a shifted chain (#47)
         tokens, seq = MarkovTokens(MARKOV_STATES, order=order, shifted=shifted), sequence_length(case, input_size)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dlbench.cases import CtrInput, ImageInput, TextInput
+from dlbench.cases import CtrInput, ImageInput, LatentInput, TextInput
 
 BERT_KEYS: tuple[str, ...] = (
     "input_ids",
@@ -98,4 +98,17 @@ def synthetic_ctr(ctr: CtrInput, batch: int, vocab: int, seed: int) -> dict[str,
         "deep_ids": rng.integers(0, vocab, (batch, ctr.categorical), dtype=np.int64),
         "wide_ids": rng.integers(0, vocab, (batch, ctr.wide), dtype=np.int64),
         "labels": rng.integers(0, 2, (batch, 1)).astype(np.float32),
+    }
+
+
+def synthetic_latents(latent: LatentInput, batch: int, side: int | None, seed: int) -> dict[str, np.ndarray]:
+    """One text-to-image batch as the frozen encoders would hand it to a diffusion transformer, float32 standard
+    normal: image `latents` [B, C, side, side] (the VAE's, scaled to unit variance as FLUX's are), T5 `text`
+    embeddings [B, T, text_dim] and the CLIP `pooled` embedding [B, pooled_dim]."""
+    rng = np.random.default_rng(seed)
+    s = side or latent.side
+    return {
+        "latents": rng.standard_normal((batch, latent.channels, s, s), dtype=np.float32),
+        "text": rng.standard_normal((batch, latent.text_tokens, latent.text_dim), dtype=np.float32),
+        "pooled": rng.standard_normal((batch, latent.pooled_dim), dtype=np.float32),
     }

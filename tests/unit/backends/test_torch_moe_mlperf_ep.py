@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from dlbench.cases import Case, get_case
+from dlbench.parallel import Layout
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import RankContext
 
@@ -49,7 +50,7 @@ def _spec(name: str, devices: int) -> PointSpec:
         batch_size=GLOBAL_BATCH // devices,
         protocol=Protocol(0, 1, 1, "median"),
         devices_per_node=devices,
-        expert_parallel=devices,
+        layout=Layout(expert_parallel=devices),
         case_params=tuple(sorted(params.items())),
     )
 

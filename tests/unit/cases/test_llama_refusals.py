@@ -23,7 +23,7 @@ def _spec(**kw: object) -> PointSpec:
     [
         ({"context_parallel": 2, "devices_per_node": 2}, "GPU only, not on the CPU"),
         ({"context_parallel": 2, "devices_per_node": 2, "device": "cuda"}, "not wired in dlbench yet"),
-        ({"fsdp": True, "model": "resnet50", "devices_per_node": 2}, "llama cases only, not resnet50"),
+        ({"fsdp": True, "model": "resnet50", "devices_per_node": 2}, "llama and DiT cases only, not resnet50"),
         ({"fsdp": True}, "has one"),
         ({"fsdp": True, "devices_per_node": 2, "framework": "tf"}, "wired for torch and jax only, not tf"),
         ({"devices_per_node": 2, "pipeline_parallel": 2, "framework": "jax"}, "no pipeline-parallel schedule"),

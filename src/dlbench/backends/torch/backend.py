@@ -21,7 +21,8 @@ from dlbench.backends.torch.models import MODELS, attention_kernels, build_model
 from dlbench.backends.torch.moe import set_balanced, with_bias_balance
 from dlbench.backends.torch.step import AMP_DTYPES, TorchTrainer
 from dlbench.cases import Case, ImageInput, TextInput, get_case
-from dlbench.cases.arch import DlrmArch, FaceArch, LlamaConfig, MoeConfig
+from dlbench.cases.arch import DitConfig, DlrmArch, FaceArch, LlamaConfig, MoeConfig
+from dlbench.cases.dit import point_figures as dit_figures
 from dlbench.cases.dlrm import point_figures as dlrm_figures
 from dlbench.cases.lora import lora_of
 from dlbench.cases.moe import point_figures
@@ -118,6 +119,13 @@ def _placed(
         model, sync, ran = moe_parallel.setup(model, groups)
         ran["exchange"] = groups
         return model, with_bias_balance(model, sync), ran, fp8_facts  # DeepSeek-V3's bias balance after the step
+    if spec.layout.fsdp:  # a DiT sharded over the ranks (#48); the llama family's --fsdp goes through split.build
+        from dlbench.backends.torch import dit_parallel
+
+        return (
+            *dit_parallel.setup(spec, model, device, ctx, resolve_precision(spec.precision, spec.device)),
+            fp8_facts,
+        )
     model, sync, ran = distributed.setup(spec, model, device, ctx)  # several devices: process group, strategy
     return model, with_bias_balance(model, sync), ran, fp8_facts
 
@@ -184,7 +192,7 @@ class TorchBackend(Backend):
             torch.cuda.set_device(device)
             set_tf32(numerics.allow_tf32)
             torch.backends.cudnn.benchmark = self._autotune  # fastest conv algorithms in the warm-up (cudnn_fallback)
-        if spec.layout.splits_model or spec.layout.fsdp:  # this rank's stage and shards over a (pp, dp, tp) mesh
+        if spec.layout.splits_model or (spec.layout.fsdp and not isinstance(case.arch, DitConfig)):  # (pp, dp, tp) mesh
             return split.build(spec, case, ctx, device, numerics, self._facts)
         model, sync, ran, fp8_facts = _placed(spec, case, ctx, device)
         seed = spec.seed + ctx.rank  # each rank its own samples; rank 0 is the 1-device batch
@@ -258,10 +266,12 @@ class TorchBackend(Backend):
 
     def _decoder_facts(self, spec: PointSpec, case: Case, model: torch.nn.Module) -> None:
         """A decoder's FLOPs and convention; a MoE's total and active parameters and routing policy (#36), and
-        the model whose routing counters facts() reads."""
+        the model whose routing counters facts() reads; a DiT's FLOPs per image and what its step times (#48)."""
         if isinstance(case.arch, MoeConfig):
             self._facts["moe"] = point_figures(case, spec.input_size)
             self._routed = model
+        elif isinstance(case.arch, DitConfig):  # its FLOPs per image and what the step times (#48)
+            self._facts["dit"] = dit_figures(case, spec.input_size)
         elif case.loss.kind == "causal_lm":
             self._facts[split.FLOPS_KEY[isinstance(case.arch, LlamaConfig)]] = split.flops_facts(spec, case)
             adapters = split.lora_facts(spec, case)  # LoRA (#47): trainable and frozen counts, FLOPs both ways

@@ -16,14 +16,21 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from dlbench.backends.base import Unsupported, fixed
-from dlbench.cases import Case, CtrInput, ImageInput, TextInput, get_case
+from dlbench.cases import Case, CtrInput, ImageInput, LatentInput, TextInput, get_case
 from dlbench.cases.arch import DlrmArch
 from dlbench.cases.gpt import sequence_length
 from dlbench.data.augment import bert_arrays, decode_crop_flip, enough_samples
 from dlbench.data.layout import FLIP_PROB, MEAN, STD, TrainItem, image_root, read_train_list
 from dlbench.data.learnable import learnable_batches
 from dlbench.data.recsys import CYCLED_BATCHES, synthetic_cycle
-from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_gpt, synthetic_images
+from dlbench.data.synthetic import (
+    max_predictions,
+    synthetic_bert,
+    synthetic_ctr,
+    synthetic_gpt,
+    synthetic_images,
+    synthetic_latents,
+)
 from dlbench.spec import PointSpec, SpecError
 
 Batch = dict[str, torch.Tensor]
@@ -47,6 +54,9 @@ def synthetic_batch(
         return out
     if isinstance(case.input, CtrInput):
         arrays = synthetic_ctr(case.input, batch, case.param("vocab"), seed)
+        return {k: torch.from_numpy(v).to(device) for k, v in arrays.items()}
+    if isinstance(case.input, LatentInput):  # the frozen encoders' outputs (cases/dit.py)
+        arrays = synthetic_latents(case.input, batch, input_size, seed)
         return {k: torch.from_numpy(v).to(device) for k, v in arrays.items()}
     assert isinstance(case.input, TextInput)
     if case.task == "causal_lm":
@@ -164,7 +174,7 @@ def batches(spec: PointSpec, case: Case, device: torch.device, seed: int) -> Ite
         raise Unsupported(f"real data for {case.name} is not read yet (no aligned-face layout): use synthetic data")
     if isinstance(case.input, ImageInput):
         return image_batches(spec, case, device, seed)
-    if case.task in ("causal_lm", "ctr"):
+    if case.task in ("causal_lm", "ctr", "text_to_image"):
         raise Unsupported(f"real data for {case.name} is not read yet (no tokenised corpus layout): use synthetic data")
     return text_batches(spec, case, device, seed)
 

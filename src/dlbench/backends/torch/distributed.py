@@ -26,6 +26,7 @@ from typing import cast
 
 import torch
 import torch.distributed as dist
+from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
 from dlbench.backends.base import HOROVOD_GONE, strategy_refusal, strategy_run
@@ -182,7 +183,8 @@ def setup(
 
 def param_checksum(model: torch.nn.Module) -> float:
     """A position-weighted float64 sum of every parameter: equal on ranks that hold the same parameters (of a
-    split classifier's model, the replicated part's: each rank's shard is its own)."""
+    split classifier's model, the replicated part's: each rank's shard is its own; FSDP2's shards are gathered,
+    a collective)."""
     if getattr(model, "sharded", False):
         model = cast(torch.nn.Module, model.replicated)
     # An expert-parallel rank's experts are its own (moe_parallel.py): the replicated parameters are compared.
@@ -191,5 +193,6 @@ def param_checksum(model: torch.nn.Module) -> float:
         total = torch.zeros((), dtype=torch.float64)
         params = [p for n, p in model.named_parameters() if not (mine and ".experts." in n)]
         for i, p in enumerate(params):
-            total += (i + 1) * p.detach().to(torch.float64).sum().cpu()
+            whole = p.full_tensor() if isinstance(p, DTensor) else p  # FSDP2's shards gathered (a DiT, #48)
+            total += (i + 1) * whole.detach().to(torch.float64).sum().cpu()
     return float(total)

@@ -2,7 +2,7 @@
 
 The CNNs and BERT are the torch-shaped descriptions in `dlbench.backends.torchlike` (shared with OneFlow and
 MegEngine) built on torch's ``nn``; attention is ``scaled_dot_product_attention``. GPT-2 (gpt.py), Llama (llama.py)
-and Wide & Deep (wide_deep.py) are torch's own. Each model has exactly the case's reference trainable-parameter count
+and Wide & Deep (wide_deep.py), FLUX.1's DiT (dit.py) are torch's own. Each model has exactly the case's reference trainable-parameter count
 (``dlbench.cases``).
 """
 
@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from dlbench.backends.context import SINGLE, BuildContext
 from dlbench.backends.torch import dlrm
+from dlbench.backends.torch.dit import DitModel, flow_matching_loss
 from dlbench.backends.torch.face import FaceModel, arcface_loss
 from dlbench.backends.torch.gpt import GptLMHeadModel
 from dlbench.backends.torch.llama import LlamaModel
@@ -26,6 +27,7 @@ from dlbench.backends.torchlike import bert, cnn
 from dlbench.backends.torchlike.ops import TorchOps
 from dlbench.cases import Case
 from dlbench.cases.arch import BertConfig, DlrmArch, MoeConfig
+from dlbench.cases.dit import dit_arch
 from dlbench.cases.face import face_arch
 from dlbench.cases.gpt import gpt_arch
 from dlbench.cases.llama import llama_arch
@@ -92,6 +94,13 @@ def _dlrm(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
     return dlrm.build(case, ctx.rank, ctx.world)
 
 
+def _dit(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
+    """FLUX.1's transformer (dit.py), its noise and times seeded from torch's seed (the point's) and the rank: each
+    data-parallel rank draws its own."""
+    seed = int(torch.randint(0, 2**31 - 1, (), device="cpu")) + ctx.rank
+    return DitModel(dit_arch(case), recompute=ctx.layout.recompute, seed=seed)
+
+
 def _wide_deep(case: Case, ctx: BuildContext = SINGLE) -> nn.Module:
     """Wide & Deep: the same tables on every rank."""
     return WideDeep(case)
@@ -123,6 +132,8 @@ MODELS: dict[str, Callable[[Case, BuildContext], nn.Module]] = {
     "dlrm_v2": _dlrm,
     "dlrm_tiny": _dlrm,
     "face": _face,
+    "flux1": _dit,
+    "dit_tiny": _dit,
 }
 
 
@@ -139,7 +150,8 @@ def count_trainable(model: nn.Module) -> int:
 
 def train_loss(case: Case, model: nn.Module, batch: Mapping[str, Tensor]) -> Tensor:
     """The case's training loss on one batch: the causal LM's mean next-token cross-entropy over every position,
-    Wide & Deep's BCE, ArcFace's margin softmax (face.py), or the image and BERT losses (`torchlike.bert.train_loss`)."""
+    Wide & Deep's BCE, a DiT's flow matching (dit.py), ArcFace's margin softmax (face.py), or the image and BERT
+    losses (`torchlike.bert.train_loss`)."""
     if case.loss.kind == "causal_lm":
         loss = OPS.xent(model(batch["input_ids"]), batch["labels"])
         if isinstance(case.arch, MoeConfig) and case.loss.aux_weight:  # the experts' load-balancing loss
@@ -147,6 +159,8 @@ def train_loss(case: Case, model: nn.Module, batch: Mapping[str, Tensor]) -> Ten
         return loss
     if case.loss.kind == "bce":
         return dlrm.bce_loss(model, batch) if isinstance(case.arch, DlrmArch) else bce_loss(model, batch)
+    if case.loss.kind == "flow_matching":
+        return flow_matching_loss(model, batch)
     if case.loss.kind == "arcface":
         return arcface_loss(model, batch)
     return bert.train_loss(OPS, case, model, batch)

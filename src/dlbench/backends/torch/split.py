@@ -22,7 +22,7 @@ from dlbench.backends.context import BuildContext
 from dlbench.backends.torch import data
 from dlbench.backends.torch.models import build_model
 from dlbench.cases import Case, get_case, lora
-from dlbench.cases.arch import GptConfig, LlamaConfig
+from dlbench.cases.arch import DitConfig, GptConfig, LlamaConfig
 from dlbench.cases.gpt import layout_flops_per_sample
 from dlbench.cases.llama import FLOP_CONVENTION, param_count
 from dlbench.cases.llama import flops_per_sample as llama_flops
@@ -55,6 +55,8 @@ def refuse(spec: PointSpec) -> str | None:
     reason = llama_layout_refusal(spec)  # --fsdp, --context-parallel and a Llama shape's splits (#35)
     if reason or isinstance(case.arch, LlamaConfig):
         return reason or (_amp_refusal(spec) if lay.splits_model or spec.layout.fsdp else None)
+    if isinstance(case.arch, DitConfig):  # FSDP and --recompute (#48): cases/dit_layout.py refused the rest
+        return _amp_refusal(spec) if spec.layout.fsdp else None
     if not lay.splits_model and not lay.recompute:
         return None
     if not isinstance(case.arch, GptConfig):
