@@ -31,7 +31,8 @@ from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.models import MODELS, build_module, model_inputs
 from dlbench.backends.jax.step import JaxTrainer, State, lora_labels, loss_scale, make_optimizer, make_train_step
 from dlbench.cases import Case, get_case
-from dlbench.cases.arch import DlrmArch, LlamaConfig
+from dlbench.cases.arch import DitConfig, DlrmArch, LlamaConfig
+from dlbench.cases.dit import point_figures as dit_figures
 from dlbench.cases.dlrm import point_figures as dlrm_figures
 from dlbench.cases.lora import lora_of
 from dlbench.machine.nvml import gpu_info
@@ -150,6 +151,14 @@ def _table_facts(case: Case) -> dict[str, object]:
     return {"embedding": wide_deep.EMBEDDING_PATH}
 
 
+def _case_facts(case: Case, input_size: int | None) -> dict[str, object]:
+    """The tables' facts (`_table_facts`), and a DiT's FLOPs per image and what its step times (#48)."""
+    out = _table_facts(case)
+    if isinstance(case.arch, DitConfig):
+        out["dit"] = dit_figures(case, input_size)
+    return out
+
+
 def count_leaves(tree: Any) -> int:
     """Total number of elements in a pytree of arrays or shape structs."""
     return sum(int(x.size) for x in jax.tree_util.tree_leaves(tree))
@@ -250,7 +259,7 @@ class JaxBackend(Backend):
             "loss_scaling": "flax DynamicScale" if numerics.loss_scaling else "none",
             "donated_state": True,
         }
-        self._facts.update(_table_facts(case))
+        self._facts.update(_case_facts(case, spec.input_size))
         if platform == "gpu":
             self._facts[PREALLOCATE_VAR] = os.environ.get(PREALLOCATE_VAR, "")
             self._facts["xla_gpu_memory_fraction"] = memory_fraction_fact(os.environ)

@@ -16,12 +16,12 @@ import numpy as np
 
 from dlbench.backends.base import Unsupported, fixed
 from dlbench.backends.jax.distributed import Placement
-from dlbench.cases import Case, CtrInput, ImageInput, TextInput, get_case
+from dlbench.cases import Case, CtrInput, ImageInput, LatentInput, TextInput, get_case
 from dlbench.cases.arch import DlrmArch
 from dlbench.cases.gpt import sequence_length
 from dlbench.data.learnable import learnable_batches
 from dlbench.data.recsys import CYCLED_BATCHES, synthetic_cycle, synthetic_dlrm
-from dlbench.data.synthetic import synthetic_bert, synthetic_ctr, synthetic_gpt, synthetic_images
+from dlbench.data.synthetic import synthetic_bert, synthetic_ctr, synthetic_gpt, synthetic_images, synthetic_latents
 from dlbench.spec import PointSpec, SpecError
 
 Record = dict[str, np.ndarray]
@@ -41,6 +41,8 @@ def synthetic_arrays(case: Case, batch: int, input_size: int | None, seed: int) 
         return host_arrays(synthetic_dlrm(case.arch, batch, seed))
     if isinstance(case.input, CtrInput):
         return host_arrays(synthetic_ctr(case.input, batch, case.param("vocab"), seed))
+    if isinstance(case.input, LatentInput):  # a DiT's latents and text embeddings (cases/dit.py), NCHW
+        return synthetic_latents(case.input, batch, input_size, seed)
     assert isinstance(case.input, TextInput)
     if case.task == "causal_lm":
         try:
@@ -64,9 +66,10 @@ def batches(spec: PointSpec, case: Case, placement: Placement, seed: int) -> Ite
         return itertools.cycle(cycle)
     if spec.data != "real":
         return fixed(placement.shard(synthetic_arrays(case, spec.batch_size, spec.input_size, seed)))
-    if isinstance(case.input, CtrInput) or case.task == "causal_lm":
+    if isinstance(case.input, CtrInput | LatentInput) or case.task == "causal_lm":
         raise Unsupported(
-            f"real data for {case.name} is not read yet (no Criteo or tokenised-corpus layout): use synthetic data"
+            f"real data for {case.name} is not read yet (no Criteo, tokenised-corpus or latent layout): use synthetic "
+            "data"
         )
     from dlbench.backends.jax import real_data  # Grain and absl: only where real data is read
 

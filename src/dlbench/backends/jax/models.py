@@ -18,10 +18,12 @@ from flax import linen as nn
 
 from dlbench.backends.jax import dlrm, wide_deep
 from dlbench.backends.jax.bert import BertForPretraining, mlm_nsp_loss
+from dlbench.backends.jax.dit import DitModel, flow_matching_loss
 from dlbench.backends.jax.gpt import GptLMHeadModel
 from dlbench.backends.jax.llama import LlamaModel
 from dlbench.cases import Case, ImageInput
 from dlbench.cases.arch import POOL, AlexNetArch, DlrmArch, InceptionArch, ResNetArch, VggArch
+from dlbench.cases.dit import dit_arch
 from dlbench.cases.gpt import gpt_arch
 from dlbench.cases.llama import llama_arch
 from dlbench.cases.lora import lora_of
@@ -334,6 +336,8 @@ MODELS: dict[str, Builder] = {
     "wide_deep": lambda c, dt: wide_deep.WideDeep(c, dtype=dt),
     "dlrm_v2": lambda c, dt: dlrm.Dlrm(c, dtype=dt),
     "dlrm_tiny": lambda c, dt: dlrm.Dlrm(c, dtype=dt),
+    "flux1": lambda c, dt: DitModel(dit_arch(c), dtype=dt),
+    "dit_tiny": lambda c, dt: DitModel(dit_arch(c), dtype=dt),
     **{
         name: (lambda c, dt: LlamaModel(llama_arch(c), dtype=dt, lora=lora_of(c)))
         for name in ("llama", "llama3_8b", "llama3_1b", "llama2_70b", "llama_tiny")
@@ -356,6 +360,8 @@ def model_inputs(case: Case, batch: Mapping[str, Any]) -> tuple[Any, ...]:
         return dlrm.inputs(batch) if isinstance(case.arch, DlrmArch) else wide_deep.inputs(batch)
     if case.loss.kind == "causal_lm":
         return (batch["input_ids"],)
+    if case.loss.kind == "flow_matching":
+        return (batch["latents"], batch["text"], batch["pooled"])
     return (batch["images"],)
 
 
@@ -366,7 +372,7 @@ def _xent(logits: Array, labels: Array) -> jax.Array:
 
 def train_loss(case: Case, outputs: Any, batch: Mapping[str, Any]) -> jax.Array:
     """The case's loss on the model's outputs: cross-entropy (+ aux_weight x the auxiliary head's), MLM + NSP,
-    Wide & Deep's BCE, or the causal LM's mean next-token cross-entropy over every position."""
+    Wide & Deep's BCE, the causal LM's mean next-token cross-entropy over every position, or a DiT's flow matching."""
     if case.loss.kind == "mlm_nsp":
         mlm, nsp = outputs
         return mlm_nsp_loss(mlm, nsp, batch["mlm_ids"], batch["mlm_weights"], batch["nsp_labels"])
@@ -374,6 +380,8 @@ def train_loss(case: Case, outputs: Any, batch: Mapping[str, Any]) -> jax.Array:
         return wide_deep.bce_loss(outputs, batch)
     if case.loss.kind == "causal_lm":
         return _xent(outputs, batch["labels"])
+    if case.loss.kind == "flow_matching":  # the model drew the noise and built its target (dit.py)
+        return flow_matching_loss(outputs)
     if isinstance(outputs, tuple):  # a model with an auxiliary head, in training mode: (logits, aux_logits)
         logits, aux = outputs
         return _xent(logits, batch["labels"]) + case.loss.aux_weight * _xent(aux, batch["labels"])
