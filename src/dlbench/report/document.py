@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 
 from dlbench import __version__
 from dlbench.analysis.maxbatch import MAXBATCH_KIND, PROBE_PRESET
-from dlbench.reference.mlperf import MlperfAnchor
+from dlbench.reference.mlperf import MlperfAnchor, for_model
 from dlbench.report.chart_base import ChartSet, colours
 from dlbench.report.charts import data_chart, max_batch_chart, memory_chart, spread_chart, throughput_charts
 from dlbench.report.convergence import ConvergenceCase, convergence_cases, mark_note, unconverged_points
 from dlbench.report.convergence_chart import convergence_charts
+from dlbench.report.dit_section import DitRow, benchmarks_of, dit_rows
 from dlbench.report.efficiency import FLOPS_DEFINITION, EffRow, efficiency_rows, mfu_chart, roofline_chart
 from dlbench.report.energy import contention_notes, energy_absent, energy_chart
 from dlbench.report.gpt_layouts import LayoutRow, layout_chart, layout_rows
@@ -95,6 +96,7 @@ class Report:
     moe: list[MoeRow] = field(default_factory=list)  # MoE points by layout, with their routing (#36)
     lora: list[LoraRow] = field(default_factory=list)  # LoRA points: counts, MFU both ways (#47)
     dlrm: list[DlrmRow] = field(default_factory=list)  # DLRM points: samples, look-ups and bytes per second (#47)
+    dit: list[DitRow] = field(default_factory=list)  # FLUX.1's DiT points: images/s, TFLOP/s, MFU (#48)
     mlperf: list[MlperfAnchor] = field(default_factory=list)  # MLPerf's published times of those benchmarks
     convergence: list[ConvergenceCase] = field(default_factory=list)  # --converge points by case (#34)
     convergence_charts: ChartSet = field(default_factory=ChartSet)  # one loss-curve chart per case, in order
@@ -277,7 +279,8 @@ def build_report(
         moe=moe_rows(points),
         lora=(lora := lora_rows(points)),
         dlrm=(dlrm := dlrm_rows(points)),
-        mlperf=published(lora, dlrm),
+        dit=dit_rows(points),
+        mlperf=published(lora, dlrm) + [a for m in benchmarks_of(points) for a in for_model(m)],
         convergence=converging,
         convergence_charts=convergence_charts(converging),
     )

@@ -1,6 +1,7 @@
 """The report's MoE section (#36): every mixture-of-experts point by layout, with tokens/s and TFLOP/s (active
 parameters) per device, and how its router really routed: the worst layer's imbalance (max / mean tokens per
-expert), the dropped share and, where measured, the all-to-all's share of the time; forced routing marked."""
+expert), its mean over the layers in the first and last windows of steps (DeepSeek-V3's bias balance shows there,
+#48), the dropped share and, where measured, the all-to-all's share of the time; forced routing marked."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ class MoeRow:
     all_to_all: str
     status: str
     unconverged: str = ""  # the verdict of a --converge run that did not converge: the throughput is marked
+    over_steps: str = "-"  # the mean imbalance of the first and last windows of steps (#48: the bias balance)
 
 
 def _is_moe(model: str) -> bool:
@@ -42,6 +44,18 @@ def _is_moe(model: str) -> bool:
 def _number(routing: dict[str, object], key: str) -> float | None:
     v = routing.get(key)
     return float(v) if isinstance(v, int | float) else None
+
+
+def _over_steps(routing: dict[str, object]) -> str:
+    """'1.31 -> 1.08': the layers' mean imbalance in the first and last windows of training steps, '-' where the
+    point has no such record (stored before #48) or one window."""
+    windows = routing.get("imbalance_over_steps")
+    if not isinstance(windows, list) or len(windows) < 2:
+        return "-"
+    first, last = (w.get("imbalance_mean") if isinstance(w, dict) else None for w in (windows[0], windows[-1]))
+    if not isinstance(first, int | float) or not isinstance(last, int | float):
+        return "-"
+    return f"{first:.2f} -> {last:.2f}"
 
 
 def moe_rows(points: list[StoredPoint]) -> list[MoeRow]:
@@ -77,6 +91,7 @@ def moe_rows(points: list[StoredPoint]) -> list[MoeRow]:
                 all_to_all=f"{share:.0%}" if share is not None else "-",
                 status=r.status,
                 unconverged=verdict,
+                over_steps=_over_steps(routing),
             )
         )
     return sorted(rows, key=lambda x: (x.case, x.devices, x.layout, x.precision))

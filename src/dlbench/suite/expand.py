@@ -112,9 +112,10 @@ Placement = tuple[str, int, str, Layout, dict[str, int]]  # scale, batch, batch 
 def _placements(
     suite: Suite, cell: dict[str, object], device: str, case: Case, only: dict[str, list[str]]
 ) -> list[Placement]:
-    """Where and at what batch a cell of the axes runs: once per named layout of the suite (its scale, batch,
-    layout options and parameters; the layout's name is its batch group), less those an exclusion matches (on
-    the axes, the layout's scale and its name), or at the cell's own scale and batch when the suite names none.
+    """Where and at what batch a cell of the axes runs: once per named layout of the suite that runs its model
+    (its scale, batch, layout options and parameters; the layout's name is its batch group), less those an
+    exclusion matches (on the axes, the layout's scale and its name), or at the cell's own scale and batch when
+    the suite names none.
     --only scale=... picks layouts too."""
     if not suite.layouts:
         layout = suite.layout.over(suite.layout)
@@ -124,6 +125,8 @@ def _placements(
     out = []
     for e in suite.layouts:
         if "scale" in only and e.scale not in only["scale"]:
+            continue
+        if e.model is not None and cell["model"] not in e.model:  # a layout for some models only
             continue
         if _excluded(suite, {**cell, "scale": e.scale, "layout": e.name}):
             continue

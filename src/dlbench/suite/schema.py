@@ -313,6 +313,7 @@ class LayoutEntry(LayoutOptions):
     scale: Scale
     batch: PositiveInt
     params: dict[str, Annotated[int, BeforeValidator(lambda v: _param_values(v)[0])]] = Field(default_factory=dict)
+    model: list[Model] | None = None  # the models of the axes it runs (default: every one; #48's mlperf suites)
 
     @model_validator(mode="after")
     def _fits(self) -> LayoutEntry:
@@ -427,7 +428,10 @@ class Suite(_Strict):
                     f"exclude: layout {unknown[0]!r} is none of the suite's layouts ({', '.join(names) or 'none'})"
                 )
         for entry in self.layouts:
-            for case in (get_case(m) for m in self.axes.model):
+            outside = [m for m in entry.model or () if m not in self.axes.model]
+            if outside:
+                raise ValueError(f"layouts: {entry.name}: model {outside[0]!r} is not on the model axis")
+            for case in (get_case(m) for m in entry.model or self.axes.model):
                 try:
                     case.configured(entry.params)
                 except SpecError as exc:

@@ -94,7 +94,7 @@ def test_a_bad_block_exits_2_before_anything_runs_even_skipping_impossible_cells
     assert code == 2 and out == ""
     assert err.strip() == (
         f"dlbench: error: {f}:10: converge: there is no target for face (face_recognition): image classifiers, "
-        "decoders and DLRM have one"
+        "decoders, DLRM and DiTs have one"
     )
     assert not db.exists()
 
