@@ -8,12 +8,11 @@ from dataclasses import dataclass, field
 
 from dlbench import __version__
 from dlbench.analysis.maxbatch import MAXBATCH_KIND, PROBE_PRESET
-from dlbench.reference.mlperf import MlperfAnchor, for_model
+from dlbench.reference.mlperf import MlperfAnchor
 from dlbench.report.chart_base import ChartSet, colours
 from dlbench.report.charts import data_chart, max_batch_chart, memory_chart, spread_chart, throughput_charts
 from dlbench.report.convergence import ConvergenceCase, convergence_cases, mark_note, unconverged_points
 from dlbench.report.convergence_chart import convergence_charts
-from dlbench.report.dit_section import DitRow, benchmarks_of, dit_rows
 from dlbench.report.efficiency import FLOPS_DEFINITION, EffRow, efficiency_rows, mfu_chart, roofline_chart
 from dlbench.report.energy import contention_notes, energy_absent, energy_chart
 from dlbench.report.gpt_layouts import LayoutRow, layout_chart, layout_rows
@@ -21,7 +20,7 @@ from dlbench.report.groups import Cell, Column, Section, build_sections, framewo
 from dlbench.report.history import history_charts
 from dlbench.report.llm_section import LlmRow, llm_rows
 from dlbench.report.max_values import REFERENCE_NOTE, MaxValueRow, PublishedMax, dlperf_max_classes, max_value_rows
-from dlbench.report.mlperf_section import DlrmRow, LoraRow, dlrm_rows, lora_rows, published
+from dlbench.report.mlperf_section import DitRow, DlrmRow, LoraRow, dit_rows, dlrm_rows, lora_rows, published
 from dlbench.report.moe_section import MoeRow, moe_rows
 from dlbench.report.published import Beside, beside
 from dlbench.report.special import wide_deep_chart
@@ -280,7 +279,7 @@ def build_report(
         lora=(lora := lora_rows(points)),
         dlrm=(dlrm := dlrm_rows(points)),
         dit=dit_rows(points),
-        mlperf=published(lora, dlrm) + [a for m in benchmarks_of(points) for a in for_model(m)],
+        mlperf=published(points, lora, dlrm),
         convergence=converging,
         convergence_charts=convergence_charts(converging),
     )
