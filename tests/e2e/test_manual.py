@@ -101,6 +101,13 @@ MODES: dict[str, Mode] = {
     "mlperf.md: dlbench run -m llama_tiny --lora 8 --converge": ACCEPT,
     "mlperf.md: dlbench run -m llama_tiny --lora 8 --param lora_targets=2": ACCEPT,
     "mlperf.md: dlbench run -m llama_tiny --lora 8 --scale 1n2c --fsdp": ACCEPT,
+    "dit.md: dlbench run -f torch -m dit_tiny": ACCEPT,
+    "dit.md: dlbench run -f torch -m dit_tiny --recompute": ACCEPT,
+    "dit.md: dlbench run -f torch -m dit_tiny --scale 1n2c": ACCEPT,
+    "dit.md: dlbench run -f torch -m dit_tiny --scale 1n2c --fsdp": ACCEPT,
+    "moe.md: dlbench run -f torch -m deepseek_tiny --param bias_rate=0,10 --param aux=0 --warmup 0 --steps 300 --repeats 1": (
+        ACCEPT
+    ),
     "moe.md: dlbench run -f torch -m moe_tiny": ACCEPT,
     "moe.md: dlbench run -f torch -m moe_tiny --param capacity=125": ACCEPT,
     "moe.md: dlbench run -f torch -m moe_tiny --scale 1n2c --expert-parallel 2": ACCEPT,
