@@ -58,7 +58,8 @@ def main() -> None:
         "flux1_dev": backend.count_params(get_case("flux1").configured({"guidance": 1})),
     }
     params = _tree(saved)
-    velocity = Transformer(cfg).apply(
+    # jitted: one XLA compile of the whole graph, not one per operation as eagerly (a minute under load, #48)
+    velocity = jax.jit(Transformer(cfg).apply)(
         {"params": params["transformer"]}, *(inputs[k] for k in ("xt", "t", "text", "pooled"))
     )
     out["max_abs_diff"] = float(np.abs(np.asarray(velocity) - inputs["velocity"]).max())
@@ -66,8 +67,9 @@ def main() -> None:
     model = DitModel(cfg)
     key = jax.random.PRNGKey(5)
     latents = jnp.asarray(np.random.default_rng(0).standard_normal((2, 16, 8, 8), dtype=np.float32))
-    init = model.init({"params": key, "dropout": key}, latents, inputs["text"][:2], inputs["pooled"][:2])
-    pred, target = model.apply(init, latents, inputs["text"][:2], inputs["pooled"][:2], rngs={"dropout": key})
+    text, pooled = inputs["text"][:2], inputs["pooled"][:2]
+    init = jax.jit(lambda k: model.init({"params": k, "dropout": k}, latents, text, pooled))(key)
+    pred, target = jax.jit(lambda v, k: model.apply(v, latents, text, pooled, rngs={"dropout": k}))(init, key)
     used = model.apply(init, rngs={"dropout": key}, method=lambda m: m.make_rng("dropout"))  # __call__'s first key
     _, noise = draws(cfg, used, latents)
     out["starts_at_zero"] = bool(jnp.abs(pred).max() == 0)
