@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+from dlbench.analysis.convergence import REFERENCE_KEY
 from dlbench.cases import UnknownCase, get_case
 from dlbench.machine.telemetry import telemetry_of
 from dlbench.records import PointResult
@@ -123,6 +124,19 @@ def variant_labels(results: Sequence[PointResult], shown: Collection[str]) -> li
     return [" ".join(f[k][1] if k in f else f"{k}=unknown" for k in names) for f in fields]
 
 
+def row_names(results: Sequence[PointResult], shown: Collection[str] = ()) -> list[str]:
+    """Per result, its case cell in a report section whose other columns show the framework, the precision, the
+    layout and the named fields: the model with its parameters, what else sets it apart from the other rows
+    ('seed=1'), and '(reference)' on a convergence point's reference run, which otherwise reads as its point."""
+    labels = variant_labels(results, shown_by(("framework", "model", "precision", "scale"), results) | set(shown))
+    out = []
+    for r, label in zip(results, labels, strict=True):
+        params = ",".join(f"{k}={v}" for k, v in sorted(r.spec.params.items()))
+        words = [r.spec.model, params, label, "(reference)" if r.extra.get(REFERENCE_KEY) else ""]
+        out.append(" ".join(w for w in words if w))
+    return out
+
+
 __all__ = [
     "COLUMN_FIELDS",
     "PROTOCOL_FIELDS",
@@ -132,6 +146,7 @@ __all__ = [
     "field_label",
     "fmt_count",
     "memory_text",
+    "row_names",
     "shown_by",
     "threads_text",
     "variant_labels",

@@ -12,6 +12,7 @@ from typing import TypeVar
 
 from dlbench.analysis.llm import llm_figures
 from dlbench.analysis.mfu import efficiency, fmt_mfu
+from dlbench.analysis.variants import row_names
 from dlbench.cases import Case, UnknownCase, get_case
 from dlbench.cases.arch import DitConfig, DlrmArch
 from dlbench.cases.dlrm import embedding_bytes_per_sample, lookups_per_sample
@@ -83,19 +84,18 @@ class DitRow:
 
 
 def _points(points: list[StoredPoint], keep: Callable[[Case], bool]) -> Iterator[tuple[PointResult, Case, str]]:
-    """Each point whose configured case `keep` takes, with that case and its name as the rows print it."""
+    """Each point whose configured case `keep` takes, with that case and its name as the rows print it (with what
+    sets it apart from the section's other rows: a reference run's seed)."""
+    kept = []
     for p in points:
-        r, s = p.result, p.result.spec
         try:
-            case = get_case(s.model).configured(s.params)
+            case = get_case(p.result.spec.model).configured(p.result.spec.params)
         except (UnknownCase, SpecError):
             continue
         if keep(case):
-            yield (
-                r,
-                case,
-                s.model + (" " + ",".join(f"{k}={v}" for k, v in sorted(s.params.items())) if s.params else ""),
-            )
+            kept.append((p.result, case))
+    names = row_names([r for r, _ in kept])
+    yield from ((r, case, name) for (r, case), name in zip(kept, names, strict=True))
 
 
 def _layout(r: PointResult) -> str:

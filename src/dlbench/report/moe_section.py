@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dlbench.analysis.llm import llm_figures
+from dlbench.analysis.variants import row_names
 from dlbench.cases import UnknownCase, get_case
 from dlbench.cases.arch import MoeConfig
 from dlbench.report.convergence import unconverged_of, with_mark
@@ -61,10 +62,10 @@ def _over_steps(routing: dict[str, object]) -> str:
 def moe_rows(points: list[StoredPoint]) -> list[MoeRow]:
     """A row per MoE point, by case, devices and layout."""
     rows = []
-    for p in points:
-        r, s = p.result, p.result.spec
-        if not _is_moe(s.model):
-            continue
+    results = [p.result for p in points if _is_moe(p.result.spec.model)]
+    names = row_names(results, shown=("expert_parallel", "routing"))  # the layout column shows them
+    for r, name in zip(results, names, strict=True):
+        s = r.spec
         f = llm_figures(r)
         routing = r.extra.get("routing")
         routing = routing if isinstance(routing, dict) else {}
@@ -79,7 +80,7 @@ def moe_rows(points: list[StoredPoint]) -> list[MoeRow]:
         )
         rows.append(
             MoeRow(
-                case=s.model + (" " + ",".join(f"{k}={v}" for k, v in sorted(s.params.items())) if s.params else ""),
+                case=name,
                 framework=s.framework,
                 layout=layout,
                 precision=s.precision,
