@@ -6,6 +6,7 @@ once. Framework-free: it reads the case registry and the backends' light registr
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,9 @@ class Shared:
     converge: bool = False  # train learnable data to a target first (#34); steps and target None: the case's own
     converge_steps: int | None = None
     converge_target: float | None = None
+    converge_runs: int = 1  # runs per convergence configuration, seeds seed .. seed + N - 1 (#44)
+    converge_reference: str = "shipped"  # judged against the shipped reference points, or 'local' runs
+    seed: int = 0  # the initialisation and, for --converge, the stream of examples
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,8 @@ def point(
         converge_steps=shared.converge_steps if shared.converge else None,
         converge_target=shared.converge_target if shared.converge else None,
         release=release,
+        converge_reference=shared.converge_reference if shared.converge else "shipped",
+        seed=shared.seed,
     )
 
 
@@ -142,8 +148,16 @@ def points(axes: Axes, shared: Shared) -> list[PointSpec]:
     for fw, name, precision, values in itertools.product(axes.frameworks, axes.models, axes.precisions, axes.params):
         case = get_case(name)
         chosen = {**values, axes.searched: search_floor(case, axes.searched)} if axes.searched else dict(values)
-        out += [point(fw, case, batch, precision, shared, chosen) for batch in axes.batches or (None,)]
+        for batch in axes.batches or (None,):
+            out += with_runs(point(fw, case, batch, precision, shared, chosen), shared)
     return out
+
+
+def with_runs(spec: PointSpec, shared: Shared) -> list[PointSpec]:
+    """A convergence point once per run (--converge-runs N: seeds seed .. seed + N - 1, judged together); any other
+    point once."""
+    runs = shared.converge_runs if shared.converge else 1
+    return [spec] + [dataclasses.replace(spec, seed=spec.seed + i) for i in range(1, runs)]
 
 
 __all__ = [
@@ -156,4 +170,5 @@ __all__ = [
     "point",
     "points",
     "search_floor",
+    "with_runs",
 ]

@@ -18,6 +18,7 @@ DataSource = Literal["synthetic", "real"]
 Device = Literal["cpu", "cuda"]
 
 PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "amp", "bf16", "fp8")
+CONVERGE_REFERENCES: tuple[str, ...] = ("shipped", "local")  # what --converge judges against (#44)
 STATISTICS: tuple[str, ...] = ("mean", "median")
 DATA_SOURCES: tuple[str, ...] = ("synthetic", "real")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
@@ -285,6 +286,7 @@ class PointSpec:
     converge_steps: int | None = None  # the step budget of --converge (None: the case's own)
     converge_target: float | None = None  # the target loss of --converge (None: the case's own)
     release: str | None = None  # the framework release asked for (jax==0.10.1: its versioned environment, #49)
+    converge_reference: str = "shipped"  # judged against the shipped reference points, or 'local' runs (#44)
     version: int = field(default=SPEC_VERSION)
 
     def __post_init__(self) -> None:
@@ -316,6 +318,8 @@ class PointSpec:
         _count("loader workers", self.loader_workers, 0)
         if self.threads is not None:
             _count("threads", self.threads, 1)
+        _count("seed", self.seed, 0)
+        _choice("converge reference", self.converge_reference, CONVERGE_REFERENCES)
         for name, value in self.case_params:
             _count(f"case parameter {name}", value, 0)  # its case checks its own range (Case.configured)
         if list(self.case_params) != sorted(dict(self.case_params).items()):
@@ -439,6 +443,7 @@ _LATER_FIELDS.update(fsdp=False, context_parallel=1)  # FSDP2 and context parall
 _LATER_FIELDS.update(expert_parallel=1, routing="learned")  # expert parallel and forced routing (#36)
 _LATER_FIELDS.update(converge=False, converge_steps=None, converge_target=None)  # convergence runs (#34)
 _LATER_FIELDS["release"] = None  # a framework release asked for (#49)
+_LATER_FIELDS["converge_reference"] = "shipped"  # what a convergence run is judged against (#44)
 # A layout option's name where version 2 kept it flat on the spec under another name (the key still uses it).
 _FLAT_NAMES: dict[str, str] = {"schedule": "pipeline_schedule"}
 # A new layout option joins the key while it differs from its default (a point stored before it keeps its key).

@@ -33,6 +33,7 @@ from dlbench.wire import (
 if TYPE_CHECKING:
     from dlbench.backends.base import Backend, Trainer
     from dlbench.cases import Case
+    from dlbench.evaluate import Checkpoints
     from dlbench.machine.gpu_watch import GpuSampler
 
 
@@ -241,6 +242,19 @@ def _stopped(backend: Backend, spec: PointSpec, ctx: RankContext, curve: dict[st
     )
 
 
+def _checkpoints(spec: PointSpec, ctx: RankContext) -> Checkpoints | dict[str, object] | None:
+    """Where a convergence point's rank 0 saves the weights the independent evaluation reads (dlbench/evaluate.py);
+    why there is no evaluation where no rank holds the whole model; None for other points and ranks."""
+    if not spec.converge or ctx.rank != 0:
+        return None
+    lay = spec.layout
+    if lay.splits_model or lay.fsdp or lay.expert_parallel > 1:
+        return {"skipped": "the model is split across ranks: no rank holds its whole weights to evaluate"}
+    from dlbench.evaluate import Checkpoints
+
+    return Checkpoints()
+
+
 def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     """Build, measure and describe one point in this process; once more with cuDNN autotuning off where the first
     try failed with cuDNN's "no valid algorithm" (backends/cudnn_fallback; one-process points only: a rank that
@@ -278,12 +292,15 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
     if reason:
         return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec, ctx))
     curve: dict[str, object] | None = None
+    checkpoints = _checkpoints(spec, ctx)
     with _own_memory_sampler(spec, ctx) as sampler:
         try:
             trainer = backend.build(spec, case, ctx)
             curve = _converge(trainer, spec, case, ctx.rank) if spec.converge else None  # trains first: the curve (#34)
             if curve is not None and curve["interrupted"]:  # Ctrl-C while it trained: its curve so far, no throughput
                 return _stopped(backend, spec, ctx, curve, "while its loss curve trained")
+            if checkpoints is not None and not isinstance(checkpoints, dict):
+                checkpoints.save(trainer, "target")  # the weights where the curve stopped (#44)
             progress = _Progress() if ctx.rank == 0 else _silent
             # Several ranks calibrate only through a trainer that makes them agree on rank 0's step count.
             calibrate = spec.processes == 1 or trainer.agrees_steps
@@ -300,6 +317,8 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
             allocator = trainer.allocator_peak()
             checksum = trainer.param_checksum() if spec.processes > 1 else None
             replicas = trainer.replica_checksums() if spec.processes == 1 and spec.world_size > 1 else None
+            if checkpoints is not None and not isinstance(checkpoints, dict):
+                checkpoints.save(trainer, "end")  # and after the timed steps
             trainer.close()
             facts = dict(backend.facts())  # after timing; a collective here (MoE counters) fails as the point
         except Unsupported as exc:
@@ -356,9 +375,14 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
         facts["nvml_memory_errors"] = f"{sampler.errors} failed NVML call(s), the last: {sampler.error}"
     env = _environment(backend, spec, ctx)
     if curve is not None:  # judged by the controller against its reference; a NaN there reads `diverged`
-        from dlbench.analysis.convergence import CURVE_KEY
+        from dlbench.analysis.convergence import CURVE_KEY, EVAL_KEY
 
         facts[CURVE_KEY] = curve
+        if isinstance(checkpoints, dict):  # why there is no evaluation
+            facts[EVAL_KEY] = checkpoints
+        elif checkpoints is not None:  # the fresh process that evaluates the saved weights on held-out data (#44)
+            facts[EVAL_KEY] = checkpoints.evaluate(spec)
+            checkpoints.close()
         return WorkerResult(status="ok", ranks=[raw], env=env, facts=facts)
     if not math.isfinite(loss):
         return WorkerResult(

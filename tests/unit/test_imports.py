@@ -37,14 +37,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("dlbench.backends", "dlbench.refusals"),
     ("dlbench.envs", "dlbench.points"),
     ("dlbench.suite",),
-    ("dlbench.worker", "dlbench.check", "dlbench.launch"),
+    ("dlbench.worker", "dlbench.evaluate", "dlbench.check", "dlbench.launch"),
     ("dlbench.report",),
     ("dlbench.runapi",),
     ("dlbench.cli", "dlbench.__main__"),
 )
 # The light registry every layer above backends may read; it imports no framework.
 REGISTRY = "dlbench.backends"
-WORKER_SIDE = ("dlbench.worker", "dlbench.check", "dlbench.backends")
+WORKER_SIDE = ("dlbench.worker", "dlbench.evaluate", "dlbench.check", "dlbench.backends")
 
 
 def package(module: str) -> str:

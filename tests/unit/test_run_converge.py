@@ -50,12 +50,12 @@ def test_references_are_measured_once_then_reused_and_verdicts_stored(
     assert notes[0].startswith("--converge: first 3 reference run(s)")  # said before anything trains (#42)
     assert "trains to loss 0.25" in notes[1]
     refs = [r for r in first.results if r.extra.get(REFERENCE_KEY)]
-    assert [r.spec.seed for r in refs] == [0, 1, 2] and len(first.results) == 4
+    assert [r.spec.seed for r in refs] == [100, 101, 102, 103, 104] and len(first.results) == 6
     candidate = first.results[-1]
     verdict = candidate.extra[VERDICT_KEY]
     assert isinstance(verdict, dict)
     assert verdict["verdict"] == "converged" and verdict["steps_to_target"] == _first_window(0.99, 0.25)
-    assert verdict["reference"] is not None and "3 run(s)" in str(verdict["reference_line"])
+    assert verdict["reference"] is not None and "5 run(s)" in str(verdict["reference_line"])
     assert verdict["seed"] == 0 and verdict["target"] == 0.25
     lines = convergence_lines(list(first.results))
     assert any(f"converged, {_first_window(0.99, 0.25)} steps" in line for line in lines)
@@ -98,7 +98,7 @@ def test_ctrl_c_while_the_curve_trains_stores_it_interrupted_and_loses_nothing(
     assert notes[0].startswith("--converge: first 3 reference run(s)")  # said before anything trains (#42)
     assert "trains to loss 0.25" in notes[1]  # the references and a converged point, stored before the interrupted run
     before = {p.uid: p.result for p in first.stored}
-    assert len(before) == 4
+    assert len(before) == 6
     ready = tmp_path / "ready"
     env = {**os.environ, "DLBENCH_FAKE": "curve:0.9999:sleep:0.02", "DLBENCH_FAKE_READY": str(ready)}
     argv = ["run", "-f", "fake", "-m", "resnet50", "--device", "cpu", "-b", "2", "--warmup", "0", "--steps", "1"]

@@ -1,19 +1,20 @@
-"""The verdict of a convergence run (issue #34), framework-free: a loss curve judged against a target and a reference.
+"""The verdict of a convergence run (issues #34, #44), framework-free: a loss curve and the independent evaluation
+of its weights (dlbench/evaluate.py) judged against a target and reference convergence points.
 
 Verdicts, in the order they are decided:
+- `impossible`: a reading of the training loss, or the held-out loss of the evaluated weights, is below the best
+  loss the data allows (the Markov source's entropy rate, the planted logistic's Bayes loss ...): the trainer
+  reports a loss it cannot have;
 - `diverged`: a reading is NaN or Inf, or the curve ends above where it started, or a reading rises above
-  DIVERGE_FACTOR x its start;
-- `converged`: the target was reached within the reference band (or with no reference to judge against: then the
-  judgement says so), marked `faster` where it reached it before the band's lower edge (MLPerf treats that as
-  suspect);
-- `slower`: the target was reached, but after the band's upper edge;
+  DIVERGE_FACTOR x its start; or the weights at the end of the point (after its timed steps) evaluate to a loss
+  that is not finite or above where the curve started;
 - `interrupted`: stopped by the user before the target, its curve so far kept;
-- `not reached`: the step budget was spent.
-
-The band around the reference's mean steps to target is its spread (SPREAD_SIGMAS standard deviations over its
-seeds) plus a fixed tolerance (TOLERANCE of the mean) plus one reading interval (a curve is read every K steps, so
-steps to target are known to K). Frameworks differ in initialisation and data order; a correct one must not read
-`slower` for that, hence a stated band, not a bare significance test.
+- `not reached`: the step budget was spent; or the curve said the target was reached but the evaluated weights
+  there are above it (by more than EVAL_TOLERANCE), or below the target AUC;
+- `slower`: the target was reached in significantly more steps than the reference's (a one-sided t-test at
+  p = 0.05, analysis/olympic.py);
+- `converged`: reached, not significantly slower; marked `faster` (`converged*`, faster than reference: suspect,
+  as MLPerf rejects it) when significantly fewer steps.
 
 Time to target over several runs is scored the MLPerf way where there are at least MLPERF_MIN_RUNS (drop the
 fastest and the slowest, mean of the rest), and says what it did otherwise.
@@ -26,29 +27,37 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from dlbench.analysis.olympic import ALPHA, acceptance, ttest
 from dlbench.protocol.converge import Curve
 from dlbench.records import PointResult
 
-Verdict = Literal["converged", "slower", "diverged", "not reached", "interrupted"]
-VERDICTS: tuple[Verdict, ...] = ("converged", "slower", "diverged", "not reached", "interrupted")
+Verdict = Literal["converged", "slower", "diverged", "not reached", "interrupted", "impossible"]
+VERDICTS: tuple[Verdict, ...] = ("converged", "slower", "diverged", "not reached", "interrupted", "impossible")
 DIVERGE_FACTOR = 2.0
-SPREAD_SIGMAS = 2.0
-TOLERANCE = 0.25
+FLOOR_MARGIN = 0.1  # nats: a training reading this far below the data's best loss cannot be sampling noise
+FLOOR_SIGMAS = 4.0  # a held-out loss this many standard errors below the Bayes loss on the same examples
 MLPERF_MIN_RUNS = 5
 CURVE_KEY = "convergence_curve"  # the worker's fact in a point's extra: the curve and its target
 VERDICT_KEY = "convergence"  # the controller's: the judgement, the target, the seed and the reference
 REFERENCE_KEY = "convergence_reference"  # True on a reference run
+EVAL_TOLERANCE = 0.5  # of the distance from the data's best loss to the target (eval_tolerance)
+EVAL_MIN_TOLERANCE = 0.05  # nats
+EVAL_KEY = "convergence_eval"  # the independent evaluation's facts (dlbench/evaluate.py), per checkpoint
 
 
 @dataclass(frozen=True)
 class Reference:
-    """Steps to target of the reference runs (torch fp32 on one device, one per seed) and what they were."""
+    """Steps to target of the reference runs (a shipped reference convergence point, or torch fp32 runs measured
+    here) and what they were."""
 
     steps: tuple[int, ...]
     every: int
     seeds: tuple[int, ...] = ()
     label: str = "torch fp32 1 device"
     wall_s: tuple[float, ...] = ()  # wall time to target of each run (scored by score_times)
+    source: str = "local"  # 'shipped FILE' or 'local' (runs measured in this store)
+    framework_version: str = ""
+    notes: tuple[str, ...] = ()  # what the verdict must say about it (another framework version, a suspect one)
 
     def __post_init__(self) -> None:
         if not self.steps:
@@ -65,28 +74,32 @@ class Reference:
         return statistics.stdev(self.steps) if len(self.steps) > 1 else 0.0
 
     @property
-    def half_width(self) -> float:
-        """The band's half width: SPREAD_SIGMAS spreads + TOLERANCE x mean + one reading interval."""
-        return SPREAD_SIGMAS * self.spread + TOLERANCE * self.mean + self.every
-
-    @property
     def band(self) -> tuple[float, float]:
-        """(lower, upper) steps to target a candidate may take and read `converged` unmarked."""
-        return (max(0.0, self.mean - self.half_width), self.mean + self.half_width)
+        """(lower, upper) steps to target of one run that read neither faster nor slower (the t-tests' edges)."""
+        if len(self.steps) < 2:
+            return (0.0, math.inf)
+        return acceptance(self.steps, self.every, 1)
 
     def describe(self) -> str:
-        """One line: what the band is and how it was made."""
+        """One line: what the reference is, its runs and the edges of one run's verdict."""
         lo, hi = self.band
         score = score_times(list(self.wall_s))
         timed = f"; {score.value:.1f} s to target ({score.method})" if score is not None else ""
+        notes = "".join(f"; {n}" for n in self.notes)
         return (
-            f"{self.label}, {len(self.steps)} run(s): {self.mean:.0f} steps to target, band {lo:.0f}..{hi:.0f} "
-            f"(±{SPREAD_SIGMAS:g} sd + {TOLERANCE:.0%} + {self.every} steps){timed}"
+            f"{self.label} ({self.source}), {len(self.steps)} run(s): {self.mean:.0f} ± {self.spread:.0f} steps to "
+            f"target; one run reads slower above {hi:.0f}, faster below {lo:.0f} (t-test, p = {ALPHA:g}){timed}{notes}"
         )
 
     def to_dict(self) -> dict[str, object]:
-        """Plain JSON-able dict, with the band it implies."""
-        return {**asdict(self), "mean": self.mean, "spread": self.spread, "band": list(self.band)}
+        """Plain JSON-able dict, with the edges it implies."""
+        lo, hi = self.band
+        return {
+            **asdict(self),
+            "mean": self.mean,
+            "spread": self.spread,
+            "band": [lo, hi if math.isfinite(hi) else None],
+        }
 
 
 @dataclass(frozen=True)
@@ -102,6 +115,8 @@ class Judgement:
     faster: bool = False
     reason: str = ""
     reference: dict[str, object] | None = None
+    evaluation: dict[str, object] | None = None  # the held-out loss of the weights at the target and at the end
+    ttest: dict[str, object] | None = None  # the one-run t-test against the reference (p-values)
     metric: str = "loss"  # what `target` is: a loss to reach from above, or an AUC ("auc") from below
 
     def to_dict(self) -> dict[str, object]:
@@ -116,6 +131,14 @@ class Judgement:
     def mark(self) -> str:
         """The verdict as a table shows it: 'converged*' when faster than the reference."""
         return f"{self.verdict}*" if self.faster else self.verdict
+
+
+@dataclass(frozen=True)
+class Floor:
+    """What the data allows: its best possible loss, and the AUC a converged run must show where it has one."""
+
+    best: float | None = None
+    auc: float | None = None
 
 
 def reached(curve: Curve, target: float) -> tuple[int, float] | None:
@@ -148,20 +171,104 @@ def divergence(curve: Curve) -> str | None:
     return None
 
 
-def judge(curve: Curve, target: float, reference: Reference | None = None) -> Judgement:
-    """The verdict of one curve against a target loss (or the AUC target the curve carries) and, where there is
-    one, a reference band."""
+def _checkpoints(evaluation: dict[str, Any] | None) -> list[tuple[str, dict[str, Any]]]:
+    """The evaluated checkpoints ('target', 'end') that hold a loss."""
+    if not evaluation:
+        return []
+    return [(k, v) for k in ("target", "end") if isinstance(v := evaluation.get(k), dict) and "loss" in v]
+
+
+def below_floor(curve: Curve, floor: Floor, evaluation: dict[str, Any] | None) -> str | None:
+    """Why a loss is below what the data allows (one line), or None: a training reading more than FLOOR_MARGIN
+    below the best loss, or a held-out loss FLOOR_SIGMAS standard errors below the Bayes loss of its examples."""
+    if floor.best is not None:
+        low = [(i, v) for i, v in enumerate(curve.losses) if math.isfinite(v) and v < floor.best - FLOOR_MARGIN]
+        if low:
+            i, v = low[0]
+            return (
+                f"the trainer reported loss {v:.4g} at step {curve.read_steps(i)}, below the best loss the data "
+                f"allows ({floor.best:.4g}): impossible"
+            )
+    for name, ev in _checkpoints(evaluation):
+        diff, se = ev.get("diff_mean"), ev.get("diff_se")
+        if isinstance(diff, (int, float)) and isinstance(se, (int, float)) and diff < -FLOOR_SIGMAS * se - 1e-6:
+            return (
+                f"held-out loss {ev['loss']:.4g} of the weights at the {name} is below the Bayes loss of the same "
+                f"examples ({ev['bayes']:.4g}, by {-diff:.3g} = {-diff / max(se, 1e-12):.1f} standard errors): "
+                "impossible"
+            )
+    return None
+
+
+def eval_tolerance(target: float, floor: Floor) -> float:
+    """How far above the target the held-out loss at the target's weights may lie: EVAL_TOLERANCE of the distance
+    from the data's best loss to the target (the training window's mean lags its last weights; the held-out
+    examples are a sample), at least EVAL_MIN_TOLERANCE."""
+    gap = target - floor.best if floor.best is not None else target
+    return max(EVAL_TOLERANCE * gap, EVAL_MIN_TOLERANCE)
+
+
+def _unconfirmed(target: float, floor: Floor, evaluation: dict[str, Any] | None) -> str | None:
+    """Why the evaluated weights at the target do not confirm it (one line), or None."""
+    ev = dict(_checkpoints(evaluation)).get("target")
+    if ev is None:
+        return None
+    loss = float(ev["loss"])
+    limit = target + eval_tolerance(target, floor)
+    if not math.isfinite(loss) or loss > limit:
+        return (
+            f"the curve reached {target:g}, but its weights there evaluate to held-out loss {loss:.4g} "
+            f"(above {limit:.4g}, the target + {eval_tolerance(target, floor):.3g})"
+        )
+    auc = ev.get("auc")
+    if floor.auc is not None and isinstance(auc, (int, float)) and auc < floor.auc:
+        return f"its weights at the target evaluate to held-out AUC {auc:.4f}, below the target AUC {floor.auc:.4f}"
+    return None
+
+
+def _end_diverged(curve: Curve, evaluation: dict[str, Any] | None) -> str | None:
+    """Why the weights at the end of the point (after its timed steps) diverged, or None."""
+    ev = dict(_checkpoints(evaluation)).get("end")
+    if ev is None or not curve.losses:
+        return None
+    loss, start = float(ev["loss"]), curve.losses[0]
+    if not math.isfinite(loss) or (math.isfinite(start) and loss > start):
+        return (
+            f"after its timed steps the weights evaluate to held-out loss {loss:.4g}, above the curve's start "
+            f"{start:.4g}"
+        )
+    return None
+
+
+def judge(
+    curve: Curve,
+    target: float,
+    reference: Reference | None = None,
+    evaluation: dict[str, Any] | None = None,
+    floor: Floor = Floor(),
+) -> Judgement:
+    """The verdict of one curve, and of the independent evaluation of its weights, against a target loss, what the
+    data allows and, where there is one, the reference runs (a one-run t-test each way)."""
     final = curve.losses[-1] if curve.losses else math.nan
     start = curve.losses[0] if curve.losses else math.nan
     ref = reference.to_dict() if reference is not None else None
     metric = "loss" if curve.target_auc is None else "auc"
     goal = target if curve.target_auc is None else curve.target_auc
 
-    def make(verdict: Verdict, hit: tuple[int, float] | None, reason: str, faster: bool = False) -> Judgement:
+    def make(
+        verdict: Verdict,
+        hit: tuple[int, float] | None,
+        reason: str,
+        faster: bool = False,
+        test: dict[str, object] | None = None,
+    ) -> Judgement:
         steps, wall = hit if hit is not None else (None, None)
-        return Judgement(verdict, goal, steps, wall, final, start, faster, reason, ref, metric)
+        return Judgement(verdict, goal, steps, wall, final, start, faster, reason, ref, evaluation, test, metric)
 
-    why = divergence(curve)
+    why = below_floor(curve, floor, evaluation)
+    if why is not None:
+        return make("impossible", None, why)
+    why = divergence(curve) or _end_diverged(curve, evaluation)
     if why is not None:
         return make("diverged", None, why)
     hit = reached(curve, target)
@@ -171,14 +278,22 @@ def judge(curve: Curve, target: float, reference: Reference | None = None) -> Ju
         if curve.target_auc is not None:
             short = f"best AUC {max(curve.auc, default=math.nan):.4g} < {curve.target_auc:g}"
         return make("interrupted" if curve.interrupted else "not reached", None, f"{curve.steps} steps taken, {short}")
+    why = _unconfirmed(target, floor, evaluation) if metric == "loss" else None
+    if why is not None:
+        return make("not reached", None, why)
     if reference is None:
         return make("converged", hit, "no reference to judge against: target reached")
-    lo, hi = reference.band
-    if hit[0] > hi:
-        return make("slower", hit, f"{hit[0]} steps to target, above the reference band's {hi:.0f}")
-    if hit[0] < lo:
-        return make("converged", hit, f"{hit[0]} steps to target, below the reference band's {lo:.0f}", faster=True)
-    return make("converged", hit, f"{hit[0]} steps to target, within the reference band {lo:.0f}..{hi:.0f}")
+    if len(reference.steps) < 2:
+        return make("converged", hit, "a reference of one run: no spread to test against; target reached")
+    t = ttest([hit[0]], reference.steps, reference.every)
+    test: dict[str, object] = {"p_slower": t.p_slower, "p_faster": t.p_faster, "df": t.df, "runs": 1}
+    mean = f"the reference's {reference.mean:.0f} ± {reference.spread:.0f}"
+    if t.call == "slower":
+        return make("slower", hit, f"{hit[0]} steps to target against {mean}: slower (p = {t.p_slower:.3g})", test=test)
+    if t.call == "faster":
+        why = f"{hit[0]} steps to target against {mean}: faster than reference (p = {t.p_faster:.3g}), suspect"
+        return make("converged", hit, why, faster=True, test=test)
+    return make("converged", hit, f"{hit[0]} steps to target against {mean}: not significantly different", test=test)
 
 
 @dataclass(frozen=True)
@@ -216,6 +331,8 @@ def from_dict(raw: dict[str, Any]) -> Judgement:
         faster=bool(raw.get("faster", False)),
         reason=str(raw.get("reason", "")),
         reference=raw.get("reference"),
+        evaluation=raw.get("evaluation"),
+        ttest=raw.get("ttest"),
         metric=str(raw.get("metric", "loss")),
     )
 

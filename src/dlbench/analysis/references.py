@@ -1,9 +1,12 @@
-"""The reference runs a convergence point is judged against (#34), read from the store: which they are (torch fp32 on
-one device; the fake backend's points take a fake fp32 reference, for tests), which the store holds, the band they
-make, and a point's verdict against it. Measuring the missing ones is the run API's (runapi/converge.py).
+"""What a convergence point is judged against (#34, #44): the shipped reference convergence point of its key
+(reference/rcp.py), or, where none matches (or `converge_reference` asks for it), reference runs measured here and
+read from the store (torch fp32 on one device; the fake backend's points take a fake fp32 reference, for tests),
+which are then checked against the shipped points of their own key where those exist: a local reference that
+differs significantly from them is reported as suspect, never silently adopted. Measuring the missing runs is the
+run API's (runapi/converge.py).
 
-A reference is at the candidate's model, batch size, input size, device and case parameters, over seeds
-0..REFERENCE_SEEDS-1.
+A local reference is at the candidate's model, batch size, input size, device and case parameters, over
+REFERENCE_RUNS seeds from REFERENCE_SEED0 (the shipped points' seeds; a candidate's default seed is 0).
 """
 
 from __future__ import annotations
@@ -12,16 +15,30 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from dlbench.analysis.convergence import CURVE_KEY, REFERENCE_KEY, VERDICT_KEY, Reference, judge
-from dlbench.analysis.targets import REFERENCE_SEEDS
+from dlbench.analysis.convergence import (
+    CURVE_KEY,
+    EVAL_KEY,
+    REFERENCE_KEY,
+    VERDICT_KEY,
+    Floor,
+    Reference,
+    judge,
+)
+from dlbench.analysis.olympic import ttest
+from dlbench.analysis.targets import REFERENCE_RUNS, REFERENCE_SEED0
+from dlbench.cases import get_case
+from dlbench.data.learnable import DATA_VERSION
 from dlbench.protocol.converge import Curve
 from dlbench.records import PointResult
+from dlbench.reference import rcp
 from dlbench.spec import PointSpec
 from dlbench.store.rows import StoredPoint
 
+FRAMEWORK_VERSION_KEY = "framework_version"
 
-def reference_specs(spec: PointSpec, seeds: int = REFERENCE_SEEDS) -> list[PointSpec]:
-    """The reference runs a convergence point is judged against."""
+
+def reference_specs(spec: PointSpec, seeds: int = REFERENCE_RUNS) -> list[PointSpec]:
+    """The local reference runs a convergence point is judged against where no shipped point matches."""
     base = dataclasses.replace(
         spec,
         framework="fake" if spec.framework == "fake" else "torch",
@@ -31,6 +48,7 @@ def reference_specs(spec: PointSpec, seeds: int = REFERENCE_SEEDS) -> list[Point
         strategy="none",
         compile=False,
         launcher="local",
+        converge_reference="shipped",
         layout=dataclasses.replace(
             spec.layout,
             tensor_parallel=1,
@@ -41,7 +59,61 @@ def reference_specs(spec: PointSpec, seeds: int = REFERENCE_SEEDS) -> list[Point
             bucket_mb=None,
         ),
     )
-    return [dataclasses.replace(base, seed=s) for s in range(seeds)]
+    return [dataclasses.replace(base, seed=REFERENCE_SEED0 + s) for s in range(seeds)]
+
+
+def key_of(spec: PointSpec, target_loss: float) -> rcp.RcpKey:
+    """The key a point's reference convergence point is found by (its parameters at their defaults left out)."""
+    case = get_case(spec.model)
+    defaults = {p.name: p.default for p in case.params}
+    params = tuple((k, v) for k, v in spec.case_params if defaults.get(k) != v)
+    return rcp.RcpKey(
+        model=spec.model,
+        params=params,
+        input_size=spec.input_size,
+        batch=spec.batch_size,
+        precision_class=rcp.precision_class(spec.precision),
+        data_version=DATA_VERSION,
+        target_loss=round(target_loss, 6),
+    )
+
+
+def _same(a: rcp.RcpKey, b: rcp.RcpKey) -> bool:
+    return a.model_copy(update={"target_loss": 0.0}) == b.model_copy(update={"target_loss": 0.0}) and (
+        abs(a.target_loss - b.target_loss) < 1e-6
+    )
+
+
+def shipped_point(
+    spec: PointSpec, target_loss: float, points: Sequence[rcp.Rcp] | None = None
+) -> tuple[rcp.Rcp, str] | None:
+    """The shipped point a candidate is judged against, with a note where it is of another precision class (a
+    16-bit candidate without 16-bit points is judged against the fp32 ones); None when no point matches."""
+    pool = rcp.shipped() if points is None else points
+    key = key_of(spec, target_loss)
+    for want in (key, key.model_copy(update={"precision_class": "fp32"})):
+        found = next((p for p in pool if _same(p.key, want)), None)
+        if found is not None:
+            note = "" if want == key else f"no {key.precision_class} reference points: judged against the fp32 ones"
+            return found, note
+    return None
+
+
+def _target_loss(spec: PointSpec) -> float | None:
+    from dlbench.analysis.targets import target_for
+
+    target = target_for(get_case(spec.model).configured(dict(spec.case_params)), None, spec.converge_target)
+    return None if target is None else target.loss
+
+
+def needs_local(spec: PointSpec, points: Sequence[rcp.Rcp] | None = None) -> bool:
+    """Whether a convergence point needs reference runs measured here: asked for, or no shipped point matches."""
+    if not spec.converge:
+        return False
+    if spec.converge_reference == "local":
+        return True
+    loss = _target_loss(spec)
+    return loss is None or shipped_point(spec, loss, points) is None
 
 
 def _curve(result: PointResult) -> tuple[Curve, float] | None:
@@ -53,9 +125,17 @@ def _curve(result: PointResult) -> tuple[Curve, float] | None:
     return Curve.from_dict(raw), float(raw["target"]["loss"])
 
 
+def floor_of(result: PointResult) -> Floor:
+    """What the point's data allows (its target's best loss and target AUC), from the worker's curve facts."""
+    raw: Any = result.extra.get(CURVE_KEY)
+    target = raw.get("target", {}) if isinstance(raw, dict) else {}
+    best, auc = target.get("best"), target.get("eval_auc")
+    return Floor(float(best) if best is not None else None, float(auc) if auc is not None else None)
+
+
 def stored_references(stored: Sequence[StoredPoint], spec: PointSpec) -> dict[int, PointResult]:
-    """The newest stored reference run per seed for this point (keyed by seed): one that ended ok, with a whole
-    curve (a reference stopped by Ctrl-C is kept but measured again by the next run that needs it)."""
+    """The newest stored local reference run per seed for this point (keyed by seed): one that ended ok, with a
+    whole curve (a reference stopped by Ctrl-C is kept but measured again by the next run that needs it)."""
     keys = {r.key(): r.seed for r in reference_specs(spec)}
     found: dict[int, PointResult] = {}
     for p in stored:
@@ -70,11 +150,14 @@ def _whole(result: PointResult) -> bool:
     return result.status == "ok" and found is not None and not found[0].interrupted
 
 
-def missing_references(stored: Sequence[StoredPoint], specs: Sequence[PointSpec]) -> list[PointSpec]:
-    """The reference runs the store lacks for these convergence points (each once)."""
+def missing_references(
+    stored: Sequence[StoredPoint], specs: Sequence[PointSpec], points: Sequence[rcp.Rcp] | None = None
+) -> list[PointSpec]:
+    """The local reference runs the store lacks for these convergence points (each once): only for points that
+    need a local reference (needs_local)."""
     out: dict[str, PointSpec] = {}
     for spec in specs:
-        if not spec.converge:
+        if not needs_local(spec, points):
             continue
         have = stored_references(stored, spec)
         for ref in reference_specs(spec):
@@ -83,15 +166,27 @@ def missing_references(stored: Sequence[StoredPoint], specs: Sequence[PointSpec]
     return list(out.values())
 
 
-def reference_for(stored: Sequence[StoredPoint], spec: PointSpec) -> Reference | None:
-    """The band made from the stored reference runs that reached their target; None when none did."""
-    steps, seeds, walls, every = [], [], [], 1
+def from_shipped(point: rcp.Rcp, note: str = "") -> Reference:
+    """A shipped point as the Reference a candidate is judged against."""
+    m = point.measured
+    label = f"{m.framework} {point.key.precision_class} 1 device"
+    source = f"shipped {point.file}, {m.framework} {m.framework_version} on {m.hardware}, {m.date}"
+    walls = tuple(r.wall_s for r in point.runs if r.steps is not None and r.wall_s is not None)
+    seeds = tuple(r.seed for r in point.runs if r.steps is not None)
+    notes = (note,) if note else ()
+    return Reference(point.steps, point.every, seeds, label, walls, source, m.framework_version, notes)
+
+
+def local_reference(stored: Sequence[StoredPoint], spec: PointSpec) -> Reference | None:
+    """The reference made from the stored local runs that reached their target; None when none did."""
+    steps, seeds, walls, every, version = [], [], [], 1, ""
     for seed, result in sorted(stored_references(stored, spec).items()):
         found = _curve(result)
         assert found is not None
         curve, target = found
-        j = judge(curve, target)
+        j = judge(curve, target, evaluation=_eval(result), floor=floor_of(result))
         every = curve.every
+        version = framework_version(result) or version
         if j.steps_to_target is not None:
             steps.append(j.steps_to_target)
             seeds.append(seed)
@@ -99,10 +194,79 @@ def reference_for(stored: Sequence[StoredPoint], spec: PointSpec) -> Reference |
     if not steps:
         return None
     label = f"{reference_specs(spec)[0].framework} fp32 1 device"
-    return Reference(tuple(steps), every, tuple(seeds), label, tuple(walls))
+    return Reference(tuple(steps), every, tuple(seeds), label, tuple(walls), "local", version)
 
 
-def with_verdict(result: PointResult, stored: Sequence[StoredPoint], reference_run: bool = False) -> PointResult:
+def suspect(local: Reference, shipped: Reference) -> str | None:
+    """Why a local reference differs from the shipped runs of its own key (a two-sided t-test at p = 0.05 each
+    way), or None."""
+    if len(local.steps) < 1 or len(shipped.steps) < 2:
+        return None
+    t = ttest(local.steps, shipped.steps, shipped.every)
+    if t.call == "same":
+        return None
+    p = t.p_slower if t.call == "slower" else t.p_faster
+    return (
+        f"reference suspect: the local runs' {local.mean:.0f} steps are {t.call} than the shipped point's "
+        f"{shipped.mean:.0f} (p = {p:.3g}); their environment may not train as the reference's did"
+    )
+
+
+def reference_for(
+    stored: Sequence[StoredPoint], spec: PointSpec, points: Sequence[rcp.Rcp] | None = None
+) -> Reference | None:
+    """What a point is judged against: the shipped point of its key, unless it asks for a local reference or
+    none matches; a local one says whether it was checked against the shipped point of its own key."""
+    loss = _target_loss(spec)
+    found = shipped_point(spec, loss, points) if loss is not None else None
+    if found is not None and spec.converge_reference != "local":
+        return from_shipped(*found)
+    local = local_reference(stored, spec)
+    if local is None:
+        return None
+    own = shipped_point(reference_specs(spec)[0], loss, points) if loss is not None else None
+    if own is None:
+        note = "no shipped point for this configuration: the local reference is unchecked"
+        return dataclasses.replace(local, notes=(*local.notes, note))
+    why = suspect(local, from_shipped(*own))
+    note = why or f"checked against shipped {own[0].file}: consistent"
+    return dataclasses.replace(local, notes=(*local.notes, note))
+
+
+def _eval(result: PointResult) -> dict[str, Any] | None:
+    raw: Any = result.extra.get(EVAL_KEY)
+    return raw if isinstance(raw, dict) else None
+
+
+def framework_version(result: PointResult) -> str:
+    """The framework version a point ran under ('' where unknown)."""
+    env = result.env
+    return env.identity.get(FRAMEWORK_VERSION_KEY) or env.descriptive.get(FRAMEWORK_VERSION_KEY) or ""
+
+
+def version_note(result: PointResult, reference: Reference) -> str | None:
+    """That the candidate ran under another framework version than a shipped reference's, or None."""
+    mine = framework_version(result)
+    if (
+        not reference.source.startswith("shipped")
+        or not mine
+        or not reference.framework_version
+        or result.spec.framework != reference.label.split()[0]
+    ):
+        return None
+    if mine == reference.framework_version:
+        return None
+    return (
+        f"the reference was measured under {result.spec.framework} {reference.framework_version}, this point ran {mine}"
+    )
+
+
+def with_verdict(
+    result: PointResult,
+    stored: Sequence[StoredPoint],
+    reference_run: bool = False,
+    points: Sequence[rcp.Rcp] | None = None,
+) -> PointResult:
     """The result with its judgement in extra[VERDICT_KEY] (a convergence point whose worker left a curve, ended ok
     or stopped by Ctrl-C: then its curve so far reads `interrupted`); a reference run is judged on its own
     (reached or not) and marked."""
@@ -110,8 +274,10 @@ def with_verdict(result: PointResult, stored: Sequence[StoredPoint], reference_r
     if found is None:
         return result
     curve, target = found
-    reference = None if reference_run else reference_for(stored, result.spec)
-    j = judge(curve, target, reference).to_dict()
+    reference = None if reference_run else reference_for(stored, result.spec, points)
+    if reference is not None and (note := version_note(result, reference)):
+        reference = dataclasses.replace(reference, notes=(*reference.notes, note))
+    j = judge(curve, target, reference, _eval(result), floor_of(result)).to_dict()
     j["seed"] = result.spec.seed
     j["reference_line"] = reference.describe() if reference is not None else "none: judged on the target alone"
     extra = {**result.extra, VERDICT_KEY: j}

@@ -14,7 +14,7 @@ from dlbench.cases import Case, get_case
 from dlbench.cases.arch import DlrmArch
 from dlbench.cases.lora import FINETUNE_MARGIN, SHIFTED_ROWS, lora_of
 from dlbench.data.latents import LATENT_TEMPLATES
-from dlbench.data.learnable import IMAGE_CLASSES, MARKOV_STATES, MarkovTokens
+from dlbench.data.learnable import HELD_OUT, IMAGE_CLASSES, MARKOV_STATES, MarkovTokens, PlantedCtr
 from dlbench.data.recsys import PlantedClicks
 from dlbench.spec import PointSpec
 
@@ -22,7 +22,11 @@ CONVERGE_FRAMEWORKS: tuple[str, ...] = ("torch", "jax", "fake", "paddle")  # bac
 # Backends whose learnable data is checked for some kinds of case only (#46): their other cases are refused.
 CONVERGE_TASKS: dict[str, tuple[str, ...]] = {"paddle": ("causal_lm",)}
 CONVERGE_PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
-REFERENCE_SEEDS = 3  # reference runs per case (torch fp32, one device), seeds 0..N-1
+REFERENCE_RUNS = 5  # local reference runs per configuration (torch fp32, one device), as many as a shipped point
+REFERENCE_SEED0 = 100  # their seeds, and the shipped points': 100 .. 100 + N - 1 (a candidate's default is 0)
+BERT_BELOW_UNIGRAM = 0.5  # nats below the unigram entropy: BERT's target uses its neighbours
+CTR_ABOVE_BAYES = 0.1  # nats above the planted logistic's Bayes loss: Wide & Deep's target loss
+CTR_AUC = 0.88  # the held-out AUC Wide & Deep's weights must show in the independent evaluation
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,7 @@ class Target:
     best_loss: float
     auc: float | None = None  # where set, the run is judged by its held-out AUC reaching this (DLRM, as MLPerf)
     best_auc: float | None = None
+    eval_auc: float | None = None  # the AUC the independent evaluation of its weights must show (Wide & Deep)
 
     def to_dict(self) -> dict[str, object]:
         """Plain JSON-able dict."""
@@ -48,6 +53,8 @@ class Target:
         }
         if self.auc is not None:
             out.update(auc=self.auc, best_auc=self.best_auc)
+        if self.eval_auc is not None:
+            out.update(eval_auc=self.eval_auc)
         return out
 
 
@@ -85,10 +92,24 @@ def target_for(case: Case, budget: int | None = None, loss: float | None = None)
         own = Target(round(best + 0.25, 3), 1000, 10, f"Markov source, {MARKOV_STATES} tokens", best)
     elif case.task == "text_to_image":  # flow matching on latents the text determines: best 0, blind about 1.9
         own = Target(0.5, 1000, 10, f"{LATENT_TEMPLATES} latent templates named by their text embeddings", 0.0)
+    elif case.task == "bert_pretraining":
+        tokens = MarkovTokens(states=MARKOV_STATES)
+        best = tokens.two_sided_entropy()
+        # Beyond the unigram level: below what any model that ignores its neighbours can reach.
+        own = Target(round(tokens.unigram_entropy() - BERT_BELOW_UNIGRAM, 3), 1000, 10, "masked Markov source", best)
+    elif case.task == "ctr":
+        best = PlantedCtr(order=HELD_OUT).best_loss
+        data = "planted logistic click-through, held-out AUC checked"
+        own = Target(round(best + CTR_ABOVE_BAYES, 3), 1000, 10, data, best, eval_auc=CTR_AUC)
     else:
         return None
     return Target(
-        own.loss if loss is None else loss, own.budget if budget is None else budget, own.every, own.data, own.best_loss
+        own.loss if loss is None else loss,
+        own.budget if budget is None else budget,
+        own.every,
+        own.data,
+        own.best_loss,
+        eval_auc=own.eval_auc,
     )
 
 
@@ -118,7 +139,10 @@ def target_problem(model: str, steps: int | None, loss: float | None, options: b
     flags = ("--converge has", "--converge-steps", "--converge-target")
     what, steps_name, loss_name = flags if options else ("there is", "steps", "target")
     if target is None:
-        return f"{what} no target for {case.name} ({case.task}): image classifiers, decoders, DLRM and DiTs have one"
+        return (
+            f"{what} no target for {case.name} ({case.task}): image classifiers, decoders, BERT, Wide & Deep, DLRM "
+            "and DiTs have one"
+        )
     if steps is not None and steps < 1:
         return f"{steps_name} must be at least 1; got {steps}"
     if target.best_auc is not None and loss is not None:

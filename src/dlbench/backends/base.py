@@ -12,7 +12,7 @@ import itertools
 import os
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,6 +108,12 @@ class Trainer(ABC):
         managers, MXNet's contexts); one value where the strategy keeps one copy (a parameter server). None when
         this trainer cannot tell (a one-process point on several devices then fails its check)."""
         return None
+
+    def save_weights(self, folder: Path) -> None:
+        """Save the model's weights into `folder` in the framework's own format, for the independent evaluation of
+        a convergence point (dlbench/evaluate.py; the backend's `evaluator` reads them). A trainer that cannot
+        raises NotImplementedError with the reason, which the verdict shows."""
+        raise NotImplementedError(f"{type(self).__name__} cannot save its weights for an evaluation yet")
 
     def close(self) -> None:
         """Release the input (loader workers) and other resources."""
@@ -222,6 +228,13 @@ class Backend(ABC):
     def memory_used_share(self) -> float | None:
         """The used share of the current device's memory (0..1), or None where unknown."""
         return None
+
+    def evaluator(self, spec: PointSpec, case: Case, weights: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        """The independent evaluation's forward (dlbench/evaluate.py, a fresh process): the case's model built anew
+        from its definition, the weights a trainer saved (`Trainer.save_weights`) loaded, in inference mode; it maps
+        a held-out numpy batch (images NCHW) to numpy outputs: `logits` (a classifier, a causal LM), `mlm` and `nsp`
+        (BERT, at the batch's masked positions), `logit` (Wide & Deep). Nothing of the training step is used."""
+        raise NotImplementedError(f"dlbench's {self.title or self.name} backend has no evaluator yet")
 
     @abstractmethod
     def cases(self) -> Collection[str]:

@@ -13,6 +13,7 @@ from dlbench.cli.numbers import AsciiIntRange
 from dlbench.cli.output import stdout_console
 from dlbench.reference import ReferenceRow, ReferenceSource
 from dlbench.report.listing import REFERENCE_OPTIONAL, SOURCES_OPTIONAL, reference_table, sources_table
+from dlbench.report.rcp import RCP_OPTIONAL, rcp_table
 
 
 def _source_by_name(name: str) -> ReferenceSource:
@@ -123,3 +124,108 @@ def show(
         return
     out.print(reference_table(rows, wide=wide))
     out.print(f"{len(rows)} figure{'s' if len(rows) != 1 else ''}.")
+
+
+@reference_cmd.command("convergence")
+@click.option("--model", "-m", help="Only this model (a case name or alias).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option(
+    "--wide",
+    is_flag=True,
+    help=f"Keep every column ({', '.join(RCP_OPTIONAL)} are left out where the terminal is too narrow); "
+    "outside a terminal, print the table at its full width.",
+)
+def convergence(model: str | None, fmt: str, wide: bool = False) -> None:
+    """The shipped reference convergence points --converge judges against: per case and configuration, the
+    reference runs' steps to target, who measured them, on what, and the command (docs/convergence.md)."""
+    from dlbench.reference.rcp import shipped
+
+    want = get_case(model).name if model else None
+    points = [p for p in shipped() if want is None or p.key.model == want]
+    if fmt == "json":
+        rows = []
+        for p in points:
+            raw = p.model_dump(mode="json")
+            raw["key"]["params"] = dict(p.key.params)
+            rows.append({**raw, "mean": p.mean, "spread": p.spread})
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    out = stdout_console(wide)
+    if not points:
+        out.print("No shipped reference convergence point matches.")
+        return
+    out.print(rcp_table(points, wide=wide))
+    for p in points:
+        out.print(f"{p.file}: {p.measured.command}", markup=False, highlight=False, soft_wrap=True)
+
+
+@reference_cmd.command("measure-convergence")
+@click.option("--model", "-m", required=True, help="The case (a name or alias).")
+@click.option("--batch-size", "-b", type=AsciiIntRange(min=1), help="Per-device batch. Default: the case's.")
+@click.option("--param", "params", multiple=True, help="A case parameter, NAME=VALUE (repeatable).")
+@click.option("--input-size", type=AsciiIntRange(min=1), help="Image side / sequence length.")
+@click.option("--runs", type=AsciiIntRange(min=5), default=5, show_default=True, help="Reference runs (seeds 100 ..).")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True)
+@click.option("--threads", type=AsciiIntRange(min=1), help="CPU threads of each run.")
+@click.option("--converge-steps", "budget", type=AsciiIntRange(min=1), help="Step budget. Default: the case's.")
+@click.option("--timeout", type=AsciiIntRange(min=1), default=7200, show_default=True, help="Seconds per run.")
+@click.option("--by", default="", help="Who measures (kept in the point).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Folder to write the point's file into.")
+@click.option("--store", "store_path", type=click.Path(), help="Result store for the runs.")
+def measure_convergence(
+    model: str,
+    batch_size: int | None,
+    params: tuple[str, ...],
+    input_size: int | None,
+    runs: int,
+    device: str,
+    threads: int | None,
+    budget: int | None,
+    timeout: int,
+    by: str,
+    out_dir: str | None,
+    store_path: str | None,
+) -> None:
+    """Measure a reference convergence point: torch fp32 on one device, N seeds, each trained to the case's target
+    and evaluated on held-out data; writes the point's file (ship it under src/dlbench/reference/rcp/)."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from dlbench.cli.invocation import command_line
+    from dlbench.cli.progress import RunProgress
+    from dlbench.cli.values import as_params
+    from dlbench.reference.rcp import file_name
+    from dlbench.runapi.rcp import RcpRequest, measure_rcp
+
+    combos, searched = as_params(params)
+    if searched or len(combos) != 1:
+        raise click.UsageError("--param takes one value per parameter here (NAME=VALUE)")
+    req = RcpRequest(
+        model=get_case(model).name,
+        batch=batch_size,
+        params=combos[0],
+        input_size=input_size,
+        runs=runs,
+        device="cuda" if device == "cuda" else "cpu",
+        threads=threads,
+        budget=budget,
+        timeout_s=float(timeout),
+        store_path=store_path,
+        by=by,
+        command=command_line("dlbench reference measure-convergence"),
+    )
+    with RunProgress(runs, Console(stderr=True)) as ui:
+        outcome = measure_rcp(req, ui)
+    point = outcome.rcp
+    text = point.to_yaml()
+    name = file_name(point.key)
+    if out_dir:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        (Path(out_dir) / name).write_text(text, encoding="utf-8")
+        click.echo(f"wrote {Path(out_dir) / name} (run {outcome.run_id})")
+    else:
+        click.echo(text, nl=False)
+    reached = len(point.steps)
+    if reached < 5:
+        click.echo(f"only {reached} of {len(point.runs)} runs reached the target: not enough to ship", err=True)

@@ -23,7 +23,7 @@ from dlbench.report.max_values import verdict_lines
 from dlbench.report.table import COLUMNS, COMPACT, pick_columns, points_table, scaling_notes
 from dlbench.report.telemetry import telemetry_notes
 from dlbench.runapi.run import LAUNCHER_NAMES, RunHooks, execute_run, prepare_run
-from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
+from dlbench.spec import CONVERGE_REFERENCES, PRECISIONS, PRESETS, STRATEGIES
 
 
 @click.command("run")
@@ -132,11 +132,33 @@ from dlbench.spec import PRECISIONS, PRESETS, STRATEGIES
 @click.option(
     "--converge",
     is_flag=True,
-    help="Train learnable data to the case's target first and judge the loss curve against a torch fp32 "
-    "reference (docs/convergence.md).",
+    help="Train learnable data to the case's target first, evaluate the weights on held-out data in a fresh "
+    "process, and judge the steps against the shipped reference convergence points (docs/convergence.md).",
 )
 @click.option("--converge-steps", type=int, help="Step budget of --converge. Default: the case's.")
 @click.option("--converge-target", type=float, help="Target loss of --converge. Default: the case's.")
+@click.option(
+    "--converge-runs",
+    type=AsciiIntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Runs per convergence configuration (seeds --seed .. --seed + N - 1), scored together the MLPerf way.",
+)
+@click.option(
+    "--converge-reference",
+    type=click.Choice(list(CONVERGE_REFERENCES)),
+    default="shipped",
+    show_default=True,
+    help="Judge against the shipped reference points (reference runs measured here only where none matches), or "
+    "measure local reference runs and check them against the shipped points.",
+)
+@click.option(
+    "--seed",
+    type=AsciiIntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Seed of the initialisation and, with --converge, of the stream of examples.",
+)
 @click.option(
     "--store",
     "store_path",

@@ -59,6 +59,9 @@ def run_request(options: Mapping[str, Any], command: str) -> tuple[RunRequest, F
         converge=o["converge"],
         converge_steps=o["converge_steps"],
         converge_target=o["converge_target"],
+        converge_runs=o["converge_runs"],
+        converge_reference=o["converge_reference"],
+        seed=o["seed"],
     )
     request = RunRequest(
         axes=axes,

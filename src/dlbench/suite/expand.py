@@ -12,7 +12,7 @@ from dlbench.backends import all_backends
 from dlbench.cases import Case, ImageInput, get_case
 from dlbench.envs.interpreters import installed
 from dlbench.parallel import Layout
-from dlbench.points import Shared, default_batch, point, search_floor
+from dlbench.points import Shared, default_batch, point, search_floor, with_runs
 from dlbench.spec import PointSpec, Precision, Protocol, parse_scale, parse_size, preset
 from dlbench.suite.schema import AXES, Suite, SuiteError
 
@@ -98,7 +98,7 @@ def expand(
             for values_, searched in _param_sets(suite, case):
                 precision = cast(Precision, cell["precision"])
                 spec = point(str(cell["framework"]), case, batch, precision, shared, {**entry_params, **values_})
-                points.append(PlannedPoint(spec, group, searched))
+                points += [PlannedPoint(s, group, searched) for s in with_runs(spec, shared)]
     return points
 
 
@@ -211,6 +211,9 @@ def _shared(
         converge=converge is not None,  # every point a convergence point, as `run --converge` makes it (#34)
         converge_steps=converge.steps if converge else None,
         converge_target=converge.target if converge else None,
+        converge_runs=converge.runs if converge else 1,
+        converge_reference=converge.reference if converge else "shipped",
+        seed=suite.seed,
     )
 
 

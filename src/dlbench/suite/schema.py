@@ -344,6 +344,8 @@ class ConvergeConfig(_Strict):
 
     steps: int | None = Field(default=None, strict=True)  # below 1: refused with the other bad values (_converge_ok)
     target: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    runs: PositiveInt = 1  # runs per configuration, seeds seed .. seed + runs - 1, judged together (#44)
+    reference: Literal["shipped", "local"] = "shipped"  # the shipped reference points, or runs measured here
 
 
 MAX_NAME = 200
@@ -375,6 +377,7 @@ class Suite(_Strict):
     # Every measured point's emulated device budget on the CPU (run --memory-limit); memory_limit is the probes'.
     point_memory_limit: Annotated[str | None, BeforeValidator(lambda v: None if v is None else _size(str(v)))] = None
     sync_every_step: bool = False  # synchronise with the device after every measured step (run --sync-every-step)
+    seed: int = Field(default=0, ge=0, strict=True)  # every point's seed (run --seed): initialisation, data order
     layout: LayoutOptions = LayoutOptions()  # every point's layout options (a named layout's own keys override)
     # true: points dlbench cannot run (dlbench.refusals) are named and skipped, as `sweep --skip-impossible` does,
     # for a matrix that crosses frameworks with layouts or strategies some of them lack; false: they refuse it.

@@ -7,7 +7,7 @@ from itertools import count
 
 import pytest
 
-from dlbench.analysis.convergence import Reference, judge, score_times
+from dlbench.analysis.convergence import Floor, Reference, judge, score_times
 from dlbench.backends.fake import FakeTrainer
 from dlbench.protocol.converge import Curve, train_curve
 
@@ -90,10 +90,34 @@ def test_without_a_reference_the_verdict_says_it_had_none() -> None:
     assert j.verdict == "converged" and "no reference" in j.reason and j.reference is None
 
 
-def test_the_band_is_spread_plus_tolerance_plus_one_interval() -> None:
+def test_the_band_is_where_one_run_reads_neither_faster_nor_slower() -> None:
+    # Student's t at p = 0.05 one-sided with n - 1 = 1 degree of freedom is 6.3138 (tables); one candidate run
+    # against two reference runs: half width t x sd x sqrt(1 + 1/2).
     ref = Reference(steps=(100, 120), every=10)
-    sd = math.sqrt(200)  # sample sd of 100, 120
-    assert ref.band == pytest.approx((110 - (2 * sd + 27.5 + 10), 110 + 2 * sd + 27.5 + 10))
+    half = 6.3138 * math.sqrt(200) * math.sqrt(1.5)
+    assert ref.band == pytest.approx((110 - half, 110 + half), abs=0.01)
+    assert judge(_run(0.99), 0.1, Reference(steps=(500, 520, 510, 505, 515), every=10)).mark == "converged*"
+
+
+def test_a_loss_below_the_floor_is_impossible_never_converged() -> None:
+    curve = _run(0.95)  # reaches 0.1 quickly: a trainer that says so of data whose best loss is 0.5 lies
+    j = judge(curve, 0.6, Reference(steps=(240, 240, 250), every=10), floor=Floor(best=0.5))
+    assert j.verdict == "impossible" and "below the best loss" in j.reason
+    held = {"target": {"loss": 0.40, "bayes": 0.5, "diff_mean": -0.1, "diff_se": 0.01}}
+    assert judge(_run(0.99), 0.6, evaluation=held, floor=Floor(best=0.0)).verdict == "impossible"
+
+
+def test_the_evaluated_weights_decide_whether_the_target_was_reached() -> None:
+    ref = Reference(steps=(240, 240, 250), every=10)
+    honest = {"target": {"loss": 0.11, "bayes": 0.0, "diff_mean": 0.11, "diff_se": 0.01}}
+    assert judge(_run(0.99), 0.1, ref, honest, Floor(best=0.0)).verdict == "converged"
+    flattered = {"target": {"loss": 0.3, "bayes": 0.0, "diff_mean": 0.3, "diff_se": 0.01}}
+    j = judge(_run(0.99), 0.1, ref, flattered, Floor(best=0.0))
+    assert j.verdict == "not reached" and "held-out loss 0.3" in j.reason
+    auc = {"target": {"loss": 0.1, "bayes": 0.0, "diff_mean": 0.1, "diff_se": 0.01, "auc": 0.6}}
+    assert judge(_run(0.99), 0.1, ref, auc, Floor(best=0.0, auc=0.8)).verdict == "not reached"
+    broken_after = {**honest, "end": {"loss": float("nan"), "bayes": 0.0}}
+    assert judge(_run(0.99), 0.1, ref, broken_after, Floor(best=0.0)).verdict == "diverged"
 
 
 def test_time_to_target_is_scored_the_mlperf_way_from_five_runs() -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from dlbench.analysis.targets import target_for
 from dlbench.cases import get_case
+from dlbench.data.learnable import MarkovTokens
 from dlbench.refusals import Impossible, refusal, refuse_impossible
 from dlbench.spec import PointSpec, preset
 
@@ -17,11 +18,15 @@ def _spec(**kw: object) -> PointSpec:
     return dataclasses.replace(base, **kw)  # type: ignore[arg-type]
 
 
-def test_a_classifier_and_gpt_have_targets_above_their_best_loss() -> None:
-    for name in ("resnet50", "gpt2_small"):
+def test_every_kind_with_learnable_data_has_a_target_above_its_best_loss() -> None:
+    for name in ("resnet50", "gpt2_small", "llama_tiny", "bert_base", "wide_deep"):
         t = target_for(get_case(name))
         assert t is not None and t.loss > t.best_loss and t.budget > 0 and t.every > 0
-    assert target_for(get_case("bert_base")) is None
+    bert = target_for(get_case("bert_base"))
+    assert bert is not None and bert.loss < MarkovTokens().unigram_entropy()  # beyond the unigram level
+    ctr = target_for(get_case("wide_deep"))
+    assert ctr is not None and ctr.auc is not None and 0.5 < ctr.auc < 1
+    assert target_for(get_case("face")) is None
 
 
 def test_a_plain_converge_point_is_not_refused() -> None:
@@ -33,7 +38,7 @@ def test_a_plain_converge_point_is_not_refused() -> None:
 @pytest.mark.parametrize(
     ("change", "words"),
     [
-        ({"model": "bert_base"}, "no target for bert_base"),
+        ({"model": "face"}, "no target for face"),
         ({"precision": "amp"}, "no target for amp"),
         ({"framework": "tf"}, "no learnable data wired for tf"),
         ({"framework": "paddle"}, "paddle's causal_lm cases only, not resnet50"),

@@ -52,9 +52,11 @@ def stopped(raw: dict[str, object]) -> PointResult:
 
 
 def fixture() -> list[StoredPoint]:
-    """Three reference runs (torch fp32, seeds 0-2) and candidates of each verdict, each throughput distinct."""
+    """Three local reference runs (torch fp32, seeds 100-102) and candidates of each verdict, each throughput distinct."""
     refs = [
-        StoredPoint(s + 1, "r1", with_verdict(point("torch", "fp32", 0.010 + s / 1000, curve(f, 100), s), (), True))
+        StoredPoint(
+            s + 1, "r1", with_verdict(point("torch", "fp32", 0.010 + s / 1000, curve(f, 100), 100 + s), (), True)
+        )
         for s, f in enumerate((0.99, 0.989, 0.991))
     ]
     candidates = [
@@ -95,9 +97,9 @@ def test_the_time_to_target_table_holds_each_verdict_steps_and_throughput(report
         "tf fp32 seed 0": "not reached",
         "torch amp seed 0": "interrupted",
         "torch bf16 seed 0": "converged",
-        "torch fp32 seed 0 · reference": "converged",
-        "torch fp32 seed 1 · reference": "converged",
-        "torch fp32 seed 2 · reference": "converged",
+        "torch fp32 seed 100 · reference": "converged",
+        "torch fp32 seed 101 · reference": "converged",
+        "torch fp32 seed 102 · reference": "converged",
     }
     converged = rows["torch bf16 seed 0"]
     raw = next(p.result for p in fixture() if p.id == converged.point_id).extra[VERDICT_KEY]
@@ -107,7 +109,7 @@ def test_the_time_to_target_table_holds_each_verdict_steps_and_throughput(report
     assert converged.reference_steps == f"230 [{lo:.0f}..{hi:.0f}]" and lo < 230 < hi
     assert rows["tf fp32 seed 0"].steps == rows["tf fp32 seed 0"].seconds == "-"
     assert rows["torch amp seed 0"].throughput == "error"  # stopped: no throughput, its verdict kept
-    assert rows["torch fp32 seed 1 · reference"].reference_steps == "-"
+    assert rows["torch fp32 seed 101 · reference"].reference_steps == "-"
     assert [r.reference_run for r in case.rows][-3:] == [True] * 3  # the reference runs last
     assert len(case.reference) == 3 and "3 run(s)" in case.reference_line
 

@@ -64,8 +64,8 @@ def test_without_the_block_no_point_converges(block: str) -> None:
             "t.yaml:9: converge: target 1 is at or below the best possible loss of gpt2_small",
         ),
         (
-            SUITE.replace("model: resnet50", "model: [resnet50, wide_deep]") + "converge: true\n",
-            "t.yaml:9: converge: there is no target for wide_deep (ctr)",
+            SUITE.replace("model: resnet50", "model: [resnet50, face]") + "converge: true\n",
+            "t.yaml:9: converge: there is no target for face (face_recognition)",
         ),
         (SUITE + "converge: {budget: 5}\n", "t.yaml:9: converge.budget: unknown key"),
         (SUITE + "converge: {target: .nan}\n", "t.yaml:9: converge.target:"),
@@ -94,7 +94,7 @@ def test_a_bad_block_exits_2_before_anything_runs_even_skipping_impossible_cells
     assert code == 2 and out == ""
     assert err.strip() == (
         f"dlbench: error: {f}:10: converge: there is no target for face (face_recognition): image classifiers, "
-        "decoders, DLRM and DiTs have one"
+        "decoders, BERT, Wide & Deep, DLRM and DiTs have one"
     )
     assert not db.exists()
 
@@ -129,14 +129,14 @@ def test_a_sweep_measures_the_references_first_and_stores_each_verdict(
     first = sweep()
     refs = [r for r in first if r.extra.get(REFERENCE_KEY)]
     assert [(r.spec.seed, r.spec.precision, r.spec.converge_steps) for r in refs] == [
-        (s, "fp32", 300) for s in (0, 1, 2)
+        (s, "fp32", 300) for s in range(100, 105)
     ]
     points = [r for r in first if not r.extra.get(REFERENCE_KEY)]
     assert [r.spec.precision for r in points] == ["fp32", "bf16"]
     for r in points:
         verdict = r.extra[VERDICT_KEY]
         assert isinstance(verdict, dict)
-        assert verdict["verdict"] == "converged" and "3 run(s)" in verdict["reference_line"]
+        assert verdict["verdict"] == "converged" and "5 run(s)" in verdict["reference_line"]
         assert r.extra["batch_group"] == "2"  # still a sweep point
 
     monkeypatch.setenv("DLBENCH_FAKE", "curve:0.99:nan_at:50")  # the same suite, now broken: references reused

@@ -88,6 +88,9 @@ POINT_OPTIONS: dict[str, tuple[list[str], dict[str, Any]]] = {
     "converge": (["--converge"], {"converge": True}),
     "converge_steps": (["--converge", "--converge-steps", "50"], {"converge": {"steps": 50}}),
     "converge_target": (["--converge", "--converge-target", "2.5"], {"converge": {"target": 2.5}}),
+    "converge_runs": (["--converge", "--converge-runs", "3"], {"converge": {"runs": 3}}),
+    "converge_reference": (["--converge", "--converge-reference", "local"], {"converge": {"reference": "local"}}),
+    "seed": (["--seed", "7"], {"seed": 7}),
 }
 SESSION_OPTIONS = ("store_path", "force", "wait_quiet", "price_per_hour")  # sweep has the same option
 HOSTS_OPTIONS = ("hosts", "reach", "master_addr", "rendezvous_timeout")  # the sweep reads them from the environment

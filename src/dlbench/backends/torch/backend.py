@@ -7,6 +7,8 @@ and recorded), cudnn.benchmark (as NVIDIA's and torchvision's reference scripts 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, cast
 
 import torch
@@ -250,6 +252,11 @@ class TorchBackend(Backend):
             from dlbench.backends.torch.lora import load_pretrained
 
             self._facts["lora_base"] = load_pretrained(trainer.model, case, spec.input_size, device)
+
+    def evaluator(self, spec: PointSpec, case: Case, weights: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        from dlbench.backends.torch import evaluate  # the evaluation process's own path: the model and its forward
+
+        return evaluate.evaluator(spec, case, weights)
 
     def autotune_off(self) -> bool:
         """cuDNN autotuning off for the next build, and the failed try's cached blocks freed."""

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from dlbench.backends.base import AllocatorPeak, Trainer
+from dlbench.backends.torch import evaluate
 from dlbench.backends.torch.distributed import GradSync, param_checksum
 from dlbench.backends.torch.models import train_loss
 from dlbench.backends.torch.wide_deep import optimizer_for
@@ -185,6 +187,10 @@ class TorchTrainer(Trainer):
         if self.scorer is None:
             return super().held_out_auc()
         return self.scorer()
+
+    def save_weights(self, folder: Path) -> None:
+        """The whole model's state dict (a split model's rank holds a part: refused by the worker before this)."""
+        evaluate.save(self.model, folder)
 
     def allocator_peak(self) -> AllocatorPeak | None:
         if self.device.type == "cuda":
