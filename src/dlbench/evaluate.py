@@ -6,7 +6,12 @@ backend's `evaluator` (backends/<framework>/evaluate.py), loads each checkpoint 
 weights where the curve reached its target, and those at the end of the point), runs the forward pass on the
 held-out split of the learnable data (data/learnable.py, HELD_OUT: a stream no training run draws), and computes
 the loss here, in numpy, from the model's outputs; beside it the loss of the Bayes predictor that knows the source,
-on the very same examples, which no model can beat on average. The verdict (analysis/convergence.py) uses these
+on the very same examples, which no model can beat on average.
+
+Batch normalisation evaluates with each held-out batch's own statistics, as it trains (the held-out batches are the
+point's batch size): a few dozen steps at a high learning rate leave its running averages far behind the weights
+(ResNet-50 at 32 px reached its target in 40 steps, and its weights there scored a held-out loss of 2949 with
+running statistics, against 0.23 in training). Everything else infers (no dropout). The verdict (analysis/convergence.py) uses these
 figures, not the loss the trainer reported about itself.
 """
 

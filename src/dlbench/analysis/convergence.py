@@ -361,11 +361,26 @@ def convergence_lines(results: list[PointResult]) -> list[str]:
         out.append(
             f"{r.spec.framework} {r.spec.model} {r.spec.precision} seed {raw.get('seed', r.spec.seed)}{ref}: "
             f"{verdict_of(r)}, {reached}; final loss {float(raw['final_loss']):.4g} ({raw.get('reason', '')}). "
-            f"Reference: {raw.get('reference_line', '-')}"
+            f"{evaluation_line(raw.get('evaluation'))}Reference: {raw.get('reference_line', '-')}"
         )
     if any("*" in verdict_of(r) for r in results):
-        out.append("converged* = faster than the reference band: suspect (MLPerf rejects such convergence)")
+        out.append("converged* = faster than the reference: suspect (MLPerf rejects such convergence)")
     return out
+
+
+def evaluation_line(evaluation: object) -> str:
+    """'Evaluated: ...' of the independent evaluation (or why there was none), ending with a space; '' without."""
+    if not isinstance(evaluation, dict):
+        return ""
+    if "skipped" in evaluation:
+        return f"Not evaluated: {evaluation['skipped']}. "
+    parts = []
+    for name, ev in _checkpoints(evaluation):
+        auc = f", AUC {ev['auc']:.4f}" if isinstance(ev.get("auc"), (int, float)) else ""
+        parts.append(f"at the {name} {float(ev['loss']):.4g}{auc} (Bayes {float(ev['bayes']):.4g})")
+    errors = [f"{k}: {v['error']}" for k, v in evaluation.items() if isinstance(v, dict) and "error" in v]
+    said = "; ".join(parts) if parts else "nothing"
+    return f"Held-out loss {said}{' (' + '; '.join(errors) + ')' if errors else ''}. "
 
 
 def verdict_changes(pairs: list[tuple[PointResult, PointResult]]) -> list[str]:

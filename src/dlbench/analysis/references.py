@@ -12,6 +12,7 @@ REFERENCE_RUNS seeds from REFERENCE_SEED0 (the shipped points' seeds; a candidat
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +25,7 @@ from dlbench.analysis.convergence import (
     Reference,
     judge,
 )
-from dlbench.analysis.olympic import ttest
+from dlbench.analysis.olympic import acceptance, ttest
 from dlbench.analysis.targets import REFERENCE_RUNS, REFERENCE_SEED0
 from dlbench.cases import get_case
 from dlbench.data.learnable import DATA_VERSION
@@ -114,6 +115,47 @@ def needs_local(spec: PointSpec, points: Sequence[rcp.Rcp] | None = None) -> boo
         return True
     loss = _target_loss(spec)
     return loss is None or shipped_point(spec, loss, points) is None
+
+
+def budget_floor(spec: PointSpec, points: Sequence[rcp.Rcp] | None = None) -> int | None:
+    """The smallest step budget at which one run of a convergence point can still read `slower` against its shipped
+    point: one reading past the t-test's upper edge for one run (fewer steps could only read `not reached`); None
+    where no shipped point judges it."""
+    if not spec.converge or spec.converge_reference == "local":
+        return None
+    loss = _target_loss(spec)
+    found = shipped_point(spec, loss, points) if loss is not None else None
+    if found is None or len(found[0].steps) < 2:
+        return None
+    point = found[0]
+    upper = acceptance(point.steps, point.every, 1)[1]
+    return (math.floor(upper / point.every) + 1) * point.every
+
+
+def with_budget(spec: PointSpec, points: Sequence[rcp.Rcp] | None = None) -> PointSpec:
+    """The point with its step budget raised to budget_floor where it asks (or its case gives) fewer steps."""
+    floor = budget_floor(spec, points)
+    if floor is None:
+        return spec
+    from dlbench.analysis.targets import target_for
+
+    target = target_for(get_case(spec.model).configured(dict(spec.case_params)), spec.converge_steps)
+    if target is None or target.budget >= floor:
+        return spec
+    return dataclasses.replace(spec, converge_steps=floor)
+
+
+def budget_note(spec: PointSpec, asked: int | None) -> str | None:
+    """One line where a point's step budget was raised above what was asked (with_budget), or None."""
+    if not spec.converge or spec.converge_steps is None or (asked is not None and spec.converge_steps <= asked):
+        return None
+    if asked is None and spec.converge_steps is not None and budget_floor(spec) is None:
+        return None
+    was = f"{asked} steps" if asked is not None else "the case's budget"
+    return (
+        f"{spec.framework} {spec.model} bs{spec.batch_size}: --converge's budget raised from {was} to "
+        f"{spec.converge_steps}: with fewer a run could never read `slower` than its reference point"
+    )
 
 
 def _curve(result: PointResult) -> tuple[Curve, float] | None:

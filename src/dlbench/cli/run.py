@@ -9,6 +9,7 @@ import click
 from rich.console import Console
 
 from dlbench.analysis.convergence import convergence_lines
+from dlbench.analysis.convergence_runs import group_lines
 from dlbench.cli.feedback import interrupted_line, say_busy, say_device
 from dlbench.cli.invocation import command_line
 from dlbench.cli.numbers import AsciiFloatRange, AsciiIntRange, ThreadsOption
@@ -219,7 +220,9 @@ def run(fmt: str, columns: str | None, wide: bool, **options: Any) -> int:
     out.print(
         points_table(results, title=f"run {outcome.run_id}", scaled=scales, columns=shown, wide=wide, width=out.width)
     )
-    for line in scaling_notes(results, scales) + verdict_lines(results) + convergence_lines(results):
+    for line in (
+        scaling_notes(results, scales) + verdict_lines(results) + convergence_lines(results) + group_lines(results)
+    ):
         out.print(line)
     for line in telemetry_notes(results):
         out.print(line)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from dlbench.analysis.references import missing_references, with_verdict
+from dlbench.analysis.references import budget_note, missing_references, with_verdict
 from dlbench.analysis.scaling import Scaled, missing_baselines, scaled
 from dlbench.cases import get_case
 from dlbench.data.layout import check_data_dir
@@ -90,6 +90,7 @@ class PreparedRun:
     searched: str | None
     launchers: Launchers
     store: Store
+    notes: tuple[str, ...] = ()  # said when the run starts (a convergence budget raised)
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,8 @@ def prepare_run(req: RunRequest) -> PreparedRun:
         )
     launchers = Launchers.build(req.hosts)
     placeable(specs, launchers, req.force)
-    return PreparedRun(req, tuple(specs), searched, launchers, Store(req.store_path))
+    notes = tuple(dict.fromkeys(n for s in specs if (n := budget_note(s, req.shared.converge_steps))))
+    return PreparedRun(req, tuple(specs), searched, launchers, Store(req.store_path), notes)
 
 
 def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutcome:
@@ -139,6 +141,8 @@ def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutco
     failed point is recorded and the run goes on; Ctrl-C marks the run interrupted and propagates)."""
     req, store, launchers = prepared.request, prepared.store, prepared.launchers
     specs = list(prepared.specs)
+    for line in prepared.notes:
+        hooks.note(line)
     first = specs[0]
     failed: list[PointResult] = []
     extras: dict[str, dict[str, object]] = {}

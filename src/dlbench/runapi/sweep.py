@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from dlbench.analysis.maxbatch import MaxBatch, MaxBatchSettings, search_base
-from dlbench.analysis.references import missing_references, with_verdict
+from dlbench.analysis.references import budget_note, missing_references, with_verdict
 from dlbench.cases import ImageInput, get_case
 from dlbench.data.imagenet import ensure_imagenet
 from dlbench.data.layout import IMAGE_SUBDIR, TEXT_SUBDIR
@@ -219,6 +219,9 @@ def prepare_sweep(req: SweepRequest, note: Callable[[str], None] = lambda line: 
     planned = expand(suite, dev, str(Path(folder).resolve()) if folder else None, only_axes)
     skip = req.skip_impossible or suite.skip_impossible
     planned = admit_matrix(planned, lambda p: p.spec, skip, note, suite.name)  # the gate's refusals (gate.py)
+    asked = suite.converge.steps if suite.converge else None
+    for line in dict.fromkeys(n for p in planned if (n := budget_note(p.spec, asked))):
+        note(line)  # a convergence budget that could never read `slower`, raised (#44)
     launchers = Launchers.build()  # torchrun, slurm, mpirun, hosts, configured from $DLBENCH_HOSTS and friends
     check_bounds([p.spec for p in planned], req.force, remote_hosts=bool(launchers.config.hosts))
     settings = settings_for(suite, planned, memory_limit)

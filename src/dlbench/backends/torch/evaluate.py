@@ -41,6 +41,9 @@ def evaluator(spec: PointSpec, case: Case, weights: Path) -> Callable[[dict[str,
     model = build_model(case)
     model.load_state_dict(torch.load(weights / WEIGHTS, map_location="cpu", weights_only=True))
     model.to(device).eval()
+    for m in model.modules():  # batch statistics, as in training (dlbench/evaluate.py says why)
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+            m.train()
 
     def t(a: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(a)).to(device)
