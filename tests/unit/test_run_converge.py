@@ -47,7 +47,7 @@ def test_references_are_measured_once_then_reused_and_verdicts_stored(
     monkeypatch.setenv("DLBENCH_FAKE", "curve:0.99")
     notes: list[str] = []
     first = _run(store_path, notes=notes)
-    assert notes[0].startswith("--converge: first 3 reference run(s)")  # said before anything trains (#42)
+    assert notes[0].startswith("--converge: first 5 local reference run(s)")  # said before anything trains (#42)
     assert "trains to loss 0.25" in notes[1]
     refs = [r for r in first.results if r.extra.get(REFERENCE_KEY)]
     assert [r.spec.seed for r in refs] == [100, 101, 102, 103, 104] and len(first.results) == 6
@@ -66,7 +66,7 @@ def test_references_are_measured_once_then_reused_and_verdicts_stored(
     notes.clear()
     second = _run(store_path, notes=notes)
     assert len(second.results) == 1  # the stored references are reused
-    assert "are in the store already" in notes[0]
+    assert "local reference runs the verdicts are judged against are in the store already" in notes[0]
     assert verdict_of(second.results[0]) == "diverged"
 
     monkeypatch.setenv("DLBENCH_FAKE", "curve:0.999")  # a learning rate far too small
@@ -95,7 +95,7 @@ def test_ctrl_c_while_the_curve_trains_stores_it_interrupted_and_loses_nothing(
     monkeypatch.setenv("DLBENCH_FAKE", "curve:0.99")
     notes: list[str] = []
     first = _run(store_path, notes=notes)
-    assert notes[0].startswith("--converge: first 3 reference run(s)")  # said before anything trains (#42)
+    assert notes[0].startswith("--converge: first 5 local reference run(s)")  # said before anything trains (#42)
     assert "trains to loss 0.25" in notes[1]  # the references and a converged point, stored before the interrupted run
     before = {p.uid: p.result for p in first.stored}
     assert len(before) == 6

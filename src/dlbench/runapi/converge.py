@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dlbench.analysis.references import with_verdict
-from dlbench.analysis.targets import REFERENCE_SEEDS, target_for
+from dlbench.analysis.references import needs_local, with_verdict
+from dlbench.analysis.targets import REFERENCE_RUNS, REFERENCE_SEED0, target_for
 from dlbench.cases import get_case
 from dlbench.launch.registry import Launchers
 from dlbench.launch.session import PointDone, PointStarted, run_points
@@ -25,12 +25,19 @@ def plan_lines(references: Sequence[PointSpec], specs: Sequence[PointSpec]) -> l
     lines = []
     if references:
         refs = sorted({f"{r.framework} {r.model} bs{r.batch_size}" for r in references})
+        last = REFERENCE_SEED0 + REFERENCE_RUNS - 1
         lines.append(
-            f"--converge: first {len(references)} reference run(s), fp32 on one device, seeds 0-{REFERENCE_SEEDS - 1}"
-            f" ({'; '.join(refs)}): the band each verdict is judged against; stored, and reused by later runs"
+            f"--converge: first {len(references)} local reference run(s), fp32 on one device, seeds "
+            f"{REFERENCE_SEED0}-{last} ({'; '.join(refs)}): no shipped reference point matches (or --converge-"
+            "reference local asked for them), so these are what the verdicts are judged against; stored, and reused"
+            " by later runs"
         )
+    elif any(needs_local(s) for s in judged):
+        lines.append("--converge: the local reference runs the verdicts are judged against are in the store already")
     else:
-        lines.append("--converge: the reference runs each verdict is judged against are in the store already")
+        lines.append(
+            "--converge: every verdict is judged against a shipped reference point (dlbench reference convergence)"
+        )
     for s in judged:
         target = target_for(get_case(s.model).configured(s.params), s.converge_steps, s.converge_target)
         if target is not None:
