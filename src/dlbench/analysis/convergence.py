@@ -6,11 +6,14 @@ Verdicts, in the order they are decided:
   loss the data allows (the Markov source's entropy rate, the planted logistic's Bayes loss ...): the trainer
   reports a loss it cannot have;
 - `diverged`: a reading is NaN or Inf, or the curve ends above where it started, or a reading rises above
-  DIVERGE_FACTOR x its start; or the weights at the end of the point (after its timed steps) evaluate to a loss
-  that is not finite or above where the curve started;
+  DIVERGE_FACTOR x its start;
+- `not reached`: the curve said the target was reached but the evaluated weights there are above it (by more than
+  EVAL_TOLERANCE), or below the target AUC (decided before the next: a step that flatters its loss flatters the
+  curve's start too);
+- `diverged`: the weights at the end of the point (after its timed steps) evaluate to a loss that is not finite
+  or above where the curve started;
 - `interrupted`: stopped by the user before the target, its curve so far kept;
-- `not reached`: the step budget was spent; or the curve said the target was reached but the evaluated weights
-  there are above it (by more than EVAL_TOLERANCE), or below the target AUC;
+- `not reached`: the step budget was spent;
 - `slower`: the target was reached in significantly more steps than the reference's (a one-sided t-test at
   p = 0.05, analysis/olympic.py);
 - `converged`: reached, not significantly slower; marked `faster` (`converged*`, faster than reference: suspect,
@@ -178,6 +181,12 @@ def _checkpoints(evaluation: dict[str, Any] | None) -> list[tuple[str, dict[str,
     return [(k, v) for k in ("target", "end") if isinstance(v := evaluation.get(k), dict) and "loss" in v]
 
 
+def _held_out(ev: dict[str, Any]) -> float:
+    """A checkpoint's held-out loss; NaN where it was not finite (strict JSON keeps a NaN as null)."""
+    loss = ev.get("loss")
+    return float(loss) if isinstance(loss, (int, float)) else math.nan
+
+
 def below_floor(curve: Curve, floor: Floor, evaluation: dict[str, Any] | None) -> str | None:
     """Why a loss is below what the data allows (one line), or None: a training reading more than FLOOR_MARGIN
     below the best loss, or a held-out loss FLOOR_SIGMAS standard errors below the Bayes loss of its examples."""
@@ -213,7 +222,7 @@ def _unconfirmed(target: float, floor: Floor, evaluation: dict[str, Any] | None)
     ev = dict(_checkpoints(evaluation)).get("target")
     if ev is None:
         return None
-    loss = float(ev["loss"])
+    loss = _held_out(ev)
     limit = target + eval_tolerance(target, floor)
     if not math.isfinite(loss) or loss > limit:
         return (
@@ -231,7 +240,7 @@ def _end_diverged(curve: Curve, evaluation: dict[str, Any] | None) -> str | None
     ev = dict(_checkpoints(evaluation)).get("end")
     if ev is None or not curve.losses:
         return None
-    loss, start = float(ev["loss"]), curve.losses[0]
+    loss, start = _held_out(ev), curve.losses[0]
     if not math.isfinite(loss) or (math.isfinite(start) and loss > start):
         return (
             f"after its timed steps the weights evaluate to held-out loss {loss:.4g}, above the curve's start "
@@ -268,17 +277,21 @@ def judge(
     why = below_floor(curve, floor, evaluation)
     if why is not None:
         return make("impossible", None, why)
-    why = divergence(curve) or _end_diverged(curve, evaluation)
+    why = divergence(curve)
     if why is not None:
         return make("diverged", None, why)
     hit = reached(curve, target)
+    # The weights where the curve says it reached the target are checked first: the curve's start, which the end's
+    # weights are compared with, is the trainer's own word (a step that flatters its loss flatters its start).
+    why = _unconfirmed(target, floor, evaluation) if hit is not None and metric == "loss" else None
+    if why is None and (end := _end_diverged(curve, evaluation)) is not None:
+        return make("diverged", None, end)
     if hit is None:
         best = min(curve.losses, default=math.nan)
         short = f"best loss {best:.4g} > {target:g}"
         if curve.target_auc is not None:
             short = f"best AUC {max(curve.auc, default=math.nan):.4g} < {curve.target_auc:g}"
         return make("interrupted" if curve.interrupted else "not reached", None, f"{curve.steps} steps taken, {short}")
-    why = _unconfirmed(target, floor, evaluation) if metric == "loss" else None
     if why is not None:
         return make("not reached", None, why)
     if reference is None:
@@ -377,7 +390,7 @@ def evaluation_line(evaluation: object) -> str:
     parts = []
     for name, ev in _checkpoints(evaluation):
         auc = f", AUC {ev['auc']:.4f}" if isinstance(ev.get("auc"), (int, float)) else ""
-        parts.append(f"at the {name} {float(ev['loss']):.4g}{auc} (Bayes {float(ev['bayes']):.4g})")
+        parts.append(f"at the {name} {_held_out(ev):.4g}{auc} (Bayes {float(ev['bayes']):.4g})")
     errors = [f"{k}: {v['error']}" for k, v in evaluation.items() if isinstance(v, dict) and "error" in v]
     said = "; ".join(parts) if parts else "nothing"
     return f"Held-out loss {said}{' (' + '; '.join(errors) + ')' if errors else ''}. "

@@ -117,7 +117,7 @@ def _run_of(result: PointResult) -> RcpRun:
         seed=result.spec.seed,
         steps=steps,
         wall_s=round(float(wall), 2) if steps is not None and wall is not None else None,
-        eval_loss=round(float(target["loss"]), 4) if "loss" in target else None,
+        eval_loss=round(float(target["loss"]), 4) if isinstance(target.get("loss"), (int, float)) else None,
         eval_auc=round(float(target["auc"]), 4) if target.get("auc") is not None else None,
     )
 

@@ -179,3 +179,20 @@ def test_the_reference_line_scores_its_times_and_says_how() -> None:
     assert "3.0 s to target (mean of 3 runs (fewer than 5: none dropped))" in three
     five = Reference(steps=(100,) * 5, every=10, wall_s=(10.0, 1.0, 4.0, 5.0, 6.0)).describe()
     assert "5.0 s to target (MLPerf" in five
+
+
+def test_weights_that_do_not_confirm_the_target_read_not_reached_before_the_end_is_judged() -> None:
+    # A step that reports 0.6 x its loss: its curve starts flattered too, so the end's honest held-out loss lies
+    # above that start; the verdict is the target's, not a divergence measured against the trainer's own word.
+    flattered = {
+        "target": {"loss": 2.0, "bayes": 0.0, "diff_mean": 2.0, "diff_se": 0.01},
+        "end": {"loss": 2.0, "bayes": 0.0, "diff_mean": 2.0, "diff_se": 0.01},
+    }
+    j = judge(_run(0.99), 0.1, evaluation=flattered, floor=Floor(best=0.0))
+    assert j.verdict == "not reached" and "held-out loss 2" in j.reason
+    honest_then_nan = {  # strict JSON keeps a NaN held-out loss as null
+        "target": {"loss": 0.11, "bayes": 0.0, "diff_mean": 0.11, "diff_se": 0.01},
+        "end": {"loss": None, "bayes": 0.0, "diff_mean": None, "diff_se": None},
+    }
+    j = judge(_run(0.99), 0.1, evaluation=honest_then_nan, floor=Floor(best=0.0))
+    assert j.verdict == "diverged" and "held-out loss nan" in j.reason
