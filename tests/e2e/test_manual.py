@@ -69,6 +69,9 @@ MODES: dict[str, Mode] = {
     ),
     "cases.md: dlbench run $F --param classes=max --param model_parallel=1 --param sample=10": ACCEPT,
     "convergence.md: dlbench run -f torch -m resnet50 --input-size 32 --converge": ACCEPT,
+    "convergence.md: dlbench reference convergence": RUN,
+    "convergence.md: dlbench reference measure-convergence -m gpt --param hidden=128 --param layers=2 --param heads=4 "
+    "--param seq=32 --param vocab=64 -b 32 --threads 1 --out rcp": ACCEPT,
     "frameworks.md: dlbench setup jax tf paddle": SETUP,
     "frameworks.md: dlbench setup jax --python 3.12": SETUP,
     "frameworks.md: dlbench setup torch --existing /opt/conda/bin/python": SETUP,
@@ -256,6 +259,7 @@ def _stub_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
         "dlbench.cli.sweep.execute_sweep",
         "dlbench.runapi.again._measure",  # rerun and reproduce --run, past their gate
         "dlbench.cli.bisect.execute_bisect",  # bisect, past its gate (its ends checked)
+        "dlbench.runapi.converge.measure_references",  # reference measure-convergence, past its gate
     ):
         monkeypatch.setattr(target, accepted)
 
