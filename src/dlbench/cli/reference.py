@@ -196,7 +196,7 @@ def measure_convergence(
     from dlbench.cli.progress import RunProgress
     from dlbench.cli.values import as_params
     from dlbench.reference.rcp import file_name
-    from dlbench.runapi.rcp import RcpRequest, measure_rcp
+    from dlbench.runapi.rcp import RcpRequest, measure_rcp, rcp_specs
 
     combos, searched = as_params(params)
     if searched or len(combos) != 1:
@@ -215,6 +215,7 @@ def measure_convergence(
         by=by,
         command=command_line("dlbench reference measure-convergence"),
     )
+    rcp_specs(req)  # a case without a target, a bad parameter: refused in one line before any progress is drawn
     with RunProgress(runs, Console(stderr=True)) as ui:
         outcome = measure_rcp(req, ui)
     point = outcome.rcp
