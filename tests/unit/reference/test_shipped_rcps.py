@@ -1,0 +1,77 @@
+"""The reference convergence points shipped with dlbench (#44): each file follows the schema, holds at least 5
+runs that reached the target, was measured by `dlbench reference measure-convergence` (its command kept), and
+still matches what `--converge` trains today (the case's target loss and the data generator's version: a stale
+point would judge new data by old steps); `dlbench reference convergence` lists each, its numbers whole at 60 and
+80 columns; and a budget that would hide `slower` from a suite is raised."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable
+
+import pytest
+
+from dlbench.analysis.references import budget_floor, needs_local, with_budget
+from dlbench.analysis.targets import target_for
+from dlbench.cases import get_case
+from dlbench.data.learnable import DATA_VERSION
+from dlbench.reference import rcp
+from dlbench.runapi.converge import plan_lines
+from dlbench.spec import PointSpec, Protocol
+
+CliResult = tuple[int, str, str]
+SHIPPED_MODELS = {"gpt"}  # the cases docs/convergence.md says have a shipped point (at least)
+SUITE_GPT = {"hidden": 128, "layers": 2, "heads": 4, "seq": 32, "vocab": 64}  # convergence-cpu's GPT
+
+
+def test_every_shipped_point_is_whole_and_matches_todays_targets() -> None:
+    points = rcp.shipped()
+    assert SHIPPED_MODELS <= {p.key.model for p in points}
+    for p in points:
+        assert len(p.steps) >= rcp.MIN_RUNS and p.file == rcp.file_name(p.key)
+        assert p.measured.command.startswith("dlbench reference measure-convergence -m ")
+        assert p.key.data_version == DATA_VERSION and p.measured.framework == "torch"
+        target = target_for(get_case(p.key.model).configured(dict(p.key.params)))
+        assert target is not None and abs(target.loss - p.key.target_loss) < 1e-6, p.file
+        assert [r.seed for r in p.runs] == list(range(100, 100 + len(p.runs)))
+
+
+def _gpt(budget: int | None) -> PointSpec:
+    return PointSpec(
+        framework="torch",
+        model="gpt",
+        batch_size=32,
+        protocol=Protocol(1, 2, 1, "median"),
+        converge=True,
+        converge_steps=budget,
+        case_params=tuple(sorted(SUITE_GPT.items())),
+    )
+
+
+def test_the_suites_gpt_is_judged_against_its_shipped_point_and_its_budget_can_say_slower() -> None:
+    spec = _gpt(300)  # convergence-cpu's budget
+    assert not needs_local(spec)  # no local reference run is measured for it
+    assert plan_lines([], [spec])[0].startswith("--converge: every verdict is judged against a shipped reference")
+    floor = budget_floor(spec)
+    assert floor is not None
+    assert with_budget(spec).converge_steps == max(300, floor)
+    assert with_budget(dataclasses.replace(spec, converge_steps=10)).converge_steps == floor
+
+
+@pytest.mark.parametrize("width", [60, 80])
+def test_reference_convergence_lists_each_point_whole(
+    width: int, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    code, out, err = cli("reference", "convergence")
+    assert code == 0, err
+    lines = out.splitlines()
+    for p in rcp.shipped():
+        row = next(line for line in lines if line.startswith(p.key.model + " "))
+        assert f"{len(p.steps)}/{len(p.runs)}" in row and re.search(rf"\b{p.mean:.0f}\b", row), row
+        assert f"{p.file}: {p.measured.command}".split()[0] in out
+    assert all(len(line) <= width for line in lines if not line.endswith(".yaml") and ": dlbench" not in line)
+    code, out, _ = cli("reference", "convergence", "--format", "json")
+    assert code == 0 and {d["key"]["model"] for d in json.loads(out)} >= SHIPPED_MODELS
