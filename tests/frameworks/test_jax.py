@@ -275,3 +275,36 @@ def test_fp16_dynamic_loss_scaling_path(framework_python: str) -> None:
     answer = json.loads(proc.stdout.strip().splitlines()[-1])
     assert all(math.isfinite(loss) for loss in answer["losses"]), answer
     assert 0 < answer["scale"] <= 65536.0
+
+
+EVALUATED = """
+import json
+from dlbench.backends import load_backend
+from dlbench.cases import get_case
+from dlbench.evaluate import Checkpoints
+from dlbench.spec import PointSpec, Protocol
+from dlbench.wire import RankContext
+
+params = {"hidden": 32, "layers": 1, "heads": 2, "seq": 32, "vocab": 64}
+spec = PointSpec(framework="jax", model="gpt", batch_size=8, protocol=Protocol(1, 1, 1, "median"), threads=1,
+                 converge=True, converge_steps=10, case_params=tuple(sorted(params.items())))
+trainer = load_backend("jax").build(spec, get_case("gpt").configured(params), RankContext())
+for _ in range(30):
+    trainer.train_step(trainer.next_batch())
+trainer.sync()
+checkpoints = Checkpoints()
+checkpoints.save(trainer, "target")
+print(json.dumps({"train": trainer.loss(), "eval": checkpoints.evaluate(spec)}))
+checkpoints.close()
+"""
+
+
+def test_the_independent_evaluation_reads_jax_weights(framework_python: str) -> None:
+    # #44: the saved variables restored into a fresh module in a fresh process, the held-out loss computed in
+    # numpy; after 30 steps of a tiny GPT it agrees with the training loss and lies above the Bayes loss.
+    proc = subprocess.run([framework_python, "-c", EVALUATED], capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    held = answer["eval"]["target"]
+    assert "error" not in held, held
+    assert abs(held["loss"] - answer["train"]) < 0.3 and held["loss"] > held["bayes"] + 0.5, answer

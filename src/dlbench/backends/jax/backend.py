@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -280,6 +282,11 @@ class JaxBackend(Backend):
 
             self._facts["lora_base"] = load_pretrained(trainer, case, spec.input_size, device)
         return trainer
+
+    def evaluator(self, spec: PointSpec, case: Case, weights: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        from dlbench.backends.jax import evaluate  # the evaluation process's own path: the module and its forward
+
+        return evaluate.evaluator(spec, case, weights)
 
     def count_params(self, case: Case) -> int:
         module = build_module(case)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -165,6 +166,12 @@ class JaxTrainer(Trainer):
 
     def allocator_peak(self) -> AllocatorPeak | None:
         return device_peak(self.device)
+
+    def save_weights(self, folder: Path) -> None:
+        """This process's replica of the variables, for the independent evaluation (backends/jax/evaluate.py)."""
+        from dlbench.backends.jax import evaluate
+
+        evaluate.save(self.state.params, self.state.batch_stats, folder)
 
 
 def device_peak(device: jax.Device) -> AllocatorPeak | None:
