@@ -43,6 +43,7 @@ def reference_specs(spec: PointSpec, seeds: int = REFERENCE_RUNS) -> list[PointS
     base = dataclasses.replace(
         spec,
         framework="fake" if spec.framework == "fake" else "torch",
+        release=None,  # the candidate's framework release (jax==0.10.1, #49) is not the reference's
         precision="fp32",
         nodes=1,
         devices_per_node=1,

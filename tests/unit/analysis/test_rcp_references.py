@@ -21,6 +21,7 @@ from dlbench.analysis.references import (
     from_shipped,
     key_of,
     needs_local,
+    reference_specs,
     shipped_point,
     suspect,
     with_budget,
@@ -129,3 +130,10 @@ def test_at_most_one_run_of_n_may_fail_counted_as_the_slowest() -> None:
     two_failed = [*one_failed[:3], _run(3, None, "diverged"), _run(4, None, "not reached")]
     g2 = group_verdict(two_failed)
     assert g2 is not None and g2.verdict == "diverged" and "2 of 5 runs did not converge" in g2.line
+
+
+def test_local_references_are_torch_fp32_on_one_device_whatever_release_the_candidate_asked() -> None:
+    candidate = dataclasses.replace(_spec("bf16"), framework="jax", release="0.10.1")
+    refs = reference_specs(candidate)
+    assert [r.seed for r in refs] == [100, 101, 102, 103, 104]
+    assert {(r.framework, r.release, r.precision, r.world_size) for r in refs} == {("torch", None, "fp32", 1)}
