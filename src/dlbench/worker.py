@@ -250,7 +250,12 @@ def _checkpoints(spec: PointSpec, ctx: RankContext) -> Checkpoints | dict[str, o
     lay = spec.layout
     if lay.splits_model or lay.fsdp or lay.expert_parallel > 1:
         return {"skipped": "the model is split across ranks: no rank holds its whole weights to evaluate"}
-    from dlbench.evaluate import Checkpoints
+    from dlbench.cases import get_case
+    from dlbench.evaluate import Checkpoints, unevaluated
+
+    why = unevaluated(get_case(spec.model))
+    if why is not None:  # a diffusion transformer's latents (#48)
+        return {"skipped": why}
 
     return Checkpoints()
 

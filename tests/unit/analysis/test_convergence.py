@@ -196,3 +196,15 @@ def test_weights_that_do_not_confirm_the_target_read_not_reached_before_the_end_
     }
     j = judge(_run(0.99), 0.1, evaluation=honest_then_nan, floor=Floor(best=0.0))
     assert j.verdict == "diverged" and "held-out loss nan" in j.reason
+
+
+def test_a_case_without_an_evaluation_says_so() -> None:
+    from dlbench.cases import get_case
+    from dlbench.evaluate import unevaluated
+
+    assert unevaluated(get_case("gpt")) is None and unevaluated(get_case("resnet50")) is None
+    assert unevaluated(get_case("wide_deep")) is None and unevaluated(get_case("bert_base")) is None
+    why = unevaluated(get_case("dit_tiny"))
+    assert why is not None and "judged on its curve alone" in why
+    dlrm = unevaluated(get_case("dlrm_tiny"))  # DLRM's planted clicks are not Wide & Deep's
+    assert dlrm is not None and "held-out AUC" in dlrm
