@@ -4,14 +4,11 @@ points carry, so MFU is counted alike), and for a MoE its total and active param
 
 from __future__ import annotations
 
-from dlbench.cases import Case
+from dlbench.cases import Case, all_cases
 from dlbench.cases.arch import LlamaConfig, MoeConfig
 from dlbench.cases.llama import FLOP_CONVENTION
 from dlbench.cases.llama import flops_per_sample as llama_flops
 from dlbench.cases.moe import point_figures
-
-LLAMA_MEMBERS: tuple[str, ...] = ("llama", "llama3_8b", "llama3_1b", "llama2_70b", "llama_tiny")
-MOE_MEMBERS: tuple[str, ...] = ("mixtral_8x7b", "moe_tiny")
 
 
 def decoder_facts(case: Case, input_size: int | None) -> dict[str, object]:
@@ -55,5 +52,12 @@ def moe_shape_refusal(case: Case) -> str | None:
         )
     return None
 
+
+# The members a backend written from these families builds: read from the cases (a new member needs no line
+# here), a MoE only where Mixtral's routing builds it exactly.
+LLAMA_MEMBERS: tuple[str, ...] = tuple(c.name for c in all_cases() if isinstance(c.arch, LlamaConfig))
+MOE_MEMBERS: tuple[str, ...] = tuple(
+    c.name for c in all_cases() if isinstance(c.arch, MoeConfig) and moe_shape_refusal(c) is None
+)
 
 __all__ = ["LLAMA_MEMBERS", "MOE_MEMBERS", "decoder_facts", "moe_shape_refusal"]
