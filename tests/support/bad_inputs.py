@@ -62,6 +62,7 @@ def hostile_files(folder: Path) -> None:
     (folder / "user_files").mkdir()
     (folder / "user_files" / "mine.txt").write_text("the user's own file\n")
     (folder / "dupkey.yaml").write_text("name: x\naxes: {framework: fake, model: resnet50}\nname: y\n")
+    (folder / "link.txt").symlink_to(folder / "notes.txt")  # issue 41: an output path that is a link
     (folder / "hugescale.yaml").write_text("name: x\naxes: {framework: fake, model: resnet50, scale: [1n100000c]}\n")
 
 
@@ -286,4 +287,12 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("run -f torch -m dit_tiny --input-size 15 --store {store}", "multiple of the patch"),
     ("run -f torch -m deepseek_tiny --param groups=3 --store {store}", "groups (3) must divide experts"),
     ("run -f torch -m gpt_oss_tiny --param head_dim=15 --store {store}", "head_dim (15) must be even"),
+    # issue 41: outputs never replace what dlbench did not make
+    ("report -o {store} --store {store}", "is a SQLite database (a store)"),
+    ("reproduce {run} --env-file {store} --store {store}", "is a SQLite database (a store)"),
+    ("reproduce {run} --env-file {dir}/link.txt --store {store}", "is a symbolic link"),
+    ("reproduce {run} --env-file {dir}/pipe.html --store {store}", "is a FIFO"),
+    ("reproduce {run} --env-file /proc/self/comm --store {store}", "the kernel's own files"),
+    ("report -o /proc/self/comm --store {store}", "the kernel's own files"),
+    ("data imagenet --out {dir}/user_files --images 2 --classes 1 --force", "dlbench did not make"),
 ]
