@@ -299,6 +299,7 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("reproduce {run} --env-file /proc/self/comm --store {store}", "the kernel's own files"),
     ("report -o /proc/self/comm --store {store}", "the kernel's own files"),
     ("data imagenet --out {dir}/user_files --images 2 --classes 1 --force", "dlbench did not make"),
+    ("run -f torch -m mixtral_8x7b -b 1 --store {store}", "needs an estimated"),
     ("run -f fake --converge --converge-target nan --store {store}", "finite"),
     ("run -f fake --converge --converge-target inf --store {store}", "finite"),
     ("run -f fake --converge --converge-steps 1000000000000 --store {store}", "at most"),
