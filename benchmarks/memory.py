@@ -51,6 +51,10 @@ CONFIGS: tuple[tuple[str, int, int | None, Params], ...] = (
     ("bert_base", 32, 64, ()),
     ("gpt", 2, 512, ()),
     ("vgg16", 16, 112, ()),
+    ("dlrm_tiny", 256, None, ()),
+    ("llama_tiny", 8, None, (("lora", 8),)),
+    ("dlrm_tiny", 8192, None, ()),
+    ("llama_tiny", 4, None, (("lora", 8), ("seq", 1024))),
 )
 # (framework, model, batch): the other frameworks' runtime and activations (analysis/memory.py FRAMEWORKS)
 OTHERS: tuple[tuple[str, str, int], ...] = (

@@ -4,7 +4,8 @@ The estimate adds what a training step holds at its peak, on the device that hol
 
 - **model state**: the case's exact parameter count (its configured `param_count`) in fp32 master weights (every
   precision keeps them: dlbench.numerics), one fp32 gradient each, and the optimizer's states (SGD with momentum
-  one, Adam and AdamW two); under autocast (amp, bf16, fp8) one 2-byte copy of each weight. The layout shares it
+  one, Adam and AdamW two, Adagrad one; none for a sparse table's gradient, and a LoRA point's frozen base holds
+  weights only); under autocast (amp, bf16, fp8) one 2-byte copy of each weight. The layout shares it
   out: tensor and pipeline parallel split the model, expert parallel the experts, a model-parallel face
   classifier its classes, and FSDP shards what each replica holds over the data-parallel ranks (plus two layers
   gathered whole at a time);
@@ -29,10 +30,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlbench.cases import Case, CtrInput, ImageInput, TextInput, get_case
+from dlbench.cases import Case, CtrInput, ImageInput, TextInput, dlrm, get_case, llama, lora
 from dlbench.cases.arch import (
     AlexNetArch,
     BertConfig,
+    DlrmArch,
     FaceArch,
     GptConfig,
     InceptionArch,
@@ -148,14 +150,15 @@ def estimate(spec: PointSpec) -> MemoryEstimate | None:
     if acts is None:
         return None
     params, gathered, sharding = _params_per_device(case, spec)
+    share = params / case.param_count if case.param_count else 1.0  # the trained parameters this device holds
     states = _optimizer_states(case)
-    sparse = _sparse_table(case)
+    sparse = _sparse_table(case) * share
+    frozen = _frozen(case) * share
     low = spec.precision in ("amp", "bf16", "fp8")
     fw = FRAMEWORKS.get(spec.framework, FRAMEWORKS["torch"])
     act_bytes = (2.0 if low else 4.0) * fw.activations
-    weights = (
-        params * WEIGHT_BYTES + (params + gathered) * (AUTOCAST_COPY_BYTES if low else 0) + gathered * WEIGHT_BYTES
-    )
+    held = params + frozen
+    weights = held * WEIGHT_BYTES + (held + gathered) * (AUTOCAST_COPY_BYTES if low else 0) + gathered * WEIGHT_BYTES
     return MemoryEstimate(
         weights=round(weights),
         gradients=round(max(params - sparse, 0) * GRADIENT_BYTES),
@@ -171,6 +174,8 @@ def _optimizer_states(case: Case) -> int:
     opt = case.optimizer
     if opt.name in ("adam", "adamw"):
         return 2
+    if opt.name == "adagrad":  # its sum of squared gradients
+        return 1
     return 1 if opt.momentum else 0
 
 
@@ -181,11 +186,20 @@ def _step_temporaries(case: Case) -> float:
 
 
 def _sparse_table(case: Case) -> int:
-    """Parameters whose gradient is sparse (Wide & Deep's tables with `sparse` 1): no dense gradient for them."""
+    """Parameters whose gradient is sparse (Wide & Deep's tables with `sparse` 1, DLRM's tables): no dense gradient
+    for them."""
     a = case.arch
     if isinstance(a, WideDeepArch) and case.param("sparse") == 1:
         return a.vocab * (1 + a.embedding)
+    if isinstance(a, DlrmArch):
+        return dlrm.embedding_params(a)
     return 0
+
+
+def _frozen(case: Case) -> int:
+    """Parameters a point holds but does not train: a LoRA point's base model (its count is the adapters')."""
+    a = case.arch
+    return llama.param_count(a) if isinstance(a, LlamaConfig) and lora.lora_of(case) is not None else 0
 
 
 def _decoder_layer_params(a: LlamaConfig | GptConfig, num_layers: int, total: int) -> float:
@@ -203,12 +217,14 @@ def _params_per_device(case: Case, spec: PointSpec) -> tuple[float, float, str]:
     if isinstance(a, MoeConfig):
         experts = float(a.base.num_layers * a.num_experts * 3 * a.base.hidden_size * a.expert_ffn)
     classifier = float(a.embedding * a.classes) if isinstance(a, FaceArch) and a.model_parallel else 0.0
+    if isinstance(a, DlrmArch) and a.table_wise:  # whole tables, dealt out over the ranks
+        classifier = float(dlrm.embedding_params(a))
     ep = max(lay.expert_parallel, 1)
     held = (case.param_count - experts - classifier) / split + experts / (split * ep) + classifier / max(world, 1)
     parts += [f"tensor {lay.tensor_parallel}"] if lay.tensor_parallel > 1 else []
     parts += [f"pipeline {lay.pipeline_parallel}"] if lay.pipeline_parallel > 1 else []
     parts += [f"experts over {ep}"] if ep > 1 else []
-    parts += [f"classifier over {world}"] if classifier else []
+    parts += [f"{'tables' if isinstance(a, DlrmArch) else 'classifier'} over {world}"] if classifier else []
     gathered = 0.0
     if lay.fsdp:
         held /= max(lay.data, 1)
@@ -257,6 +273,11 @@ def _activations_per_sample(case: Case, spec: PointSpec) -> float | None:
         return resnet_outputs(a.backbone, side, a.embedding) * KEPT_WITH_NORM + LOGITS_KEPT * shard
     if isinstance(a, WideDeepArch) and isinstance(inp, CtrInput):  # the gathered rows and the MLP's layers
         return 3.0 * (sum(a.hidden) + inp.categorical * a.embedding)
+    if isinstance(a, DlrmArch):  # the pooled rows, both MLPs, the interaction and the cross layers' outputs; the
+        # tables' sparse gradient holds a row per look-up, and the sparse update one copy more; int64 ids
+        n, rows = dlrm.interaction_width(a), dlrm.lookups_per_sample(a)
+        dense = 3.0 * (sum(a.bottom) + n + a.cross_layers * (n + a.low_rank) + sum(a.top))
+        return dense + 2.0 * rows * a.embedding + 2.0 * rows
     if not isinstance(inp, TextInput):
         return None
     seq = (size or inp.seq_len) / max(lay.context_parallel, 1)

@@ -14,12 +14,16 @@ import pytest
 
 from dlbench.analysis.maxbatch import Probe, bisect
 from dlbench.analysis.memory import estimate
+from dlbench.cases import all_cases
 from dlbench.launch import fits
 from dlbench.launch.fits import Limit, fitting, limit_for, memory_problem
 from dlbench.parallel import Layout
-from dlbench.points import Axes
+from dlbench.points import Axes, Shared
 from dlbench.runapi.run import RunRequest, prepare_run
 from dlbench.spec import PointSpec, SpecError, preset
+from dlbench.suite import builtin_names
+from dlbench.suite import load as load_suite
+from dlbench.suite.expand import expand
 
 CliResult = tuple[int, str, str]
 GIB = 2**30
@@ -52,6 +56,32 @@ def test_each_point_that_would_fill_the_machine_is_refused(
 ) -> None:
     code, _, err = cli("run", "-f", "torch", *args, "--store", str(store_path))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "needs an estimated" in err, err
+
+
+@pytest.mark.parametrize("name", [n for n in builtin_names() if n.endswith("-cpu")])
+def test_the_cpu_suites_points_fit_a_24_gib_host_with_16_gib_free(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """The gate refuses what cannot fit, never what the suites run here: only wide-deep-cpu's vocabularies meant to
+    grow until memory ends (skip_impossible) are refused."""
+
+    class Memory:
+        available = 16 * GIB
+
+    monkeypatch.setattr(fits.psutil, "virtual_memory", lambda: Memory())
+    suite = load_suite(name)
+    specs = [p.spec for p in expand(suite, "cpu", data_dir="/nonexistent")]
+    refused = [s for s in specs if fits.fit_problem(s)]
+    grown = [s for s in refused if s.model == "wide_deep" and dict(s.case_params).get("vocab", 0) > 25_600_000]
+    assert refused == grown and (not grown or suite.skip_impossible)
+
+
+def test_every_case_that_fits_here_passes_at_its_cpu_batch_with_16_gib_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Memory:
+        available = 16 * GIB
+
+    monkeypatch.setattr(fits.psutil, "virtual_memory", lambda: Memory())
+    models = [c.name for c in all_cases() if c.param_count < 10**9]  # every case but the members too large here
+    req = RunRequest(axes=Axes(models=tuple(models)), shared=Shared(device="cpu"))
+    assert len(prepare_run(req).specs) == len(models)  # each at its CPU batch, none refused
 
 
 def test_force_goes_past_the_gate(store_path: Path) -> None:
