@@ -300,6 +300,7 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("report -o /proc/self/comm --store {store}", "the kernel's own files"),
     ("data imagenet --out {dir}/user_files --images 2 --classes 1 --force", "dlbench did not make"),
     ("run -f torch -m mixtral_8x7b -b 1 --store {store}", "needs an estimated"),
+    ("run -f torch -m moe_tiny --scale 1n2c --expert-parallel 2 --strategy ddp --store {store}", "strategy ddp"),
     ("run -f fake --converge --converge-target nan --store {store}", "finite"),
     ("run -f fake --converge --converge-target inf --store {store}", "finite"),
     ("run -f fake --converge --converge-steps 1000000000000 --store {store}", "at most"),
