@@ -10,6 +10,8 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from dlbench.analysis.record import environment
 from dlbench.protocol.stats import summarize
 from dlbench.records import PointResult, RankRaw, RepeatRaw
@@ -47,7 +49,7 @@ def good() -> dict[str, object]:
 
 
 def test_env_file_never_replaces_the_store_a_link_or_a_fifo(
-    store_path: Path, tmp_path: Path, cli: Callable[..., CliResult]
+    store_path: Path, tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     uid = stored(store_path, good())
     before = _digest(store_path)
@@ -65,8 +67,10 @@ def test_env_file_never_replaces_the_store_a_link_or_a_fifo(
         assert code == 2 and len(err.strip().splitlines()) == 1 and said in err, err
         assert out == ""  # refused before anything is shown
     assert _digest(store_path) == before and target.read_text() == "the user's own\n"
-    code, out, err = cli("reproduce", uid[:8], "--env-file", str(tmp_path / "r.txt"), "--store", str(store_path))
+    monkeypatch.chdir(tmp_path)  # a relative --env-file: the line names where it went, as run names its store
+    code, out, err = cli("reproduce", uid[:8], "--env-file", "r.txt", "--store", str(store_path))
     assert code == 0 and (tmp_path / "r.txt").read_text().splitlines()[-1] == "numpy==2.1.0", err
+    assert f"to {tmp_path / 'r.txt'} (pip install -r {tmp_path / 'r.txt'})" in out
 
 
 def test_a_newline_in_a_locked_name_never_becomes_a_pip_option(

@@ -151,7 +151,8 @@ def write_env_file(target: Target, path: str) -> str:
         raise NotReproducible(str(exc)) from None
     except OSError as exc:
         raise NotReproducible(f"cannot write {file}: {exc.strerror or exc}") from None
-    return f"wrote {len(req.packages)} pinned packages to {file} (pip install -r {file})"
+    where = file.absolute()  # as run names its store: from any folder, the path to pip install -r
+    return f"wrote {len(req.packages)} pinned packages to {where} (pip install -r {where})"
 
 
 def side_by_side(old: StoredPoint, new: StoredPoint) -> Table:
