@@ -29,7 +29,7 @@ def rank_main(rank: int, port: int, rounds: int, out: dict[int, list[float]]) ->
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
     torch.set_num_threads(1)
-    sums = []
+    sums, kept = [], []  # every round's model kept: freeing one joins gloo's threads (strategy_probe_torch.leave)
     for r in range(rounds):
         torch.manual_seed(r)
         model = torch.nn.Sequential(*(torch.nn.Linear(WIDTH, WIDTH) for _ in range(LAYERS)))
@@ -42,8 +42,11 @@ def rank_main(rank: int, port: int, rounds: int, out: dict[int, list[float]]) ->
             opt.step()
             opt.zero_grad()
         sums.append(float(sum(p.double().sum() for p in model.parameters())))
+        kept.append(ddp)
     out[rank] = sums
     dist.destroy_process_group()
+    sys.stderr.flush()
+    os._exit(0)  # no teardown: a DDP model freed at exit can deadlock on the GIL with gloo's worker thread
 
 
 def main() -> None:
