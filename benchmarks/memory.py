@@ -55,6 +55,10 @@ CONFIGS: tuple[tuple[str, int, int | None, Params], ...] = (
     ("llama_tiny", 8, None, (("lora", 8),)),
     ("dlrm_tiny", 8192, None, ()),
     ("llama_tiny", 4, None, (("lora", 8), ("seq", 1024))),
+    ("deepseek_tiny", 8, None, ()),
+    ("gpt_oss_tiny", 8, None, ()),
+    ("dit_tiny", 8, None, ()),
+    ("dit_tiny", 64, None, ()),
 )
 # (framework, model, batch): the other frameworks' runtime and activations (analysis/memory.py FRAMEWORKS)
 OTHERS: tuple[tuple[str, str, int], ...] = (

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlbench.cases import Case, CtrInput, ImageInput, TextInput, dlrm, get_case, llama, lora
+from dlbench.cases import Case, CtrInput, ImageInput, LatentInput, TextInput, dlrm, get_case, llama, lora
 from dlbench.cases.arch import (
     AlexNetArch,
     BertConfig,
+    DitConfig,
     DlrmArch,
     FaceArch,
     GptConfig,
@@ -83,6 +84,9 @@ KEPT_WITHOUT_NORM = 1.0
 # before and after the rotation, the attention output and the MLP's four f-wide tensors.
 TRANSFORMER_KEPT = 17.0
 LLAMA_KEPT_H, LLAMA_KEPT_KV, LLAMA_KEPT_F = 10.0, 4.0, 4.0
+# a DiT block per token, in hidden widths: fitted (docs/memory.md), twice a GPT layer's (TRANSFORMER_KEPT); the
+# modulated norms, normalised QK and rotary copies keep about as much again
+DIT_KEPT = 34.0
 ATTENTION_KEPT = 2.5  # materialised scores: softmax output, dropout output and mask, per head and key
 LOGITS_KEPT = 3.0  # the logits over the vocabulary, their log-softmax and its gradient
 
@@ -278,6 +282,11 @@ def _activations_per_sample(case: Case, spec: PointSpec) -> float | None:
         n, rows = dlrm.interaction_width(a), dlrm.lookups_per_sample(a)
         dense = 3.0 * (sum(a.bottom) + n + a.cross_layers * (n + a.low_rank) + sum(a.top))
         return dense + 2.0 * rows * a.embedding + 2.0 * rows
+    if isinstance(a, DitConfig) and isinstance(inp, LatentInput):  # a layer per block, over the latent's patches
+        # and the text tokens (double blocks: each stream its own layer; single: the joint sequence)
+        tokens = ((size or a.latent_side) // a.patch) ** 2 + a.text_tokens
+        blocks = a.double_blocks + a.single_blocks
+        return tokens * blocks * DIT_KEPT * a.hidden_size / max(lay.tensor_parallel, 1)
     if not isinstance(inp, TextInput):
         return None
     seq = (size or inp.seq_len) / max(lay.context_parallel, 1)

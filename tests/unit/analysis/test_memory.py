@@ -26,6 +26,9 @@ TOO_LARGE = {
     "llama3_1b": 1_235_814_400,
     "llama2_70b": 68_976_648_192,
     "mixtral_8x7b": 46_702_792_704,
+    "deepseek_v3": 671_026_404_352,
+    "gpt_oss_20b": 20_914_757_184,
+    "flux1": 11_891_178_560,
 }
 # DLRMv2 (MLPerf): its parameters, and those of its 26 tables (five capped at 40M rows, the others' rows summed,
 # 128 wide), whose gradients are sparse; Adagrad keeps one state for every parameter
