@@ -49,6 +49,11 @@ class Shared:
     converge_reference: str = "shipped"  # judged against the shipped reference points, or 'local' runs
     seed: int = 0  # the initialisation and, for --converge, the stream of examples
 
+    def __post_init__(self) -> None:
+        if not self.converge and (self.converge_steps is not None or self.converge_target is not None):
+            given = "--converge-target" if self.converge_target is not None else "--converge-steps"
+            raise SpecError(f"{given} applies to --converge: add --converge, or drop {given}")
+
 
 @dataclass(frozen=True)
 class Axes:

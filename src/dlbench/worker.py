@@ -141,6 +141,15 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
+def _interruptible() -> None:
+    """Take SIGINT back as Ctrl-C (KeyboardInterrupt), however the worker was started. A controller started as a
+    shell's background job (`dlbench run ... &`) ignores SIGINT, and its workers inherited that, so the SIGINT it
+    sends them on SIGTERM or Ctrl-C was lost: a convergence run trained on until the grace ran out (#41)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _environment(backend: object, spec: PointSpec, ctx: RankContext | None = None) -> dict[str, str]:
     """The backend's facts about the framework, plus this node's topology on several ranks and, on a GPU, the one
     this rank ran on as NVML names it here (`rank_gpu`, the max-batch cache's device; `device_model` where the
@@ -403,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m dlbench.worker SPEC.json RESULT.json", file=sys.stderr)
         return 2
     _die_with_parent()
+    _interruptible()
     spec_path, out_path = Path(args[0]), Path(args[1])
     spec = PointSpec.from_json(spec_path.read_text())
     ctx = configure_rank(spec, os.environ)  # torchrun, Slurm and MPI name ranks differently; before any import

@@ -96,6 +96,8 @@ MODES: dict[str, Mode] = {
     "measuring.md: dlbench results RUN_ID --format json": RUN,
     "measuring.md: dlbench results --format csv": RUN,
     "measuring.md: dlbench results --wide": RUN,
+    "memory.md: dlbench run -f torch -m mixtral_8x7b -b 1": Mode("run", "refused before anything starts", exits=(2,)),
+    "memory.md: dlbench run --dry-run -m llama3_8b -p bf16 --fsdp --recompute --scale 1n8g --device cuda": RUN,
     "mlperf.md: dlbench run -f torch,jax -m dlrm_tiny": ACCEPT,
     "mlperf.md: dlbench run -f torch,jax -m llama_tiny --lora 8": ACCEPT,
     "mlperf.md: dlbench run -m dlrm_tiny --converge": ACCEPT,

@@ -252,7 +252,7 @@ def test_a_framework_whose_environment_is_gone_is_one_line_and_exit_2(
     from dlbench.envs.interpreters import NotInstalled
     from dlbench.runapi import again
 
-    def gone(framework: str) -> str:
+    def gone(framework: str, release: str | None = None) -> str:
         raise NotInstalled(f"framework {framework} is not installed: run: dlbench setup {framework}")
 
     monkeypatch.setattr(again, "interpreter_for", gone)

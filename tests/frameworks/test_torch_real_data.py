@@ -187,7 +187,7 @@ def test_cpu_max_batch_search_under_a_memory_limit(tmp_path: Path) -> None:
     # then trained when run again, ~10 MiB per sample at 850 MiB). Either way the max trained on every run of
     # it, twice at least, and the batch above ran out of memory at least once.
     assert found.exact or "within run-to-run noise" in found.note, found.note
-    assert len(found.probes) <= probe_bound(1, 32)
+    assert len(found.probes) <= probe_bound(1, 32) + len(found.guesses)  # a guess of the estimate's: one probe more
     at_max = [p for p in (*found.probes, *found.checks) if p.value == best]
     assert len(at_max) >= 2 and all(
         p.fits and p.peak_memory_bytes is not None and p.peak_memory_bytes <= limit for p in at_max

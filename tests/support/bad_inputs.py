@@ -46,6 +46,10 @@ def hostile_files(folder: Path) -> None:
         "params.yaml": "name: x\naxes: {framework: fake, model: wide_deep}\nparams: {vocab: [lots]}\n",
         "paramname.yaml": "name: x\naxes: {framework: fake, model: resnet50}\nparams: {vocab: [1000]}\n",
         "parammax.yaml": "name: x\naxes: {framework: fake, model: wide_deep}\nparams: {sparse: max}\n",
+        # issue 41: a suite's converge block with a budget no run could end, and targets that are no number
+        "convsteps.yaml": "name: x\naxes: {framework: fake, model: resnet50}\nconverge: {steps: 10000000000000}\n",
+        "convbool.yaml": "name: x\naxes: {framework: fake, model: resnet50}\nconverge: {target: true}\n",
+        "convtext.yaml": 'name: x\naxes: {framework: fake, model: resnet50}\nconverge: {target: "0.5"}\n',
         "good.yaml": GOOD,
     }
     for name, text in texts.items():
@@ -62,6 +66,7 @@ def hostile_files(folder: Path) -> None:
     (folder / "user_files").mkdir()
     (folder / "user_files" / "mine.txt").write_text("the user's own file\n")
     (folder / "dupkey.yaml").write_text("name: x\naxes: {framework: fake, model: resnet50}\nname: y\n")
+    (folder / "link.txt").symlink_to(folder / "notes.txt")  # issue 41: an output path that is a link
     (folder / "hugescale.yaml").write_text("name: x\naxes: {framework: fake, model: resnet50, scale: [1n100000c]}\n")
 
 
@@ -286,4 +291,22 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("run -f torch -m dit_tiny --input-size 15 --store {store}", "multiple of the patch"),
     ("run -f torch -m deepseek_tiny --param groups=3 --store {store}", "groups (3) must divide experts"),
     ("run -f torch -m gpt_oss_tiny --param head_dim=15 --store {store}", "head_dim (15) must be even"),
+    # issue 41: outputs never replace what dlbench did not make; converge bounds
+    ("report -o {store} --store {store}", "is a SQLite database (a store)"),
+    ("reproduce {run} --env-file {store} --store {store}", "is a SQLite database (a store)"),
+    ("reproduce {run} --env-file {dir}/link.txt --store {store}", "is a symbolic link"),
+    ("reproduce {run} --env-file {dir}/pipe.html --store {store}", "is a FIFO"),
+    ("reproduce {run} --env-file /proc/self/comm --store {store}", "the kernel's own files"),
+    ("report -o /proc/self/comm --store {store}", "the kernel's own files"),
+    ("data imagenet --out {dir}/user_files --images 2 --classes 1 --force", "dlbench did not make"),
+    ("run -f torch -m mixtral_8x7b -b 1 --store {store}", "needs an estimated"),
+    ("run -f torch -m moe_tiny --scale 1n2c --expert-parallel 2 --strategy ddp --store {store}", "strategy ddp"),
+    ("run -f fake --converge --converge-target nan --store {store}", "finite"),
+    ("run -f fake --converge --converge-target inf --store {store}", "finite"),
+    ("run -f fake --converge --converge-steps 1000000000000 --store {store}", "at most"),
+    ("run -f fake --converge-target 0.5 --store {store}", "--converge"),
+    ("run -f fake --converge-steps 10 --store {store}", "--converge"),
+    ("sweep {dir}/convsteps.yaml --dry-run --store {store}", "at most"),
+    ("sweep {dir}/convbool.yaml --dry-run --store {store}", "converge.target"),
+    ("sweep {dir}/convtext.yaml --dry-run --store {store}", "converge.target"),
 ]

@@ -3,7 +3,9 @@ server is $DLBENCH_TEST_PG_URL (what .ci/run exports), else a private one starte
 and pg_ctl (as user postgres when root).
 
 Each test gets a database of its own on it, dropped afterwards. Where no server can be had, the tests that
-need one skip and say why; under $DLBENCH_REQUIRE_PG=1 (set by .ci/run) they fail instead.
+need one skip and say why; under $DLBENCH_REQUIRE_PG=1 (set by .ci/run) they fail instead. A private server lives
+no longer than the test process that started it: a watchdog (pg_watchdog.py) stops it when that process ends,
+however it ends (a pytest stopped part-way, or killed, left its server running).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import shutil
 import socket
 import sqlite3
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +30,7 @@ from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.spec import PointSpec, preset
 
 ENV_URL = "DLBENCH_TEST_PG_URL"
+WATCHDOG = Path(__file__).with_name("pg_watchdog.py")
 
 
 @dataclass
@@ -37,6 +41,7 @@ class PgServer:
     data_dir: Path | None = None
     pg_ctl: Path | None = None
     as_postgres: bool = False
+    lifeline: int | None = None  # the write end of the watchdog's pipe: open while this process lives
 
     def stop(self) -> None:
         """Stop a server started here and remove its files."""
@@ -44,6 +49,35 @@ class PgServer:
             return
         _run(self, [str(self.pg_ctl), "-D", str(self.data_dir), "-m", "immediate", "stop"], check=False)
         shutil.rmtree(self.data_dir.parent, ignore_errors=True)
+        if self.lifeline is not None:  # the watchdog wakes, finds nothing left and ends
+            os.close(self.lifeline)
+            self.lifeline = None
+
+    def watch(self) -> None:
+        """Start the watchdog that stops this server when this process ends, however it ends: it holds the read
+        end of a pipe whose write end only this process holds (not inherited: os.pipe's ends close on exec), in
+        a session of its own, so that a signal to this process's group does not reach it first."""
+        assert self.data_dir is not None and self.pg_ctl is not None
+        read, write = os.pipe()
+        try:
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(WATCHDOG),
+                    str(read),
+                    str(self.pg_ctl),
+                    str(self.data_dir),
+                    str(int(self.as_postgres)),
+                ],
+                pass_fds=(read,),
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        finally:
+            os.close(read)
+        self.lifeline = write
 
 
 def _run(server: PgServer | None, argv: list[str], check: bool = True, as_postgres: bool = False) -> str:
@@ -82,6 +116,7 @@ def start_private() -> PgServer:
     password = secrets.token_hex(8)
     pwfile.write_text(password + "\n")
     server = PgServer("", data, bindir / "pg_ctl", as_postgres=root)
+    server.watch()  # before initdb: from here on, the files and the server end with this process
     if root:
         shutil.chown(base, "postgres")
         shutil.chown(pwfile, "postgres")

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from dlbench.analysis.convergence import CURVE_KEY, REFERENCE_KEY, VERDICT_KEY, convergence_lines, verdict_of
@@ -125,3 +126,36 @@ def test_ctrl_c_while_the_curve_trains_stores_it_interrupted_and_loses_nothing(
     curve = stopped.extra[CURVE_KEY]
     assert isinstance(curve, dict) and curve["interrupted"] and 1 <= len(curve["losses"]) < 100
     assert 0 < curve["steps"] < 1000 and not stopped.extra.get(REFERENCE_KEY)
+
+
+def _sigint_ignored() -> None:
+    """In the child before exec: SIGINT ignored, as a shell's background job (`dlbench run ... &`) starts."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_sigterm_while_a_reference_trains_stops_it_within_seconds(store_path: Path, tmp_path: Path) -> None:
+    """#41: a controller started in the background ignores SIGINT, and its workers inherited that, so the SIGINT
+    the controller sends on SIGTERM was lost: the reference trained on (9.7 s) and was stored ok. Each worker now
+    takes SIGINT back; the reference stops at once and is kept interrupted, not as a whole reference."""
+    ready = tmp_path / "ready"
+    env = {**os.environ, "DLBENCH_FAKE": "curve:0.9999:sleep:0.02", "DLBENCH_FAKE_READY": str(ready)}
+    argv = ["run", "-f", "fake", "-m", "resnet50", "--device", "cpu", "-b", "2", "--warmup", "0", "--steps", "1"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "dlbench", *argv, "--repeats", "1", "--converge", "--store", str(store_path)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=_sigint_ignored,
+    )
+    _wait_ready(ready, proc)  # the first reference's curve has its first reading: 1000 steps take 20 s more
+    worker = psutil.Process(int(ready.read_text().split()[1]))
+    start = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    worker.wait(timeout=30)
+    took = time.monotonic() - start
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()
+    assert took < 3, f"the reference's worker ran {took:.1f} s after SIGTERM"  # ~0.1 s quiet; 3 s for a loaded CI
+    (stopped,) = [p.result for p in Store(store_path, readonly=True).points()]
+    assert stopped.status == "error" and verdict_of(stopped) == "interrupted"
+    assert stopped.extra.get(REFERENCE_KEY) and stopped.extra[CURVE_KEY]["interrupted"]  # type: ignore[index]

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dlbench.machine.env import host_identity, physical_cores
@@ -89,6 +89,7 @@ class MaxBatch:
     quantity: str = BATCH
     unit: int = 1
     checks: tuple[Probe, ...] = ()  # the boundary run again (see confirm)
+    guesses: tuple[int, ...] = ()  # where the memory estimate started the search (launch/fits.estimated_guesses)
 
     @property
     def new_probes(self) -> int:
@@ -128,6 +129,7 @@ class MaxBatch:
             "new_probes": self.new_probes,
             "note": self.note,
             "checks": [[p.value, p.status] for p in self.checks],
+            "estimate_guesses": list(self.guesses),
         }
         return out if self.quantity == BATCH else {"name": self.quantity, "unit": self.unit, **out}
 
@@ -146,18 +148,28 @@ def _stopped(p: Probe) -> str:
     return f"the probe at {p.value} failed for a reason other than memory ({p.status}): {p.error or ''}".strip()
 
 
-def bisect(lo: int, hi: int, probe: Callable[[int], Probe], unit: int = 1) -> tuple[int | None, bool, list[Probe], str]:
+def bisect(
+    lo: int, hi: int, probe: Callable[[int], Probe], unit: int = 1, guesses: Sequence[int] = ()
+) -> tuple[int | None, bool, list[Probe], str]:
     """Probe lo, then bisect (lo, hi) in multiples of unit within the probe bound: (max or None, exact, probes,
-    note). Only an out-of-memory probe lowers the upper end; any other failure stops the search (max None, the
-    reason noted)."""
+    note). `guesses` (the memory estimate's: the largest value it says fits, the smallest it says cannot) are
+    probed first where they fall inside the interval, each in place of a midpoint (the bound grows by one a guess).
+    Only an out-of-memory probe lowers the upper end; any other failure stops the search (max None, the reason
+    noted)."""
     probes = [probe(lo)]
     if not probes[0].fits:
         if probes[0].too_big:
             return None, False, probes, f"even the lower bound {lo} does not fit (oom)"
         return None, False, probes, _stopped(probes[0])
-    good, bad, budget = lo, hi, probe_bound(lo, hi)
+    good, bad, budget = lo, hi, probe_bound(lo, hi) + len(guesses)
+    pending = [g // unit * unit for g in guesses]
     while bad - good > unit and len(probes) < budget:
         mid = (good + bad) // 2 // unit * unit
+        while pending:
+            guess = pending.pop(0)
+            if good < guess < bad:
+                mid = guess
+                break
         probes.append(probe(mid))
         if not probes[-1].fits and not probes[-1].too_big:
             return None, False, probes, _stopped(probes[-1])
@@ -290,9 +302,16 @@ def search_points(store: Store, key: str, device: str) -> list[StoredPoint]:
     return sorted((p for p in points if probe_device(p.result) == device), key=lambda p: p.result.started or 0.0)
 
 
-def outcome(lo: int, hi: int, probe: Callable[[int], Probe], again: Callable[[int], Probe], unit: int) -> MaxBatch:
-    """bisect, then confirm an exact boundary (key ''; the search sets it)."""
-    best, exact, probes, note = bisect(lo, hi, probe, unit)
+def outcome(
+    lo: int,
+    hi: int,
+    probe: Callable[[int], Probe],
+    again: Callable[[int], Probe],
+    unit: int,
+    guesses: tuple[int, ...] = (),
+) -> MaxBatch:
+    """bisect (from the estimate's guesses), then confirm an exact boundary (key ''; the search sets it)."""
+    best, exact, probes, note = bisect(lo, hi, probe, unit, guesses)
     checks: list[Probe] = []
     if exact and best is not None:
         best, exact, checks, note = confirm(best, probes, lo, unit, again)
@@ -306,11 +325,19 @@ def outcome(lo: int, hi: int, probe: Callable[[int], Probe], again: Callable[[in
         note=note,
         unit=unit,
         checks=tuple(checks),
+        guesses=guesses,
     )
 
 
 def stored_outcome(
-    store: Store, key: str, device: str, lo: int, hi: int, quantity: str = BATCH, unit: int = 1
+    store: Store,
+    key: str,
+    device: str,
+    lo: int,
+    hi: int,
+    quantity: str = BATCH,
+    unit: int = 1,
+    guesses: tuple[int, ...] = (),
 ) -> MaxBatch | None:
     """A search's outcome from the probes stored under its key on this device alone, or None when some probe on
     its path is missing."""
@@ -332,7 +359,7 @@ def stored_outcome(
         return stored.pop(0)
 
     try:
-        found = outcome(lo, hi, probe, again, unit)
+        found = outcome(lo, hi, probe, again, unit, guesses)
     except Missing:
         return None
     return dataclasses.replace(found, key=key, quantity=quantity)

@@ -4,11 +4,14 @@ whether this environment may measure it again."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from packaging.version import InvalidVersion, Version
 
+from dlbench.printable import printable
 from dlbench.records import PointResult
 from dlbench.store.errors import StoreError
 from dlbench.store.request import UID_SHOWN, Request, request_of
@@ -17,6 +20,9 @@ from dlbench.store.store import Store
 from dlbench.store.store_sql import points, runs
 
 SHOWN_CANDIDATES = 6
+# A distribution name as PEP 508 allows it (packaging's own pattern): letters, digits, and . _ - inside.
+DISTRIBUTION = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?")
+LEGACY_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!_-]*")  # what a version may hold at all, PEP 440 or not
 
 
 class NotReproducible(StoreError):
@@ -145,18 +151,46 @@ def host_facts(result: PointResult) -> list[tuple[str, str]]:
     return out
 
 
+def _comment(text: str) -> str:
+    """Stored text in a comment line: control characters escaped, a newline included (it would start a line)."""
+    return printable(text).replace("\n", "\\n")
+
+
+def pin_of(name: str, version: str) -> str:
+    """'name==version' for one lock entry ('# name==version ...' for a version pip cannot pin), or NotReproducible
+    where the entry is no requirement (a stored name or version holding a newline, an option such as
+    --index-url, a URL ...): a store from elsewhere must not write lines of its own into the reader's next
+    `pip install -r`."""
+    if DISTRIBUTION.fullmatch(name) is None or LEGACY_VERSION.fullmatch(version) is None:
+        raise NotReproducible(
+            f"the stored package lock is unreadable, field packages: {printable(repr(name))[:60]} "
+            f"{printable(repr(version))[:40]} is not a requirement (name==version); nothing written"
+        )
+    try:
+        Version(version)
+    except InvalidVersion:
+        return f"# {name}=={version} (not a PEP 440 version: pip cannot pin it)"
+    return f"{name}=={version}"
+
+
 def requirements_text(req: Request, what: str) -> str:
     """The lock as a pip requirements file (`pip install -r`), headed by where it came from; dlbench itself is a
-    comment (install it from its commit), as is any package whose local version label needs its own index."""
+    comment (install it from its commit), as is any package whose local version label needs its own index. Every
+    entry is checked to be a requirement first (pin_of); stored text in the comments is escaped onto its line."""
     head = [
-        f"# {what}: packages of {req.python or 'its interpreter'} (Python {req.python_version or '?'})",
-        f"# written by dlbench reproduce; dlbench {req.dlbench_version} {req.dlbench_commit}".rstrip(),
+        f"# {_comment(what)}: packages of {_comment(req.python or 'its interpreter')} "
+        f"(Python {_comment(req.python_version or '?')})",
+        f"# written by dlbench reproduce; dlbench {_comment(req.dlbench_version)} "
+        f"{_comment(req.dlbench_commit)}".rstrip(),
     ]
     lines = []
     for name, version in req.packages:
-        pin = f"{name}=={version}"
-        if name.lower() == "dlbench":
-            lines.append(f"# {pin} (install dlbench from its checkout at {req.dlbench_commit or 'its version'})")
+        pin = pin_of(name, version)
+        if pin.startswith("#"):
+            lines.append(pin)
+        elif name.lower() == "dlbench":
+            at = _comment(req.dlbench_commit or "its version")
+            lines.append(f"# {pin} (install dlbench from its checkout at {at})")
         elif "+" in version:
             lines.append(f"{pin}  # a local build ({version.partition('+')[2]}): pip needs its vendor's index")
         else:

@@ -8,6 +8,7 @@ accuracy. Every target sits above the data's best possible loss (`best_loss`), s
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from dlbench.cases import Case, get_case
@@ -27,6 +28,7 @@ REFERENCE_SEED0 = 100  # their seeds, and the shipped points': 100 .. 100 + N - 
 BERT_BELOW_UNIGRAM = 0.5  # nats below the unigram entropy: BERT's target uses its neighbours
 CTR_ABOVE_BAYES = 0.1  # nats above the planted logistic's Bayes loss: Wide & Deep's target loss
 CTR_AUC = 0.88  # the held-out AUC Wide & Deep's weights must show in the independent evaluation
+MAX_STEPS = 100_000  # a step budget at most 100 x the cases' own (1,000): a flat curve must end, not train for days
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,8 @@ def convergence_refusal(spec: PointSpec) -> str | None:
 
 def target_problem(model: str, steps: int | None, loss: float | None, options: bool = True) -> str | None:
     """Why a model cannot train to this step budget and target loss (one line), or None: a case without a target,
-    a budget below one step, a target at or below the data's best possible loss. `options`: worded for `run`'s
+    a budget below one step or above MAX_STEPS, a target that is not finite or at or below the data's best
+    possible loss. `options`: worded for `run`'s
     options (--converge-steps), else for a suite's `converge:` keys (steps)."""
     case = get_case(model)
     target = target_for(case)
@@ -145,6 +148,10 @@ def target_problem(model: str, steps: int | None, loss: float | None, options: b
         )
     if steps is not None and steps < 1:
         return f"{steps_name} must be at least 1; got {steps}"
+    if steps is not None and steps > MAX_STEPS:
+        return f"{steps_name} must be at most {MAX_STEPS:,} (the cases' own budget is {target.budget:,}); got {steps:,}"
+    if loss is not None and not math.isfinite(loss):
+        return f"{loss_name} must be a finite number; got {loss}"
     if target.best_auc is not None and loss is not None:
         if not 0.5 < loss < target.best_auc:
             return (

@@ -33,10 +33,13 @@ def _valid_taps(size: int, k: int, stride: int, pad: int, out: int) -> int:
 @dataclass
 class _Count:
     """Multiply-adds accumulated while walking a network's shapes; with `padded` False, a convolution's taps
-    that fall on its zero padding are left out (XLA's cost analysis counts that way)."""
+    that fall on its zero padding are left out (XLA's cost analysis counts that way). `outputs` sums the elements
+    every convolution and dense layer produces: what a training step keeps for the backward pass scales with it
+    (analysis/memory.py)."""
 
     padded: bool = True
     macs: int = 0
+    outputs: int = 0
 
     def conv(
         self, cin: int, cout: int, side: int, k: int | tuple[int, int], stride: int = 1, pad: int | tuple[int, int] = 0
@@ -47,6 +50,7 @@ class _Count:
         oh, ow = (side + 2 * ph - kh) // stride + 1, (side + 2 * pw - kw) // stride + 1
         if oh < 1 or ow < 1:
             raise SpecError(f"input too small: a {kh}x{kw} convolution would see a {side}x{side} map")
+        self.outputs += cout * oh * ow
         if self.padded:
             self.macs += cin * cout * kh * kw * oh * ow
         else:
@@ -56,6 +60,7 @@ class _Count:
     def linear(self, fan_in: int, fan_out: int, rows: int = 1) -> None:
         """Add a dense layer applied to `rows` vectors."""
         self.macs += rows * fan_in * fan_out
+        self.outputs += rows * fan_out
 
 
 def _pool(side: int, k: int, stride: int, pad: int = 0) -> int:
@@ -69,10 +74,10 @@ def _pool(side: int, k: int, stride: int, pad: int = 0) -> int:
 def resnet_macs(a: ResNetArch, side: int, classes: int, padded: bool = True) -> int:
     """Multiply-adds of one ResNet forward at a side x side input, its head `classes` wide (a case built on a
     ResNet backbone, such as face's 512-d embedding, counts its trunk with this)."""
-    return _resnet(a, side, classes, padded)
+    return _resnet(a, side, classes, padded).macs
 
 
-def _resnet(a: ResNetArch, side: int, classes: int, padded: bool) -> int:
+def _resnet(a: ResNetArch, side: int, classes: int, padded: bool) -> _Count:
     c = _Count(padded)
     side = _pool(c.conv(3, a.width, side, 7, 2, 3), 3, 2, 1)
     cin = a.width
@@ -89,10 +94,10 @@ def _resnet(a: ResNetArch, side: int, classes: int, padded: bool) -> int:
                 c.conv(cin, cout, side, 1, stride)
             cin, side = cout, out
     c.linear(cin, classes)
-    return c.macs
+    return c
 
 
-def _vgg(a: VggArch, side: int, classes: int, padded: bool) -> int:
+def _vgg(a: VggArch, side: int, classes: int, padded: bool) -> _Count:
     c, cin = _Count(padded), 3
     for v in a.layers:
         if v == POOL:
@@ -104,10 +109,10 @@ def _vgg(a: VggArch, side: int, classes: int, padded: bool) -> int:
     for width in (*a.fc, classes):
         c.linear(fan_in, width)
         fan_in = width
-    return c.macs
+    return c
 
 
-def _alexnet(a: AlexNetArch, side: int, classes: int, padded: bool) -> int:
+def _alexnet(a: AlexNetArch, side: int, classes: int, padded: bool) -> _Count:
     c, cin = _Count(padded), 3
     for layer in a.convs:
         side, cin = c.conv(cin, layer.out, side, layer.kernel, layer.stride, layer.padding), layer.out
@@ -117,10 +122,10 @@ def _alexnet(a: AlexNetArch, side: int, classes: int, padded: bool) -> int:
     for width in (*a.fc, classes):
         c.linear(fan_in, width)
         fan_in = width
-    return c.macs
+    return c
 
 
-def _inception(a: InceptionArch, side: int, classes: int, padded: bool) -> int:
+def _inception(a: InceptionArch, side: int, classes: int, padded: bool) -> _Count:
     """torchvision's Inception3 layout, block by block (the same table as every backend's model)."""
     c = _Count(padded)
     s = c.conv(3, 32, side, 3, 2)
@@ -157,7 +162,7 @@ def _inception(a: InceptionArch, side: int, classes: int, padded: bool) -> int:
             c.conv(384, 384, branch, (3, 1), 1, (1, 0))
         c.conv(cin, 192, s, 1)
     c.linear(2048, classes)
-    return c.macs
+    return c
 
 
 def masked_predictions(text: TextInput, seq_len: int) -> int:
@@ -201,6 +206,12 @@ def forward_macs(case: Case, input_size: int | None = None, padded_taps: bool = 
     if isinstance(inp, TextInput) and isinstance(arch, BertConfig):
         seq = input_size or inp.seq_len
         return _bert(arch, seq, masked_predictions(inp, seq))
+    return _image_walk(case, input_size, padded_taps).macs
+
+
+def _image_walk(case: Case, input_size: int | None, padded_taps: bool = True) -> _Count:
+    """One walk of an image classifier's shapes at its input (or `input_size`)."""
+    arch, inp = case.arch, case.input
     if not isinstance(inp, ImageInput):
         raise TypeError(f"case {case.name}: no FLOP count for {type(arch).__name__} on {type(inp).__name__}")
     side, classes = input_size or inp.size, inp.classes
@@ -213,6 +224,17 @@ def forward_macs(case: Case, input_size: int | None = None, padded_taps: bool = 
     if isinstance(arch, InceptionArch):
         return _inception(arch, side, classes, padded_taps)
     raise TypeError(f"case {case.name}: no FLOP count for {type(arch).__name__}")
+
+
+def layer_outputs(case: Case, input_size: int | None = None) -> int:
+    """Elements every convolution and dense layer of one sample's forward pass produces, at the case's input (or
+    `input_size`), for the CNN image classifiers (a TypeError for other architectures)."""
+    return _image_walk(case, input_size).outputs
+
+
+def resnet_outputs(a: ResNetArch, side: int, classes: int) -> int:
+    """Elements every layer of one ResNet forward produces at a side x side input (a case on a ResNet trunk)."""
+    return _resnet(a, side, classes, True).outputs
 
 
 def forward_flops_per_sample(case: Case, input_size: int | None = None) -> float:
@@ -232,8 +254,10 @@ __all__ = [
     "TRAIN_FACTOR",
     "forward_flops_per_sample",
     "forward_macs",
+    "layer_outputs",
     "masked_predictions",
     "register_forward_flops",
     "resnet_macs",
+    "resnet_outputs",
     "train_flops_per_sample",
 ]

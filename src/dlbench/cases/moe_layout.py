@@ -57,7 +57,7 @@ def moe_refusal(spec: PointSpec) -> str | None:
         )
     if ep > 1 and (spec.layout.fsdp or spec.layout.splits_model):
         return "--expert-parallel composes with data parallelism only so far: drop --fsdp, --tensor-parallel and --pipeline-parallel"
-    if ep > 1 and spec.strategy not in ("none", "ddp"):
+    if ep > 1 and spec.strategy != "none":  # ddp too: its own all-reduce would not run (#41)
         return (
             f"--expert-parallel exchanges its own gradients: strategy {spec.strategy} does not apply (drop --strategy)"
         )

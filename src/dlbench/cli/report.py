@@ -89,7 +89,7 @@ def report(
     except OSError as exc:  # a full disk (exit 4, as `run`), a folder it cannot replace a file in, /proc ...
         raise ReportNotWritten(f"cannot write {out}: {exc.strerror or exc}", exc) from None
     click.echo(
-        f"Wrote {out} ({doc.points} points from {len(runs)} run{'s' if len(runs) != 1 else ''}"
+        f"Wrote {out.absolute()} ({doc.points} points from {len(runs)} run{'s' if len(runs) != 1 else ''}"
         + (f"; {doc.probes_text}" if doc.probes else "")
         + (f", {len(written) - 1} chart files beside it" if len(written) > 1 else "")
         + ")"

@@ -29,16 +29,20 @@ from dlbench.cli.invocation import command_line
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.cli.rerun import identity_lines
+from dlbench.printable import printable
 from dlbench.records import PointResult, exit_code
 from dlbench.report.digits import fmt_rate, fmt_spread
+from dlbench.report.files import OutputError, check_output, write_atomic
 from dlbench.report.screens import contended_lines
 from dlbench.runapi.again import check_environment, measure_again
-from dlbench.store.request import UID_SHOWN, Request, request_of
+from dlbench.store.request import UID_SHOWN, Request, UnreadableRequest, request_of
 from dlbench.store.store import Store, StoredPoint
 
 
 def _say(out: Console, text: str) -> None:
-    out.print(escape(text), highlight=False, soft_wrap=True)
+    """One line of stored text (a command, an interpreter's path, a package's name), its control characters
+    escaped: a store from elsewhere cannot move the cursor or clear the screen."""
+    out.print(escape(printable(text)), highlight=False, soft_wrap=True)
 
 
 def host_table(result: PointResult, title: str = "host") -> Table:
@@ -47,7 +51,7 @@ def host_table(result: PointResult, title: str = "host") -> Table:
     t.add_column("key", no_wrap=True, style="bold")
     t.add_column("value", overflow="fold")
     for k, v in host_facts(result):
-        t.add_row(k, escape(v))
+        t.add_row(k, escape(printable(v)))
     return t
 
 
@@ -103,6 +107,28 @@ def _locks(found: tuple[StoredPoint, ...]) -> dict[str, tuple[str, Request]]:
     return out
 
 
+def readable(target: Target) -> Target:
+    """The target, once every point's stored request reads (a tampered one: one line naming the point and the
+    field, before anything is shown)."""
+    for p in target.points:
+        try:
+            request_of(p.result)
+        except UnreadableRequest as exc:
+            raise NotReproducible(f"point {p.uid[:UID_SHOWN]}: {exc}") from None
+    return target
+
+
+def check_env_file(path: str) -> None:
+    """NotReproducible (one line, exit 2) unless --env-file names a file dlbench may write (report -o's rules)."""
+    file = Path(path)
+    if not file.parent.is_dir():
+        raise NotReproducible(f"cannot write {file}: its folder {file.parent} does not exist")
+    try:
+        check_output(file)
+    except OutputError as exc:
+        raise NotReproducible(f"--env-file: {exc}") from None
+
+
 def write_env_file(target: Target, path: str) -> str:
     """Write the lock of the target's (first) point as a requirements file; the one-line message for the user."""
     locks = _locks(target.points)
@@ -117,13 +143,16 @@ def write_env_file(target: Target, path: str) -> str:
         )
     ((who, req),) = locks.values()
     file = Path(path)
-    if not file.parent.is_dir():
-        raise NotReproducible(f"cannot write {file}: its folder {file.parent} does not exist")
+    check_env_file(path)
+    text = requirements_text(req, f"{target.name} ({who})")  # a lock entry that is no requirement refuses here
     try:
-        file.write_text(requirements_text(req, f"{target.name} ({who})"), encoding="utf-8")
+        write_atomic(file, text)  # report -o's rules: never a store, a link, a FIFO, /proc; written, then renamed
+    except OutputError as exc:
+        raise NotReproducible(str(exc)) from None
     except OSError as exc:
         raise NotReproducible(f"cannot write {file}: {exc.strerror or exc}") from None
-    return f"wrote {len(req.packages)} pinned packages to {file} (pip install -r {file})"
+    where = file.absolute()  # as run names its store: from any folder, the path to pip install -r
+    return f"wrote {len(req.packages)} pinned packages to {where} (pip install -r {where})"
 
 
 def side_by_side(old: StoredPoint, new: StoredPoint) -> Table:
@@ -133,7 +162,7 @@ def side_by_side(old: StoredPoint, new: StoredPoint) -> Table:
     t.add_column("original", overflow="fold")
     t.add_column("again", overflow="fold")
     for (name, a), (_, b) in zip(_fields(old), _fields(new)):
-        t.add_row(name, escape(a), escape(b))
+        t.add_row(name, escape(printable(a)), escape(printable(b)))
     return t
 
 
@@ -210,8 +239,10 @@ def reproduce(
     effect = parse_percent(min_effect)
     if force and not again:
         raise click.UsageError("--force only applies with --run")
+    if env_file:
+        check_env_file(env_file)  # before the store is opened: a store, a link or a FIFO is never an output
     store = Store(store_path, readonly=not again)
-    target = find(store, ident)
+    target = readable(find(store, ident))
     if again and not target.points:
         raise NotReproducible(f"run {target.run.id} has no points, so nothing to measure again")
     out = stdout_console()

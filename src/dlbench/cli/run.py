@@ -23,7 +23,7 @@ from dlbench.report.export import to_csv, to_json
 from dlbench.report.max_values import verdict_lines
 from dlbench.report.table import COLUMNS, COMPACT, pick_columns, points_table, scaling_notes
 from dlbench.report.telemetry import telemetry_notes
-from dlbench.runapi.run import LAUNCHER_NAMES, RunHooks, execute_run, prepare_run
+from dlbench.runapi.run import LAUNCHER_NAMES, RunHooks, RunRequest, execute_run, prepare_run
 from dlbench.spec import CONVERGE_REFERENCES, PRECISIONS, PRESETS, STRATEGIES
 
 
@@ -186,16 +186,24 @@ from dlbench.spec import CONVERGE_REFERENCES, PRECISIONS, PRESETS, STRATEGIES
 @click.option(
     "--force",
     is_flag=True,
-    help="Start more ranks or threads than this machine has GPUs or logical CPUs (see docs/measuring.md, Bounds).",
+    help="Start more ranks or threads than this machine has GPUs or logical CPUs, or a point whose memory estimate "
+    "cannot fit (docs/measuring.md, Bounds; docs/memory.md).",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="List the points, each one's memory estimate per device and what would refuse it; run nothing.",
 )
 @watch_options
-def run(fmt: str, columns: str | None, wide: bool, **options: Any) -> int:
+def run(fmt: str, columns: str | None, wide: bool, dry_run: bool, **options: Any) -> int:
     """Run benchmark points now (with no options: PyTorch ResNet-50 and BERT-base, preset quick)."""
     shown = pick_columns(columns, wide)
     command = command_line("dlbench run")
     request, frameworks = run_request(options, command)
     if frameworks.note:
         click.echo(frameworks.note, err=True)
+    if dry_run:
+        return _dry_run(request)
     prepared = prepare_run(request)
     say_device(options["device"])
     console = Console(stderr=True)
@@ -243,3 +251,16 @@ def run(fmt: str, columns: str | None, wide: bool, **options: Any) -> int:
         highlight=False,
     )
     return outcome.exit_code
+
+
+def _dry_run(request: RunRequest) -> int:
+    """The points, their memory estimates and what would refuse them; nothing run, nothing written."""
+    from dlbench.report.plan import plan_lines, plan_table
+    from dlbench.runapi.plan import plan_run
+
+    planned = plan_run(request)
+    out = stdout_console()
+    out.print(plan_table(planned))
+    for line in plan_lines(planned):
+        out.print(line, highlight=False, markup=False)
+    return 0

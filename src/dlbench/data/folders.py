@@ -27,9 +27,19 @@ def matching(out: Path, wanted: dict[str, object]) -> bool:
 
 
 def check_out(out: Path, force: bool) -> None:
-    """Refuse to replace a non-empty folder unless forced."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not force:
+    """Refuse to replace what dlbench did not make: anything but a folder (a file, a link, a FIFO), always; a
+    non-empty folder unless forced, and even forced, one without a data folder's manifest (the user's own)."""
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise DataLayoutError(f"{out} exists and is not a folder: give another --out")
+    if not out.exists() or not any(out.iterdir()):
+        return
+    if not force:
         raise DataLayoutError(f"{out} exists and is not empty: pass --force to replace it")
+    if not (out / MANIFEST).is_file():
+        raise DataLayoutError(
+            f"{out} holds files dlbench did not make (no {MANIFEST}): --force replaces only a data folder "
+            "`dlbench data` made; give another --out"
+        )
 
 
 STAGING = ".staging"  # the suffix of a data folder being written
@@ -74,6 +84,7 @@ def staging(out: Path, force: bool) -> Iterator[Path]:
         raise
     finally:
         os.close(lock)
+    check_out(out, force)  # again, just before the old folder goes: nothing of the user's swapped in since
     if out.exists():
         shutil.rmtree(out)
     tmp.rename(out)

@@ -4,6 +4,7 @@ inside a point's time)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.metadata
 import json
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 from dlbench import __version__, stamped_commit
+from dlbench.analysis.memory import ESTIMATE_KEY, estimate
 from dlbench.records import PointResult
 from dlbench.store.request import Request, with_request
 from dlbench.store.store import Store
@@ -107,5 +109,9 @@ def request_for(store: Store, run_id: str, result: PointResult, python: str | No
 
 
 def attach_request(store: Store, run_id: str, result: PointResult, python: str | None) -> PointResult:
-    """The point with its request, ready to be stored in this run."""
+    """The point with its request and the memory it was estimated to need (analysis/memory.py), ready to be
+    stored in this run: every path that stores a point (run, sweep, a max search's probes, rerun) comes here."""
+    found = estimate(result.spec)
+    if found is not None:
+        result = dataclasses.replace(result, extra={**result.extra, ESTIMATE_KEY: found.to_dict()})
     return with_request(result, request_for(store, run_id, result, python))

@@ -3,8 +3,12 @@
 
 An output path is a new path or a regular file: a directory, a device (/dev/full, /dev/null), a FIFO, a socket
 or a symbolic link is refused in one line before anything is written, so a typo in `-o` never replaces what is
-there. A folder of charts is replaced only when dlbench made it: it carries a marker file listing what dlbench
-wrote into it, and a folder without that marker, or holding anything else, is refused, never deleted.
+there; so is a store (a SQLite database, or its -wal, -shm or -journal file), any path in the kernel's pseudo
+file systems (/proc, /sys, /dev), and a file the user could not write in place. Every output of dlbench that
+names a file (`report -o`, `reproduce --env-file`) goes through `check_output` and `write_atomic`. A folder of
+charts is replaced only when dlbench made it: it carries a marker file listing what dlbench wrote into it, and a
+folder without that marker, or holding anything else, is refused, never deleted (`dlbench data --out` keeps the
+same rule with its manifest: data/folders.py).
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ import time
 from pathlib import Path
 
 MARKER = ".dlbench-report-files"  # inside a chart folder dlbench made: JSON, the files it wrote there
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database (a store)
+WAL_MAGIC = (b"\x37\x7f\x06\x82", b"\x37\x7f\x06\x83")  # a SQLite write-ahead log's first 4 bytes
+SIDE_FILES = ("-wal", "-shm", "-journal")  # a SQLite database's companions, named after it
+PSEUDO = (Path("/proc"), Path("/sys"), Path("/dev"))  # the kernel's files: never an output
 
 
 class OutputError(ValueError):
@@ -40,23 +48,52 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def _is_store(path: Path) -> bool:
+    """Whether path is a SQLite database or one of its companion files (a store dlbench or someone keeps)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return False
+    if head.startswith(SQLITE_MAGIC) or head[:4] in WAL_MAGIC:
+        return True
+    for suffix in SIDE_FILES:
+        if path.name.endswith(suffix) and _is_store(path.with_name(path.name[: -len(suffix)])):
+            return True
+    return False
+
+
+def _pseudo(path: Path) -> Path | None:
+    """The kernel pseudo file system path lies in (/proc, /sys, /dev), after its folder's links are followed."""
+    where = Path(os.path.realpath(path.parent)) / path.name
+    return next((root for root in PSEUDO if where == root or root in where.parents), None)
+
+
 def check_output(path: Path) -> None:
-    """OutputError unless path is new or a regular file (a symbolic link is refused, never followed)."""
+    """OutputError unless path is new or a regular file the user may write, and not a store nor the kernel's (a
+    symbolic link is refused, never followed)."""
     if not str(path) or str(path).endswith(os.sep):
         raise OutputError(f"the output path {str(path)!r} names no file")
     try:
-        mode = os.lstat(path).st_mode
+        mode: int | None = os.lstat(path).st_mode
     except FileNotFoundError:
-        return
+        mode = None
     except OSError as exc:
         raise OutputError(f"cannot use {path} as output: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(mode):
+    if mode is not None and not stat.S_ISREG(mode):
         raise OutputError(
-            f"{path} is {_kind(mode)}: dlbench writes only a new file or replaces a regular file; give another -o"
+            f"{path} is {_kind(mode)}: dlbench writes only a new file or replaces a regular file; give another path"
         )
+    root = _pseudo(path)
+    if root is not None:
+        raise OutputError(f"{path} is in {root}, the kernel's own files: dlbench writes no output there")
+    if mode is None:
+        return
+    if _is_store(path):
+        raise OutputError(f"{path} is a SQLite database (a store): dlbench never writes over one; give another path")
     if not os.access(path, os.W_OK):  # the rename would go around the file's own permissions (a shared folder)
         raise OutputError(
-            f"{path} is not writable by you: dlbench replaces only a file you could write in place; give another -o"
+            f"{path} is not writable by you: dlbench replaces only a file you could write in place; give another path"
         )
 
 

@@ -25,6 +25,8 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.table import Table
 from rich.text import Text
 
+from dlbench.printable import printable
+
 Role = Literal["key", "number", "text"]
 Cell = str | Text
 GAP = 2  # cells between two columns: collapsed padding and the divider of TABLE_STYLE
@@ -54,7 +56,8 @@ class Col:
 
 
 def _text(cell: Cell) -> Text:
-    return cell if isinstance(cell, Text) else Text(cell)
+    """A cell as Text; a plain string's control characters escaped (a stored name is shown, never obeyed)."""
+    return cell if isinstance(cell, Text) else Text(printable(cell))
 
 
 def _width(cell: Cell) -> int:

@@ -119,12 +119,29 @@ def gpu_builds_table(rows: Sequence[Sequence[Cell]], wide: bool = False) -> Fitt
 
 
 def dry_run_table(title: str, rows: Sequence[Sequence[str]]) -> Fitted:
-    """`sweep --dry-run`: one row per planned point; the axes every point shares are said in the title."""
+    """`sweep --dry-run`: one row per planned point, with its memory estimate per device (analysis/memory.py); the
+    axes every point shares are said in the title."""
     cols = [
         Col("#", "number", "right"),
         *(Col(h, "key", shared=True) for h in ("framework", "model", "batch", "precision")),
         Col("compile", "key", shared=True, optional=True),
         *(Col(h, "key", shared=True) for h in ("data", "scale", "strategy")),
+        Col("memory/device", "number", "right", optional=True),
+    ]
+    return fit(cols, rows, title=title, more="a wider terminal, or COLUMNS=200 in a pipe, shows them")
+
+
+def run_plan_table(title: str, rows: Sequence[Sequence[str]]) -> Fitted:
+    """`run --dry-run`: one row per point, its memory estimate per device, the limit here and whether it fits; the
+    axes every point shares are said in the title."""
+    cols = [
+        Col("#", "number", "right"),
+        *(Col(h, "key", shared=True) for h in ("framework", "model", "batch", "precision", "scale")),
+        Col("strategy", "key", shared=True, optional=True),
+        Col("memory/device", "number", "right"),
+        Col("limit here", "number", "right"),
+        Col("fits", "key"),
+        Col("runs", "key"),
     ]
     return fit(cols, rows, title=title, more="a wider terminal, or COLUMNS=200 in a pipe, shows them")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dlbench.analysis.maxbatch import BATCH, MaxBatch, MaxBatchSettings, probe_bound, search_base, value_of
+from dlbench.analysis.memory import estimate, gib
 from dlbench.records import PointResult
 from dlbench.report.digits import fmt_rate
 from dlbench.report.fit import Fitted
@@ -43,9 +44,15 @@ def plan_table(
                 s.data,
                 s.scale,
                 s.strategy,
+                _estimate(s) if not p.needs_search else "-",
             )
         )
     return dry_run_table(f"suite {suite.name}: {len(planned)} points", rows)
+
+
+def _estimate(spec: PointSpec) -> str:
+    found = estimate(spec)
+    return gib(found.total) if found is not None else "-"
 
 
 def plan_notes(suite: Suite, planned: tuple[PlannedPoint, ...], settings: MaxBatchSettings) -> list[str]:

@@ -1,7 +1,8 @@
 """The one gate every point passes before anything is written, whichever command asked for it (run, sweep, rerun,
 reproduce --run, the max searches behind them): what the spec alone shows cannot run (dlbench.refusals, from
 the capability tables), what its launcher cannot place, a GPU this machine lacks, more ranks or threads than
-the machine has (launch/bounds.py: `--force` goes past), a framework not installed here. Each refusal is one
+the machine has (launch/bounds.py: `--force` goes past), a memory estimate that cannot fit where the point would
+run (launch/fits.py: `--force` goes past), a framework not installed here. Each refusal is one
 line (exit 2); so a rule added here holds for every path.
 """
 
@@ -13,6 +14,7 @@ from typing import TypeVar
 
 from dlbench.envs.interpreters import interpreter_for
 from dlbench.launch.bounds import check_bounds
+from dlbench.launch.fits import check_memory, fitting
 from dlbench.launch.registry import Launchers
 from dlbench.machine.env import cuda_available
 from dlbench.refusals import possible, refuse_impossible
@@ -36,12 +38,14 @@ def require_gpu(specs: Sequence[PointSpec], remote_hosts: bool) -> None:
 
 def placeable(specs: Sequence[PointSpec], launchers: Launchers, force: bool, installed: bool = True) -> None:
     """Refuse (one line) a point its launcher cannot place, a GPU point on a machine without one, more ranks or
-    threads than the machine has unless forced, and (`installed`) a framework not installed here."""
+    threads than the machine has or a memory estimate that cannot fit unless forced, and (`installed`) a framework
+    not installed here."""
     remote = bool(launchers.config.hosts)
     for s in specs:
         launchers.check(s)
     require_gpu(specs, remote)
     check_bounds(specs, force, remote_hosts=remote)  # no fork bomb from a typo
+    check_memory(specs, force, remote_hosts=remote)  # nothing allocated that cannot fit (#41)
     if installed:
         for fw, release in dict.fromkeys((s.framework, s.release) for s in specs):
             interpreter_for(fw, release)  # refuse a missing framework (release) before anything is written
@@ -60,11 +64,14 @@ def admit_matrix(
     skip: bool,
     say: Callable[[str], None],
     what: str,
+    force: bool = False,
+    remote: bool = False,
 ) -> list[T]:
-    """A sweep's matrix: the items whose point can run. Without `skip`, an impossible one refuses the whole matrix
-    (one line naming them); with it, each is named through `say` and left out. The rest of the gate
-    (placeable) follows once the matrix is known."""
-    return possible(items, spec_of, skip, say, what)
+    """A sweep's matrix: the items whose point can run and may fit (unless forced). Without `skip`, an impossible
+    one, or one whose memory estimate cannot fit, refuses the whole matrix (one line naming them); with it, each
+    is named through `say` and left out, so a matrix that grows until memory ends stops before it. The rest of
+    the gate (placeable) follows once the matrix is known."""
+    return fitting(possible(items, spec_of, skip, say, what), spec_of, force, skip, say, what, remote)
 
 
 __all__ = ["admit", "admit_matrix", "placeable", "require_gpu"]

@@ -5,6 +5,7 @@ analysis/maxbatch.py); a sweep's searches (one per configuration with a max poin
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 import time
@@ -24,10 +25,12 @@ from dlbench.analysis.maxbatch import (
     probe_spec,
     stored_outcome,
     to_probe,
+    with_value,
 )
 from dlbench.analysis.record import point_result
 from dlbench.cases import get_case
 from dlbench.envs.interpreters import interpreter_for, state
+from dlbench.launch.fits import estimated_guesses, search_budget
 from dlbench.launch.lock import attach_request
 from dlbench.launch.point import execute
 from dlbench.launch.process import ProgressSink
@@ -116,8 +119,10 @@ def search(
         stored = rechecked.get(value)
         return stored.pop(0) if stored else run_probe(value, True)
 
+    at = functools.partial(with_value, base, quantity)
+    guesses = estimated_guesses(at, lo, hi, search_budget(base, memory_limit), unit)  # where to look first
     try:
-        found = outcome(lo, hi, probe, again, unit)
+        found = outcome(lo, hi, probe, again, unit, guesses)
     except KeyboardInterrupt:
         if run_id:
             store.finish_run(run_id[0], "interrupted")
@@ -141,7 +146,9 @@ def lookup(
     device = expected_device(base)
     if device is None:  # probes placed elsewhere: which device they would run on is not known before they run
         return None
-    return stored_outcome(store, search_key(base, memory_limit, quantity, unit), device, lo, hi, quantity, unit)
+    guesses = estimated_guesses(functools.partial(with_value, base, quantity), lo, hi, memory_limit, unit)
+    key = search_key(base, memory_limit, quantity, unit)
+    return stored_outcome(store, key, device, lo, hi, quantity, unit, guesses)
 
 
 def search_param(

@@ -218,11 +218,12 @@ def prepare_sweep(req: SweepRequest, note: Callable[[str], None] = lambda line: 
         raise SuiteError(f"suite {suite.name}: launcher: unknown launcher {suite.launcher!r}; known: {known}")
     planned = expand(suite, dev, str(Path(folder).resolve()) if folder else None, only_axes)
     skip = req.skip_impossible or suite.skip_impossible
-    planned = admit_matrix(planned, lambda p: p.spec, skip, note, suite.name)  # the gate's refusals (gate.py)
+    launchers = Launchers.build()  # torchrun, slurm, mpirun, hosts, configured from $DLBENCH_HOSTS and friends
+    remote = bool(launchers.config.hosts)
+    planned = admit_matrix(planned, lambda p: p.spec, skip, note, suite.name, req.force, remote)  # gate.py
     asked = suite.converge.steps if suite.converge else None
     for line in dict.fromkeys(n for p in planned if (n := budget_note(p.spec, asked))):
         note(line)  # a convergence budget that could never read `slower`, raised (#44)
-    launchers = Launchers.build()  # torchrun, slurm, mpirun, hosts, configured from $DLBENCH_HOSTS and friends
     check_bounds([p.spec for p in planned], req.force, remote_hosts=bool(launchers.config.hosts))
     settings = settings_for(suite, planned, memory_limit)
     if req.dry_run:  # stored max batches come from the store itself: a server, or a file that exists

@@ -12,11 +12,16 @@ import re
 from dataclasses import dataclass
 
 from dlbench.records import PointResult
+from dlbench.store.errors import StoreError
 
 REQUEST_KEY = "request"
 REQUEST_VERSION = 1  # of the record below: a later one adds fields with defaults, and from_dict reads older ones
 _NORMALISE = re.compile(r"[-_.]+")
 UID_SHOWN = 8  # a point id's prefix as the report prints it: `dlbench reproduce 1a2b3c4d`
+
+
+class UnreadableRequest(StoreError):
+    """A stored request whose field is not what dlbench writes (tampered, or corrupt): one line naming the field."""
 
 
 def normalise(name: str) -> str:
@@ -49,20 +54,36 @@ class Request:
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> Request:
-        """Rebuild from stored JSON; unknown keys are ignored and missing ones take their defaults."""
+        """Rebuild from stored JSON; unknown keys are ignored and missing ones take their defaults. A known field of
+        another type than dlbench writes (a tampered store) is an UnreadableRequest naming it."""
         names = {f.name for f in dataclasses.fields(cls)}
-        fields = {k: v for k, v in d.items() if k in names and k != "packages"}
-        pkgs = d.get("packages")
-        packages = tuple(sorted((str(k), str(v)) for k, v in pkgs.items())) if isinstance(pkgs, dict) else ()
-        return cls(
-            **{k: (int(str(v)) if k == "version" else str(v)) for k, v in fields.items()},  # type: ignore[arg-type]
-            packages=packages,
-        )
+        fields: dict[str, object] = {}
+        for k, v in d.items():
+            if k not in names or k == "packages":
+                continue
+            if k == "version":
+                if isinstance(v, bool) or not isinstance(v, int):
+                    raise UnreadableRequest(f"a stored request is unreadable, field version: {_shown(v)} is no number")
+            elif not isinstance(v, str):
+                raise UnreadableRequest(f"a stored request is unreadable, field {k}: {_shown(v)} is no text")
+            fields[k] = v
+        pkgs = d.get("packages", {})
+        if not isinstance(pkgs, dict) or not all(isinstance(x, str) for kv in pkgs.items() for x in kv):
+            raise UnreadableRequest("a stored request is unreadable, field packages: not a map of names to versions")
+        return cls(**fields, packages=tuple(sorted(pkgs.items())))  # type: ignore[arg-type]
 
     def package_version(self, distribution: str) -> str | None:
         """The locked version of a distribution (names compared as pip does), or None where it is not locked."""
         want = normalise(distribution)
         return next((v for n, v in self.packages if normalise(n) == want), None)
+
+
+def _shown(value: object) -> str:
+    """A stored value in an error line: short, control characters escaped."""
+    from dlbench.printable import printable
+
+    text = repr(value)
+    return printable(text if len(text) <= 40 else text[:37] + "...")
 
 
 def reproduce_command(uid: str, length: int = UID_SHOWN) -> str:

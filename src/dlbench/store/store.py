@@ -27,7 +27,14 @@ from dlbench.store.errors import PointNotStored
 from dlbench.store.migrations import STORE_SCHEMA_VERSION, SchemaError, check_version, stored_version, upgrade
 from dlbench.store.recovery import Recovered
 from dlbench.store.rows import CorruptRow, RunRecord, StoredPoint, point_row, run_record, stored_point
-from dlbench.store.store_file import CREATION_WAIT_S, create_store_file, nearest_folder_problem, wait_for_creator
+from dlbench.store.store_file import (
+    CREATION_WAIT_S,
+    create_store_file,
+    just_made,
+    nearest_folder_problem,
+    read_only_place,
+    wait_for_creator,
+)
 from dlbench.store.store_sql import (
     DEFAULT_STORE,
     StoreError,
@@ -83,11 +90,7 @@ class Store:
 
     def _open_sqlite(self, file: Path) -> None:
         if self.readonly:
-            if not file.exists() and wait_for_creator(file, CREATION_WAIT_S) and not file.exists():
-                raise StoreError(f"the store at {file} is being created by another process: try again in a moment")
-            if not file.exists():
-                raise StoreError(f"no store at {file}: run `dlbench run` first, or pass --store")
-            raw = self._sqlite_readable(file)
+            raw = self._made_readable(file)
         elif not file.exists():  # made when its first row is written (store_file.py): until then, empty
             self._open_pending(file)
             return
@@ -133,9 +136,28 @@ class Store:
         self.engine.dispose()
         self._open_sqlite(file)
 
-    def _sqlite_readable(self, file: Path) -> sqlite3.Connection:
-        """mode=ro; on a read-only file system (WAL needs its -shm file) immutable=1. An old store is copied
-        into memory and migrated there, never in place."""
+    def _made_readable(self, file: Path) -> sqlite3.Connection:
+        """A reader's connection, once the store is made: it waits (up to CREATION_WAIT_S) while another process
+        creates it, absent with a live temporary beside it or just made and still empty; an old empty database is
+        refused at once."""
+        deadline = time.monotonic() + CREATION_WAIT_S
+        while True:
+            if not file.exists() and wait_for_creator(file, CREATION_WAIT_S) and not file.exists():
+                raise StoreError(f"the store at {file} is being created by another process: try again in a moment")
+            if not file.exists():
+                raise StoreError(f"no store at {file}: run `dlbench run` first, or pass --store")
+            raw = self._sqlite_readable(file)
+            if raw is not None:
+                return raw
+            if time.monotonic() > deadline or not just_made(file):
+                raise StoreError(f"{self.path} is not a dlbench store (an empty database)")
+            time.sleep(0.05)
+
+    def _sqlite_readable(self, file: Path) -> sqlite3.Connection | None:
+        """mode=ro; where the WAL's index cannot be made (a read-only file system or folder) immutable=1; None for
+        an empty database. A lock held past the busy timeout fails, never falls back to immutable=1, which reads
+        around the locks and the WAL (a store being written could read as empty). An old store is copied into
+        memory and migrated there, never in place."""
         last: BaseException | None = None
         for mode in ("ro", "immutable"):
             try:
@@ -145,8 +167,13 @@ class Store:
                 last = exc
                 if "not a database" in str(exc):
                     raise StoreError(f"{file} is not a dlbench store (not a SQLite database)") from None
+                if not read_only_place(file):
+                    break
                 continue
-            version = self._probe_version(raw)
+            version = self._probe_version(raw, empty_ok=True)
+            if version == 0:
+                raw.close()
+                return None
             if version == STORE_SCHEMA_VERSION:
                 return raw
             mem = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)

@@ -94,14 +94,46 @@ def _umask() -> int:
     return mask
 
 
+def _locked_temporary(file: Path) -> tuple[int, str]:
+    """A new temporary store beside file, already locked when it takes its `.creating` name: made under another
+    name, locked, then renamed (the lock goes with the open file). Made and locked in two steps under the
+    `.creating` name, another creator's remove_stale could take the still-free lock in between and delete it."""
+    fd, made = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.", suffix=".new")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        tmp = made[: -len(".new")] + CREATING
+        os.rename(made, tmp)
+    except BaseException:
+        os.close(fd)
+        Path(made).unlink(missing_ok=True)
+        raise
+    return fd, tmp
+
+
+def just_made(file: Path) -> bool:
+    """Whether the file took its name within the last CREATION_WAIT_S (a link or a rename sets its ctime)."""
+    try:
+        return time.time() - os.stat(file).st_ctime < CREATION_WAIT_S
+    except OSError:
+        return False
+
+
+def read_only_place(file: Path) -> bool:
+    """Whether a reader cannot make the WAL's index beside file: a read-only file system or folder (then SQLite's
+    immutable mode is the only way to read it, which ignores the WAL and every lock)."""
+    try:
+        return bool(os.statvfs(file.parent).f_flag & os.ST_RDONLY) or not os.access(file.parent, os.W_OK)
+    except OSError:
+        return True
+
+
 def create_store_file(file: Path) -> bool:
     """Make a new store at file, schema and version included, in one step; False when another process made it
     first (its store is then the one to use). OSError / sqlite3.Error / SchemaError when it cannot be made."""
     file.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(file)
-    fd, tmp = tempfile.mkstemp(dir=file.parent, prefix=f".{file.name}.", suffix=CREATING)
+    fd, tmp = _locked_temporary(file)  # alive: remove_stale leaves it alone
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # alive: remove_stale leaves it alone
         os.fchmod(fd, 0o666 & ~_umask())
         raw = sqlite_connect(Path(tmp), "rwc")
         try:

@@ -343,7 +343,7 @@ class ConvergeConfig(_Strict):
     docs/convergence.md): a step budget and a target loss (null: the case's own)."""
 
     steps: int | None = Field(default=None, strict=True)  # below 1: refused with the other bad values (_converge_ok)
-    target: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    target: Annotated[float, Field(allow_inf_nan=False, strict=True)] | None = None  # a number: not true, not "0.5"
     runs: PositiveInt = 1  # runs per configuration, seeds seed .. seed + runs - 1, judged together (#44)
     reference: Literal["shipped", "local"] = "shipped"  # the shipped reference points, or runs measured here
 

@@ -30,6 +30,7 @@ def _spec(**kw: object) -> PointSpec:
         ({"devices_per_node": 2, "expert_parallel": 4}, "does not divide the point's 2 device(s)"),
         ({"devices_per_node": 4, "expert_parallel": 2, "tensor_parallel": 2}, "data parallelism only"),
         ({"devices_per_node": 2, "expert_parallel": 2, "strategy": "allreduce"}, "strategy allreduce"),
+        ({"devices_per_node": 2, "expert_parallel": 2, "strategy": "ddp"}, "strategy ddp"),
         ({"model": "resnet50", "routing": "balanced"}, "resnet50 has none"),
         ({"framework": "paddle", "routing": "balanced"}, "--routing balanced is wired for torch only, not paddle"),
     ],

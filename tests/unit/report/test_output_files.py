@@ -75,6 +75,14 @@ def test_the_report_file_mode_follows_the_umask(
     assert stat.S_IMODE(out.stat().st_mode) == 0o644
 
 
+def test_report_names_the_absolute_path_it_wrote(
+    one_point_store: Path, tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli("report", "--all", "--store", str(one_point_store))
+    assert code == 0 and f"Wrote {tmp_path / 'dlbench-report.html'} (1 points" in out, (out, err)
+
+
 def test_a_chart_folder_dlbench_did_not_make_is_never_deleted(
     one_point_store: Path, tmp_path: Path, cli: Callable[..., CliResult]
 ) -> None:

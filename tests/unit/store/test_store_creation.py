@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from dlbench.store.store import Store, StoreError
+from dlbench.store.store_file import _locked_temporary, remove_stale
 
 CliResult = tuple[int, str, str]
 
@@ -77,3 +80,44 @@ def test_a_creation_killed_midway_leaves_no_store_and_is_cleaned_up(tmp_path: Pa
     finally:
         os.close(fd)
     assert len(Store(tmp_path / "s.db", readonly=True).runs()) == 1
+
+
+def test_a_reader_waits_for_a_store_just_made_and_still_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """#41: with 4 runs creating one store at once, a reader read "not a dlbench store (an empty database)" once
+    in 25. A just-made file that holds no schema yet is waited for, as an absent one being created is."""
+    path = tmp_path / "s.db"
+    sqlite3.connect(path).execute("PRAGMA user_version=0").connection.close()  # an empty SQLite database
+
+    def fill() -> None:  # a writer that makes the schema in it, half a second later
+        time.sleep(0.5)
+        Store(path).create_run("x")
+
+    filler = threading.Thread(target=fill)
+    filler.start()
+    start = time.monotonic()
+    runs = Store(path, readonly=True).runs()
+    filler.join()
+    assert len(runs) == 1 and 0.4 < time.monotonic() - start < 10
+    old = tmp_path / "old.db"
+    sqlite3.connect(old).execute("PRAGMA user_version=0").connection.close()
+    monkeypatch.setattr("dlbench.store.store.just_made", lambda file: False)  # an empty database made long ago
+    start = time.monotonic()
+    with pytest.raises(StoreError, match=r"not a dlbench store \(an empty database\)"):
+        Store(old, readonly=True)
+    assert time.monotonic() - start < 2
+
+
+def test_a_temporary_store_is_locked_before_it_takes_its_creating_name(tmp_path: Path) -> None:
+    """Made and locked in two steps under its `.creating` name, another creator's remove_stale could take the
+    still-free lock in between and delete a live creation."""
+    fd, tmp = _locked_temporary(tmp_path / "s.db")
+    try:
+        assert tmp.endswith(".creating") and not list(tmp_path.glob("*.new"))
+        other = os.open(tmp, os.O_RDONLY)
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(other)
+        remove_stale(tmp_path / "s.db")
+        assert Path(tmp).exists()
+    finally:
+        os.close(fd)

@@ -92,7 +92,7 @@ POINT_OPTIONS: dict[str, tuple[list[str], dict[str, Any]]] = {
     "converge_reference": (["--converge", "--converge-reference", "local"], {"converge": {"reference": "local"}}),
     "seed": (["--seed", "7"], {"seed": 7}),
 }
-SESSION_OPTIONS = ("store_path", "force", "wait_quiet", "price_per_hour")  # sweep has the same option
+SESSION_OPTIONS = ("store_path", "force", "wait_quiet", "price_per_hour", "dry_run")  # sweep has the same option
 HOSTS_OPTIONS = ("hosts", "reach", "master_addr", "rendezvous_timeout")  # the sweep reads them from the environment
 OUTPUT_OPTIONS = ("fmt", "columns", "wide")  # `dlbench results RUN` prints a sweep's run with them
 
