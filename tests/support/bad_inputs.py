@@ -286,4 +286,13 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("run -f torch -m dit_tiny --input-size 15 --store {store}", "multiple of the patch"),
     ("run -f torch -m deepseek_tiny --param groups=3 --store {store}", "groups (3) must divide experts"),
     ("run -f torch -m gpt_oss_tiny --param head_dim=15 --store {store}", "head_dim (15) must be even"),
+    # check same-model (#45): refused before any framework runs
+    ("check same-model", "--model"),
+    ("check same-model -m resnet51", "unknown model"),
+    ("check same-model -m resnet50 -f caffe", "unknown framework"),
+    ("check same-model -m resnet50 -f ,", "names no framework"),
+    ("check same-model -m resnet50 --batch 1", "batch"),
+    ("check same-model -m resnet50 --input-size 8", "too small"),
+    ("check same-model -m bert_base --input-size 4096", "larger than"),
+    ("check nope", "No such command"),
 ]

@@ -1,0 +1,107 @@
+"""The paddle models' canonical weights (`dlbench check same-model`): each canonical tensor's name in the model's
+`state_dict`, and its layout.
+
+`paddle_name` is plain Python over names: paddle.vision's ResNet calls the stem ``conv1``/``bn1`` and the stages
+``layer1`` to ``layer4``; BERT (bert.py) keeps the canonical names. BatchNorm's running statistics are ``_mean``
+and ``_variance``; paddle's Linear keeps its weight [in, out]; convolutions are OIHW as in torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import paddle
+
+from dlbench.backends.base import Backend, Trainer, Unsupported
+from dlbench.backends.paddle.step import PaddleTrainer
+from dlbench.backends.same_model import Arrays, WeightMap, named_outputs, transposed
+from dlbench.canonical.names import Tensor, tensors
+from dlbench.cases import Case
+from dlbench.cases.arch import BertConfig, ResNetArch
+from dlbench.spec import PointSpec
+from dlbench.wire import RankContext
+
+_RUNNING = {"running_mean": "_mean", "running_var": "_variance"}
+_RESNET_STEM = {"stem.0": "conv1", "stem.1": "bn1", "fc": "fc"}
+
+
+def _resnet_module(module: str) -> str:
+    if module in _RESNET_STEM:
+        return _RESNET_STEM[module]
+    _, i, rest = module.split(".", 2)
+    return f"layer{int(i) + 1}.{rest}"
+
+
+def paddle_name(case: Case, t: Tensor) -> str:
+    """The model's state_dict key holding a canonical tensor."""
+    module, leaf = t.name.rsplit(".", 1) if "." in t.name else ("", t.name)
+    leaf = _RUNNING.get(t.role, leaf)
+    if isinstance(case.arch, BertConfig):
+        return f"{module}.{leaf}" if module else leaf
+    if isinstance(case.arch, ResNetArch):
+        return f"{_resnet_module(module)}.{leaf}"
+    raise Unsupported(f"the paddle weight map does not describe {case.name} yet (backends/paddle/same_model.py)")
+
+
+def _model(trainer: Trainer) -> paddle.nn.Layer:
+    assert isinstance(trainer, PaddleTrainer), type(trainer)
+    return trainer.model
+
+
+class PaddleWeights(WeightMap):
+    """The model's state_dict, Linear weights transposed."""
+
+    def load(self, trainer: Trainer, case: Case, weights: Mapping[str, np.ndarray]) -> None:
+        state = _model(trainer).state_dict()
+        set_names = set()
+        for t in tensors(case):
+            key = paddle_name(case, t)
+            value = transposed(weights[t.name]) if t.role == "linear" else weights[t.name]
+            if tuple(state[key].shape) != value.shape:
+                raise ValueError(f"{t.name} -> {key}: paddle has {tuple(state[key].shape)}, canonical {value.shape}")
+            state[key].set_value(value.astype(_numpy_dtype(state[key])))
+            set_names.add(key)
+        left = [k for k in state if k not in set_names]
+        if left:
+            raise ValueError(f"no canonical tensor sets {', '.join(left[:3])}")
+
+    def read(self, trainer: Trainer, case: Case) -> Arrays:
+        state = _model(trainer).state_dict()
+        out: Arrays = {}
+        for t in tensors(case):
+            value = state[paddle_name(case, t)].numpy()
+            out[t.name] = transposed(value) if t.role == "linear" else value
+        return out
+
+    def float64_trainer(self, backend: Backend, spec: PointSpec, case: Case) -> Trainer:
+        """The backend's trainer with every layer created in float64 (paddle's default dtype, this process only)."""
+        paddle.set_default_dtype("float64")
+        return backend.build(spec, case, RankContext())
+
+    def forward(self, trainer: Trainer, case: Case, batch: Mapping[str, np.ndarray], train: bool) -> Arrays:
+        model = _model(trainer)
+        fed = self.feed(trainer, case, batch)
+        model.train() if train else model.eval()
+        try:
+            with paddle.no_grad():
+                if isinstance(case.arch, BertConfig):
+                    keys = ("input_ids", "token_type_ids", "attention_mask", "mlm_positions")
+                    out = model(*(fed[k] for k in keys))
+                else:
+                    out = model(fed["images"])
+        finally:
+            model.train()
+        parts = out if isinstance(out, (list, tuple)) else (out,)
+        return named_outputs(case, tuple(p.numpy() for p in parts))
+
+    def feed(self, trainer: Trainer, case: Case, batch: Mapping[str, np.ndarray]) -> dict[str, paddle.Tensor]:
+        floats = paddle.get_default_dtype()
+        return {k: paddle.to_tensor(v.astype(floats) if v.dtype.kind == "f" else v) for k, v in batch.items()}
+
+
+def _numpy_dtype(t: paddle.Tensor) -> str:
+    return "float64" if t.dtype == paddle.float64 else "float32"
+
+
+WEIGHTS = PaddleWeights()

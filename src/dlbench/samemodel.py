@@ -1,0 +1,182 @@
+"""`dlbench check same-model`: the canonical weights through every framework's model, compared with torch's.
+
+The controller writes the canonical weights, batch and learning rate (dlbench.canonical) to a scratch folder and
+runs ``<python> -m dlbench.check same-model FW CASE FOLDER`` in each framework's own environment, twice: the
+float32 model as the benchmark builds it (forward passes, loss, step) and, with ``--float64``, the same model and
+step in float64 (the step's comparison: see dlbench.canonical.compare). It never imports a framework. torch is the
+reference; each other framework's files are compared with torch's and then deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from dlbench.canonical import names, values
+from dlbench.canonical.compare import Comparison, compare
+from dlbench.cases import Case, ImageInput, TextInput, get_case
+from dlbench.cases.inputs import min_input_size
+from dlbench.envs.interpreters import NotInstalled, interpreter_for
+from dlbench.spec import SpecError
+
+REFERENCE = "torch"
+WORKER_TIMEOUT_S = 1800.0
+Status = Literal["reference", "pass", "fail", "skipped", "unsupported", "error"]
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SameModelRequest:
+    """What to check: one case, the frameworks besides torch, the batch, and the input size (None: 64 px or 32
+    tokens, or the smallest the case takes)."""
+
+    model: str
+    frameworks: tuple[str, ...]
+    batch: int = 2
+    input_size: int | None = None
+    seed: int = 0
+    lr: float = values.CHECK_LR
+
+    def __post_init__(self) -> None:
+        if self.batch < 2:
+            raise SpecError(f"--batch must be at least 2 (BatchNorm needs two samples); got {self.batch}")
+        if self.input_size is not None and self.input_size < 1:
+            raise SpecError(f"--input-size must be positive; got {self.input_size}")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One framework's outcome: its comparison with torch where it ran, else why not."""
+
+    framework: str
+    status: Status
+    comparison: Comparison | None = None
+    note: str = ""
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class SameModelOutcome:
+    """Every framework's row, and what was checked."""
+
+    request: SameModelRequest
+    case: Case
+    input_size: int
+    tensors: int
+    parameters: int
+    rows: list[Row] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0: every framework passed; 1: one failed or broke; 3: none failed but some could not be checked."""
+        statuses = {r.status for r in self.rows}
+        if statuses & {"fail", "error"}:
+            return 1
+        return 3 if statuses & {"skipped", "unsupported"} else 0
+
+
+def default_input_size(case: Case) -> int:
+    """64 px for an image model (at least the case's smallest input), 32 tokens for a text model."""
+    if isinstance(case.input, ImageInput):
+        return max(64, min_input_size(case))
+    if isinstance(case.input, TextInput):
+        return min(32, case.input.seq_len)
+    return 0
+
+
+def _worker(
+    python: str, framework: str, case: Case, folder: Path, size: int, float64: bool
+) -> tuple[dict[str, object], str]:
+    """Run one worker; (its JSON answer, '') or ({}, why it failed)."""
+    argv = [python, "-m", "dlbench.check", "same-model", framework, case.name, str(folder)]
+    argv += ["--input-size", str(size)] if size else []
+    argv += ["--float64"] if float64 else []
+    try:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S, check=False, env=dict(os.environ)
+        )
+    except subprocess.TimeoutExpired:
+        return {}, f"took over {WORKER_TIMEOUT_S:g} s"
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+        return {}, (tail[-1] if tail else f"exit {proc.returncode}")[:300]
+    try:
+        return json.loads(lines[-1]), ""
+    except json.JSONDecodeError:
+        return {}, f"answered {lines[-1][:100]}"
+
+
+def _run_framework(framework: str, case: Case, folder: Path, size: int) -> tuple[Row | None, float]:
+    """Both workers of one framework; a Row when it could not be compared, else None (its files are written)."""
+    try:
+        python = interpreter_for(framework)
+    except NotInstalled as exc:
+        return Row(framework, "skipped", note=str(exc)), 0.0
+    started = time.monotonic()
+    answer, error = _worker(python, framework, case, folder, size, float64=False)
+    if error or "unsupported" in answer:
+        status: Status = "error" if error else "unsupported"
+        return Row(framework, status, note=error or str(answer["unsupported"])), time.monotonic() - started
+    _worker(python, framework, case, folder, size, float64=True)  # no float64 model: the float32 step is compared
+    return None, time.monotonic() - started
+
+
+def _load(path: Path) -> dict[str, np.ndarray] | None:
+    if not path.is_file():
+        return None
+    with np.load(path) as f:
+        return {k: f[k] for k in f.files}
+
+
+def check_same_model(request: SameModelRequest, progress: Progress | None = None) -> SameModelOutcome:
+    """Run the canonical weights through torch and each framework; compare each with torch. Raises SpecError when
+    the case has no canonical tensors or torch cannot run it (nothing to compare with)."""
+    say = progress or (lambda _: None)
+    case = get_case(request.model)
+    try:
+        listed = names.tensors(case)
+    except names.Unsupported as exc:
+        raise SpecError(str(exc)) from None
+    size = request.input_size or default_input_size(case)
+    case.check_input_size(size or None)
+    outcome = SameModelOutcome(request, case, size, len(listed), names.parameter_count(case))
+    folder = Path(tempfile.mkdtemp(prefix="dlbench-same-model-"))
+    try:
+        weights = values.weights(case, request.seed)
+        np.savez(folder / "weights.npz", **weights)  # type: ignore[arg-type]
+        np.savez(folder / "batch.npz", **values.batch(case, request.batch, size or None, request.seed))  # type: ignore[arg-type]
+        np.save(folder / "lr.npy", np.float64(request.lr))
+        say(f"{REFERENCE}: the reference")
+        failed, seconds = _run_framework(REFERENCE, case, folder, size)
+        if failed is not None:
+            raise SpecError(f"the reference, torch, could not run {case.name}: {failed.note}")
+        ref, ref64 = _load(folder / "torch.npz"), _load(folder / "torch-float64.npz")
+        assert ref is not None
+        outcome.rows.append(Row(REFERENCE, "reference", note=f"loss {float(ref['loss']):.6g}", seconds=seconds))
+        for fw in (f for f in request.frameworks if f != REFERENCE):
+            say(f"{fw}: loading the canonical weights, forward, one step")
+            row, seconds = _run_framework(fw, case, folder, size)
+            got = _load(folder / f"{fw}.npz")
+            if row is None and got is not None:
+                c = compare(fw, weights, ref, got, ref64, _load(folder / f"{fw}-float64.npz"))
+                row = Row(fw, "pass" if c.passed else "fail", c, c.failure(), seconds)
+            outcome.rows.append(row or Row(fw, "error", note="wrote no results", seconds=seconds))
+            for leftover in folder.glob(f"{fw}*.npz"):
+                leftover.unlink()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return outcome
+
+
+__all__ = ["REFERENCE", "Row", "SameModelOutcome", "SameModelRequest", "check_same_model", "default_input_size"]

@@ -1,0 +1,76 @@
+"""The same-model comparison: relative differences, tolerances, the worst tensor named, and a deviation that only
+excuses the difference it predicts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from dlbench.canonical.compare import STEP_TOL, compare, l2_relative, max_relative
+from dlbench.canonical.deviations import biased_variance
+
+RNG = np.random.default_rng(0)
+
+
+def _files(n: int = 8) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Canonical weights and a torch result: logits, loss, and the changes of a conv weight and a running var."""
+    w = {"conv.weight": RNG.standard_normal((4, 3)).astype(np.float32), "bn.running_var": np.full(4, 1.0, np.float32)}
+    batch_var = RNG.uniform(0.5, 2.0, 4)
+    ref = {
+        "out/logits": RNG.standard_normal((2, 10)).astype(np.float32),
+        "out/logits_eval": RNG.standard_normal((2, 10)).astype(np.float32),
+        "loss": np.asarray(2.5),
+        "delta/conv.weight": RNG.standard_normal((4, 3)).astype(np.float32),
+        "delta/bn.running_var": (0.1 * (batch_var * n / (n - 1) - 1.0)).astype(np.float32),
+    }
+    return w, ref
+
+
+def test_relative_differences() -> None:
+    b = np.array([1.0, -2.0, 4.0])
+    assert math.isclose(max_relative(b + np.array([0.0, 0.0, 0.4]), b), 0.1)
+    assert math.isclose(l2_relative(b * 1.01, b), 0.01)
+    assert max_relative(b[:2], b) == math.inf and max_relative(b * np.nan, b) == math.inf
+    assert l2_relative(np.zeros(3), np.zeros(3)) == 0.0 and l2_relative(np.ones(3), np.zeros(3)) == math.inf
+
+
+def test_the_same_results_pass_and_a_changed_tensor_fails_naming_it() -> None:
+    w, ref = _files()
+    same = compare("jax", w, ref, dict(ref))
+    assert same.passed and same.failure() == "" and same.step.value == 0.0 and same.step_dtype == "float32"
+    got = dict(ref, **{"delta/conv.weight": ref["delta/conv.weight"] * 1.01})
+    c = compare("jax", w, ref, got)
+    assert not c.passed and c.step.worst == "conv.weight" and c.step.value > STEP_TOL
+    assert "conv.weight" in c.failure() and "float32 step" in c.failure()
+    logits = compare("jax", w, ref, dict(ref, **{"out/logits": ref["out/logits"] * 1.001}))
+    assert not logits.passed and "logits" in logits.failure() and logits.eval_logits.passed
+
+
+def test_the_float64_step_is_judged_where_both_have_one() -> None:
+    w, ref = _files()
+    noisy = dict(ref, **{"delta/conv.weight": ref["delta/conv.weight"] * 1.1})  # a chaotic float32 step
+    c = compare("jax", w, ref, noisy, ref64=dict(ref), got64=dict(ref))
+    assert c.passed and c.step_dtype == "float64"
+
+
+def test_a_deviation_excuses_only_the_difference_it_predicts() -> None:
+    w, ref = _files(n=8)
+    var = 1.0 + ref["delta/bn.running_var"] / 0.1  # torch's unbiased batch variance
+    biased = dict(ref, **{"delta/bn.running_var": (0.1 * (var * 7 / 8 - 1.0)).astype(np.float32)})
+    c = compare("jax", w, ref, biased)
+    assert c.passed and [(d.deviation.name, d.worst) for d in c.covered] == [("biased-running-var", "bn.running_var")]
+    assert not compare("torch2", w, ref, biased).passed  # a framework the deviation does not name
+    wrong = dict(ref, **{"delta/bn.running_var": ref["delta/bn.running_var"] * 0.5})  # another momentum
+    c = compare("jax", w, ref, wrong)
+    assert not c.passed and c.step.worst == "bn.running_var" and not c.covered
+
+
+def test_biased_variance_names_what_it_is_not() -> None:
+    w0 = np.ones(4)
+    ref = 0.1 * (np.array([1.5, 0.7, 2.0, 1.2]) - 1.0)
+    assert biased_variance(w0, ref, ref) is not None  # equal: not a biased variance
+    got = 0.1 * ((1.0 + ref / 0.1) * 0.95 - 1.0)  # 0.95 = (n - 1) / n for n = 20
+    assert biased_variance(w0, ref, got) is None
+    got = 0.1 * ((1.0 + ref / 0.1) * 0.93 - 1.0)  # n = 14.28...: no whole n
+    assert "no whole n" in str(biased_variance(w0, ref, got))
