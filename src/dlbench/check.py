@@ -67,15 +67,20 @@ def cuda(framework: str) -> dict[str, object]:
     return {"reason": load_backend(framework).no_gpu_reason(spec)}
 
 
-def same_model(framework: str, model: str, folder: str, input_size: int | None, float64: bool) -> dict[str, object]:
-    """Run the canonical weights through the framework's model and one train step (backends/same_model.py)."""
+def same_model(
+    framework: str, model: str, folder: str, input_size: int | None, float64: bool, params: list[str]
+) -> dict[str, object]:
+    """Run the canonical weights through the framework's model and one train step (backends/same_model.py);
+    `params` are the case's NAME=VALUE parameters."""
     from pathlib import Path
 
     from dlbench.backends import load_backend
     from dlbench.backends.same_model import run
     from dlbench.cases import get_case
 
-    return run(load_backend(framework), framework, get_case(model), Path(folder), input_size, float64)
+    values = {name: int(value) for name, _, value in (p.partition("=") for p in params)}
+    case = get_case(model).configured(values)
+    return run(load_backend(framework), framework, case, Path(folder), input_size, float64)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     ss.add_argument("folder")
     ss.add_argument("--input-size", type=int, default=None)
     ss.add_argument("--float64", action="store_true")
+    ss.add_argument("--param", action="append", default=[])
     a = p.parse_args(argv)
     if a.what == "params":
         out = params(a.framework)
@@ -109,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     elif a.what == "cuda":
         out = cuda(a.framework)
     elif a.what == "same-model":
-        out = same_model(a.framework, a.model, a.folder, a.input_size, a.float64)
+        out = same_model(a.framework, a.model, a.folder, a.input_size, a.float64, a.param)
     else:
         out = converge(a.framework, a.model, a.steps, a.batch, a.input_size, a.precision)
     print(json.dumps(out))

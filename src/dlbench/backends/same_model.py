@@ -59,6 +59,15 @@ class WeightMap(ABC):
         """The canonical batch as the trainer's `train_step` takes it."""
 
 
+MODEL_FLOATS = frozenset({"images", "dense"})  # float inputs of a model: in its dtype (float64 in the float64 step)
+
+
+def as_model_input(batch: Mapping[str, np.ndarray], dtype: Any) -> Arrays:
+    """The canonical batch with the model's float inputs in `dtype`; labels and weights stay as the losses take them
+    (float32), integers as they are."""
+    return {k: v.astype(dtype) if k in MODEL_FLOATS else v for k, v in batch.items()}
+
+
 def weight_map_of(framework: str) -> WeightMap | None:
     """The framework's weight map, as its registry line names it (BackendInfo.weight_map), or None."""
     where = get_info(framework).weight_map
@@ -86,6 +95,7 @@ def _spec(framework: str, case: Case, size: int, input_size: int | None, seed: i
         precision="fp32",
         device="cpu",
         seed=seed,
+        case_params=tuple(sorted(case.values)),
     )
 
 
@@ -188,6 +198,38 @@ def transposed(w: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(w.T)
 
 
+def chw_columns_to_hwc(w: np.ndarray, channels: int) -> np.ndarray:
+    """A dense weight [out, C*P*P] that reads a feature map flattened NCHW (torch) as one that reads it flattened
+    NHWC (Keras, flax): the same connections, its input columns reordered from (c, h, w) to (h, w, c)."""
+    out, inp = w.shape
+    side = round((inp // channels) ** 0.5)
+    return np.ascontiguousarray(w.reshape(out, channels, side, side).transpose(0, 2, 3, 1).reshape(out, inp))
+
+
+def hwc_columns_to_chw(w: np.ndarray, channels: int) -> np.ndarray:
+    """The inverse of `chw_columns_to_hwc`."""
+    out, inp = w.shape
+    side = round((inp // channels) ** 0.5)
+    return np.ascontiguousarray(w.reshape(out, side, side, channels).transpose(0, 3, 1, 2).reshape(out, inp))
+
+
+def flattened_input(case: Case) -> tuple[str, int] | None:
+    """(the first classifier Linear, the channels of the feature map it reads flattened) for VGG and AlexNet, whose
+    flatten order differs between NCHW and NHWC frameworks; None for the other cases."""
+    listed = names.tensors(case)
+    classifier = next((t for t in listed if t.name.startswith("classifier.") and t.role == "linear"), None)
+    if classifier is None:
+        return None
+    last_conv = [t for t in listed if t.role == "conv"][-1]
+    return classifier.name, last_conv.shape[0]
+
+
+def modules(case: Case, prefix: str, role: names.Role) -> list[str]:
+    """The canonical modules under `prefix` holding a tensor of `role`, in order ('features.0', 'features.3' ...)."""
+    found = [t.name.rsplit(".", 1)[0] for t in names.tensors(case) if t.role == role and t.name.startswith(prefix)]
+    return list(dict.fromkeys(found))
+
+
 def image_input(case: Case) -> bool:
     """Whether the case's input is an image batch."""
     return isinstance(case.input, ImageInput)
@@ -195,6 +237,7 @@ def image_input(case: Case) -> bool:
 
 __all__ = [
     "WeightMap",
+    "as_model_input",
     "has_batch_norm",
     "hwio_to_oihw",
     "named_outputs",

@@ -136,6 +136,7 @@ def compare(
         if deviation is not None and (
             rel <= STEP_TOL
             or key not in step_got
+            or name not in weights
             or deviation.explains(weights[name], step_ref[key], step_got[key]) is not None
         ):
             deviation = None  # no difference, or not the one the deviation predicts: judged as any other tensor

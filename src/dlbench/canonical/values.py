@@ -101,7 +101,10 @@ def _no_dropout(arch: A) -> A:
 
 def check_case(case: Case, lr: float = CHECK_LR) -> Case:
     """The case as the check trains it: every dropout rate 0 and plain SGD (no momentum, no weight decay) at a
-    fixed learning rate, the same at any batch. The architecture and loss are the case's own."""
+    fixed learning rate, the same at any batch, and embedding tables with dense gradients (Wide & Deep's sparse 0:
+    the same update). The architecture and loss are the case's own."""
+    if any(p.name == "sparse" for p in case.params):  # dense embedding gradients: torch's sparse path pairs its
+        case = case.configured({**dict(case.values), "sparse": 0})  # tables with SparseAdam whatever the case says
     arch: Arch = case.arch
     if isinstance(arch, MoeConfig):
         arch = dataclasses.replace(arch, base=_no_dropout(arch.base))

@@ -15,7 +15,7 @@ from dlbench.backends import all_backends, get_info
 from dlbench.cli.output import stdout_console
 from dlbench.report.same_model import same_model_table
 from dlbench.samemodel import SameModelRequest, check_same_model
-from dlbench.spec import SpecError
+from dlbench.spec import SpecError, parse_count
 
 
 @click.group("check")
@@ -34,6 +34,16 @@ def _frameworks(text: str) -> tuple[str, ...]:
     return names
 
 
+def _params(texts: tuple[str, ...]) -> tuple[tuple[str, int], ...]:
+    values: dict[str, int] = {}
+    for text in texts:
+        name, sep, value = text.partition("=")
+        if not sep or not name.strip() or name.strip() in values:
+            raise SpecError(f"--param takes NAME=VALUE, each name once (e.g. vocab=1000); got {text!r}")
+        values[name.strip()] = parse_count(value, name.strip())
+    return tuple(sorted(values.items()))
+
+
 @check.command("same-model")
 @click.option("--model", "-m", required=True, help="The case (resnet50, bert_base ...).")
 @click.option(
@@ -49,10 +59,15 @@ def _frameworks(text: str) -> tuple[str, ...]:
     "--input-size", type=click.IntRange(min=1), help="Image side or sequence length. Default: 64 px or 32 tokens."
 )
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Seed of weights and batch.")
-def same_model(model: str, framework: str, batch: int, input_size: int | None, seed: int) -> int:
+@click.option(
+    "--param", "params", multiple=True, help="A case parameter, NAME=VALUE (repeatable), e.g. vocab=1000 for wide_deep."
+)
+def same_model(
+    model: str, framework: str, batch: int, input_size: int | None, seed: int, params: tuple[str, ...]
+) -> int:
     """Load one set of canonical weights into each framework's model, run the forward pass (training and evaluation
     mode) and one plain-SGD step on one batch, and compare logits, loss and the step's change with torch's."""
-    request = SameModelRequest(model, _frameworks(framework), batch, input_size, seed)
+    request = SameModelRequest(model, _frameworks(framework), _params(params), batch, input_size, seed)
     outcome = check_same_model(request, lambda line: print(line, file=sys.stderr, flush=True))
     stdout_console().print(same_model_table(outcome))
     return outcome.exit_code

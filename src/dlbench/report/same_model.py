@@ -49,6 +49,8 @@ def _notes(outcome: SameModelOutcome) -> list[str]:
         c = row.comparison
         if row.status == "fail" and c is not None:
             notes.append(f"{row.framework} fails: {c.failure()}")
+        elif row.status == "pass" and row.note:
+            notes.append(f"{row.framework}: {row.note}")
         elif row.status in ("skipped", "unsupported", "error"):
             notes.append(f"{row.framework} {row.status}: {row.note}")
         for cov in c.covered if c is not None else ():
@@ -78,9 +80,11 @@ def _notes(outcome: SameModelOutcome) -> list[str]:
 def same_model_table(outcome: SameModelOutcome) -> Fitted:
     """The check's table under the width rule (numbers whole at 60 and 80 columns)."""
     r = outcome.request
+    params = "".join(f" {k}={v}" for k, v in r.params)
+    size = f" · input {outcome.input_size}" if outcome.input_size else ""
     title = (
-        f"same model: {outcome.case.name} · {outcome.tensors} tensors, {outcome.parameters:,} parameters · batch "
-        f"{r.batch} · input {outcome.input_size} · seed {r.seed} · SGD lr {r.lr:g}"
+        f"same model: {outcome.case.name}{params} · {outcome.tensors} tensors, {outcome.parameters:,} parameters · "
+        f"batch {r.batch}{size} · seed {r.seed} · SGD lr {r.lr:g}"
     )
     return fit(COLUMNS, [_cells(row) for row in outcome.rows], title=title, notes=_notes(outcome))
 

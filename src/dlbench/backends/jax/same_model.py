@@ -16,10 +16,23 @@ from typing import Any
 import numpy as np
 
 from dlbench.backends.base import Backend, Trainer, Unsupported
-from dlbench.backends.same_model import Arrays, WeightMap, named_outputs, nchw_to_nhwc, oihw_to_hwio, transposed
+from dlbench.backends.same_model import (
+    Arrays,
+    WeightMap,
+    as_model_input,
+    chw_columns_to_hwc,
+    flattened_input,
+    hwc_columns_to_chw,
+    hwio_to_oihw,
+    modules,
+    named_outputs,
+    nchw_to_nhwc,
+    oihw_to_hwio,
+    transposed,
+)
 from dlbench.canonical.names import Tensor, tensors
 from dlbench.cases import Case
-from dlbench.cases.arch import BertConfig, ResNetArch
+from dlbench.cases.arch import AlexNetArch, BertConfig, ResNetArch, VggArch, WideDeepArch
 from dlbench.numerics import resolve_precision
 from dlbench.spec import PointSpec
 
@@ -46,6 +59,7 @@ _BOTTLENECK = {
     "downsample.0": "Conv_3",
     "downsample.1": "BatchNorm_3",
 }
+_PARAMS = {"mlm_bias": "mlm_bias", "wide.weight": "wide", "deep.weight": "deep"}  # bare self.param tensors
 _BERT_TOP = {"embeddings.layer_norm": "emb_norm", "pooler": "pooler", "nsp": "nsp", "mlm_transform": "mlm_transform"}
 
 
@@ -70,6 +84,14 @@ def _bert_module(module: str) -> Path:
     return (_BERT_TOP.get(module, module),)  # mlm_norm keeps its name
 
 
+def _plain_mapper(case: Case) -> Callable[[str], Path]:
+    """VGG and AlexNet: their convs are the model's Conv_0, Conv_1 ... and their head's Linears the Classifier's
+    Dense_0, Dense_1 ..., in order."""
+    convs = {m: k for k, m in enumerate(modules(case, "features.", "conv"))}
+    denses = {m: k for k, m in enumerate(modules(case, "classifier.", "linear"))}
+    return lambda m: (f"Conv_{convs[m]}",) if m in convs else ("Classifier_0", f"Dense_{denses[m]}")
+
+
 def module_mapper(case: Case) -> Callable[[str], Path]:
     """Canonical module path -> flax module path, for the cases this map describes; Unsupported otherwise."""
     a = case.arch
@@ -77,30 +99,40 @@ def module_mapper(case: Case) -> Callable[[str], Path]:
         return lambda m: _resnet_module(a, m)
     if isinstance(a, BertConfig):
         return _bert_module
+    if isinstance(a, (VggArch, AlexNetArch)):
+        return _plain_mapper(case)
+    if isinstance(a, WideDeepArch):  # the MLP's Linears are Dense_0, Dense_1 ... (mlp.0, mlp.3 ...)
+        denses = {m: k for k, m in enumerate(modules(case, "mlp.", "linear"))}
+        return lambda m: (f"Dense_{denses[m]}",)
     raise Unsupported(f"the JAX weight map does not describe {case.name} yet (backends/jax/same_model.py)")
 
 
 def flax_path(case: Case, t: Tensor) -> tuple[str, Path]:
     """(collection, path) of a canonical tensor in the flax variables."""
-    if t.name == "mlm_bias":
-        return "params", ("mlm_bias",)
+    if t.name in _PARAMS:
+        return "params", (_PARAMS[t.name],)
     module = t.name.rsplit(".", 1)[0]
     collection, leaf = _LEAF[t.role]
     return collection, (*module_mapper(case)(module), leaf)
 
 
-def to_flax(t: Tensor, value: np.ndarray) -> np.ndarray:
-    """A canonical value in flax's layout."""
+def to_flax(case: Case, t: Tensor, value: np.ndarray) -> np.ndarray:
+    """A canonical value in flax's layout (the first classifier Linear also reads its input flattened NHWC)."""
     if t.role == "conv":
         return oihw_to_hwio(value)
+    flat = flattened_input(case)
+    if flat is not None and t.name == flat[0]:
+        value = chw_columns_to_hwc(value, flat[1])
     return transposed(value) if t.role == "linear" else value
 
 
-def from_flax(t: Tensor, value: np.ndarray) -> np.ndarray:
+def from_flax(case: Case, t: Tensor, value: np.ndarray) -> np.ndarray:
     """A flax value in the canonical layout."""
     if t.role == "conv":
-        return np.ascontiguousarray(value.transpose(3, 2, 0, 1))
-    return transposed(value) if t.role == "linear" else value
+        return hwio_to_oihw(value)
+    value = transposed(value) if t.role == "linear" else value
+    flat = flattened_input(case)
+    return hwc_columns_to_chw(value, flat[1]) if flat is not None and t.name == flat[0] else value
 
 
 def _get(tree: Any, path: Path) -> Any:
@@ -131,7 +163,7 @@ class JaxWeights(WeightMap):
         for t in tensors(case):
             collection, path = flax_path(case, t)
             old = _get(state.params if collection == "params" else state.batch_stats, path)
-            new = to_flax(t, weights[t.name])
+            new = to_flax(case, t, weights[t.name])
             if tuple(old.shape) != new.shape:
                 raise ValueError(f"{t.name} -> {'/'.join(path)}: flax has {tuple(old.shape)}, canonical {new.shape}")
             _put(trees[collection], path, jnp.asarray(new, jnp.float64 if _is_float64(trainer) else old.dtype))
@@ -163,7 +195,7 @@ class JaxWeights(WeightMap):
         for t in tensors(case):
             collection, path = flax_path(case, t)
             value = np.asarray(_get(state.params if collection == "params" else state.batch_stats, path))
-            out[t.name] = from_flax(t, value)
+            out[t.name] = from_flax(case, t, value)
         return out
 
     def forward(self, trainer: Trainer, case: Case, batch: Mapping[str, np.ndarray], train: bool) -> Arrays:
@@ -186,8 +218,8 @@ class JaxWeights(WeightMap):
     def feed(self, trainer: Trainer, case: Case, batch: Mapping[str, np.ndarray]) -> dict[str, Any]:
         import jax.numpy as jnp
 
-        floats = np.float64 if _is_float64(trainer) else np.float32
-        out = {k: v.astype(np.int32) if v.dtype == np.int64 else v.astype(floats) for k, v in batch.items()}
+        fed = as_model_input(batch, np.float64 if _is_float64(trainer) else np.float32)
+        out = {k: v.astype(np.int32) if v.dtype == np.int64 else v for k, v in fed.items()}
         if "images" in out:
             out["images"] = nchw_to_nhwc(out["images"])
         return {k: jnp.asarray(v) for k, v in out.items()}

@@ -2,7 +2,8 @@
 `state_dict`, and its layout.
 
 `paddle_name` is plain Python over names: paddle.vision's ResNet calls the stem ``conv1``/``bn1`` and the stages
-``layer1`` to ``layer4``; BERT (bert.py) keeps the canonical names. BatchNorm's running statistics are ``_mean``
+``layer1`` to ``layer4``, its AlexNet ``_conv1`` ... ``_fc8``; VGG, BERT (bert.py) and Wide & Deep keep the
+canonical names. BatchNorm's running statistics are ``_mean``
 and ``_variance``; paddle's Linear keeps its weight [in, out]; convolutions are OIHW as in torch.
 """
 
@@ -15,10 +16,10 @@ import paddle
 
 from dlbench.backends.base import Backend, Trainer, Unsupported
 from dlbench.backends.paddle.step import PaddleTrainer
-from dlbench.backends.same_model import Arrays, WeightMap, named_outputs, transposed
+from dlbench.backends.same_model import Arrays, WeightMap, as_model_input, modules, named_outputs, transposed
 from dlbench.canonical.names import Tensor, tensors
 from dlbench.cases import Case
-from dlbench.cases.arch import BertConfig, ResNetArch
+from dlbench.cases.arch import AlexNetArch, BertConfig, ResNetArch, VggArch, WideDeepArch
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
@@ -33,12 +34,25 @@ def _resnet_module(module: str) -> str:
     return f"layer{int(i) + 1}.{rest}"
 
 
+def _alexnet_module(case: Case, module: str) -> str:
+    """paddle.vision's AlexNet: convs _conv1 to _conv5 (a pooled one's conv inside it: _conv1._conv), fcs _fc6 to
+    _fc8."""
+    convs = modules(case, "features.", "conv")
+    if module in convs:
+        k = convs.index(module)
+        pooled = isinstance(case.arch, AlexNetArch) and case.arch.convs[k].pool_after
+        return f"_conv{k + 1}._conv" if pooled else f"_conv{k + 1}"
+    return f"_fc{modules(case, 'classifier.', 'linear').index(module) + len(convs) + 1}"
+
+
 def paddle_name(case: Case, t: Tensor) -> str:
     """The model's state_dict key holding a canonical tensor."""
     module, leaf = t.name.rsplit(".", 1) if "." in t.name else ("", t.name)
     leaf = _RUNNING.get(t.role, leaf)
-    if isinstance(case.arch, BertConfig):
+    if isinstance(case.arch, (BertConfig, VggArch, WideDeepArch)):  # paddle's names are the canonical ones
         return f"{module}.{leaf}" if module else leaf
+    if isinstance(case.arch, AlexNetArch):
+        return f"{_alexnet_module(case, module)}.{leaf}"
     if isinstance(case.arch, ResNetArch):
         return f"{_resnet_module(module)}.{leaf}"
     raise Unsupported(f"the paddle weight map does not describe {case.name} yet (backends/paddle/same_model.py)")
@@ -86,18 +100,19 @@ class PaddleWeights(WeightMap):
         try:
             with paddle.no_grad():
                 if isinstance(case.arch, BertConfig):
-                    keys = ("input_ids", "token_type_ids", "attention_mask", "mlm_positions")
-                    out = model(*(fed[k] for k in keys))
+                    keys: tuple[str, ...] = ("input_ids", "token_type_ids", "attention_mask", "mlm_positions")
+                elif isinstance(case.arch, WideDeepArch):
+                    keys = ("dense", "deep_ids", "wide_ids")
                 else:
-                    out = model(fed["images"])
+                    keys = ("images",)
+                out = model(*(fed[k] for k in keys))
         finally:
             model.train()
         parts = out if isinstance(out, (list, tuple)) else (out,)
         return named_outputs(case, tuple(p.numpy() for p in parts))
 
     def feed(self, trainer: Trainer, case: Case, batch: Mapping[str, np.ndarray]) -> dict[str, paddle.Tensor]:
-        floats = paddle.get_default_dtype()
-        return {k: paddle.to_tensor(v.astype(floats) if v.dtype.kind == "f" else v) for k, v in batch.items()}
+        return {k: paddle.to_tensor(v) for k, v in as_model_input(batch, paddle.get_default_dtype()).items()}
 
 
 def _numpy_dtype(t: paddle.Tensor) -> str:

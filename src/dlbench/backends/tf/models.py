@@ -143,28 +143,32 @@ def resnet(arch: ResNetArch, size: int, classes: int, name: str) -> keras.Model:
 
 
 def _classifier(x: Tensor, classes: int, fc: tuple[int, ...], dropout: float, dropout_first: bool) -> Tensor:
-    """The FC head: dropout after each ReLU (VGG) or before each hidden Linear (AlexNet)."""
+    """The FC head: dropout after each ReLU (VGG) or before each hidden Linear (AlexNet); its Linears named as
+    torchvision's (classifier.K, K their index among the head's layers)."""
     x = layers.Flatten()(x)
+    index = 0
     for width in fc:
         if dropout_first:
             x = layers.Dropout(dropout)(x)
-        x = _dense(x, width, "relu", std=0.01)
+        x = _dense(x, width, "relu", std=0.01, name=f"classifier.{index + 1 if dropout_first else index}")
         if not dropout_first:
             x = layers.Dropout(dropout)(x)
-    return _dense(x, classes, std=0.01)
+        index += 3
+    return _dense(x, classes, std=0.01, name=f"classifier.{index}")
 
 
 def vgg(arch: VggArch, size: int, classes: int, name: str) -> keras.Model:
     """VGG from its layer table (keras.applications.VGG16's body layers), torchvision's adaptive-pool head."""
     assert not arch.batch_norm, "VGG with batch norm is not built"
     inputs = keras.Input((size, size, 3))
-    x = inputs
+    x, index = inputs, 0  # index: the layer's place in torchvision's features (its name: features.K)
     for v in arch.layers:
         x = (
             layers.MaxPooling2D(2, 2)(x)
             if v == POOL
-            else layers.Conv2D(int(v), 3, padding="same", activation="relu")(x)
+            else layers.Conv2D(int(v), 3, padding="same", activation="relu", name=f"features.{index}")(x)
         )
+        index += 1 if v == POOL else 2
     x = AdaptiveAvgPool2D(arch.pool)(x)
     return keras.Model(inputs, _classifier(x, classes, arch.fc, arch.dropout, dropout_first=False), name=name)
 
@@ -172,11 +176,12 @@ def vgg(arch: VggArch, size: int, classes: int, name: str) -> keras.Model:
 def alexnet(arch: AlexNetArch, size: int, classes: int, name: str) -> keras.Model:
     """AlexNet from its conv table (torchvision's single-tower layout), adaptive average pool, FC head."""
     inputs = keras.Input((size, size, 3))
-    x = inputs
+    x, index = inputs, 0  # index: the conv's place in torchvision's features (its name: features.K)
     for c in arch.convs:
-        x = _conv(x, c.out, c.kernel, c.stride, pad=c.padding, bias=True, activation="relu")
+        x = _conv(x, c.out, c.kernel, c.stride, pad=c.padding, bias=True, activation="relu", name=f"features.{index}")
         if c.pool_after:
             x = layers.MaxPooling2D(3, 2)(x)
+        index += 3 if c.pool_after else 2
     x = AdaptiveAvgPool2D(arch.pool)(x)
     return keras.Model(inputs, _classifier(x, classes, arch.fc, arch.dropout, dropout_first=True), name=name)
 

@@ -1,8 +1,9 @@
 """The Keras models' canonical weights (`dlbench check same-model`): which Keras variable holds each canonical
 tensor, and in which layout.
 
-The functional CNNs name their layers with the canonical module names (models.py: ``stages.0.0.conv1``), so a
-canonical tensor is its layer's variable; the subclassed BERT is reached through its attributes (`bert_variable`).
+The functional CNNs name their layers with the canonical module names (models.py: ``stages.0.0.conv1``,
+``features.3``, ``classifier.1``), so a canonical tensor is its layer's variable; the first classifier Linear of
+VGG and AlexNet reads the feature map flattened NHWC, so its input columns are reordered; the subclassed BERT is reached through its attributes (`bert_variable`).
 The tensor's role names the variable and its layout: conv kernels HWIO (``kernel``), dense kernels [in, out],
 BatchNorm's ``gamma``, ``beta``, ``moving_mean`` and ``moving_variance``, LayerNorm's ``gamma`` and ``beta``,
 embeddings' ``embeddings``. Images are NHWC.
@@ -18,12 +19,24 @@ import numpy as np
 import tensorflow as tf
 
 from dlbench.backends.base import Backend, Trainer, Unsupported
-from dlbench.backends.same_model import Arrays, WeightMap, named_outputs, nchw_to_nhwc, oihw_to_hwio, transposed
+from dlbench.backends.same_model import (
+    Arrays,
+    WeightMap,
+    as_model_input,
+    chw_columns_to_hwc,
+    flattened_input,
+    hwc_columns_to_chw,
+    hwio_to_oihw,
+    named_outputs,
+    nchw_to_nhwc,
+    oihw_to_hwio,
+    transposed,
+)
 from dlbench.backends.tf.models import build_model
 from dlbench.backends.tf.step import TfTrainer
 from dlbench.canonical.names import Tensor, tensors
 from dlbench.cases import Case
-from dlbench.cases.arch import BertConfig, ResNetArch
+from dlbench.cases.arch import AlexNetArch, BertConfig, ResNetArch, VggArch, WideDeepArch
 from dlbench.spec import PointSpec
 
 _LEAF = {
@@ -70,24 +83,29 @@ def variable(model: keras.Model, case: Case, t: Tensor) -> Any:
             return model.mlm_bias
         module, _ = t.name.rsplit(".", 1)
         return getattr(_attribute(model, bert_attributes(module)), _LEAF[t.role])
-    if isinstance(case.arch, ResNetArch):
+    if isinstance(case.arch, (ResNetArch, VggArch, AlexNetArch, WideDeepArch)):
         module, _ = t.name.rsplit(".", 1)
         return getattr(model.get_layer(module), _LEAF[t.role])
     raise Unsupported(f"the tf weight map does not describe {case.name} yet (backends/tf/same_model.py)")
 
 
-def to_keras(t: Tensor, value: np.ndarray) -> np.ndarray:
-    """A canonical value in Keras' layout."""
+def to_keras(case: Case, t: Tensor, value: np.ndarray) -> np.ndarray:
+    """A canonical value in Keras' layout (the first classifier Linear also reads its input flattened NHWC)."""
     if t.role == "conv":
         return oihw_to_hwio(value)
+    flat = flattened_input(case)
+    if flat is not None and t.name == flat[0]:
+        value = chw_columns_to_hwc(value, flat[1])
     return transposed(value) if t.role == "linear" else value
 
 
-def from_keras(t: Tensor, value: np.ndarray) -> np.ndarray:
+def from_keras(case: Case, t: Tensor, value: np.ndarray) -> np.ndarray:
     """A Keras value in the canonical layout."""
     if t.role == "conv":
-        return np.ascontiguousarray(value.transpose(3, 2, 0, 1))
-    return transposed(value) if t.role == "linear" else value
+        return hwio_to_oihw(value)
+    value = transposed(value) if t.role == "linear" else value
+    flat = flattened_input(case)
+    return hwc_columns_to_chw(value, flat[1]) if flat is not None and t.name == flat[0] else value
 
 
 def _model(trainer: Trainer) -> keras.Model:
@@ -103,7 +121,7 @@ class TfWeights(WeightMap):
         seen = set()
         for t in tensors(case):
             v = variable(model, case, t)
-            value = to_keras(t, weights[t.name])
+            value = to_keras(case, t, weights[t.name])
             if tuple(v.shape) != value.shape:
                 raise ValueError(f"{t.name} -> {v.path}: Keras has {tuple(v.shape)}, canonical {value.shape}")
             v.assign(value.astype(v.dtype))
@@ -114,7 +132,7 @@ class TfWeights(WeightMap):
 
     def read(self, trainer: Trainer, case: Case) -> Arrays:
         model = _model(trainer)
-        return {t.name: from_keras(t, np.asarray(variable(model, case, t).numpy())) for t in tensors(case)}
+        return {t.name: from_keras(case, t, np.asarray(variable(model, case, t).numpy())) for t in tensors(case)}
 
     def float64_trainer(self, backend: Backend, spec: PointSpec, case: Case) -> Trainer:
         """The backend's Keras model and train step under the float64 policy (this process only)."""
@@ -126,13 +144,15 @@ class TfWeights(WeightMap):
     def forward(self, trainer: Trainer, case: Case, batch: Mapping[str, np.ndarray], train: bool) -> Arrays:
         model = _model(trainer)
         fed = self.feed(trainer, case, batch)
-        out = model(fed if isinstance(case.arch, BertConfig) else fed["images"], training=train)
+        if isinstance(case.arch, WideDeepArch):
+            out = model({k: fed[k] for k in ("dense", "deep_ids", "wide_ids")}, training=train)
+        else:
+            out = model(fed if isinstance(case.arch, BertConfig) else fed["images"], training=train)
         parts = out if isinstance(out, (list, tuple)) else (out,)
         return named_outputs(case, tuple(np.asarray(p) for p in parts))
 
     def feed(self, trainer: Trainer, case: Case, batch: Mapping[str, np.ndarray]) -> dict[str, tf.Tensor]:
-        floats = _model(trainer).dtype_policy.variable_dtype
-        out = {k: v.astype(floats) if v.dtype.kind == "f" else v for k, v in batch.items()}
+        out = as_model_input(batch, _model(trainer).dtype_policy.variable_dtype)
         if "images" in out:
             out["images"] = nchw_to_nhwc(out["images"])
         return {k: tf.constant(v) for k, v in out.items()}

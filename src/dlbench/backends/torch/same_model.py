@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from dlbench.backends.base import Backend, Trainer
-from dlbench.backends.same_model import Arrays, WeightMap, named_outputs
+from dlbench.backends.same_model import Arrays, WeightMap, as_model_input, named_outputs
 from dlbench.backends.torch.step import TorchTrainer
 from dlbench.cases import Case
 from dlbench.spec import PointSpec
@@ -66,9 +66,9 @@ class TorchWeights(WeightMap):
 
     def feed(self, trainer: Trainer, case: Case, batch: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
         assert isinstance(trainer, TorchTrainer)
-        dtype = next(trainer.model.parameters()).dtype
-        out = {k: torch.from_numpy(np.ascontiguousarray(v)).to(trainer.device) for k, v in batch.items()}
-        return {k: v.to(dtype) if v.is_floating_point() else v for k, v in out.items()}
+        dtype = str(next(trainer.model.parameters()).dtype).removeprefix("torch.")
+        fed = as_model_input(batch, dtype)
+        return {k: torch.from_numpy(np.ascontiguousarray(v)).to(trainer.device) for k, v in fed.items()}
 
 
 WEIGHTS = TorchWeights()
