@@ -5,8 +5,8 @@ Run in the framework's environment as ``python -m dlbench.check same-model FW CA
 (dlbench.check); FOLDER holds ``weights.npz``, ``batch.npz`` and ``lr.npy`` (written by the controller,
 dlbench.samemodel) and receives ``FW.npz`` from the float32 model as the benchmark builds it: ``out/<name>`` the
 outputs of the forward passes, ``loss`` the train step's loss, ``delta/<name>`` each tensor's change over the step
-(w1 - w0, in canonical layout); with ``--float64``, ``FW-float64.npz``: the loss and changes of the same step taken
-by the backend's model in float64. Each backend says how in its ``same_model.py`` (a `WeightMap`): where each
+(w1 - w0, in canonical layout); with ``--float64``, ``FW-float64.npz``: the same from the backend's model and train
+step in float64. Each backend says how in its ``same_model.py`` (a `WeightMap`): where each
 canonical tensor lives in its model and in which layout.
 """
 
@@ -119,8 +119,9 @@ def _deltas(weights: Arrays, after: Arrays, framework: str) -> Arrays:
 def run(
     backend: Backend, framework: str, case: Case, folder: Path, input_size: int | None, float64: bool = False
 ) -> dict[str, object]:
-    """Load, forward, step and read back one framework's model; write FOLDER/FW.npz (float32: the forward passes,
-    the loss and the step) or FOLDER/FW-float64.npz (the step of the float64 model) and return a summary."""
+    """Load, forward, step and read back one framework's model; write FOLDER/FW.npz (the float32 model: the
+    forward passes, the loss and the step) or FOLDER/FW-float64.npz (the same of the float64 model) and return a
+    summary."""
     weight_map = weight_map_of(framework)
     if weight_map is None:
         return {"unsupported": f"{framework} has no canonical weight map yet (backends/{framework}/same_model.py)"}
@@ -140,15 +141,14 @@ def run(
     if trainer is None:
         return {"unsupported": f"{framework}'s weight map builds no float64 model"}
     weight_map.load(trainer, check, weights)
-    out: Arrays = {}
-    if not float64:
-        outputs: Arrays = {}
-        if has_batch_norm(check):
-            evaluated = weight_map.forward(trainer, check, batch, train=False)
-            outputs.update({f"{k}_eval": v for k, v in evaluated.items()})
-        outputs.update(weight_map.forward(trainer, check, batch, train=True))
-        out.update({f"out/{k}": np.asarray(v, np.float32) for k, v in outputs.items()})
-        weight_map.load(trainer, check, weights)  # the training-mode pass may have moved the running statistics
+    outputs: Arrays = {}
+    if has_batch_norm(check):
+        evaluated = weight_map.forward(trainer, check, batch, train=False)
+        outputs.update({f"{k}_eval": v for k, v in evaluated.items()})
+    outputs.update(weight_map.forward(trainer, check, batch, train=True))
+    dtype = np.float64 if float64 else np.float32
+    out: Arrays = {f"out/{k}": np.asarray(v, dtype) for k, v in outputs.items()}
+    weight_map.load(trainer, check, weights)  # the training-mode pass may have moved the running statistics
     trainer.train_step(weight_map.feed(trainer, check, batch))
     trainer.sync()
     loss = trainer.loss()
@@ -175,7 +175,7 @@ def output_names(case: Case, count: int) -> tuple[str, ...]:
 def named_outputs(case: Case, out: Any) -> Arrays:
     """A model's output (one array, or a tuple or list of them, already numpy) under its canonical names."""
     parts = list(out) if isinstance(out, (tuple, list)) else [out]
-    return {n: np.asarray(p, np.float32) for n, p in zip(output_names(case, len(parts)), parts, strict=True)}
+    return {n: np.asarray(p) for n, p in zip(output_names(case, len(parts)), parts, strict=True)}
 
 
 def nchw_to_nhwc(x: np.ndarray) -> np.ndarray:

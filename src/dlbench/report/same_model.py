@@ -4,17 +4,18 @@ tensor of each failure and the deviations each framework's figures leave out."""
 
 from __future__ import annotations
 
-from dlbench.canonical.compare import FORWARD_TOL, LOSS_TOL, STEP_TOL, Comparison, Figure
+from dlbench.canonical.compare import TOLERANCES, Comparison, Figure
 from dlbench.report.fit import Col, Fitted, fit
 from dlbench.samemodel import Row, SameModelOutcome
 
 COLUMNS = (
     Col("framework", "key"),
     Col("logits", "number", "right"),
-    Col("eval logits", "number", "right"),
+    Col("eval", "number", "right"),
     Col("loss", "number", "right"),
     Col("step", "number", "right"),
     Col("verdict", "text", squeeze=8),
+    Col("fp32 logits", "number", "right", optional=True),
 )
 
 
@@ -36,9 +37,10 @@ def _verdict(row: Row) -> str:
 def _cells(row: Row) -> list[str]:
     c: Comparison | None = row.comparison
     if c is None:
-        return [row.framework, "-", "-", "-", "-", _verdict(row)]
-    step = _fig(c.step) + ("" if c.step_dtype == "float64" else " (fp32)")
-    return [row.framework, _fig(c.logits), _fig(c.eval_logits), _fig(c.loss), step, _verdict(row)]
+        return [row.framework, "-", "-", "-", "-", _verdict(row), "-"]
+    mark = "" if c.precision == "float64" else "*"  # judged in float32: the framework took no float64 run
+    figures = [_fig(f) + mark for f in (c.logits, c.eval_logits, c.loss, c.step)]
+    return [row.framework, *figures, _verdict(row), _fig(c.float32_logits)]
 
 
 def _notes(outcome: SameModelOutcome) -> list[str]:
@@ -63,16 +65,13 @@ def _notes(outcome: SameModelOutcome) -> list[str]:
             f"† deviation {name}, not judged where the difference is the one it predicts: {'; '.join(parts)}. "
             f"{why[name]}."
         )
-    steps = {r.comparison.step_dtype for r in outcome.rows if r.comparison is not None}
+    t64, t32 = TOLERANCES["float64"], TOLERANCES["float32"]
     notes.append(
-        f"Max relative difference from torch: logits max|a-b|/max|b| (tolerance {FORWARD_TOL:g}, float32), loss "
-        f"({LOSS_TOL:g}), step: the largest ||dw_a - dw_b|| / ||dw_b|| over the tensors ({STEP_TOL:g}), "
-        + (
-            "of the step taken in float64."
-            if steps <= {"float64"}
-            else "of the step taken in float64, or float32 where marked (fp32: a ReLU network's float32 step is "
-            "chaotic at the element level)."
-        )
+        "Largest relative difference from torch, judged in float64 (tolerances: logits max|a-b|/max|b|, in "
+        "training and, eval, in evaluation mode "
+        f"{t64.forward:g}, loss {t64.loss:g}, step the largest ||dw_a - dw_b|| / ||dw_b|| over the tensors "
+        f"{t64.step:g}), or in float32 where marked * ({t32.forward:g}, {t32.loss:g}, {t32.step:g}); fp32 logits: "
+        "the float32 model the benchmark runs, shown (a BatchNorm network's float32 forward can be chaotic)."
     )
     return notes
 
@@ -86,7 +85,8 @@ def same_model_table(outcome: SameModelOutcome) -> Fitted:
         f"same model: {outcome.case.name}{params} · {outcome.tensors} tensors, {outcome.parameters:,} parameters · "
         f"batch {r.batch}{size} · seed {r.seed} · SGD lr {r.lr:g}"
     )
-    return fit(COLUMNS, [_cells(row) for row in outcome.rows], title=title, notes=_notes(outcome))
+    rows = [_cells(row) for row in outcome.rows]
+    return fit(COLUMNS, rows, title=title, notes=_notes(outcome), more="a wider terminal shows them")
 
 
 __all__ = ["same_model_table"]

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from dlbench.canonical.compare import STEP_TOL, compare, l2_relative, max_relative
+from dlbench.canonical.compare import TOLERANCES, compare, l2_relative, max_relative
 from dlbench.canonical.deviations import biased_variance
 
 RNG = np.random.default_rng(0)
@@ -38,20 +38,25 @@ def test_relative_differences() -> None:
 def test_the_same_results_pass_and_a_changed_tensor_fails_naming_it() -> None:
     w, ref = _files()
     same = compare("jax", w, ref, dict(ref))
-    assert same.passed and same.failure() == "" and same.step.value == 0.0 and same.step_dtype == "float32"
+    assert same.passed and same.failure() == "" and same.step.value == 0.0 and same.precision == "float32"
     got = dict(ref, **{"delta/conv.weight": ref["delta/conv.weight"] * 1.01})
     c = compare("jax", w, ref, got)
-    assert not c.passed and c.step.worst == "conv.weight" and c.step.value > STEP_TOL
+    assert not c.passed and c.step.worst == "conv.weight" and c.step.value > TOLERANCES["float32"].step
     assert "conv.weight" in c.failure() and "float32 step" in c.failure()
     logits = compare("jax", w, ref, dict(ref, **{"out/logits": ref["out/logits"] * 1.001}))
-    assert not logits.passed and "logits" in logits.failure() and logits.eval_logits.passed
+    assert not logits.passed and "float32 logits" in logits.failure() and logits.eval_logits.passed
 
 
-def test_the_float64_step_is_judged_where_both_have_one() -> None:
+def test_the_float64_run_is_judged_where_both_have_one_with_its_tighter_tolerances() -> None:
     w, ref = _files()
     noisy = dict(ref, **{"delta/conv.weight": ref["delta/conv.weight"] * 1.1})  # a chaotic float32 step
+    noisy["out/logits"] = ref["out/logits"] * 1.01  # and forward
     c = compare("jax", w, ref, noisy, ref64=dict(ref), got64=dict(ref))
-    assert c.passed and c.step_dtype == "float64"
+    assert c.passed and c.precision == "float64" and c.logits.value == 0.0
+    assert c.float32_logits.value is not None and c.float32_logits.value > 0.009  # shown, not judged
+    near = dict(ref, **{"out/logits": ref["out/logits"] * (1 + 1e-5)})  # within float32's 1e-4, not float64's
+    assert compare("jax", w, ref, near).passed
+    assert not compare("jax", w, ref, dict(ref), ref64=dict(ref), got64=near).passed
 
 
 def test_a_deviation_excuses_only_the_difference_it_predicts() -> None:
@@ -70,6 +75,7 @@ def test_biased_variance_names_what_it_is_not() -> None:
     w0 = np.ones(4)
     ref = 0.1 * (np.array([1.5, 0.7, 2.0, 1.2]) - 1.0)
     assert biased_variance(w0, ref, ref) is not None  # equal: not a biased variance
+    assert "no one multiple" in str(biased_variance(w0, ref, 0.5 * ref))  # another momentum
     got = 0.1 * ((1.0 + ref / 0.1) * 0.95 - 1.0)  # 0.95 = (n - 1) / n for n = 20
     assert biased_variance(w0, ref, got) is None
     got = 0.1 * ((1.0 + ref / 0.1) * 0.93 - 1.0)  # n = 14.28...: no whole n

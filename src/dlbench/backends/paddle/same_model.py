@@ -19,7 +19,7 @@ from dlbench.backends.paddle.step import PaddleTrainer
 from dlbench.backends.same_model import Arrays, WeightMap, as_model_input, modules, named_outputs, transposed
 from dlbench.canonical.names import Tensor, tensors
 from dlbench.cases import Case
-from dlbench.cases.arch import AlexNetArch, BertConfig, ResNetArch, VggArch, WideDeepArch
+from dlbench.cases.arch import AlexNetArch, BertConfig, InceptionArch, ResNetArch, VggArch, WideDeepArch
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
@@ -45,6 +45,36 @@ def _alexnet_module(case: Case, module: str) -> str:
     return f"_fc{modules(case, 'classifier.', 'linear').index(module) + len(convs) + 1}"
 
 
+# paddle.vision's Inception v3: the stem convs by name, the blocks in one list (A, A, A, B, C x 4 in the stem,
+# then D, E, E), each BasicConv a ConvNormActivation (.0 the conv, .1 the batch norm).
+_INCEPTION_STEM = {"0": "conv_1a_3x3", "1": "conv_2a_3x3", "2": "conv_2b_3x3", "4": "conv_3b_1x1", "5": "conv_4a_3x3"}
+
+
+def _inception_branch(parts: list[str]) -> str:
+    """A block's branch: 'b5x5', '1' -> 'branch5x5_2' (a chain's k-th conv), 'b1x1' -> 'branch1x1', 'bpool' ->
+    'branch_pool_conv'; E's 'b3x3dbl_1', k -> 'branch3x3dbl_{k+1}'."""
+    name, rest = parts[0], parts[1:]
+    if name == "bpool":
+        return "branch_pool_conv"
+    if name == "b3x3dbl_1" and rest:
+        return f"branch3x3dbl_{int(rest[0]) + 1}"
+    return f"branch{name[1:]}_{int(rest[0]) + 1}" if rest else f"branch{name[1:]}"
+
+
+def _inception_module(module: str) -> str:
+    """A canonical Inception module ('stem.7.b5x5.1.conv', 'aux.conv0.bn', 'fc') as paddle.vision's."""
+    if module in ("fc", "aux.fc"):
+        return module
+    *path, layer = module.split(".")
+    layer = {"conv": "0", "bn": "1"}[layer]
+    if path[0] == "aux":
+        return f"aux.{path[1]}.{layer}"
+    if path[0] == "stem" and path[1] in _INCEPTION_STEM:
+        return f"inception_stem.{_INCEPTION_STEM[path[1]]}.{layer}"
+    block = int(path[1]) - 7 if path[0] == "stem" else int(path[1]) + 8
+    return f"inception_block_list.{block}.{_inception_branch(path[2:])}.{layer}"
+
+
 def paddle_name(case: Case, t: Tensor) -> str:
     """The model's state_dict key holding a canonical tensor."""
     module, leaf = t.name.rsplit(".", 1) if "." in t.name else ("", t.name)
@@ -53,6 +83,8 @@ def paddle_name(case: Case, t: Tensor) -> str:
         return f"{module}.{leaf}" if module else leaf
     if isinstance(case.arch, AlexNetArch):
         return f"{_alexnet_module(case, module)}.{leaf}"
+    if isinstance(case.arch, InceptionArch):
+        return f"{_inception_module(module)}.{leaf}"
     if isinstance(case.arch, ResNetArch):
         return f"{_resnet_module(module)}.{leaf}"
     raise Unsupported(f"the paddle weight map does not describe {case.name} yet (backends/paddle/same_model.py)")
