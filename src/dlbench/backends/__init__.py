@@ -175,6 +175,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
         "oneflow",
         "dlbench.backends.oneflow.backend:OneflowBackend",
         "oneflow",
+        weight_map="dlbench.backends.oneflow.same_model:WEIGHTS",
         python=("3.8", "3.10"),
     ),
     BackendInfo(
@@ -184,6 +185,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
         "megengine",
         "dlbench.backends.megengine.backend:MegengineBackend",
         "megengine",
+        weight_map="dlbench.backends.megengine.same_model:WEIGHTS",
         python=("3.8", "3.10"),
     ),
 )

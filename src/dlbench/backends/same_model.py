@@ -159,6 +159,17 @@ def run(
     return {"seconds": round(time.monotonic() - started, 1), "loss": loss}
 
 
+def torchlike_inputs(case: Case, batch: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The positional inputs of a torch-shaped model (backends/torchlike, torch's own) from a batch of tensors."""
+    if case.loss.kind == "mlm_nsp":
+        return (batch["input_ids"], batch["token_type_ids"], batch.get("attention_mask"), batch["mlm_positions"])
+    if case.loss.kind == "bce":
+        return (batch["dense"], batch["deep_ids"], batch["wide_ids"])
+    if case.loss.kind == "causal_lm":
+        return (batch["input_ids"],)
+    return (batch["images"],)
+
+
 def output_names(case: Case, count: int) -> tuple[str, ...]:
     """The canonical names of a model's `count` outputs: image logits (and the auxiliary head's), BERT's MLM and NSP
     logits, a decoder's logits, Wide & Deep's logit, or the face model's embedding."""
@@ -244,5 +255,6 @@ __all__ = [
     "nchw_to_nhwc",
     "oihw_to_hwio",
     "run",
+    "torchlike_inputs",
     "transposed",
 ]

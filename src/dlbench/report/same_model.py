@@ -39,7 +39,7 @@ def _cells(row: Row) -> list[str]:
     if c is None:
         return [row.framework, "-", "-", "-", "-", _verdict(row), "-"]
     mark = "" if c.precision == "float64" else "*"  # judged in float32: the framework took no float64 run
-    figures = [_fig(f) + mark for f in (c.logits, c.eval_logits, c.loss, c.step)]
+    figures = [_fig(f) + (mark if f.value is not None else "") for f in (c.logits, c.eval_logits, c.loss, c.step)]
     return [row.framework, *figures, _verdict(row), _fig(c.float32_logits)]
 
 

@@ -28,11 +28,13 @@ def _outcome() -> SameModelOutcome:
     jax = dict(ref, **{"delta/bn.running_var": (0.1 * (var * 3 / 4 - 1.0)).astype(np.float32)})
     jax["out/logits"] = ref["out/logits"] * np.float32(1 + 3.5e-6)
     bad = dict(ref, **{"delta/conv.weight": ref["delta/conv.weight"] * 1.5})
-    req = SameModelRequest("resnet50", ("torch", "jax", "paddle", "mxnet"))
+    no_eval = {k: v for k, v in ref.items() if k != "out/logits_eval"}  # as a model without batch norms gives
+    req = SameModelRequest("resnet50", ("torch", "jax", "paddle", "megengine", "mxnet"))
     rows = [
         Row("torch", "reference", note="loss 1.25"),
         Row("jax", "pass", compare("jax", w, ref, jax, dict(ref), {**jax, "out/logits": ref["out/logits"]})),
         Row("paddle", "fail", compare("paddle", w, ref, bad)),
+        Row("megengine", "pass", compare("megengine", w, no_eval, dict(no_eval))),
         Row("mxnet", "skipped", note="framework mxnet is not installed: run: dlbench setup mxnet"),
     ]
     return SameModelOutcome(req, get_case("resnet50"), 64, 267, 25_557_032, rows)
@@ -53,6 +55,7 @@ def test_numbers_stay_whole_and_every_row_says_why(width: int) -> None:
     assert "pass†" in flat and "FAIL" in flat and "reference" in flat
     assert "paddle fails: the float32 step's change differs by 5.0e-01 > 0.001 (worst tensor: conv.weight)" in flat
     assert "5.0e-01*" in flat and "marked *" in flat  # judged in float32: marked
+    assert "megengine 0.0e+00* - 0.0e+00* 0.0e+00* pass" in flat and "-*" not in flat  # a dash is never marked
     assert "mxnet skipped: framework mxnet is not installed: run: dlbench setup mxnet" in flat
     assert "† deviation biased-running-var" in flat and "jax 1 tensors" in flat
     assert outcome.exit_code == 1

@@ -5,13 +5,12 @@ a tied weight (a decoder's LM head) is its embedding's tensor and is set once.""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import torch
 
 from dlbench.backends.base import Backend, Trainer
-from dlbench.backends.same_model import Arrays, WeightMap, as_model_input, named_outputs
+from dlbench.backends.same_model import Arrays, WeightMap, as_model_input, named_outputs, torchlike_inputs
 from dlbench.backends.torch.step import TorchTrainer
 from dlbench.cases import Case
 from dlbench.spec import PointSpec
@@ -21,17 +20,6 @@ from dlbench.wire import RankContext
 def _model(trainer: Trainer) -> torch.nn.Module:
     assert isinstance(trainer, TorchTrainer), type(trainer)
     return trainer.model
-
-
-def inputs(case: Case, batch: Mapping[str, torch.Tensor]) -> tuple[Any, ...]:
-    """The model's positional inputs from a batch, as the torch losses call it."""
-    if case.loss.kind == "mlm_nsp":
-        return (batch["input_ids"], batch["token_type_ids"], batch.get("attention_mask"), batch["mlm_positions"])
-    if case.loss.kind == "bce":
-        return (batch["dense"], batch["deep_ids"], batch["wide_ids"])
-    if case.loss.kind == "causal_lm":
-        return (batch["input_ids"],)
-    return (batch["images"],)
 
 
 class TorchWeights(WeightMap):
@@ -58,7 +46,7 @@ class TorchWeights(WeightMap):
         model.train(train)
         try:
             with torch.no_grad():
-                out = model(*inputs(case, self.feed(trainer, case, batch)))
+                out = model(*torchlike_inputs(case, self.feed(trainer, case, batch)))
         finally:
             model.train()
         parts = out if isinstance(out, tuple) else (out,)
