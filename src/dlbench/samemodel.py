@@ -24,7 +24,7 @@ from typing import Literal
 import numpy as np
 
 from dlbench.canonical import names, values
-from dlbench.canonical.compare import Comparison, compare
+from dlbench.canonical.compare import Comparison, compare, unjudgeable
 from dlbench.cases import Case, ImageInput, TextInput, get_case
 from dlbench.cases.inputs import downsampling, min_input_size
 from dlbench.envs.interpreters import NotInstalled, interpreter_for
@@ -32,7 +32,7 @@ from dlbench.spec import SpecError
 
 REFERENCE = "torch"
 WORKER_TIMEOUT_S = 1800.0
-Status = Literal["reference", "pass", "fail", "skipped", "unsupported", "error"]
+Status = Literal["reference", "pass", "fail", "inconclusive", "skipped", "unsupported", "error"]
 Progress = Callable[[str], None]
 
 
@@ -80,11 +80,35 @@ class SameModelOutcome:
 
     @property
     def exit_code(self) -> int:
-        """0: every framework passed; 1: one failed or broke; 3: none failed but some could not be checked."""
+        """0: every framework passed; 1: one failed or broke; 3: none failed but some could not be checked (or
+        judged: inconclusive)."""
         statuses = {r.status for r in self.rows}
         if statuses & {"fail", "error"}:
             return 1
-        return 3 if statuses & {"skipped", "unsupported"} else 0
+        return 3 if statuses & {"skipped", "unsupported", "inconclusive"} else 0
+
+
+def verdict(c: Comparison, own: Comparison | None, no64: str) -> tuple[Status, str]:
+    """A framework's status and note from its comparison with torch. A run judged in float32 (`no64`: why it took
+    no float64 run) whose only failed figures are ones torch's own float32 run fails too, against its float64 run
+    (`own`), is inconclusive: float32 cannot judge them for this case (compare.unjudgeable)."""
+    if c.precision == "float64" or c.passed:
+        note = f"no float64 run ({no64}): judged in float32" if c.precision != "float64" else ""
+        return ("pass" if c.passed else "fail"), c.failure() or note
+    failed = {label for label, f in c.figures() if not f.passed}
+    chaotic = unjudgeable(own) if own is not None else frozenset()
+    if own is None or not failed <= chaotic:
+        unjudged = sorted(failed & chaotic)
+        return "fail", c.failure() + (
+            f"; float32 cannot judge {', '.join(unjudged)} here, but {', '.join(sorted(failed - chaotic))} fail"
+            if unjudged
+            else ""
+        )
+    torch_own = ", ".join(f"{label} {f.value:.1e}" for label, f in own.figures() if label in failed)
+    return "inconclusive", (
+        f"no float64 run ({no64}); its float32 {', '.join(sorted(failed))} fail, but torch's own float32 run fails "
+        f"them too against its float64 run ({torch_own}): float32 cannot judge them here; the other figures pass"
+    )
 
 
 def default_input_size(case: Case) -> int:
@@ -180,8 +204,9 @@ def check_same_model(request: SameModelRequest, progress: Progress | None = None
             got = _load(folder / f"{fw}.npz")
             if row is None and got is not None:
                 c = compare(fw, weights, ref, got, ref64, _load(folder / f"{fw}-float64.npz"))
-                note = f"no float64 run ({no64}): judged in float32" if c.precision != "float64" else ""
-                row = Row(fw, "pass" if c.passed else "fail", c, c.failure() or note, seconds)
+                own = compare(REFERENCE, weights, ref64, ref) if ref64 is not None else None
+                status, note = verdict(c, own, no64)
+                row = Row(fw, status, c, note, seconds)
             outcome.rows.append(row or Row(fw, "error", note="wrote no results", seconds=seconds))
             for leftover in folder.glob(f"{fw}*.npz"):
                 leftover.unlink()
@@ -190,4 +215,12 @@ def check_same_model(request: SameModelRequest, progress: Progress | None = None
     return outcome
 
 
-__all__ = ["REFERENCE", "Row", "SameModelOutcome", "SameModelRequest", "check_same_model", "default_input_size"]
+__all__ = [
+    "REFERENCE",
+    "Row",
+    "SameModelOutcome",
+    "SameModelRequest",
+    "check_same_model",
+    "default_input_size",
+    "verdict",
+]

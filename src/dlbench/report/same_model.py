@@ -28,6 +28,8 @@ def _fig(f: Figure | None) -> str:
 def _verdict(row: Row) -> str:
     if row.status == "reference":
         return "reference"
+    if row.status == "inconclusive":
+        return "no verdict"
     if row.comparison is not None:
         mark = "†" if row.comparison.covered else ""
         return ("pass" if row.status == "pass" else "FAIL") + mark
@@ -53,7 +55,7 @@ def _notes(outcome: SameModelOutcome) -> list[str]:
             notes.append(f"{row.framework} fails: {c.failure()}")
         elif row.status == "pass" and row.note:
             notes.append(f"{row.framework}: {row.note}")
-        elif row.status in ("skipped", "unsupported", "error"):
+        elif row.status in ("inconclusive", "skipped", "unsupported", "error"):
             notes.append(f"{row.framework} {row.status}: {row.note}")
         for cov in c.covered if c is not None else ():
             deviations.setdefault(cov.deviation.name, []).append(

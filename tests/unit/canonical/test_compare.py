@@ -9,6 +9,7 @@ import numpy as np
 
 from dlbench.canonical.compare import TOLERANCES, compare, l2_relative, max_relative
 from dlbench.canonical.deviations import biased_variance
+from dlbench.samemodel import verdict
 
 RNG = np.random.default_rng(0)
 
@@ -80,3 +81,27 @@ def test_biased_variance_names_what_it_is_not() -> None:
     assert biased_variance(w0, ref, got) is None
     got = 0.1 * ((1.0 + ref / 0.1) * 0.93 - 1.0)  # n = 14.28...: no whole n
     assert "no whole n" in str(biased_variance(w0, ref, got))
+
+
+def _scaled(ref: dict[str, np.ndarray], **factors: float) -> dict[str, np.ndarray]:
+    """`ref` with the named entries ('out/logits' as out_logits, 'delta/conv.weight' as delta_conv) scaled."""
+    keys = {"out_logits": "out/logits", "out_eval": "out/logits_eval", "delta_conv": "delta/conv.weight"}
+    return dict(ref, **{keys[k]: (ref[keys[k]] * np.float32(f)).astype(np.float32) for k, f in factors.items()})
+
+
+def test_a_float32_run_is_inconclusive_only_where_torch_own_float32_fails_too() -> None:
+    w, ref = _files()
+    torch32 = _scaled(ref, out_logits=1 + 1.3e-4, delta_conv=1.08)  # torch's float32 against its float64 (ref)
+    own = compare("torch", w, ref, torch32)
+    chaotic = _scaled(ref, out_logits=1 + 5e-4, delta_conv=1.1)
+    status, note = verdict(compare("megengine", w, ref, chaotic), own, "no float64 kernels")
+    assert status == "inconclusive", note
+    assert "logits, step fail" in note and "(logits 1.3e-04, step 8.0e-02)" in note and "no float64 kernels" in note
+    steady = compare("torch", w, ref, dict(ref))  # a case float32 can judge: the same difference fails
+    assert verdict(compare("megengine", w, ref, chaotic), steady, "none")[0] == "fail"
+    judgeable = _scaled(ref, out_logits=1 + 5e-4, out_eval=1.01)  # the eval logits, which torch's float32 holds
+    status, note = verdict(compare("megengine", w, ref, judgeable), own, "none")
+    assert status == "fail" and note.endswith("float32 cannot judge logits here, but eval logits fail"), note
+    assert verdict(compare("megengine", w, ref, dict(ref)), own, "none")[0] == "pass"
+    f64 = compare("oneflow", w, ref, dict(ref), ref, _scaled(ref, delta_conv=1.1))
+    assert verdict(f64, own, "") == ("fail", f64.failure())  # a float64 run is judged as it is
