@@ -141,6 +141,7 @@ MODES: dict[str, Mode] = {
     "reproducing.md: dlbench reproduce 1a2b3c4d --run": ACCEPT,
     "reproducing.md: dlbench reproduce 1a2b3c4d --run --force": ACCEPT,
     "same-model.md: dlbench check same-model -m resnet50 -f torch,jax,tf,paddle": ACCEPT,
+    "same-model.md: dlbench check same-model -m resnet50 -f torch,jax,tf,paddle,oneflow,megengine": ACCEPT,
     "same-model.md: dlbench check same-model -m bert_base": ACCEPT,
     "same-model.md: dlbench check same-model -m wide_deep --param vocab=1000": ACCEPT,
     "scaling.md: dlbench run -f torch -m resnet50 --scale 1n2c": ACCEPT,
