@@ -82,7 +82,7 @@ def weight_map_of(framework: str) -> WeightMap | None:
 
 def has_batch_norm(case: Case) -> bool:
     """Whether the case's model keeps running statistics (its evaluation forward differs from training's)."""
-    return any(not t.trainable for t in names.tensors(case))
+    return any(t.role == "running_var" for t in names.tensors(case))
 
 
 def _spec(framework: str, case: Case, size: int, input_size: int | None, seed: int) -> PointSpec:
