@@ -1,12 +1,15 @@
 """Fairness: is each dlbench backend as fast as its framework's own canonical training code?
 
-    python benchmarks/fairness.py [-f torch,tf,paddle,jax] [--batch-size 8] [--input-size 224] [--steps 10]
+    python benchmarks/fairness.py [-f torch,tf,paddle,jax,...] [--batch-size 8] [--input-size 224] [--steps 10]
                                   [--rounds 3] [--device cpu|cuda] [--precision fp32] [--channels-last] [--compile]
                                   [--band 0.95,1.05]   (exit 1 where a median ratio is outside, or a side failed)
 
 For every installed framework, ResNet-50 is trained by dlbench (`dlbench run`, one repeat) and by a bare loop
-over the framework's canonical model (benchmarks/fairness_loops/: torchvision's ResNet-50 code,
-keras.applications.ResNet50 with Model.fit, paddle.vision.models.resnet50, a Flax-ImageNet-example ResNet-50).
+over the framework's canonical model, written as its own examples write it (benchmarks/fairness_loops/:
+torchvision's ResNet-50 code, keras.applications.ResNet50 with Model.fit, paddle.vision.models.resnet50, a
+Flax-ImageNet-example ResNet-50, Gluon's model-zoo ResNet-50 with a gluon.Trainer, the MindSpore model zoo's
+ResNet-50 with value_and_grad, jittor.models.resnet50 with optimizer.step(loss), torchvision's ResNet-50 in
+oneflow.nn (eager, or an nn.Graph) and in megengine.module under a GradManager (eager, or jit.trace)).
 Each side runs in a fresh process of the framework's environment, with the same threads and glibc allocator
 policy dlbench gives its workers (wire.THREAD_VARS, wire.ALLOCATOR_VARS), the same batch, input and step counts,
 and the same throughput definition (samples in the measured steps / their wall time). Rounds interleave the two
@@ -46,7 +49,7 @@ from dlbench.store.store import Store
 from dlbench.wire import ALLOCATOR_VARS, THREAD_VARS
 
 LOOPS = Path(__file__).parent / "fairness_loops"
-FRAMEWORKS = ("torch", "tf", "paddle", "jax")
+FRAMEWORKS = ("torch", "tf", "paddle", "jax", "mxnet", "mindspore", "jittor", "oneflow", "megengine")
 MODEL = "resnet50"
 # A preset with no minimum measured time on any device: dlbench then runs warm-up + measured steps, as the loops
 # do (quick's GPU calibration window would warm dlbench up longer than the loop).

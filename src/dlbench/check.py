@@ -1,4 +1,4 @@
-"""Worker-side checks run in a framework's own interpreter: ``<python> -m dlbench.check params|converge ...``.
+"""Worker-side checks run in a framework's own interpreter: ``<python> -m dlbench.check params|converge|same-model``.
 
 ``cuda FW`` says whether the framework here sees a GPU (`dlbench env --device cuda`). They print one JSON object on
 stdout, so that tests and `dlbench list` can ask any environment.
@@ -67,6 +67,22 @@ def cuda(framework: str) -> dict[str, object]:
     return {"reason": load_backend(framework).no_gpu_reason(spec)}
 
 
+def same_model(
+    framework: str, model: str, folder: str, input_size: int | None, float64: bool, params: list[str]
+) -> dict[str, object]:
+    """Run the canonical weights through the framework's model and one train step (backends/same_model.py);
+    `params` are the case's NAME=VALUE parameters."""
+    from pathlib import Path
+
+    from dlbench.backends import load_backend
+    from dlbench.backends.same_model import run
+    from dlbench.cases import get_case
+
+    values = {name: int(value) for name, _, value in (p.partition("=") for p in params)}
+    case = get_case(model).configured(values)
+    return run(load_backend(framework), framework, case, Path(folder), input_size, float64)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments and print the JSON answer."""
     p = argparse.ArgumentParser(prog="python -m dlbench.check")
@@ -84,6 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     sc.add_argument("--batch", type=int, default=4)
     sc.add_argument("--input-size", type=int, default=None)
     sc.add_argument("--precision", default="fp32")
+    ss = sub.add_parser("same-model")
+    ss.add_argument("framework")
+    ss.add_argument("model")
+    ss.add_argument("folder")
+    ss.add_argument("--input-size", type=int, default=None)
+    ss.add_argument("--float64", action="store_true")
+    ss.add_argument("--param", action="append", default=[])
     a = p.parse_args(argv)
     if a.what == "params":
         out = params(a.framework)
@@ -91,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         out = version(a.framework)
     elif a.what == "cuda":
         out = cuda(a.framework)
+    elif a.what == "same-model":
+        out = same_model(a.framework, a.model, a.folder, a.input_size, a.float64, a.param)
     else:
         out = converge(a.framework, a.model, a.steps, a.batch, a.input_size, a.precision)
     print(json.dumps(out))

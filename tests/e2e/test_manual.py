@@ -142,6 +142,10 @@ MODES: dict[str, Mode] = {
     "reproducing.md: dlbench reproduce 1a2b3c4d --env-file requirements.txt": RUN,
     "reproducing.md: dlbench reproduce 1a2b3c4d --run": ACCEPT,
     "reproducing.md: dlbench reproduce 1a2b3c4d --run --force": ACCEPT,
+    "same-model.md: dlbench check same-model -m resnet50 -f torch,jax,tf,paddle": ACCEPT,
+    "same-model.md: dlbench check same-model -m resnet50 -f torch,jax,tf,paddle,oneflow,megengine": ACCEPT,
+    "same-model.md: dlbench check same-model -m bert_base": ACCEPT,
+    "same-model.md: dlbench check same-model -m wide_deep --param vocab=1000": ACCEPT,
     "scaling.md: dlbench run -f torch -m resnet50 --scale 1n2c": ACCEPT,
     "scaling.md: dlbench run -f torch -m resnet50 --scale 1n4c --strategy allreduce --force": ACCEPT,
     "scaling.md: dlbench run -f torch -m resnet50 --scale 2n8c --launcher slurm": SLURM,
@@ -262,6 +266,7 @@ def _stub_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
         "dlbench.runapi.again._measure",  # rerun and reproduce --run, past their gate
         "dlbench.cli.bisect.execute_bisect",  # bisect, past its gate (its ends checked)
         "dlbench.runapi.converge.measure_references",  # reference measure-convergence, past its gate
+        "dlbench.samemodel._run_framework",  # check same-model, past the case's tensors and input size
     ):
         monkeypatch.setattr(target, accepted)
 

@@ -309,4 +309,13 @@ BAD_INPUTS: list[tuple[str, str]] = [
     ("sweep {dir}/convsteps.yaml --dry-run --store {store}", "at most"),
     ("sweep {dir}/convbool.yaml --dry-run --store {store}", "converge.target"),
     ("sweep {dir}/convtext.yaml --dry-run --store {store}", "converge.target"),
+    # check same-model (#45): refused before any framework runs
+    ("check same-model", "--model"),
+    ("check same-model -m resnet51", "unknown model"),
+    ("check same-model -m resnet50 -f caffe", "unknown framework"),
+    ("check same-model -m resnet50 -f ,", "names no framework"),
+    ("check same-model -m resnet50 --batch 1", "batch"),
+    ("check same-model -m resnet50 --input-size 8", "too small"),
+    ("check same-model -m bert_base --input-size 4096", "larger than"),
+    ("check nope", "No such command"),
 ]

@@ -40,6 +40,9 @@ class BackendInfo:
     # "module:attr" of its framework-free Capabilities table (dlbench.capabilities); "" = none declared, the
     # worker alone decides what it can run. Built-ins: dlbench.capabilities.<name>:CAPABILITIES.
     capabilities: str = ""
+    # "module:attr" of its canonical weight map (a backends.same_model.WeightMap, worker side: it imports the
+    # framework), which `dlbench check same-model` loads the canonical weights through; "" = none yet.
+    weight_map: str = ""
     # The distributions one release of the framework pins together (`dlbench setup jax==0.10.1` installs jax and
     # jaxlib 0.10.1); () = its distribution alone.
     release_pins: tuple[str, ...] = ()
@@ -96,6 +99,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
         "torch",
         "dlbench.backends.torch.backend:TorchBackend",
         "torch",
+        weight_map="dlbench.backends.torch.same_model:WEIGHTS",
         engine="torchrun",
         python=("3.10", "3.14"),
         cuda_extra="torch",
@@ -107,6 +111,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
         "paddlepaddle",
         "dlbench.backends.paddle.backend:PaddleBackend",
         "paddle",
+        weight_map="dlbench.backends.paddle.same_model:WEIGHTS",
         python=("3.9", "3.13"),
         cuda_extra="paddle-cuda",
         release_pins=("paddlepaddle", "paddlepaddle-gpu"),
@@ -119,6 +124,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
         "tensorflow-cpu",
         "dlbench.backends.tf.backend:TfBackend",
         "tf",
+        weight_map="dlbench.backends.tf.same_model:WEIGHTS",
         python=("3.10", "3.13"),
         cuda_extra="tf-cuda",
         release_pins=("tensorflow-cpu", "tensorflow"),
@@ -139,6 +145,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
         "jax",
         "dlbench.backends.jax.backend:JaxBackend",
         "jax",
+        weight_map="dlbench.backends.jax.same_model:WEIGHTS",
         python=("3.11", "3.14"),
         cuda_extra="jax-cuda",
         release_pins=("jax", "jaxlib"),
@@ -168,6 +175,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
         "oneflow",
         "dlbench.backends.oneflow.backend:OneflowBackend",
         "oneflow",
+        weight_map="dlbench.backends.oneflow.same_model:WEIGHTS",
         python=("3.8", "3.10"),
     ),
     BackendInfo(
@@ -177,6 +185,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
         "megengine",
         "dlbench.backends.megengine.backend:MegengineBackend",
         "megengine",
+        weight_map="dlbench.backends.megengine.same_model:WEIGHTS",
         python=("3.8", "3.10"),
     ),
 )

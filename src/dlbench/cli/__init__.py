@@ -122,6 +122,11 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
         "Measure RUN's configurations again here, store them as a new run and compare it with RUN.",
     ),
     (
+        "check",
+        "dlbench.cli.check:check",
+        "Check dlbench itself: that every framework trains the same model (same-model).",
+    ),
+    (
         "reproduce",
         "dlbench.cli.reproduce:reproduce",
         "How a stored point (or run) was made: command, package lock, host; --run measures it again beside it.",

@@ -95,3 +95,16 @@ def test_fairness_paddle_loop_gets_dlbench_tf32_state_layout_and_flags(precision
     assert loop.flags == ours.flags  # the TF32 switches (off for fp32) and Paddle's benchmark flags
     assert {loop.flags[f] for f in gpu_defaults.TF32_FLAGS} == {precision == "tf32"}
     assert (loop.layout, loop.amp_level) == (ours.layout, ours.amp_level or "O1")
+
+
+def test_every_framework_has_a_bare_loop() -> None:
+    """A canonical loop per built-in framework, and fairness.py runs every one of them by default (#45)."""
+    from dlbench.backends import all_backends
+
+    assert set(fairness.FRAMEWORKS) == set(all_backends())
+    for fw in fairness.FRAMEWORKS:
+        loop = fairness.LOOPS / f"{fw}_loop.py"
+        assert loop.is_file(), loop
+        text = loop.read_text()
+        assert "import dlbench" not in text and "from dlbench" not in text  # bare: the framework's own code only
+        assert "measure(" in text  # dlbench's one throughput definition (common.py)

@@ -72,7 +72,8 @@ class BertLayer(layers.Layer):
         head_dim = self.hidden // self.heads
         qkv = ops.reshape(self.qkv(x), (b, s, 3, self.heads, head_dim))
         q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # [B, S, N, D]
-        scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", q, k), "float32") * (head_dim**-0.5) + mask_bias
+        wide = "float64" if x.dtype == "float64" else "float32"  # at least float32 (float64: the same-model check)
+        scores = ops.cast(ops.einsum("bqnd,bknd->bnqk", q, k), wide) * (head_dim**-0.5) + ops.cast(mask_bias, wide)
         probs = self.attn_drop(ops.cast(ops.softmax(scores, axis=-1), x.dtype), training=training)
         ctx = ops.reshape(ops.einsum("bnqk,bknd->bqnd", probs, v), (b, s, self.hidden))
         x = self.attn_norm(x + self.drop(self.attn_out(ctx), training=training))

@@ -48,8 +48,10 @@ def _conv(
     pad: int | tuple[int, int] = 0,
     bias: bool = False,
     activation: str | None = None,
+    name: str | None = None,
 ) -> Tensor:
-    """A conv with torch's padding semantics: symmetric zero padding, then a valid convolution."""
+    """A conv with torch's padding semantics: symmetric zero padding, then a valid convolution. `name`: the
+    canonical module name (dlbench.canonical), where the same-model check's map reads it (same_model.py)."""
     if pad:
         x = layers.ZeroPadding2D(pad)(x)
     return layers.Conv2D(
@@ -60,18 +62,21 @@ def _conv(
         use_bias=bias,
         activation=activation,
         kernel_initializer=_he_fan_out(),
+        name=name,
     )(x)
 
 
-def _bn(x: Tensor, eps: float) -> Tensor:
+def _bn(x: Tensor, eps: float, name: str | None = None) -> Tensor:
     """Batch norm with torch's defaults (momentum 0.1 in torch's sense, i.e. 0.9 here), trainable scale and shift."""
-    return layers.BatchNormalization(momentum=0.9, epsilon=eps)(x)
+    return layers.BatchNormalization(momentum=0.9, epsilon=eps, name=name)(x)
 
 
-def _dense(x: Tensor, units: int, activation: str | None = None, std: float | None = None) -> Tensor:
+def _dense(
+    x: Tensor, units: int, activation: str | None = None, std: float | None = None, name: str | None = None
+) -> Tensor:
     """A dense layer; normal(0, std) weights and zero bias when std is given (VGG, AlexNet), else Keras' default."""
     init = keras.initializers.RandomNormal(0.0, std) if std is not None else "glorot_uniform"
-    return layers.Dense(units, activation=activation, kernel_initializer=init)(x)
+    return layers.Dense(units, activation=activation, kernel_initializer=init, name=name)(x)
 
 
 def _pool_matrix(size: int, out: int) -> np.ndarray:
@@ -108,15 +113,16 @@ class AdaptiveAvgPool2D(layers.Layer):
 # ---------------------------------------------------------------------------------------------- ResNet
 
 
-def _bottleneck(x: Tensor, width: int, stride: int, expansion: int) -> Tensor:
-    """ResNet v1.5 bottleneck: 1x1 reduce, 3x3 carrying the stride, 1x1 expand, projection when needed."""
+def _bottleneck(x: Tensor, width: int, stride: int, expansion: int, name: str) -> Tensor:
+    """ResNet v1.5 bottleneck: 1x1 reduce, 3x3 carrying the stride, 1x1 expand, projection when needed; its
+    layers named as torchvision's (`name`.conv1 ... `name`.downsample.1)."""
     out_ch = expansion * width
     shortcut = x
     if stride != 1 or x.shape[-1] != out_ch:
-        shortcut = _bn(_conv(x, out_ch, 1, stride), 1e-5)
-    y = layers.ReLU()(_bn(_conv(x, width, 1), 1e-5))
-    y = layers.ReLU()(_bn(_conv(y, width, 3, stride, pad=1), 1e-5))
-    y = _bn(_conv(y, out_ch, 1), 1e-5)
+        shortcut = _bn(_conv(x, out_ch, 1, stride, name=f"{name}.downsample.0"), 1e-5, f"{name}.downsample.1")
+    y = layers.ReLU()(_bn(_conv(x, width, 1, name=f"{name}.conv1"), 1e-5, f"{name}.bn1"))
+    y = layers.ReLU()(_bn(_conv(y, width, 3, stride, pad=1, name=f"{name}.conv2"), 1e-5, f"{name}.bn2"))
+    y = _bn(_conv(y, out_ch, 1, name=f"{name}.conv3"), 1e-5, f"{name}.bn3")
     return layers.ReLU()(layers.Add()([y, shortcut]))
 
 
@@ -124,41 +130,45 @@ def resnet(arch: ResNetArch, size: int, classes: int, name: str) -> keras.Model:
     """Bottleneck ResNet v1.5 (torchvision layout): 7x7 stem, max-pool, the table's stages, global pool, fc."""
     assert arch.stride_on_3x3, "only ResNet v1.5 (stride on the 3x3 conv) is built"
     inputs = keras.Input((size, size, 3))
-    x = layers.ReLU()(_bn(_conv(inputs, arch.width, 7, 2, pad=3), 1e-5))
+    x = layers.ReLU()(_bn(_conv(inputs, arch.width, 7, 2, pad=3, name="stem.0"), 1e-5, "stem.1"))
     x = layers.MaxPooling2D(3, 2)(layers.ZeroPadding2D(1)(x))  # zero padding is safe after ReLU
     for i, n in enumerate(arch.stages):
         for j in range(n):
-            x = _bottleneck(x, arch.width * 2**i, 2 if (i > 0 and j == 0) else 1, arch.expansion)
+            x = _bottleneck(x, arch.width * 2**i, 2 if (i > 0 and j == 0) else 1, arch.expansion, f"stages.{i}.{j}")
     x = layers.GlobalAveragePooling2D()(x)
-    return keras.Model(inputs, _dense(x, classes), name=name)
+    return keras.Model(inputs, _dense(x, classes, name="fc"), name=name)
 
 
 # ------------------------------------------------------------------------------------- VGG and AlexNet
 
 
 def _classifier(x: Tensor, classes: int, fc: tuple[int, ...], dropout: float, dropout_first: bool) -> Tensor:
-    """The FC head: dropout after each ReLU (VGG) or before each hidden Linear (AlexNet)."""
+    """The FC head: dropout after each ReLU (VGG) or before each hidden Linear (AlexNet); its Linears named as
+    torchvision's (classifier.K, K their index among the head's layers)."""
     x = layers.Flatten()(x)
+    index = 0
     for width in fc:
         if dropout_first:
             x = layers.Dropout(dropout)(x)
-        x = _dense(x, width, "relu", std=0.01)
+        x = _dense(x, width, "relu", std=0.01, name=f"classifier.{index + 1 if dropout_first else index}")
         if not dropout_first:
             x = layers.Dropout(dropout)(x)
-    return _dense(x, classes, std=0.01)
+        index += 3
+    return _dense(x, classes, std=0.01, name=f"classifier.{index}")
 
 
 def vgg(arch: VggArch, size: int, classes: int, name: str) -> keras.Model:
     """VGG from its layer table (keras.applications.VGG16's body layers), torchvision's adaptive-pool head."""
     assert not arch.batch_norm, "VGG with batch norm is not built"
     inputs = keras.Input((size, size, 3))
-    x = inputs
+    x, index = inputs, 0  # index: the layer's place in torchvision's features (its name: features.K)
     for v in arch.layers:
         x = (
             layers.MaxPooling2D(2, 2)(x)
             if v == POOL
-            else layers.Conv2D(int(v), 3, padding="same", activation="relu")(x)
+            else layers.Conv2D(int(v), 3, padding="same", activation="relu", name=f"features.{index}")(x)
         )
+        index += 1 if v == POOL else 2
     x = AdaptiveAvgPool2D(arch.pool)(x)
     return keras.Model(inputs, _classifier(x, classes, arch.fc, arch.dropout, dropout_first=False), name=name)
 
@@ -166,11 +176,12 @@ def vgg(arch: VggArch, size: int, classes: int, name: str) -> keras.Model:
 def alexnet(arch: AlexNetArch, size: int, classes: int, name: str) -> keras.Model:
     """AlexNet from its conv table (torchvision's single-tower layout), adaptive average pool, FC head."""
     inputs = keras.Input((size, size, 3))
-    x = inputs
+    x, index = inputs, 0  # index: the conv's place in torchvision's features (its name: features.K)
     for c in arch.convs:
-        x = _conv(x, c.out, c.kernel, c.stride, pad=c.padding, bias=True, activation="relu")
+        x = _conv(x, c.out, c.kernel, c.stride, pad=c.padding, bias=True, activation="relu", name=f"features.{index}")
         if c.pool_after:
             x = layers.MaxPooling2D(3, 2)(x)
+        index += 3 if c.pool_after else 2
     x = AdaptiveAvgPool2D(arch.pool)(x)
     return keras.Model(inputs, _classifier(x, classes, arch.fc, arch.dropout, dropout_first=True), name=name)
 

@@ -27,9 +27,10 @@ def build_wide_deep(case: Case) -> keras.Model:
     wide = ops.sum(layers.Embedding(a.vocab, 1, embeddings_initializer=init, name="wide")(wide_ids), axis=1)
     deep = layers.Flatten()(layers.Embedding(a.vocab, a.embedding, embeddings_initializer=init, name="deep")(deep_ids))
     x = layers.Concatenate()([deep, dense])
-    for h in a.hidden:
-        x = layers.Dropout(a.dropout)(layers.Dense(h, activation="relu")(x))
-    logit = layers.Add(dtype="float32")([ops.cast(wide, "float32"), ops.cast(layers.Dense(1)(x), "float32")])
+    for k, h in enumerate(a.hidden):  # named as torch's nn.Sequential: mlp.0, mlp.3 ... (the same-model check)
+        x = layers.Dropout(a.dropout)(layers.Dense(h, activation="relu", name=f"mlp.{3 * k}")(x))
+    out = layers.Dense(1, name=f"mlp.{3 * len(a.hidden)}")(x)
+    logit = layers.Add(dtype="float32")([ops.cast(wide, "float32"), ops.cast(out, "float32")])
     return keras.Model({"dense": dense, "deep_ids": deep_ids, "wide_ids": wide_ids}, logit, name=case.name)
 
 
