@@ -41,12 +41,13 @@ def converge(
     from dlbench.backends import load_backend
     from dlbench.cases import get_case
     from dlbench.wire import RankContext
+    from dlbench.worker import refusal
 
     backend = load_backend(framework)
     shared = Shared(protocol=Protocol(0, steps, 1, "median"), input_size=input_size)
     spec = point(framework, model, batch, precision, shared)  # type: ignore[arg-type]
     case = get_case(model)
-    reason = backend.case_support(case) or backend.refuse(spec)
+    reason = refusal(backend, spec)
     if reason:
         return {"unsupported": reason}
     trainer = backend.build(spec, case, RankContext())

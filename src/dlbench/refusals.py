@@ -3,9 +3,9 @@
 It reads each framework's capability table (dlbench.capabilities, through the light backend registry) and never
 imports a framework: strategies a framework or device cannot run, layouts that do not divide (layers over
 pipeline stages, heads over tensor ranks), layout options on cases without a layout, precisions a device lacks,
-options a framework does not offer. `run`, `sweep` (and its --dry-run) call it before they open the store; the
-worker calls it again first, so that a point reaching it another way gets the same one line. What only the
-framework can tell (a GPU build's kernels, a CPU's bf16 units) stays in the backend's own `refuse`.
+options a framework does not offer. The run API's gate calls it before the store opens; the worker calls it again
+first, so that a point reaching it another way gets the same one line. The backends' own `refuse` holds only
+what needs the framework at hand (its version, a device it sees, a GPU build's kernels, a CPU's bf16 units).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dlbench.analysis.targets import convergence_refusal
 from dlbench.backends import get_info
 from dlbench.capabilities import Capabilities
 from dlbench.cases import ImageInput, get_case
-from dlbench.cases.arch import DitConfig, GptConfig, LlamaConfig
+from dlbench.cases.arch import DitConfig, FaceArch, GptConfig, LlamaConfig
 from dlbench.cases.dit_layout import dit_layout_refusal
 from dlbench.cases.dlrm import dlrm_refusal
 from dlbench.cases.llama_layout import llama_layout_refusal
@@ -39,9 +39,8 @@ def refusal(spec: PointSpec) -> str | None:
     converge = convergence_refusal(spec)  # --converge with no target, or one that cannot be reached (#34)
     if converge:
         return converge
-    caps = get_info(spec.framework).capabilities_table()
-    if caps is None:  # a third-party backend without a table: its worker decides
-        return None
+    # a third-party backend without a table: no split model; its worker decides the rest
+    caps = get_info(spec.framework).capabilities_table() or Capabilities.unknown(spec.framework)
     return (
         _devices(spec, caps)
         or dit_layout_refusal(spec)
@@ -51,6 +50,7 @@ def refusal(spec: PointSpec) -> str | None:
         or dlrm_refusal(spec, caps)
         or _layout(spec, caps)
         or _strategy(spec, caps)
+        or _classifier(spec, caps)
         or _precision(spec, caps)
         or _options(spec, caps)
     )
@@ -131,8 +131,8 @@ def _strategy(spec: PointSpec, caps: Capabilities) -> str | None:
         if spec.strategy != "none":
             return f"strategy {spec.strategy} needs several devices: use --scale 1n2c or more, or --strategy none"
         return None
-    if spec.layout.splits_model and caps.split_needs_strategy_none:
-        return None  # a split model's replicas are kept in step by the layout itself (_layout checks the strategy)
+    if (spec.layout.splits_model or spec.layout.fsdp) and caps.split_needs_strategy_none:
+        return None  # a split or sharded model's replicas are kept in step by the layout itself (FSDP2)
     name = spec.strategy if spec.strategy != "none" else caps.default_strategy
     refused = dict(caps.refused_strategies)
     if name in refused:
@@ -160,16 +160,36 @@ def _precision(spec: PointSpec, caps: Capabilities) -> str | None:
             f"dlbench's {spec.framework} backend runs {', '.join(offered)} on "
             f"{spec.device}: use --precision {offered[0]}"
         )
+    if spec.precision == "fp8" and (spec.layout.splits_model or spec.layout.fsdp) and not caps.fp8_layouts:
+        return "fp8 with a split or FSDP layout is not wired (float8 DTensor styles): use one device"
     return None
+
+
+def _classifier(spec: PointSpec, caps: Capabilities) -> str | None:
+    """A model-parallel classifier (the face cases' model_parallel=1) on several devices: its shards are all-reduced
+    only under the strategies the table names."""
+    allowed = caps.sharded_classifier_strategies
+    if spec.world_size == 1 or not allowed:
+        return None
+    arch = get_case(spec.model).configured(spec.params).arch
+    if not (isinstance(arch, FaceArch) and arch.model_parallel):
+        return None
+    if (spec.strategy if spec.strategy != "none" else caps.default_strategy) in allowed:
+        return None
+    return f"a model-parallel classifier trains with the {' or '.join(allowed)} strategy only (its shards are not all-reduced)"
 
 
 def _layout(spec: PointSpec, caps: Capabilities) -> str | None:
     lay = spec.layout
-    if not (lay.splits_model or lay.recompute):
+    if not (lay.splits_model or lay.recompute or lay.fsdp):
         return None
     case = get_case(spec.model).configured(spec.params)
-    if isinstance(case.arch, (LlamaConfig, DitConfig)):  # their own: llama_layout_refusal, dit_layout_refusal
-        return None
+    if isinstance(case.arch, DitConfig):  # FSDP and --recompute (#48): dit_layout_refusal refused the rest
+        return _amp_over_shards(spec, caps) if lay.fsdp else None
+    if isinstance(case.arch, LlamaConfig):  # the llama family's layouts (FSDP, TP+SP, PP): llama_layout_refusal
+        return _amp_over_shards(spec, caps) if lay.splits_model or lay.fsdp else None
+    if not (lay.splits_model or lay.recompute):
+        return None  # --fsdp on another case: llama_layout_refusal said so
     if not isinstance(case.arch, GptConfig):
         return (
             f"{case.name} has no parallel layout: --tensor-parallel, --pipeline-parallel and --recompute apply "
@@ -196,12 +216,19 @@ def _layout(spec: PointSpec, caps: Capabilities) -> str | None:
         )
     if spec.compile and not caps.split_compile:
         return f"{fw}'s compiler is not wired for a split model: drop --compile"
+    return _amp_over_shards(spec, caps) or _shape(
+        case.arch, lay.tensor_parallel, lay.pipeline_parallel, caps.even_vocab_shards
+    )
+
+
+def _amp_over_shards(spec: PointSpec, caps: Capabilities) -> str | None:
+    """fp16 loss scaling over a split or sharded model on GPUs, where the backend has not wired it."""
     if spec.precision == "amp" and spec.device == "cuda" and not caps.split_amp_on_gpu:
         return (
             "fp16 loss scaling across shards is not wired (every rank would need the others' overflow check): "
             "use --precision bf16"
         )
-    return _shape(case.arch, lay.tensor_parallel, lay.pipeline_parallel, caps.even_vocab_shards)
+    return None
 
 
 def _shape(a: GptConfig, tensor: int, pipeline: int, even_vocab: bool) -> str | None:
@@ -227,10 +254,18 @@ def _options(spec: PointSpec, caps: Capabilities) -> str | None:
     if spec.channels_last:
         if not caps.channels_last:
             return caps.channels_last_why or f"dlbench's {spec.framework} backend offers no channels-last"
-        if not isinstance(get_case(spec.model).input, ImageInput):
+        case = get_case(spec.model)
+        if not isinstance(case.input, ImageInput):
             return "channels-last applies to image models only"
+        if (
+            caps.channels_last_archs
+            and type(case.configured(spec.params).arch).__name__ not in caps.channels_last_archs
+        ):
+            return caps.channels_last_why or f"dlbench's {spec.framework} backend builds {case.name} NCHW only"
     if spec.compile and not caps.compile:
         return caps.compile_why or f"dlbench's {spec.framework} backend has no compile switch: drop --compile"
+    if spec.compile and spec.world_size > 1 and caps.multi_device_compile_why:
+        return caps.multi_device_compile_why
     return None
 
 

@@ -191,6 +191,21 @@ def _gpu_refusal(backend: object, spec: PointSpec, ctx: RankContext) -> str | No
     return rank_refusal(backend.gpu_build(), ctx)  # type: ignore[attr-defined]
 
 
+def refusal(backend: Backend, spec: PointSpec, ctx: RankContext | None = None) -> str | None:
+    """Why this point cannot run here (one line), or None: the capability table's rules (dlbench.refusals, what the
+    spec alone shows), the case the backend builds, its GPU build's kernels for this rank's GPU, then what only the
+    framework at hand can tell (`Backend.refuse`)."""
+    from dlbench.cases import get_case
+    from dlbench.refusals import refusal as spec_refusal
+
+    return (
+        spec_refusal(spec)
+        or backend.case_support(get_case(spec.model).configured(spec.params))
+        or _gpu_refusal(backend, spec, ctx or RankContext())
+        or backend.refuse(spec)
+    )
+
+
 def _ptx_jit(backend: Backend, spec: PointSpec, ctx: RankContext) -> str | None:
     """That this rank's GPU runs the build's PTX, JIT-compiled (backends/gpu_arch.ptx_jit), or None."""
     if spec.device != "cuda":
@@ -293,16 +308,9 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
     from dlbench.cases import get_case
     from dlbench.protocol.runner import measure
     from dlbench.records import RankRaw
-    from dlbench.refusals import refusal as spec_refusal
 
     case = get_case(spec.model).configured(spec.params)
-    reason = (
-        spec_refusal(spec)
-        or backend.case_support(case)
-        or _gpu_refusal(backend, spec, ctx)
-        or backend.layout_refusal(spec)
-        or backend.refuse(spec)
-    )
+    reason = refusal(backend, spec, ctx)
     if reason:
         return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec, ctx))
     curve: dict[str, object] | None = None

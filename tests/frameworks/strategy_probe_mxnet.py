@@ -25,6 +25,7 @@ def main(devices: int, steps: int) -> dict[str, object]:
     from dlbench.backends.mxnet.models import TrainLoss, build_model, initialize
     from dlbench.cases import ImageInput, Optimizer, get_case
     from dlbench.cases.arch import POOL, VggArch
+    from dlbench.refusals import refusal
     from dlbench.spec import PointSpec, Protocol
 
     case = dataclasses.replace(
@@ -63,7 +64,7 @@ def main(devices: int, steps: int) -> dict[str, object]:
         devices_per_node=devices,
         strategy="replicated-nccl",
     )
-    answer["nccl_refusal"] = kvstores.refuse(spec, gpus=0)
+    answer["nccl_refusal"] = refusal(spec)  # the capability table's (dlbench.refusals), as the worker asks first
     return answer
 
 

@@ -27,6 +27,7 @@ def main(devices: int, steps: int) -> dict[str, object]:
     from dlbench.backends.tf.step import TfTrainer
     from dlbench.cases import ImageInput, Optimizer, get_case
     from dlbench.cases.arch import POOL, VggArch
+    from dlbench.refusals import refusal
     from dlbench.spec import PointSpec, Protocol
     from dlbench.wire import RankContext
 
@@ -94,7 +95,7 @@ def main(devices: int, steps: int) -> dict[str, object]:
         "checksums": trainer.replica_checksums(),
         "communication": distributed.facts(mspec, mirrored)["communication"],
     }
-    answer["nccl_refusal"] = distributed.refuse(spec, local_gpus=0)
+    answer["nccl_refusal"] = refusal(spec)  # the capability table's (dlbench.refusals), as the worker asks first
     return answer
 
 

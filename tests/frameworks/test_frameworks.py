@@ -23,6 +23,7 @@ from tests.support.frameworks import (
     assert_compiled_point,
     assert_param_counts,
     check_loss_falls,
+    refused_up_front,
     run_check,
 )
 from tests.support.real_data import IMAGE_AND_BERT, check_real_points, check_too_few_samples, make_real_data
@@ -163,8 +164,8 @@ TORCH_TINY: Sizes = {
     "bert_base": (16, 2),
 }
 
-# Points refused through the CLI, stored `unsupported` with the reason (a refused point is not a failure: exit 0):
-# (framework, input size, the options that ask for it, a piece of the reason).
+# Points refused through the CLI from the framework's capability table, before anything runs (exit 2, one line,
+# nothing stored): (framework, input size, the options that ask for it, a piece of the reason).
 CLI_REFUSALS = [
     ("jittor", "32", ("--compile",), "always JIT-compiles"),
     ("megengine", "64", ("--precision", "bf16"), "fp32 only"),
@@ -263,11 +264,9 @@ def test_refused_points_say_why(
     store_path: Path,
     request: pytest.FixtureRequest,
 ) -> None:
+    """Refused from the framework's capability table before anything runs: exit 2, one line, nothing stored."""
     fw = FRAMEWORKS[request.node.get_closest_marker("framework").args[0]]
-    code, _, _ = cli("run", *fw.point, "-m", "resnet50", "--input-size", size, *options, "--store", str(store_path))
-    [p] = [s.result for s in Store(store_path).points()]
-    assert code == 0 and p.status == "unsupported"  # a refused point is not a failure (exit 0)
-    assert reason in (p.error or ""), p.error
+    refused_up_front(cli, store_path, (*fw.point, "-m", "resnet50", "--input-size", size, *options), reason)
 
 
 @pytest.mark.parametrize(
@@ -317,23 +316,8 @@ def test_real_data_with_fewer_samples_than_a_batch_is_an_error(
 def test_several_cpu_processes_are_refused_in_one_line(
     framework_python: str, fw: Framework, cli: Callable[..., CliResult], store_path: Path
 ) -> None:
-    cli(
-        "run",
-        *fw.point,
-        "-m",
-        "resnet50",
-        "--input-size",
-        "64",
-        "--devices-per-node",
-        "2",
-        "--threads",
-        "1",
-        "--store",
-        str(store_path),
-    )
-    r = stored(store_path)[-1]
-    assert r.spec.world_size == 2 and r.status == "unsupported"
-    assert "no CPU collective backend" in str(r.error) and "\n" not in str(r.error)
+    args = (*fw.point, "-m", "resnet50", "--input-size", "64", "--devices-per-node", "2", "--threads", "1")
+    refused_up_front(cli, store_path, args, "no CPU collective backend")
 
 
 @pytest.mark.parametrize(FW, _rows("mxnet"), indirect=["framework_python"])

@@ -43,6 +43,7 @@ from dlbench.cases import get_case
 from dlbench.numerics import resolve_precision
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import RankContext
+from dlbench.worker import refusal
 
 backend = JaxBackend()
 out = {"default_precision": read_precision()}
@@ -50,7 +51,7 @@ def spec(precision):
     return PointSpec(framework="jax", model="alexnet", batch_size=1, protocol=Protocol(0, 1, 1, "median"),
                      input_size=64, precision=precision)
 for p in ("tf32", "amp"):
-    out["refuse_" + p] = backend.refuse(spec(p))
+    out["refuse_" + p] = refusal(backend, spec(p))
 trainer = backend.build(spec("fp32"), get_case("alexnet"), RankContext())
 trainer.train_step(trainer.next_batch())
 trainer.sync()

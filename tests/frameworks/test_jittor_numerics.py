@@ -26,6 +26,7 @@ import jittor as jt
 from dlbench.cases import get_case
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import RankContext
+from dlbench.worker import refusal
 
 def spec(precision):
     return PointSpec(framework="jittor", model="resnet50", batch_size=1, input_size=32, precision=precision,
@@ -45,8 +46,8 @@ except RuntimeError as outer:
     wrapped = outer
 print(json.dumps({"use_tensorcore": int(jt.flags.use_tensorcore), "override": os.environ.get("NVIDIA_TF32_OVERRIDE"),
                   "math_mode": backend.environment(spec("fp32"))["math_mode"], "loss": trainer.loss(),
-                  "refused": {p: backend.refuse(spec(p)) for p in ("tf32", "amp", "bf16")},
-                  "two": backend.refuse(dataclasses.replace(spec("fp32"), nodes=1, devices_per_node=2)),
+                  "refused": {p: refusal(backend, spec(p)) for p in ("tf32", "amp", "bf16")},
+                  "two": refusal(backend, dataclasses.replace(spec("fp32"), nodes=1, devices_per_node=2)),
                   "alloc": backend.oom_error(alloc), "wrapped": backend.is_oom(wrapped),
                   "wrapper_alone": backend.oom_error(wrapped),
                   "not_runtime": backend.oom_error(ValueError("out of memory"))}))

@@ -25,6 +25,7 @@ from dlbench.backends.mindspore.backend import MindsporeBackend
 from dlbench.cases import get_case
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import RankContext
+from dlbench.worker import refusal
 
 def spec(precision, model="resnet50"):
     return PointSpec(framework="mindspore", model=model, batch_size=1, input_size=32, precision=precision,
@@ -52,8 +53,8 @@ def test_an_fp32_build_on_the_cpu_is_fp32_and_the_rest_is_refused(framework_pyth
         two = dataclasses.replace(spec("fp32"), nodes=1, devices_per_node=2)
         print(json.dumps({"target": ms.get_context("device_target"), "env": backend.environment(spec("fp32")),
                           "facts": backend.facts(), "peak": trainer.allocator_peak() is None,
-                          "refused": {p: backend.refuse(spec(p)) for p in ("tf32", "amp", "bf16")},
-                          "two": backend.refuse(two)}))
+                          "refused": {p: refusal(backend, spec(p)) for p in ("tf32", "amp", "bf16")},
+                          "two": refusal(backend, two)}))
     """,
         tmp_path,
     )

@@ -23,6 +23,7 @@ import mxnet as mx
 from dlbench.cases import get_case
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import RankContext
+from dlbench.worker import refusal
 
 def spec(precision, device="cpu", model="resnet50"):
     return PointSpec(framework="mxnet", model=model, batch_size=1, input_size=32, precision=precision,
@@ -56,18 +57,18 @@ def test_an_fp32_build_leaves_mxnet_without_tensor_cores(framework_python: str) 
     assert answer["math_mode"] == "fp32"
 
 
-def test_tf32_and_amp_are_refused_on_the_cpu_and_several_devices_everywhere(framework_python: str) -> None:
+def test_tf32_and_amp_are_refused_on_the_cpu_and_several_devices_need_a_kvstore_named(framework_python: str) -> None:
     answer = run_mxnet(
         framework_python,
         """
         import dataclasses
         backend = MxnetBackend()
         two = dataclasses.replace(spec("fp32"), nodes=1, devices_per_node=2)
-        print(json.dumps({p: backend.refuse(spec(p)) for p in ("tf32", "amp")} | {"two": backend.refuse(two)}))
+        print(json.dumps({p: refusal(backend, spec(p)) for p in ("tf32", "amp")} | {"two": refusal(backend, two)}))
     """,
     )
     assert "NVIDIA GPUs" in str(answer["tf32"]) and "for GPUs" in str(answer["amp"]), answer
-    assert "one device only" in str(answer["two"]), answer
+    assert "needs a strategy named on several devices" in str(answer["two"]), answer  # its kvstores: --strategy
 
 
 def test_oom_error_knows_mxnets_real_allocation_failure(framework_python: str) -> None:

@@ -26,6 +26,7 @@ from dlbench.backends.paddle.backend import TF32_FLAGS, PaddleBackend, set_tf32,
 from dlbench.cases import get_case
 from dlbench.spec import PointSpec, Protocol
 from dlbench.wire import RankContext
+from dlbench.worker import refusal
 
 def spec(precision, model="resnet50"):
     return PointSpec(framework="paddle", model=model, batch_size=1, input_size=32, precision=precision,
@@ -83,7 +84,7 @@ def test_tf32_and_amp_are_refused_on_the_cpu_and_bf16_is_probed(framework_python
         framework_python,
         """
         backend = PaddleBackend()
-        out = {p: backend.refuse(spec(p)) for p in ("fp32", "tf32", "amp", "bf16")}  # device cpu
+        out = {p: refusal(backend, spec(p)) for p in ("fp32", "tf32", "amp", "bf16")}  # device cpu
         try:
             set_tf32(True)
             out["set_tf32"] = tf32_state()
@@ -158,12 +159,12 @@ for mode in ("eval", "train"):
     out["nhwc"][mode] = float((a - b).abs().max() / a.abs().max())
 backend = PaddleBackend()
 last = dataclasses.replace(spec("fp32"), channels_last=True)
-out["nhwc"]["refused"] = backend.refuse(last)
+out["nhwc"]["refused"] = refusal(backend, last)
 trainer = backend.build(last, case, RankContext())
 trainer.train_step(trainer.next_batch())
 out["nhwc"].update(loss=trainer.loss(), layout=backend.facts()["paddle_layout"],
                    image=list(trainer.next_batch()["images"].shape),
-                   vgg=backend.refuse(dataclasses.replace(spec("fp32", "vgg16"), channels_last=True)))
+                   vgg=refusal(backend, dataclasses.replace(spec("fp32", "vgg16"), channels_last=True)))
 
 # A CUDA build, mocked at paddle's boundary: its flags (cuBLAS TF32 on by default), one GPU, CPU tensors.
 FLAGS = {"FLAGS_allow_tf32_cublas": True, "FLAGS_allow_tf32_cudnn": True, "FLAGS_cudnn_exhaustive_search": False,

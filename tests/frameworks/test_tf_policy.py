@@ -29,6 +29,7 @@ PROBE = textwrap.dedent("""
     from dlbench.numerics import resolve_precision
     from dlbench.spec import PointSpec, preset
     from dlbench.wire import RankContext
+    from dlbench.worker import refusal
 
     out = {"tf32_default": tf.config.experimental.tensor_float_32_execution_enabled()}
     b = tfb.TfBackend()
@@ -40,7 +41,7 @@ PROBE = textwrap.dedent("""
                    "env": b.environment(spec), "facts": {k: str(v) for k, v in b.facts().items()},
                    "loss": trainer.loss(), "peak": repr(trainer.allocator_peak())}
     for precision in ("tf32", "amp", "bf16"):
-        out["refuse_" + precision] = b.refuse(dataclasses.replace(spec, precision=precision))
+        out["refuse_" + precision] = refusal(b, dataclasses.replace(spec, precision=precision))
     # what tf32 and amp apply where they run (a GPU), applied here and read back from TF and Keras
     for precision in ("tf32", "amp", "bf16"):
         tfb.apply_numerics(resolve_precision(precision, "cuda"))

@@ -1,10 +1,9 @@
 """Every impossible request is refused before anything runs (#31): exit 2, one line, nothing stored, in seconds;
-the capability tables are framework-free and agree with the backends' own refusals."""
+the capability tables are framework-free (each rule's own row: test_refusal_rules.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import os
 import sqlite3
 import subprocess
@@ -19,8 +18,7 @@ from dlbench.backends import all_backends
 from dlbench.capabilities import Capabilities
 from dlbench.parallel import Layout
 from dlbench.refusals import Impossible, possible, refusal, refuse_impossible
-from dlbench.spec import STRATEGIES, PointSpec, preset
-from tests.support.specs import flat_replace
+from dlbench.spec import PointSpec, preset
 
 CliResult = tuple[int, str, str]
 IMPOSSIBLE: list[tuple[str, str]] = [
@@ -133,49 +131,6 @@ def test_every_backend_has_a_framework_free_table() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
-
-
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed in this interpreter")
-@pytest.mark.parametrize("strategy", STRATEGIES)
-@pytest.mark.parametrize("scale", [(1, 1), (1, 2), (2, 2)])
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_the_table_agrees_with_the_torch_backend_on_the_cpu(
-    strategy: str, scale: tuple[int, int], precision: str
-) -> None:
-    """What the controller refuses is what torch's worker would refuse, and the other way round."""
-    from dlbench.backends.torch.backend import TorchBackend
-
-    spec = PointSpec(
-        "torch",
-        "alexnet",
-        2,
-        preset("quick"),
-        precision=precision,  # type: ignore[arg-type]
-        nodes=scale[0],
-        devices_per_node=scale[1],
-        strategy=strategy,
-    )
-    assert (refusal(spec) is None) == (TorchBackend().refuse(spec) is None), (
-        refusal(spec),
-        TorchBackend().refuse(spec),
-    )
-
-
-@pytest.mark.parametrize(
-    "changes",
-    [
-        {"tensor_parallel": 2},
-        {"pipeline_parallel": 2},
-        {"tensor_parallel": 4},
-        {"pipeline_parallel": 4, "case_params": (("layers", 2),)},
-        {"tensor_parallel": 2, "case_params": (("hidden", 64),)},
-        {"tensor_parallel": 2, "case_params": (("heads", 3), ("hidden", 192))},
-    ],
-)
-def test_the_layout_rules_match_torch_split(changes: dict[str, object]) -> None:
-    split = pytest.importorskip("dlbench.backends.torch.split", reason="torch is not installed here")
-    spec = flat_replace(PointSpec("torch", "gpt", 1, preset("quick"), devices_per_node=4), **changes)
-    assert (refusal(spec) is None) == (split.refuse(spec) is None), (refusal(spec), split.refuse(spec))
 
 
 def test_run_names_each_impossible_point_of_several() -> None:

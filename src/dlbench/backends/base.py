@@ -19,7 +19,6 @@ from typing import Any
 
 from dlbench.backends.gpu_arch import GpuBuild
 from dlbench.cases import Case
-from dlbench.numerics import resolve_precision
 from dlbench.protocol.runner import StepTimer
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
@@ -130,39 +129,6 @@ def strategy_run(spec: PointSpec, default: str) -> str:
     return default if spec.strategy == "none" else spec.strategy
 
 
-def strategy_refusal(spec: PointSpec, default: str, supported: tuple[str, ...], advice: str) -> str | None:
-    """The strategy checks every multi-device backend shares: a strategy on one device, or one the framework
-    lacks (then `advice` says what to use); None when the strategy can run."""
-    if spec.world_size == 1 and spec.strategy != "none":
-        return f"strategy {spec.strategy} needs several devices: use --scale 1n2c or more, or --strategy none"
-    if spec.world_size > 1 and strategy_run(spec, default) not in supported:
-        return f"{spec.framework} has no {spec.strategy} strategy; {advice}"
-    return None
-
-
-HOROVOD_GONE = (
-    "Horovod is not installed in this interpreter, and cannot be today: its last release (0.28.1, "
-    "2023) does not build against torch >= 2.1 nor work with TF >= 2.16; register an old container's "
-    "Python that has it with `dlbench setup FW --existing PATH`"
-)
-
-
-def single_device_only(spec: PointSpec, title: str) -> str | None:
-    """The refusal of a backend without real multi-device support (one line), or None on one device."""
-    if spec.world_size > 1:
-        return (
-            f"dlbench's {title} backend trains on one device only (no multi-device data parallelism wired "
-            f"yet): use --scale 1n1c"
-        )
-    return None
-
-
-def single_device_refusal(spec: PointSpec, title: str) -> str | None:
-    """What a one-device backend refuses before anything framework-specific: several devices, or a precision the
-    numerics policy refuses on this device."""
-    return single_device_only(spec, title) or resolve_precision(spec.precision, spec.device).refusal
-
-
 def gpu_binding_problem(ctx: RankContext, visible: int) -> str | None:
     """Why this rank's node cannot give each of its ranks a GPU of its own, or None.
 
@@ -251,22 +217,11 @@ class Backend(ABC):
             return f"the {self.title or self.name} backend does not build {case.name} yet"
         return None
 
-    def layout_refusal(self, spec: PointSpec) -> str | None:
-        """A one-line reason when this framework cannot run the point's parallel layout (dlbench.parallel), else
-        None. By default a backend splits no model and recomputes nothing; torch and JAX say what they can."""
-        lay, title = spec.layout, self.title or self.name
-        if lay.splits_model:
-            return (
-                f"dlbench's {title} backend does not split a model (tensor or pipeline parallel is wired for "
-                "torch, and tensor parallel for JAX): use --tensor-parallel 1 --pipeline-parallel 1"
-            )
-        if lay.recompute:
-            return f"dlbench's {title} backend does not recompute activations: drop --recompute"
-        return None
-
     def refuse(self, spec: PointSpec) -> str | None:
-        """A one-line reason when this framework cannot run the spec as asked, else None. Must not start a
-        distributed runtime (build does that); checks that need one raise `Unsupported` from build."""
+        """A one-line reason when this framework, here, cannot run the spec, else None: only what needs the framework
+        at hand (its version, a device it sees, an optional package); what the spec alone shows is the capability
+        table's (dlbench.capabilities, asked first). Must not start a distributed runtime (build does that); checks
+        that need one raise `Unsupported` from build."""
         return None
 
     def no_gpu_reason(self, spec: PointSpec) -> str | None:

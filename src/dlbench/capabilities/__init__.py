@@ -4,8 +4,9 @@ Each backend declares one `Capabilities` in a light module of this package (``ca
 named by its `BackendInfo.capabilities`): its gradient strategies and the devices each runs on, the parallel
 layouts it splits a model with, the precisions and options it offers, and, where it cannot, the one-line
 reason. `dlbench.refusals` reads these tables to refuse, before anything runs, every point the spec alone shows
-to be impossible. Facts that need the framework itself (a GPU build's kernels, a CPU's bf16 units, an optional
-package) stay in the backend's `refuse`, checked in the worker. The tables live outside `backends/<fw>/` because
+to be impossible; they are the one source of those rules (the controller asks before launch, the worker again
+first). Only facts that need the framework at hand (its version, a device it sees, a GPU build's kernels, a CPU's
+bf16 units, an optional package) stay in the backend's `refuse`, checked in the worker. The tables live outside `backends/<fw>/` because
 those packages set environment variables for their framework when imported (NVIDIA_TF32_OVERRIDE ...), which
 must never happen in the controller. A third party names its own module in its `BackendInfo.capabilities`.
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 ALL_DEVICES: tuple[str, ...] = ("cpu", "cuda")
 ALL_PRECISIONS: tuple[str, ...] = ("fp32", "tf32", "amp", "bf16")
+_EVERY = (("cpu", (*ALL_PRECISIONS, "fp8")), ("cuda", (*ALL_PRECISIONS, "fp8")))
 
 
 @dataclass(frozen=True)
@@ -63,18 +65,25 @@ class Capabilities:
     layout_why: str = ""  # why a layout it lacks cannot run
     split_needs_strategy_none: bool = False  # a split model keeps its replicas in step itself (FSDP2)
     split_compile: bool = True
-    split_amp_on_gpu: bool = True
+    split_amp_on_gpu: bool = True  # fp16 loss scaling over a split or FSDP-sharded model on GPUs
     even_vocab_shards: bool = False  # the vocabulary must divide by the tensor ranks (else: at least as many)
     # MLPerf's fine-tuning and recommendation workloads (#47): LoRA on the llama family (and over FSDP's
     # data-parallel ranks), DLRM's tables placed whole on the ranks (table-wise model parallel).
     lora: bool = False
     lora_fsdp: bool = False
     table_wise: bool = False
+    fp8_layouts: bool = False  # fp8 with a split or FSDP layout (float8 DTensor styles), where fp8 is offered
+    # The strategies a model-parallel classifier (the face cases' model_parallel=1) trains with on several devices;
+    # () = the backend builds no such classifier (its worker says it does not build the case).
+    sharded_classifier_strategies: tuple[str, ...] = ()
     # Options.
     channels_last: bool = True  # for image models
     channels_last_why: str = ""
+    # The architectures (dlbench.cases.arch class names) it builds channels-last; () = every image model.
+    channels_last_archs: tuple[str, ...] = ()
     compile: bool = True
     compile_why: str = ""
+    multi_device_compile_why: str = ""  # why --compile cannot run on several devices ('' = it can)
 
     def strategy(self, name: str) -> StrategyCap | None:
         """The strategy of that name this backend runs, or None."""
@@ -87,6 +96,12 @@ class Capabilities:
     def precisions_on(self, device: str) -> tuple[str, ...]:
         """The precisions it runs on a device (before the numerics policy's own refusals)."""
         return dict(self.precisions).get(device, ALL_PRECISIONS)
+
+    @classmethod
+    def unknown(cls, framework: str) -> Capabilities:
+        """The table of a third-party backend that declares none: every strategy, precision and option is left to
+        its worker, and no model is split (a backend says it splits one by declaring a table)."""
+        return cls(framework=framework, any_strategy=True, numerics_policy=False, precisions=_EVERY)
 
 
 __all__ = ["ALL_DEVICES", "ALL_PRECISIONS", "Capabilities", "StrategyCap"]

@@ -13,4 +13,6 @@ CAPABILITIES = Capabilities(
     precision_why="dlbench's OneFlow backend runs fp32 only (OneFlow's autocast and loss scaling are not wired)",
     channels_last=False,
     channels_last_why="dlbench's OneFlow backend trains NCHW only; channels-last is not offered",
+    multi_device_compile_why="OneFlow's DDP wraps eager modules; an nn.Graph on several devices needs global "
+    "tensors, not wired: drop --compile",
 )

@@ -16,4 +16,7 @@ CAPABILITIES = Capabilities(
         ),
     ),
     strategy_advice="use --strategy fleet (fleet.distributed_model: DataParallel all-reduces the gradients)",
+    channels_last_archs=("ResNetArch",),  # backends/paddle/models.to_nhwc
+    channels_last_why="paddle builds this model NCHW only (NHWC needs a global pool before the head and no channel "
+    "concatenation: the ResNets); drop --channels-last",
 )

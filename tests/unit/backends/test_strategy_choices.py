@@ -1,5 +1,6 @@
 """Gradient strategies (#22) without a framework: which points run one process, --bucket-mb in the spec and its
-key, the controller's check of one process's replicas, the baseline of a bucketed point, torch's refusals."""
+key, the controller's check of one process's replicas, the baseline of a bucketed point (the strategies' refusals:
+test_refusal_rules.py)."""
 
 from __future__ import annotations
 
@@ -79,18 +80,6 @@ def test_independent_replicas_are_expected_to_differ_and_recorded_so() -> None:
 def test_one_device_points_are_not_replica_checked() -> None:
     out = merge(_spec(strategy="none", k=1), {0: WorkerResult(status="ok")}, {})
     assert out.status == "ok" and "replica_check" not in (out.result.facts if out.result else {})
-
-
-def test_torch_refuses_dp_on_the_cpu_and_horovod_where_it_is_absent() -> None:
-    distributed = pytest.importorskip("dlbench.backends.torch.distributed", reason="torch is not installed here")
-    assert "on the CPU it cannot run several devices" in str(distributed.refuse(_spec("torch", "dp", device="cpu")))
-    assert distributed.refuse(_spec("torch", "dp", device="cuda")) is None  # the GPU is DataParallel's ground
-    assert "one node" in str(distributed.refuse(_spec("torch", "dp", device="cuda", nodes=2)))
-    assert distributed.refuse(_spec("torch", "powersgd")) is None
-    import importlib.util
-
-    if importlib.util.find_spec("horovod") is None:
-        assert "0.28.1" in str(distributed.refuse(_spec("torch", "horovod")))
 
 
 def test_the_strategy_suites_expand_to_the_seeds_matrices() -> None:

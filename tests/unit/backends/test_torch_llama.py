@@ -18,6 +18,7 @@ from dlbench.backends.torch.backend import TorchBackend  # noqa: E402
 from dlbench.backends.torch.data import synthetic_batch  # noqa: E402
 from dlbench.backends.torch.llama import Attention, LlamaModel, apply_rope, rope_tables  # noqa: E402
 from dlbench.backends.torch.models import build_model, count_trainable  # noqa: E402
+from dlbench.worker import refusal  # noqa: E402
 
 
 @pytest.mark.parametrize("name", ["llama3_8b", "llama3_1b", "llama_tiny"])
@@ -78,7 +79,7 @@ def test_a_point_trains_on_one_device_and_records_its_flop_convention() -> None:
         case_params=(("seq", 32),),
     )
     backend = TorchBackend()
-    assert backend.refuse(spec) is None
+    assert refusal(backend, spec) is None  # the worker's whole check: the table's rules, then torch's
     torch.manual_seed(0)
     trainer = backend.build(spec, case, RankContext())
     batch = synthetic_batch(case, 4, torch.device("cpu"), seed=1)

@@ -25,6 +25,7 @@ from dlbench.wire import RankContext
 torch = pytest.importorskip("torch", reason="torch is not installed in this environment")
 
 from dlbench.backends.torch.backend import TorchBackend  # noqa: E402
+from dlbench.worker import refusal  # noqa: E402
 from tests.support.gloo_ranks import join_ranks, run_ranks, step_losses, token_batch  # noqa: E402
 
 # Tiny, so that 4 ranks on 2 shared cores stay quick; tied, so that a pipeline keeps its two copies in step.
@@ -66,7 +67,7 @@ def _losses(trainer: Any, batch: dict[str, Any]) -> list[float]:
 def _rank(rank: int, port: int, spec: PointSpec) -> tuple[list[float], float, dict[str, object]]:
     ctx = join_ranks(rank, port, spec.world_size)
     backend = TorchBackend()
-    assert backend.refuse(spec) is None
+    assert refusal(backend, spec) is None  # the worker's whole check: the table's rules, then torch's
     trainer = backend.build(spec, get_case("llama_tiny").configured(PARAMS), ctx)
     dp = trainer.mesh["dp"].get_local_rank()  # type: ignore[attr-defined]
     n = spec.batch_size

@@ -27,6 +27,7 @@ from dlbench.wire import RankContext
 torch = pytest.importorskip("torch", reason="torch is not installed in this environment")
 
 from dlbench.backends.torch.backend import TorchBackend  # noqa: E402
+from dlbench.worker import refusal  # noqa: E402
 from tests.support.gloo_ranks import join_ranks, run_ranks, token_batch  # noqa: E402
 
 PARAMS = {"hidden": 32, "layers": 2, "heads": 4, "kv_heads": 2, "expert_ffn": 32, "vocab": 128, "seq": 8}
@@ -73,7 +74,7 @@ def _losses(trainer: Any, batch: dict[str, Any]) -> tuple[list[float], dict[str,
 def _rank(rank: int, port: int, spec: PointSpec) -> tuple[tuple[list[float], dict[str, Any]], float, dict[str, object]]:
     ctx = join_ranks(rank, port, spec.world_size)
     backend = TorchBackend()
-    assert backend.refuse(spec) is None
+    assert refusal(backend, spec) is None  # the worker's whole check: the table's rules, then torch's
     trainer = backend.build(spec, _case(), ctx)
     n = spec.batch_size
     mine = {k: v[rank * n : (rank + 1) * n] for k, v in _global_batch().items()}

@@ -118,27 +118,3 @@ def test_baseline_of_a_split_point_is_the_whole_model_on_one_device() -> None:
         split, devices_per_node=1, tensor_parallel=1, pipeline_parallel=1, micro_batches=1, launcher="local"
     )
     assert base.layout.recompute and base.global_batch == split.global_batch
-
-
-def test_torch_refuses_what_its_split_cannot_do() -> None:
-    pytest.importorskip("torch", reason="torch is not installed in this environment")
-    from dlbench.backends.torch.split import refuse
-
-    tp = {"devices_per_node": 2, "tensor_parallel": 2}
-    assert "GPT cases only" in (refuse(_spec(model="resnet50", **tp)) or "")
-    assert "GPT cases only" in (refuse(_spec(model="bert_base", recompute=True)) or "")
-    assert "heads do not split" in (refuse(_spec(case_params=(("heads", 3), ("hidden", 96)), **tp)) or "")
-    assert "equal pipeline stages" in (
-        refuse(_spec(devices_per_node=2, pipeline_parallel=2, case_params=(("layers", 3),))) or ""
-    )
-    assert "--strategy" in (refuse(_spec(strategy="allreduce", **tp)) or "")
-    assert refuse(_spec(**tp)) is None and refuse(_spec(recompute=True)) is None
-
-
-def test_a_backend_without_a_split_refuses_in_one_line() -> None:
-    from dlbench.backends.fake import FakeBackend
-
-    msg = FakeBackend().layout_refusal(_spec(devices_per_node=2, tensor_parallel=2)) or ""
-    assert "does not split a model" in msg and "\n" not in msg
-    assert "recompute" in (FakeBackend().layout_refusal(_spec(recompute=True)) or "")
-    assert FakeBackend().layout_refusal(_spec(devices_per_node=2)) is None

@@ -32,7 +32,7 @@ from dlbench.backends.jax import (
 from dlbench.backends.jax.distributed import Placement
 from dlbench.backends.jax.models import MODELS, build_module, model_inputs
 from dlbench.backends.jax.step import JaxTrainer, State, lora_labels, loss_scale, make_optimizer, make_train_step
-from dlbench.cases import Case, get_case
+from dlbench.cases import Case
 from dlbench.cases.arch import DitConfig, DlrmArch, LlamaConfig
 from dlbench.cases.dit import point_figures as dit_figures
 from dlbench.cases.dlrm import point_figures as dlrm_figures
@@ -207,25 +207,11 @@ class JaxBackend(Backend):
         env.update(distributed.facts(spec))
         return env
 
-    def layout_refusal(self, spec: PointSpec) -> str | None:
-        return tensor_parallel.refusal(spec, get_case(spec.model).configured(spec.params))
-
-    def refuse(self, spec: PointSpec) -> str | None:
-        numerics = resolve_precision(spec.precision, spec.device)
-        if numerics.refusal:
-            return numerics.refusal
-        if spec.channels_last:
-            return "JAX/XLA chooses layouts itself: --channels-last has no JAX equivalent"
-        return distributed.refuse(spec)
-
     def no_gpu_reason(self, spec: PointSpec) -> str | None:
-        """The refusal, else whether JAX's default backend is its GPU one (starts JAX's client: no point runs)."""
-        reason = self.refuse(spec)
-        if reason is None and jax.default_backend() != "gpu":
-            reason = (
-                f"JAX here has no GPU backend (its default backend is {jax.default_backend()}): install jax[cuda13]"
-            )
-        return reason
+        """Whether JAX's default backend is its GPU one (starts JAX's client: no point runs in this process)."""
+        if jax.default_backend() != "gpu":
+            return f"JAX here has no GPU backend (its default backend is {jax.default_backend()}): install jax[cuda13]"
+        return None
 
     def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
         numerics = resolve_precision(spec.precision, spec.device)

@@ -21,7 +21,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from dlbench.backends.base import strategy_refusal, strategy_run
+from dlbench.backends.base import strategy_run
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
@@ -33,16 +33,6 @@ CPU_COLLECTIVES = "gloo"
 def strategy(spec: PointSpec) -> str:
     """The strategy this point runs: 'none' alone, else the spec's, with 'none' meaning 'sharding'."""
     return strategy_run(spec, "sharding")
-
-
-def refuse(spec: PointSpec) -> str | None:
-    """A one-line reason when JAX cannot run the spec's strategy, else None (touches no JAX runtime)."""
-    return strategy_refusal(
-        spec,
-        "sharding",
-        STRATEGIES,
-        "use --strategy sharding (XLA all-reduces the gradients of a batch sharded over the processes)",
-    )
 
 
 def join(spec: PointSpec, ctx: RankContext, gpu: int | None) -> None:

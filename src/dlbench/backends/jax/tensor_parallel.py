@@ -8,7 +8,8 @@ written as shardings of the weights, which XLA's SPMD partitioner turns into the
 - the batch split over ``data`` (the processes of one replica feed it the same rows), the optimizer state
   sharded as the parameters it follows.
 
-JAX has no pipeline schedule in its public API; a pipeline-parallel point is refused (backend.py).
+JAX has no pipeline schedule in its public API; a pipeline-parallel point is refused from the capability table
+(dlbench.capabilities.jax, read by dlbench.refusals).
 """
 
 from __future__ import annotations
@@ -24,11 +25,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from dlbench.backends.jax.distributed import Placement, put_sharded
 from dlbench.backends.jax.step import Batch, JaxTrainer, State, TrainStep
-from dlbench.cases import Case
-from dlbench.cases.arch import GptConfig, LlamaConfig
-from dlbench.cases.llama_layout import llama_layout_refusal
 from dlbench.parallel import Layout
-from dlbench.spec import PointSpec
 
 DATA, MODEL = "data", "model"
 # (module, parameter) -> how the weight is split over the model axis; anything else is replicated.
@@ -41,31 +38,6 @@ RULES: dict[tuple[str, str], PartitionSpec] = {
     ("attn_proj", "kernel"): PartitionSpec(MODEL, None),
     ("proj", "kernel"): PartitionSpec(MODEL, None),
 }
-
-
-def refusal(spec: PointSpec, case: Case) -> str | None:
-    """Why JAX cannot run the point's layout (one line), or None."""
-    lay = spec.layout
-    if lay.pipeline_parallel > 1:
-        return (
-            "JAX has no pipeline-parallel schedule in its public API: dlbench's JAX backend splits GPT by tensor "
-            "(--tensor-parallel) only; use --pipeline-parallel 1"
-        )
-    if not (lay.splits_model or lay.recompute):
-        return None
-    if isinstance(case.arch, LlamaConfig):  # the (data, fsdp, tensor) mesh: cases/llama_layout.py decides
-        return llama_layout_refusal(spec)
-    if not isinstance(case.arch, GptConfig):
-        return f"tensor parallel and --recompute are wired for the GPT cases only, not {case.name}"
-    a = case.arch
-    for what, size in (
-        ("attention heads", a.num_heads),
-        ("MLP units", a.mlp_ratio * a.hidden_size),
-        ("vocabulary entries", a.vocab_size),
-    ):
-        if size % lay.tensor_parallel:
-            return f"{size} {what} do not split evenly over {lay.tensor_parallel} tensor-parallel devices (JAX needs even shards)"
-    return None
 
 
 def _key(entry: Any) -> str:
@@ -140,4 +112,4 @@ def checksum(params: Any, placement: Placement) -> float:
     return float(np.asarray(out.addressable_data(0)))
 
 
-__all__ = ["DATA", "MODEL", "RULES", "TensorPlacement", "TensorTrainer", "checksum", "refusal"]
+__all__ = ["DATA", "MODEL", "RULES", "TensorPlacement", "TensorTrainer", "checksum"]

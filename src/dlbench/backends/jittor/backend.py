@@ -12,7 +12,7 @@ import os
 
 import jittor as jt
 
-from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem, single_device_refusal
+from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
 from dlbench.backends.jittor import TF32_OVERRIDE_VAR, data
 from dlbench.backends.jittor.models import MODELS, build_model, count_trainable
 from dlbench.backends.jittor.step import JittorTrainer
@@ -57,17 +57,9 @@ class JittorBackend(Backend):
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
-        reason = single_device_refusal(spec, self.title)
-        if reason:
-            return reason
+        """What only this Jittor can tell: CUDA (the rules the spec shows are the capability table's)."""
         if spec.device == "cuda" and not jt.has_cuda:
             return "Jittor here has no CUDA (no nvcc found, or nvcc_path is empty); use --device cpu"
-        if spec.compile:
-            return "Jittor always JIT-compiles fused kernels and has no separate compile switch; drop --compile"
-        if spec.precision != "fp32":
-            return "dlbench's Jittor backend trains in fp32 only (Jittor's float16 AMP is not wired)"
-        if spec.channels_last:
-            return "Jittor's convolutions take NCHW only; channels-last is not offered"
         return None
 
     def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:

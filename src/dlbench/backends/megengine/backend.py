@@ -54,28 +54,11 @@ class MegengineBackend(Backend):
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
-        if spec.world_size > 1:
-            if spec.device == "cpu":
-                return (
-                    "MegEngine has no CPU collective backend (init_process_group refuses the CPU): use --scale "
-                    "1n1c on the CPU"
-                )
-            return "dlbench's MegEngine backend trains on one device only (its NCCL data parallelism is not wired)"
-        if spec.strategy != "none":
-            return f"strategy {spec.strategy} needs several devices: use --strategy none"
-        numerics = resolve_precision(spec.precision, spec.device)
-        if numerics.refusal:
-            return numerics.refusal
-        if spec.precision != "fp32":
-            return "dlbench's MegEngine backend runs fp32 only (MegEngine's autocast is not wired)"
+        """What only this MegEngine can tell (the rules the spec shows are the capability table's): a GPU it sees,
+        and fp32 kept IEEE under the TF32 override it read at import."""
         if spec.device == "cuda" and not mge.is_cuda_available():
             return "megengine here sees no CUDA device: use --device cpu"
-        problem = fp32_problem(spec.device, override_state(os.environ))
-        if problem:
-            return problem
-        if spec.channels_last:
-            return "dlbench's MegEngine backend trains NCHW only; channels-last is not offered"
-        return None
+        return fp32_problem(spec.device, override_state(os.environ))
 
     def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
         mge.random.seed(spec.seed)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import mindspore as ms
 
-from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem, single_device_refusal
+from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
 from dlbench.backends.mindspore import data
 from dlbench.backends.mindspore.models import MODELS, TrainLoss, build_model, count_trainable
 from dlbench.backends.mindspore.step import MindsporeTrainer
@@ -20,9 +20,6 @@ from dlbench.numerics import Numerics, describe, resolve_precision
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
-# Checked on MindSpore 2.10's CPU target: a bf16 MatMul or Conv2D fails kernel selection.
-_NO_BF16 = "MindSpore's CPU kernels have no bf16 (MatMul and Conv2D fail kernel selection), so no amp/bf16 on the CPU"
-_GPU_PRECISIONS = ("fp32", "tf32")
 # MindSpore raises these as RuntimeError: its memory pool ("Device(id:0) memory isn't enough and alloc failed",
 # "Malloc for kernel input failed, Memory isn't enough"), the GPU allocator ("Malloc device memory failed"), a
 # failed output allocation ("Allocate memory failed", seen on the CPU), "Out of memory" from its core, and a host
@@ -68,17 +65,9 @@ class MindsporeBackend(Backend):
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
-        reason = single_device_refusal(spec, self.title)
-        if reason:
-            return reason
+        """What only this MindSpore can tell: a GPU target (the rules the spec shows are the capability table's)."""
         if spec.device == "cuda" and ms.get_context("device_target") != "GPU":
             return f"MindSpore here has only its {ms.get_context('device_target')} target; use --device cpu"
-        if spec.channels_last:
-            return "MindSpore's convolutions take NCHW only; channels-last is not offered"
-        if spec.precision != "fp32" and spec.device == "cpu":
-            return _NO_BF16
-        if spec.device == "cuda" and spec.precision not in _GPU_PRECISIONS:
-            return "dlbench's MindSpore backend runs fp32 or tf32 on GPUs (MindSpore's amp is not wired yet)"
         return None
 
     def _gpu(self, numerics: Numerics, ctx: RankContext) -> int:

@@ -96,22 +96,14 @@ class MxnetBackend(Backend):
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
+        """What only this MXNet can tell (the rules the spec shows are the capability table's): the GPUs it sees,
+        a distributed kvstore in its build, oneDNN bf16 kernels on this CPU."""
+        if spec.device == "cuda" and mx.context.num_gpus() == 0:
+            return "this mxnet build sees no CUDA device (the .[mxnet] extra installs the CPU-only wheel)"
         if spec.world_size > 1:  # several contexts in one process, exchanging through a kvstore
             reason = kvstores.refuse(spec, mx.context.num_gpus())
             if reason:
                 return reason
-        if spec.world_size == 1 and spec.strategy != "none":
-            return f"strategy {spec.strategy} needs several devices: use --scale 1n2c or more, or --strategy none"
-        reason = resolve_precision(spec.precision, spec.device).refusal
-        if reason:
-            return reason
-        if spec.device == "cuda":
-            if mx.context.num_gpus() == 0:
-                return "this mxnet build sees no CUDA device (the .[mxnet] extra installs the CPU-only wheel)"
-            if spec.precision != "fp32":
-                return "dlbench's mxnet backend runs fp32 only on GPUs (MXNet 1.9 AMP: fp16 not wired, no bf16 on GPU)"
-        if spec.channels_last:
-            return "MXNet Gluon's CPU convolutions take NCHW only; channels-last is not offered"
         if spec.precision != "fp32" and spec.device == "cpu":
             failure = _bf16_failure()
             if failure:

@@ -42,33 +42,12 @@ SERVER_ROLES: tuple[str, ...] = ("scheduler", "server")  # by ctx.server: the la
 
 
 def refuse(spec: PointSpec, gpus: int) -> str | None:
-    """A one-line reason when MXNet cannot run the spec's strategy on several contexts, else None."""
-    if spec.strategy not in KVSTORE:
-        return (
-            f"mxnet has no {spec.strategy} strategy; on several devices name its kvstore: --strategy ps-cpu "
-            "(local), ps-gpu (device), replicated-nccl (nccl), independent (none) or ps (dist_sync)"
-        )
-    if spec.strategy == "ps":
-        if not mx.runtime.Features().is_enabled("DIST_KVSTORE"):
-            return "this mxnet build has no distributed kvstore (DIST_KVSTORE off): ps (dist_sync) cannot start"
-        return _common(spec)
-    if spec.nodes > 1:
-        return (
-            f"{spec.strategy} runs MXNet's kvstore in one process over one node's devices; MXNet's kvstore "
-            "across processes is --strategy ps (dist_sync)"
-        )
-    if spec.strategy == "replicated-nccl" and spec.device != "cuda":
-        return "MXNet's nccl kvstore needs GPUs (NCCL): on the CPU use ps-cpu (local) or ps-gpu (device)"
-    if spec.device == "cuda" and gpus < spec.devices_per_node:
+    """What only this MXNet can tell about the spec's kvstore, one line or None: a distributed kvstore in its build,
+    the GPUs one process drives (what the spec alone shows is refused from the capability table: dlbench.refusals)."""
+    if spec.strategy == "ps" and not mx.runtime.Features().is_enabled("DIST_KVSTORE"):
+        return "this mxnet build has no distributed kvstore (DIST_KVSTORE off): ps (dist_sync) cannot start"
+    if spec.strategy in KVSTORE and spec.strategy != "ps" and spec.device == "cuda" and gpus < spec.devices_per_node:
         return f"{spec.strategy} at {spec.scale} needs {spec.devices_per_node} GPUs in one process; it sees {gpus}"
-    return _common(spec)
-
-
-def _common(spec: PointSpec) -> str | None:
-    if spec.precision != "fp32":
-        return "dlbench runs MXNet's kvstores in fp32 only (AMP over several contexts is not wired): use fp32"
-    if spec.data == "real":
-        return "real data is not split over MXNet contexts yet: use --data synthetic with several devices"
     return None
 
 

@@ -56,16 +56,10 @@ class OneflowBackend(Backend):
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
-        numerics = resolve_precision(spec.precision, spec.device)
-        if numerics.refusal:
-            return numerics.refusal
-        if spec.precision != "fp32":
-            return "dlbench's OneFlow backend runs fp32 only (OneFlow's autocast and loss scaling are not wired)"
+        """What only this OneFlow can tell: a GPU it sees (the rules the spec shows are the capability table's)."""
         if spec.device == "cuda" and not flow.cuda.is_available():
             return "oneflow here sees no CUDA device: use --device cpu"
-        if spec.channels_last:
-            return "dlbench's OneFlow backend trains NCHW only; channels-last is not offered"
-        return distributed.refuse(spec)
+        return None
 
     def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
         flow.manual_seed(spec.seed)
@@ -76,11 +70,6 @@ class OneflowBackend(Backend):
             problem = gpu_binding_problem(ctx, flow.cuda.device_count())
             if problem:
                 raise Unsupported(problem)
-        if spec.compile and spec.world_size > 1:
-            raise Unsupported(
-                "OneFlow's DDP wraps eager modules; an nn.Graph on several devices needs global "
-                "tensors, not wired: drop --compile"
-            )
         model = build_model(case, BuildContext.of(spec, ctx, device)).to(device)
         model = distributed.setup(spec, model)
         source = data.batches(spec, case, device, spec.seed + ctx.rank)  # each rank its own samples

@@ -13,16 +13,11 @@ import oneflow as flow
 from oneflow import nn
 from oneflow.nn.parallel import DistributedDataParallel
 
-from dlbench.backends.base import Unsupported, strategy_refusal, strategy_run
+from dlbench.backends.base import Unsupported, strategy_run
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
 STRATEGIES: tuple[str, ...] = ("ddp",)
-
-
-def refuse(spec: PointSpec) -> str | None:
-    """A one-line reason when OneFlow cannot run the spec's strategy, else None."""
-    return strategy_refusal(spec, "ddp", STRATEGIES, "OneFlow's data parallelism is wired as ddp only")
 
 
 def device_for(spec: PointSpec, ctx: RankContext) -> flow.device:

@@ -33,7 +33,7 @@ from dlbench.backends.paddle.gpu_defaults import (
 from dlbench.backends.paddle.models import MODELS, build_model, count_trainable
 from dlbench.backends.paddle.moe import MoeModel
 from dlbench.backends.paddle.step import AMP_HOST_SYNC, COMPILED, PaddleTrainer
-from dlbench.cases import Case, get_case
+from dlbench.cases import Case
 from dlbench.numerics import describe, resolve_precision
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
@@ -129,19 +129,11 @@ class PaddleBackend(Backend):
         return env
 
     def refuse(self, spec: PointSpec) -> str | None:
+        """What only this paddle can tell (the rules the spec shows are the capability table's): a GPU it sees, its
+        TF32 switches, bf16 kernels on this GPU or CPU."""
         numerics = resolve_precision(spec.precision, spec.device)
-        if numerics.refusal:
-            return numerics.refusal
         if spec.device == "cuda" and not _has_gpu():
             return "paddle here is a CPU build or sees no GPU: use --device cpu"
-        reason = distributed.refuse(spec)
-        if reason:
-            return reason
-        if spec.channels_last and not has_nhwc(get_case(spec.model)):
-            return (
-                "paddle builds this model NCHW only (NHWC needs a global pool before the head and no channel "
-                "concatenation: the ResNets); drop --channels-last"
-            )
         if spec.device == "cuda":  # a CUDA build without the TF32 switches would run fp32 as TF32 unseen
             problem = tf32_missing(tf32_state(), numerics.allow_tf32)
             if problem:

@@ -32,7 +32,7 @@ import numpy as np
 import paddle
 from paddle.distributed import fleet
 
-from dlbench.backends.base import strategy_refusal, strategy_run
+from dlbench.backends.base import strategy_run
 from dlbench.spec import PointSpec
 from dlbench.wire import RDZV_TIMEOUT_VAR, RankContext
 
@@ -47,24 +47,6 @@ def strategy(spec: PointSpec) -> str:
 def comm_backend(spec: PointSpec) -> str:
     """The collective library: gloo on the CPU, NCCL on GPUs."""
     return "nccl" if spec.device == "cuda" else "gloo"
-
-
-def refuse(spec: PointSpec) -> str | None:
-    """A one-line reason when paddle cannot run the spec's strategy, else None (a rank's GPU is checked in build:
-    base.gpu_binding_problem)."""
-    if spec.strategy == "ps-cpu" and spec.world_size > 1:  # fleet's parameter-server mode (is_collective=False)
-        if not hasattr(paddle.base.libpaddle, "DistFleetWrapper"):
-            return (
-                "ps-cpu is fleet's parameter-server mode, and this paddlepaddle build has no parameter-server "
-                "core (no DistFleetWrapper: PyPI's wheels are built without WITH_PSCORE): use --strategy fleet"
-            )
-        return "this paddle build has a parameter-server core, but dlbench does not drive it yet: use --strategy fleet"
-    return strategy_refusal(
-        spec,
-        "fleet",
-        STRATEGIES,
-        "use --strategy fleet (fleet.distributed_model: DataParallel all-reduces the gradients)",
-    )
 
 
 def paddle_env(spec: PointSpec, ctx: RankContext, gpu: int = 0) -> dict[str, str]:

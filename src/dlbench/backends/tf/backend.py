@@ -28,7 +28,7 @@ from dlbench.backends.tf import data, distributed, parameter_server, variables
 from dlbench.backends.tf.models import MODELS, build_model, count_trainable
 from dlbench.backends.tf.step import AMP_HOST_SYNC, TfTrainer
 from dlbench.backends.tf.wide_deep import EMBEDDING_PATH
-from dlbench.cases import Case, ImageInput, get_case
+from dlbench.cases import Case
 from dlbench.numerics import Numerics, resolve_precision
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
@@ -155,13 +155,10 @@ class TfBackend(Backend):
         return missing
 
     def refuse(self, spec: PointSpec) -> str | None:
-        numerics = resolve_precision(spec.precision, spec.device)
-        if numerics.refusal:
-            return numerics.refusal
+        """What only this TensorFlow can tell: the GPUs it sees (the rules the spec shows are the capability
+        table's)."""
         if spec.device == "cuda" and not _gpus():
             return "TensorFlow here sees no GPU (tensorflow-cpu, or no CUDA device): use --device cpu"
-        if spec.channels_last and not isinstance(get_case(spec.model).input, ImageInput):
-            return "channels-last applies to image models only"
         return distributed.refuse(spec, len(_gpus()))
 
     def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:

@@ -16,7 +16,6 @@ listening on ``{host of i}:{master_port + 1 + i}``, before TF's context starts.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 
@@ -24,7 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from dlbench.backends.base import HOROVOD_GONE, AllocatorPeak, Trainer, fixed
+from dlbench.backends.base import AllocatorPeak, Trainer, fixed
 from dlbench.backends.tf import variables
 from dlbench.backends.tf.data import synthetic_batch
 from dlbench.backends.tf.models import train_loss
@@ -34,16 +33,6 @@ from dlbench.spec import PointSpec
 from dlbench.wire import NODE_HOSTS_VAR, RankContext
 
 STRATEGIES: tuple[str, ...] = ("multiworker", "mirrored")
-OTHER_FRAMEWORKS: tuple[str, ...] = (
-    "ddp",
-    "allreduce",
-    "sharding",
-    "fleet",
-    "dp",
-    "ddp-fp16",
-    "ddp-bf16",
-    "powersgd",
-)  # torch, JAX, Paddle strategies
 # Gradients all-reduced in packs of up to 32 MiB rather than one collective per tensor (TF's default, 0): on
 # the 2-core test machine ResNet-50 steps took 1.9-2.3 s with packs and 3.2-3.7 s without.
 BYTES_PER_PACK = 32 * 1024 * 1024
@@ -70,62 +59,21 @@ def drives_all(spec: PointSpec) -> bool:
     return spec.processes == 1 and spec.world_size > 1
 
 
-def _variable_mgr_refusal(spec: PointSpec, chosen: str, local_gpus: int) -> str | None:
-    if spec.nodes > 1:
-        return f"{chosen} runs one process over one node's devices; across nodes use --strategy multiworker"
-    if spec.devices_per_node < 2:
-        return f"strategy {chosen} needs several devices: use --scale 1n2c or more, or --strategy none"
-    if chosen == "replicated-nccl" and spec.device != "cuda":
-        return (
-            "replicated-nccl needs NCCL, which runs on GPUs only (on CPU devices TF silently swaps it for "
-            "ReductionToOneDevice): on the CPU use replicated-copy or replicated-pscpu"
-        )
-    if spec.device == "cuda" and local_gpus < spec.devices_per_node:
-        return f"{chosen} at {spec.scale} needs {spec.devices_per_node} GPUs in one process; it sees {local_gpus}"
-    if spec.precision == "amp":
-        return f"{chosen} does not scale fp16 losses across replicas: use --precision fp32, tf32 or bf16"
-    return None
-
-
 def refuse(spec: PointSpec, local_gpus: int) -> str | None:
-    """A one-line reason when TF cannot run the spec's strategy here, else None."""
+    """What only this process can tell about the spec's strategy, one line or None: whether it sees the GPUs the
+    strategy drives (what the spec alone shows is refused from the capability table: dlbench.refusals)."""
+    if spec.device != "cuda" or spec.world_size == 1:
+        return None
     chosen = strategy_name(spec)
-    if chosen in OTHER_FRAMEWORKS:
+    if chosen in variables.STRATEGIES and local_gpus < spec.devices_per_node:
+        return f"{chosen} at {spec.scale} needs {spec.devices_per_node} GPUs in one process; it sees {local_gpus}"
+    if chosen == "mirrored" and local_gpus < max(2, spec.devices_per_node):
         return (
-            f"{chosen} is not a tf.distribute strategy; use --strategy multiworker (or mirrored on one multi-GPU node)"
+            f"mirrored needs at least 2 local GPUs, --scale 1nNc (N GPUs of this node) and --device cuda; "
+            f"this process sees {local_gpus} GPU(s)"
         )
-    if chosen == "horovod":
-        return (
-            HOROVOD_GONE
-            if importlib.util.find_spec("horovod") is None
-            else ("horovod is importable here, but dlbench's TF backend does not drive it: use --strategy multiworker")
-        )
-    if chosen in variables.STRATEGIES:
-        reason = _variable_mgr_refusal(spec, chosen, local_gpus)
-        if reason:
-            return reason
-    if chosen == "ps":  # ParameterServerStrategy: a coordinator, a worker server per device, one ps task
-        if spec.world_size == 1:
-            return "strategy ps needs several devices: use --scale 1n2c or more, or --strategy none"
-        if spec.nodes > 1:
-            return "dlbench starts ps's servers on one host: use --scale 1nNc"
-        if spec.precision == "amp":
-            return "ps does not scale fp16 losses across workers: use --precision fp32, tf32 or bf16"
-    if chosen == "mirrored":
-        if spec.nodes > 1:
-            return "mirrored runs one process over one node's GPUs; across nodes use --strategy multiworker"
-        if spec.device != "cuda" or local_gpus < max(2, spec.devices_per_node) or spec.devices_per_node < 2:
-            return (
-                f"mirrored needs at least 2 local GPUs, --scale 1nNc (N GPUs of this node) and --device cuda; "
-                f"this process sees {local_gpus} GPU(s)"
-            )
-    if chosen == "multiworker":
-        if spec.world_size == 1:
-            return "multiworker needs several devices: use --scale 1n2c or more, or --strategy none"
-        if spec.device == "cuda" and local_gpus < spec.devices_per_node:
-            return f"{spec.scale} needs {spec.devices_per_node} GPUs per node; this node has {local_gpus}"
-    if chosen != "none" and spec.data == "real":
-        return "real data is not sharded across tf.distribute replicas yet: use --data synthetic with several devices"
+    if chosen == "multiworker" and local_gpus < spec.devices_per_node:
+        return f"{spec.scale} needs {spec.devices_per_node} GPUs per node; this node has {local_gpus}"
     return None
 
 

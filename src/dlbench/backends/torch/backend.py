@@ -22,8 +22,8 @@ from dlbench.backends.torch.distributed import GradSync
 from dlbench.backends.torch.models import MODELS, attention_kernels, build_model, count_trainable
 from dlbench.backends.torch.moe import set_balanced, with_bias_balance
 from dlbench.backends.torch.step import AMP_DTYPES, TorchTrainer
-from dlbench.cases import Case, ImageInput, TextInput, get_case
-from dlbench.cases.arch import DitConfig, DlrmArch, FaceArch, LlamaConfig, MoeConfig
+from dlbench.cases import Case, TextInput
+from dlbench.cases.arch import DitConfig, DlrmArch, LlamaConfig, MoeConfig
 from dlbench.cases.dit import point_figures as dit_figures
 from dlbench.cases.dlrm import point_figures as dlrm_figures
 from dlbench.cases.lora import lora_of
@@ -90,14 +90,11 @@ def tf32_state() -> dict[str, str]:
 
 
 def _fp8_refusal(spec: PointSpec) -> str | None:
-    """Why fp8 cannot train this point (one line), or None: torchao, the GPU's FP8 tensor cores, the layout."""
+    """Why fp8 cannot train this point here (one line), or None: torchao installed, the GPU's FP8 tensor cores."""
     if spec.precision != "fp8":
         return None
     cuda = spec.device == "cuda" and torch.cuda.is_available()
-    reason = fp8.refusal(torch.cuda.get_device_capability() if cuda else None)
-    if reason is None and (spec.layout.splits_model or spec.layout.fsdp):
-        return "fp8 with a split or FSDP layout is not wired (float8 DTensor styles): use one device or DDP"
-    return reason
+    return fp8.refusal(torch.cuda.get_device_capability() if cuda else None)
 
 
 def _placed(
@@ -161,25 +158,12 @@ class TorchBackend(Backend):
         env.update(distributed.environment(spec))
         return env
 
-    def layout_refusal(self, spec: PointSpec) -> str | None:
-        return None  # refuse() says what a split GPT cannot do (split.refuse)
-
     def refuse(self, spec: PointSpec) -> str | None:
-        numerics = resolve_precision(spec.precision, spec.device)
-        if numerics.refusal:
-            return numerics.refusal
+        """What only this torch can tell (the rules the spec shows are the capability table's): a GPU it sees,
+        torchao and the GPU's FP8 tensor cores for fp8."""
         if spec.device == "cuda" and not torch.cuda.is_available():
             return no_device_reason("torch", str(torch.version.cuda or ""))
-        if spec.channels_last and not isinstance(get_case(spec.model).input, ImageInput):
-            return "channels-last applies to image models only"
-        reason = split.refuse(spec) or _fp8_refusal(spec)  # layouts (#23, #35); fp8 (#35)
-        if reason:
-            return reason
-        if spec.world_size > 1 and distributed.strategy(spec) != "ddp":
-            case = get_case(spec.model).configured(dict(spec.case_params))
-            if isinstance(case.arch, FaceArch) and case.arch.model_parallel:
-                return "a model-parallel classifier trains with the ddp strategy only (its shards are not all-reduced)"
-        return distributed.refuse(spec)
+        return _fp8_refusal(spec)
 
     def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
         numerics = resolve_precision(spec.precision, spec.device)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import atexit
 import datetime
-import importlib.util
 from collections.abc import Callable
 from typing import cast
 
@@ -29,7 +28,7 @@ import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel
 
-from dlbench.backends.base import HOROVOD_GONE, strategy_refusal, strategy_run
+from dlbench.backends.base import strategy_run
 from dlbench.backends.torch import hooks
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
@@ -40,30 +39,6 @@ STRATEGIES: tuple[str, ...] = ("ddp", "allreduce", "ps", "dp", *hooks.HOOKED)
 def strategy(spec: PointSpec) -> str:
     """The strategy this point runs: 'none' alone, else the spec's, with 'none' meaning 'ddp'."""
     return strategy_run(spec, "ddp")
-
-
-def refuse(spec: PointSpec) -> str | None:
-    """A one-line reason when torch cannot run the spec's strategy, else None."""
-    if spec.strategy == "horovod":
-        return (
-            HOROVOD_GONE
-            if importlib.util.find_spec("horovod") is None
-            else ("horovod is importable here, but dlbench's torch backend does not drive it yet: use --strategy ddp")
-        )
-    if spec.strategy == "dp" and spec.world_size > 1:
-        if spec.device != "cuda":
-            return (
-                "dp (nn.DataParallel) replicates the module over GPUs; on the CPU it cannot run several "
-                "devices (it would run the module once, on the CPU): use --strategy ddp"
-            )
-        if spec.nodes > 1:
-            return "dp (nn.DataParallel) drives one node's GPUs from one process; across nodes use --strategy ddp"
-    reason = strategy_refusal(spec, "ddp", STRATEGIES, f"use one of {', '.join(STRATEGIES)}")
-    if reason:
-        return reason
-    if strategy(spec) == "ps" and spec.precision == "amp" and spec.device == "cuda":
-        return "ps with fp16 loss scaling would reduce gradients scaled differently per rank: use bf16 or fp32"
-    return None
 
 
 def device_for(spec: PointSpec, ctx: RankContext) -> torch.device:

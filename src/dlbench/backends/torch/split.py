@@ -1,5 +1,5 @@
-"""A model split over devices (tensor and pipeline parallel, #23) in torch: what is refused, the FLOPs a GPT
-point records, and how such a point is built. Light: the distributed machinery (gpt_parallel.py, the trainer in
+"""A model split over devices (tensor and pipeline parallel, #23) in torch: the FLOPs a GPT point records, and
+how such a point is built (what cannot split is refused from the capability table: dlbench.refusals). Light: the distributed machinery (gpt_parallel.py, the trainer in
 pipeline.py) is imported only when a point splits its model.
 
 - data parallel across replicas of a split model: FSDP2 (``fully_shard`` over the mesh's dp dimension, the
@@ -21,69 +21,17 @@ from dlbench.backends.base import Trainer
 from dlbench.backends.context import BuildContext
 from dlbench.backends.torch import data
 from dlbench.backends.torch.models import build_model
-from dlbench.cases import Case, get_case, lora
-from dlbench.cases.arch import DitConfig, GptConfig, LlamaConfig
+from dlbench.cases import Case, lora
+from dlbench.cases.arch import LlamaConfig
 from dlbench.cases.gpt import layout_flops_per_sample
 from dlbench.cases.llama import FLOP_CONVENTION, param_count
 from dlbench.cases.llama import flops_per_sample as llama_flops
-from dlbench.cases.llama_layout import llama_layout_refusal
 from dlbench.numerics import Numerics
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
 TITLES = {"1f1b": "1F1B", "gpipe": "GPipe"}
 FLOPS_KEY = {False: "gpt_flops_per_sample", True: "llm_flops_per_sample"}  # the facts' key, by "is a Llama"
-
-
-def shape_problem(spec: PointSpec, cfg: GptConfig) -> str | None:
-    """Why this GPT's shape does not split as the layout asks (one line), or None."""
-    lay = spec.layout
-    if cfg.num_heads % lay.tensor_parallel:
-        return f"{cfg.num_heads} attention heads do not split over {lay.tensor_parallel} tensor-parallel ranks"
-    if (cfg.mlp_ratio * cfg.hidden_size) % lay.tensor_parallel:
-        return f"the MLP's {cfg.mlp_ratio * cfg.hidden_size} units do not split over {lay.tensor_parallel} ranks"
-    if cfg.num_layers % lay.pipeline_parallel:
-        return f"{cfg.num_layers} layers do not split into {lay.pipeline_parallel} equal pipeline stages"
-    if cfg.vocab_size < lay.tensor_parallel:
-        return f"a vocabulary of {cfg.vocab_size} does not split over {lay.tensor_parallel} ranks"
-    return None
-
-
-def refuse(spec: PointSpec) -> str | None:
-    """Why torch cannot run the point's layout (one line), or None; nothing to say when nothing is split."""
-    lay, case = spec.layout, get_case(spec.model).configured(spec.params)
-    reason = llama_layout_refusal(spec)  # --fsdp, --context-parallel and a Llama shape's splits (#35)
-    if reason or isinstance(case.arch, LlamaConfig):
-        return reason or (_amp_refusal(spec) if lay.splits_model or spec.layout.fsdp else None)
-    if isinstance(case.arch, DitConfig):  # FSDP and --recompute (#48): cases/dit_layout.py refused the rest
-        return _amp_refusal(spec) if spec.layout.fsdp else None
-    if not lay.splits_model and not lay.recompute:
-        return None
-    if not isinstance(case.arch, GptConfig):
-        return (
-            f"tensor/pipeline parallel and --recompute are wired for the GPT cases only and the llama family, "
-            f"not {case.name}"
-        )
-    if not lay.splits_model:
-        return None
-    if spec.strategy != "none":
-        return (
-            "a tensor- or pipeline-parallel point keeps its data-parallel replicas in step with FSDP2: "
-            "leave --strategy at none"
-        )
-    if spec.compile:
-        return "torch.compile of a split model is not wired: drop --compile"
-    return _amp_refusal(spec) or shape_problem(spec, case.arch)
-
-
-def _amp_refusal(spec: PointSpec) -> str | None:
-    """fp16 loss scaling over shards is not wired (one line), or None."""
-    if spec.precision == "amp" and spec.device == "cuda":
-        return (
-            "fp16 loss scaling across shards is not wired (every rank would need the others' overflow "
-            "check): use --precision bf16"
-        )
-    return None
 
 
 def flops_facts(spec: PointSpec, case: Case) -> dict[str, object]:
@@ -189,4 +137,4 @@ def build(
     return pipeline.SplitTrainer(spec, case, stage, batches, device, numerics, mesh, facts)
 
 
-__all__ = ["FLOPS_KEY", "TITLES", "build", "flops_facts", "lora_facts", "mixed_precision", "refuse", "shape_problem"]
+__all__ = ["FLOPS_KEY", "TITLES", "build", "flops_facts", "lora_facts", "mixed_precision"]
