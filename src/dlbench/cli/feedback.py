@@ -4,16 +4,19 @@ Ctrl-C (setup's stage lines live with provisioning: envs/provision.py)."""
 from __future__ import annotations
 
 import os
+import time
 
 import click
 import psutil
 from rich.console import Console
 
-from dlbench.machine.contention import others_share_now, tree
+from dlbench.cli.invocation import started
+from dlbench.machine.contention import others_share_now, others_share_since, tree
 from dlbench.machine.env import choose_device
 from dlbench.machine.telemetry import CONTENTION_SHARE
 
 SUGGESTED_WAIT_S = 300
+START_WINDOW_S = 10.0  # the busy note reads from the command's start up to this long after it; later, afresh
 
 
 def say_device(device: str) -> None:
@@ -24,11 +27,20 @@ def say_device(device: str) -> None:
 
 
 def busy_line(interval_s: float = 0.5, threads: int | None = None) -> str | None:
-    """A line saying the machine is busy (others' share of this process's CPUs over `interval_s` above the
-    contention threshold, and the load), what `--threads auto` (threads None) or --threads N does about it, and
-    the option that waits for quiet; None on a quiet machine."""
+    """A line saying the machine is busy (others' share of this process's CPUs above the contention threshold, and
+    the load), what `--threads auto` (threads None) or --threads N does about it, and the option that waits for
+    quiet; None on a quiet machine. The share is read from when the command started (its imports and checks are
+    its own time, not others'), over at least `interval_s`: a command that took that long to reach its first point
+    does not wait for it. One that took over START_WINDOW_S (a max-batch search ran first) reads afresh: the note
+    is about now."""
     me = psutil.Process()
-    share = others_share_now(lambda: tree(me), interval_s)
+    start = started()
+    recent = start is not None and start.stat and time.monotonic() - start.at <= START_WINDOW_S
+    share = (
+        others_share_since(start.at, start.times, start.stat, interval_s)
+        if start is not None and recent
+        else others_share_now(lambda: tree(me), interval_s)
+    )
     if share is None or share <= CONTENTION_SHARE:
         return None
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None

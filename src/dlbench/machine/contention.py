@@ -35,9 +35,14 @@ class CpuTicks:
 
 def cpu_ticks(cpus: Iterable[int] | None = None, path: Path = PROC_STAT) -> CpuTicks:
     """The busy and total ticks of the given CPUs (every CPU when None), from /proc/stat's per-CPU lines."""
+    return parse_ticks(path.read_text(), cpus)
+
+
+def parse_ticks(text: str, cpus: Iterable[int] | None = None) -> CpuTicks:
+    """The busy and total ticks of the given CPUs (every CPU when None) in /proc/stat's text."""
     wanted = None if cpus is None else {f"cpu{c}" for c in cpus}
     busy = total = 0
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         name, _, rest = line.partition(" ")
         if not name.startswith("cpu") or name == "cpu" or (wanted is not None and name not in wanted):
             continue
@@ -215,6 +220,40 @@ def auto_threads(share: float | None, cores: int, ranks: int = 1) -> ThreadChoic
     return ThreadChoice("auto", used, ranks, cores, share, why + (f", split over {ranks} ranks" if ranks > 1 else ""))
 
 
+def own_cpu_s(times: os.times_result | None = None) -> float:
+    """This process's CPU seconds (os.times, now where not given): its threads' and its ended children's."""
+    t = times or os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def others_share_since(
+    since: float,
+    times: os.times_result,
+    stat: str,
+    least_s: float,
+    stat_path: Path = PROC_STAT,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> float | None:
+    """Others' share of this process's CPUs from `since` (when this process's CPU times were `times` and /proc/stat
+    read `stat`) to now, first waiting until `least_s` have passed since then; None where it cannot be read. This
+    process's own time, its threads' and its ended children's, is not others': call it while no child runs."""
+    left = least_s - (clock() - since)
+    if left > 0:
+        sleep(left)
+    try:
+        cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        before, after = parse_ticks(stat, cpus), cpu_ticks(cpus, stat_path)
+    except (OSError, ValueError):
+        return None
+    hz = ticks_per_s()
+    total = (after.total - before.total) / hz
+    if not stat or total <= 0:
+        return None
+    others = max(0.0, (after.busy - before.busy) / hz - (own_cpu_s() - own_cpu_s(times)))
+    return min(1.0, others / total)
+
+
 def wait_quiet(
     limit_s: float,
     own: Callable[[], list[psutil.Process]],
@@ -244,6 +283,9 @@ __all__ = [
     "auto_threads",
     "cpu_ticks",
     "others_share_now",
+    "others_share_since",
+    "own_cpu_s",
+    "parse_ticks",
     "process_cpu_s",
     "tree",
     "wait_quiet",

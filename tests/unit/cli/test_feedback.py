@@ -64,7 +64,7 @@ def test_run_says_the_machine_is_busy_before_its_first_point(
     """The reading of others' share mocked at its boundary: busy says so (and suggests --wait-quiet) before any
     point is measured; quiet says nothing."""
     order: list[str] = []
-    monkeypatch.setattr(feedback, "others_share_now", lambda own, interval_s: order.append("read") or share)
+    monkeypatch.setattr(feedback, "others_share_since", lambda *a, **k: order.append("read") or share)
     from dlbench.runapi import run as run_api
 
     real = run_api.run_points
@@ -96,7 +96,62 @@ def test_run_says_the_machine_is_busy_before_its_first_point(
 
 def test_wait_quiet_reads_nothing_more(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(feedback, "others_share_now", lambda *a, **k: pytest.fail("read with --wait-quiet"))
+    monkeypatch.setattr(feedback, "others_share_since", lambda *a, **k: pytest.fail("read with --wait-quiet"))
     feedback.say_busy(Console(file=io.StringIO()), wait_quiet_s=60.0)
+
+
+def test_the_busy_share_is_read_from_the_commands_start_without_its_own_time(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """others_share_since at its boundary (/proc/stat, os.times, the clock): the command's own CPU seconds since it
+    started (2.0 of the 2.5 busy) are not others'; it waits only for what is left of the least window."""
+    from dlbench.machine import contention
+
+    def stat(user: int, idle: int) -> str:
+        return "cpu  0 0 0 0\n" + "".join(f"cpu{c} {user} 0 0 {idle} 0 0 0 0\n" for c in (0, 1))
+
+    (tmp_path / "stat").write_text(stat(225, 275))  # each CPU: 125 busy and 75 idle ticks since the start
+    monkeypatch.setattr(contention.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    monkeypatch.setattr(contention, "ticks_per_s", lambda: 100)
+    monkeypatch.setattr(contention, "own_cpu_s", lambda times=None: 1.0 if times is not None else 3.0)
+    waited: list[float] = []
+    share = contention.others_share_since(
+        10.0, os.times(), stat(100, 200), 0.5, tmp_path / "stat", clock=lambda: 10.2, sleep=waited.append
+    )
+    assert share == pytest.approx(0.125) and waited == [pytest.approx(0.3)]  # (2.5 - 2.0) s of 4 CPU-seconds
+    later = contention.others_share_since(
+        10.0, os.times(), stat(100, 200), 0.5, tmp_path / "stat", clock=lambda: 13.0, sleep=waited.append
+    )
+    assert later == pytest.approx(0.125) and len(waited) == 1  # 3 s after the start: nothing left to wait
+    assert contention.others_share_since(10.0, os.times(), "", 0.5, tmp_path / "stat", sleep=waited.append) is None
+
+
+def test_the_busy_note_reads_from_the_start_only_while_it_is_recent(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within START_WINDOW_S of the command's start the share is read since then (no wait of its own); a command
+    that took longer (a max-batch search ran first) reads afresh over the interval."""
+    from dlbench.cli.invocation import Start
+
+    asked: list[str] = []
+    monkeypatch.setattr(feedback, "others_share_since", lambda *a, **k: asked.append("since") or 0.0)
+    monkeypatch.setattr(feedback, "others_share_now", lambda *a, **k: asked.append("now") or 0.0)
+    for ago in (1.0, feedback.START_WINDOW_S + 5):
+        monkeypatch.setattr(feedback, "started", lambda ago=ago: Start(time.monotonic() - ago, os.times(), "cpu0"))
+        assert feedback.busy_line() is None
+    monkeypatch.setattr(feedback, "started", lambda: None)  # an embedding that calls a click command directly
+    feedback.busy_line()
+    assert asked == ["since", "now", "now"]
+
+
+def test_a_busy_loop_on_our_cpu_reads_busy_from_the_commands_start(one_cpu: int) -> None:
+    from dlbench.machine.contention import others_share_since
+
+    burner = _orphan_busy_loop()
+    try:
+        time.sleep(0.3)
+        share = others_share_since(time.monotonic(), os.times(), Path("/proc/stat").read_text(), 1.0)
+    finally:
+        os.kill(burner, signal.SIGKILL)
+    assert share is not None and share > 0.3, share
 
 
 def test_ctrl_c_says_run_does_not_resume_and_how_to_measure_again() -> None:
