@@ -14,9 +14,6 @@ from dataclasses import dataclass
 from dlbench.cases import Case, get_case
 from dlbench.cases.arch import DlrmArch
 from dlbench.cases.lora import FINETUNE_MARGIN, SHIFTED_ROWS, lora_of
-from dlbench.data.latents import LATENT_TEMPLATES
-from dlbench.data.learnable import HELD_OUT, IMAGE_CLASSES, MARKOV_STATES, MarkovTokens, PlantedCtr
-from dlbench.data.recsys import PlantedClicks
 from dlbench.spec import PointSpec
 
 CONVERGE_FRAMEWORKS: tuple[str, ...] = ("torch", "jax", "fake", "paddle")  # backends that feed the learnable data
@@ -65,6 +62,8 @@ AUC_MARGIN = 0.02  # a DLRM's AUC target: the planted truth's own AUC on the hel
 
 def _dlrm_target(a: DlrmArch, budget: int | None, auc: float | None) -> Target:
     """A DLRM's target: the held-out AUC of the planted clicks less AUC_MARGIN (`auc` replaces it)."""
+    from dlbench.data.recsys import PlantedClicks  # NumPy: only where a target is asked, not on a point's path
+
     source = PlantedClicks(a)
     best_loss, best_auc = source.best_loss(), source.best_auc()
     return Target(
@@ -81,6 +80,9 @@ def _dlrm_target(a: DlrmArch, budget: int | None, auc: float | None) -> Target:
 def target_for(case: Case, budget: int | None = None, loss: float | None = None) -> Target | None:
     """The case's target (a step budget or a loss given on the command line replace its own), or None where its
     kind of case has no learnable data wired yet. A DLRM is judged by AUC: `loss` then sets its AUC target."""
+    from dlbench.data.latents import LATENT_TEMPLATES  # NumPy: only where a target is asked
+    from dlbench.data.learnable import HELD_OUT, IMAGE_CLASSES, MARKOV_STATES, MarkovTokens, PlantedCtr
+
     if isinstance(case.arch, DlrmArch):
         return _dlrm_target(case.arch, budget, loss)
     if case.task == "image_classification":

@@ -31,7 +31,6 @@ from dlbench.spec import (
     release_label,
     split_release,
 )
-from dlbench.suite.schema import AXES
 
 MAX = "max"  # --param NAME=max: search the largest value that trains
 F = TypeVar("F", bound=Callable[..., object])
@@ -147,6 +146,8 @@ def as_size(text: str | None) -> int | None:
 
 def as_only(items: Sequence[str]) -> dict[str, tuple[str, ...]]:
     """('scale=1n1c', 'framework=torch,tf') -> {'scale': ('1n1c',), 'framework': ('torch', 'tf')}."""
+    from dlbench.suite.schema import AXES  # the suite format (YAML, pydantic): only sweep asks, not run's path
+
     out: dict[str, list[str]] = {}
     for item in items:
         axis, sep, values = item.partition("=")

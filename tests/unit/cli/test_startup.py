@@ -1,5 +1,6 @@
 """Start-up (#25): `dlbench --version` and `--help` import no heavy library, a sub-command only its own, a point's
-controller no SciPy/Alembic/matplotlib/Jinja/py-cpuinfo, its worker none of them either; the CPU model is read
+controller no SciPy/Alembic/matplotlib/Jinja/py-cpuinfo/NumPy/YAML (#43: the learnable data and the suite format
+load where asked), its worker none of them either; the CPU model is read
 from /proc/cpuinfo as py-cpuinfo reads it. Timings are benchmarks/startup.py's, not a test's."""
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def test_a_points_controller_and_worker_import_only_what_it_needs(tmp_path: Path
         f"'--store', {str(store)!r}]) == 0"
     )
     loaded = imported_after(run, tmp_path)
-    assert not loaded & {"scipy", "alembic", "matplotlib", "jinja2", "pandas", "cpuinfo"}, loaded
+    assert not loaded & {"scipy", "alembic", "matplotlib", "jinja2", "pandas", "cpuinfo", "numpy", "yaml"}, loaded
     spec = tmp_path / "spec.json"
     spec.write_text(
         json.dumps(
