@@ -33,7 +33,9 @@ from pathlib import Path
 
 from dlbench.envs.interpreters import interpreter_for
 from dlbench.launch.process import worker_env
-from dlbench.spec import PointSpec, preset
+from dlbench.points import Shared
+from dlbench.points import point as make_point
+from dlbench.spec import preset
 
 SIDES = ("version", "help", "import", "worker", "point")
 LOOPS = Path(__file__).parent / "fairness_loops"
@@ -55,14 +57,8 @@ def timed(argv: Sequence[str], env: dict[str, str] | None = None, timeout: float
 def commands(a: argparse.Namespace, folder: Path) -> dict[str, tuple[list[str], dict[str, str] | None]]:
     """The argv (and environment) of each side."""
     python = interpreter_for(a.framework)
-    spec = PointSpec(
-        framework=a.framework,
-        model=a.model,
-        batch_size=a.batch_size,
-        input_size=a.input_size,
-        protocol=preset("quick").override(warmup=0, steps=1, repeats=1),
-        device="cpu",
-    )
+    protocol = preset("quick").override(warmup=0, steps=1, repeats=1)
+    spec = make_point(a.framework, a.model, a.batch_size, "fp32", Shared(protocol=protocol, input_size=a.input_size))
     (folder / "spec.json").write_text(spec.to_json())
     dlbench = [sys.executable, "-m", "dlbench"]
     point = [

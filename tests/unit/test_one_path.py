@@ -5,6 +5,7 @@ command that runs points. Read from the source's syntax trees, as test_imports.p
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 from tests.unit.test_imports import MODULES, imports
 
@@ -26,6 +27,19 @@ def _called_name(call: ast.Call) -> str:
 def test_one_place_makes_a_point_spec() -> None:
     sites = sorted(f"{m}:{c.lineno}" for m in MODULES for c in _calls(m) if _called_name(c) == "PointSpec")
     assert [s.split(":")[0] for s in sites] == ["dlbench.points"], sites
+
+
+def test_the_benchmarks_and_scripts_build_points_through_points_py() -> None:
+    root = Path(__file__).resolve().parents[2]
+    files = [f for folder in ("benchmarks", "scripts") for f in sorted((root / folder).rglob("*.py"))]
+    assert any(f.name == "startup.py" for f in files)  # the test reads the real folders
+    sites = [
+        f"{f.relative_to(root)}:{n.lineno}"
+        for f in files
+        for n in ast.walk(ast.parse(f.read_text(encoding="utf-8")))
+        if isinstance(n, ast.Call) and _called_name(n) == "PointSpec"
+    ]
+    assert not sites, f"{sites} make a PointSpec from its parts: build it with dlbench.points.point"
 
 
 def test_nothing_outside_the_run_api_starts_a_launcher() -> None:
