@@ -15,7 +15,7 @@ Points match on `PointSpec.key()` (the configuration without protocol and timeou
 A change is called only when all three agree: p < ALPHA, the interval excludes 1, and the ratio moves by at
 least MIN_EFFECT, and never when either point was measured under contention (machine/telemetry.py: others held the
 cores its threads needed, or its GPU was busy): its verdict is "contended: no verdict", the contention named. Anything less is "no significant change", but only where a change could have been seen
-(machine/power.py): when the test cannot reach p < ALPHA with these sample counts (4 against 4 step times: the
+(analysis/statistical_power.py): when the test cannot reach p < ALPHA with these sample counts (4 against 4 step times: the
 smallest p is 0.029), or, for a target effect (`--fail-above`), has less than 80% power to detect it, the verdict
 is "not enough samples", with the number of samples per side that would do. Each side's MFU (analysis/mfu.py) is shown beside,
 with the peak it divides by; it plays no part in the verdict. Identity keys that differ between the runs are
@@ -31,9 +31,9 @@ import numpy as np
 
 from dlbench.analysis.convergence import verdict_changes
 from dlbench.analysis.mfu import Efficiency, efficiency
+from dlbench.analysis.statistical_power import detectability
 from dlbench.analysis.variants import case_param_names, variant_labels
 from dlbench.jsonout import strict_dumps
-from dlbench.machine.power import detectability
 from dlbench.machine.telemetry import telemetry_of
 from dlbench.records import PointResult
 from dlbench.store.store import StoredPoint

@@ -7,7 +7,7 @@ test `dlbench compare` uses (`compare_points`: hierarchical bootstrap CI, Mann-W
 1, at least a 2% effect), with the point that opened its segment: the series' first point, or the last change
 found. So a step change is flagged where it happens, a slow drift once it adds up to a significant change, and
 noise is not called a change. A comparison whose samples could not have reached p < 0.01 at all (4 against 4 step
-times) is "not enough samples" (machine/power.py), never a quiet "no change". A point measured under contention is
+times) is "not enough samples" (analysis/statistical_power.py), never a quiet "no change". A point measured under contention is
 never a segment's start, and its comparison is "contended: no verdict" (compare.py): its figure is kept and shown
 with the mark, but no change is called from it.
 """

@@ -3,7 +3,7 @@
 with the same verdicts and exit codes.
 
 Exit codes: 0 compared (no regression over --fail-above); 1 a significant regression over --fail-above; 2 bad
-input; 3 a point's samples could not have shown the change asked about ('not enough samples', machine/power.py)
+input; 3 a point's samples could not have shown the change asked about ('not enough samples', analysis/statistical_power.py)
 and no regression was found; 6 a point has no verdict because a side was measured under contention (inconclusive:
 measure again on a quiet machine), and no regression was found; 5 the runs share no configuration.
 """

@@ -1,4 +1,4 @@
-"""Power to detect (machine/power.py): `compare` and `history` never say "no significant change" where their
+"""Power to detect (analysis/statistical_power.py): `compare` and `history` never say "no significant change" where their
 samples could not have shown one; they say "not enough samples to detect X%: need N" and exit 3 (issue 24, item 3)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from dlbench.analysis.compare import FASTER, SAME, SLOWER, UNDETECTABLE, compare_points
 from dlbench.analysis.history import build_series
-from dlbench.machine.power import TARGET_POWER, detectability, min_p, needed, power
+from dlbench.analysis.statistical_power import TARGET_POWER, detectability, min_p, needed, power
 from dlbench.protocol.stats import summarize
 from dlbench.records import Environment, PointResult, RankRaw, RepeatRaw
 from dlbench.spec import PointSpec, Protocol
