@@ -92,6 +92,30 @@ def test_prepare_run_checks_every_point_and_opens_the_store(store_path: Path) ->
     assert prepared.searched is None and prepared.store.points() == []
 
 
+def test_prepare_run_takes_nothing_back_and_execute_run_does(
+    store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recovery file beside the store (a point an earlier writer could not store) stays untouched by the checks
+    before a run; the run takes it back before its first point (#43: opening a store does not write)."""
+    import json
+    import uuid
+
+    from dlbench.store.rows import point_row
+    from tests.support.stores import result
+
+    monkeypatch.setenv("DLBENCH_HOME", str(tmp_path / "home"))
+    earlier = Store(store_path).create_run("dlbench run (earlier)")
+    recovery = Path(f"{store_path}.recovery.jsonl")
+    row = point_row(earlier, str(uuid.uuid4()), result(batch=3))
+    recovery.write_text(json.dumps({"format": 1, "row": row, "run": None, "time": 1.0}) + "\n")
+    prepared = prepare_run(request((2,), store_path=str(store_path)))
+    assert prepared.store.recovered.files == () and Store(store_path, readonly=True).points() == []
+    assert len(recovery.read_text().splitlines()) == 1
+    outcome = execute_run(prepared)
+    assert prepared.store.recovered.added == 1 and outcome.exit_code == 0
+    assert sorted(p.result.spec.batch_size for p in Store(store_path, readonly=True).points()) == [2, 3]
+
+
 def test_execute_run_stores_every_point_and_returns_the_outcome(store_path: Path) -> None:
     seen: list[Recorder] = []
     notes: list[str] = []

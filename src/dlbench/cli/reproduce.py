@@ -241,7 +241,7 @@ def reproduce(
         raise click.UsageError("--force only applies with --run")
     if env_file:
         check_env_file(env_file)  # before the store is opened: a store, a link or a FIFO is never an output
-    store = Store(store_path, readonly=not again)
+    store = Store.open(store_path, readonly=not again, recover=again)
     target = readable(find(store, ident))
     if again and not target.points:
         raise NotReproducible(f"run {target.run.id} has no points, so nothing to measure again")

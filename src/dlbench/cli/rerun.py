@@ -53,7 +53,7 @@ def identity_lines(c: Comparison) -> list[str]:
 def rerun(run_id: str, min_effect: str, store_path: str | None, force: bool = False) -> int:
     """Measure RUN's configurations again here, store them as a new run and compare it with RUN."""
     effect = parse_percent(min_effect)
-    store = Store(store_path)
+    store = Store.open(store_path, recover=True)
     command = "dlbench " + shlex.join(sys.argv[1:]) if sys.argv[0].endswith("dlbench") else f"dlbench rerun {run_id}"
     done = measure_rerun(
         store, run_id, command, force, effect, progress=lambda total: RunProgress(total, Console(stderr=True))

@@ -93,8 +93,8 @@ def verify_runs(store: Store, run_ids: list[str]) -> int:
 
 
 def recover_points(store_path: str | None) -> int:
-    """Read recovery files back into the store (opening it for writing does that) and say what happened."""
-    store = Store(store_path)
+    """Read recovery files back into the store and say what happened."""
+    store = Store.open(store_path, recover=True)
     r = store.recovered
     if not r.files and r.errors:  # a recovery file it could not read (a FIFO in its place ...): say so, exit 2
         raise StoreError(r.errors[0])

@@ -31,7 +31,7 @@ def push(run_ids: tuple[str, ...], to_url: str, all_runs: bool, store_path: str 
         raise click.UsageError("name the runs to push, or --all")
     src = Store(store_path, readonly=True)
     ids = [src.get_run(r).id for r in run_ids]  # an unknown run fails before the target is opened or made
-    dst = Store(to_url)
+    dst = Store.open(to_url, recover=True)  # a writer: first what an earlier one could not store
     _say("pushed", copy_runs(src, dst, ids), src, dst)
 
 
@@ -46,5 +46,5 @@ def pull(run_ids: tuple[str, ...], from_url: str, all_runs: bool, store_path: st
         raise click.UsageError("name the runs to pull, or --all")
     src = Store(from_url, readonly=True)
     ids = [src.get_run(r).id for r in run_ids]  # an unknown run fails before the target is opened or made
-    dst = Store(store_path)
+    dst = Store.open(store_path, recover=True)
     _say("pulled", copy_runs(src, dst, ids), src, dst)

@@ -140,6 +140,7 @@ def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutco
     """Search where asked, add the 1-device baselines the store lacks, run every point into one stored run (a
     failed point is recorded and the run goes on; Ctrl-C marks the run interrupted and propagates)."""
     req, store, launchers = prepared.request, prepared.store, prepared.launchers
+    store.take_back()  # what an earlier writer could not store, before this run's first point (prepare wrote none)
     specs = list(prepared.specs)
     for line in prepared.notes:
         hooks.note(line)

@@ -252,6 +252,7 @@ def execute_sweep(prepared: PreparedSweep, hooks: SweepHooks = SweepHooks()) -> 
     interrupted (says how to resume it) and propagates."""
     req, suite, planned, launchers = prepared.request, prepared.suite, prepared.planned, prepared.launchers
     store = prepared.store
+    store.take_back()  # what an earlier writer could not store, before the first point (prepare wrote none)
     folder = prepared.folder
     if any(p.spec.data == "real" for p in planned) and folder and not req.data_dir and not prepared.run_id:
         ensure_data(suite, planned, Path(folder), hooks.note)

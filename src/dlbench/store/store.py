@@ -60,7 +60,8 @@ MAX_CANDIDATES = 5  # run ids an ambiguous part names
 
 
 class Store:
-    """Open the store at a path or URL (creating and migrating it as needed, unless readonly)."""
+    """Open the store at a path or URL (creating and migrating it as needed, unless readonly); it reads no recovery
+    file back unless asked (`Store.open(recover=True)`, `take_back`): a check before a run writes no point."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, readonly: bool = False) -> None:
         try:
@@ -78,11 +79,28 @@ class Store:
         else:
             self._open_postgres()
         self.recovered = Recovered(0, 0, 0, ())
-        if not readonly:  # a writer first takes back what an earlier writer could not store
-            try:
-                self.recovered = self.recover()
-            except StoreError as exc:  # the file stays; `dlbench results --recover` says what fails
-                self.recovered = Recovered(0, 0, 1, (), (str(exc),))
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str] | None = None, *, readonly: bool = False, recover: bool = False
+    ) -> Store:
+        """Open the store; with `recover` (a writer about to store points) first take back what an earlier writer
+        could not store (`take_back`). A read-only open never writes, so it never recovers."""
+        if readonly and recover:
+            raise ValueError("a read-only store cannot take back recovery files")
+        store = cls(path, readonly=readonly)
+        if recover:
+            store.take_back()
+        return store
+
+    def take_back(self) -> Recovered:
+        """Read the recovery files back (`recover`), kept in `recovered`; a failure is counted there, not raised:
+        the file stays and `dlbench results --recover` says what fails."""
+        try:
+            self.recovered = self.recover()
+        except StoreError as exc:
+            self.recovered = Recovered(0, 0, 1, (), (str(exc),))
+        return self.recovered
 
     # -- opening --------------------------------------------------------------------------------------
     def _fail_open(self, exc: BaseException) -> StoreError:

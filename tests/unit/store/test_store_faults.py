@@ -65,12 +65,14 @@ def test_a_failed_write_keeps_the_point_and_fails_the_run(
     stored_before = len(Store(store_url, readonly=True).points([run]))
     store.close()
     mend_writes(store_url)
-    again = Store(store_url)  # a writer takes back what the recovery file holds
+    assert Store(store_url).recovered.added == 0  # a plain writer's open takes nothing back: only when asked
+    assert len(Store(store_url, readonly=True).points([run])) == stored_before
+    again = Store.open(store_url, recover=True)  # a writer about to store points takes back what the file holds
     assert (again.recovered.added, again.recovered.present) == (1, 0)
     keys = again.done_keys(run)  # what `dlbench sweep --resume` counts as done
     assert result(batch=2).spec.key() in keys
     assert len(again.points([run])) == stored_before + 1
-    assert Store(store_url).recovered.added == 0  # idempotent: a second read adds nothing
+    assert Store.open(store_url, recover=True).recovered.added == 0  # idempotent: a second read adds nothing
     assert len(Store(store_url, readonly=True).points([run])) == stored_before + 1
 
 
@@ -86,7 +88,9 @@ def test_an_integer_the_database_cannot_hold_is_a_store_error(
         store.add_point(run, huge)
     assert "\n" not in str(exc.value)
     assert Store(store_url, readonly=True).get_run(run).status == "failed"
-    again = Store(store_url).recovered  # it can never be stored or read: quarantined beside the file, not lost (#25)
+    again = Store.open(
+        store_url, recover=True
+    ).recovered  # it can never be stored or read: quarantined beside the file, not lost (#25)
     assert (again.added, again.failed, again.quarantined) == (0, 0, 1)
     [kept] = list(again.files[0].parent.glob("*.quarantine.jsonl"))
     assert "99999999999999999999" in kept.read_text()
