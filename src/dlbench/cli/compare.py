@@ -19,7 +19,7 @@ from rich.markup import escape
 from dlbench.analysis.compare import MIN_EFFECT, Comparison, compare_runs
 from dlbench.analysis.versions import compare_versions
 from dlbench.cli.output import stdout_console
-from dlbench.report.screens import COMPARE_OPTIONAL, comparison_table, contended_lines, undetectable_lines
+from dlbench.report.change_tables import COMPARE_OPTIONAL, comparison_table, contended_lines, undetectable_lines
 from dlbench.store.store import Store
 
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%?\s*$", re.ASCII)

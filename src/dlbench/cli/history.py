@@ -17,7 +17,7 @@ from dlbench.cli.compare import CONTENDED_EXIT, parse_percent
 from dlbench.cli.output import stdout_console
 from dlbench.cli.values import split
 from dlbench.jsonout import strict_dumps
-from dlbench.report.screens import HISTORY_OPTIONAL, history_table
+from dlbench.report.change_tables import HISTORY_OPTIONAL, history_table
 from dlbench.store.store import Store
 
 

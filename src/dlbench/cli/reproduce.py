@@ -31,9 +31,9 @@ from dlbench.cli.progress import RunProgress
 from dlbench.cli.rerun import identity_lines
 from dlbench.printable import printable
 from dlbench.records import PointResult, exit_code
+from dlbench.report.change_tables import contended_lines
 from dlbench.report.digits import fmt_rate, fmt_spread
 from dlbench.report.files import OutputError, check_output, write_atomic
-from dlbench.report.screens import contended_lines
 from dlbench.runapi.again import check_environment, measure_again
 from dlbench.store.request import UID_SHOWN, Request, UnreadableRequest, request_of
 from dlbench.store.store import Store, StoredPoint

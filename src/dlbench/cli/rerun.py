@@ -21,7 +21,7 @@ from dlbench.cli.compare import parse_percent
 from dlbench.cli.output import stdout_console
 from dlbench.cli.progress import RunProgress
 from dlbench.records import exit_code
-from dlbench.report.screens import comparison_table, contended_lines, undetectable_lines
+from dlbench.report.change_tables import comparison_table, contended_lines, undetectable_lines
 from dlbench.runapi.again import rerun as measure_rerun
 from dlbench.store.store import Store
 

@@ -20,7 +20,7 @@ from dlbench.cli.values import layout_options
 from dlbench.cli.watch_options import watch_options
 from dlbench.records import MIN_REPEATS_FOR_SPREAD
 from dlbench.report.export import to_csv, to_json
-from dlbench.report.max_values import verdict_lines
+from dlbench.report.largest_trainable import verdict_lines
 from dlbench.report.table import COLUMNS, COMPACT, pick_columns, points_table, scaling_notes
 from dlbench.report.telemetry import telemetry_notes
 from dlbench.runapi.run import LAUNCHER_NAMES, RunHooks, RunRequest, execute_run, prepare_run

@@ -18,15 +18,21 @@ from dlbench.report.energy import contention_notes, energy_absent, energy_chart
 from dlbench.report.gpt_layouts import LayoutRow, layout_chart, layout_rows
 from dlbench.report.groups import Cell, Column, Section, build_sections, framework_title
 from dlbench.report.history import history_charts
+from dlbench.report.largest_trainable import (
+    REFERENCE_NOTE,
+    MaxValueRow,
+    PublishedMax,
+    dlperf_max_classes,
+    max_value_rows,
+)
 from dlbench.report.llm_section import LlmRow, llm_rows
-from dlbench.report.max_values import REFERENCE_NOTE, MaxValueRow, PublishedMax, dlperf_max_classes, max_value_rows
 from dlbench.report.mlperf_section import DitRow, DlrmRow, LoraRow, dit_rows, dlrm_rows, lora_rows, published
 from dlbench.report.moe_section import MoeRow, moe_rows
 from dlbench.report.published import Beside, beside
-from dlbench.report.special import wide_deep_chart
 from dlbench.report.strategies import StrategyReport, strategy_report
 from dlbench.report.telemetry import contended
 from dlbench.report.versions import versions_charts
+from dlbench.report.wide_deep_vocab import wide_deep_chart
 from dlbench.spec import Protocol
 from dlbench.store.store import RunRecord, StoredPoint
 

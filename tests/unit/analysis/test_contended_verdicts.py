@@ -16,7 +16,7 @@ from dlbench.analysis.history import REGRESSION, build_series
 from dlbench.cli.reproduce import verdict_line
 from dlbench.machine.telemetry import Contention, Telemetry, with_telemetry
 from dlbench.records import PointResult
-from dlbench.report.screens import comparison_table, contended_lines
+from dlbench.report.change_tables import comparison_table, contended_lines
 from dlbench.store.rows import StoredPoint
 from dlbench.store.store import Store
 from tests.unit.analysis.test_compare import make_point

@@ -270,7 +270,7 @@ def test_sweep_searches_a_param_at_max(
 def test_report_draws_latency_and_memory_against_vocab_with_oom_marked(
     cli: Callable[..., CliResult], store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from dlbench.report.special import vocab_curves, wide_deep_chart
+    from dlbench.report.wide_deep_vocab import vocab_curves, wide_deep_chart
     from dlbench.store.store import Store
 
     monkeypatch.setenv("DLBENCH_FAKE", "param_oom_above:vocab:2500")

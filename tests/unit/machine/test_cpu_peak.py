@@ -181,7 +181,7 @@ def test_a_point_stored_before_peaks_were_kept_says_its_peak_was_looked_up(monke
 
 def test_compare_shows_above_peak_in_words_not_an_mfu_over_100() -> None:
     from dlbench.analysis.compare import compare_points
-    from dlbench.report.screens import fmt_mfu_change as _mfu
+    from dlbench.report.change_tables import fmt_mfu_change as _mfu
 
     spec = PointSpec(
         framework="fake",

@@ -10,10 +10,10 @@ from rich.console import Console
 
 from dlbench.analysis.compare import compare_runs
 from dlbench.records import PointResult
+from dlbench.report.change_tables import comparison_table
 from dlbench.report.digits import fmt_rate, rate_decimals
 from dlbench.report.document import build_report
 from dlbench.report.html import render_html
-from dlbench.report.screens import comparison_table
 from dlbench.report.table import fmt_throughput, points_table
 from dlbench.store.rows import StoredPoint
 from tests.support.reports import make_point

@@ -20,8 +20,8 @@ from dlbench.report.digits import fmt_rate
 from dlbench.report.document import build_report
 from dlbench.report.gpt_layouts import layout_rows
 from dlbench.report.history import history_charts
-from dlbench.report.special import wide_deep_chart
 from dlbench.report.table import fmt_lm_rates
+from dlbench.report.wide_deep_vocab import wide_deep_chart
 from dlbench.store.store import Store, StoredPoint
 from tests.support.reports import GPT_SMALL as SMALL
 from tests.support.reports import gpt_point, make_point, one_repeat

@@ -23,7 +23,7 @@ from dlbench.report.files import temp_folder_beside, write_atomic
 from dlbench.report.groups import build_sections
 from dlbench.report.history import history_charts
 from dlbench.report.html import render_html
-from dlbench.report.max_values import max_value_rows, verdict_lines
+from dlbench.report.largest_trainable import max_value_rows, verdict_lines
 from dlbench.store.store import RunRecord, StoredPoint
 from tests.support.reports import make_point, one_repeat
 

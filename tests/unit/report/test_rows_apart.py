@@ -15,9 +15,9 @@ from dlbench.analysis.history import build_series
 from dlbench.analysis.variants import variant_labels
 from dlbench.machine.telemetry import Telemetry, ThreadChoice, with_telemetry
 from dlbench.records import Environment, PointResult
+from dlbench.report.change_tables import comparison_table, history_table
 from dlbench.report.document import build_report
 from dlbench.report.html import render_html
-from dlbench.report.screens import comparison_table, history_table
 from dlbench.report.table import points_table
 from dlbench.store.rows import StoredPoint
 from tests.support.reports import CPU, make_point

@@ -1,5 +1,5 @@
 """The report's "Special cases" table: the largest value of a case parameter that trains, kept with the point
-measured at it, and DLPerf's max num_classes beside the face rows (report/max_values.py)."""
+measured at it, and DLPerf's max num_classes beside the face rows (report/largest_trainable.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dlbench.cases.face import DLPERF_MAX_CLASSES
-from dlbench.report.max_values import dlperf_max_classes, max_value_rows, mode_of
+from dlbench.report.largest_trainable import dlperf_max_classes, max_value_rows, mode_of
 from dlbench.store.store import Store
 
 CliResult = tuple[int, str, str]
