@@ -50,3 +50,20 @@ def test_nothing_outside_the_run_api_starts_a_launcher() -> None:
     # inside launch/, each Launcher's launch() places ranks and execute() calls it; nothing else calls one
     launching = sorted({m for m in MODULES for c in _calls(m) if _called_name(c) == "launch"})
     assert "dlbench.launch.point" in launching and all(m.startswith("dlbench.launch.") for m in launching), launching
+
+
+def _third_party(module: str) -> set[str]:
+    """The top-level packages a module imports, anywhere in it."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+    return {name.split(".")[0] for name in names}
+
+
+def test_no_console_below_the_cli() -> None:
+    """A live console (rich) is the CLI's; report/ uses rich's tables to render, and nothing else holds one (setup
+    talks through envs.provision.Feedback, which the CLI backs with a console)."""
+    users = sorted(m for m in MODULES if "rich" in _third_party(m))
+    below = [m for m in users if m.split(".")[1] not in ("cli", "report")]
+    assert not below, f"{below} hold a console below the CLI: take a callback or a Feedback instead"
+    assert any(m.startswith("dlbench.cli.") for m in users)  # the test sees the real importers

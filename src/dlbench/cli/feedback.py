@@ -1,14 +1,17 @@
-"""What a long command says while it works: a busy machine before the first point, and how to measure again after
-Ctrl-C (setup's stage lines live with provisioning: envs/provision.py)."""
+"""What a long command says while it works: a busy machine before the first point, how to measure again after
+Ctrl-C, and setup's lines on a console (what they say lives with provisioning: envs/provision.py)."""
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import click
 import psutil
 from rich.console import Console
+from rich.text import Text
 
 from dlbench.cli.invocation import started
 from dlbench.machine.contention import others_share_now, others_share_since, tree
@@ -74,3 +77,25 @@ def interrupted_line(run_id: str, command: str) -> str:
         f"interrupted: the finished points are stored in run {run_id} (dlbench results {run_id}). `dlbench run` "
         f"does not resume: to measure the rest, run the command again: {command}"
     )
+
+
+class ConsoleFeedback:
+    """envs.provision's Feedback on a rich console: plain lines (a warning in yellow), a spinner for a status."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    @property
+    def live(self) -> bool:
+        """A terminal shows the spinner."""
+        return self.console.is_terminal
+
+    def say(self, text: str, warning: bool = False) -> None:
+        """One plain line: no markup read from it."""
+        self.console.print(Text(text, style="yellow" if warning else ""), highlight=False)
+
+    @contextmanager
+    def status(self, label: str) -> Iterator[Callable[[str], None]]:
+        """The console's spinner while the block runs; the block's function replaces its text."""
+        with self.console.status(Text(label)) as spinner:
+            yield lambda text: spinner.update(Text(text))

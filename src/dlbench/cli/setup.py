@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from dlbench.cli.feedback import ConsoleFeedback
 from dlbench.envs import venvs as envs
 from dlbench.envs.provision import SetupFailed, plan, setup_existing, setup_one, targets
 
@@ -71,14 +72,15 @@ def setup(
     except envs.EnvError as exc:
         raise click.UsageError(str(exc)) from None
     console = Console(stderr=True)
-    plans = plan(infos, python, existing, cuda, index_url, console, skip_misfits=list(frameworks) == ["all"])
+    feedback = ConsoleFeedback(console)
+    plans = plan(infos, python, existing, cuda, index_url, feedback, skip_misfits=list(frameworks) == ["all"])
     failed = 0
     for p in plans:
         try:
             rec = (
-                setup_existing(p, not no_case_check, console)
+                setup_existing(p, not no_case_check, feedback)
                 if p.existing
-                else setup_one(p, recreate, not no_case_check, console)
+                else setup_one(p, recreate, not no_case_check, feedback)
             )
         except (SetupFailed, envs.EnvError) as exc:
             failed += 1

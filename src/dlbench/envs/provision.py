@@ -12,13 +12,13 @@ import subprocess
 import sys
 import time
 import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import click
-from rich.console import Console
 
 from dlbench.backends import BackendInfo, advice, all_backends, get_info
 from dlbench.envs import venvs as envs
@@ -37,17 +37,35 @@ from dlbench.machine.nvml import gpu_info
 from dlbench.spec import release_label
 
 
+class Feedback(Protocol):
+    """What setup tells its user while it works; the command shows it (cli/feedback.py: ConsoleFeedback), so no
+    console lives below the CLI."""
+
+    @property
+    def live(self) -> bool:
+        """Whether a live status line is seen (a terminal): then stages print no start and end lines."""
+        ...
+
+    def say(self, text: str, warning: bool = False) -> None:
+        """One plain line (a warning stands out)."""
+        ...
+
+    def status(self, label: str) -> AbstractContextManager[Callable[[str], None]]:
+        """A live status line while the block runs; the block gets a function that replaces its text."""
+        ...
+
+
 @contextmanager
-def stage(console: Console, label: str, log: Path | None = None) -> Iterator[None]:
+def stage(feedback: Feedback, label: str, log: Path | None = None) -> Iterator[None]:
     """Outside a terminal (no spinner to see) a line when a setup stage starts, naming its log, and one when it
     ends, with its duration; on a terminal, nothing (the spinner says it)."""
-    if console.is_terminal:
+    if feedback.live:
         yield
         return
-    console.print(f"{label} ..." + (f" (output in {log})" if log else ""), highlight=False, markup=False)
+    feedback.say(f"{label} ..." + (f" (output in {log})" if log else ""))
     start = time.monotonic()
     yield
-    console.print(f"{label}: finished in {time.monotonic() - start:,.0f} s", highlight=False, markup=False)
+    feedback.say(f"{label}: finished in {time.monotonic() - start:,.0f} s")
 
 
 class SetupFailed(Exception):
@@ -59,9 +77,9 @@ def requirement(info: BackendInfo) -> list[str]:
     return envs.install_source(info.extra)
 
 
-def _run_logged(argv: Sequence[str], log: Path, label: str, console: Console) -> int:
+def _run_logged(argv: Sequence[str], log: Path, label: str, feedback: Feedback) -> int:
     """Run argv, appending its output to log and showing its last line compactly; returns the exit code."""
-    with log.open("a", encoding="utf-8") as fh, stage(console, label, log), console.status(label) as status:
+    with log.open("a", encoding="utf-8") as fh, stage(feedback, label, log), feedback.status(label) as update:
         fh.write(f"$ {' '.join(argv)}\n")
         fh.flush()
         proc = subprocess.Popen(
@@ -78,7 +96,7 @@ def _run_logged(argv: Sequence[str], log: Path, label: str, console: Console) ->
                 fh.write(line)
                 text = line.strip()
                 if text:
-                    status.update(f"{label}: {text[:100]}")
+                    update(f"{label}: {text[:100]}")
             return proc.wait()
         except BaseException:  # SIGTERM / Ctrl-C (KeyboardInterrupt, cli._interrupt): pip must not live on
             _end(proc)
@@ -233,24 +251,24 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def _cases(python: str, fw: str, check_cases: bool, console: Console) -> dict[str, object]:
+def _cases(python: str, fw: str, check_cases: bool, feedback: Feedback) -> dict[str, object]:
     """The cached per-case support answer, or {} when skipped or failed (said so)."""
     if not check_cases:
         return {}
     label = f"{fw}: checking which cases it can build"
-    with stage(console, label), console.status(label):
+    with stage(feedback, label), feedback.status(label):
         try:
             answer = _ask(python, "params", fw, timeout=900)
             return {k: v for k, v in answer.items() if k != "version"}
         except SetupFailed as exc:
-            console.print(f"[yellow]{fw}: per-case support not cached: {exc}[/yellow]")
+            feedback.say(f"{fw}: per-case support not cached: {exc}", warning=True)
             return {}
 
 
-def _make_venv(plan: Plan, folder: Path, log: Path, console: Console) -> None:
+def _make_venv(plan: Plan, folder: Path, log: Path, feedback: Feedback) -> None:
     """A venv from the plan's interpreter; through `uv venv --seed` where `-m venv` fails (Debian strips ensurepip)."""
     fw = plan.key
-    code = _run_logged([plan.python.path, "-m", "venv", str(folder)], log, f"{fw}: creating {folder}", console)
+    code = _run_logged([plan.python.path, "-m", "venv", str(folder)], log, f"{fw}: creating {folder}", feedback)
     uv = shutil.which("uv")
     if code != 0 and uv is not None:
         shutil.rmtree(folder, ignore_errors=True)
@@ -258,13 +276,13 @@ def _make_venv(plan: Plan, folder: Path, log: Path, console: Console) -> None:
             [uv, "venv", "--seed", "--python", plan.python.path, str(folder)],
             log,
             f"{fw}: creating {folder} with uv",
-            console,
+            feedback,
         )
     if code != 0:
         raise SetupFailed(f"{fw}: could not create a venv at {folder}: {_last_error(log)} (log: {log})")
 
 
-def _venv(plan: Plan, folder: Path, recreate: bool, log: Path, console: Console) -> str:
+def _venv(plan: Plan, folder: Path, recreate: bool, log: Path, feedback: Feedback) -> str:
     """Reuse the plan's venv (rebuilt where its Python no longer fits, or another was asked for) or make it; when it
     was first created."""
     python, key = envs.venv_python(folder), plan.key
@@ -272,26 +290,26 @@ def _venv(plan: Plan, folder: Path, recreate: bool, log: Path, console: Console)
         have = probe(str(python))
         if have is None or misfit(plan.info, have.minor) or (plan.pinned and have.minor != plan.python.minor):
             was = f"Python {have.label}" if have else "broken"
-            console.print(f"{key}: its venv is {was}; rebuilding it with Python {plan.python.label}")
+            feedback.say(f"{key}: its venv is {was}; rebuilding it with Python {plan.python.label}")
             recreate = True
     if recreate and folder.exists():
         shutil.rmtree(folder)
     if python.is_file():
         old = envs.get(plan.info.name, plan.release)
-        console.print(f"{key}: reusing {folder}")
+        feedback.say(f"{key}: reusing {folder}")
         return old.created if old and old.created else _now()
-    _make_venv(plan, folder, log, console)
+    _make_venv(plan, folder, log, feedback)
     return _now()
 
 
-def setup_one(plan: Plan, recreate: bool, check_cases: bool, console: Console) -> envs.EnvRecord:
+def setup_one(plan: Plan, recreate: bool, check_cases: bool, feedback: Feedback) -> envs.EnvRecord:
     """Create or reuse the framework's venv (a release's own), install into it, verify and record it; SetupFailed on
     failure."""
     info, fw, key = plan.info, plan.info.name, plan.key
     folder = envs.env_dir(fw, plan.release)
     python = envs.venv_python(folder)
     log = _log(key)
-    created = _venv(plan, folder, recreate, log, console)
+    created = _venv(plan, folder, recreate, log, feedback)
     try:
         args = plan.install_args()
     except ReleaseError as exc:
@@ -300,10 +318,10 @@ def setup_one(plan: Plan, recreate: bool, check_cases: bool, console: Console) -
     if plan.index_url:
         argv += ["--extra-index-url", plan.index_url]
     try:
-        code = _run_logged(argv, log, f"{key}: pip install ({plan.build} build)", console)
+        code = _run_logged(argv, log, f"{key}: pip install ({plan.build} build)", feedback)
     except KeyboardInterrupt:  # pip stopped half-way: the environment is no longer known to be whole
         if envs.forget(fw, plan.release):
-            console.print(
+            feedback.say(
                 f"{key}: interrupted during pip install; its environment is no longer marked ready: "
                 f"run `dlbench setup {key}` again"
             )
@@ -318,14 +336,14 @@ def setup_one(plan: Plan, recreate: bool, check_cases: bool, console: Console) -
     have, build = probe(str(python)), plan.build
     if build == "cuda" and build_from(probe_framework(str(python), info), "") == "cpu":
         build = "cpu"  # e.g. a +cpu wheel from a find-links folder won over PyPI's CUDA one
-        console.print(f"[yellow]{key}: the GPU build was asked for, but pip installed a CPU one[/yellow]")
+        feedback.say(f"{key}: the GPU build was asked for, but pip installed a CPU one", warning=True)
     rec = envs.EnvRecord(
         framework=fw,
         python=str(python),
         version=str(version),
         created=created,
         source=" ".join(envs.install_source(plan.extra if plan.release is None else "")),
-        cases=_cases(str(python), fw, check_cases, console),
+        cases=_cases(str(python), fw, check_cases, feedback),
         python_version=have.label if have else plan.python.label,
         build=build,
         release=plan.release or "",
@@ -340,7 +358,7 @@ def _this_checkout(origin: object) -> bool:
     return root is not None and isinstance(origin, str) and Path(origin).resolve().is_relative_to(root / "src")
 
 
-def setup_existing(plan: Plan, check_cases: bool, console: Console) -> envs.EnvRecord:
+def setup_existing(plan: Plan, check_cases: bool, feedback: Feedback) -> envs.EnvRecord:
     """Register an interpreter that has the framework: install dlbench alone into it (`--no-deps`: nothing else
     changes) unless it already runs this checkout, check dlbench's own requirements are there, record it."""
     info, fw, python, key = plan.info, plan.info.name, plan.python.path, plan.key
@@ -349,7 +367,7 @@ def setup_existing(plan: Plan, check_cases: bool, console: Console) -> envs.EnvR
     if not _this_checkout(answer.get("dlbench")):
         log = _log(key)
         argv = [python, "-m", "pip", "install", "--no-deps", "--progress-bar", "off", *source]
-        if _run_logged(argv, log, f"{key}: pip install --no-deps dlbench", console) != 0:
+        if _run_logged(argv, log, f"{key}: pip install --no-deps dlbench", feedback) != 0:
             raise SetupFailed(
                 f"{key}: pip install --no-deps dlbench into {python} failed: {_last_error(log)} (full log: {log})"
             )
@@ -367,7 +385,7 @@ def setup_existing(plan: Plan, check_cases: bool, console: Console) -> envs.EnvR
         version=str(version),
         created=_now(),
         source=" ".join(source),
-        cases=_cases(python, fw, check_cases, console),
+        cases=_cases(python, fw, check_cases, feedback),
         python_version=plan.python.label,
         build=plan.build,
         existing=True,
@@ -442,7 +460,7 @@ def plan(
     existing: str | None,
     cuda: bool | None,
     index_url: str | None,
-    console: Console,
+    feedback: Feedback,
     skip_misfits: bool = False,
 ) -> list[Plan]:
     """Check every framework's interpreter and build before anything is installed; UsageError (one line) if not.
@@ -486,5 +504,5 @@ def plan(
     if not plans:
         raise click.UsageError(f"no framework to set up: {'; '.join(notes)}"[:600])
     for note in notes:
-        console.print(note)
+        feedback.say(note)
     return plans

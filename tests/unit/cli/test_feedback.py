@@ -162,15 +162,28 @@ def test_ctrl_c_says_run_does_not_resume_and_how_to_measure_again() -> None:
 
 def test_setup_stages_print_a_line_and_their_log_outside_a_terminal(tmp_path: Path) -> None:
     out = Console(file=io.StringIO(), width=200)
-    with provision.stage(out, "jax: pip install (cpu build)", tmp_path / "jax.log"):
+    with provision.stage(feedback.ConsoleFeedback(out), "jax: pip install (cpu build)", tmp_path / "jax.log"):
         pass
     text = out.file.getvalue()  # type: ignore[attr-defined]
     assert f"jax: pip install (cpu build) ... (output in {tmp_path / 'jax.log'})" in text
     assert "jax: pip install (cpu build): finished in" in text
     tty = Console(file=io.StringIO(), force_terminal=True)
-    with provision.stage(tty, "x", tmp_path / "x.log"):
+    with provision.stage(feedback.ConsoleFeedback(tty), "x", tmp_path / "x.log"):
         pass
     assert tty.file.getvalue() == ""  # type: ignore[attr-defined]
+
+
+def test_setup_lines_read_no_markup_and_a_warning_stands_out() -> None:
+    """pip's and the user's text go through ConsoleFeedback literally ('[notice]' is not markup)."""
+    out = Console(file=io.StringIO(), width=200, force_terminal=True, color_system="standard")
+    fb = feedback.ConsoleFeedback(out)
+    fb.say("[notice] a new pip [/] is out")
+    fb.say("torch: per-case support not cached", warning=True)
+    text = out.file.getvalue()  # type: ignore[attr-defined]
+    assert "[notice] a new pip [/] is out" in text and "\x1b[33mtorch: per-case support not cached" in text
+    assert fb.live
+    with fb.status("pip") as update:
+        update("pip: [notice] Collecting x")  # no MarkupError
 
 
 def test_the_pace_is_known_after_the_first_measured_step() -> None:

@@ -260,12 +260,13 @@ def test_sigterm_to_setup_ends_its_pip_child(tmp_path: Path) -> None:
         from pathlib import Path
         from rich.console import Console
         from dlbench.cli import _interrupt
+        from dlbench.cli.feedback import ConsoleFeedback
         from dlbench.envs.provision import _run_logged
         signal.signal(signal.SIGTERM, _interrupt)
         child = [sys.executable, "-c", "import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
                  "print('installing', flush=True); time.sleep(120)"]
         try:
-            _run_logged(child, Path({str(tmp_path / "log")!r}), "pip", Console(stderr=True))
+            _run_logged(child, Path({str(tmp_path / "log")!r}), "pip", ConsoleFeedback(Console(stderr=True)))
         except KeyboardInterrupt:
             sys.exit(130)
     """)
@@ -287,6 +288,7 @@ def test_an_interrupted_install_unmarks_the_environment(monkeypatch: pytest.Monk
     from rich.console import Console
 
     from dlbench.backends import get_info
+    from dlbench.cli.feedback import ConsoleFeedback
     from dlbench.envs import provision as setup_cli
     from dlbench.envs import venvs
 
@@ -316,7 +318,7 @@ def test_an_interrupted_install_unmarks_the_environment(monkeypatch: pytest.Monk
     assert interpreter is not None
     plan = setup_cli.Plan(info=get_info("fake"), python=interpreter, build="cpu")
     with pytest.raises(KeyboardInterrupt):
-        setup_cli.setup_one(plan, recreate=False, check_cases=False, console=Console(stderr=True))
+        setup_cli.setup_one(plan, recreate=False, check_cases=False, feedback=ConsoleFeedback(Console(stderr=True)))
     assert venvs.get("fake") is None
 
 

@@ -202,12 +202,17 @@ def test_real_setup_of_a_tiny_env(temp_home: Path) -> None:
     """A real venv and pip install of dlbench alone (the fake backend has no extra), verified and recorded."""
     from rich.console import Console
 
+    from dlbench.cli.feedback import ConsoleFeedback
+
     if source_root() is None:
         pytest.skip("dlbench is not running from a checkout")
     here = probe(sys.executable)
     assert here is not None
     rec = setup_one(
-        Plan(backends.get_info("fake"), here, "cpu"), recreate=False, check_cases=True, console=Console(stderr=True)
+        Plan(backends.get_info("fake"), here, "cpu"),
+        recreate=False,
+        check_cases=True,
+        feedback=ConsoleFeedback(Console(stderr=True)),
     )
     assert Path(rec.python) == envs.venv_python(temp_home / "envs" / "fake")
     assert rec.version and rec.cases["resnet50"]
@@ -265,8 +270,12 @@ def _plan(
 ) -> list[Plan]:
     from rich.console import Console
 
+    from dlbench.cli.feedback import ConsoleFeedback
+
     monkeypatch.setattr(setup_cli, "gpu_present", lambda: gpu)
-    return setup_cli.plan([backends.get_info(n) for n in names], None, None, cuda, index_url, Console(stderr=True))
+    return setup_cli.plan(
+        [backends.get_info(n) for n in names], None, None, cuda, index_url, ConsoleFeedback(Console(stderr=True))
+    )
 
 
 def test_a_gpu_means_the_gpu_build_where_one_is_known(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -292,6 +301,8 @@ def test_gpu_build_pip_arguments_and_record(
     """setup_one with every command faked: the GPU extra, the extra index, and the build recorded as pip says."""
     from rich.console import Console
 
+    from dlbench.cli.feedback import ConsoleFeedback
+
     monkeypatch.setattr(setup_cli, "_ask", lambda python, *args, timeout: {"version": "3.3.1"})
     monkeypatch.setattr(
         setup_cli,
@@ -301,7 +312,7 @@ def test_gpu_build_pip_arguments_and_record(
     here = probe(sys.executable)
     assert here is not None
     plan = Plan(backends.get_info("paddle"), here, "cuda", index_url="https://example.org/simple")
-    rec = setup_one(plan, recreate=False, check_cases=False, console=Console(stderr=True))
+    rec = setup_one(plan, recreate=False, check_cases=False, feedback=ConsoleFeedback(Console(stderr=True)))
     venv_cmd, pip_cmd = pip_calls
     assert venv_cmd[:3] == [here.path, "-m", "venv"]
     assert pip_cmd[-2:] == ["--extra-index-url", "https://example.org/simple"]
@@ -343,15 +354,17 @@ def test_setup_all_leaves_out_what_the_interpreter_does_not_fit(monkeypatch: pyt
     import click
     from rich.console import Console
 
+    from dlbench.cli.feedback import ConsoleFeedback
+
     infos = [backends.get_info(n) for n in ("torch", "mxnet")]
     if backends.get_info("torch").installed_version() is None:
         pytest.skip("torch is not installed in this interpreter")
-    plans = setup_cli.plan(infos, None, "", None, None, Console(stderr=True), skip_misfits=True)
+    plans = setup_cli.plan(infos, None, "", None, None, ConsoleFeedback(Console(stderr=True)), skip_misfits=True)
     assert [p.info.name for p in plans] == ["torch"] and plans[0].existing
     with pytest.raises(click.UsageError, match="has no mxnet"):
-        setup_cli.plan(infos, None, "", None, None, Console(stderr=True))
+        setup_cli.plan(infos, None, "", None, None, ConsoleFeedback(Console(stderr=True)))
     with pytest.raises(click.UsageError, match=r"no framework to set up: mxnet: skipped: .*too new for mxnet"):
-        setup_cli.plan(infos[1:], "3.12", None, False, None, Console(stderr=True), skip_misfits=True)
+        setup_cli.plan(infos[1:], "3.12", None, False, None, ConsoleFeedback(Console(stderr=True)), skip_misfits=True)
 
 
 def test_a_cpu_wheel_installed_for_a_gpu_request_is_recorded_as_cpu(
@@ -360,11 +373,16 @@ def test_a_cpu_wheel_installed_for_a_gpu_request_is_recorded_as_cpu(
     """--cuda torch where a find-links folder holds torch +cpu (as here): recorded as the CPU build it is."""
     from rich.console import Console
 
+    from dlbench.cli.feedback import ConsoleFeedback
+
     monkeypatch.setattr(setup_cli, "_ask", lambda python, *args, timeout: {"version": "2.13.0+cpu"})
     monkeypatch.setattr(setup_cli, "probe_framework", lambda python, info: {"version": "2.13.0+cpu"})
     here = probe(sys.executable)
     assert here is not None
     rec = setup_one(
-        Plan(backends.get_info("torch"), here, "cuda"), recreate=False, check_cases=False, console=Console(stderr=True)
+        Plan(backends.get_info("torch"), here, "cuda"),
+        recreate=False,
+        check_cases=False,
+        feedback=ConsoleFeedback(Console(stderr=True)),
     )
     assert rec.build == "cpu"

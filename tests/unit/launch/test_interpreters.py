@@ -167,6 +167,7 @@ def test_a_venv_of_another_python_than_asked_is_rebuilt(
     """setup_one with every command faked: a jax venv made by 3.13 is deleted and made again by the 3.12 asked."""
     from rich.console import Console
 
+    from dlbench.cli.feedback import ConsoleFeedback
     from dlbench.envs import provision as setup_cli
     from dlbench.envs import venvs
 
@@ -179,7 +180,10 @@ def test_a_venv_of_another_python_than_asked_is_rebuilt(
     jax = backends.get_info("jax")
     wanted = it.choose(jax, "3.12", pyenv)
     setup_cli.setup_one(
-        setup_cli.Plan(jax, wanted, "cpu", pinned=True), recreate=False, check_cases=False, console=Console(stderr=True)
+        setup_cli.Plan(jax, wanted, "cpu", pinned=True),
+        recreate=False,
+        check_cases=False,
+        feedback=ConsoleFeedback(Console(stderr=True)),
     )
     assert not old.exists()  # deleted: its Python was not the one asked for
     assert calls[0][:3] == [wanted.path, "-m", "venv"]

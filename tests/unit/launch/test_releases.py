@@ -15,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from dlbench import backends
+from dlbench.cli.feedback import ConsoleFeedback
 from dlbench.envs import provision
 from dlbench.envs import venvs as envs
 from dlbench.envs.interpreters import Interpreter, NotInstalled, interpreter_for, probe, state
@@ -162,7 +163,7 @@ def test_setup_of_a_release_installs_dlbench_and_the_pinned_release(
     here = probe(sys.executable)
     assert here is not None
     plan = provision.Plan(backends.get_info("jax"), here, "cpu", release="0.10.1")
-    rec = provision.setup_one(plan, recreate=False, check_cases=False, console=Console(stderr=True))
+    rec = provision.setup_one(plan, recreate=False, check_cases=False, feedback=ConsoleFeedback(Console(stderr=True)))
     assert calls[0][:3] == [here.path, "-m", "venv"] and calls[0][3] == str(temp_home / "envs" / "jax-0.10.1")
     pip = calls[1]
     assert pip[:4] == [str(envs.venv_python(temp_home / "envs" / "jax-0.10.1")), "-m", "pip", "install"]
@@ -171,7 +172,7 @@ def test_setup_of_a_release_installs_dlbench_and_the_pinned_release(
     installed["version"] = "0.10.2"  # pip resolved another release: refused, not recorded under 0.10.1
     envs.forget("jax", "0.10.1")
     with pytest.raises(provision.SetupFailed, match=r"pip installed jax 0\.10\.2, not 0\.10\.1"):
-        provision.setup_one(plan, recreate=False, check_cases=False, console=Console(stderr=True))
+        provision.setup_one(plan, recreate=False, check_cases=False, feedback=ConsoleFeedback(Console(stderr=True)))
     assert envs.get("jax", "0.10.1") is None
 
 
