@@ -1,7 +1,8 @@
 """ResNet v1.5, VGG, AlexNet and Inception v3 for torch-shaped frameworks, built from the cases' architecture
 tables in torchvision's layouts, each with exactly the case's trainable-parameter count (``dlbench.cases``).
 
-`define(ops)` returns the classes built on the framework's ``Module`` (cached: one set per framework).
+`define(ops)` returns the classes built on the framework's ``Module`` (cached: one set per framework), from one
+builder per architecture (`_resnet`, `_plain` for VGG and AlexNet, `_inception_v3`).
 """
 
 from __future__ import annotations
@@ -45,24 +46,31 @@ def _classes(case: Case) -> int:
 
 @cache
 def define(ops: TorchOps) -> Cnns:
+    """The framework's CNN classes (cached: one set per framework), one builder per architecture."""
+    vgg, alexnet = _plain(ops)
+    return Cnns(_resnet(ops), vgg, alexnet, _inception_v3(ops))
+
+
+def _init_cnn(ops: TorchOps, model: Any, linear_std: float | None = None) -> None:
+    """He-normal (fan-out, ReLU) convs, BN 1/0, zero biases; Linear normal(0, std) or the framework's default."""
+    nn = ops.nn
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            ops.kaiming_normal(m.weight)
+            if m.bias is not None:
+                ops.zeros(m.bias)
+        elif isinstance(m, nn.BatchNorm2d):
+            ops.ones(m.weight)
+            ops.zeros(m.bias)
+        elif isinstance(m, nn.Linear) and linear_std is not None:
+            ops.normal(m.weight, linear_std)
+            ops.zeros(m.bias)
+
+
+def _resnet(ops: TorchOps) -> type:
+    """ResNet v1.5 on the framework's Module."""
     nn = ops.nn
     Module: Any = nn.Module  # the framework's base class, chosen at run time: a variable, so typed Any
-
-    def init_cnn(model: Any, linear_std: float | None = None) -> None:
-        """He-normal (fan-out, ReLU) convs, BN 1/0, zero biases; Linear normal(0, std) or the framework's default."""
-        for m in model.modules():
-            if isinstance(m, nn.Conv2d):
-                ops.kaiming_normal(m.weight)
-                if m.bias is not None:
-                    ops.zeros(m.bias)
-            elif isinstance(m, nn.BatchNorm2d):
-                ops.ones(m.weight)
-                ops.zeros(m.bias)
-            elif isinstance(m, nn.Linear) and linear_std is not None:
-                ops.normal(m.weight, linear_std)
-                ops.zeros(m.bias)
-
-    # ------------------------------------------------------------------------------------------ ResNet
 
     class Bottleneck(Module):
         """ResNet v1.5 bottleneck: 1x1 reduce, 3x3 (carrying the stride), 1x1 expand (x4), residual."""
@@ -113,12 +121,18 @@ def define(ops: TorchOps) -> Cnns:
             self.stages = nn.Sequential(*stages)
             self.avgpool = ops.adaptive_pool_layer(1)
             self.fc = nn.Linear(in_ch, num_classes)
-            init_cnn(self)
+            _init_cnn(ops, self)
 
         def forward(self, x: Any) -> Any:
             return self.fc(ops.flatten(self.avgpool(self.stages(self.stem(x)))))
 
-    # --------------------------------------------------------------------------------- VGG and AlexNet
+    return ResNet
+
+
+def _plain(ops: TorchOps) -> tuple[type, type]:
+    """VGG and AlexNet (a conv stack, a pool, the FC head) on the framework's Module."""
+    nn = ops.nn
+    Module: Any = nn.Module
 
     def classifier(
         in_features: int, fc: tuple[int, ...], num_classes: int, dropout: float, dropout_last: bool = False
@@ -144,7 +158,7 @@ def define(ops: TorchOps) -> Cnns:
             self.features = nn.Sequential(*layers)
             self.avgpool = ops.adaptive_pool_layer(arch.pool)
             self.classifier = classifier(channels * arch.pool**2, arch.fc, num_classes, arch.dropout, dropout_last)
-            init_cnn(self, linear_std=0.01)
+            _init_cnn(ops, self, linear_std=0.01)
 
         def forward(self, x: Any) -> Any:
             return self.classifier(ops.flatten(self.avgpool(self.features(x))))
@@ -175,7 +189,13 @@ def define(ops: TorchOps) -> Cnns:
                 in_ch = c.out
             super().__init__(layers, in_ch, arch, num_classes, dropout_last=False)
 
-    # ------------------------------------------------------------------------------------ Inception v3
+    return VGG, AlexNet
+
+
+def _inception_v3(ops: TorchOps) -> type:
+    """Inception v3 (torchvision's layout, its auxiliary head) on the framework's Module."""
+    nn = ops.nn
+    Module: Any = nn.Module
 
     class BasicConv2d(Module):
         """Bias-free conv, batch norm (eps 1e-3), ReLU."""
@@ -331,7 +351,7 @@ def define(ops: TorchOps) -> Cnns:
             self.avgpool = ops.adaptive_pool_layer(1)
             self.dropout = nn.Dropout(arch.dropout)
             self.fc = nn.Linear(2048, num_classes)
-            init_cnn(self)
+            _init_cnn(ops, self)
 
         def forward(self, x: Any) -> Any:
             x = self.stem(x)
@@ -339,4 +359,4 @@ def define(ops: TorchOps) -> Cnns:
             logits = self.fc(self.dropout(ops.flatten(self.avgpool(self.tail(x)))))
             return logits if aux is None else (logits, aux)
 
-    return Cnns(ResNet, VGG, AlexNet, InceptionV3)
+    return InceptionV3
