@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from dlbench import reference
 from dlbench.analysis.mfu import efficiency, fmt_mfu
@@ -225,80 +226,13 @@ def layout_chart(rows: list[LayoutRow], cc: dict[Column, str]) -> ChartSet:
     if not rows:
         return ChartSet()
     cases = list(dict.fromkeys((r.group, r.case) for r in rows))
-    frameworks = sorted({r.framework for r in rows})
     at = {(r.case, r.framework): r for r in rows}
-    width = 0.8 / len(frameworks)
     fig = Figure(figsize=(max(7.5, 0.62 * len(cases) + 2.5), 7.2), layout="constrained")
     top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
-    peak = 0.0
-    marked = False
     biggest = max((r.memory_per_device or 0 for r in rows), default=0)
     unit, unit_name = (2**30, "GiB") if biggest >= 2**30 else (2**20, "MiB")
-    for fi, fw in enumerate(frameworks):
-        colour = cc.get(Column(fw), PALETTE[fi % len(PALETTE)])
-        bar_label, ideal_label = framework_title(fw), f"ideal {framework_title(fw)} (1 device alone)"
-        for ci, (_, name) in enumerate(cases):
-            row = at.get((name, fw))
-            if row is None:
-                continue
-            x = ci - 0.4 + width * (fi + 0.5)
-            if row.tflops_per_device is None:
-                top.annotate(
-                    row.status,
-                    (x, 0),
-                    textcoords="offset points",
-                    xytext=(0, 4),
-                    ha="center",
-                    rotation=90,
-                    fontsize=7,
-                    color=FAIL_COLOR,
-                    fontweight="bold",
-                )
-                continue
-            ideal = _ideal(rows, row)
-            above = ideal is not None and row.devices > 1 and row.tflops_per_device > ideal  # as the tables mark it
-            top.bar(
-                x,
-                row.tflops_per_device,
-                width * 0.9,
-                color=colour,
-                label=bar_label,
-                hatch="xx" if above else None,
-                edgecolor=FAIL_COLOR if above else None,
-            )
-            if above:
-                top.annotate(
-                    "above ideal",
-                    (x, row.tflops_per_device),
-                    textcoords="offset points",
-                    xytext=(0, 3),
-                    ha="center",
-                    rotation=90,
-                    fontsize=7,
-                    color=FAIL_COLOR,
-                    fontweight="bold",
-                )
-                marked = True
-            bar_label = "_"
-            peak = max(peak, row.tflops_per_device)
-            if ideal is not None:
-                top.hlines(ideal, ci - 0.45, ci + 0.45, colors=colour, linestyles="--", lw=1.1, label=ideal_label)
-                ideal_label = "_"
-            if row.memory_per_device is not None:
-                bottom.bar(x, row.memory_per_device / unit, width * 0.9, color=colour)
-    for ci, (_, name) in enumerate(cases):
-        for pub in (p for fw in frameworks if (name, fw) in at for p in at[(name, fw)].published):
-            top.plot(
-                ci,
-                pub.tflops_per_device,
-                marker=PUBLISHED_MARKERS.get(pub.framework, "s"),
-                ms=6,
-                mfc="none",
-                mec="#333",
-                ls="none",
-                label=f"DLPerf {pub.who} (V100, published)",
-            )
-            peak = max(peak, pub.tflops_per_device)
+    peak, marked = _draw_bars(top, bottom, rows, cases, cc, unit)
+    peak = max(peak, _draw_published(top, cases, at))
     _group_bands(top, cases)
     _group_bands(bottom, cases, titles=False)
     top.set_ylim(0, max(peak, 1e-9) * 1.25)
@@ -317,7 +251,94 @@ def layout_chart(rows: list[LayoutRow], cc: dict[Column, str]) -> ChartSet:
     handles, labels = top.get_legend_handles_labels()
     seen = {label: h for h, label in zip(handles, labels) if not label.startswith("_")}
     fig.legend(list(seen.values()), list(seen.keys()), loc="outside lower center", ncol=min(4, len(seen)))
-    published = any(r.published for r in rows)
+    caption = _layout_caption(marked, any(r.published for r in rows))
+    return ChartSet(
+        [Chart("gpt-layouts", "GPT: achieved TFLOP/s and memory per device by parallel layout", caption, fig)]
+    )
+
+
+def _mark(ax: Any, text: str, x: float, y: float, offset: int) -> None:
+    """A small bold red word upright over a bar (a failed point's status, 'above ideal')."""
+    ax.annotate(
+        text,
+        (x, y),
+        textcoords="offset points",
+        xytext=(0, offset),
+        ha="center",
+        rotation=90,
+        fontsize=7,
+        color=FAIL_COLOR,
+        fontweight="bold",
+    )
+
+
+def _draw_bars(
+    top: Any, bottom: Any, rows: list[LayoutRow], cases: list[tuple[str, str]], cc: dict[Column, str], unit: int
+) -> tuple[float, bool]:
+    """Each framework's bars (TFLOP/s above, memory below) and its dashed ideal over each case; the highest bar,
+    and whether a bar was marked above its ideal."""
+    frameworks = sorted({r.framework for r in rows})
+    at = {(r.case, r.framework): r for r in rows}
+    width = 0.8 / len(frameworks)
+    peak, marked = 0.0, False
+    for fi, fw in enumerate(frameworks):
+        colour = cc.get(Column(fw), PALETTE[fi % len(PALETTE)])
+        bar_label, ideal_label = framework_title(fw), f"ideal {framework_title(fw)} (1 device alone)"
+        for ci, (_, name) in enumerate(cases):
+            row = at.get((name, fw))
+            if row is None:
+                continue
+            x = ci - 0.4 + width * (fi + 0.5)
+            if row.tflops_per_device is None:
+                _mark(top, row.status, x, 0, 4)
+                continue
+            ideal = _ideal(rows, row)
+            above = ideal is not None and row.devices > 1 and row.tflops_per_device > ideal  # as the tables mark it
+            top.bar(
+                x,
+                row.tflops_per_device,
+                width * 0.9,
+                color=colour,
+                label=bar_label,
+                hatch="xx" if above else None,
+                edgecolor=FAIL_COLOR if above else None,
+            )
+            if above:
+                _mark(top, "above ideal", x, row.tflops_per_device, 3)
+                marked = True
+            bar_label = "_"
+            peak = max(peak, row.tflops_per_device)
+            if ideal is not None:
+                top.hlines(ideal, ci - 0.45, ci + 0.45, colors=colour, linestyles="--", lw=1.1, label=ideal_label)
+                ideal_label = "_"
+            if row.memory_per_device is not None:
+                bottom.bar(x, row.memory_per_device / unit, width * 0.9, color=colour)
+    return peak, marked
+
+
+def _draw_published(top: Any, cases: list[tuple[str, str]], at: dict[tuple[str, str], LayoutRow]) -> float:
+    """DLPerf's published figures as hollow markers over the cases they match; the highest of them (0 if none)."""
+    frameworks = sorted({fw for _, fw in at})
+    peak = 0.0
+    for ci, (_, name) in enumerate(cases):
+        for pub in (p for fw in frameworks if (name, fw) in at for p in at[(name, fw)].published):
+            top.plot(
+                ci,
+                pub.tflops_per_device,
+                marker=PUBLISHED_MARKERS.get(pub.framework, "s"),
+                ms=6,
+                mfc="none",
+                mec="#333",
+                ls="none",
+                label=f"DLPerf {pub.who} (V100, published)",
+            )
+            peak = max(peak, pub.tflops_per_device)
+    return peak
+
+
+def _layout_caption(marked: bool, published: bool) -> str:
+    """The layout chart's caption: what a bar, the dashed ideal, the bubble and memory are; hatching where a bar
+    was marked; the published markers, or why there are none."""
     caption = (
         "Each bar: a GPT point's achieved TFLOP/s per device (Megatron-LM's count; with activation "
         "recomputation, the hardware FLOPs the devices run, as DLPerf counted), by DLPerf's case "
@@ -333,15 +354,12 @@ def layout_chart(rows: list[LayoutRow], cc: dict[Column, str]) -> ChartSet:
             "above 100% that the tables mark as not a speedup to trust (a slow or noisy baseline, or more "
             "cache per device). "
         )
-    caption += (
+    return caption + (
         "Hollow markers: DLPerf's published OneFlow (diamond) and Megatron-LM (circle) figures for the same "
         "case on V100s in fp16; compare shapes, not values, unless the hardware matches."
         if published
         else "DLPerf's published V100 figures are drawn only beside points of its own cases (shape, layout and "
         "batch); these points are not."
-    )
-    return ChartSet(
-        [Chart("gpt-layouts", "GPT: achieved TFLOP/s and memory per device by parallel layout", caption, fig)]
     )
 
 

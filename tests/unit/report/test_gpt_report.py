@@ -128,3 +128,20 @@ def test_a_bad_layout_names_its_line(layout: str, message: str) -> None:
 
     with pytest.raises(SuiteError, match=message):
         parse_suite(f"name: s\naxes: {{framework: fake, model: gpt}}\nlayouts:\n  - {layout}\n", "s.yaml")
+
+
+def test_the_chart_draws_dlperfs_markers_and_marks_a_bar_above_its_ideal() -> None:
+    gpu = [
+        _point(1, DLPERF, 1, 2, 0.4, device="cuda", group="DP_1x1x1_2_1536x16"),
+        _point(2, DLPERF, 8, 16, 0.4, tensor=8, device="cuda", group="MP_1x8x1_16_1536x16+2D_1x8x1_16_1536x16"),
+    ]
+    chart = layout_chart(layout_rows(gpu), {}).charts[0]
+    top = chart.figure.axes[0]
+    hollow = [line for line in top.lines if line.get_marker() not in (None, "None", "")]
+    assert len(hollow) == sum(len(r.published) for r in layout_rows(gpu)) > 0
+    assert "Hollow markers: DLPerf's published" in chart.caption and "Hatched" not in chart.caption
+    fast = [_point(1, SMALL, 1, 8, 0.5), _point(2, SMALL, 2, 8, 0.05, tensor=2)]  # 2 devices beat 1 alone
+    chart = layout_chart(layout_rows(fast), {}).charts[0]
+    words = [t.get_text() for t in chart.figure.axes[0].texts]
+    assert words.count("above ideal") == 1 and "Hatched, 'above ideal'" in chart.caption
+    assert "drawn only beside points of its own cases" in chart.caption
