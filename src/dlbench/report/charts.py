@@ -6,7 +6,7 @@ the chart is absent. Colours follow the framework across every chart of a report
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -167,6 +167,36 @@ def _series(
     return xs, ys, err
 
 
+def _rings(ax: Axes, at: Sequence[tuple[int, float]], marker: str, colour: str, label: str) -> None:
+    """Hollow marks around the points at (x, y): the scale charts' warnings (a speedup to distrust, no convergence)."""
+    ax.plot(
+        [x for x, _ in at],
+        [y for _, y in at],
+        ls="none",
+        marker=marker,
+        ms=12,
+        mfc="none",
+        mec=colour,
+        mew=1.5,
+        label=label,
+        zorder=4,
+    )
+
+
+def _value_axis(ax: Axes, scales: list[ScaleKey], speedup: bool, low: float, top: float) -> None:
+    """The scale chart's y axis: speedup on a log-2 scale with the ideal line, or samples/s from zero."""
+    if speedup:
+        ax.plot(range(len(scales)), [s[0] for s in scales], ls="--", color="#8a929b", lw=1.2, label="ideal (linear)")
+        ax.set_ylabel("speedup over 1 device")
+        ax.set_yscale("log", base=2)
+        ticks = [2.0**e for e in range(int(np.floor(np.log2(low))), int(np.ceil(np.log2(top))) + 1)]
+        ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+        ax.minorticks_off()
+    else:
+        ax.set_ylabel("samples/s (higher is better)")
+        ax.set_ylim(bottom=0)
+
+
 def _scale_lines(
     sec: Section,
     cc: dict[Column, str],
@@ -199,42 +229,11 @@ def _scale_lines(
         if (cell := sec.cell(r, col)) is not None and cell.ok and cell.scaling and cell.scaling.efficiency > 1
     ]
     if speedup and over:  # the marks the tables give: an efficiency above 100% is not a speedup to trust
-        ax.plot(
-            [x for x, _ in over],
-            [y for _, y in over],
-            ls="none",
-            marker="o",
-            ms=12,
-            mfc="none",
-            mec=FAIL_COLOR,
-            mew=1.5,
-            label="above 100% efficiency: not a speedup to trust",
-            zorder=4,
-        )
+        _rings(ax, over, "o", FAIL_COLOR, "above 100% efficiency: not a speedup to trust")
     marked = _unconverged_marks(sec, rows, scales, speedup, unconverged or {})
     if marked:
-        ax.plot(
-            [x for x, _, _ in marked],
-            [y for _, y, _ in marked],
-            ls="none",
-            marker="s",
-            ms=12,
-            mfc="none",
-            mec="#b7791f",
-            mew=1.5,
-            label=f"{NOT_CONVERGED_MARK} did not converge",
-            zorder=4,
-        )
-    if speedup:
-        ax.plot(range(len(scales)), [s[0] for s in scales], ls="--", color="#8a929b", lw=1.2, label="ideal (linear)")
-        ax.set_ylabel("speedup over 1 device")
-        ax.set_yscale("log", base=2)
-        ticks = [2.0**e for e in range(int(np.floor(np.log2(low))), int(np.ceil(np.log2(top))) + 1)]
-        ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
-        ax.minorticks_off()
-    else:
-        ax.set_ylabel("samples/s (higher is better)")
-        ax.set_ylim(bottom=0)
+        _rings(ax, [(x, y) for x, y, _ in marked], "s", "#b7791f", f"{NOT_CONVERGED_MARK} did not converge")
+    _value_axis(ax, scales, speedup, low, top)
     _scale_axis(ax, scales)
     what, apart = "Speedup" if speedup else "Throughput", "".join(f", {v}" for v in variant)
     ax.set_title(f"{what} vs scale, batch {bs} per device" + (f"\n{' '.join(variant)}" if variant else ""))

@@ -189,6 +189,11 @@ def test_a_scale_line_rings_a_point_that_did_not_converge() -> None:
         f"{NOT_CONVERGED_MARK} did not converge: the verdict of its --converge run is 'not reached'" in c.caption
         for c in lines
     )
+    for c in lines:  # the square drawn on the chart too, and the speedup chart's ideal line and log-2 axis
+        labels = c.figure.axes[0].get_legend_handles_labels()[1]
+        assert f"{NOT_CONVERGED_MARK} did not converge" in labels
+        assert ("ideal (linear)" in labels) == ("-speedup-" in c.slug)
+        assert c.figure.axes[0].get_yscale() == ("log" if "-speedup-" in c.slug else "linear")
     assert not any(NOT_CONVERGED_MARK in c.caption for c in throughput_charts(sec, colours(sec.columns)).charts)
 
 
