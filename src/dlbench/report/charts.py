@@ -16,7 +16,7 @@ from dlbench.analysis.compare import ratio_ci, step_matrix
 from dlbench.records import PointResult
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled, whiskers
 from dlbench.report.convergence import NOT_CONVERGED_MARK, mark_note
-from dlbench.report.groups import Column, RowKey, Section, max_batch_of, model_title
+from dlbench.report.groups import Cell, Column, RowKey, Section, max_batch_of, model_title
 from dlbench.store.store import StoredPoint
 
 
@@ -42,6 +42,50 @@ def _scale_axis(ax: Axes, scales: list[ScaleKey]) -> None:
     ax.set_xlabel("scale (nodes n, devices per node c)")
 
 
+def _bar(
+    ax: Axes,
+    x: float,
+    w: float,
+    cell: Cell,
+    colour: str,
+    label: str | None,
+    unconverged: Mapping[int, str],
+    marked: list[str],
+) -> float:
+    """One framework's bar of the throughput chart, its whiskers and figure over it (a failure named at the base
+    instead); the verdict of a configuration that did not converge goes to `marked`. Returns the bar's top."""
+    m = cell.point.result.metrics
+    if not cell.ok or m is None:
+        ax.annotate(
+            cell.status_text,
+            (x, 0),
+            textcoords="offset points",
+            xytext=(0, 4),
+            ha="center",
+            rotation=90,
+            fontsize=8,
+            color=FAIL_COLOR,
+            fontweight="bold",
+        )
+        return 0.0
+    low, high = whiskers(m)
+    ax.bar(x, m.throughput, w * 0.92, color=colour, yerr=[[low], [high]], ecolor="#333", capsize=3, label=label)
+    few = "" if m.has_spread else f"\nn={m.repeats}"
+    mark = f" {NOT_CONVERGED_MARK}" if cell.point.id in unconverged else ""
+    if mark:
+        marked.append(unconverged[cell.point.id])
+    ax.annotate(
+        _si(m.throughput) + mark + few,
+        (x, m.throughput + high),
+        textcoords="offset points",
+        xytext=(0, 3),
+        ha="center",
+        fontsize=7.5,
+        color="#333",
+    )
+    return float(m.throughput + high)
+
+
 def _bars(sec: Section, cc: dict[Column, str], rows: list[RowKey], unconverged: Mapping[int, str]) -> Chart:
     """Throughput of configurations measured at one scale: a group per row (batch, and what sets it apart), one
     bar per framework, CI whiskers (none with fewer than 3 repeats: 'n=1' over the bar), failures named, and
@@ -56,47 +100,8 @@ def _bars(sec: Section, cc: dict[Column, str], rows: list[RowKey], unconverged: 
         for ci, col in enumerate(sec.columns):
             x = bi - w * n / 2 + w * (ci + 0.5)
             cell = sec.cell(row, col)
-            if cell is None:
-                continue
-            m = cell.point.result.metrics
-            if cell.ok and m is not None:
-                low, high = whiskers(m)
-                ax.bar(
-                    x,
-                    m.throughput,
-                    w * 0.92,
-                    color=cc[col],
-                    yerr=[[low], [high]],
-                    ecolor="#333",
-                    capsize=3,
-                    label=col.title if bi == 0 else None,
-                )
-                few = "" if m.has_spread else f"\nn={m.repeats}"
-                mark = f" {NOT_CONVERGED_MARK}" if cell.point.id in unconverged else ""
-                if mark:
-                    marked.append(unconverged[cell.point.id])
-                ax.annotate(
-                    _si(m.throughput) + mark + few,
-                    (x, m.throughput + high),
-                    textcoords="offset points",
-                    xytext=(0, 3),
-                    ha="center",
-                    fontsize=7.5,
-                    color="#333",
-                )
-                top = max(top, m.throughput + high)
-            else:
-                ax.annotate(
-                    cell.status_text,
-                    (x, 0),
-                    textcoords="offset points",
-                    xytext=(0, 4),
-                    ha="center",
-                    rotation=90,
-                    fontsize=8,
-                    color=FAIL_COLOR,
-                    fontweight="bold",
-                )
+            if cell is not None:
+                top = max(top, _bar(ax, x, w, cell, cc[col], col.title if bi == 0 else None, unconverged, marked))
     ax.set_xticks(
         range(len(rows)),
         [_bar_label(sec, r, len(scales) > 1) for r in rows],

@@ -190,6 +190,19 @@ def test_an_all_unsupported_section_is_one_line_not_a_chart() -> None:
     assert out.notes == [f"{sec.title}: no point measured a throughput (2 unsupported)."]
 
 
+def test_the_bar_chart_names_a_failure_at_its_base_and_marks_a_bar_that_did_not_converge() -> None:
+    from dlbench.report.convergence import NOT_CONVERGED_MARK
+
+    pts = stored([make_point("torch"), make_point("jax", status="oom")])
+    [sec] = build_sections(pts)
+    [chart] = throughput_charts(sec, colours(sec.columns), {1: "diverged"}).charts
+    ax = chart.figure.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert len(ax.patches) == 1 and any(t.endswith(f" {NOT_CONVERGED_MARK}") for t in texts)
+    assert "oom" in " ".join(texts).lower() and "did not converge" in chart.caption
+    assert ax.get_ylim()[1] >= 1.25 * ax.patches[0].get_height()  # room over the bar, its whisker and figure
+
+
 def test_history_chart_has_a_title_and_date_ticks() -> None:
     pts = stored([make_point("torch", seed=i) for i in range(4)])  # a minute apart
     [chart] = history_charts(pts, pts).charts
