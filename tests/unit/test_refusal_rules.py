@@ -37,7 +37,11 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     ("mindspore", {"devices_per_node": 2}, "MindSpore backend trains on one device only"),
     ("tf", {"devices_per_node": 2, "data": "real", "data_dir": "/d"}, "real data is not split over tf's replicas"),
     # the llama and MoE families' layouts (cases/llama_layout.py, cases/moe_layout.py), wired in the same place
-    ("torch", {"model": "alexnet", "devices_per_node": 2, "fsdp": True}, "--fsdp is wired for the llama cases only"),
+    (
+        "torch",
+        {"model": "alexnet", "devices_per_node": 2, "fsdp": True},
+        "--fsdp is wired for the llama and DiT cases only",
+    ),
     ("torch", {"model": "moe_tiny", "expert_parallel": 2}, "expert"),
     # layouts (Capabilities.tensor_parallel, pipeline_parallel, recompute, split_*; the shape of a GPT)
     ("torch", {"model": "resnet50", "devices_per_node": 2, "tensor_parallel": 2}, "resnet50 has no parallel layout"),
@@ -50,6 +54,7 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     ("torch", {**GPT2, "tensor_parallel": 2, "compile": True}, "torch's compiler is not wired for a split model"),
     ("torch", {**GPT2, "tensor_parallel": 2, "device": "cuda", "precision": "amp"}, "fp16 loss scaling across shards"),
     ("torch", {**LLAMA_FSDP, "precision": "amp"}, "fp16 loss scaling across shards"),
+    ("torch", {**LLAMA_FSDP, "model": "dit_tiny", "precision": "amp"}, "fp16 loss scaling across shards"),  # #48
     ("torch", {**GPT2, "tensor_parallel": 2, "case_params": (("hidden", 64),)}, "1 attention head(s) do not split"),
     ("torch", {**GPT2, "tensor_parallel": 2, "case_params": (("heads", 3), ("hidden", 96))}, "3 attention head(s)"),
     ("torch", {**GPT2, "pipeline_parallel": 2, "case_params": (("layers", 3),)}, "3 layer(s) do not split into 2"),
@@ -115,6 +120,7 @@ ALLOWED: list[tuple[str, dict[str, Any]]] = [
     ("torch", {**GPT2, "tensor_parallel": 2}),
     ("torch", {"model": "gpt", "recompute": True}),
     ("torch", {**LLAMA_FSDP, "precision": "bf16"}),
+    ("torch", {**LLAMA_FSDP, "model": "dit_tiny", "precision": "bf16"}),
     ("torch", {"model": "llama_tiny", "precision": "fp8", "device": "cuda"}),
     ("torch", {**FACE_MP, "strategy": "ddp"}),
     ("torch", FACE_MP),  # none means ddp
