@@ -4,7 +4,7 @@ slowest), then one-sided t-tests at ALPHA on both sides against the reference's 
 reads `slower`, significantly fewer `faster than reference` (MLPerf rejects such a submission: its
 hyper-parameters are not the reference's). And the power of that test: the probability that a candidate whose
 steps are (1 + effect) times the reference's is called `slower` at N runs, simulated through the very test
-(machine/power.py's convention: DRAWS seeded draws, TARGET_POWER).
+(analysis/statistical_power.py's convention: DRAWS seeded draws, TARGET_POWER).
 
 The test is Student's two-sample t-test with the variance pooled over both sides; with one kept candidate run the
 reference's variance stands for both. A step count is known to one reading interval K (a curve is read every K
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
-from dlbench.machine.power import DRAWS, SEED, TARGET_POWER
+from dlbench.analysis.statistical_power import DRAWS, SEED, TARGET_POWER
 
 ALPHA = 0.05
 DEFAULT_RUNS = 1  # --converge-runs: runs per configuration unless asked
