@@ -169,6 +169,7 @@ def execute_bisect(prepared: PreparedBisect, hooks: BisectHooks = BisectHooks())
     """Halve the releases, measuring each one visited (or reading it from the store), one stored run for the
     points measured."""
     req, store = prepared.request, prepared.store
+    store.take_back()  # what an earlier writer could not store, before the first point (prepare wrote none)
     run: list[str] = []
 
     def measure(release: str) -> Probe:

@@ -93,7 +93,7 @@ def measure_rcp(req: RcpRequest, progress: PointProgress | None = None) -> RcpOu
     specs = rcp_specs(req)
     launchers = Launchers.build()
     placeable(specs, launchers, False)
-    store = Store(req.store_path)
+    store = Store.open(req.store_path, recover=True)  # a writer about to store points: earlier ones' first
     run_id = store.create_run(req.command, kind="run", meta={"points": len(specs), "rcp": True})
     load_before = _load()
     try:
