@@ -10,8 +10,9 @@ import argparse
 import json
 import sys
 
+from dlbench.cases import Case
 from dlbench.points import Shared, point
-from dlbench.spec import Protocol
+from dlbench.spec import PointSpec, Protocol
 
 
 def version(framework: str) -> dict[str, object]:
@@ -81,7 +82,12 @@ def same_model(
 
     values = {name: int(value) for name, _, value in (p.partition("=") for p in params)}
     case = get_case(model).configured(values)
-    return run(load_backend(framework), framework, case, Path(folder), input_size, float64)
+
+    def spec_of(check: Case, batch: int) -> PointSpec:  # one fp32 CPU point, built as every point is (points.py)
+        shared = Shared(protocol=Protocol(0, 1, 1, "median"), input_size=input_size)
+        return point(framework, check, batch, "fp32", shared, dict(check.values))
+
+    return run(load_backend(framework), framework, case, Path(folder), spec_of, float64)
 
 
 def main(argv: list[str] | None = None) -> int:

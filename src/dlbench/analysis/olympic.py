@@ -18,11 +18,6 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-from scipy import stats as sps
-
-from dlbench.analysis.statistical_power import DRAWS, SEED, TARGET_POWER
-
 ALPHA = 0.05
 DEFAULT_RUNS = 1  # --converge-runs: runs per configuration unless asked
 OLYMPIC_FROM = 3  # runs from which the fastest and the slowest are dropped
@@ -108,6 +103,8 @@ def ttest(kept: Sequence[float], reference: Sequence[float], every: int) -> TTes
     s_p, df = _pooled(kept, reference, every)
     mc, mr = statistics.fmean(kept), statistics.fmean(reference)
     t = (mc - mr) / (s_p * math.sqrt(1 / len(kept) + 1 / len(reference)))
+    from scipy import stats as sps  # NumPy and SciPy where used: a point's controller imports this module
+
     return TTest(mc, mr, float(sps.t.sf(t, df)), float(sps.t.cdf(t, df)), df)
 
 
@@ -116,6 +113,8 @@ def acceptance(reference: Sequence[float], every: int, runs: int = 1) -> tuple[f
     kept = kept_count(runs)
     s_r = spread(reference, every)
     df = max(len(reference) - 1, 1) if kept < 2 else kept + len(reference) - 2
+    from scipy import stats as sps
+
     half = float(sps.t.ppf(1 - ALPHA, df)) * s_r * math.sqrt(1 / kept + 1 / len(reference))
     m = statistics.fmean(reference)
     return max(0.0, m - half), m + half
@@ -133,6 +132,11 @@ def detect_power(reference: Sequence[float], every: int, runs: int, effect: floa
     if len(reference) < 2 or runs < 1:
         return 0.0
     m, s = statistics.fmean(reference), spread(reference, every)
+    import numpy as np
+    from scipy import stats as sps
+
+    from dlbench.analysis.statistical_power import DRAWS, SEED
+
     rng = np.random.default_rng(SEED)
     draws = np.sort(rng.normal(m * (1 + effect), s, (DRAWS, runs)), axis=1)
     kept = draws[:, 1:-1] if runs >= OLYMPIC_FROM else draws
@@ -151,6 +155,8 @@ def detect_power(reference: Sequence[float], every: int, runs: int, effect: floa
 def runs_needed(reference: Sequence[float], every: int, effect: float = EFFECT) -> int | None:
     """The fewest runs at which a slowdown of `effect` is detected with TARGET_POWER (None: not up to
     MAX_RUNS_SHOWN)."""
+    from dlbench.analysis.statistical_power import TARGET_POWER
+
     for runs in range(1, MAX_RUNS_SHOWN + 1):
         if detect_power(reference, every, runs, effect) >= TARGET_POWER:
             return runs
@@ -159,6 +165,8 @@ def runs_needed(reference: Sequence[float], every: int, effect: float = EFFECT) 
 
 def power_line(reference: Sequence[float], every: int, runs: int, effect: float = EFFECT) -> str:
     """'a 25% slowdown is detected with probability P at N runs' (and how many runs reach TARGET_POWER)."""
+    from dlbench.analysis.statistical_power import TARGET_POWER
+
     p = detect_power(reference, every, runs, effect)
     need = runs_needed(reference, every, effect)
     more = (

@@ -28,7 +28,6 @@ from dlbench.analysis.convergence import (
 from dlbench.analysis.olympic import acceptance, ttest
 from dlbench.analysis.targets import REFERENCE_RUNS, REFERENCE_SEED0
 from dlbench.cases import get_case
-from dlbench.data.learnable import DATA_VERSION
 from dlbench.protocol.converge import Curve
 from dlbench.records import PointResult
 from dlbench.reference import rcp
@@ -69,6 +68,8 @@ def key_of(spec: PointSpec, target_loss: float) -> rcp.RcpKey:
     case = get_case(spec.model)
     defaults = {p.name: p.default for p in case.params}
     params = tuple((k, v) for k, v in spec.case_params if defaults.get(k) != v)
+    from dlbench.data.learnable import DATA_VERSION  # NumPy's module: imported where a key is made (start-up)
+
     return rcp.RcpKey(
         model=spec.model,
         params=params,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from dlbench.backends import get_info
 from dlbench.backends.base import Backend, Trainer, Unsupported
 from dlbench.canonical import names, values
 from dlbench.cases import Case, ImageInput
-from dlbench.spec import PointSpec, Protocol
+from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
 Arrays = dict[str, np.ndarray]
@@ -85,20 +85,6 @@ def has_batch_norm(case: Case) -> bool:
     return any(t.role == "running_var" for t in names.tensors(case))
 
 
-def _spec(framework: str, case: Case, size: int, input_size: int | None, seed: int) -> PointSpec:
-    return PointSpec(
-        framework=framework,
-        model=case.name,
-        batch_size=size,
-        protocol=Protocol(0, 1, 1, "median"),
-        input_size=input_size,
-        precision="fp32",
-        device="cpu",
-        seed=seed,
-        case_params=tuple(sorted(case.values)),
-    )
-
-
 def _load_inputs(folder: Path) -> tuple[Arrays, Arrays, float]:
     with np.load(folder / "weights.npz") as w, np.load(folder / "batch.npz") as b:
         weights: Arrays = {k: w[k] for k in w.files}
@@ -117,17 +103,22 @@ def _deltas(weights: Arrays, after: Arrays, framework: str) -> Arrays:
 
 
 def run(
-    backend: Backend, framework: str, case: Case, folder: Path, input_size: int | None, float64: bool = False
+    backend: Backend,
+    framework: str,
+    case: Case,
+    folder: Path,
+    spec_of: Callable[[Case, int], PointSpec],
+    float64: bool = False,
 ) -> dict[str, object]:
     """Load, forward, step and read back one framework's model; write FOLDER/FW.npz (the float32 model: the
     forward passes, the loss and the step) or FOLDER/FW-float64.npz (the same of the float64 model) and return a
-    summary."""
+    summary. `spec_of(case, batch)` is the point the model is built for (the worker's entry makes it, points.py)."""
     weight_map = weight_map_of(framework)
     if weight_map is None:
         return {"unsupported": f"{framework} has no canonical weight map yet (backends/{framework}/same_model.py)"}
     weights, batch, lr = _load_inputs(folder)
     check = values.check_case(case, lr)
-    spec = _spec(framework, check, next(iter(batch.values())).shape[0], input_size, 0)
+    spec = spec_of(check, next(iter(batch.values())).shape[0])
     reason = backend.case_support(check) or backend.refuse(spec)
     if reason:
         return {"unsupported": reason}

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-import yaml
-
 from dlbench.cases import CASES, get_case
 
 SCHEMA_VERSION = 1
@@ -233,6 +231,8 @@ def _gpt_fields(raw: dict[str, Any], fail: Any) -> dict[str, Any]:
 
 def load_file(name: str, text: str) -> list[ReferenceRow]:
     """Parse and validate one reference YAML document; name is used in error messages."""
+    import yaml  # here, not at import: a point's controller imports this package (start-up)
+
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -249,6 +249,8 @@ def data_files() -> list[str]:
 
 @functools.lru_cache(maxsize=1)
 def _load_sources() -> tuple[tuple[ReferenceSource, tuple[ReferenceRow, ...]], ...]:
+    import yaml
+
     folder = resources.files(__name__).joinpath("data")
     out = []
     for name in data_files():

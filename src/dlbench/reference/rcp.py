@@ -17,7 +17,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 SCHEMA_VERSION = 1
@@ -133,12 +132,16 @@ class Rcp(BaseModel):
         """The file's text (the `file` name left out)."""
         raw = self.model_dump(mode="json", exclude={"file"})
         raw["key"]["params"] = dict(self.key.params)
+        import yaml  # here, not at import: a point's controller imports this module (start-up)
+
         return yaml.safe_dump(raw, sort_keys=False, width=110)
 
 
 def parse(text: str, file: str) -> Rcp:
     """One point from its YAML text; RcpError (naming the file) when it does not follow the schema or holds fewer
     than MIN_RUNS runs that reached the target."""
+    import yaml
+
     try:
         raw = yaml.safe_load(text)
         if not isinstance(raw, dict):
