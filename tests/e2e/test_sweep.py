@@ -82,7 +82,7 @@ def test_sweep_records_every_point_and_goes_past_failures(
 def test_a_framework_that_is_not_installed_is_recorded_as_unsupported(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, cli: Callable[..., CliResult]
 ) -> None:
-    def missing(framework: str) -> str:
+    def missing(framework: str, release: str | None = None) -> str:
         raise NotInstalled(f"framework {framework} is not installed: run: dlbench setup {framework}")
 
     monkeypatch.setattr(sweep_mod, "interpreter_for", missing)

@@ -16,6 +16,7 @@ import importlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +227,44 @@ def flattened_input(case: Case) -> tuple[str, int] | None:
     return classifier.name, last_conv.shape[0]
 
 
+def to_channels_last(case: Case, t: names.Tensor, value: np.ndarray) -> np.ndarray:
+    """A canonical value in a channels-last framework's layout (Keras, flax): conv HWIO, dense [in, out], and the
+    first classifier Linear of VGG and AlexNet reading its input flattened NHWC."""
+    if t.role == "conv":
+        return oihw_to_hwio(value)
+    flat = flattened_input(case)
+    if flat is not None and t.name == flat[0]:
+        value = chw_columns_to_hwc(value, flat[1])
+    return transposed(value) if t.role == "linear" else value
+
+
+def from_channels_last(case: Case, t: names.Tensor, value: np.ndarray) -> np.ndarray:
+    """A channels-last framework's value in the canonical layout (the inverse of `to_channels_last`)."""
+    if t.role == "conv":
+        return hwio_to_oihw(value)
+    value = transposed(value) if t.role == "linear" else value
+    flat = flattened_input(case)
+    return hwc_columns_to_chw(value, flat[1]) if flat is not None and t.name == flat[0] else value
+
+
+def eval_outputs(
+    model: Any,
+    train: bool,
+    no_grad: AbstractContextManager[Any],
+    call: Callable[[], Any],
+    to_numpy: Callable[[Any], Any],
+) -> tuple[np.ndarray, ...]:
+    """A torch-like module's outputs (`call()`) without gradients, in train or evaluation mode (left in train mode
+    after), each as NumPy: the forward pass torch's and OneFlow's maps share."""
+    model.train(train)
+    try:
+        with no_grad:
+            out = call()
+    finally:
+        model.train()
+    return tuple(to_numpy(p) for p in (out if isinstance(out, tuple) else (out,)))
+
+
 def modules(case: Case, prefix: str, role: names.Role) -> list[str]:
     """The canonical modules under `prefix` holding a tensor of `role`, in order ('features.0', 'features.3' ...)."""
     found = [t.name.rsplit(".", 1)[0] for t in names.tensors(case) if t.role == role and t.name.startswith(prefix)]
@@ -240,12 +279,15 @@ def image_input(case: Case) -> bool:
 __all__ = [
     "WeightMap",
     "as_model_input",
+    "eval_outputs",
+    "from_channels_last",
     "has_batch_norm",
     "hwio_to_oihw",
     "named_outputs",
     "nchw_to_nhwc",
     "oihw_to_hwio",
     "run",
+    "to_channels_last",
     "torchlike_inputs",
     "transposed",
 ]

@@ -20,15 +20,11 @@ from dlbench.backends.same_model import (
     Arrays,
     WeightMap,
     as_model_input,
-    chw_columns_to_hwc,
-    flattened_input,
-    hwc_columns_to_chw,
-    hwio_to_oihw,
+    from_channels_last,
     modules,
     named_outputs,
     nchw_to_nhwc,
-    oihw_to_hwio,
-    transposed,
+    to_channels_last,
 )
 from dlbench.canonical.names import Tensor, tensors
 from dlbench.cases import Case
@@ -116,25 +112,6 @@ def flax_path(case: Case, t: Tensor) -> tuple[str, Path]:
     return collection, (*module_mapper(case)(module), leaf)
 
 
-def to_flax(case: Case, t: Tensor, value: np.ndarray) -> np.ndarray:
-    """A canonical value in flax's layout (the first classifier Linear also reads its input flattened NHWC)."""
-    if t.role == "conv":
-        return oihw_to_hwio(value)
-    flat = flattened_input(case)
-    if flat is not None and t.name == flat[0]:
-        value = chw_columns_to_hwc(value, flat[1])
-    return transposed(value) if t.role == "linear" else value
-
-
-def from_flax(case: Case, t: Tensor, value: np.ndarray) -> np.ndarray:
-    """A flax value in the canonical layout."""
-    if t.role == "conv":
-        return hwio_to_oihw(value)
-    value = transposed(value) if t.role == "linear" else value
-    flat = flattened_input(case)
-    return hwc_columns_to_chw(value, flat[1]) if flat is not None and t.name == flat[0] else value
-
-
 def _get(tree: Any, path: Path) -> Any:
     for key in path:
         tree = tree[key]
@@ -163,7 +140,7 @@ class JaxWeights(WeightMap):
         for t in tensors(case):
             collection, path = flax_path(case, t)
             old = _get(state.params if collection == "params" else state.batch_stats, path)
-            new = to_flax(case, t, weights[t.name])
+            new = to_channels_last(case, t, weights[t.name])
             if tuple(old.shape) != new.shape:
                 raise ValueError(f"{t.name} -> {'/'.join(path)}: flax has {tuple(old.shape)}, canonical {new.shape}")
             _put(trees[collection], path, jnp.asarray(new, jnp.float64 if _is_float64(trainer) else old.dtype))
@@ -195,7 +172,7 @@ class JaxWeights(WeightMap):
         for t in tensors(case):
             collection, path = flax_path(case, t)
             value = np.asarray(_get(state.params if collection == "params" else state.batch_stats, path))
-            out[t.name] = from_flax(case, t, value)
+            out[t.name] = from_channels_last(case, t, value)
         return out
 
     def forward(self, trainer: Trainer, case: Case, batch: Mapping[str, np.ndarray], train: bool) -> Arrays:

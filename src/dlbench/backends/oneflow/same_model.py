@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 import oneflow as flow
 
+from dlbench.backends import same_model as common
 from dlbench.backends.base import Backend, Trainer
 from dlbench.backends.oneflow.step import OneflowTrainer
 from dlbench.backends.same_model import Arrays, WeightMap, as_model_input, named_outputs, torchlike_inputs
@@ -44,14 +45,9 @@ class OneflowWeights(WeightMap):
 
     def forward(self, trainer: Trainer, case: Case, batch: Mapping[str, np.ndarray], train: bool) -> Arrays:
         model = _model(trainer)
-        model.train(train)
-        try:
-            with flow.no_grad():
-                out = model(*torchlike_inputs(case, self.feed(trainer, case, batch)))
-        finally:
-            model.train()
-        parts = out if isinstance(out, tuple) else (out,)
-        return named_outputs(case, tuple(p.numpy() for p in parts))
+        inputs = torchlike_inputs(case, self.feed(trainer, case, batch))
+        parts = common.eval_outputs(model, train, flow.no_grad(), lambda: model(*inputs), lambda p: p.numpy())
+        return named_outputs(case, parts)
 
     def feed(self, trainer: Trainer, case: Case, batch: Mapping[str, np.ndarray]) -> dict[str, flow.Tensor]:
         assert isinstance(trainer, OneflowTrainer)

@@ -23,14 +23,10 @@ from dlbench.backends.same_model import (
     Arrays,
     WeightMap,
     as_model_input,
-    chw_columns_to_hwc,
-    flattened_input,
-    hwc_columns_to_chw,
-    hwio_to_oihw,
+    from_channels_last,
     named_outputs,
     nchw_to_nhwc,
-    oihw_to_hwio,
-    transposed,
+    to_channels_last,
 )
 from dlbench.backends.tf.models import build_model
 from dlbench.backends.tf.step import TfTrainer
@@ -89,25 +85,6 @@ def variable(model: keras.Model, case: Case, t: Tensor) -> Any:
     raise Unsupported(f"the tf weight map does not describe {case.name} yet (backends/tf/same_model.py)")
 
 
-def to_keras(case: Case, t: Tensor, value: np.ndarray) -> np.ndarray:
-    """A canonical value in Keras' layout (the first classifier Linear also reads its input flattened NHWC)."""
-    if t.role == "conv":
-        return oihw_to_hwio(value)
-    flat = flattened_input(case)
-    if flat is not None and t.name == flat[0]:
-        value = chw_columns_to_hwc(value, flat[1])
-    return transposed(value) if t.role == "linear" else value
-
-
-def from_keras(case: Case, t: Tensor, value: np.ndarray) -> np.ndarray:
-    """A Keras value in the canonical layout."""
-    if t.role == "conv":
-        return hwio_to_oihw(value)
-    value = transposed(value) if t.role == "linear" else value
-    flat = flattened_input(case)
-    return hwc_columns_to_chw(value, flat[1]) if flat is not None and t.name == flat[0] else value
-
-
 def _model(trainer: Trainer) -> keras.Model:
     assert isinstance(trainer, TfTrainer), type(trainer)
     return trainer.model
@@ -121,7 +98,7 @@ class TfWeights(WeightMap):
         seen = set()
         for t in tensors(case):
             v = variable(model, case, t)
-            value = to_keras(case, t, weights[t.name])
+            value = to_channels_last(case, t, weights[t.name])
             if tuple(v.shape) != value.shape:
                 raise ValueError(f"{t.name} -> {v.path}: Keras has {tuple(v.shape)}, canonical {value.shape}")
             v.assign(value.astype(v.dtype))
@@ -132,7 +109,9 @@ class TfWeights(WeightMap):
 
     def read(self, trainer: Trainer, case: Case) -> Arrays:
         model = _model(trainer)
-        return {t.name: from_keras(case, t, np.asarray(variable(model, case, t).numpy())) for t in tensors(case)}
+        return {
+            t.name: from_channels_last(case, t, np.asarray(variable(model, case, t).numpy())) for t in tensors(case)
+        }
 
     def float64_trainer(self, backend: Backend, spec: PointSpec, case: Case) -> Trainer:
         """The backend's Keras model and train step under the float64 policy (this process only)."""

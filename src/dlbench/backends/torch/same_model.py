@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from dlbench.backends import same_model as common
 from dlbench.backends.base import Backend, Trainer
 from dlbench.backends.same_model import Arrays, WeightMap, as_model_input, named_outputs, torchlike_inputs
 from dlbench.backends.torch.step import TorchTrainer
@@ -43,14 +44,11 @@ class TorchWeights(WeightMap):
 
     def forward(self, trainer: Trainer, case: Case, batch: Mapping[str, np.ndarray], train: bool) -> Arrays:
         model = _model(trainer)
-        model.train(train)
-        try:
-            with torch.no_grad():
-                out = model(*torchlike_inputs(case, self.feed(trainer, case, batch)))
-        finally:
-            model.train()
-        parts = out if isinstance(out, tuple) else (out,)
-        return named_outputs(case, tuple(p.detach().float().cpu().numpy() for p in parts))
+        inputs = torchlike_inputs(case, self.feed(trainer, case, batch))
+        parts = common.eval_outputs(
+            model, train, torch.no_grad(), lambda: model(*inputs), lambda p: p.detach().float().cpu().numpy()
+        )
+        return named_outputs(case, parts)
 
     def feed(self, trainer: Trainer, case: Case, batch: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
         assert isinstance(trainer, TorchTrainer)
