@@ -21,6 +21,7 @@ from tests.support.specs import flat_spec
 PROTO = Protocol(0, 1, 1, "median")
 GPT2 = {"model": "gpt", "devices_per_node": 2}
 LLAMA_FSDP = {"model": "llama_tiny", "devices_per_node": 2, "fsdp": True, "device": "cuda"}
+PADDLE_LLAMA = {"model": "llama_tiny", "devices_per_node": 2}
 FACE_MP = {"model": "face", "devices_per_node": 2, "case_params": (("model_parallel", 1),)}
 
 
@@ -43,6 +44,12 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
         "--fsdp is wired for the llama and DiT cases only",
     ),
     ("torch", {"model": "moe_tiny", "expert_parallel": 2}, "expert"),
+    # Paddle's fleet hybrid parallel on gloo (#46): found by running it, docs/llm.md
+    ("paddle", {**PADDLE_LLAMA, "tensor_parallel": 2}, "all_reduce_on_calc_stream, which ProcessGroupGLOO does not"),
+    ("paddle", {**PADDLE_LLAMA, "pipeline_parallel": 2}, "send/recv_on_calc_stream, which ProcessGroupGLOO does not"),
+    ("paddle", {**PADDLE_LLAMA, "tensor_parallel": 2, "device": "cuda"}, "(NCCL) are not wired in dlbench yet"),
+    ("paddle", {**PADDLE_LLAMA, "fsdp": True}, "--fsdp is not wired for paddle (Paddle's stage 3"),
+    ("paddle", {**GPT2, "tensor_parallel": 2}, "dlbench's paddle backend splits no model"),
     # layouts (Capabilities.tensor_parallel, pipeline_parallel, recompute, split_*; the shape of a GPT)
     ("torch", {"model": "resnet50", "devices_per_node": 2, "tensor_parallel": 2}, "resnet50 has no parallel layout"),
     ("torch", {"model": "bert_base", "recompute": True}, "bert_base has no parallel layout"),
@@ -132,6 +139,8 @@ ALLOWED: list[tuple[str, dict[str, Any]]] = [
     ("mxnet", {"devices_per_node": 2, "strategy": "ps-cpu"}),
     ("mxnet", {"precision": "bf16"}),
     ("paddle", {"model": "resnet50", "channels_last": True}),
+    ("paddle", {**PADDLE_LLAMA, "strategy": "sharding"}),
+    ("paddle", {**PADDLE_LLAMA, "model": "moe_tiny"}),  # none means fleet
     ("oneflow", {"compile": True}),
     ("fake", {"devices_per_node": 2, "strategy": "mirrored", "precision": "amp"}),
 ]

@@ -7,7 +7,7 @@ from dlbench.capabilities import Capabilities, StrategyCap
 CAPABILITIES = Capabilities(
     framework="paddle",
     default_strategy="fleet",
-    strategies=(StrategyCap("fleet"),),
+    strategies=(StrategyCap("fleet"), StrategyCap("sharding")),
     refused_strategies=(
         (
             "ps-cpu",
@@ -15,7 +15,11 @@ CAPABILITIES = Capabilities(
             "wheels are built without its core, WITH_PSCORE): use --strategy fleet",
         ),
     ),
-    strategy_advice="use --strategy fleet (fleet.distributed_model: DataParallel all-reduces the gradients)",
+    strategy_advice="use --strategy fleet (fleet.distributed_model: DataParallel all-reduces the gradients) or "
+    "sharding (fleet's DygraphShardingOptimizer: the optimizer state sharded over the ranks)",
+    layout_why="dlbench's paddle backend splits no model: fleet's tensor and pipeline parallel call "
+    "*_on_calc_stream collectives that ProcessGroupGLOO lacks on the CPU, and are not wired on GPUs; use "
+    "--tensor-parallel 1 --pipeline-parallel 1",
     channels_last_archs=("ResNetArch",),  # backends/paddle/models.to_nhwc
     channels_last_why="paddle builds this model NCHW only (NHWC needs a global pool before the head and no channel "
     "concatenation: the ResNets); drop --channels-last",

@@ -18,6 +18,25 @@ JAX_NO_PIPELINE = (
     "JAX has no pipeline-parallel schedule in its public API: dlbench's JAX backend splits a llama over a (data, "
     "fsdp, tensor) mesh (--fsdp, --tensor-parallel); use --pipeline-parallel 1"
 )
+# Paddle 3.3.1's fleet hybrid parallel on the CPU (gloo), found by running it (docs/llm.md, #46): its layers and its
+# pipeline schedule call the process group's *_on_calc_stream collectives, which ProcessGroupGLOO leaves unimplemented.
+PADDLE_TP_ON_CPU = (
+    "Paddle's fleet tensor parallel cannot run on the CPU: ColumnParallelLinear, RowParallelLinear and "
+    "VocabParallelEmbedding call all_reduce_on_calc_stream, which ProcessGroupGLOO does not implement; "
+    "use --strategy sharding or fleet"
+)
+PADDLE_PP_ON_CPU = (
+    "Paddle's fleet pipeline parallel cannot run on the CPU: PipelineLayer reads a GPU id (ParallelEnv.device_id) "
+    "and its schedule calls send/recv_on_calc_stream, which ProcessGroupGLOO does not implement; "
+    "use --strategy sharding or fleet"
+)
+PADDLE_SPLIT_ON_GPU = (
+    "Paddle's fleet tensor and pipeline parallel (NCCL) are not wired in dlbench yet: use --strategy sharding or fleet"
+)
+PADDLE_FSDP = (
+    "--fsdp is not wired for paddle (Paddle's stage 3, group_sharded_parallel, asserts a GPU, XPU or custom "
+    "device): --strategy sharding shards the optimizer state over the ranks (ZeRO stage 1)"
+)
 CP_CUDA_ONLY = (
     "--context-parallel needs CUDA attention kernels (torch's context parallel runs ring attention "
     "over the flash, memory-efficient and cuDNN kernels only): GPU only, not on the CPU"
@@ -61,6 +80,8 @@ def llama_layout_refusal(spec: PointSpec) -> str | None:
         return (
             f"--fsdp is wired for the llama and DiT cases only, not {case.name}: use --strategy ddp or a split layout"
         )
+    if spec.framework == "paddle" and llama:
+        return _paddle_refusal(spec)
     if spec.layout.fsdp and spec.framework not in FSDP_FRAMEWORKS:
         return f"--fsdp is wired for {' and '.join(FSDP_FRAMEWORKS)} only, not {spec.framework}"
     if spec.layout.fsdp and spec.layout.data == 1:
@@ -88,6 +109,18 @@ def llama_layout_refusal(spec: PointSpec) -> str | None:
     )
 
 
+def _paddle_refusal(spec: PointSpec) -> str | None:
+    """Why Paddle's fleet cannot hold this llama layout (one line), or None: its data parallel and sharding run;
+    its stage 3, tensor and pipeline parallel do not on the CPU (gloo), and are not wired on GPUs."""
+    if spec.layout.fsdp:
+        return PADDLE_FSDP
+    if not spec.layout.splits_model:
+        return None
+    if spec.device == "cuda":
+        return PADDLE_SPLIT_ON_GPU
+    return PADDLE_TP_ON_CPU if spec.layout.tensor_parallel > 1 else PADDLE_PP_ON_CPU
+
+
 def _jax_refusal(spec: PointSpec, a: LlamaConfig) -> str | None:
     """Why JAX's (data, fsdp, tensor) mesh cannot hold this point (one line), or None: no pipeline, a strategy
     other than the mesh's own sharding, or a dimension that does not split evenly (JAX shards evenly)."""
@@ -102,4 +135,14 @@ def _jax_refusal(spec: PointSpec, a: LlamaConfig) -> str | None:
     return reason
 
 
-__all__ = ["CP_CUDA_ONLY", "FSDP_FRAMEWORKS", "JAX_NO_PIPELINE", "LAYOUT_FRAMEWORKS", "llama_layout_refusal"]
+__all__ = [
+    "CP_CUDA_ONLY",
+    "FSDP_FRAMEWORKS",
+    "JAX_NO_PIPELINE",
+    "LAYOUT_FRAMEWORKS",
+    "PADDLE_FSDP",
+    "PADDLE_PP_ON_CPU",
+    "PADDLE_SPLIT_ON_GPU",
+    "PADDLE_TP_ON_CPU",
+    "llama_layout_refusal",
+]

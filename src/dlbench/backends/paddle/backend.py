@@ -201,7 +201,7 @@ class PaddleBackend(Backend):
             spec.global_batch,
             settings,
         )
-        self._facts.update(distributed.facts(spec, trainer.forward))
+        self._facts.update(distributed.facts(spec, trainer.forward, trainer.optimizer))
         return trainer
 
     def case_support(self, case: Case) -> str | None:

@@ -13,11 +13,21 @@ rank, master address and port, rendezvous timeout, node hosts). Paddle 3.3.1 rea
   which also read FLAGS_selected_gpus (this rank's GPU: RankContext.device_index). Paddle's core reads
   GLOO_SOCKET_IFNAME (the interface gloo uses across hosts; not tried across hosts here).
 
-The one strategy is ``fleet``: ``fleet.init(is_collective=True)`` joins the job and builds its data-parallel
+Two strategies. ``fleet``: ``fleet.init(is_collective=True)`` joins the job and builds its data-parallel
 topology; ``fleet.distributed_model`` wraps the loss layer in ``paddle.DataParallel`` (rank 0's parameters
 broadcast at construction, gradients averaged by all-reduce during the backward pass); the optimizer is
-``fleet.distributed_optimizer``'s. ``none`` with several devices means ``fleet``. BatchNorm running statistics
-stay per rank (DataParallel does not broadcast them), so the checksum covers trainable parameters only.
+``fleet.distributed_optimizer``'s. ``none`` with several devices means ``fleet``. ``sharding``: the same calls
+with fleet's hybrid topology set to ``sharding_degree`` = the world size (``DistributedStrategy.hybrid_configs``):
+``fleet.distributed_model`` is then ``ShardingParallel`` (parameters broadcast from rank 0) and the optimizer is
+``HybridParallelOptimizer`` over ``DygraphShardingOptimizer`` (ZeRO stage 1: each rank keeps the optimizer state
+of its share of the parameters; each gradient is averaged by a reduce onto the rank that owns it, which updates
+the parameter and broadcasts it). BatchNorm running statistics stay per rank (neither broadcasts them), so the
+checksum covers trainable parameters only.
+
+Fleet's tensor and pipeline parallel do not run on the CPU: their layers and schedules call the process group's
+``*_on_calc_stream`` collectives (``all_reduce_on_calc_stream`` in ``ColumnParallelLinear``, ``RowParallelLinear``
+and ``VocabParallelEmbedding``; ``send_on_calc_stream``/``recv_on_calc_stream`` in ``PipelineParallel``), which
+``ProcessGroupGLOO`` does not implement (Paddle 3.3.1); ``cases/llama_layout.py`` refuses them (docs/llm.md).
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ from dlbench.backends.base import strategy_run
 from dlbench.spec import PointSpec
 from dlbench.wire import RDZV_TIMEOUT_VAR, RankContext
 
-STRATEGIES: tuple[str, ...] = ("fleet",)
+STRATEGIES: tuple[str, ...] = ("fleet", "sharding")
 
 
 def strategy(spec: PointSpec) -> str:
@@ -116,12 +126,22 @@ def join(spec: PointSpec, ctx: RankContext, gpu: int = 0, environ: MutableMappin
     environ.update(paddle_env(spec, ctx, gpu))
     what = f"rank {ctx.rank} did not meet its {spec.world_size - 1} peer(s) at {ctx.master_addr}:{ctx.master_port}"
     with deadline(ctx.rdzv_timeout_s, what):
-        fleet.init(is_collective=True)
+        fleet.init(is_collective=True, strategy=hybrid_strategy(spec))
         paddle.distributed.barrier()  # every rank's process group is up before the first timed collective
     if paddle.distributed.get_world_size() != spec.world_size:
         raise RuntimeError(
             f"the launcher started {paddle.distributed.get_world_size()} ranks; the spec asks for {spec.world_size}"
         )
+
+
+def hybrid_strategy(spec: PointSpec) -> fleet.DistributedStrategy | None:
+    """fleet's DistributedStrategy for the point: ``sharding`` sets every rank in one sharding group (ZeRO stage 1);
+    ``fleet`` keeps fleet's default (data parallel over every rank)."""
+    if strategy(spec) != "sharding":
+        return None
+    hybrid = fleet.DistributedStrategy()
+    hybrid.hybrid_configs = {"dp_degree": 1, "mp_degree": 1, "pp_degree": 1, "sharding_degree": spec.world_size}
+    return hybrid
 
 
 def joined() -> bool:
@@ -149,8 +169,10 @@ def distributed_scaler(scaler: paddle.amp.GradScaler) -> paddle.amp.GradScaler:
     return fleet.distributed_scaler(scaler) if joined() else scaler
 
 
-def facts(spec: PointSpec, wrapped: paddle.nn.Layer | None = None) -> dict[str, str]:
-    """What the job ran with (several devices only): strategy, collectives, world size, the wrapper used."""
+def facts(
+    spec: PointSpec, wrapped: paddle.nn.Layer | None = None, optimizer: paddle.optimizer.Optimizer | None = None
+) -> dict[str, str]:
+    """What the job ran with (several devices only): strategy, collectives, world size, the wrappers used."""
     if strategy(spec) == "none":
         return {}
     out = {
@@ -160,6 +182,13 @@ def facts(spec: PointSpec, wrapped: paddle.nn.Layer | None = None) -> dict[str, 
     }
     if wrapped is not None:
         out["paddle_parallel"] = f"fleet.distributed_model -> {type(wrapped).__name__}"
+    if optimizer is not None:
+        inner = getattr(optimizer, "_inner_opt", None)
+        out["paddle_optimizer"] = " -> ".join(type(o).__name__ for o in (optimizer, inner) if o is not None)
+        shares = getattr(inner, "_rank2params", None)  # DygraphShardingOptimizer: which rank updates which tensors
+        if isinstance(shares, dict):
+            counts = [len(shares[r]) for r in sorted(shares)]
+            out["paddle_sharded_params"] = f"parameter tensors updated (optimizer state kept) per rank: {counts}"
     return out
 
 
