@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import paddle
 
@@ -213,6 +216,11 @@ class PaddleBackend(Backend):
         if self._routed is not None:
             out["routing"] = self._routed.routing_figures()
         return out
+
+    def evaluator(self, spec: PointSpec, case: Case, weights: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        from dlbench.backends.paddle import evaluate  # the evaluation process's own path: the model and its forward
+
+        return evaluate.evaluator(spec, case, weights)
 
     def count_params(self, case: Case) -> int:
         if not decoder_facts(case, None):

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import paddle
 
 from dlbench.backends.base import AllocatorPeak, Trainer
-from dlbench.backends.paddle import distributed
+from dlbench.backends.paddle import distributed, evaluate
 from dlbench.backends.paddle.data import Batch
 from dlbench.backends.paddle.gpu_defaults import GpuPlan
 from dlbench.backends.paddle.models import loss_layer
@@ -126,6 +127,10 @@ class PaddleTrainer(Trainer):
     def param_checksum(self) -> float:
         """A float64 sum over the trainable parameters, compared across ranks after the timed steps."""
         return distributed.param_checksum(self.model)
+
+    def save_weights(self, folder: Path) -> None:
+        """The whole model's state dict, for the independent evaluation of a --converge point (evaluate.py)."""
+        evaluate.save(self.model, folder)
 
     def agree_steps(self, steps: int) -> int:
         """Rank 0's step count, broadcast to the job's ranks by paddle.distributed; as is on one rank."""
