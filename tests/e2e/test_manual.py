@@ -84,6 +84,8 @@ MODES: dict[str, Mode] = {
     "--micro-batches 4 --force": ACCEPT,
     "llm.md: dlbench run -f jax -m llama_tiny --scale 1n2c --fsdp": ACCEPT,
     "llm.md: dlbench run -f jax -m llama_tiny --scale 1n2c --tensor-parallel 2": ACCEPT,
+    "llm.md: dlbench run -f paddle -m llama_tiny,moe_tiny --scale 1n2c --strategy sharding": ACCEPT,
+    "llm.md: dlbench run -f paddle -m llama_tiny --scale 1n2c": ACCEPT,
     "measuring.md: dlbench run": ACCEPT,
     "measuring.md: dlbench run -m resnet50,wide_deep --input-size 64 --repeats 1": FAKE_RUN,
     "measuring.md: dlbench run --framework torch --model resnet50,vgg16 --batch-size 32 --precision amp --compile "
