@@ -13,6 +13,7 @@ import pytest
 from dlbench.backends import all_backends
 from dlbench.capabilities import Capabilities, StrategyCap
 from dlbench.capabilities.mxnet import CAPABILITIES as MXNET
+from dlbench.capabilities.paddle import CAPABILITIES as PADDLE
 from dlbench.capabilities.tf import CAPABILITIES as TF
 from dlbench.refusals import refusal
 from dlbench.spec import PointSpec, Protocol
@@ -213,7 +214,7 @@ def test_the_torch_table_names_the_strategies_its_backend_runs() -> None:
 
 
 def test_the_tables_name_the_strategies_of_their_backends_modules() -> None:
-    """TF's and MXNet's strategy names, as their backends spell them (read as text: no framework here)."""
+    """TF's, MXNet's and Paddle's strategy names, as their backends spell them (read as text: no framework here)."""
     from pathlib import Path
 
     import dlbench
@@ -222,6 +223,8 @@ def test_the_tables_name_the_strategies_of_their_backends_modules() -> None:
     assert all(f'"{s.name}"' in (root / "mxnet" / "kvstores.py").read_text() for s in MXNET.strategies)
     tf_text = "".join((root / "tf" / f).read_text() for f in ("backend.py", "distributed.py", "variables.py"))
     assert all(f'"{s.name}"' in tf_text for s in TF.strategies)
+    paddle_text = (root / "paddle" / "distributed.py").read_text()
+    assert all(f'"{s.name}"' in paddle_text for s in PADDLE.strategies)
 
 
 @dataclasses.dataclass
