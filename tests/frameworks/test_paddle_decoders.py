@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dlbench.analysis.convergence import CURVE_KEY, EVAL_KEY, judge
+from dlbench.analysis.convergence import CURVE_KEY, EVAL_KEY, Floor, judge
 from dlbench.cases import get_case
 from dlbench.data.learnable import MARKOV_STATES, MarkovTokens, stationary
 from dlbench.protocol.converge import Curve
@@ -101,9 +101,10 @@ def test_llama_and_moe_give_torchs_logits_with_torchs_weights(framework_python: 
 
 def _converge(
     python: str, folder: Path, target: float | None, steps: int | None, model: str = "llama_tiny"
-) -> tuple[Curve, float, dict[str, Any]]:
-    """A decoder under --converge through paddle's worker (batch 8, 16 tokens): its curve, its target and the
-    independent evaluation of its weights (a fresh process, dlbench/evaluate.py)."""
+) -> tuple[Curve, float, dict[str, Any], Floor]:
+    """A decoder under --converge through paddle's worker (batch 8, 16 tokens): its curve, its target, the
+    independent evaluation of its weights (a fresh process, dlbench/evaluate.py) and what the data allows (the
+    floor the controller judges with: analysis/references.floor_of)."""
     spec = PointSpec(
         framework="paddle",
         model=model,
@@ -130,7 +131,7 @@ def _converge(
     raw, evaluation = result.facts[CURVE_KEY], result.facts[EVAL_KEY]
     assert isinstance(raw, dict) and isinstance(evaluation, dict)
     assert "skipped" not in evaluation, evaluation
-    return Curve.from_dict(raw), float(raw["target"]["loss"]), evaluation
+    return Curve.from_dict(raw), float(raw["target"]["loss"]), evaluation, Floor(float(raw["target"]["best"]))
 
 
 def test_llama_tiny_learns_what_only_context_predicts(framework_python: str, tmp_path: Path) -> None:
@@ -143,9 +144,9 @@ def test_llama_tiny_learns_what_only_context_predicts(framework_python: str, tmp
     pi = stationary(source.transition)
     context_free = float(-(pi * np.log(pi)).sum())
     target = round((context_free + source.best_loss) / 2, 3)
-    curve, asked, evaluation = _converge(framework_python, tmp_path, target, 600)
+    curve, asked, evaluation, floor = _converge(framework_python, tmp_path, target, 600)
     assert asked == target
-    judged = judge(curve, target, evaluation=evaluation)
+    judged = judge(curve, target, evaluation=evaluation, floor=floor)
     assert judged.verdict == "converged", (judged.reason, curve.losses)
     assert curve.losses[0] > context_free > target >= curve.losses[-1]
     held_out = evaluation["target"]
@@ -162,8 +163,8 @@ def test_moe_tiny_learns_what_only_context_predicts(framework_python: str, tmp_p
     pi = stationary(source.transition)
     context_free = float(-(pi * np.log(pi)).sum())
     target = round((context_free + source.best_loss) / 2, 3)
-    curve, _, evaluation = _converge(framework_python, tmp_path, target, 600, "moe_tiny")
-    judged = judge(curve, target, evaluation=evaluation)
+    curve, _, evaluation, floor = _converge(framework_python, tmp_path, target, 600, "moe_tiny")
+    judged = judge(curve, target, evaluation=evaluation, floor=floor)
     assert judged.verdict == "converged", (judged.reason, curve.losses)
     held_out = evaluation["target"]
     assert held_out["bayes"] < held_out["loss"] < context_free, held_out
@@ -173,8 +174,8 @@ def test_moe_tiny_learns_what_only_context_predicts(framework_python: str, tmp_p
 def test_llama_tiny_reaches_its_own_target(framework_python: str, tmp_path: Path) -> None:
     """The case's own target and budget (entropy rate + 0.25 in 1000 steps): converged in ~480 steps here, once
     AdamW's weight decay was decoupled as torch's (paddle's Adam with weight_decay adds an L2 term instead)."""
-    curve, target, evaluation = _converge(framework_python, tmp_path, None, None)
-    judged = judge(curve, target, evaluation=evaluation)
+    curve, target, evaluation, floor = _converge(framework_python, tmp_path, None, None)
+    judged = judge(curve, target, evaluation=evaluation, floor=floor)
     assert judged.verdict == "converged", (judged.reason, curve.losses)
 
 
