@@ -17,12 +17,13 @@ from dlbench.analysis.targets import convergence_refusal
 from dlbench.backends import get_info
 from dlbench.capabilities import Capabilities
 from dlbench.cases import ImageInput, get_case
-from dlbench.cases.arch import DitConfig, FaceArch, GptConfig, LlamaConfig
+from dlbench.cases.arch import DitConfig, FaceArch, GptConfig, LlamaConfig, WideDeepArch
 from dlbench.cases.dit_layout import dit_layout_refusal
 from dlbench.cases.dlrm import dlrm_refusal
 from dlbench.cases.llama_layout import llama_layout_refusal
 from dlbench.cases.lora import lora_refusal
 from dlbench.cases.moe_layout import moe_refusal
+from dlbench.cases.wide_deep import sparse_embeddings
 from dlbench.numerics import resolve_precision
 from dlbench.spec import PointSpec, SpecError
 
@@ -142,7 +143,11 @@ def _strategy(spec: PointSpec, caps: Capabilities) -> str | None:
     cap = caps.strategy(name)
     if cap is None:
         return f"{spec.framework} has no {name} strategy; {caps.strategy_advice}"
-    return cap.refusal(spec.device, spec.nodes, spec.precision)
+    reason = cap.refusal(spec.device, spec.nodes, spec.precision)
+    if reason is None and cap.sparse_why and isinstance(get_case(spec.model).arch, WideDeepArch):
+        if sparse_embeddings(get_case(spec.model).configured(spec.params)):
+            return cap.sparse_why
+    return reason
 
 
 def _precision(spec: PointSpec, caps: Capabilities) -> str | None:

@@ -77,6 +77,7 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     ("torch", {"devices_per_node": 2, "strategy": "mirrored"}, "torch has no mirrored strategy; use one of ddp"),
     ("jax", {"devices_per_node": 2, "strategy": "ddp"}, "jax has no ddp strategy; use --strategy sharding"),
     ("oneflow", {"devices_per_node": 2, "strategy": "allreduce"}, "OneFlow's data parallelism is wired as ddp only"),
+    ("paddle", {"model": "wide_deep", "devices_per_node": 2, "strategy": "sharding"}, "sparse (SelectedRows)"),
     ("paddle", {"devices_per_node": 2, "strategy": "ddp"}, "paddle has no ddp strategy; use --strategy fleet"),
     ("torch", {"devices_per_node": 2, "strategy": "dp"}, "on the CPU it cannot run several devices"),
     ("torch", {"nodes": 2, "devices_per_node": 2, "strategy": "dp", "device": "cuda"}, "across nodes neither"),
@@ -141,6 +142,8 @@ ALLOWED: list[tuple[str, dict[str, Any]]] = [
     ("mxnet", {"precision": "bf16"}),
     ("paddle", {"model": "resnet50", "channels_last": True}),
     ("paddle", {**PADDLE_LLAMA, "strategy": "sharding"}),
+    ("paddle", {"model": "wide_deep", "devices_per_node": 2, "strategy": "sharding", "case_params": (("sparse", 0),)}),
+    ("paddle", {"model": "resnet50", "devices_per_node": 2, "strategy": "sharding"}),
     ("paddle", {**PADDLE_LLAMA, "model": "moe_tiny"}),  # none means fleet
     ("oneflow", {"compile": True}),
     ("fake", {"devices_per_node": 2, "strategy": "mirrored", "precision": "amp"}),
@@ -163,7 +166,8 @@ def test_points_beside_a_rule_run(framework: str, fields: dict[str, Any]) -> Non
 def _reasons(caps: Capabilities) -> set[str]:
     """Every refusal text a table holds: its *_why fields, its strategies' why_not, its refused strategies."""
     found = {getattr(caps, f.name) for f in dataclasses.fields(caps) if f.name.endswith("_why")}
-    found |= {s.why_not for s in caps.strategies} | {why for _, why in caps.refused_strategies}
+    found |= {s.why_not for s in caps.strategies} | {s.sparse_why for s in caps.strategies}
+    found |= {why for _, why in caps.refused_strategies}
     return {text for text in found if text}
 
 

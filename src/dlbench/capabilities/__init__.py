@@ -29,6 +29,7 @@ class StrategyCap:
     across_nodes: bool = True
     precisions: tuple[str, ...] = ALL_PRECISIONS  # on the devices it runs on (fp16 scaling may not cross replicas)
     why_not: str = ""  # the one-line reason on a device, node count or precision it lacks
+    sparse_why: str = ""  # why it cannot take sparse embedding gradients (Wide & Deep's sparse 1); '' = it can
 
     def refusal(self, device: str, nodes: int, precision: str) -> str | None:
         """Why this strategy cannot run on this device, node count and precision (one line), or None."""

@@ -7,7 +7,15 @@ from dlbench.capabilities import Capabilities, StrategyCap
 CAPABILITIES = Capabilities(
     framework="paddle",
     default_strategy="fleet",
-    strategies=(StrategyCap("fleet"), StrategyCap("sharding")),
+    strategies=(
+        StrategyCap("fleet"),
+        StrategyCap(
+            "sharding",
+            sparse_why="fleet's sharding cannot reduce Wide & Deep's sparse (SelectedRows) embedding gradients "
+            "(Paddle: 'bump_inplace_version is only supported on DenseTensor'): use --param sparse=0 or "
+            "--strategy fleet",
+        ),
+    ),
     refused_strategies=(
         (
             "ps-cpu",
