@@ -17,7 +17,9 @@ from dlbench.records import PointResult
 from dlbench.runapi.run import RunHooks, RunRequest, execute_run, prepare_run
 from dlbench.runapi.sweep import PlannedSweep, PreparedSweep, SweepHooks, SweepRequest, execute_sweep, prepare_sweep
 from dlbench.spec import PointSpec, Protocol, SpecError
+from dlbench.store.migrations import STORE_SCHEMA_VERSION
 from dlbench.store.store import Store
+from tests.support.stores import load_v1_sqlite
 
 QUICK = Shared(protocol=Protocol(0, 1, 1, "median", preset="quick"), device="cpu")
 
@@ -114,6 +116,23 @@ def test_prepare_run_takes_nothing_back_and_execute_run_does(
     outcome = execute_run(prepared)
     assert prepared.store.recovered.added == 1 and outcome.exit_code == 0
     assert sorted(p.result.spec.batch_size for p in Store(store_path, readonly=True).points()) == [2, 3]
+
+
+def test_checks_before_a_run_leave_an_old_store_byte_for_byte(store_path: Path, tmp_path: Path) -> None:
+    """An old-schema store (v1, rollback journal) is read, never written, by the checks before a run, a sweep and a
+    dry run: the same bytes and no file beside it; the run then migrates it and stores its point (#43)."""
+    store_path.parent.mkdir(parents=True)
+    load_v1_sqlite(store_path)
+    before = store_path.read_bytes()
+    (tmp_path / "suite.yaml").write_text(SUITE)
+    suite = str(tmp_path / "suite.yaml")
+    prepared = prepare_run(request((2,), store_path=str(store_path)))
+    assert isinstance(prepare_sweep(SweepRequest(suite_name=suite, store_path=str(store_path))), PreparedSweep)
+    prepare_sweep(SweepRequest(suite_name=suite, dry_run=True, store_path=str(store_path)))
+    assert store_path.read_bytes() == before and sorted(p.name for p in store_path.parent.iterdir()) == ["results.db"]
+    outcome = execute_run(prepared)
+    stored = Store(store_path, readonly=True)
+    assert outcome.exit_code == 0 and stored.schema_version() == STORE_SCHEMA_VERSION and len(stored.points()) == 2
 
 
 def test_execute_run_stores_every_point_and_returns_the_outcome(store_path: Path) -> None:

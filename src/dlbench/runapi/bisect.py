@@ -125,7 +125,9 @@ def prepare_bisect(req: BisectRequest) -> PreparedBisect:
     refuse_impossible(list(specs.values()))
     launchers = Launchers.build(req.run.hosts)
     placeable([specs[releases[0]], specs[releases[-1]]], launchers, req.run.force)
-    return PreparedBisect(req, framework, tuple(releases), note, specs, launchers, Store(req.run.store_path))
+    return PreparedBisect(
+        req, framework, tuple(releases), note, specs, launchers, Store.open(req.run.store_path, defer=True)
+    )
 
 
 HOST_KEYS: tuple[str, ...] = ("device", "device_model", "cpu_model")  # a stored point read back ran on this machine

@@ -133,7 +133,8 @@ def prepare_run(req: RunRequest) -> PreparedRun:
     launchers = Launchers.build(req.hosts)
     placeable(specs, launchers, req.force)
     notes = tuple(dict.fromkeys(n for s in specs if (n := budget_note(s, req.shared.converge_steps))))
-    return PreparedRun(req, tuple(specs), searched, launchers, Store(req.store_path), notes)
+    store = Store.open(req.store_path, defer=True)  # checked, not written: WAL, migration and recovery at execute
+    return PreparedRun(req, tuple(specs), searched, launchers, store, notes)
 
 
 def execute_run(prepared: PreparedRun, hooks: RunHooks = RunHooks()) -> RunOutcome:

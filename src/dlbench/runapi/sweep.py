@@ -241,7 +241,7 @@ def prepare_sweep(req: SweepRequest, note: Callable[[str], None] = lambda line: 
         raise SuiteError(f"suite {suite.name} has no point left after its exclusions and --only")
     # the rest of the gate; a framework not installed here is recorded `unsupported` by its points, not refused
     placeable([p.spec for p in planned], launchers, req.force, installed=False)
-    store = store or Store(req.store_path)
+    store = store or Store.open(req.store_path, defer=True)  # nothing written before the sweep starts
     return PreparedSweep(
         req, suite, dev, folder, only_axes, memory_limit, tuple(planned), settings, launchers, store, run_id
     )

@@ -61,9 +61,11 @@ MAX_CANDIDATES = 5  # run ids an ambiguous part names
 
 class Store:
     """Open the store at a path or URL (creating and migrating it as needed, unless readonly); it reads no recovery
-    file back unless asked (`Store.open(recover=True)`, `take_back`): a check before a run writes no point."""
+    file back unless asked (`Store.open(recover=True)`, `take_back`): a check before a run writes no point. With
+    `defer`, an existing store is only checked now (read, never written) and set up for writing (WAL, migration)
+    at its first use: a run's checks write nothing to it."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, readonly: bool = False) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, readonly: bool = False, defer: bool = False) -> None:
         try:
             self.target: Target = parse_target(path)
         except ValueError as exc:
@@ -74,6 +76,8 @@ class Store:
         self.engine: Engine
         self.db: Connection
         self._pending: Path | None = None  # a SQLite file to make at the first write
+        self._deferred = defer and not readonly  # an existing store to set up for writing at its first use
+        self._raw: sqlite3.Connection | None = None  # the SQLite connection (a deferred writer's pragmas wait)
         if self.target.file is not None:
             self._open_sqlite(self.target.file)
         else:
@@ -82,13 +86,19 @@ class Store:
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str] | None = None, *, readonly: bool = False, recover: bool = False
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        readonly: bool = False,
+        recover: bool = False,
+        defer: bool = False,
     ) -> Store:
         """Open the store; with `recover` (a writer about to store points) first take back what an earlier writer
-        could not store (`take_back`). A read-only open never writes, so it never recovers."""
-        if readonly and recover:
-            raise ValueError("a read-only store cannot take back recovery files")
-        store = cls(path, readonly=readonly)
+        could not store (`take_back`); with `defer` (the checks before a run) write nothing until its first use.
+        A read-only open never writes, so it never recovers."""
+        if recover and (readonly or defer):
+            raise ValueError("a read-only or deferred store cannot take back recovery files")
+        store = cls(path, readonly=readonly, defer=defer)
         if recover:
             store.take_back()
         return store
@@ -116,15 +126,28 @@ class Store:
             try:
                 raw = sqlite_connect(file, "rwc")
                 self._probe_version(raw, empty_ok=True)  # a foreign file is refused before any change to it
-                writer_pragmas(raw)
+                if not self._deferred:
+                    writer_pragmas(raw)
             except sqlite3.DatabaseError as exc:
                 if "not a database" in str(exc):
                     raise StoreError(f"{file} is not a dlbench store (not a SQLite database)") from None
                 raise self._fail_open(exc) from None
             except OSError as exc:
                 raise self._fail_open(exc) from None
+        self._raw = raw
         self.engine = sqlite_engine(raw)
         self.db = self.engine.connect()
+        if not self._deferred:  # deferred: checked (_probe_version); WAL and migration at first use
+            self._check_and_migrate()
+
+    def _set_up_for_writing(self) -> None:
+        """A deferred store's first use: what a writer's open does (WAL and the pragmas for SQLite, the migration)."""
+        self._deferred = False
+        if self._raw is not None:
+            try:
+                writer_pragmas(self._raw)
+            except sqlite3.Error as exc:
+                raise self._fail_open(exc) from None
         self._check_and_migrate()
 
     def _open_pending(self, file: Path) -> None:
@@ -133,7 +156,7 @@ class Store:
         problem = nearest_folder_problem(file)
         if problem:
             raise StoreError(f"cannot open the store at {file}: {problem}")
-        self._pending = file
+        self._pending, self._deferred = file, False
         self.engine = sqlite_engine(sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False))
         self.db = self.engine.connect()
         with self.db.begin():
@@ -230,7 +253,10 @@ class Store:
                 self.db.commit()
         except DB_ERRORS as exc:
             raise self._fail_open(exc) from None
-        self._check_and_migrate()
+        if self._deferred:
+            self._version_of(self.db)  # a foreign or newer store is refused now; the migration waits for first use
+        else:
+            self._check_and_migrate()
 
     def _check_and_migrate(self) -> None:
         version = self._version_of(self.db)
@@ -259,6 +285,8 @@ class Store:
             raise StoreError(f"the store at {self.path} was opened read-only")
         if write and self._pending is not None:
             self._materialise()
+        if self._deferred:
+            self._set_up_for_writing()
         try:
             self.db.info["write"] = write
             with self.db.begin():

@@ -81,6 +81,33 @@ def test_migrates_a_version_1_store_forward(store_url: str) -> None:
     assert len(Store(store_url, readonly=True).points()) == 2
 
 
+def test_a_deferred_open_migrates_at_first_use_only(store_url: str) -> None:
+    """`Store.open(defer=True)` (the checks before a run) reads an old store's version and writes nothing; its
+    first use sets it up for writing, migration included (#43)."""
+    if store_url.startswith("postgresql"):
+        load_v1_postgres(store_url)
+    else:
+        Path(store_url).parent.mkdir(parents=True)
+        load_v1_sqlite(Path(store_url))
+    probe = postgres_engine(parse_target(store_url).url) if store_url.startswith("postgresql") else None
+
+    def state() -> object:
+        """The SQLite file's bytes; the server's schema revision."""
+        if probe is None:
+            return Path(store_url).read_bytes()
+        with probe.connect() as conn:
+            return conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+
+    untouched = state()
+    store = Store.open(store_url, defer=True)
+    assert state() == untouched
+    assert store.schema_version() == STORE_SCHEMA_VERSION and state() != untouched
+    if probe is not None:
+        probe.dispose()
+    with pytest.raises(ValueError, match="cannot take back recovery files"):
+        Store.open(store_url, defer=True, recover=True)
+
+
 def test_newer_store_is_refused(store_url: str) -> None:
     store = Store(store_url)
     store.create_run("x")  # a SQLite store file is made with its first row (#25)
