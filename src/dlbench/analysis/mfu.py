@@ -184,8 +184,11 @@ def efficiency(r: PointResult) -> Efficiency:
 
 
 def fmt_tflops(e: Efficiency) -> str:
-    """'12.3' achieved TFLOP/s, '-' when unknown."""
-    return "-" if e.achieved_tflops is None else f"{e.achieved_tflops:,.3g}"
+    """'12.3' achieved TFLOP/s (three significant digits; whole from 1,000 on: '1,234', never '1.23e+03'), '-'
+    when unknown."""
+    if e.achieved_tflops is None:
+        return "-"
+    return f"{e.achieved_tflops:,.0f}" if abs(e.achieved_tflops) >= 999.5 else f"{e.achieved_tflops:,.3g}"
 
 
 def fmt_mfu(e: Efficiency) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dlbench.analysis.mfu import efficiency, fmt_mfu, peak_notes
+from dlbench.analysis.mfu import Efficiency, efficiency, fmt_mfu, fmt_tflops, peak_notes
 from dlbench.cases import get_case
 from dlbench.machine import peaks
 from dlbench.machine.env import cpu_model
@@ -253,3 +253,20 @@ def test_a_point_above_its_peak_says_why_in_words_and_gives_no_mfu() -> None:
     assert fmt_mfu(e) == "above peak" and "does less arithmetic than the model's FLOP count" in e.note
     assert any("Winograd" in line for line in peak_notes([e]))
     assert "%" not in fmt_mfu(e)
+
+
+@pytest.mark.parametrize(
+    ("tflops", "shown"),
+    [
+        (None, "-"),
+        (0.0123, "0.0123"),
+        (12.34, "12.3"),
+        (999.4, "999"),
+        (999.7, "1,000"),
+        (1234.5, "1,234"),
+        (2.5e6, "2,500,000"),
+    ],
+)
+def test_tflops_keep_three_digits_and_whole_numbers_from_a_thousand(tflops: float | None, shown: str) -> None:
+    """A large MoE or cluster figure reads '1,234' TFLOP/s, never '1.23e+03' (.3g's form from 1,000 on)."""
+    assert fmt_tflops(Efficiency("fp32", achieved_tflops=tflops)) == shown
