@@ -12,8 +12,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.axis import Axis
 
-from dlbench.analysis.compare import ratio_ci, step_matrix
-from dlbench.records import PointResult
+from dlbench.analysis.compare import step_matrix
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled, whiskers
 from dlbench.report.convergence import NOT_CONVERGED_MARK, mark_note
 from dlbench.report.groups import Cell, Column, RowKey, Section, max_batch_of, model_title
@@ -388,20 +387,10 @@ def spread_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
     )
 
 
-@styled
-def memory_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
-    """Peak memory per device by batch group and framework, at the smallest scale measured."""
-    devices = sec.scales[0]
-    rows = [r for r in sec.rows if r.devices == devices]
-    vals = {(r, c): sec.cell(r, c) for r in rows for c in sec.columns}
-    kinds = {
-        cell.point.result.metrics.memory_kind
-        for cell in vals.values()
-        if cell and cell.ok and cell.point.result.metrics and cell.point.result.metrics.peak_memory_bytes
-    }
-    if not kinds:
-        return ChartSet(notes=[f"{sec.title}: no peak memory was recorded."])
-    fig, ax = figure(6.4, 3.2)
+def _memory_bars(
+    ax: Axes, sec: Section, rows: list[RowKey], vals: dict[tuple[RowKey, Column], Cell | None], cc: dict[Column, str]
+) -> None:
+    """One bar per framework column in each batch group, its GiB above it; a failed point's status in its place."""
     n = len(sec.columns)
     w = min(0.8 / max(n, 1), 0.3)
     for ci, col in enumerate(sec.columns):
@@ -434,6 +423,23 @@ def memory_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
                 fontsize=7.5,
                 color="#333",
             )
+
+
+@styled
+def memory_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
+    """Peak memory per device by batch group and framework, at the smallest scale measured."""
+    devices = sec.scales[0]
+    rows = [r for r in sec.rows if r.devices == devices]
+    vals = {(r, c): sec.cell(r, c) for r in rows for c in sec.columns}
+    kinds = {
+        cell.point.result.metrics.memory_kind
+        for cell in vals.values()
+        if cell and cell.ok and cell.point.result.metrics and cell.point.result.metrics.peak_memory_bytes
+    }
+    if not kinds:
+        return ChartSet(notes=[f"{sec.title}: no peak memory was recorded."])
+    fig, ax = figure(6.4, 3.2)
+    _memory_bars(ax, sec, rows, vals, cc)
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))
     _legend_below(ax, len(uniq), uniq)
@@ -453,89 +459,6 @@ def memory_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
     return ChartSet(
         [Chart(f"{sec.slug}-memory", "Peak memory", f"Peak memory per device at {rows[0].scale}: {kind}.", fig)]
     )
-
-
-@styled
-def data_chart(sections: list[Section], cc: dict[Column, str]) -> ChartSet:
-    """Synthetic vs real data, side by side, for every configuration measured both ways."""
-    pairs: list[tuple[str, float, float, str]] = []
-    by_key = {(s.model, s.precision, s.device, s.input_size, s.data): s for s in sections}
-    for (model, prec, dev, size, data), syn in by_key.items():
-        real = by_key.get((model, prec, dev, size, "real"))
-        if data != "synthetic" or real is None:
-            continue
-        for (row, col), cell in syn.cells.items():
-            other = real.cell(row, col)
-            ms = cell.point.result.metrics if cell.ok else None
-            mr = other.point.result.metrics if other and other.ok else None
-            if ms and mr:
-                pairs.append(
-                    (
-                        f"{model_title(model)} {prec}\n{col.title} · {row.label}",
-                        ms.throughput,
-                        mr.throughput,
-                        _ratio_text(cell.point.result, other.point.result),  # type: ignore[union-attr]
-                    )
-                )
-    if not pairs:
-        return ChartSet(
-            notes=[
-                (
-                    "Synthetic vs real data: no configuration was measured with both "
-                    "(run the same points with --data real to see the input pipeline's cost)."
-                )
-            ]
-        )
-    fig, ax = figure(6.4, 3.6)
-    x = np.arange(len(pairs))
-    ax.bar(x - 0.2, [p[1] for p in pairs], 0.38, color="#3b6fb6", label="synthetic")
-    ax.bar(x + 0.2, [p[2] for p in pairs], 0.38, color="#e07b39", label="real")
-    for i, (_, s, r, ci) in enumerate(pairs):
-        ax.annotate(
-            f"{r / s:.0%} of synthetic\n{ci}",
-            (i + 0.2, r),
-            textcoords="offset points",
-            xytext=(0, 3),
-            ha="center",
-            fontsize=7.5,
-        )
-    ax.set_xticks(
-        x,
-        [p[0] for p in pairs],
-        fontsize=7.5,
-        rotation=20 if len(pairs) > 3 else 0,
-        ha="right" if len(pairs) > 3 else "center",
-    )
-    ax.set_ylabel("samples/s")
-    ax.set_ylim(0, max(max(p[1], p[2]) for p in pairs) * 1.3)  # room for the ratio above the bars
-    ax.grid(axis="x", visible=False)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the axes: it covers no bar or label
-    ax.set_title("Synthetic vs real data")
-    return ChartSet(
-        [
-            Chart(
-                "data-synthetic-vs-real",
-                "Synthetic vs real data",
-                "The same configuration fed synthetic tensors and the real input pipeline; the ratio "
-                "real / synthetic with its 95% CI (hierarchical bootstrap over repeats and steps, as "
-                "`dlbench compare` computes it; none below 3 repeats).",
-                fig,
-            )
-        ]
-    )
-
-
-def _ratio_text(synthetic: PointResult, real: PointResult) -> str:
-    """'95% CI 58-66%' of real / synthetic throughput (the bootstrap of `dlbench compare` over both points' step
-    times), or 'n=1: no CI' with fewer than 3 repeats on a side."""
-    ms, mr = synthetic.metrics, real.metrics
-    if ms is None or mr is None or not (ms.has_spread and mr.has_spread):
-        return f"n={min(ms.repeats if ms else 0, mr.repeats if mr else 0)}: no CI"
-    a, b = step_matrix(synthetic), step_matrix(real)
-    if not a.size or not b.size:
-        return "no CI"
-    lo, hi = ratio_ci(a, b)  # mean step synthetic / mean step real = throughput real / synthetic
-    return f"95% CI {lo:.0%}-{hi:.0%}"
 
 
 @styled

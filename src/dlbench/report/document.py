@@ -10,7 +10,7 @@ from dlbench import __version__
 from dlbench.analysis.maxbatch import MAXBATCH_KIND, PROBE_PRESET
 from dlbench.reference.mlperf import MlperfAnchor
 from dlbench.report.chart_base import ChartSet, colours
-from dlbench.report.charts import data_chart, max_batch_chart, memory_chart, spread_chart, throughput_charts
+from dlbench.report.charts import max_batch_chart, memory_chart, spread_chart, throughput_charts
 from dlbench.report.convergence import ConvergenceCase, convergence_cases, mark_note, unconverged_points
 from dlbench.report.convergence_chart import convergence_charts
 from dlbench.report.efficiency import FLOPS_DEFINITION, EffRow, efficiency_rows, mfu_chart, roofline_chart
@@ -30,6 +30,7 @@ from dlbench.report.mlperf_section import DitRow, DlrmRow, LoraRow, dit_rows, dl
 from dlbench.report.moe_section import MoeRow, moe_rows
 from dlbench.report.published import Beside, beside
 from dlbench.report.strategies import StrategyReport, strategy_report
+from dlbench.report.synthetic_vs_real import data_chart
 from dlbench.report.telemetry import contended
 from dlbench.report.versions import versions_charts
 from dlbench.report.wide_deep_vocab import wide_deep_chart
@@ -192,61 +193,84 @@ def describe_protocol(proto: Protocol) -> str:
     )
 
 
+def _without_probes(runs: list[RunRecord], points: list[StoredPoint]) -> tuple[list[StoredPoint], list[StoredPoint]]:
+    """(the points to show, the probes of max searches); a report of probes only shows them as points."""
+    searches = {r.id for r in runs if r.kind == MAXBATCH_KIND}
+    probe_ids = {p.id for p in points if p.run_id in searches or p.result.spec.protocol.preset == PROBE_PRESET}
+    if len(probe_ids) == len(points):
+        probe_ids = set()
+    return [p for p in points if p.id not in probe_ids], [p for p in points if p.id in probe_ids]
+
+
+def _section_view(sec: Section, cc: dict[Column, str]) -> SectionView:
+    """One section's charts (throughput, memory, spread, MFU, roofline, energy), notes and efficiency rows."""
+    unconverged = unconverged_points(c.point for c in sec.cells.values() if c.ok)
+    charts = throughput_charts(sec, cc, unconverged)
+    charts.extend(memory_chart(sec, cc))
+    charts.extend(spread_chart(sec, cc))
+    effs = efficiency_rows(sec)
+    charts.extend(mfu_chart(sec, effs, cc))
+    charts.extend(roofline_chart(sec, effs, cc))
+    charts.extend(energy_chart(sec, cc))
+    charts.notes.extend(contention_notes(sec))
+    return SectionView(sec, beside(sec), charts, effs, unconverged)
+
+
+def _overall(
+    sections: list[Section], points: list[StoredPoint], pool: list[StoredPoint] | None, cc: dict[Column, str]
+) -> ChartSet:
+    """The charts across sections: data, max batch, history, versions, and where energy is absent."""
+    overall = data_chart(sections, cc)
+    overall.extend(max_batch_chart(points, cc))
+    overall.extend(history_charts(points, pool if pool is not None else points))
+    overall.extend(versions_charts(points))
+    overall.notes.extend(energy_absent([p.result for p in points]))
+    return overall
+
+
+def _left_out_notes(points: list[StoredPoint], views: list[SectionView], probes: list[StoredPoint]) -> list[str]:
+    """What the tables leave out, said: earlier exact repeats, and the probes of max searches."""
+    shown = {c.point.id for v in views for c in v.section.cells.values()}
+    hidden = len(points) - len(shown)
+    notes = []
+    if hidden:
+        notes.append(
+            f"{hidden} earlier exact repeat(s) of a configuration (same spec and identity keys) are not shown: "
+            "the newest is, with the count beside it. Points that differ in anything else have rows or "
+            "columns of their own."
+        )
+    if probes:
+        notes.append(
+            f"{len(probes)} probe point(s) of max searches are not in the tables: the searches' outcomes "
+            "are in the max batch chart and the largest-value table."
+        )
+    return notes
+
+
+def _status_counts(points: list[StoredPoint]) -> dict[str, int]:
+    """Points per status, contended ones apart (as run's table says)."""
+    return dict(
+        Counter("ok, contended" if p.result.status == "ok" and contended(p.result) else p.result.status for p in points)
+    )
+
+
 def build_report(
     runs: list[RunRecord], points: list[StoredPoint], title: str = "", pool: list[StoredPoint] | None = None
 ) -> Report:
     """Sections, published figures, charts, environment and protocol of the given runs' points; 1-device
     points for speedups may come from pool (the whole store). The probes of max searches (their runs' kind) are
     counted apart, not as failures, and left out of the tables when other points are there."""
-    searches = {r.id for r in runs if r.kind == MAXBATCH_KIND}
-    probe_ids = {p.id for p in points if p.run_id in searches or p.result.spec.protocol.preset == PROBE_PRESET}
-    if len(probe_ids) == len(points):  # a report of probes only: show them as points
-        probe_ids = set()
-    probes = [p for p in points if p.id in probe_ids]
-    points = [p for p in points if p.id not in probe_ids]
+    points, probes = _without_probes(runs, points)
     sections = build_sections(points, pool)
     cc = colours(
         sorted({c for s in sections for c in s.columns}, key=lambda c: (c.framework, c.compile, c.channels_last))
     )
-    views = []
-    for sec in sections:
-        unconverged = unconverged_points(c.point for c in sec.cells.values() if c.ok)
-        charts = throughput_charts(sec, cc, unconverged)
-        charts.extend(memory_chart(sec, cc))
-        charts.extend(spread_chart(sec, cc))
-        effs = efficiency_rows(sec)
-        charts.extend(mfu_chart(sec, effs, cc))
-        charts.extend(roofline_chart(sec, effs, cc))
-        charts.extend(energy_chart(sec, cc))
-        charts.notes.extend(contention_notes(sec))
-        views.append(SectionView(sec, beside(sec), charts, effs, unconverged))
-    overall = data_chart(sections, cc)
-    overall.extend(max_batch_chart(points, cc))
-    overall.extend(history_charts(points, pool if pool is not None else points))
-    overall.extend(versions_charts(points))
-    overall.notes.extend(energy_absent([p.result for p in points]))
+    views = [_section_view(sec, cc) for sec in sections]
+    overall = _overall(sections, points, pool, cc)
     identity, fws, warnings = _identity(points)
     protos = Counter(describe_protocol(p.result.spec.protocol) for p in points)
     if len(protos) > 1:
         warnings.append("points were measured under different protocols; compare figures within one protocol")
-    shown = {c.point.id for v in views for c in v.section.cells.values()}
-    hidden = len(points) - len(shown)
-    notes = (
-        [
-            (
-                f"{hidden} earlier exact repeat(s) of a configuration (same spec and identity keys) are not shown: "
-                "the newest is, with the count beside it. Points that differ in anything else have rows or "
-                "columns of their own."
-            )
-        ]
-        if hidden
-        else []
-    )
-    if probes:
-        notes.append(
-            f"{len(probes)} probe point(s) of max searches are not in the tables: the searches' outcomes "
-            "are in the max batch chart and the largest-value table."
-        )
     special, maxima = wide_deep_chart(points, cc), max_value_rows(points)
     converging = convergence_cases(points, pool)
     layouts = layout_rows(points)
@@ -266,13 +290,9 @@ def build_report(
         warnings=warnings,
         sections=views,
         overall=overall,
-        status_counts=dict(
-            Counter(
-                "ok, contended" if p.result.status == "ok" and contended(p.result) else p.result.status for p in points
-            )
-        ),  # contended apart, as run's table says
+        status_counts=_status_counts(points),
         colours=cc,
-        notes=notes,
+        notes=_left_out_notes(points, views, probes),
         probes=dict(Counter(p.result.status for p in probes)),
         special=special,
         max_values=maxima,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from matplotlib.axes import Axes
 
 from dlbench.analysis.mfu import Efficiency, efficiency
 from dlbench.report.chart_base import FAIL_COLOR, Chart, ChartSet, figure, styled
@@ -92,6 +93,30 @@ def efficiency_rows(sec: Section) -> list[EffRow]:
     return out
 
 
+def _mfu_bar(ax: Axes, x: float, w: float, e: EffRow, colour: str, label: str | None) -> float:
+    """One point's MFU bar with its percentage above it (the bar's height), or, where there is no MFU, why, written
+    up from the base (0)."""
+    if e.eff.mfu is None:
+        ax.annotate(
+            e.mfu,
+            (x, 0),
+            textcoords="offset points",
+            xytext=(0, 4),
+            ha="center",
+            rotation=90,
+            fontsize=8,
+            color=FAIL_COLOR,
+            fontweight="bold",
+        )
+        return 0.0
+    pct = e.eff.mfu * 100
+    ax.bar(x, pct, w * 0.92, color=colour, label=label)
+    ax.annotate(
+        f"{pct:.3g}%", (x, pct), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7.5, color="#333"
+    )
+    return pct
+
+
 @styled
 def mfu_chart(sec: Section, rows: list[EffRow], cc: dict[Column, str]) -> ChartSet:
     """MFU by framework: batch groups on x, one bar per framework; unknown peaks and failures named at the base."""
@@ -106,34 +131,9 @@ def mfu_chart(sec: Section, rows: list[EffRow], cc: dict[Column, str]) -> ChartS
     for gi, key in enumerate(groups):
         for ci, col in enumerate(sec.columns):
             e = at.get((key, col))
-            if e is None:
-                continue
-            x = gi - w * n / 2 + w * (ci + 0.5)
-            if e.eff.mfu is not None:
-                pct = e.eff.mfu * 100
-                ax.bar(x, pct, w * 0.92, color=cc[col], label=col.title if gi == 0 else None)
-                ax.annotate(
-                    f"{pct:.3g}%",
-                    (x, pct),
-                    textcoords="offset points",
-                    xytext=(0, 3),
-                    ha="center",
-                    fontsize=7.5,
-                    color="#333",
-                )
-                top = max(top, pct)
-            else:
-                ax.annotate(
-                    e.mfu,
-                    (x, 0),
-                    textcoords="offset points",
-                    xytext=(0, 4),
-                    ha="center",
-                    rotation=90,
-                    fontsize=8,
-                    color=FAIL_COLOR,
-                    fontweight="bold",
-                )
+            if e is not None:
+                x = gi - w * n / 2 + w * (ci + 0.5)
+                top = max(top, _mfu_bar(ax, x, w, e, cc[col], col.title if gi == 0 else None))
     ax.set_xticks(
         range(len(groups)),
         [

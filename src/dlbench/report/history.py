@@ -9,9 +9,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 import matplotlib.dates as mdates
+from matplotlib.axes import Axes
 
 from dlbench.analysis.compare import ALPHA, MIN_EFFECT
-from dlbench.analysis.history import REGRESSION, Series, build_series, series_key
+from dlbench.analysis.history import REGRESSION, HistoryPoint, Series, build_series, series_key
 from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled, whiskers
 from dlbench.report.groups import model_title
 from dlbench.store.rows import StoredPoint
@@ -47,55 +48,61 @@ def verdict_caption(series: Sequence[Series], changes: Sequence[str]) -> str:
     return out.strip()
 
 
+def _change_mark(ax: Axes, x: float, y: float, hp: HistoryPoint, label: str) -> str | None:
+    """A contended point's cross (no verdict from it); a change point's triangle (down: regression) with its
+    change beside it, and the note that says it."""
+    if hp.contended:  # no verdict from it: marked, never a triangle
+        ax.plot([x], [y], marker="x", markersize=9, color=WARN_COLOR, linestyle="none", zorder=5)
+    if not hp.change or hp.comparison is None or hp.comparison.change is None:
+        return None
+    bad = hp.change == REGRESSION
+    colour = FAIL_COLOR if bad else GOOD_COLOR
+    ax.plot([x], [y], marker="v" if bad else "^", markersize=10, color=colour, linestyle="none", zorder=5)
+    ax.annotate(
+        f"{hp.comparison.change:+.1%}",
+        (x, y),
+        textcoords="offset points",
+        xytext=(8, -12),
+        fontsize=7.5,
+        fontweight="bold",
+        color=colour,
+    )
+    return (
+        f"{hp.change} of {hp.comparison.change:+.1%} in {label} at run {hp.point.run_id} "
+        f"(p = {hp.comparison.p_value:.2g})"
+    )
+
+
+def _plot_series(ax: Axes, s: Series, colour: str) -> list[str]:
+    """One configuration's throughput over time with its CIs, the framework version where it changes, and its
+    marks (_change_mark); the notes of its changes."""
+    ok = [hp for hp in s.points if hp.point.result.status == "ok" and hp.point.result.metrics is not None]
+    xs = [float(mdates.date2num(datetime.datetime.fromtimestamp(hp.point.result.finished))) for hp in ok]
+    ms = [hp.point.result.metrics for hp in ok]
+    ys = [m.throughput for m in ms if m is not None]
+    reach = [whiskers(m) for m in ms if m]  # no whisker below 3 repeats: no CI to draw
+    err = [[lo for lo, _ in reach], [hi for _, hi in reach]]
+    ax.errorbar(xs, ys, yerr=err, color=colour, marker="o", markersize=3.5, linewidth=1.4, capsize=2.5, label=s.label)
+    notes = []
+    previous = None
+    for x, y, hp in zip(xs, ys, ok):
+        version = hp.versions.get("framework_version", "")
+        if version and version != previous:
+            ax.annotate(
+                version, (x, y), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7, color="#555"
+            )
+        previous = version
+        note = _change_mark(ax, x, y, hp, s.label)
+        if note:
+            notes.append(note)
+    return notes
+
+
 @styled
 def _model_chart(model: str, series: list[Series], effect: float = MIN_EFFECT) -> Chart:
+    """One model's throughput over time: a line per configuration, its changes marked and said in the caption."""
     fig, ax = figure(7.2, 3.8)
-    notes = []
-    for i, s in enumerate(series):
-        ok = [hp for hp in s.points if hp.point.result.status == "ok" and hp.point.result.metrics is not None]
-        xs = [float(mdates.date2num(datetime.datetime.fromtimestamp(hp.point.result.finished))) for hp in ok]
-        ms = [hp.point.result.metrics for hp in ok]
-        ys = [m.throughput for m in ms if m is not None]
-        reach = [whiskers(m) for m in ms if m]  # no whisker below 3 repeats: no CI to draw
-        err = [[lo for lo, _ in reach], [hi for _, hi in reach]]
-        colour = PALETTE[i % len(PALETTE)]
-        ax.errorbar(
-            xs, ys, yerr=err, color=colour, marker="o", markersize=3.5, linewidth=1.4, capsize=2.5, label=s.label
-        )
-        previous = None
-        for x, y, hp in zip(xs, ys, ok):
-            version = hp.versions.get("framework_version", "")
-            if version and version != previous:
-                ax.annotate(
-                    version, (x, y), textcoords="offset points", xytext=(0, 7), ha="center", fontsize=7, color="#555"
-                )
-            previous = version
-            if hp.contended:  # no verdict from it: marked, never a triangle
-                ax.plot([x], [y], marker="x", markersize=9, color=WARN_COLOR, linestyle="none", zorder=5)
-            if hp.change and hp.comparison is not None and hp.comparison.change is not None:
-                bad = hp.change == REGRESSION
-                ax.plot(
-                    [x],
-                    [y],
-                    marker="v" if bad else "^",
-                    markersize=10,
-                    color=FAIL_COLOR if bad else GOOD_COLOR,
-                    linestyle="none",
-                    zorder=5,
-                )
-                ax.annotate(
-                    f"{hp.comparison.change:+.1%}",
-                    (x, y),
-                    textcoords="offset points",
-                    xytext=(8, -12),
-                    fontsize=7.5,
-                    fontweight="bold",
-                    color=FAIL_COLOR if bad else GOOD_COLOR,
-                )
-                notes.append(
-                    f"{hp.change} of {hp.comparison.change:+.1%} in {s.label} at run {hp.point.run_id} "
-                    f"(p = {hp.comparison.p_value:.2g})"
-                )
+    notes = [note for i, s in enumerate(series) for note in _plot_series(ax, s, PALETTE[i % len(PALETTE)])]
     locator = mdates.AutoDateLocator(minticks=3, maxticks=7)  # date ticks (minutes, hours or days apart)
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, show_offset=True))

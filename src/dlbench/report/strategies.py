@@ -9,6 +9,7 @@ line. Plain points in, tables and matplotlib figures out; no framework is import
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from matplotlib.axes import Axes
@@ -216,69 +217,45 @@ def _noise(best: StrategyCell, runner: StrategyCell) -> str:
     return "yes" if best.ci_low > runner.ci_high else "no: the 95% CIs overlap"
 
 
+def _setting(study: Study, alone: bool) -> str:
+    """What sets a study apart from the model's others ('' where it is the model's only one)."""
+    sec = study.section
+    if alone:
+        return ""
+    return f"{study.framework}, bs {study.batch_size}, {sec.precision}, {sec.device}" + (
+        f", input {sec.input_size}" if sec.input_size else ""
+    )
+
+
+def _verdict(study: Study, devices: int, setting: str) -> Verdict | None:
+    """The fastest strategy at one device count, against the runner-up (None: no strategy trained there)."""
+    ranked = sorted(  # a strategy whose steps did not train as the reference does is no contender
+        (c for (_, d), c in study.cells.items() if d == devices and c.ok and not c.unconverged),
+        key=lambda c: c.throughput or 0.0,
+        reverse=True,
+    )
+    if not ranked:
+        return None
+    best = ranked[0]
+    assert best.throughput is not None
+    head = (study.title, study.section.model, study.framework, devices, best.strategy, best.throughput)
+    if len(ranked) == 1:
+        return Verdict(*head, "-", None, None, "no runner-up", setting)
+    runner = ranked[1]
+    assert runner.throughput is not None
+    margin = best.throughput / runner.throughput - 1.0
+    return Verdict(*head, runner.strategy, runner.throughput, margin, _noise(best, runner), setting)
+
+
 def verdicts(found: list[Study]) -> list[Verdict]:
     """The fastest strategy per study and device count (several devices), its margin over the runner-up and
     whether the margin is beyond the noise."""
-    out = []
-    per_model: dict[str, int] = {}
+    per_model = Counter(study.section.model for study in found)
+    out: list[Verdict] = []
     for study in found:
-        per_model[study.section.model] = per_model.get(study.section.model, 0) + 1
-    for study in found:
-        sec = study.section
-        setting = (
-            ""
-            if per_model[sec.model] == 1
-            else (
-                f"{study.framework}, bs {study.batch_size}, {sec.precision}, {sec.device}"
-                + (f", input {sec.input_size}" if sec.input_size else "")
-            )
-        )
-        for devices in study.devices:
-            if devices == 1:
-                continue
-            ranked = sorted(  # a strategy whose steps did not train as the reference does is no contender
-                (c for (_, d), c in study.cells.items() if d == devices and c.ok and not c.unconverged),
-                key=lambda c: c.throughput or 0.0,
-                reverse=True,
-            )
-            if not ranked:
-                continue
-            best = ranked[0]
-            assert best.throughput is not None
-            if len(ranked) == 1:
-                out.append(
-                    Verdict(
-                        study.title,
-                        sec.model,
-                        study.framework,
-                        devices,
-                        best.strategy,
-                        best.throughput,
-                        "-",
-                        None,
-                        None,
-                        "no runner-up",
-                        setting,
-                    )
-                )
-                continue
-            runner = ranked[1]
-            assert runner.throughput is not None
-            out.append(
-                Verdict(
-                    study.title,
-                    sec.model,
-                    study.framework,
-                    devices,
-                    best.strategy,
-                    best.throughput,
-                    runner.strategy,
-                    runner.throughput,
-                    best.throughput / runner.throughput - 1.0,
-                    _noise(best, runner),
-                    setting,
-                )
-            )
+        setting = _setting(study, per_model[study.section.model] == 1)
+        found_here = (_verdict(study, devices, setting) for devices in study.devices if devices != 1)
+        out.extend(v for v in found_here if v is not None)
     return out
 
 

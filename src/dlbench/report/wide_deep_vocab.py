@@ -81,6 +81,50 @@ def vocab_curves(points: list[StoredPoint]) -> dict[tuple[str, str, int, str], l
     return {k: sorted(v, key=lambda x: x.vocab) for k, v in sorted(curves.items())}
 
 
+def _mark_oom(ax: Axes, vocab: int) -> None:
+    """An out-of-memory point: a cross on the x axis' top edge, 'OOM' under it (no figure: it did not fit)."""
+    ax.plot(vocab, 0.96, marker="x", ms=7, mew=2, color=FAIL_COLOR, transform=ax.get_xaxis_transform(), clip_on=False)
+    ax.annotate(
+        "OOM",
+        (vocab, 0.96),
+        xycoords=ax.get_xaxis_transform(),
+        textcoords="offset points",
+        xytext=(0, -11),
+        ha="center",
+        fontsize=7,
+        color=FAIL_COLOR,
+    )
+
+
+def _published_lines(ax: Axes, field: str) -> None:
+    """DLPerf's published OneFlow and HugeCTR curves (V100) of the step time or memory, dashed and dotted."""
+    rows = [
+        (
+            r.vocab,
+            r.oneflow_ms if field == "step_ms" else r.oneflow_mb,
+            r.hugectr_ms if field == "step_ms" else r.hugectr_mb,
+        )
+        for r in DLPERF_WDL
+    ]
+    ax.plot(
+        [r[0] for r in rows],
+        [r[1] for r in rows],
+        ls="--",
+        color="#7f7f7f",
+        lw=1,
+        label="DLPerf OneFlow (V100, published)",
+    )
+    hc = [(r[0], r[2]) for r in rows if r[2] is not None]
+    ax.plot(
+        [v for v, _ in hc],
+        [y for _, y in hc],
+        ls=":",
+        color="#7f7f7f",
+        lw=1,
+        label="DLPerf HugeCTR (V100, published; OOM from 51.2M)",
+    )
+
+
 def _panel(
     ax: Axes,
     curves: dict[tuple[str, str, int, str], list[VocabPoint]],
@@ -88,6 +132,8 @@ def _panel(
     field: str,
     published: bool,
 ) -> None:
+    """One panel (step time or memory) over vocabulary size: a curve per configuration, OOMs marked, DLPerf's
+    published curves where asked, a log x axis."""
     for i, (key, pts) in enumerate(curves.items()):
         fw, dev, bs, sparse = key
         colour = cc.get(Column(fw, False, False), PALETTE[i % len(PALETTE)])
@@ -96,53 +142,10 @@ def _panel(
         if ok:
             ax.plot([v for v, _ in ok], [y for _, y in ok], marker="o", ms=3.5, color=colour, label=label)
         for p in pts:
-            if p.status == "oom":  # on the x axis' top edge: no figure, the point did not fit
-                ax.plot(
-                    p.vocab,
-                    0.96,
-                    marker="x",
-                    ms=7,
-                    mew=2,
-                    color=FAIL_COLOR,
-                    transform=ax.get_xaxis_transform(),
-                    clip_on=False,
-                )
-                ax.annotate(
-                    "OOM",
-                    (p.vocab, 0.96),
-                    xycoords=ax.get_xaxis_transform(),
-                    textcoords="offset points",
-                    xytext=(0, -11),
-                    ha="center",
-                    fontsize=7,
-                    color=FAIL_COLOR,
-                )
+            if p.status == "oom":
+                _mark_oom(ax, p.vocab)
     if published:
-        rows = [
-            (
-                r.vocab,
-                r.oneflow_ms if field == "step_ms" else r.oneflow_mb,
-                r.hugectr_ms if field == "step_ms" else r.hugectr_mb,
-            )
-            for r in DLPERF_WDL
-        ]
-        ax.plot(
-            [r[0] for r in rows],
-            [r[1] for r in rows],
-            ls="--",
-            color="#7f7f7f",
-            lw=1,
-            label="DLPerf OneFlow (V100, published)",
-        )
-        hc = [(r[0], r[2]) for r in rows if r[2] is not None]
-        ax.plot(
-            [v for v, _ in hc],
-            [y for _, y in hc],
-            ls=":",
-            color="#7f7f7f",
-            lw=1,
-            label="DLPerf HugeCTR (V100, published; OOM from 51.2M)",
-        )
+        _published_lines(ax, field)
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_count(round(v)) if v >= 1 else ""))
     ax.xaxis.set_minor_formatter(FuncFormatter(_minor_tick))

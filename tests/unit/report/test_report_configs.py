@@ -17,13 +17,14 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from dlbench.records import PointResult
 from dlbench.report.chart_base import colours
-from dlbench.report.charts import data_chart, throughput_charts
+from dlbench.report.charts import throughput_charts
 from dlbench.report.document import Report, build_report
 from dlbench.report.files import temp_folder_beside, write_atomic
 from dlbench.report.groups import build_sections
 from dlbench.report.history import history_charts
 from dlbench.report.html import render_html
 from dlbench.report.largest_trainable import max_value_rows, verdict_lines
+from dlbench.report.synthetic_vs_real import data_chart
 from dlbench.store.store import RunRecord, StoredPoint
 from tests.support.reports import make_point, one_repeat
 
