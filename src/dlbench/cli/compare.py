@@ -101,16 +101,27 @@ def compare(
     if fmt == "json":
         click.echo(c.to_json())
     else:
-        out = stdout_console(wide)
-        out.print(comparison_table(c, wide=wide))
-        if c.only_a:
-            where = "Measured at one release only" if by == "version" else "Only in A"
-            out.print(f"{where} ({len(c.only_a)}): {', '.join(c.only_a)}", highlight=False)
-        if c.only_b:
-            out.print(f"Only in B ({len(c.only_b)}): {', '.join(c.only_b)}", highlight=False)
-        for line in undetectable_lines(c) + contended_lines(c):
-            out.print(escape(line), highlight=False)
-        out.print(f"Method: {c.method}.", highlight=False)
+        _print_table(c, by, wide)
+    return _exit_code(c, by, threshold, err)
+
+
+def _print_table(c: Comparison, by: str, wide: bool) -> None:
+    """The comparison table, what only one side measured, what had no verdict, and the method."""
+    out = stdout_console(wide)
+    out.print(comparison_table(c, wide=wide))
+    if c.only_a:
+        where = "Measured at one release only" if by == "version" else "Only in A"
+        out.print(f"{where} ({len(c.only_a)}): {', '.join(c.only_a)}", highlight=False)
+    if c.only_b:
+        out.print(f"Only in B ({len(c.only_b)}): {', '.join(c.only_b)}", highlight=False)
+    for line in undetectable_lines(c) + contended_lines(c):
+        out.print(escape(line), highlight=False)
+    out.print(f"Method: {c.method}.", highlight=False)
+
+
+def _exit_code(c: Comparison, by: str, threshold: float | None, err: Console) -> int:
+    """Say on stderr why the comparison is not a pass; the exit code: NOTHING_COMPARED_EXIT, 1 for a regression
+    over --fail-above, CONTENDED_EXIT, UNDETECTABLE_EXIT, else 0."""
     if not c.points:
         what = (
             "no configuration was measured at two framework releases"

@@ -110,24 +110,31 @@ def history(
     if fmt == "json":
         click.echo(_as_json(series))
     else:
-        out = stdout_console(wide)
-        out.print(history_table(series, wide=wide))
-        found = [(s, hp) for s in series for hp in s.changes]
-        blind = sum(len(s.undetectable) for s in series)
-        noisy_points = sum(bool(hp.contended) for s in series for hp in s.points)
-        out.print(
-            f"{len(series)} configuration(s), {len(points)} point(s); {len(found)} change point(s)"
-            + (
-                f", and {blind} comparison(s) whose samples could not have shown one (not enough samples)"
-                if blind
-                else ""
-            )
-            + (f", {noisy_points} point(s) measured under contention (no verdict)" if noisy_points else "")
-            + ". "
-            f"Each point is compared with its segment's first point (the series' first, or the last "
-            f"change): p < {ALPHA}, the 95% CI excludes 1 and the change is at least {effect:.0%}.",
-            highlight=False,
-        )
+        _print_table(series, len(points), effect, wide)
+    return _exit_code(series, fail_on_regression)
+
+
+def _print_table(series: list[Series], points: int, effect: float, wide: bool) -> None:
+    """The history table and one line that counts configurations, points, change points and what had no verdict."""
+    out = stdout_console(wide)
+    out.print(history_table(series, wide=wide))
+    found = [(s, hp) for s in series for hp in s.changes]
+    blind = sum(len(s.undetectable) for s in series)
+    noisy_points = sum(bool(hp.contended) for s in series for hp in s.points)
+    out.print(
+        f"{len(series)} configuration(s), {points} point(s); {len(found)} change point(s)"
+        + (f", and {blind} comparison(s) whose samples could not have shown one (not enough samples)" if blind else "")
+        + (f", {noisy_points} point(s) measured under contention (no verdict)" if noisy_points else "")
+        + ". "
+        f"Each point is compared with its segment's first point (the series' first, or the last "
+        f"change): p < {ALPHA}, the 95% CI excludes 1 and the change is at least {effect:.0%}.",
+        highlight=False,
+    )
+
+
+def _exit_code(series: list[Series], fail_on_regression: bool) -> int:
+    """Say on stderr what regressed, what had no verdict (contended) and what could not have shown a change; the
+    exit code: 1 for a regression with --fail-on-regression, CONTENDED_EXIT, 3 for blind comparisons, else 0."""
     regressed = [s for s in series if s.latest_regressed]
     if regressed:
         click.echo(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import dataclass, field
 
 import click
 
@@ -132,6 +133,58 @@ def _python_note(name: str) -> list[str]:
     return [f"{name}'s releases run on different Pythons ({each}): a comparison across them compares the Pythons too."]
 
 
+def _case_rows() -> list[tuple[str, str, str, str, str, str]]:
+    """One row per case: name, title, input shape, optimizer, trainable parameters, fixed / CPU batch."""
+    rows = []
+    for c in all_cases():
+        opt = f"{c.optimizer.name} lr {c.optimizer.lr:g}" + (
+            f" m {c.optimizer.momentum:g}" if c.optimizer.momentum else ""
+        )
+        rows.append((c.name, c.title, _shape(c.input), opt, f"{c.param_count:,}", f"{c.batch_fixed} / {c.batch_cpu}"))
+    return rows
+
+
+@dataclass
+class _Frameworks:
+    """`dlbench list`'s framework rows (each followed by its releases' rows), each installed one's case support,
+    the frameworks whose support is not checked, and the notes on their Pythons."""
+
+    rows: list[list[Cell]] = field(default_factory=list)
+    support: list[list[Cell]] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
+    pythons: list[str] = field(default_factory=list)
+
+
+def _frameworks(check: bool) -> _Frameworks:
+    """Every registered framework: installed or not, version, build, Python, where; which cases it can build."""
+    found = _Frameworks()
+    for name, info in all_backends().items():
+        st = state(name)
+        found.rows.append(
+            [
+                f"{name} ({info.title})",
+                "yes" if st.installed else "no",
+                st.version or "-",
+                (st.build or "?") if st.installed else "-",
+                _python_version(st.python_version, st.python) if st.installed else f"needs {range_text(info)}",
+                st.where or st.reason,
+            ]
+        )
+        found.rows += _release_rows(name)
+        found.pythons += _python_note(name)
+        if not st.installed:
+            continue
+        answers = st.cases or _this_interpreter_cases(name, st.python, st.version or "", st.where, check)
+        if not answers and check:
+            answers = _live_cases(st.python, name)
+        if not answers:
+            found.unchecked.append(name)
+        found.support.append(
+            [name, *(styled(_support(c, answers.get(c.name) if answers else None)) for c in all_cases())]
+        )
+    return found
+
+
 @click.command("list")
 @click.option(
     "--check", is_flag=True, help="Ask installed frameworks without a cached answer which cases they can build (slow)."
@@ -146,45 +199,12 @@ def list_cmd(check: bool, wide: bool = False) -> None:
     """Cases with their parameter counts, and frameworks: installed or not, which version, CPU or GPU build, which
     Python (or the range it needs), where, which cases."""
     out = stdout_console(wide)
-    case_rows = []
-    for c in all_cases():
-        inp = c.input
-        shape = _shape(inp)
-        opt = f"{c.optimizer.name} lr {c.optimizer.lr:g}" + (
-            f" m {c.optimizer.momentum:g}" if c.optimizer.momentum else ""
-        )
-        case_rows.append((c.name, c.title, shape, opt, f"{c.param_count:,}", f"{c.batch_fixed} / {c.batch_cpu}"))
-    out.print(cases_table(case_rows, wide=wide))
+    out.print(cases_table(_case_rows(), wide=wide))
     out.print(llama_family_table(wide))
     out.print(moe_family_table(wide))
-    fws: list[list[Cell]] = []
-    support: list[list[Cell]] = []
-    unchecked = []
-    pythons: list[str] = []
-    for name, info in all_backends().items():
-        st = state(name)
-        fws.append(
-            [
-                f"{name} ({info.title})",
-                "yes" if st.installed else "no",
-                st.version or "-",
-                (st.build or "?") if st.installed else "-",
-                _python_version(st.python_version, st.python) if st.installed else f"needs {range_text(info)}",
-                st.where or st.reason,
-            ]
-        )
-        fws += _release_rows(name)
-        pythons += _python_note(name)
-        if not st.installed:
-            continue
-        answers = st.cases or _this_interpreter_cases(name, st.python, st.version or "", st.where, check)
-        if not answers and check:
-            answers = _live_cases(st.python, name)
-        if not answers:
-            unchecked.append(name)
-        support.append([name, *(styled(_support(c, answers.get(c.name) if answers else None)) for c in all_cases())])
-    out.print(frameworks_table(fws, wide=wide))
-    for line in pythons:
+    fws = _frameworks(check)
+    out.print(frameworks_table(fws.rows, wide=wide))
+    for line in fws.pythons:
         out.print(line, highlight=False, markup=False)
     builds = {name: gpu_builds(name) for name in all_backends()}
     out.print(
@@ -197,10 +217,10 @@ def list_cmd(check: bool, wide: bool = False) -> None:
             wide=wide,
         )
     )
-    out.print(support_table([c.name for c in all_cases()], support))
-    if unchecked:
+    out.print(support_table([c.name for c in all_cases()], fws.support))
+    if fws.unchecked:
         out.print(
-            f"? = not checked for {', '.join(unchecked)}: `dlbench setup FW` caches it, "
+            f"? = not checked for {', '.join(fws.unchecked)}: `dlbench setup FW` caches it, "
             f"or `dlbench list --check` asks now."
         )
 
