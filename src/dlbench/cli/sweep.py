@@ -15,8 +15,38 @@ from dlbench.cli.watch_options import watch_options
 from dlbench.report.listing import suites_table
 from dlbench.report.sweep import maxbatch_table, plan_notes, plan_table, sweep_table
 from dlbench.runapi.run import LAUNCHER_NAMES
-from dlbench.runapi.sweep import PlannedSweep, SweepHooks, SweepRequest, execute_sweep, prepare_sweep
+from dlbench.runapi.sweep import (
+    PlannedSweep,
+    SweepHooks,
+    SweepOutcome,
+    SweepRequest,
+    execute_sweep,
+    prepare_sweep,
+)
 from dlbench.suite import builtin_names, load
+
+
+def _print_plan(planned: PlannedSweep) -> None:
+    """A dry run's plan: its points with the max batches the store holds, and its notes."""
+    out = stdout_console()
+    out.print(plan_table(planned.suite, planned.planned, planned.found, planned.settings))
+    for line in plan_notes(planned.suite, planned.planned, planned.settings):
+        out.print(line)
+
+
+def _print_outcome(outcome: SweepOutcome) -> None:
+    """The sweep's table, its max batch searches, and one line that says where its points are kept."""
+    results = list(outcome.results)
+    out = stdout_console()
+    out.print(sweep_table(results, title=f"sweep {outcome.suite.name}: run {outcome.run_id}", width=out.width))
+    if outcome.searches:
+        out.print(maxbatch_table(outcome.searches, results, outcome.bases))
+    failed = sum(r.status != "ok" for r in results)
+    out.print(
+        f"{len(results)} points ({failed} not ok: each says why) in {outcome.elapsed_s:,.0f} s this "
+        f"session. Results: {outcome.store_path} (run {outcome.run_id}); show them with: dlbench results "
+        f"{outcome.run_id}"
+    )
 
 
 @click.command("sweep")
@@ -113,10 +143,7 @@ def sweep(
         note=console.print,
     )
     if isinstance(prepared, PlannedSweep):
-        out = stdout_console()
-        out.print(plan_table(prepared.suite, prepared.planned, prepared.found, prepared.settings))
-        for line in plan_notes(prepared.suite, prepared.planned, prepared.settings):
-            out.print(line)
+        _print_plan(prepared)
         return 0
     if not resume_id:
         say_device(prepared.suite.device if device == "suite" else device)
@@ -128,17 +155,7 @@ def sweep(
             starting=lambda: say_busy(console, wait_quiet, prepared.suite.threads),
         ),
     )
-    results = list(outcome.results)
-    out = stdout_console()
-    out.print(sweep_table(results, title=f"sweep {outcome.suite.name}: run {outcome.run_id}", width=out.width))
-    if outcome.searches:
-        out.print(maxbatch_table(outcome.searches, results, outcome.bases))
-    failed = sum(r.status != "ok" for r in results)
-    out.print(
-        f"{len(results)} points ({failed} not ok: each says why) in {outcome.elapsed_s:,.0f} s this "
-        f"session. Results: {outcome.store_path} (run {outcome.run_id}); show them with: dlbench results "
-        f"{outcome.run_id}"
-    )
+    _print_outcome(outcome)
     return outcome.exit_code
 
 
