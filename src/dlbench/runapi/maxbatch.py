@@ -58,6 +58,64 @@ def search_key(base: PointSpec, memory_limit: int | None, quantity: str = BATCH,
 ProbeStarted = Callable[[int, PointSpec], ProgressSink | None]
 
 
+@dataclasses.dataclass
+class _Prober:
+    """One search's probes: stored ones reused (once the device is known), new ones run and stored in the search's
+    own run (made at the first new probe), each with its request."""
+
+    store: Store
+    base: PointSpec
+    key: str
+    meta: dict[str, object]
+    warmup: int
+    steps: int
+    memory_limit: int | None
+    python: str
+    started: ProbeStarted | None
+    launchers: Launchers
+    quantity: str
+    device: str | None = None
+    known: dict[int, Probe] = dataclasses.field(default_factory=dict)
+    rechecked: dict[int, list[Probe]] = dataclasses.field(default_factory=dict)
+    run_id: str | None = None
+
+    def reuse(self, on: str) -> None:
+        """The stored probes of this device, once it is known."""
+        self.known.update(cached_probes(self.store, self.key, self.quantity, on))
+        self.rechecked.update(cached_checks(self.store, self.key, self.quantity, on))
+
+    def run_probe(self, value: int, check: bool) -> Probe:
+        """Run one probe (a re-check where `check`) and store it."""
+        if self.run_id is None:
+            what = "batch" if self.quantity == BATCH else self.quantity
+            name = f"max {what} search {self.base.framework} {self.base.model}"
+            self.run_id = self.store.create_run(name, kind=MAXBATCH_KIND, meta=self.meta)
+        spec = probe_spec(self.base, value, self.warmup, self.steps, self.memory_limit, self.quantity)
+        sink = self.started(value, spec) if self.started else None
+        result = execute(spec, self.launchers, python=self.python, on_progress=sink)
+        if check:
+            result = dataclasses.replace(result, extra={**result.extra, CHECK: True})
+        if self.device is None:  # the first probe of a search placed elsewhere: its worker names the device
+            self.device = probe_device(result)
+            self.reuse(self.device)
+        self.store.add_point(self.run_id, attach_request(self.store, self.run_id, result, self.python))
+        return to_probe(result, quantity=self.quantity)
+
+    def probe(self, value: int) -> Probe:
+        """A stored probe at this value, else a new one."""
+        return self.known[value] if value in self.known else self.run_probe(value, False)
+
+    def again(self, value: int) -> Probe:
+        """A stored re-check at this value, else a new one."""
+        stored = self.rechecked.get(value)
+        return stored.pop(0) if stored else self.run_probe(value, True)
+
+    def finish(self, status: str) -> None:
+        """Close the search's run, where it made one."""
+        if self.run_id is not None:
+            self.store.finish_run(self.run_id, status)
+
+
 def search(
     store: Store,
     base: PointSpec,
@@ -78,57 +136,20 @@ def search(
     configuration, reusing stored probes and storing new ones, each with its request: `command` (the run or sweep
     that asked for the search) and the package lock of `python` (`dlbench reproduce PROBE`)."""
     key = search_key(base, memory_limit, quantity, unit)
-    device = expected_device(base)
-    known: dict[int, Probe] = {}
-    rechecked: dict[int, list[Probe]] = {}
-
-    def reuse(on: str) -> None:  # the stored probes of this device, once it is known
-        known.update(cached_probes(store, key, quantity, on))
-        rechecked.update(cached_checks(store, key, quantity, on))
-
-    if device is not None:
-        reuse(device)
-    run_id: list[str] = []
-    what = "batch" if quantity == BATCH else quantity
-
-    def run_probe(value: int, check: bool) -> Probe:
-        if not run_id:
-            run_id.append(
-                store.create_run(
-                    f"max {what} search {base.framework} {base.model}",
-                    kind=MAXBATCH_KIND,
-                    meta={"search_key": key, "lo": lo, "hi": hi, "quantity": quantity, "command": command},
-                )
-            )
-        spec = probe_spec(base, value, warmup, steps, memory_limit, quantity)
-        sink = started(value, spec) if started else None
-        result = execute(spec, launchers, python=python, on_progress=sink)
-        if check:
-            result = dataclasses.replace(result, extra={**result.extra, CHECK: True})
-        nonlocal device
-        if device is None:  # the first probe of a search placed elsewhere: its worker names the device
-            device = probe_device(result)
-            reuse(device)
-        store.add_point(run_id[0], attach_request(store, run_id[0], result, python))
-        return to_probe(result, quantity=quantity)
-
-    def probe(value: int) -> Probe:
-        return known[value] if value in known else run_probe(value, False)
-
-    def again(value: int) -> Probe:
-        stored = rechecked.get(value)
-        return stored.pop(0) if stored else run_probe(value, True)
-
+    meta: dict[str, object] = {"search_key": key, "lo": lo, "hi": hi, "quantity": quantity, "command": command}
+    prober = _Prober(
+        store, base, key, meta, warmup, steps, memory_limit, python, started, launchers, quantity, expected_device(base)
+    )
+    if prober.device is not None:
+        prober.reuse(prober.device)
     at = functools.partial(with_value, base, quantity)
     guesses = estimated_guesses(at, lo, hi, search_budget(base, memory_limit), unit)  # where to look first
     try:
-        found = outcome(lo, hi, probe, again, unit, guesses)
+        found = outcome(lo, hi, prober.probe, prober.again, unit, guesses)
     except KeyboardInterrupt:
-        if run_id:
-            store.finish_run(run_id[0], "interrupted")
+        prober.finish("interrupted")
         raise
-    if run_id:
-        store.finish_run(run_id[0], "done")
+    prober.finish("done")
     return dataclasses.replace(found, key=key, quantity=quantity)
 
 
