@@ -30,9 +30,8 @@ def builder(ops: TorchOps) -> Callable[[Case, BuildContext], Any]:
     return build
 
 
-@cache
-def define(ops: TorchOps) -> type:
-    """``BertForPretraining(cfg)`` on the framework's ``Module``."""
+def _encoder_parts(ops: TorchOps) -> tuple[type, type]:
+    """BERT's embeddings and its encoder layer on the framework's ``Module``."""
     nn = ops.nn
     Module: Any = nn.Module  # the framework's base class, chosen at run time: a variable, so typed Any
 
@@ -73,6 +72,16 @@ def define(ops: TorchOps) -> type:
             ctx = ops.merge_heads(ops.attention(q, k, v, mask, self.attn_dropout))
             x = self.attn_norm(x + self.dropout(self.attn_out(ctx)))
             return self.out_norm(x + self.dropout(self.output(ops.gelu(self.intermediate(x)))))
+
+    return BertEmbeddings, BertLayer
+
+
+@cache
+def define(ops: TorchOps) -> type:
+    """``BertForPretraining(cfg)`` on the framework's ``Module``."""
+    nn = ops.nn
+    Module: Any = nn.Module
+    BertEmbeddings, BertLayer = _encoder_parts(ops)
 
     class BertForPretraining(Module):
         """BERT encoder with the pooler, the tied masked-LM head and the next-sentence head."""
