@@ -71,6 +71,45 @@ def lora_facts(spec: PointSpec, case: Case) -> dict[str, object] | None:
     return lora.figures(case, param_count(case.arch), full, llama_flops(case, spec.input_size))
 
 
+def layout_facts(spec: PointSpec, case: Case, device: torch.device, dp_how: str) -> dict[str, object]:
+    """What a split point records of its layout: the parallel degrees and how each is done, recompute, FLOPs, loader,
+    optimizer, LoRA adapters and the pipeline's schedule."""
+    lay, llama = spec.layout, isinstance(case.arch, LlamaConfig)
+    facts: dict[str, object] = {
+        "layout": lay.label + (" FSDP" if spec.layout.fsdp else ""),
+        "parallel": {
+            "data": lay.data,
+            "tensor": lay.tensor_parallel,
+            "pipeline": lay.pipeline_parallel,
+            "fsdp": spec.layout.fsdp,
+        },
+        "data_parallel": dp_how,
+        "tensor_parallel": (
+            "torch.distributed.tensor.parallel: column/row-split attention and MLP, "
+            + ("sequence-parallel norms, " if llama else "")
+            + "vocabulary-parallel embedding and loss"
+        )
+        if lay.tensor_parallel > 1
+        else "none",
+        "recompute": "torch.utils.checkpoint per block" if lay.recompute else "none",
+        FLOPS_KEY[llama]: flops_facts(spec, case),
+        "loader": data.describe(spec),
+        "compiled": "eager",
+        "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
+    }
+    adapters = lora_facts(spec, case)
+    if adapters is not None:
+        facts["lora"] = adapters
+    if lay.pipeline_parallel > 1:
+        facts["pipeline"] = {
+            "schedule": TITLES[spec.layout.schedule],
+            "stages": lay.pipeline_parallel,
+            "micro_batches": lay.micro_batches,
+            "bubble": lay.bubble,
+        }
+    return facts
+
+
 def build(
     spec: PointSpec, case: Case, ctx: RankContext, device: torch.device, numerics: Numerics, facts: dict[str, object]
 ) -> Trainer:
@@ -99,42 +138,9 @@ def build(
     if lay.data > 1:
         facts["fsdp_mixed_precision"] = policy_how
     dp = mesh["dp"].get_local_rank()
-    facts.update(
-        {
-            "layout": lay.label + (" FSDP" if spec.layout.fsdp else ""),
-            "parallel": {
-                "data": lay.data,
-                "tensor": lay.tensor_parallel,
-                "pipeline": lay.pipeline_parallel,
-                "fsdp": spec.layout.fsdp,
-            },
-            "data_parallel": dp_how,
-            "tensor_parallel": (
-                "torch.distributed.tensor.parallel: column/row-split attention and MLP, "
-                + ("sequence-parallel norms, " if llama else "")
-                + "vocabulary-parallel embedding and loss"
-            )
-            if lay.tensor_parallel > 1
-            else "none",
-            "recompute": "torch.utils.checkpoint per block" if lay.recompute else "none",
-            FLOPS_KEY[llama]: flops_facts(spec, case),
-            "loader": data.describe(spec),
-            "compiled": "eager",
-            "optimizer": f"{case.optimizer.name}{' (fused)' if device.type == 'cuda' else ''}",
-        }
-    )
-    adapters = lora_facts(spec, case)
-    if adapters is not None:
-        facts["lora"] = adapters
-    if lay.pipeline_parallel > 1:
-        facts["pipeline"] = {
-            "schedule": TITLES[spec.layout.schedule],
-            "stages": lay.pipeline_parallel,
-            "micro_batches": lay.micro_batches,
-            "bubble": lay.bubble,
-        }
+    facts.update(layout_facts(spec, case, device, dp_how))
     batches = data.batches(spec, case, device, spec.seed + dp)  # a replica's ranks share its samples
     return pipeline.SplitTrainer(spec, case, stage, batches, device, numerics, mesh, facts)
 
 
-__all__ = ["FLOPS_KEY", "TITLES", "build", "flops_facts", "lora_facts", "mixed_precision"]
+__all__ = ["FLOPS_KEY", "TITLES", "build", "flops_facts", "layout_facts", "lora_facts", "mixed_precision"]
