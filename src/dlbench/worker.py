@@ -7,6 +7,7 @@ It imports the framework (the controller never does), measures with the protocol
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import resource
@@ -31,10 +32,11 @@ from dlbench.wire import (
 )
 
 if TYPE_CHECKING:
-    from dlbench.backends.base import Backend, Trainer
+    from dlbench.backends.base import AllocatorPeak, Backend, Trainer
     from dlbench.cases import Case
     from dlbench.evaluate import Checkpoints
     from dlbench.machine.gpu_watch import GpuSampler
+    from dlbench.protocol.runner import Measured
 
 
 def _peak_rss_bytes() -> int:
@@ -300,14 +302,152 @@ def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
     )
 
 
+def _failed(backend: Backend, spec: PointSpec, ctx: RankContext, exc: BaseException, retried: bool) -> WorkerResult:
+    """A point that raised: out of memory (also cuDNN's "no valid algorithm" with the memory nearly full, on the
+    retry) or an error, with the traceback's tail."""
+    from dlbench.backends import cudnn_fallback
+
+    status: Status = "oom" if _oom(backend, exc) else "error"
+    if retried and status == "error" and cudnn_fallback.exhausted(str(exc), _used_share(backend)):
+        status = "oom"
+    tail = traceback.format_exc().strip().splitlines()[-12:]
+    return WorkerResult(
+        status=status,
+        error=f"{type(exc).__name__}: {exc}".strip()[:2000],
+        traceback=tail,
+        env=_environment(backend, spec, ctx),
+    )
+
+
+def _peak_memory(spec: PointSpec, ctx: RankContext, sampler: GpuSampler | None) -> tuple[int | None, str]:
+    """This rank's peak memory and its kind: the process' RSS off the GPU; on a GPU the rank's sampler's reading,
+    or none where the controller samples the device from outside (CONTROLLER_MEMORY)."""
+    if spec.device != "cuda":
+        return _peak_rss_bytes(), "rss"
+    if sampler is None:
+        return None, CONTROLLER_MEMORY
+    return sampler.rank_memory(ctx.rank)
+
+
+def _steps_facts(spec: PointSpec, measured: Measured, calibrate: bool) -> dict[str, object]:
+    """What the protocol's calibration did to the steps per repeat, or why it could not."""
+    if measured.calibrated:
+        return {
+            "steps_raised": f"{measured.steps_asked} -> {measured.steps} measured steps per repeat, so that a "
+            f"repeat lasts at least {spec.protocol.on(spec.device).min_time_s:g} s"
+        }
+    if not calibrate and spec.protocol.on(spec.device).min_time_s > 0:
+        return {
+            "steps_not_calibrated": f"{spec.framework}'s ranks cannot agree on a step count here: each repeat "
+            f"measured the protocol's {measured.steps} steps, not a minimum time"
+        }
+    return {}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Timed:
+    """What one try measured: the protocol's windows (and whether it could calibrate them), the final loss, the
+    allocator's peak, the checksums the controller compares, and the backend's facts."""
+
+    measured: Measured
+    calibrate: bool
+    loss: float
+    allocator: AllocatorPeak | None
+    checksum: float | None
+    replicas: list[float] | None
+    facts: dict[str, object]
+
+
+def _timed(
+    backend: Backend,
+    trainer: Trainer,
+    spec: PointSpec,
+    ctx: RankContext,
+    checkpoints: Checkpoints | dict[str, object] | None,
+) -> _Timed:
+    """The protocol's timed steps on a built trainer, then what is read after them; the trainer is closed."""
+    from dlbench.protocol.runner import measure
+
+    progress = _Progress() if ctx.rank == 0 else _silent
+    # Several ranks calibrate only through a trainer that makes them agree on rank 0's step count.
+    calibrate = spec.processes == 1 or trainer.agrees_steps
+    measured = measure(
+        trainer,
+        spec.protocol.on(spec.device),
+        progress=progress,
+        sync_every_step=spec.sync_every_step,
+        calibrate=calibrate,
+        agree=trainer.agree_steps,
+        window_edge=_edge if ctx.rank == 0 else _no_edge,
+    )
+    loss = trainer.loss()
+    allocator = trainer.allocator_peak()
+    checksum = trainer.param_checksum() if spec.processes > 1 else None
+    replicas = trainer.replica_checksums() if spec.processes == 1 and spec.world_size > 1 else None
+    if checkpoints is not None and not isinstance(checkpoints, dict):
+        checkpoints.save(trainer, "end")  # and after the timed steps
+    trainer.close()
+    facts = dict(backend.facts())  # after timing; a collective here (MoE counters) fails as the point
+    return _Timed(measured, calibrate, loss, allocator, checksum, replicas, facts)
+
+
+def _result(
+    backend: Backend,
+    spec: PointSpec,
+    ctx: RankContext,
+    timed: _Timed,
+    sampler: GpuSampler | None,
+    curve: dict[str, object] | None,
+    checkpoints: Checkpoints | dict[str, object] | None,
+) -> WorkerResult:
+    """The rank's raw measurement and facts; with a loss curve, its evaluation; a non-finite loss fails the check."""
+    from dlbench.records import RankRaw
+
+    peak, kind = _peak_memory(spec, ctx, sampler)
+    raw = RankRaw(
+        rank=ctx.rank,
+        repeats=timed.measured.repeats,
+        peak_memory_bytes=peak,
+        memory_kind=kind,
+        final_loss=timed.loss,
+        input_wait_s=timed.measured.input_wait_s,
+        param_checksum=timed.checksum,
+        allocator_peak_bytes=timed.allocator.bytes if timed.allocator else None,
+        allocator_kind=timed.allocator.kind if timed.allocator else "",
+        device_timer=timed.measured.device_timer,
+    )
+    facts = timed.facts
+    jit = _ptx_jit(backend, spec, ctx)
+    if jit:
+        facts["ptx_jit"] = jit
+    if timed.replicas is not None:  # compared by the controller (launch/merge.py), as ranks' checksums are
+        facts["replica_checksums"] = timed.replicas
+    facts.update(_steps_facts(spec, timed.measured, timed.calibrate))
+    if sampler is not None and sampler.errors:
+        facts["nvml_memory_errors"] = f"{sampler.errors} failed NVML call(s), the last: {sampler.error}"
+    env = _environment(backend, spec, ctx)
+    if curve is not None:  # judged by the controller against its reference; a NaN there reads `diverged`
+        from dlbench.analysis.convergence import CURVE_KEY, EVAL_KEY
+
+        facts[CURVE_KEY] = curve
+        if isinstance(checkpoints, dict):  # why there is no evaluation
+            facts[EVAL_KEY] = checkpoints
+        elif checkpoints is not None:  # the fresh process that evaluates the saved weights on held-out data (#44)
+            facts[EVAL_KEY] = checkpoints.evaluate(spec)
+            checkpoints.close()
+        return WorkerResult(status="ok", ranks=[raw], env=env, facts=facts)
+    if not math.isfinite(timed.loss):
+        return WorkerResult(
+            status="failed_check", error=f"final loss is not finite: {timed.loss}", ranks=[raw], env=env, facts=facts
+        )
+    return WorkerResult(status="ok", ranks=[raw], env=env, facts=facts)
+
+
 def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = False) -> WorkerResult:
     """One try of `run`; `retried`: the second, where cuDNN's "no valid algorithm" with the memory nearly full
     reads as out of memory."""
-    from dlbench.backends import cudnn_fallback
     from dlbench.backends.base import Unsupported
     from dlbench.cases import get_case
-    from dlbench.protocol.runner import measure
-    from dlbench.records import RankRaw
 
     case = get_case(spec.model).configured(spec.params)
     reason = refusal(backend, spec, ctx)
@@ -323,26 +463,7 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
                 return _stopped(backend, spec, ctx, curve, "while its loss curve trained")
             if checkpoints is not None and not isinstance(checkpoints, dict):
                 checkpoints.save(trainer, "target")  # the weights where the curve stopped (#44)
-            progress = _Progress() if ctx.rank == 0 else _silent
-            # Several ranks calibrate only through a trainer that makes them agree on rank 0's step count.
-            calibrate = spec.processes == 1 or trainer.agrees_steps
-            measured = measure(
-                trainer,
-                spec.protocol.on(spec.device),
-                progress=progress,
-                sync_every_step=spec.sync_every_step,
-                calibrate=calibrate,
-                agree=trainer.agree_steps,
-                window_edge=_edge if ctx.rank == 0 else _no_edge,
-            )
-            loss = trainer.loss()
-            allocator = trainer.allocator_peak()
-            checksum = trainer.param_checksum() if spec.processes > 1 else None
-            replicas = trainer.replica_checksums() if spec.processes == 1 and spec.world_size > 1 else None
-            if checkpoints is not None and not isinstance(checkpoints, dict):
-                checkpoints.save(trainer, "end")  # and after the timed steps
-            trainer.close()
-            facts = dict(backend.facts())  # after timing; a collective here (MoE counters) fails as the point
+            timed = _timed(backend, trainer, spec, ctx, checkpoints)
         except Unsupported as exc:
             return WorkerResult(status="unsupported", error=str(exc), env=_environment(backend, spec, ctx))
         except BaseException as exc:
@@ -350,67 +471,8 @@ def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = Fa
                 return _stopped(backend, spec, ctx, curve, "while its throughput was measured")
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            status: Status = "oom" if _oom(backend, exc) else "error"
-            if retried and status == "error" and cudnn_fallback.exhausted(str(exc), _used_share(backend)):
-                status = "oom"
-            tail = traceback.format_exc().strip().splitlines()[-12:]
-            return WorkerResult(
-                status=status,
-                error=f"{type(exc).__name__}: {exc}".strip()[:2000],
-                traceback=tail,
-                env=_environment(backend, spec, ctx),
-            )
-    if spec.device != "cuda":
-        peak, kind = _peak_rss_bytes(), "rss"
-    elif sampler is None:  # the controller samples this rank's device from outside and fills this in
-        peak, kind = None, CONTROLLER_MEMORY
-    else:
-        peak, kind = sampler.rank_memory(ctx.rank)
-    raw = RankRaw(
-        rank=ctx.rank,
-        repeats=measured.repeats,
-        peak_memory_bytes=peak,
-        memory_kind=kind,
-        final_loss=loss,
-        input_wait_s=measured.input_wait_s,
-        param_checksum=checksum,
-        allocator_peak_bytes=allocator.bytes if allocator else None,
-        allocator_kind=allocator.kind if allocator else "",
-        device_timer=measured.device_timer,
-    )
-    jit = _ptx_jit(backend, spec, ctx)
-    if jit:
-        facts["ptx_jit"] = jit
-    if replicas is not None:  # compared by the controller (launch/merge.py), as ranks' checksums are
-        facts["replica_checksums"] = replicas
-    if measured.calibrated:
-        facts["steps_raised"] = (
-            f"{measured.steps_asked} -> {measured.steps} measured steps per repeat, so that a "
-            f"repeat lasts at least {spec.protocol.on(spec.device).min_time_s:g} s"
-        )
-    elif not calibrate and spec.protocol.on(spec.device).min_time_s > 0:
-        facts["steps_not_calibrated"] = (
-            f"{spec.framework}'s ranks cannot agree on a step count here: each repeat "
-            f"measured the protocol's {measured.steps} steps, not a minimum time"
-        )
-    if sampler is not None and sampler.errors:
-        facts["nvml_memory_errors"] = f"{sampler.errors} failed NVML call(s), the last: {sampler.error}"
-    env = _environment(backend, spec, ctx)
-    if curve is not None:  # judged by the controller against its reference; a NaN there reads `diverged`
-        from dlbench.analysis.convergence import CURVE_KEY, EVAL_KEY
-
-        facts[CURVE_KEY] = curve
-        if isinstance(checkpoints, dict):  # why there is no evaluation
-            facts[EVAL_KEY] = checkpoints
-        elif checkpoints is not None:  # the fresh process that evaluates the saved weights on held-out data (#44)
-            facts[EVAL_KEY] = checkpoints.evaluate(spec)
-            checkpoints.close()
-        return WorkerResult(status="ok", ranks=[raw], env=env, facts=facts)
-    if not math.isfinite(loss):
-        return WorkerResult(
-            status="failed_check", error=f"final loss is not finite: {loss}", ranks=[raw], env=env, facts=facts
-        )
-    return WorkerResult(status="ok", ranks=[raw], env=env, facts=facts)
+            return _failed(backend, spec, ctx, exc, retried)
+    return _result(backend, spec, ctx, timed, sampler, curve, checkpoints)
 
 
 def main(argv: list[str] | None = None) -> int:
