@@ -17,7 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import psutil
 
@@ -208,19 +208,9 @@ def run_group(
     kills_before = oom_kills()
     start = time.monotonic()
     readers = [OutputReader(on_progress) for _ in commands]
-    popens: list[subprocess.Popen[str]] = []
-    for argv, e in zip(commands, envs):
-        try:
-            popens.append(_start(argv, e))
-        except OSError as exc:  # e.g. the reach command or the engine is not installed
-            for p in popens:
-                kill_group(p)
-                p.wait()
-            why: list[list[str]] = [[] for _ in commands]
-            why[len(popens)] = [f"cannot start {argv[0]}: {exc.strerror or exc}"]
-            failed: list[int | None] = [None] * len(commands)
-            failed[len(popens)] = 127
-            return GroupOutcome(failed, None, why, time.monotonic() - start)
+    popens = _start_all(commands, envs)
+    if isinstance(popens, GroupOutcome):
+        return replace(popens, wall_s=time.monotonic() - start)
 
     def pump(i: int) -> None:
         stream = popens[i].stdout
@@ -231,6 +221,48 @@ def run_group(
     threads = [threading.Thread(target=pump, args=(i,), daemon=True) for i in range(len(popens))]
     for t in threads:
         t.start()
+    killed, peak = _watch(popens, spec, start, grace_s, poll_s, stop_gently)
+    codes = _reap(popens)
+    for t in threads:
+        t.join(timeout=5)
+    after = oom_kills()
+    return GroupOutcome(
+        codes,
+        killed,
+        [list(r.tail) for r in readers],
+        time.monotonic() - start,
+        peak,
+        after - kills_before if after is not None and kills_before is not None else 0,
+    )
+
+
+def _start_all(
+    commands: Sequence[Sequence[str]], envs: Sequence[dict[str, str]]
+) -> list[subprocess.Popen[str]] | GroupOutcome:
+    """Start every command, each in its own session; where one cannot start (the reach command or the engine is
+    not installed), the ones started are killed and the outcome says which could not (exit 127)."""
+    popens: list[subprocess.Popen[str]] = []
+    for argv, e in zip(commands, envs):
+        try:
+            popens.append(_start(argv, e))
+        except OSError as exc:
+            for p in popens:
+                kill_group(p)
+                p.wait()
+            why: list[list[str]] = [[] for _ in commands]
+            why[len(popens)] = [f"cannot start {argv[0]}: {exc.strerror or exc}"]
+            failed: list[int | None] = [None] * len(commands)
+            failed[len(popens)] = 127
+            return GroupOutcome(failed, None, why)
+    return popens
+
+
+def _watch(
+    popens: list[subprocess.Popen[str]], spec: PointSpec, start: float, grace_s: float, poll_s: float, stop_gently: bool
+) -> tuple[str | None, int]:
+    """Wait for the group, killing it past the spec's timeout or memory limit or `grace_s` after a first failure:
+    (why it was killed or None, the largest single process' peak RSS seen). Ctrl-C or SIGTERM stops every command
+    (gently first with `stop_gently`) and propagates."""
     procs = [psutil.Process(p.pid) for p in popens]
     killed: str | None = None
     first_failure: float | None = None
@@ -260,23 +292,19 @@ def run_group(
                 kill_group(p)
                 p.wait()
         raise
+    return killed, peak
+
+
+def _reap(popens: list[subprocess.Popen[str]]) -> list[int | None]:
+    """Each command's exit code (None: still running, so killed here) once its whole session is killed (leftovers
+    such as loader workers or torchrun's children)."""
     codes: list[int | None] = []
     for p in popens:
         running = p.poll() is None
-        kill_group(p)  # the whole session: leftovers such as loader workers or torchrun's children
+        kill_group(p)
         p.wait()
         codes.append(None if running else p.returncode)
-    for t in threads:
-        t.join(timeout=5)
-    after = oom_kills()
-    return GroupOutcome(
-        codes,
-        killed,
-        [list(r.tail) for r in readers],
-        time.monotonic() - start,
-        peak,
-        after - kills_before if after is not None and kills_before is not None else 0,
-    )
+    return codes
 
 
 def signal_name(code: int) -> str:
