@@ -191,6 +191,51 @@ def cancel_and_wait(job: str, limit_s: float = CALL_TIMEOUT_S) -> None:
         time.sleep(POLL_S)
 
 
+def _failure(
+    spec: PointSpec,
+    job: str,
+    stopped: str | None,
+    state: str,
+    exit_code: str,
+    tail: list[str],
+    queue_timeout_s: float,
+    wall: float,
+) -> ChildOutcome | None:
+    """Why a finished job failed the point, in one line: past the timeout, too long in the queue, unable to start as
+    submitted, lost by squeue, or ended other than COMPLETED; None where it completed."""
+    if stopped == "timeout":
+        return ChildOutcome(
+            "timeout",
+            error=f"Slurm job {job} exceeded the {spec.timeout_s:g} s timeout and was cancelled",
+            tail=tail,
+            wall_s=wall,
+        )
+    if stopped == "queue_timeout":
+        return ChildOutcome(
+            "timeout",
+            error=f"Slurm job {job} waited in the queue over {queue_timeout_s:g} s and was cancelled",
+            wall_s=wall,
+        )
+    if stopped and stopped.startswith("hopeless:"):
+        return ChildOutcome(
+            "error",
+            error=f"Slurm job {job} cannot start as submitted "
+            f"({stopped.partition(':')[2]}: {spec.nodes} nodes x "
+            f"{spec.devices_per_node} tasks) and was cancelled",
+            wall_s=wall,
+        )
+    if stopped == "lost":
+        return ChildOutcome(
+            "error", error=f"squeue stopped answering about job {job}; it was cancelled", tail=tail, wall_s=wall
+        )
+    if state not in ("COMPLETED", "UNKNOWN") or exit_code not in ("0:0", ""):
+        last = tail[-1] if tail else "no output"
+        return ChildOutcome(
+            "error", error=f"Slurm job {job} ended {state} (exit {exit_code}): {last}", tail=tail, wall_s=wall
+        )
+    return None
+
+
 def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, config: HostsConfig) -> ChildOutcome:
     """Submit the point as a job, wait for it with bounded polls, and merge every rank's result."""
     if shutil.which("sbatch") is None:
@@ -233,44 +278,9 @@ def launch(spec: PointSpec, python: str, on_progress: ProgressSink | None, confi
             "slurm_nodes": fields.get("NodeList", ""),
             "world_size": str(spec.world_size),
         }
-        wall = time.monotonic() - start
-        failure: ChildOutcome | None = None
-        if stopped == "timeout":
-            failure = ChildOutcome(
-                "timeout",
-                error=f"Slurm job {job} exceeded the {spec.timeout_s:g} s timeout and was cancelled",
-                tail=follower.tail,
-                wall_s=wall,
-            )
-        elif stopped == "queue_timeout":
-            failure = ChildOutcome(
-                "timeout",
-                error=f"Slurm job {job} waited in the queue over {queue_timeout_s:g} s and was cancelled",
-                wall_s=wall,
-            )
-        elif stopped and stopped.startswith("hopeless:"):
-            failure = ChildOutcome(
-                "error",
-                error=f"Slurm job {job} cannot start as submitted "
-                f"({stopped.partition(':')[2]}: {spec.nodes} nodes x "
-                f"{spec.devices_per_node} tasks) and was cancelled",
-                wall_s=wall,
-            )
-        elif stopped == "lost":
-            failure = ChildOutcome(
-                "error",
-                error=f"squeue stopped answering about job {job}; it was cancelled",
-                tail=follower.tail,
-                wall_s=wall,
-            )
-        elif state not in ("COMPLETED", "UNKNOWN") or exit_code not in ("0:0", ""):
-            last = follower.tail[-1] if follower.tail else "no output"
-            failure = ChildOutcome(
-                "error",
-                error=f"Slurm job {job} ended {state} (exit {exit_code}): {last}",
-                tail=follower.tail,
-                wall_s=wall,
-            )
+        failure = _failure(
+            spec, job, stopped, state, exit_code, follower.tail, queue_timeout_s, time.monotonic() - start
+        )
         out = collect(spec, result, failure, env=facts)
         out.tail = out.tail or follower.tail
         return out
