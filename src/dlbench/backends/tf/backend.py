@@ -69,6 +69,26 @@ def _gpus() -> list[tf.config.PhysicalDevice]:
     return list(tf.config.list_physical_devices("GPU"))
 
 
+def _facts(spec: PointSpec, case: Case, numerics: Numerics, applied: dict[str, object]) -> dict[str, object]:
+    """What every TF point records: compilation, layout, precision policy and loss scaling (with the host sync it
+    costs), TF32, the Keras version, the loader, what `_configure` applied, and how Wide & Deep's tables train."""
+    facts: dict[str, object] = {
+        "compiled": "xla" if spec.compile else "none",
+        "layout": "NHWC",
+        "precision_policy": policy_name(numerics),
+        "loss_scale": "dynamic" if numerics.loss_scaling else "none",
+        "tf32_execution": tf.config.experimental.tensor_float_32_execution_enabled(),
+        "keras_version": keras.__version__,
+        "loader": data.describe(spec),
+        **applied,
+    }
+    if numerics.loss_scaling:
+        facts["amp_host_sync"] = AMP_HOST_SYNC
+    if case.loss.kind == "bce":  # Wide & Deep: how its tables train
+        facts["embedding"] = EMBEDDING_PATH
+    return facts
+
+
 class TfBackend(Backend):
     """How TensorFlow/Keras trains a case."""
 
@@ -182,20 +202,7 @@ class TfBackend(Backend):
         else:
             with strategy.scope() if strategy else tf.device(device):  # variables mirrored on every replica
                 model = build_model(case, spec.input_size)
-        self._facts = {
-            "compiled": "xla" if spec.compile else "none",
-            "layout": "NHWC",
-            "precision_policy": policy_name(numerics),
-            "loss_scale": "dynamic" if numerics.loss_scaling else "none",
-            "tf32_execution": tf.config.experimental.tensor_float_32_execution_enabled(),
-            "keras_version": keras.__version__,
-            "loader": data.describe(spec),
-            **applied,
-        }
-        if numerics.loss_scaling:
-            self._facts["amp_host_sync"] = AMP_HOST_SYNC
-        if case.loss.kind == "bce":  # Wide & Deep: how its tables train
-            self._facts["embedding"] = EMBEDDING_PATH
+        self._facts = _facts(spec, case, numerics, applied)
         if chosen == "ps":
             self._facts.update(parameter_server.facts(spec))
             return parameter_server.PsTrainer(spec, case, ps_strategy, model)
