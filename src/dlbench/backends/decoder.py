@@ -4,6 +4,8 @@ points carry, so MFU is counted alike), and for a MoE its total and active param
 
 from __future__ import annotations
 
+import math
+
 from dlbench.cases import Case, all_cases
 from dlbench.cases.arch import LlamaConfig, MoeConfig
 from dlbench.cases.llama import FLOP_CONVENTION
@@ -53,6 +55,32 @@ def moe_shape_refusal(case: Case) -> str | None:
     return None
 
 
+def capacity_kept(counts: list[int], factor: float, experts: int) -> list[tuple[int, int]]:
+    """Where a capacity factor keeps each expert's first floor(factor x assignments / experts) assignments (in token
+    order, as torch's moe.py): the (start, kept) of each expert's slice of the assignments sorted by expert."""
+    capacity = math.floor(factor * sum(counts) / experts)
+    starts = [sum(counts[:i]) for i in range(len(counts))]
+    return [(start, min(c, capacity)) for start, c in zip(starts, counts, strict=True)]
+
+
+def routing_summary(hist: list[list[int]], assigned: int, dropped: int) -> dict[str, object]:
+    """A MoE point's routing figures from the assignments each expert of each layer received (summed on the host by
+    a backend whose dispatch reads its slices' lengths there anyway): per layer imbalance (max / mean), the dropped
+    share; warm-up included."""
+    imbalance = [max(r) / (sum(r) / len(r)) if sum(r) else float("nan") for r in hist]
+    return {
+        "tokens_per_expert": hist,
+        "imbalance_per_layer": imbalance,
+        "imbalance_max": max(imbalance),
+        "imbalance_mean": sum(imbalance) / len(imbalance),
+        "assignments": assigned,
+        "dropped": dropped,
+        "dropped_fraction": dropped / assigned if assigned else 0.0,
+        "forced_balanced": False,
+        "read": "summed on the host from the dispatch's per-layer counts (read there anyway), warm-up included",
+    }
+
+
 # The members a backend written from these families builds: read from the cases (a new member needs no line
 # here), a MoE only where Mixtral's routing builds it exactly.
 LLAMA_MEMBERS: tuple[str, ...] = tuple(c.name for c in all_cases() if isinstance(c.arch, LlamaConfig))
@@ -60,4 +88,11 @@ MOE_MEMBERS: tuple[str, ...] = tuple(
     c.name for c in all_cases() if isinstance(c.arch, MoeConfig) and moe_shape_refusal(c) is None
 )
 
-__all__ = ["LLAMA_MEMBERS", "MOE_MEMBERS", "decoder_facts", "moe_shape_refusal"]
+__all__ = [
+    "LLAMA_MEMBERS",
+    "MOE_MEMBERS",
+    "capacity_kept",
+    "decoder_facts",
+    "moe_shape_refusal",
+    "routing_summary",
+]

@@ -1,8 +1,9 @@
 """OneFlow backend: builds the case's model (oneflow.nn, no flowvision), its input and a OneflowTrainer.
 
 Eager by default; ``--compile`` runs the whole train step as an ``oneflow.nn.Graph``. The worker's thread count
-reaches OneFlow through ``oneflow.set_num_threads``. Several devices: OneFlow's DDP (distributed.py). Precision:
-fp32 only (TF32 turned off on GPUs, __init__.py); OneFlow's autocast and loss scaling are not wired.
+reaches OneFlow through ``oneflow.set_num_threads``. Several devices: OneFlow's DDP (distributed.py). The Llama and
+MoE families (#46) are torchlike/llama.py and moe.py on oneflow.nn. Precision: fp32 only (TF32 turned off on GPUs,
+__init__.py); OneFlow's autocast and loss scaling are not wired.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from __future__ import annotations
 import os
 
 import oneflow as flow
+from oneflow import nn
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
 from dlbench.backends.context import BuildContext
+from dlbench.backends.decoder import MOE_MEMBERS, decoder_facts, moe_shape_refusal
 from dlbench.backends.gpu_arch import GpuBuild, cuda_version
 from dlbench.backends.oneflow import TF32_VAR, data, distributed
-from dlbench.backends.oneflow.models import MODELS, build_model, count_trainable
+from dlbench.backends.oneflow.models import MODELS, MoeModel, build_model, count_params
 from dlbench.backends.oneflow.step import OneflowTrainer
 from dlbench.cases import Case
 from dlbench.numerics import resolve_precision
@@ -32,6 +35,7 @@ class OneflowBackend(Backend):
     name = "oneflow"
     title = "OneFlow"
     oom_texts = OOM_TEXT
+    _routed: nn.Module | None = None  # the MoE a point trains, whose routing its facts report
 
     def gpu_build(self) -> GpuBuild | None:
         """OneFlow does not list its kernels' architectures: the CUDA version it was built with."""
@@ -59,6 +63,11 @@ class OneflowBackend(Backend):
         """What only this OneFlow can tell: a GPU it sees (the rules the spec shows are the capability table's)."""
         if spec.device == "cuda" and not flow.cuda.is_available():
             return "oneflow here sees no CUDA device: use --device cpu"
+        if spec.compile and spec.model in MOE_MEMBERS:
+            return (
+                "a MoE's dispatch reads its experts' slice lengths on the host every layer, which a static "
+                "oneflow.nn.Graph cannot: drop --compile"
+            )
         return None
 
     def build(self, spec: PointSpec, case: Case, ctx: RankContext) -> Trainer:
@@ -78,9 +87,21 @@ class OneflowBackend(Backend):
             "loader": data.describe(spec),
             "optimizer": case.optimizer.name,
             "oneflow_threads": spec.threads or "default",
+            **decoder_facts(case, spec.input_size),  # a decoder's FLOPs convention, a MoE's figures (#46)
         }
+        self._routed = model if isinstance(model, MoeModel) else None
         checksum = (lambda: distributed.param_checksum(model)) if spec.world_size > 1 else None
         return OneflowTrainer(case, model, source, device, spec.compile, spec.global_batch, checksum)
 
+    def case_support(self, case: Case) -> str | None:
+        return moe_shape_refusal(case) or super().case_support(case)  # the reason first where it is the routing
+
+    def facts(self) -> dict[str, object]:
+        """What build chose; a MoE point adds the routing its steps did (torchlike/moe.py)."""
+        out = dict(self._facts)
+        if self._routed is not None:
+            out["routing"] = self._routed.routing_figures()
+        return out
+
     def count_params(self, case: Case) -> int:
-        return count_trainable(build_model(case))
+        return count_params(case)

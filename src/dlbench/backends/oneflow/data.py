@@ -19,10 +19,12 @@ from oneflow.utils.data import DataLoader, Dataset, Sampler
 
 from dlbench.backends.base import Unsupported, fixed
 from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.cases.gpt import sequence_length
 from dlbench.data.augment import AugmentedImages, bert_arrays, enough_samples
 from dlbench.data.layout import MEAN, STD, image_root, read_train_list
-from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_images
-from dlbench.spec import PointSpec
+from dlbench.data.learnable import learnable_batches
+from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_gpt, synthetic_images
+from dlbench.spec import PointSpec, SpecError
 
 Batch = dict[str, flow.Tensor]
 Draw = tuple[int, int]  # (sample index, draw number)
@@ -39,7 +41,23 @@ def synthetic_batch(case: Case, batch: int, device: flow.device, input_size: int
     if isinstance(case.input, ImageInput):
         return _on(synthetic_images(case.input, batch, input_size, seed), device)
     assert isinstance(case.input, TextInput)
+    if case.task == "causal_lm":  # a decoder's next-token batch (#46)
+        return _on(synthetic_gpt(case.input, batch, _sequence(case, input_size), seed), device)
     return _on(synthetic_bert(case.input, batch, input_size, seed), device)
+
+
+def _sequence(case: Case, input_size: int | None) -> int:
+    """A decoder's tokens per sample; a sequence longer than its context is the point's refusal."""
+    try:
+        return sequence_length(case, input_size)
+    except SpecError as exc:
+        raise Unsupported(str(exc)) from None
+
+
+def learnable(spec: PointSpec, case: Case, device: flow.device, seed: int) -> Iterator[Batch]:
+    """--converge: the learnable stream (data/learnable.py, its order this rank's `seed`, as torch's), each batch
+    moved to the device as it is drawn."""
+    return (_on(arrays, device) for arrays in learnable_batches(case, spec.batch_size, spec.input_size, seed))
 
 
 class SeededDraws(Sampler):
@@ -115,7 +133,10 @@ def text_batches(spec: PointSpec, case: Case, device: flow.device, seed: int) ->
 
 
 def batches(spec: PointSpec, case: Case, device: flow.device, seed: int) -> Iterator[Batch]:
-    """The point's input: the fixed synthetic batch, or the real-data loader's batches (seed: this rank's)."""
+    """The point's input: the fixed synthetic batch, the learnable stream (--converge), or the real-data loader's
+    batches (seed: this rank's)."""
+    if spec.converge:
+        return learnable(spec, case, device, seed)
     if spec.data != "real":
         return fixed(synthetic_batch(case, spec.batch_size, device, spec.input_size, seed))
     if isinstance(case.input, ImageInput):
@@ -127,6 +148,8 @@ def batches(spec: PointSpec, case: Case, device: flow.device, seed: int) -> Iter
 
 def describe(spec: PointSpec) -> str:
     """How the input is fed, for the point's facts."""
+    if spec.converge:
+        return "learnable: a new batch drawn on the host every step (--converge)"
     if spec.data != "real":
         return "synthetic: one batch made on the device"
     if not spec.loader_workers:

@@ -14,12 +14,11 @@ there too, and a point records them (`routing_figures`).
 
 from __future__ import annotations
 
-import math
-
 import paddle
 import paddle.nn.functional as F
 from paddle import Tensor, nn
 
+from dlbench.backends.decoder import capacity_kept, routing_summary
 from dlbench.backends.paddle.llama import FeedForward, LlamaModel, linear
 from dlbench.cases.arch import MoeConfig
 
@@ -66,15 +65,11 @@ class MoeFeedForward(nn.Layer):
         self.tokens_per_expert = [a + c for a, c in zip(self.tokens_per_expert, counts, strict=True)]
         self.assignments += n
         if cfg.capacity_factor > 0:  # each expert keeps its first `capacity` assignments in token order
-            capacity = math.floor(cfg.capacity_factor * n / cfg.num_experts)
-            keep, start = [], 0
-            for c in counts:
-                keep.append(paddle.arange(start, start + min(c, capacity)))
-                start += c
-            kept = sum(min(c, capacity) for c in counts)
-            self.dropped += n - kept
-            order = paddle.gather(order, paddle.concat(keep)) if kept else order[:0]
-            counts = [min(c, capacity) for c in counts]
+            slices = capacity_kept(counts, cfg.capacity_factor, cfg.num_experts)
+            counts = [kept for _, kept in slices]
+            self.dropped += n - sum(counts)
+            keep = [paddle.arange(start, start + kept) for start, kept in slices]
+            order = paddle.gather(order, paddle.concat(keep)) if sum(counts) else order[:0]
         token = order // k
         inputs = paddle.gather(t, token)
         outs = [self.experts[i](chunk) for i, chunk in enumerate(paddle.split(inputs, counts)) if counts[i]]
@@ -105,21 +100,9 @@ class MoeModel(LlamaModel):
     def routing_figures(self) -> dict[str, object]:
         """The routing the point's training steps did (warm-up included): per layer the assignments each expert
         received, their imbalance (max / mean), the dropped share."""
-        hist = [m.tokens_per_expert for m in self.moe_layers()]
-        assigned = sum(m.assignments for m in self.moe_layers())
-        dropped = sum(m.dropped for m in self.moe_layers())
-        imbalance = [max(r) / (sum(r) / len(r)) if sum(r) else float("nan") for r in hist]
-        return {
-            "tokens_per_expert": hist,
-            "imbalance_per_layer": imbalance,
-            "imbalance_max": max(imbalance),
-            "imbalance_mean": sum(imbalance) / len(imbalance),
-            "assignments": assigned,
-            "dropped": dropped,
-            "dropped_fraction": dropped / assigned if assigned else 0.0,
-            "forced_balanced": False,
-            "read": "summed on the host from the dispatch's per-layer counts (read there anyway), warm-up included",
-        }
+        layers = self.moe_layers()
+        hist = [m.tokens_per_expert for m in layers]
+        return routing_summary(hist, sum(m.assignments for m in layers), sum(m.dropped for m in layers))
 
 
 __all__ = ["MoeFeedForward", "MoeModel"]
