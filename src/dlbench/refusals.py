@@ -43,7 +43,8 @@ def refusal(spec: PointSpec) -> str | None:
     # a third-party backend without a table: no split model; its worker decides the rest
     caps = get_info(spec.framework).capabilities_table() or Capabilities.unknown(spec.framework)
     return (
-        _devices(spec, caps)
+        caps.arch_refusal(get_case(spec.model).arch)
+        or _devices(spec, caps)
         or dit_layout_refusal(spec)
         or llama_layout_refusal(spec)
         or moe_refusal(spec)

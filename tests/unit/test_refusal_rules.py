@@ -6,6 +6,8 @@ that reaches it, so that a rule added to a table without a row here fails."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -119,6 +121,9 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     ("paddle", {"model": "vgg16", "channels_last": True}, "paddle builds this model NCHW only"),
     ("jittor", {"compile": True}, "Jittor always JIT-compiles"),
     ("oneflow", {"devices_per_node": 2, "compile": True}, "an nn.Graph on several devices needs global tensors"),
+    # case families a framework never builds (Capabilities.refused_archs, #46)
+    ("megengine", {"model": "llama_tiny"}, "MegEngine 1.13, its last release (2023), has no RMSNorm"),
+    ("megengine", {"model": "mixtral_8x7b"}, "does not build the Llama or MoE families"),
 ]
 
 # Points next to a rule that run: the rule does not reach too far.
@@ -146,6 +151,9 @@ ALLOWED: list[tuple[str, dict[str, Any]]] = [
     ("paddle", {"model": "resnet50", "devices_per_node": 2, "strategy": "sharding"}),
     ("paddle", {**PADDLE_LLAMA, "model": "moe_tiny"}),  # none means fleet
     ("oneflow", {"compile": True}),
+    ("oneflow", {"model": "llama_tiny"}),
+    ("oneflow", {"model": "moe_tiny"}),
+    ("megengine", {"model": "bert_base"}),
     ("fake", {"devices_per_node": 2, "strategy": "mirrored", "precision": "amp"}),
 ]
 
@@ -168,6 +176,7 @@ def _reasons(caps: Capabilities) -> set[str]:
     found = {getattr(caps, f.name) for f in dataclasses.fields(caps) if f.name.endswith("_why")}
     found |= {s.why_not for s in caps.strategies} | {s.sparse_why for s in caps.strategies}
     found |= {why for _, why in caps.refused_strategies}
+    found |= {why for _, why in caps.refused_archs}
     return {text for text in found if text}
 
 
@@ -237,3 +246,14 @@ class _Info:
 
     def capabilities_table(self) -> Capabilities | None:
         return self.table
+
+
+def test_a_family_a_framework_never_builds_is_refused_in_one_line_with_exit_2(
+    cli: Callable[..., tuple[int, str, str]], tmp_path: Path
+) -> None:
+    """`dlbench run -f megengine -m llama_tiny` as a user types it: the table's reason, before any environment is
+    asked (none is set up here) and nothing stored."""
+    code, _, err = cli("run", "-f", "megengine", "-m", "llama_tiny", "--store", str(tmp_path / "r.db"))
+    assert code == 2 and err.strip().count("\n") == 0, err
+    assert "does not build the Llama or MoE families" in err
+    assert not (tmp_path / "r.db").exists()

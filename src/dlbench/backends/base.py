@@ -212,7 +212,17 @@ class Backend(ABC):
         Reads only (no side effect): the worker calls it after build, so it reports what build configured."""
 
     def case_support(self, case: Case) -> str | None:
-        """A one-line reason when this framework cannot build the case exactly, else None."""
+        """A one-line reason when this framework cannot build the case exactly, else None: its capability table's
+        where that refuses the case's family (`Capabilities.refused_archs`)."""
+        from dlbench.backends import UnknownFramework, get_info  # the light registry (base.py is the worker's)
+
+        try:
+            table = get_info(self.name).capabilities_table()
+        except UnknownFramework:  # a backend built outside the registry (a test's)
+            table = None
+        why = table.arch_refusal(case.arch) if table is not None else None
+        if why:
+            return why
         if case.name not in self.cases():
             return f"the {self.title or self.name} backend does not build {case.name} yet"
         return None

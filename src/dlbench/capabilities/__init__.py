@@ -77,6 +77,9 @@ class Capabilities:
     # The strategies a model-parallel classifier (the face cases' model_parallel=1) trains with on several devices;
     # () = the backend builds no such classifier (its worker says it does not build the case).
     sharded_classifier_strategies: tuple[str, ...] = ()
+    # Case families it never builds: (dlbench.cases.arch class name, the one-line reason), refused before a worker
+    # starts (#46: the Llama and MoE families where a framework lacks their pieces).
+    refused_archs: tuple[tuple[str, str], ...] = ()
     # Options.
     channels_last: bool = True  # for image models
     channels_last_why: str = ""
@@ -93,6 +96,10 @@ class Capabilities:
     def names(self) -> tuple[str, ...]:
         """The names of the strategies it runs on several devices."""
         return tuple(s.name for s in self.strategies)
+
+    def arch_refusal(self, arch: object) -> str | None:
+        """Why it never builds a case of this architecture (`refused_archs`), or None."""
+        return dict(self.refused_archs).get(type(arch).__name__)
 
     def precisions_on(self, device: str) -> tuple[str, ...]:
         """The precisions it runs on a device (before the numerics policy's own refusals)."""
