@@ -16,7 +16,7 @@ from dlbench.envs import cases_cache, venvs
 from dlbench.envs.interpreters import installed, interpreter_for, probe, range_text, state
 from dlbench.machine.env import host_descriptive, host_identity, physical_cores
 from dlbench.machine.nvml import no_gpu_reason
-from dlbench.report.families import llama_family_table
+from dlbench.report.families import builders_table, llama_family_table
 from dlbench.report.fit import Cell
 from dlbench.report.listing import (
     CASES_OPTIONAL,
@@ -153,6 +153,7 @@ class _Frameworks:
     support: list[list[Cell]] = field(default_factory=list)
     unchecked: list[str] = field(default_factory=list)
     pythons: list[str] = field(default_factory=list)
+    answered: dict[str, dict[str, object]] = field(default_factory=dict)  # each installed one's answers ({}: none)
 
 
 def _frameworks(check: bool) -> _Frameworks:
@@ -179,6 +180,7 @@ def _frameworks(check: bool) -> _Frameworks:
             answers = _live_cases(st.python, name)
         if not answers:
             found.unchecked.append(name)
+        found.answered[name] = dict(answers or {})
         found.support.append(
             [name, *(styled(_support(c, answers.get(c.name) if answers else None)) for c in all_cases())]
         )
@@ -218,6 +220,7 @@ def list_cmd(check: bool, wide: bool = False) -> None:
         )
     )
     out.print(support_table([c.name for c in all_cases()], fws.support))
+    out.print(builders_table(fws.answered, wide))
     if fws.unchecked:
         out.print(
             f"? = not checked for {', '.join(fws.unchecked)}: `dlbench setup FW` caches it, "

@@ -1,10 +1,13 @@
 """The Llama family's members as one terminal table (`dlbench list`): each member's shape and exact count, and the
-trainable count of MLPerf's LoRA adapters on it (r 16 on the fused qkv and o, #47), under the width rule."""
+trainable count of MLPerf's LoRA adapters on it (r 16 on the fused qkv and o, #47), under the width rule; and the
+decoder members by the frameworks that build them (#46)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dlbench.cases import all_cases
-from dlbench.cases.arch import LlamaConfig
+from dlbench.cases.arch import LlamaConfig, MoeConfig
 from dlbench.cases.lora import MLPERF, adapter_params
 from dlbench.report.fit import Col, Fitted, fit
 
@@ -55,4 +58,21 @@ def llama_family_table(wide: bool = False) -> Fitted:
     return fit(COLUMNS, llama_family_rows(), title=title, wide=wide)
 
 
-__all__ = ["COLUMNS", "HEADERS", "llama_family_rows", "llama_family_table"]
+BUILDERS = (Col("member", "key"), Col("built with its exact count by"), Col("not checked"))
+
+
+def builders_table(answers: Mapping[str, Mapping[str, object]], wide: bool = False) -> Fitted:
+    """`dlbench list`'s decoder members (the Llama and MoE families) by framework (#46): per member, the installed
+    frameworks whose `dlbench.check params` answer is its exact count, and those not asked yet; `answers` is each
+    installed framework's answers ({} where not checked)."""
+    rows = []
+    for c in all_cases():
+        if isinstance(c.arch, LlamaConfig | MoeConfig):
+            built = [fw for fw, a in answers.items() if a.get(c.name) == c.param_count]
+            unchecked = [fw for fw, a in answers.items() if not a]
+            rows.append((c.name, ", ".join(built) or "-", ", ".join(unchecked) or "-"))
+    title = "decoder members by framework (installed frameworks; `no:` reasons in the case support table)"
+    return fit(BUILDERS, rows, title=title, wide=wide)
+
+
+__all__ = ["COLUMNS", "HEADERS", "builders_table", "llama_family_rows", "llama_family_table"]

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from dlbench.cli import info
 from dlbench.report.families import COLUMNS as LLAMA_COLUMNS
-from dlbench.report.families import llama_family_rows, llama_family_table
+from dlbench.report.families import builders_table, llama_family_rows, llama_family_table
 from dlbench.report.fit import Col, fit
 
 CliResult = tuple[int, str, str]
@@ -80,3 +80,21 @@ def test_list_asks_a_framework_of_this_interpreter_once_and_keeps_the_answer(
     assert "?" not in row
     code, out, err = cli("list")
     assert code == 0 and asked == ["torch"] and "checking" not in err  # the kept answer
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_decoder_members_by_framework_name_each_builder_whole(width: int) -> None:
+    """#46: each Llama and MoE member with the installed frameworks whose answer is its exact count (a wrong count
+    or a `no:` reason is not a builder), and those not asked yet."""
+    answers: dict[str, dict[str, object]] = {
+        "torch": {"llama_tiny": 1_000_576, "moe_tiny": 484_672, "deepseek_tiny": 340_048},
+        "oneflow": {"llama_tiny": 1_000_576, "moe_tiny": 484_672, "deepseek_tiny": "unsupported: torch's only"},
+        "megengine": {"llama_tiny": "unsupported: MegEngine 1.13 lacks it", "moe_tiny": 1},
+        "mxnet": {},
+    }
+    text = _printed(width, builders_table(answers))
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= width
+    rows = {line.split()[0]: line for line in text.splitlines() if line.split() and line.split()[0].endswith("_tiny")}
+    assert "torch, oneflow" in rows["llama_tiny"] and "megengine" not in rows["llama_tiny"]
+    assert "torch, oneflow" in rows["moe_tiny"] and "mxnet" in rows["moe_tiny"]  # mxnet: not checked
+    assert "torch" in rows["deepseek_tiny"] and "oneflow" not in rows["deepseek_tiny"]
