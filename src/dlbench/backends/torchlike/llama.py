@@ -2,7 +2,7 @@
 llama.py, whose module and parameter names it keeps (``wte``, ``blocks.<i>.attention.wq`` ... ``norm``,
 ``lm_head``), so that torch's state dict loads into it unchanged.
 
-Pre-norm blocks: RMSNorm (written out, in float32); grouped-query attention with rotary positions (rotate-half
+Pre-norm blocks: RMSNorm (written out, in float32, or float64 in a float64 model); grouped-query attention with rotary positions (rotate-half
 form, base ``rope_theta``), written out as softmax(QK^T / sqrt(d) + causal mask) V with each key/value head
 repeated over its group of query heads (OneFlow 0.9 has no fused scaled-dot-product attention); a SwiGLU MLP
 ``w2(silu(w1 x) * w3 x)``; no biases, no dropout; a final RMSNorm and the LM head, tied to the token embedding (the
@@ -96,20 +96,24 @@ def define(ops: TorchOps) -> LlamaParts:
             self.weight = nn.Parameter(lib.ones(width))
 
         def forward(self, x: Any) -> Any:
-            h = x.float()
+            h = wide(x)
             h = h * lib.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-            return (h * self.weight.float()).to(x.dtype)
+            return (h * wide(self.weight)).to(x.dtype)
+
+    def wide(x: Any) -> Any:
+        """x in float32, or in float64 where it is (the same-model check's float64 model)."""
+        return x if x.dtype == lib.float64 else x.float()
 
     def rope(x: Any, theta: float) -> Any:
         """Rotate [B, S, heads, d] by position x theta^(-2i/d) (channel i pairs with channel i + d/2)."""
         s, d = x.shape[1], x.shape[-1]
-        inv = 1.0 / theta ** (lib.arange(0, d, 2, device=x.device).float() / d)
+        inv = 1.0 / theta ** (lib.arange(0, d, 2, device=x.device).float() / d)  # float32 tables, as torch's
         angles = lib.arange(s, device=x.device).float()[:, None] * inv[None, :]
         both = lib.cat([angles, angles], -1)
         cos, sin = both.cos()[None, :, None, :], both.sin()[None, :, None, :]
         first, second = x.chunk(2, -1)
         turned = lib.cat([-second, first], -1)
-        return (x.float() * cos + turned.float() * sin).to(x.dtype)
+        return (wide(x) * cos + wide(turned) * sin).to(x.dtype)
 
     class Attention(Module):
         """Causal grouped-query self-attention with rotary positions."""
@@ -132,7 +136,7 @@ def define(ops: TorchOps) -> LlamaParts:
             scores = lib.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(d))
             future = lib.ones(s, s, device=x.device).triu(1).bool()
             scores = scores.masked_fill(future, float("-inf"))
-            y = lib.matmul(F.softmax(scores.float(), dim=-1).to(v.dtype), v)
+            y = lib.matmul(F.softmax(wide(scores), dim=-1).to(v.dtype), v)
             return self.wo(y.transpose(1, 2).reshape(b, s, -1))
 
     class FeedForward(Module):

@@ -41,6 +41,9 @@ def define(ops: TorchOps, llama: LlamaParts) -> type:
             self.router = Linear(h, e)
             self.experts = nn.ModuleList([FeedForward(cfg.base, cfg.expert_ffn) for _ in range(e)])
             self.shared = FeedForward(cfg.base, cfg.shared_experts * cfg.expert_ffn) if cfg.shared_experts else None
+            # torch's routing bias (DeepSeek-V3's balance moves it; Mixtral's shapes leave it at zero), so that the
+            # state dicts are the same
+            self.register_buffer("score_bias", lib.zeros(e))
             self.aux_loss: Any = None
             self.tokens_per_expert = [0] * e  # assignments each expert received, summed on the host
             self.dropped = 0
@@ -49,15 +52,18 @@ def define(ops: TorchOps, llama: LlamaParts) -> type:
         def _route(self, t: Any) -> tuple[Any, Any]:
             """(gate weights [T, k], chosen experts [T, k]) of the tokens; sets the auxiliary loss."""
             cfg = self.cfg
-            logits = self.router(t).float()
+            logits = self.router(t)
+            logits = logits if logits.dtype == lib.float64 else logits.float()
             if cfg.gating == "softmax":
                 scores = probs = F.softmax(logits, dim=-1)
             else:
                 scores = lib.sigmoid(logits)
                 probs = scores / scores.sum(-1, keepdim=True)
-            weights, chosen = lib.topk(scores, cfg.top_k, dim=-1)
+            choice = scores + self.score_bias.to(scores.dtype) if cfg.gating == "sigmoid" else scores
+            chosen = lib.topk(choice, cfg.top_k, dim=-1)[1]  # the bias steers the choice only, as torch's
+            weights = lib.gather(scores, 1, chosen)
             weights = weights / weights.sum(-1, keepdim=True)
-            share = F.one_hot(chosen.flatten(), cfg.num_experts).sum(0).float() / float(chosen.numel())
+            share = F.one_hot(chosen.flatten(), cfg.num_experts).sum(0).to(probs.dtype) / float(chosen.numel())
             self.aux_loss = cfg.num_experts * (share * probs.mean(0)).sum()
             return weights.to(t.dtype), chosen
 
