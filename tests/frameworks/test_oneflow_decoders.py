@@ -1,6 +1,6 @@
 """The Llama and MoE families in OneFlow (#46): every member's exact count without making its weights, the same model
-as torch's, learning what only context predicts (judged on held-out tokens, not by the training loss), and
-`dlbench run -f oneflow -m llama_tiny,moe_tiny` as a user types it.
+as torch's, learning what only context predicts (judged on its saved weights' loss on held-out tokens, computed in a
+fresh process, not by the training loss), and `dlbench run -f oneflow -m llama_tiny,moe_tiny` as a user types it.
 
 OneFlow runs in its environment's interpreter (a script, or a worker), so this file never imports oneflow; torch, the
 reference, runs here. Without the oneflow environment every test skips, naming it (`dlbench setup oneflow`).
@@ -18,9 +18,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dlbench.analysis.convergence import CURVE_KEY, EVAL_KEY, Floor, judge
 from dlbench.cases import all_cases, get_case
 from dlbench.cases.arch import LlamaConfig, MoeConfig
 from dlbench.data.learnable import MARKOV_STATES, MarkovTokens
+from dlbench.protocol.converge import Curve
+from dlbench.spec import PointSpec, Protocol
+from dlbench.wire import read_result
 from tests.support.scaling import stored
 
 pytestmark = [pytest.mark.framework("oneflow"), pytest.mark.slow]
@@ -121,57 +125,40 @@ def test_llama_and_moe_give_torchs_logits_with_torchs_weights(framework_python: 
         assert np.allclose(got, want, rtol=0, atol=1e-5), (name, float(np.abs(got - want).max()))
 
 
-# Trains llama_tiny through the backend's own trainer on the --converge stream (the Markov source) and writes the
-# model's logits on held-out tokens (another stream of the same chain) before and after.
-LEARN = """
-import sys
-import numpy as np, oneflow as flow
-from dlbench.backends import load_backend
-from dlbench.cases import get_case
-from dlbench.data.learnable import HELD_OUT, MARKOV_STATES, MarkovTokens
-from dlbench.spec import PointSpec, Protocol
-from dlbench.wire import RankContext
-
-spec = PointSpec(framework="oneflow", model="llama_tiny", batch_size=8, input_size=16, threads=1,
-                 protocol=Protocol(0, 1, 1, "median"), converge=True)
-trainer = load_backend("oneflow").build(spec, get_case("llama_tiny"), RankContext())
-held = MarkovTokens(MARKOV_STATES, order=HELD_OUT).batch(0, 32, 16)
-
-def logits():
-    trainer.model.eval()
-    with flow.no_grad():
-        out = trainer.model(flow.tensor(held["input_ids"])).numpy()
-    trainer.model.train()
-    return out
-
-before = logits()
-for _ in range(int(sys.argv[2])):
-    trainer.train_step(trainer.next_batch())
-np.savez(sys.argv[1], before=before, after=logits(), **held)
-"""
-
-
-def _xent(logits: np.ndarray, labels: np.ndarray) -> float:
-    """Mean next-token cross-entropy (nats) of float64 logits."""
-    z = logits.astype(np.float64)
-    z = z - z.max(-1, keepdims=True)
-    logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
-    return float(-np.take_along_axis(logp, labels[..., None], -1).mean())
-
-
 def test_llama_tiny_learns_what_only_context_predicts(framework_python: str, tmp_path: Path) -> None:
-    """After 100 steps (batch 8, 16 tokens) OneFlow's llama_tiny predicts held-out tokens of the Markov source
-    better than the best context-free predictor can (the entropy of the chain's stationary distribution, 4.07 nats),
-    which only a model that reads the previous token does. The loss is computed here from the model's logits on
-    tokens it never trained on, not taken from the training step. About 9 CPU-seconds of steps."""
-    out = tmp_path / "logits.npz"
-    _script(framework_python, tmp_path, LEARN, str(out), "100")
-    held = np.load(out)
+    """OneFlow's llama_tiny under --converge through its worker (batch 8, 16 tokens) to a target below the best
+    context-free loss of the Markov source (the entropy of its stationary distribution, 4.07 nats), judged by the
+    controller's judge on its weights read afresh: the trainer saves them, a fresh process rebuilds the decoder from
+    its definition and the loss is computed in numpy on held-out examples no training step drew (dlbench/evaluate.py,
+    backends/oneflow/evaluate.py), which must use the context too: below 4.07, above the Bayes predictor's loss on the
+    same examples. About 90 steps, 9 CPU-seconds."""
     source = MarkovTokens(MARKOV_STATES)
-    before, after = _xent(held["before"], held["labels"]), _xent(held["after"], held["labels"])
-    best = float(source.bayes_nll(held["input_ids"], held["labels"]).mean())  # the chain's own loss on them
-    assert before > math.log(get_case("llama_tiny").input.vocab) - 0.5  # it starts near uniform over the vocab
-    assert best < after < source.unigram_entropy() < before, (before, after, source.unigram_entropy(), best)
+    context_free = source.unigram_entropy()
+    spec = PointSpec(
+        framework="oneflow",
+        model="llama_tiny",
+        batch_size=8,
+        input_size=16,
+        threads=1,
+        protocol=Protocol(0, 1, 1, "median"),
+        converge=True,
+        converge_target=4.0,
+        converge_steps=300,
+    )
+    (tmp_path / "spec.json").write_text(spec.to_json())
+    worker = [framework_python, "-m", "dlbench.worker", str(tmp_path / "spec.json"), str(tmp_path / "result.json")]
+    proc = subprocess.run(worker, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = read_result(tmp_path / "result.json")
+    assert result.status == "ok", result.error
+    raw, evaluation = result.facts[CURVE_KEY], result.facts[EVAL_KEY]
+    assert isinstance(raw, dict) and isinstance(evaluation, dict) and "skipped" not in evaluation, evaluation
+    curve = Curve.from_dict(raw)
+    judged = judge(curve, 4.0, evaluation=evaluation, floor=Floor(float(raw["target"]["best"])))
+    assert judged.verdict == "converged", (judged.reason, curve.losses)
+    assert curve.losses[0] > context_free > 4.0 >= curve.losses[-1]
+    held_out = evaluation["target"]
+    assert held_out["examples"] > 0 and held_out["bayes"] < held_out["loss"] < context_free, held_out
 
 
 def test_llama_and_moe_through_the_cli(framework_python: str, cli: Callable[..., CliResult], tmp_path: Path) -> None:

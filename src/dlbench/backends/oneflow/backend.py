@@ -9,6 +9,9 @@ __init__.py); OneFlow's autocast and loss scaling are not wired.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import oneflow as flow
 from oneflow import nn
@@ -105,3 +108,8 @@ class OneflowBackend(Backend):
 
     def count_params(self, case: Case) -> int:
         return count_params(case)
+
+    def evaluator(self, spec: PointSpec, case: Case, weights: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        from dlbench.backends.oneflow import evaluate  # the evaluation process's own path: the model and its forward
+
+        return evaluate.evaluator(spec, case, weights)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import oneflow as flow
 from oneflow import nn
@@ -80,6 +81,12 @@ class OneflowTrainer(Trainer):
 
     def loss(self) -> float:
         return float(self._last.numpy()) if self._last is not None else float("nan")
+
+    def save_weights(self, folder: Path) -> None:
+        """The model's state dict, for the independent evaluation of a --converge point (evaluate.py)."""
+        from dlbench.backends.oneflow import evaluate
+
+        evaluate.save(self.model, folder)
 
     def param_checksum(self) -> float | None:
         return self._checksum() if self._checksum is not None else None
