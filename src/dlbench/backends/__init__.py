@@ -136,6 +136,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
         "mxnet",
         "dlbench.backends.mxnet.backend:MxnetBackend",
         "mxnet",
+        weight_map="dlbench.backends.mxnet.same_model:WEIGHTS",
         python=("3.7", "3.11"),
     ),  # numpy < 1.24 has no wheel for 3.12
     BackendInfo(
@@ -166,6 +167,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
         "jittor",
         "dlbench.backends.jittor.backend:JittorBackend",
         "jittor",
+        weight_map="dlbench.backends.jittor.same_model:WEIGHTS",
         python=("3.7", "3.12"),
     ),  # it pins numpy < 2: no wheel for 3.13
     BackendInfo(

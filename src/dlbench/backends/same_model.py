@@ -271,6 +271,18 @@ def modules(case: Case, prefix: str, role: names.Role) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+_RESNET_STEM = {"stem.0": "conv1", "stem.1": "bn1", "fc": "fc"}
+
+
+def torchvision_resnet_module(module: str) -> str:
+    """A canonical ResNet module ('stem.0', 'stages.1.0.downsample.0', 'fc') as torchvision's zoo names it ('conv1',
+    'layer2.0.downsample.0', 'fc'), which paddle.vision's and jittor.models' ResNets keep."""
+    if module in _RESNET_STEM:
+        return _RESNET_STEM[module]
+    _, i, rest = module.split(".", 2)
+    return f"layer{int(i) + 1}.{rest}"
+
+
 def image_input(case: Case) -> bool:
     """Whether the case's input is an image batch."""
     return isinstance(case.input, ImageInput)
@@ -289,5 +301,6 @@ __all__ = [
     "run",
     "to_channels_last",
     "torchlike_inputs",
+    "torchvision_resnet_module",
     "transposed",
 ]

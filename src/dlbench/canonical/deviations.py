@@ -61,7 +61,7 @@ def biased_variance(w0: np.ndarray, ref: np.ndarray, got: np.ndarray) -> str | N
 DEVIATIONS: tuple[Deviation, ...] = (
     Deviation(
         name="biased-running-var",
-        frameworks=frozenset({"jax", "tf", "paddle"}),
+        frameworks=frozenset({"jax", "tf", "paddle", "mxnet", "jittor"}),
         tensors=r"\.running_var$",
         why=(
             "BatchNorm updates its running variance with the biased batch variance (sum / n), as flax.linen, "

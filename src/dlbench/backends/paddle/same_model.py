@@ -16,7 +16,15 @@ import paddle
 
 from dlbench.backends.base import Backend, Trainer, Unsupported
 from dlbench.backends.paddle.step import PaddleTrainer
-from dlbench.backends.same_model import Arrays, WeightMap, as_model_input, modules, named_outputs, transposed
+from dlbench.backends.same_model import (
+    Arrays,
+    WeightMap,
+    as_model_input,
+    modules,
+    named_outputs,
+    torchvision_resnet_module,
+    transposed,
+)
 from dlbench.canonical.names import Tensor, tensors
 from dlbench.cases import Case
 from dlbench.cases.arch import AlexNetArch, BertConfig, InceptionArch, ResNetArch, VggArch, WideDeepArch
@@ -24,14 +32,6 @@ from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
 
 _RUNNING = {"running_mean": "_mean", "running_var": "_variance"}
-_RESNET_STEM = {"stem.0": "conv1", "stem.1": "bn1", "fc": "fc"}
-
-
-def _resnet_module(module: str) -> str:
-    if module in _RESNET_STEM:
-        return _RESNET_STEM[module]
-    _, i, rest = module.split(".", 2)
-    return f"layer{int(i) + 1}.{rest}"
 
 
 def _alexnet_module(case: Case, module: str) -> str:
@@ -86,7 +86,7 @@ def paddle_name(case: Case, t: Tensor) -> str:
     if isinstance(case.arch, InceptionArch):
         return f"{_inception_module(module)}.{leaf}"
     if isinstance(case.arch, ResNetArch):
-        return f"{_resnet_module(module)}.{leaf}"
+        return f"{torchvision_resnet_module(module)}.{leaf}"
     raise Unsupported(f"the paddle weight map does not describe {case.name} yet (backends/paddle/same_model.py)")
 
 
