@@ -13,10 +13,13 @@ import os
 import jittor as jt
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.decoder import decoder_facts
 from dlbench.backends.jittor import TF32_OVERRIDE_VAR, data
+from dlbench.backends.jittor.llama import param_count
 from dlbench.backends.jittor.models import MODELS, build_model, count_trainable
 from dlbench.backends.jittor.step import JittorTrainer
 from dlbench.cases import Case, ImageInput
+from dlbench.cases.arch import LlamaConfig
 from dlbench.numerics import describe, resolve_precision
 from dlbench.spec import PointSpec
 from dlbench.wire import RankContext
@@ -77,9 +80,12 @@ class JittorBackend(Backend):
         source = data.batches(spec, case)  # a real loader's workers fork now, before the model exists
         model = build_model(case, spec.input_size if isinstance(case.input, ImageInput) else None)
         self._facts = {"compiled": "jit (always)", "loader": data.describe(spec)}
+        self._facts.update(decoder_facts(case, spec.input_size))  # a decoder's FLOPs convention
         if spec.device == "cuda":
             self._facts.update(tf32_state(), device_id=jt.flags.device_id)
         return JittorTrainer(case, model, source, spec.global_batch)
 
     def count_params(self, case: Case) -> int:
+        if isinstance(case.arch, LlamaConfig):  # one block's parameters x layers: llama3_8b is never built whole
+            return param_count(case.arch)
         return count_trainable(build_model(case))

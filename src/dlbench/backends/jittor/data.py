@@ -1,8 +1,8 @@
 """Jittor input: a synthetic batch made once (dlbench.data.synthetic's arrays), or real data
 (docs/data-layout.md) through a ``jittor.dataset.Dataset`` with worker processes.
 
-A batch is a list of Vars: [images, labels], or BERT's arrays in ``BERT_KEYS`` order (integers int32, the
-masked-LM weights float32).
+A batch is a list of Vars: [images, labels], BERT's arrays in ``BERT_KEYS`` order (integers int32, the
+masked-LM weights float32), or a decoder's [input_ids, labels] (int32; synthetic only).
 
 Images: Pillow decode, random-resized-crop and flip (``dlbench.data.augment.decode_crop_flip``, the crop every
 backend shares) in Jittor's loader workers, drawing from numpy's global RNG, which ``jt.set_global_seed``
@@ -24,12 +24,13 @@ import jittor as jt
 import numpy as np
 from jittor.dataset import Dataset
 
-from dlbench.backends.base import fixed
+from dlbench.backends.base import Unsupported, fixed
 from dlbench.cases import Case, ImageInput, TextInput
+from dlbench.cases.gpt import sequence_length
 from dlbench.data.augment import bert_arrays, decode_crop_flip, enough_samples, numpy_rng
 from dlbench.data.layout import FLIP_PROB, MEAN, STD, TrainItem, image_root, read_train_list
-from dlbench.data.synthetic import BERT_KEYS, max_predictions, synthetic_bert, synthetic_images
-from dlbench.spec import PointSpec
+from dlbench.data.synthetic import BERT_KEYS, max_predictions, synthetic_bert, synthetic_gpt, synthetic_images
+from dlbench.spec import PointSpec, SpecError
 
 PREFETCH_PER_WORKER = 2  # batches each worker's ring buffer holds ahead
 RING_SLACK = 1 << 20  # bytes of pickling overhead a ring buffer holds besides the arrays
@@ -107,12 +108,18 @@ def _normalised(dataset: Dataset) -> Iterator[Batch]:
 
 
 def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed: int = 0) -> Batch:
-    """One fixed batch (dlbench.data.synthetic): images float32 and labels int32, or BERT's arrays in BERT_KEYS
-    order (integers int32, weights float32)."""
+    """One fixed batch (dlbench.data.synthetic): images float32 and labels int32, BERT's arrays in BERT_KEYS
+    order (integers int32, weights float32), or a decoder's token ids and next-token labels (int32)."""
     if isinstance(case.input, ImageInput):
         arrays = synthetic_images(case.input, batch, input_size, seed)
         return [jt.array(arrays["images"]), jt.array(arrays["labels"].astype(np.int32))]
     assert isinstance(case.input, TextInput)
+    if case.task == "causal_lm":  # a decoder: [input_ids, next-token labels], int32
+        try:
+            tokens = synthetic_gpt(case.input, batch, sequence_length(case, input_size), seed)
+        except SpecError as exc:  # a sequence longer than the case's context
+            raise Unsupported(str(exc)) from None
+        return [jt.array(tokens[k].astype(np.int32)) for k in ("input_ids", "labels")]
     bert = synthetic_bert(case.input, batch, input_size, seed)
     return [jt.array(bert[k] if bert[k].dtype == np.float32 else bert[k].astype(np.int32)) for k in BERT_KEYS]
 

@@ -4,7 +4,7 @@ The CNNs are ``jittor.models``' classes (torchvision's layouts: its ResNet strid
 v1.5), built from the case's architecture table where the zoo takes one (ResNet's stages, VGG's layer list) and
 checked against it where it does not (AlexNet's convolutions, the heads). Inception v3 is the zoo's ``Inception3`` with its own auxiliary head, trained through the zoo's
 ``_forward`` (its ``execute`` drops the aux logits); the aux head pools adaptively on the small grids of
-test inputs, as the torch backend's does. BERT is written here, laid out like HF ``BertForPreTraining``
+test inputs, as the torch backend's does. The Llama family is llama.py's. BERT is written here, laid out like HF ``BertForPreTraining``
 with the MLM decoder tied to the word embeddings and the masked-LM head run on the gathered masked positions
 only, as Google's pre-training does. ``MODELS`` is the only place a case is named.
 """
@@ -30,8 +30,11 @@ from jittor.models.inception import (
 from jittor.models.resnet import Bottleneck, ResNet
 from jittor.models.vgg import VGG, make_layers
 
+from dlbench.backends.decoder import LLAMA_MEMBERS
+from dlbench.backends.jittor.llama import LlamaModel
 from dlbench.cases import Case, ImageInput
 from dlbench.cases.arch import POOL, AlexNetArch, BertConfig, InceptionArch, ResNetArch, VggArch
+from dlbench.cases.llama import llama_arch
 
 # ----------------------------------------------------------------------------------------------- ResNet
 
@@ -224,6 +227,7 @@ MODELS: dict[str, Builder] = {
     "alexnet": lambda c, side: alexnet(c.arch, *_image(c, side)),  # type: ignore[arg-type]
     "inception_v3": lambda c, side: inception_v3(c.arch, _image(c, side)[0]),  # type: ignore[arg-type]
     "bert_base": lambda c, side: BertForPretraining(c.arch),  # type: ignore[arg-type]
+    **dict.fromkeys(LLAMA_MEMBERS, lambda c, side: LlamaModel(llama_arch(c))),
 }
 
 
@@ -241,8 +245,12 @@ def _weighted_xent(logits: jt.Var, labels: jt.Var, weights: jt.Var) -> jt.Var:
 
 
 def train_loss(case: Case, model: nn.Module, batch: Sequence[jt.Var]) -> jt.Var:
-    """The case's training loss on one batch: cross-entropy (+ aux_weight x the auxiliary head's), or MLM + NSP
-    (batch in BERT_KEYS order)."""
+    """The case's training loss on one batch: cross-entropy (+ aux_weight x the auxiliary head's), MLM + NSP
+    (batch in BERT_KEYS order), or a decoder's mean next-token cross-entropy over every position (input_ids,
+    labels)."""
+    if case.loss.kind == "causal_lm":
+        logits = model(batch[0])
+        return nn.cross_entropy_loss(logits.reshape(-1, logits.shape[-1]), batch[1].reshape(-1))
     if case.loss.kind == "mlm_nsp":
         mlm_logits, nsp_logits = model(batch[0], batch[1], batch[2], batch[3])
         return _weighted_xent(mlm_logits, batch[4], batch[5]) + nn.cross_entropy_loss(nsp_logits, batch[6])

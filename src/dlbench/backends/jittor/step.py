@@ -16,11 +16,14 @@ Batch = list[jt.Var]
 
 
 def make_optimizer(case: Case, model: nn.Module, global_batch: int) -> jt.optim.Optimizer:
-    """The case's optimizer (lr from Optimizer.lr_for)."""
+    """The case's optimizer (lr from Optimizer.lr_for): SGD, Adam (weight decay as an L2 term), or AdamW (decoupled
+    weight decay, as torch's: the decoders' recipe)."""
     o = case.optimizer
     params, lr = model.parameters(), o.lr_for(global_batch)
     if o.name == "sgd":
         return jt.optim.SGD(params, lr, momentum=o.momentum, weight_decay=o.weight_decay)
+    if o.name == "adamw":
+        return jt.optim.AdamW(params, lr, weight_decay=o.weight_decay)
     return jt.optim.Adam(params, lr, weight_decay=o.weight_decay)
 
 
