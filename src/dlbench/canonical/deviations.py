@@ -64,8 +64,8 @@ DEVIATIONS: tuple[Deviation, ...] = (
         frameworks=frozenset({"jax", "tf", "paddle", "mxnet", "jittor"}),
         tensors=r"\.running_var$",
         why=(
-            "BatchNorm updates its running variance with the biased batch variance (sum / n), as flax.linen, "
-            "Keras and PaddlePaddle do; torch uses the unbiased one (sum / (n - 1)). Training "
+            "BatchNorm updates its running variance with the biased batch variance (sum / n), as flax.linen, Gluon, "
+            "Jittor, Keras and PaddlePaddle do; torch uses the unbiased one (sum / (n - 1)). Training "
             "normalises with the biased one everywhere, so only the running variance, and an evaluation "
             "forward after training, differ: by n / (n - 1), 14% at n = 8 values per channel"
         ),
