@@ -3,7 +3,8 @@
 planted in one backend, through its worker's interpreter and not a dlbench option, makes that framework fail, naming
 it and the tensor: an activation (Paddle's ReLU leaks) in CI, and with `-m matrix` ResNet-50's two classic ones, an
 epsilon (JAX's BatchNorm at 1e-3) and a stride on the wrong convolution (TF's ResNet v1, stride on the 1x1). Also
-under `-m matrix`, ResNet-50 in OneFlow and MegEngine, whose environments CI does not set up.
+under `-m matrix`, ResNet-50 in OneFlow, MegEngine, Jittor and MXNet, whose environments CI does not set up, and
+an epsilon planted in Jittor and a stride in MXNet.
 
 The plant is a `sitecustomize` module on the workers' PYTHONPATH: every worker imports it at start-up, and it
 changes a backend only in the environment that has that framework. Frameworks whose environment is missing are
@@ -63,6 +64,34 @@ if tf_models is not None:
         return conv(x, filters, kernel, stride, pad, bias, activation, name)
 
     tf_models._conv = _v1
+"""
+
+# Jittor's BatchNorm at epsilon 1e-3 (torchvision's ResNet: 1e-5), and MXNet's ResNet v1 (stride on the first 1x1).
+JITTOR_EPSILON_MXNET_STRIDE = """
+import importlib.util
+
+if importlib.util.find_spec("jittor") is not None:
+    import dlbench.backends.jittor  # its settings (no MKL download) before jittor loads
+    import jittor
+
+    _init = jittor.nn.BatchNorm.__init__
+
+    def _bn(self, *args, **kwargs):
+        kwargs["eps"] = 1e-3
+        _init(self, *args, **kwargs)
+
+    jittor.nn.BatchNorm.__init__ = _bn
+if importlib.util.find_spec("mxnet") is not None:
+    import dlbench.backends.mxnet.models as mx_models
+
+    _block = mx_models.Bottleneck.__init__
+
+    def _v1(self, in_ch, width, stride, expansion):
+        _block(self, in_ch, width, stride, expansion)
+        self.body[0]._kwargs["stride"] = (stride, stride)
+        self.body[3]._kwargs["stride"] = (1, 1)
+
+    mx_models.Bottleneck.__init__ = _v1
 """
 
 
@@ -155,11 +184,15 @@ def test_paddle_inception_batch_norms_take_torchvision_epsilon() -> None:
     [
         pytest.param("oneflow", "float64", marks=pytest.mark.framework("oneflow"), id="oneflow"),
         pytest.param("megengine", "float32", marks=pytest.mark.framework("megengine"), id="megengine"),
+        pytest.param("jittor", "float64", marks=pytest.mark.framework("jittor"), id="jittor"),
+        pytest.param("mxnet", "float64", marks=pytest.mark.framework("mxnet"), id="mxnet"),
     ],
 )
-def test_resnet50_is_the_same_model_in_oneflow_and_megengine(framework: str, precision: str) -> None:
+def test_resnet50_is_the_same_model_where_ci_sets_up_no_environment(framework: str, precision: str) -> None:
     """torchlike's ResNet-50 on oneflow.nn and megengine.module (MegEngine: BatchNorm's [1, C, 1, 1] reshaped; no
-    float64 kernels, so judged in float32). Not in CI: CI sets up neither; about 1.5 min each at load 8."""
+    float64 kernels, so judged in float32), jittor.models' and the Gluon one (both under biased-running-var). Not in
+    CI: CI sets up none of them; about 1.5 min each at load 8, Jittor 7 min at load 15 (it compiles its float64
+    kernels on the first run)."""
     _needed()
     if not installed(framework):
         pytest.skip(f"{framework} is not installed: run: dlbench setup {framework}")
@@ -169,3 +202,20 @@ def test_resnet50_is_the_same_model_in_oneflow_and_megengine(framework: str, pre
     assert c is not None and c.precision == precision, row.note
     assert c.eval_logits.value is not None and c.eval_logits.value < TOLERANCES[precision].forward
     assert c.step.value is not None and c.step.value < TOLERANCES[precision].step
+
+
+@pytest.mark.matrix
+def test_a_planted_epsilon_in_jittor_and_stride_in_mxnet_fail_naming_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Jittor's BatchNorm epsilon at 1e-3 and MXNet's ResNet v1 (the stride on the first 1x1): both fail, named,
+    with the tensor. Not in CI (neither environment is there); 10 minutes here at load 15-18."""
+    _needed()
+    planted = [fw for fw in ("jittor", "mxnet") if installed(fw)]
+    if not planted:
+        pytest.skip("neither jittor nor mxnet is installed: run: dlbench setup jittor (or mxnet)")
+    _plant(tmp_path, JITTOR_EPSILON_MXNET_STRIDE, monkeypatch)
+    rows = {r.framework: r for r in check_same_model(SameModelRequest("resnet50", tuple(planted))).rows}
+    for fw in planted:
+        assert rows[fw].status == "fail", (fw, rows[fw].note)
+        assert rows[fw].note.startswith("float64 ") and "(worst: " in rows[fw].note, rows[fw].note
