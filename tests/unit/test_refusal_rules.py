@@ -124,6 +124,8 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     # case families a framework never builds (Capabilities.refused_archs, #46)
     ("megengine", {"model": "llama_tiny"}, "MegEngine 1.13, its last release (2023), has no RMSNorm"),
     ("megengine", {"model": "mixtral_8x7b"}, "does not build the Llama or MoE families"),
+    ("mxnet", {"model": "llama_tiny"}, "Apache retired MXNet to the Attic in 2023"),
+    ("mxnet", {"model": "moe_tiny"}, "MXNet backend does not build the Llama or MoE families"),
 ]
 
 # Points next to a rule that run: the rule does not reach too far.
