@@ -22,9 +22,10 @@ CONVERGE_FRAMEWORKS: tuple[str, ...] = (
     "fake",
     "paddle",
     "oneflow",
+    "tf",
 )  # backends that feed the learnable data
 # Backends whose learnable data is checked for some kinds of case only (#46): their other cases are refused.
-CONVERGE_TASKS: dict[str, tuple[str, ...]] = {"paddle": ("causal_lm",), "oneflow": ("causal_lm",)}
+CONVERGE_TASKS: dict[str, tuple[str, ...]] = {"paddle": ("causal_lm",), "oneflow": ("causal_lm",), "tf": ("causal_lm",)}
 CONVERGE_PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
 REFERENCE_RUNS = 5  # local reference runs per configuration (torch fp32, one device), as many as a shipped point
 REFERENCE_SEED0 = 100  # their seeds, and the shipped points': 100 .. 100 + N - 1 (a candidate's default is 0)

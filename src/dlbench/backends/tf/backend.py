@@ -23,9 +23,11 @@ import keras
 import tensorflow as tf
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.decoder import decoder_facts, moe_shape_refusal
 from dlbench.backends.gpu_arch import GpuBuild
+from dlbench.backends.keras.moe import DISPATCH, MoeModel
 from dlbench.backends.tf import data, distributed, parameter_server, variables
-from dlbench.backends.tf.models import MODELS, build_model, count_trainable
+from dlbench.backends.tf.models import MODELS, build_model, count_case
 from dlbench.backends.tf.step import AMP_HOST_SYNC, TfTrainer
 from dlbench.backends.tf.wide_deep import EMBEDDING_PATH
 from dlbench.cases import Case
@@ -86,6 +88,7 @@ def _facts(spec: PointSpec, case: Case, numerics: Numerics, applied: dict[str, o
         facts["amp_host_sync"] = AMP_HOST_SYNC
     if case.loss.kind == "bce":  # Wide & Deep: how its tables train
         facts["embedding"] = EMBEDDING_PATH
+    facts.update(decoder_facts(case, spec.input_size))  # a decoder's FLOPs convention, a MoE's figures
     return facts
 
 
@@ -107,6 +110,7 @@ class TfBackend(Backend):
         super().__init__()
         self._configured = False
         self._built = False
+        self._routed: MoeModel | None = None  # a MoE point's model, whose routing facts() reads
 
     def cases(self) -> frozenset[str]:
         return frozenset(MODELS)
@@ -170,9 +174,16 @@ class TfBackend(Backend):
 
     def case_support(self, case: Case) -> str | None:
         missing = super().case_support(case)
-        if missing is None and case.optimizer.weight_decay:
+        if missing is None and case.optimizer.weight_decay and case.optimizer.name != "adamw":
             return "the tf backend does not map torch-style (L2) weight decay yet"
-        return missing
+        return missing or moe_shape_refusal(case)
+
+    def facts(self) -> dict[str, object]:
+        """What build chose; a MoE point adds the routing its steps did (backends/keras/moe.py)."""
+        out = dict(self._facts)
+        if self._routed is not None:
+            out["routing"] = self._routed.routing_figures()
+        return out
 
     def refuse(self, spec: PointSpec) -> str | None:
         """What only this TensorFlow can tell: the GPUs it sees (the rules the spec shows are the capability
@@ -203,6 +214,9 @@ class TfBackend(Backend):
             with strategy.scope() if strategy else tf.device(device):  # variables mirrored on every replica
                 model = build_model(case, spec.input_size)
         self._facts = _facts(spec, case, numerics, applied)
+        if isinstance(model, MoeModel):
+            self._routed = model
+            self._facts["moe_dispatch"] = DISPATCH
         if chosen == "ps":
             self._facts.update(parameter_server.facts(spec))
             return parameter_server.PsTrainer(spec, case, ps_strategy, model)
@@ -239,7 +253,7 @@ class TfBackend(Backend):
     def count_params(self, case: Case) -> int:
         keras.mixed_precision.set_global_policy("float32")
         with tf.device("/CPU:0"):
-            n = count_trainable(build_model(case))
+            n = count_case(case)
         keras.backend.clear_session()
         gc.collect()
         return n

@@ -18,10 +18,12 @@ import tensorflow as tf
 
 from dlbench.backends.base import Unsupported, fixed
 from dlbench.cases import Case, CtrInput, ImageInput, TextInput
+from dlbench.cases.gpt import sequence_length
 from dlbench.data.augment import bert_arrays, enough_samples
 from dlbench.data.layout import CROP_RATIO, CROP_SCALE, MEAN, STD, image_root, read_train_list
-from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_images
-from dlbench.spec import PointSpec
+from dlbench.data.learnable import learnable_batches
+from dlbench.data.synthetic import max_predictions, synthetic_bert, synthetic_ctr, synthetic_gpt, synthetic_images
+from dlbench.spec import PointSpec, SpecError
 
 Batch = dict[str, tf.Tensor]
 
@@ -43,6 +45,12 @@ def synthetic_batch(case: Case, batch: int, device: str, input_size: int | None 
     if isinstance(case.input, CtrInput):
         return _on_device(synthetic_ctr(case.input, batch, case.param("vocab"), seed), device)
     assert isinstance(case.input, TextInput)
+    if case.task == "causal_lm":  # a sequence longer than the decoder's context is the point's refusal
+        try:
+            seq = sequence_length(case, input_size)
+        except SpecError as exc:
+            raise Unsupported(str(exc)) from None
+        return _on_device(synthetic_gpt(case.input, batch, seq, seed), device)
     return _on_device(synthetic_bert(case.input, batch, input_size, seed), device)
 
 
@@ -110,8 +118,12 @@ def text_batches(spec: PointSpec, case: Case, device: str, seed: int) -> Iterato
 
 
 def batches(spec: PointSpec, case: Case, device: str, seed: int) -> Iterator[Batch]:
-    """The point's input: the real-data pipeline's batches, or the fixed synthetic batch."""
-    if spec.data == "real" and isinstance(case.input, CtrInput):
+    """The point's input: --converge's learnable stream (a new batch each step, this rank's `seed` its order, as
+    torch's), the real-data pipeline's batches, or the fixed synthetic batch."""
+    if spec.converge:
+        stream = learnable_batches(case, spec.batch_size, spec.input_size, seed)
+        return (_on_device(arrays, device) for arrays in stream)
+    if spec.data == "real" and (isinstance(case.input, CtrInput) or case.task == "causal_lm"):
         raise Unsupported(f"real data for {case.name} is not read yet (no Criteo layout): use synthetic data")
     if spec.data == "real":
         pipeline = image_batches if isinstance(case.input, ImageInput) else text_batches
@@ -121,5 +133,7 @@ def batches(spec: PointSpec, case: Case, device: str, seed: int) -> Iterator[Bat
 
 def describe(spec: PointSpec) -> str:
     """How the input is fed, for the point's facts ("loader")."""
+    if spec.converge:
+        return "learnable: a new batch drawn on the host every step (--converge)"
     real = f"tf.data, {spec.loader_workers or 1} parallel decode calls, prefetch"
     return real if spec.data == "real" else "synthetic: one batch made on the device"

@@ -26,10 +26,15 @@ import numpy as np
 import tensorflow as tf
 from keras import layers, ops
 
+from dlbench.backends.decoder import LLAMA_MEMBERS, MOE_MEMBERS
+from dlbench.backends.keras.llama import LlamaModel, count_decoder
+from dlbench.backends.keras.moe import MoeModel
 from dlbench.backends.tf.bert import build_bert
 from dlbench.backends.tf.wide_deep import bce_loss, build_wide_deep
 from dlbench.cases import Case, ImageInput
 from dlbench.cases.arch import POOL, AlexNetArch, BertConfig, InceptionArch, ResNetArch, VggArch
+from dlbench.cases.llama import llama_arch
+from dlbench.cases.moe import moe_arch
 
 Tensor: TypeAlias = keras.KerasTensor
 
@@ -307,12 +312,24 @@ MODELS: dict[str, Builder] = {
     "inception_v3": _image(inception_v3),
     "bert_base": _bert,
     "wide_deep": lambda case, size: build_wide_deep(case),
+    # The Llama and MoE families (#46): Keras 3 code shared with the keras framework (backends/keras).
+    **dict.fromkeys(LLAMA_MEMBERS, lambda case, size: LlamaModel(llama_arch(case), name=case.name)),
+    **dict.fromkeys(MOE_MEMBERS, lambda case, size: MoeModel(moe_arch(case), name=case.name)),
 }
+DECODERS: frozenset[str] = frozenset((*LLAMA_MEMBERS, *MOE_MEMBERS))
 
 
 def build_model(case: Case, input_size: int | None = None) -> keras.Model:
     """A freshly initialised Keras model for the case, under the current global precision policy."""
     return MODELS[case.name](case, input_size)
+
+
+def count_case(case: Case) -> int:
+    """The case's trainable parameters: a decoder's counted without allocating its weights (count_decoder), any
+    other model's from a built model."""
+    if case.name in DECODERS:
+        return count_decoder(lambda: build_model(case))
+    return count_trainable(build_model(case))
 
 
 def count_trainable(model: keras.Model) -> int:
@@ -330,6 +347,11 @@ def train_loss(case: Case, model: keras.Model, batch: Mapping[str, tf.Tensor]) -
     MLM + NSP with Google's masked-LM loss, sum(ce x mlm_weights) / (sum(mlm_weights) + 1e-5)."""
     if case.loss.kind == "bce":
         return bce_loss(model, batch)
+    if case.loss.kind == "causal_lm":  # mean next-token cross-entropy (+ aux weight x a MoE's balancing loss)
+        out = model(batch["input_ids"], training=True)
+        logits, aux = out if isinstance(out, tuple) else (out, None)
+        loss = tf.reduce_mean(_xent(batch["labels"], logits))
+        return loss if aux is None else loss + case.loss.aux_weight * tf.cast(aux, tf.float32)
     if case.loss.kind == "mlm_nsp":
         mlm_logits, nsp_logits = model(batch, training=True)
         weights = tf.cast(batch["mlm_weights"], tf.float32)
@@ -342,4 +364,14 @@ def train_loss(case: Case, model: keras.Model, batch: Mapping[str, tf.Tensor]) -
     return tf.reduce_mean(_xent(labels, out))
 
 
-__all__ = ["MODELS", "alexnet", "build_model", "count_trainable", "inception_v3", "resnet", "train_loss", "vgg"]
+__all__ = [
+    "MODELS",
+    "alexnet",
+    "build_model",
+    "count_case",
+    "count_trainable",
+    "inception_v3",
+    "resnet",
+    "train_loss",
+    "vgg",
+]

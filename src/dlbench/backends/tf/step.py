@@ -29,6 +29,8 @@ def make_optimizer(case: Case, global_batch: int, loss_scale: bool) -> keras.opt
     opt: keras.optimizers.Optimizer
     if o.name == "sgd":  # Keras' momentum form equals torch's for a constant learning rate
         opt = keras.optimizers.SGD(learning_rate=lr, momentum=o.momentum)
+    elif o.name == "adamw":  # decoupled weight decay on every weight, as torch.optim.AdamW
+        opt = keras.optimizers.AdamW(learning_rate=lr, weight_decay=o.weight_decay, epsilon=1e-8)
     else:
         opt = keras.optimizers.Adam(learning_rate=lr, epsilon=1e-8)  # torch's epsilon
     return keras.optimizers.LossScaleOptimizer(opt) if loss_scale else opt
