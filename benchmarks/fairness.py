@@ -49,7 +49,20 @@ from dlbench.store.store import Store
 from dlbench.wire import ALLOCATOR_VARS, THREAD_VARS
 
 LOOPS = Path(__file__).parent / "fairness_loops"
-FRAMEWORKS = ("torch", "tf", "paddle", "jax", "mxnet", "mindspore", "jittor", "oneflow", "megengine")
+FRAMEWORKS = (
+    "torch",
+    "tf",
+    "paddle",
+    "jax",
+    "mxnet",
+    "mindspore",
+    "jittor",
+    "oneflow",
+    "megengine",
+    "keras_jax",
+    "keras_tf",
+    "keras_torch",
+)
 MODEL = "resnet50"
 # A preset with no minimum measured time on any device: dlbench then runs warm-up + measured steps, as the loops
 # do (quick's GPU calibration window would warm dlbench up longer than the loop).

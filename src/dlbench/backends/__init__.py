@@ -151,6 +151,24 @@ _BUILTIN: tuple[BackendInfo, ...] = (
         cuda_extra="jax-cuda",
         release_pins=("jax", "jaxlib"),
     ),
+    # Keras 3 on its three backends (#46): one folder (backends/keras), one environment per backend.
+    *(
+        BackendInfo(
+            f"keras_{short}",
+            f"Keras 3 on {title}",
+            "keras",
+            "keras",
+            f"dlbench.backends.keras.backend:{cls}",
+            f"keras-{short}",
+            python=python,
+            capabilities=f"dlbench.capabilities.keras:{short.upper()}",
+        )
+        for short, title, cls, python in (
+            ("jax", "JAX", "KerasJaxBackend", ("3.11", "3.14")),
+            ("tf", "TensorFlow", "KerasTfBackend", ("3.10", "3.13")),
+            ("torch", "PyTorch", "KerasTorchBackend", ("3.10", "3.14")),
+        )
+    ),
     BackendInfo(
         "mindspore",
         "MindSpore",
@@ -198,7 +216,10 @@ _TEST_ONLY: tuple[BackendInfo, ...] = (
 
 def _with_table(infos: tuple[BackendInfo, ...]) -> tuple[BackendInfo, ...]:
     """Built-in backends with their capability tables: dlbench.capabilities.<name>."""
-    return tuple(dataclasses.replace(b, capabilities=f"dlbench.capabilities.{b.name}:CAPABILITIES") for b in infos)
+    return tuple(
+        dataclasses.replace(b, capabilities=b.capabilities or f"dlbench.capabilities.{b.name}:CAPABILITIES")
+        for b in infos
+    )
 
 
 _BUILTIN, _TEST_ONLY = _with_table(_BUILTIN), _with_table(_TEST_ONLY)
@@ -285,6 +306,12 @@ BUILDS: dict[str, GpuBuilds] = {
         "https://www.paddlepaddle.org.cn/packages/stable/cu126/ (sm_90; a "
         "Blackwell build is not checked here)",
     ),
+    **{
+        f"keras_{short}": GpuBuilds(
+            "?", "?", True, f"not wired: keras_{short} trains on the CPU only for now (Keras on {title}'s GPU build)"
+        )
+        for short, title in (("jax", "JAX"), ("tf", "TensorFlow"), ("torch", "PyTorch"))
+    },
     "mxnet": GpuBuilds(
         "no",
         "no",

@@ -21,6 +21,7 @@ from typing import Any
 
 from keras import layers, ops
 
+from dlbench.backends.decoder import routing_summary
 from dlbench.backends.keras.llama import FeedForward, LlamaModel, linear
 from dlbench.cases.arch import MoeConfig
 
@@ -101,20 +102,9 @@ class MoeModel(LlamaModel):
         """The routing the point's training steps did (warm-up included): per layer the assignments each expert
         received, their imbalance (max / mean), the dropped share."""
         hist = [[round(float(c)) for c in ops.convert_to_numpy(m.tokens)] for m in self.moe_layers()]
-        assigned = sum(sum(r) for r in hist)
         dropped = sum(round(float(ops.convert_to_numpy(m.dropped))) for m in self.moe_layers())
-        imbalance = [max(r) / (sum(r) / len(r)) if sum(r) else float("nan") for r in hist]
-        return {
-            "tokens_per_expert": hist,
-            "imbalance_per_layer": imbalance,
-            "imbalance_max": max(imbalance),
-            "imbalance_mean": sum(imbalance) / len(imbalance),
-            "assignments": assigned,
-            "dropped": dropped,
-            "dropped_fraction": dropped / assigned if assigned else 0.0,
-            "forced_balanced": False,
-            "read": "summed on the device in each MoE layer's non-trainable counters, warm-up included",
-        }
+        read = "summed on the device in each MoE layer's non-trainable counters, warm-up included"
+        return {**routing_summary(hist, sum(sum(r) for r in hist), dropped), "read": read}
 
 
 __all__ = ["DISPATCH", "MoeFeedForward", "MoeModel"]

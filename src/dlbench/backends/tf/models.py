@@ -3,8 +3,9 @@ tables, each with exactly the case's trainable-parameter count; and the case's t
 
 They follow torchvision's layouts, as the torch backend does, so both frameworks train the same network:
 
-- ResNets are v1.5 (stride in the 3x3 conv) with bias-free convs, depths from ``ResNetArch``:
-  ``keras.applications.ResNet50`` is v1 with biased convs (25,583,592 trainable parameters), so it is not used.
+- ResNets (backends/keras/cnn.py, backend-free Keras code the keras framework shares) are v1.5 (stride in the
+  3x3 conv) with bias-free convs, depths from ``ResNetArch``; BERT is backends/keras/bert.py, the Llama and MoE
+  decoders backends/keras/llama.py and moe.py.
 - VGG is built from ``VggArch``'s layer table the way ``keras.applications.VGG16`` builds its body (3x3 "same"
   convs with ReLU and Keras' default initialiser, 2x2 max-pools), with torchvision's head: adaptive average
   pool, then the FC widths with dropout. At 224x224 the pool is the identity and VGG-16's count equals the
@@ -27,61 +28,17 @@ import tensorflow as tf
 from keras import layers, ops
 
 from dlbench.backends.decoder import LLAMA_MEMBERS, MOE_MEMBERS
+from dlbench.backends.keras.bert import build_bert
+from dlbench.backends.keras.cnn import bn, conv, dense, resnet
 from dlbench.backends.keras.llama import LlamaModel, count_decoder
 from dlbench.backends.keras.moe import MoeModel
-from dlbench.backends.tf.bert import build_bert
 from dlbench.backends.tf.wide_deep import bce_loss, build_wide_deep
 from dlbench.cases import Case, ImageInput
-from dlbench.cases.arch import POOL, AlexNetArch, BertConfig, InceptionArch, ResNetArch, VggArch
+from dlbench.cases.arch import POOL, AlexNetArch, BertConfig, InceptionArch, VggArch
 from dlbench.cases.llama import llama_arch
 from dlbench.cases.moe import moe_arch
 
 Tensor: TypeAlias = keras.KerasTensor
-
-
-def _he_fan_out() -> keras.initializers.Initializer:
-    """torch's kaiming_normal_ (fan-out), made per layer: an unseeded Keras initializer draws its seed when it is
-    created, so one made at import would ignore keras.utils.set_random_seed(spec.seed)."""
-    return keras.initializers.VarianceScaling(2.0, "fan_out", "untruncated_normal")
-
-
-def _conv(
-    x: Tensor,
-    filters: int,
-    kernel: int | tuple[int, int],
-    stride: int = 1,
-    pad: int | tuple[int, int] = 0,
-    bias: bool = False,
-    activation: str | None = None,
-    name: str | None = None,
-) -> Tensor:
-    """A conv with torch's padding semantics: symmetric zero padding, then a valid convolution. `name`: the
-    canonical module name (dlbench.canonical), where the same-model check's map reads it (same_model.py)."""
-    if pad:
-        x = layers.ZeroPadding2D(pad)(x)
-    return layers.Conv2D(
-        filters,
-        kernel,
-        strides=stride,
-        padding="valid",
-        use_bias=bias,
-        activation=activation,
-        kernel_initializer=_he_fan_out(),
-        name=name,
-    )(x)
-
-
-def _bn(x: Tensor, eps: float, name: str | None = None) -> Tensor:
-    """Batch norm with torch's defaults (momentum 0.1 in torch's sense, i.e. 0.9 here), trainable scale and shift."""
-    return layers.BatchNormalization(momentum=0.9, epsilon=eps, name=name)(x)
-
-
-def _dense(
-    x: Tensor, units: int, activation: str | None = None, std: float | None = None, name: str | None = None
-) -> Tensor:
-    """A dense layer; normal(0, std) weights and zero bias when std is given (VGG, AlexNet), else Keras' default."""
-    init = keras.initializers.RandomNormal(0.0, std) if std is not None else "glorot_uniform"
-    return layers.Dense(units, activation=activation, kernel_initializer=init, name=name)(x)
 
 
 def _pool_matrix(size: int, out: int) -> np.ndarray:
@@ -115,35 +72,6 @@ class AdaptiveAvgPool2D(layers.Layer):
         return (input_shape[0], self.out, self.out, input_shape[3])
 
 
-# ---------------------------------------------------------------------------------------------- ResNet
-
-
-def _bottleneck(x: Tensor, width: int, stride: int, expansion: int, name: str) -> Tensor:
-    """ResNet v1.5 bottleneck: 1x1 reduce, 3x3 carrying the stride, 1x1 expand, projection when needed; its
-    layers named as torchvision's (`name`.conv1 ... `name`.downsample.1)."""
-    out_ch = expansion * width
-    shortcut = x
-    if stride != 1 or x.shape[-1] != out_ch:
-        shortcut = _bn(_conv(x, out_ch, 1, stride, name=f"{name}.downsample.0"), 1e-5, f"{name}.downsample.1")
-    y = layers.ReLU()(_bn(_conv(x, width, 1, name=f"{name}.conv1"), 1e-5, f"{name}.bn1"))
-    y = layers.ReLU()(_bn(_conv(y, width, 3, stride, pad=1, name=f"{name}.conv2"), 1e-5, f"{name}.bn2"))
-    y = _bn(_conv(y, out_ch, 1, name=f"{name}.conv3"), 1e-5, f"{name}.bn3")
-    return layers.ReLU()(layers.Add()([y, shortcut]))
-
-
-def resnet(arch: ResNetArch, size: int, classes: int, name: str) -> keras.Model:
-    """Bottleneck ResNet v1.5 (torchvision layout): 7x7 stem, max-pool, the table's stages, global pool, fc."""
-    assert arch.stride_on_3x3, "only ResNet v1.5 (stride on the 3x3 conv) is built"
-    inputs = keras.Input((size, size, 3))
-    x = layers.ReLU()(_bn(_conv(inputs, arch.width, 7, 2, pad=3, name="stem.0"), 1e-5, "stem.1"))
-    x = layers.MaxPooling2D(3, 2)(layers.ZeroPadding2D(1)(x))  # zero padding is safe after ReLU
-    for i, n in enumerate(arch.stages):
-        for j in range(n):
-            x = _bottleneck(x, arch.width * 2**i, 2 if (i > 0 and j == 0) else 1, arch.expansion, f"stages.{i}.{j}")
-    x = layers.GlobalAveragePooling2D()(x)
-    return keras.Model(inputs, _dense(x, classes, name="fc"), name=name)
-
-
 # ------------------------------------------------------------------------------------- VGG and AlexNet
 
 
@@ -155,11 +83,11 @@ def _classifier(x: Tensor, classes: int, fc: tuple[int, ...], dropout: float, dr
     for width in fc:
         if dropout_first:
             x = layers.Dropout(dropout)(x)
-        x = _dense(x, width, "relu", std=0.01, name=f"classifier.{index + 1 if dropout_first else index}")
+        x = dense(x, width, "relu", std=0.01, name=f"classifier.{index + 1 if dropout_first else index}")
         if not dropout_first:
             x = layers.Dropout(dropout)(x)
         index += 3
-    return _dense(x, classes, std=0.01, name=f"classifier.{index}")
+    return dense(x, classes, std=0.01, name=f"classifier.{index}")
 
 
 def vgg(arch: VggArch, size: int, classes: int, name: str) -> keras.Model:
@@ -183,7 +111,7 @@ def alexnet(arch: AlexNetArch, size: int, classes: int, name: str) -> keras.Mode
     inputs = keras.Input((size, size, 3))
     x, index = inputs, 0  # index: the conv's place in torchvision's features (its name: features.K)
     for c in arch.convs:
-        x = _conv(x, c.out, c.kernel, c.stride, pad=c.padding, bias=True, activation="relu", name=f"features.{index}")
+        x = conv(x, c.out, c.kernel, c.stride, pad=c.padding, bias=True, activation="relu", name=f"features.{index}")
         if c.pool_after:
             x = layers.MaxPooling2D(3, 2)(x)
         index += 3 if c.pool_after else 2
@@ -198,7 +126,7 @@ def _basic(
     x: Tensor, filters: int, kernel: int | tuple[int, int], stride: int = 1, pad: int | tuple[int, int] = 0
 ) -> Tensor:
     """torchvision's BasicConv2d: bias-free conv, batch norm (eps 1e-3, with scale), ReLU."""
-    return layers.ReLU()(_bn(_conv(x, filters, kernel, stride, pad), 1e-3))
+    return layers.ReLU()(bn(conv(x, filters, kernel, stride, pad), 1e-3))
 
 
 def _avg3(x: Tensor) -> Tensor:
@@ -260,7 +188,7 @@ def _inception_aux(x: Tensor, classes: int) -> Tensor:
     # As in the torch backend: torchvision's 5x5/3 pool needs a >= 17x17 grid; smaller inputs pool to 5x5.
     pool = layers.AveragePooling2D(5, 3) if min(x.shape[1:3]) >= 17 else AdaptiveAvgPool2D(5)
     x = _basic(_basic(pool(x), 128, 1), 768, 5)
-    return _dense(layers.GlobalAveragePooling2D()(x), classes)
+    return dense(layers.GlobalAveragePooling2D()(x), classes)
 
 
 def inception_v3(arch: InceptionArch, size: int, classes: int, name: str) -> keras.Model:
@@ -278,7 +206,7 @@ def inception_v3(arch: InceptionArch, size: int, classes: int, name: str) -> ker
     aux = _inception_aux(x, classes) if arch.aux_logits else None
     x = _inception_e(_inception_e(_inception_d(x)))
     x = layers.Dropout(arch.dropout)(layers.GlobalAveragePooling2D()(x))
-    logits = _dense(x, classes)
+    logits = dense(x, classes)
     return keras.Model(inputs, logits if aux is None else [logits, aux], name=name)
 
 

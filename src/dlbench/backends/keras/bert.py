@@ -1,4 +1,5 @@
-"""BERT-base for pre-training (MLM + NSP) in Keras 3, laid out like HF ``BertForPreTraining``.
+"""BERT-base for pre-training (MLM + NSP) in Keras 3 (keras.ops and keras.layers only: any Keras backend), laid
+out like HF ``BertForPreTraining``.
 
 Same trainable-parameter count as the torch backend's model (110,106,428): the MLM decoder reuses the word
 embedding matrix (tied, counted once) and has its own bias. As in Google's and NVIDIA's pre-training, the
@@ -9,15 +10,14 @@ as three). Attention scores and softmax run in float32 under mixed precision.
 
 from __future__ import annotations
 
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import keras
-import tensorflow as tf
 from keras import layers, ops
 
 from dlbench.cases.arch import BertConfig
 
-Tensor: TypeAlias = tf.Tensor  # what Keras layers receive and return on the TensorFlow backend
+Tensor: TypeAlias = Any  # what Keras layers receive and return: the backend's tensors
 
 
 def _init(cfg: BertConfig) -> keras.initializers.Initializer:
@@ -106,7 +106,8 @@ class BertForPretraining(keras.Model):
         for layer in self.encoder:
             x = layer(x, mask_bias, training=training)
         pooled = self.pooler(x[:, 0])
-        masked = tf.gather(x, inputs["mlm_positions"], batch_dims=1)  # [B, P, H]
+        positions = ops.cast(inputs["mlm_positions"], "int32")[:, :, None]
+        masked = ops.take_along_axis(x, positions, axis=1)  # [B, P, H]
         h = self.mlm_norm(_gelu(self.mlm_transform(masked)))
         decoder = ops.cast(self.embeddings.word.embeddings, h.dtype)  # tied to the word embeddings
         mlm_logits = ops.matmul(h, ops.transpose(decoder)) + ops.cast(self.mlm_bias, h.dtype)
