@@ -5,7 +5,7 @@ benchmarks compare them. The backend is chosen by ``KERAS_BACKEND``, set before 
 module imports Keras only inside its methods).
 
 jit_compile: Keras' default ``"auto"``, resolved by Keras per backend (JAX: XLA through jax.jit; TensorFlow: XLA
-where every layer supports it; PyTorch: eager), or ``True`` everywhere with ``--compile`` (PyTorch: torch.compile);
+where a non-CPU device is present, so eager tf.function on a CPU-only machine; PyTorch: eager), or ``True`` everywhere with ``--compile`` (PyTorch: torch.compile);
 the resolved setting is recorded on every point (``jit_compile``), beside the backend and its version.
 """
 
