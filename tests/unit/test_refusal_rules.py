@@ -39,6 +39,8 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     ("jittor", {"devices_per_node": 2}, "Jittor backend trains on one device only"),
     ("megengine", {"devices_per_node": 2}, "MegEngine has no CPU collective backend"),
     ("mindspore", {"devices_per_node": 2}, "MindSpore backend trains on one device only"),
+    *((f"keras_{b}", {"devices_per_node": 2}, f"keras_{b} trains on one device") for b in ("jax", "tf", "torch")),
+    *((f"keras_{b}", {"precision": "bf16"}, f"keras_{b} trains in fp32 only") for b in ("jax", "tf", "torch")),
     ("tf", {"devices_per_node": 2, "data": "real", "data_dir": "/d"}, "real data is not split over tf's replicas"),
     # the llama and MoE families' layouts (cases/llama_layout.py, cases/moe_layout.py), wired in the same place
     (
