@@ -45,6 +45,7 @@ MARKOV_STATES = 64  # tokens of the Markov source --converge feeds a language mo
 MIN_CELLS = 8  # cells (of channels x GRID x GRID) in which any two class templates differ
 DATA_VERSION = 1  # of every generator here: raise it when a stream's bytes change (shipped RCPs are keyed by it)
 HELD_OUT = 1_000_003  # the `order` of the held-out split; a run's seed (its training stream) stays below it
+CALIBRATION = HELD_OUT + 1  # the stream an evaluation recomputes batch-norm statistics on (never scored, never trained)
 CTR_VOCAB = 100  # ids the planted click-through source draws (a Wide & Deep table must hold at least these)
 
 
