@@ -116,6 +116,12 @@ def test_the_evaluated_weights_decide_whether_the_target_was_reached() -> None:
     assert j.verdict == "not reached" and "held-out loss 0.3" in j.reason
     auc = {"target": {"loss": 0.1, "bayes": 0.0, "diff_mean": 0.1, "diff_se": 0.01, "auc": 0.6}}
     assert judge(_run(0.99), 0.1, ref, auc, Floor(best=0.0, auc=0.8)).verdict == "not reached"
+    # Target 0.1, best 0: the weights may lie up to 0.15 above, and 2 standard errors of the held-out mean beyond.
+    noisy = {"target": {"loss": 0.2, "bayes": 0.0, "diff_mean": 0.2, "diff_se": 0.03}}
+    assert judge(_run(0.99), 0.1, ref, noisy, Floor(best=0.0)).verdict == "converged"
+    clear = {"target": {"loss": 0.22, "bayes": 0.0, "diff_mean": 0.22, "diff_se": 0.03}}
+    j = judge(_run(0.99), 0.1, ref, clear, Floor(best=0.0))
+    assert j.verdict == "not reached" and "2 standard errors" in j.reason
     broken_after = {**honest, "end": {"loss": float("nan"), "bayes": 0.0}}
     assert judge(_run(0.99), 0.1, ref, broken_after, Floor(best=0.0)).verdict == "diverged"
 
