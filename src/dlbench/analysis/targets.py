@@ -25,7 +25,13 @@ CONVERGE_FRAMEWORKS: tuple[str, ...] = (
     "tf",
 )  # backends that feed the learnable data
 # Backends whose learnable data is checked for some kinds of case only (#46): their other cases are refused.
-CONVERGE_TASKS: dict[str, tuple[str, ...]] = {"paddle": ("causal_lm",), "oneflow": ("causal_lm",), "tf": ("causal_lm",)}
+CONVERGE_TASKS: dict[str, tuple[str, ...]] = {
+    "paddle": ("causal_lm", "image_classification"),
+    "oneflow": ("causal_lm",),
+    "tf": ("causal_lm", "image_classification"),
+}
+# Backends whose convergence points train on one device only: their multi-device trainers draw no learnable data.
+CONVERGE_ONE_DEVICE: tuple[str, ...] = ("tf",)
 CONVERGE_PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
 REFERENCE_RUNS = 5  # local reference runs per configuration (torch fp32, one device), as many as a shipped point
 REFERENCE_SEED0 = 100  # their seeds, and the shipped points': 100 .. 100 + N - 1 (a candidate's default is 0)
@@ -136,6 +142,8 @@ def convergence_refusal(spec: PointSpec) -> str | None:
     tasks, task = CONVERGE_TASKS.get(spec.framework), get_case(spec.model).task
     if tasks is not None and task not in tasks:
         return f"--converge is wired for {spec.framework}'s {', '.join(tasks)} cases only, not {spec.model} ({task})"
+    if spec.framework in CONVERGE_ONE_DEVICE and spec.global_batch != spec.batch_size:
+        return f"--converge is wired for {spec.framework} on one device only (its multi-device trainers draw no learnable data)"
     if spec.precision not in CONVERGE_PRECISIONS:
         return f"--converge has no target for {spec.precision} (targets exist for {', '.join(CONVERGE_PRECISIONS)})"
     return target_problem(spec.model, spec.converge_steps, spec.converge_target)

@@ -34,6 +34,8 @@ def test_a_plain_converge_point_is_not_refused() -> None:
     assert refusal(_spec(precision="bf16")) is None
     assert refusal(_spec(framework="paddle", model="llama_tiny")) is None  # paddle's decoders (#46)
     assert refusal(_spec(framework="tf", model="moe_tiny")) is None  # and TF/Keras' (#46)
+    assert refusal(_spec(framework="paddle")) is None  # and image classifiers, as TensorFlow's (#44)
+    assert refusal(_spec(framework="tf")) is None
 
 
 @pytest.mark.parametrize(
@@ -42,8 +44,9 @@ def test_a_plain_converge_point_is_not_refused() -> None:
         ({"model": "face"}, "no target for face"),
         ({"precision": "amp"}, "no target for amp"),
         ({"framework": "mxnet"}, "no learnable data wired for mxnet"),
-        ({"framework": "paddle"}, "paddle's causal_lm cases only, not resnet50"),
-        ({"framework": "tf"}, "tf's causal_lm cases only, not resnet50"),
+        ({"framework": "paddle", "model": "wide_deep"}, "paddle's causal_lm, image_classification cases only"),
+        ({"framework": "tf", "model": "wide_deep"}, "tf's causal_lm, image_classification cases only, not wide_deep"),
+        ({"framework": "tf", "devices_per_node": 2}, "tf on one device only"),
         ({"converge_steps": 0}, "at least 1"),
         ({"converge_target": 0.0}, "best possible loss"),
         ({"model": "gpt2_small", "converge_target": 1.0}, "cannot be reached"),

@@ -97,6 +97,8 @@ class PaddleTrainer(Trainer):
         # In a job, DataParallel around the whole loss layer: it all-reduces the gradients during backward.
         self.forward = distributed.data_parallel(forward)
         self._last: paddle.Tensor | None = None
+        self._window: paddle.Tensor | None = None  # the loss summed on the device since the last loss_window
+        self._window_steps = 0
         model.train()
 
     def _autocast(self) -> contextlib.AbstractContextManager[None]:
@@ -116,6 +118,18 @@ class PaddleTrainer(Trainer):
             self.optimizer.step()
         self.optimizer.clear_grad()
         self._last = loss.detach()
+        if self.keep_loss_window:  # only while a convergence curve is read: a device add, no host read
+            last = self._last.astype("float32")
+            self._window = last if self._window is None else self._window + last
+            self._window_steps += 1
+
+    def loss_window(self) -> float:
+        """The mean loss since the last call: one host read of a sum kept on the device."""
+        if self._window is None:
+            return self.loss()
+        mean = float(self._window.item()) / self._window_steps
+        self._window, self._window_steps = None, 0
+        return mean
 
     def sync(self) -> None:
         if self.on_gpu:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -245,6 +247,11 @@ class TfBackend(Backend):
             loss_scale=numerics.loss_scaling,
             global_batch=spec.global_batch,
         )
+
+    def evaluator(self, spec: PointSpec, case: Case, weights: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        from dlbench.backends.tf import evaluate  # the evaluation process's own path: the model and its forward
+
+        return evaluate.evaluator(spec, case, weights)
 
     def serve(self, spec: PointSpec, ctx: RankContext, results: list[Path]) -> None:
         """ps: worker server ctx.server (one per device) or the ps task (the last), until the coordinator is done."""

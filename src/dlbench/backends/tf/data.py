@@ -121,7 +121,8 @@ def batches(spec: PointSpec, case: Case, device: str, seed: int) -> Iterator[Bat
     """The point's input: --converge's learnable stream (a new batch each step, this rank's `seed` its order, as
     torch's), the real-data pipeline's batches, or the fixed synthetic batch."""
     if spec.converge:
-        stream = learnable_batches(case, spec.batch_size, spec.input_size, seed)
+        images = isinstance(case.input, ImageInput)  # NHWC, as TF's image models take them
+        stream = learnable_batches(case, spec.batch_size, spec.input_size, seed, channels_last=images)
         return (_on_device(arrays, device) for arrays in stream)
     if spec.data == "real" and (isinstance(case.input, CtrInput) or case.task == "causal_lm"):
         raise Unsupported(f"real data for {case.name} is not read yet (no Criteo layout): use synthetic data")

@@ -4,11 +4,13 @@ under a GradientTape, the loss, the gradients and the optimizer update; plus the
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import keras
 import tensorflow as tf
 
 from dlbench.backends.base import AllocatorPeak, Trainer
+from dlbench.backends.tf import evaluate
 from dlbench.backends.tf.models import train_loss
 from dlbench.cases import Case
 
@@ -82,6 +84,8 @@ class TfTrainer(LossOnHost):
         with tf.device(device):
             self.optimizer.build(model.trainable_variables)  # slots exist before tracing
         self._step = tf.function(self._train_step, jit_compile=jit_compile, autograph=False)  # no Python branches
+        self._window: tf.Tensor | None = None  # the loss summed on the device since the last loss_window
+        self._window_steps = 0
 
     def _train_step(self, batch: Batch) -> tf.Tensor:
         variables = self.model.trainable_variables
@@ -95,7 +99,24 @@ class TfTrainer(LossOnHost):
     def train_step(self, batch: Batch) -> None:
         with tf.device(self.device):
             self._last = self._step(batch)
+            if self.keep_loss_window:  # only while a convergence curve is read: a device add, no host read
+                self._window = self._last if self._window is None else self._window + self._last
+                self._window_steps += 1
         self._host = None
+
+    def loss_window(self) -> float:
+        """The mean loss since the last call: one host read of a sum kept on the device."""
+        if self._window is None:
+            return self.loss()
+        mean = float(self._window.numpy()) / self._window_steps
+        self._window, self._window_steps = None, 0
+        return mean
+
+    def save_weights(self, folder: Path) -> None:
+        """The model's weights in Keras' own format, for the independent evaluation (evaluate.py: image classifiers)."""
+        if self.case.task != "image_classification":
+            raise NotImplementedError(f"TensorFlow's evaluator reads image classifiers only yet, not {self.case.task}")
+        evaluate.save(self.model, folder)
 
     def allocator_peak(self) -> AllocatorPeak | None:
         return gpu_peak(self.device)
