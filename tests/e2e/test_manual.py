@@ -68,7 +68,7 @@ MODES: dict[str, Mode] = {
         "accept", "its output is a search of 18 probes (minutes): accepted, not compared"
     ),
     "cases.md: dlbench run $F --param classes=max --param model_parallel=1 --param sample=10": ACCEPT,
-    "convergence.md: dlbench run -f torch -m resnet50 --input-size 32 --converge": ACCEPT,
+    "convergence.md: dlbench run -f torch,tf,paddle -m resnet50 --input-size 32 -b 32 --converge": ACCEPT,
     "convergence.md: dlbench reference convergence": RUN,
     "convergence.md: dlbench reference measure-convergence -m gpt --param hidden=128 --param layers=2 --param heads=4 "
     "--param seq=32 --param vocab=64 -b 32 --threads 1 --out rcp": ACCEPT,
