@@ -27,7 +27,7 @@ CONVERGE_FRAMEWORKS: tuple[str, ...] = (
 # Backends whose learnable data is checked for some kinds of case only (#46): their other cases are refused.
 CONVERGE_TASKS: dict[str, tuple[str, ...]] = {
     "paddle": ("causal_lm", "image_classification"),
-    "oneflow": ("causal_lm",),
+    "oneflow": ("causal_lm", "image_classification"),
     "tf": ("causal_lm", "image_classification"),
 }
 # Backends whose convergence points train on one device only: their multi-device trainers draw no learnable data.

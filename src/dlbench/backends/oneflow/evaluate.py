@@ -1,18 +1,19 @@
 """The independent evaluation's side of the OneFlow backend (#44, #46): the case's model built anew from its
 definition (models.build_model), the weights a OneflowTrainer saved (its state dict as float32 numpy arrays) copied
-in, eval mode, no gradients; held-out numpy batches in, the decoder's logits out as numpy. Nothing here touches the
-training step (its loss, optimizer, DDP wrapper or data). OneFlow's --converge is wired for the decoders only
-(analysis/targets.CONVERGE_TASKS), so this forward is the causal LM's."""
+in, batch normalisation's population statistics recomputed for them (precise_bn.py), eval mode, no gradients;
+held-out numpy batches in, the logits out as numpy. Nothing here touches the training step (its loss, optimizer,
+DDP wrapper or data). OneFlow's --converge is wired for its decoders and image classifiers (analysis/targets.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 import oneflow as flow
 
 from dlbench.backends.oneflow.models import build_model
+from dlbench.backends.precise_bn import average_batch_statistics
 from dlbench.cases import Case
 from dlbench.spec import PointSpec
 
@@ -25,10 +26,44 @@ def save(model: flow.nn.Module, folder: Path) -> None:
     np.savez(folder / WEIGHTS, **{k: v.numpy().astype(np.float32) for k, v in inner.state_dict().items()})
 
 
-def evaluator(spec: PointSpec, case: Case, weights: Path) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
-    """The forward of a fresh decoder holding the saved weights, on the CPU in float32."""
-    if case.loss.kind != "causal_lm":
-        raise NotImplementedError(f"oneflow's evaluation forward is the decoders' (causal_lm), not {case.task}")
+class Forward:
+    """The forward of a fresh model holding the saved weights (a decoder's or an image classifier's)."""
+
+    def __init__(self, case: Case, model: flow.nn.Module) -> None:
+        self.case, self.model = case, model
+        self.norms = [m for m in model.modules() if isinstance(m, flow.nn.modules.batchnorm._BatchNorm)]
+
+    def calibrate(self, batches: Iterable[dict[str, np.ndarray]]) -> None:
+        """Each batch norm's running statistics: the mean of the calibration batches' own."""
+        if not self.norms:
+            return
+        for norm in self.norms:
+            norm.momentum = 1.0  # torch's convention: a training-mode forward then keeps exactly its batch's
+            norm.train()
+
+        def read() -> list[np.ndarray]:
+            return [t.numpy() for n in self.norms for t in (n.running_mean, n.running_var)]
+
+        def write(stats: list[np.ndarray]) -> None:
+            for t, s in zip((t for n in self.norms for t in (n.running_mean, n.running_var)), stats, strict=True):
+                t.copy_(flow.tensor(s))
+
+        with flow.no_grad():
+            average_batch_statistics(batches, lambda b: self.model(flow.tensor(b["images"])), read, write)
+        self.model.eval()
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        key = "input_ids" if self.case.loss.kind == "causal_lm" else "images"
+        with flow.no_grad():
+            out = self.model(flow.tensor(np.ascontiguousarray(batch[key])))
+        logits = out[0] if isinstance(out, (list, tuple)) else out
+        return {"logits": np.asarray(logits.numpy(), np.float32)}
+
+
+def evaluator(spec: PointSpec, case: Case, weights: Path) -> Forward:
+    """A fresh model holding the saved weights, on the CPU in float32, in eval mode."""
+    if case.loss.kind not in ("causal_lm", "softmax_ce"):
+        raise NotImplementedError(f"oneflow's evaluation forward is the decoders' and classifiers', not {case.task}")
     if spec.threads:
         flow.set_num_threads(spec.threads)
     model = build_model(case)
@@ -39,10 +74,4 @@ def evaluator(spec: PointSpec, case: Case, weights: Path) -> Callable[[dict[str,
         for name, target in state.items():
             target.copy_(flow.tensor(saved[name], dtype=target.dtype))
     model.eval()
-
-    def forward(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        with flow.no_grad():
-            logits = model(flow.tensor(np.ascontiguousarray(batch["input_ids"])))
-        return {"logits": np.asarray(logits.numpy(), np.float32)}
-
-    return forward
+    return Forward(case, model)

@@ -61,6 +61,8 @@ class OneflowTrainer(Trainer):
         self.graph = TrainGraph(case, model, self.optimizer) if compile_model else None
         self._checksum = checksum
         self._last: flow.Tensor | None = None
+        self._window: flow.Tensor | None = None  # the loss summed on the device since the last loss_window
+        self._window_steps = 0
         model.train()
 
     def train_step(self, batch: Batch) -> None:
@@ -72,6 +74,17 @@ class OneflowTrainer(Trainer):
         loss.backward()
         self.optimizer.step()
         self._last = loss.detach()
+        if self.keep_loss_window:  # only while a convergence curve is read: a device add, no host read
+            self._window = self._last if self._window is None else self._window + self._last
+            self._window_steps += 1
+
+    def loss_window(self) -> float:
+        """The mean loss since the last call (eager steps): one host read of a sum kept on the device."""
+        if self._window is None:
+            return self.loss()
+        mean = float(self._window.numpy()) / self._window_steps
+        self._window, self._window_steps = None, 0
+        return mean
 
     def sync(self) -> None:
         # OneFlow's eager ops (CPU ones too) run asynchronously on its virtual machine: wait for every queued op.
