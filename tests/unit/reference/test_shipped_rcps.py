@@ -22,7 +22,8 @@ from dlbench.runapi.converge import plan_lines
 from dlbench.spec import PointSpec, Protocol
 
 CliResult = tuple[int, str, str]
-SHIPPED_MODELS = {"gpt", "wide_deep", "resnet50", "llama_tiny"}  # the cases docs/convergence.md says have a shipped point (at least)
+# The cases docs/convergence.md says have a shipped point (at least).
+SHIPPED_MODELS = {"gpt", "wide_deep", "resnet50", "llama_tiny"}
 SUITE_GPT = {"hidden": 128, "layers": 2, "heads": 4, "seq": 32, "vocab": 64}  # convergence-cpu's GPT
 
 
