@@ -94,13 +94,18 @@ def text_batches(spec: PointSpec, case: Case) -> Iterator[Batch]:
     return _iterate(source, spec)
 
 
-def _tensors(case: Case, arrays: dict[str, np.ndarray]) -> Batch:
-    """A batch's arrays as the loss Cell's positional Tensors: integers int32, floats float32."""
+def batch_keys(case: Case) -> tuple[str, ...]:
+    """A batch's arrays in the loss Cell's positional order."""
     if isinstance(case.input, ImageInput):
-        keys: tuple[str, ...] = ("images", "labels")
-    else:
-        keys = ("input_ids", "labels") if case.task == "causal_lm" else BERT_KEYS
-    return [Tensor(arrays[k] if arrays[k].dtype == np.float32 else arrays[k].astype(np.int32)) for k in keys]
+        return ("images", "labels")
+    return ("input_ids", "labels") if case.task == "causal_lm" else BERT_KEYS
+
+
+def as_tensors(case: Case, arrays: dict[str, np.ndarray]) -> Batch:
+    """A batch's arrays as the loss Cell's positional Tensors: integers int32, floats float32."""
+    return [
+        Tensor(np.asarray(arrays[k], np.float32 if arrays[k].dtype.kind == "f" else np.int32)) for k in batch_keys(case)
+    ]
 
 
 def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed: int = 0) -> Batch:
@@ -108,22 +113,22 @@ def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed:
     order (integers int32, weights float32), or a decoder's tokens and next tokens (a sequence longer than its
     context is the point's refusal)."""
     if isinstance(case.input, ImageInput):
-        return _tensors(case, synthetic_images(case.input, batch, input_size, seed))
+        return as_tensors(case, synthetic_images(case.input, batch, input_size, seed))
     assert isinstance(case.input, TextInput)
     if case.task != "causal_lm":
-        return _tensors(case, synthetic_bert(case.input, batch, input_size, seed))
+        return as_tensors(case, synthetic_bert(case.input, batch, input_size, seed))
     try:
         seq = sequence_length(case, input_size)
     except SpecError as exc:
         raise Unsupported(str(exc)) from None
-    return _tensors(case, synthetic_gpt(case.input, batch, seq, seed))
+    return as_tensors(case, synthetic_gpt(case.input, batch, seq, seed))
 
 
 def batches(spec: PointSpec, case: Case) -> Iterator[Batch]:
     """The point's input: the learnable stream (--converge), the fixed synthetic batch, or the real-data
     pipeline's batches (spec.seed fixes the order, the shuffling and the augmentation)."""
     if spec.converge:
-        return (_tensors(case, a) for a in learnable_batches(case, spec.batch_size, spec.input_size, spec.seed))
+        return (as_tensors(case, a) for a in learnable_batches(case, spec.batch_size, spec.input_size, spec.seed))
     if spec.data != "real":
         return fixed(synthetic_batch(case, spec.batch_size, spec.input_size, spec.seed))
     if case.task == "causal_lm":
@@ -141,4 +146,4 @@ def describe(spec: PointSpec) -> str:
     return f"mindspore.dataset, {spec.loader_workers or 1} parallel workers, prefetch"
 
 
-__all__ = ["batches", "describe", "synthetic_batch"]
+__all__ = ["as_tensors", "batch_keys", "batches", "describe", "synthetic_batch"]
