@@ -5,7 +5,6 @@ points carry, so MFU is counted alike), and for a MoE its total and active param
 from __future__ import annotations
 
 import math
-
 from typing import Protocol
 
 from dlbench.backends.base import Backend
