@@ -270,6 +270,11 @@ def _options(spec: PointSpec, caps: Capabilities) -> str | None:
             return caps.channels_last_why or f"dlbench's {spec.framework} backend builds {case.name} NCHW only"
     if spec.compile and not caps.compile:
         return caps.compile_why or f"dlbench's {spec.framework} backend has no compile switch: drop --compile"
+    if spec.compile and caps.no_compile_archs:
+        arch = type(get_case(spec.model).configured(spec.params).arch).__name__
+        why = dict(caps.no_compile_archs).get(arch)
+        if why:
+            return why
     if spec.compile and spec.world_size > 1 and caps.multi_device_compile_why:
         return caps.multi_device_compile_why
     return None

@@ -3,8 +3,8 @@
 planted in one backend, through its worker's interpreter and not a dlbench option, makes that framework fail, naming
 it and the tensor: an activation (Paddle's ReLU leaks) in CI, and with `-m matrix` ResNet-50's two classic ones, an
 epsilon (JAX's BatchNorm at 1e-3) and a stride on the wrong convolution (TF's ResNet v1, stride on the 1x1). Also
-under `-m matrix`, ResNet-50 in OneFlow, MegEngine, Jittor and MXNet, whose environments CI does not set up, and
-an epsilon planted in Jittor and a stride in MXNet.
+under `-m matrix`, ResNet-50 in OneFlow, MegEngine, Jittor, MXNet and MindSpore, whose environments CI does not set
+up, an epsilon planted in Jittor and MindSpore and a stride in MXNet.
 
 The plant is a `sitecustomize` module on the workers' PYTHONPATH: every worker imports it at start-up, and it
 changes a backend only in the environment that has that framework. Frameworks whose environment is missing are
@@ -92,6 +92,22 @@ if importlib.util.find_spec("mxnet") is not None:
         self.body[3]._kwargs["stride"] = (1, 1)
 
     mx_models.Bottleneck.__init__ = _v1
+"""
+
+
+MINDSPORE_EPSILON = """
+try:
+    import mindspore.nn as ms_nn
+except ImportError:
+    ms_nn = None
+if ms_nn is not None:
+    _batch_norm = ms_nn.BatchNorm2d
+
+    def _wider(*args, **kwargs):
+        kwargs["eps"] = 1e-3
+        return _batch_norm(*args, **kwargs)
+
+    ms_nn.BatchNorm2d = _wider
 """
 
 
@@ -186,13 +202,14 @@ def test_paddle_inception_batch_norms_take_torchvision_epsilon() -> None:
         pytest.param("megengine", "float32", marks=pytest.mark.framework("megengine"), id="megengine"),
         pytest.param("jittor", "float64", marks=pytest.mark.framework("jittor"), id="jittor"),
         pytest.param("mxnet", "float64", marks=pytest.mark.framework("mxnet"), id="mxnet"),
+        pytest.param("mindspore", "float32", marks=pytest.mark.framework("mindspore"), id="mindspore"),
     ],
 )
 def test_resnet50_is_the_same_model_where_ci_sets_up_no_environment(framework: str, precision: str) -> None:
     """torchlike's ResNet-50 on oneflow.nn and megengine.module (MegEngine: BatchNorm's [1, C, 1, 1] reshaped; no
-    float64 kernels, so judged in float32), jittor.models' and the Gluon one (both under biased-running-var). Not in
-    CI: CI sets up none of them; about 1.5 min each at load 8, Jittor 7 min at load 15 (it compiles its float64
-    kernels on the first run)."""
+    float64 kernels, so judged in float32), jittor.models' and the Gluon one (both under biased-running-var), and
+    MindSpore's own (float32 only too). Not in CI: CI sets up none of them; about 1.5 min each at load 8, Jittor 7
+    min at load 15 (it compiles its float64 kernels on the first run), MindSpore 4 min at load 25."""
     _needed()
     if not installed(framework):
         pytest.skip(f"{framework} is not installed: run: dlbench setup {framework}")
@@ -219,3 +236,20 @@ def test_a_planted_epsilon_in_jittor_and_stride_in_mxnet_fail_naming_each(
     for fw in planted:
         assert rows[fw].status == "fail", (fw, rows[fw].note)
         assert rows[fw].note.startswith("float64 ") and "(worst: " in rows[fw].note, rows[fw].note
+
+
+@pytest.mark.matrix
+@pytest.mark.framework("mindspore")
+def test_a_planted_epsilon_in_mindspore_fails_naming_it_and_the_tensor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """MindSpore's ResNet-50 with its batch norms at epsilon 1e-3 (torchvision's is 1e-5), planted in its worker:
+    its float32 logits leave the tolerance (1.6e-3 > 1e-4 seen) and the verdict names MindSpore and the logits."""
+    _needed()
+    if not installed("mindspore"):
+        pytest.skip("mindspore is not installed: run: dlbench setup mindspore")
+    _plant(tmp_path, MINDSPORE_EPSILON, monkeypatch)
+    code = main(["check", "same-model", "-m", "resnet50", "-f", "mindspore"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 1, out
+    assert "mindspore fails: float32 logits differ by" in out and "(worst: logits)" in out and out.count("FAIL") == 1

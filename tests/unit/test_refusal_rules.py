@@ -112,7 +112,7 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     ("oneflow", {"precision": "bf16"}, "OneFlow backend runs fp32 only"),
     ("torch", {**LLAMA_FSDP, "precision": "fp8"}, "fp8 with a split or FSDP layout is not wired"),
     ("torch", {"devices_per_node": 2, "device": "cuda", "precision": "fp8"}, "fp8 is wired for one device only"),
-    # options (Capabilities.channels_last, channels_last_archs, compile, multi_device_compile_why)
+    # options (Capabilities.channels_last, channels_last_archs, compile, no_compile_archs, multi_device_compile_why)
     ("jax", {"model": "resnet50", "channels_last": True}, "JAX/XLA chooses layouts itself"),
     ("jittor", {"channels_last": True}, "Jittor's convolutions take NCHW only"),
     ("megengine", {"channels_last": True}, "MegEngine backend trains NCHW only"),
@@ -122,6 +122,7 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     ("torch", {"model": "bert_base", "channels_last": True}, "channels-last applies to image models only"),
     ("paddle", {"model": "vgg16", "channels_last": True}, "paddle builds this model NCHW only"),
     ("jittor", {"compile": True}, "Jittor always JIT-compiles"),
+    ("mindspore", {"model": "moe_tiny", "compile": True}, "an ms.jit graph needs static shapes"),
     ("oneflow", {"devices_per_node": 2, "compile": True}, "an nn.Graph on several devices needs global tensors"),
     # case families a framework never builds (Capabilities.refused_archs, #46)
     ("megengine", {"model": "llama_tiny"}, "MegEngine 1.13, its last release (2023), has no RMSNorm"),
@@ -158,6 +159,7 @@ ALLOWED: list[tuple[str, dict[str, Any]]] = [
     ("oneflow", {"model": "llama_tiny"}),
     ("oneflow", {"model": "moe_tiny"}),
     ("megengine", {"model": "bert_base"}),
+    ("mindspore", {"model": "llama_tiny", "compile": True}),
     ("fake", {"devices_per_node": 2, "strategy": "mirrored", "precision": "amp"}),
 ]
 
@@ -180,7 +182,7 @@ def _reasons(caps: Capabilities) -> set[str]:
     found = {getattr(caps, f.name) for f in dataclasses.fields(caps) if f.name.endswith("_why")}
     found |= {s.why_not for s in caps.strategies} | {s.sparse_why for s in caps.strategies}
     found |= {why for _, why in caps.refused_strategies}
-    found |= {why for _, why in caps.refused_archs}
+    found |= {why for _, why in caps.refused_archs} | {why for _, why in caps.no_compile_archs}
     return {text for text in found if text}
 
 

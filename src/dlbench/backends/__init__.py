@@ -176,6 +176,7 @@ _BUILTIN: tuple[BackendInfo, ...] = (
         "mindspore",
         "dlbench.backends.mindspore.backend:MindsporeBackend",
         "mindspore",
+        weight_map="dlbench.backends.mindspore.same_model:WEIGHTS",
         python=("3.9", "3.12"),
     ),
     BackendInfo(

@@ -5,7 +5,9 @@ points carry, so MFU is counted alike), and for a MoE its total and active param
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
+from dlbench.backends.base import Backend
 from dlbench.cases import Case, all_cases
 from dlbench.cases.arch import LlamaConfig, MoeConfig
 from dlbench.cases.llama import FLOP_CONVENTION
@@ -81,6 +83,31 @@ def routing_summary(hist: list[list[int]], assigned: int, dropped: int) -> dict[
     }
 
 
+class Routed(Protocol):
+    """A MoE model that keeps the routing its steps did."""
+
+    def routing_figures(self) -> dict[str, object]:
+        """routing_figures' record of its steps."""
+        ...
+
+
+class DecoderBackend(Backend):
+    """A backend written from these families (Paddle, MindSpore): a MoE shape beyond Mixtral's routing is refused
+    (`moe_shape_refusal`), and a MoE point's facts add the routing its steps did (`routed`, set by build)."""
+
+    routed: Routed | None = None
+
+    def case_support(self, case: Case) -> str | None:
+        return super().case_support(case) or moe_shape_refusal(case)
+
+    def facts(self) -> dict[str, object]:
+        """What build chose; a MoE point adds the routing its steps did."""
+        out = super().facts()
+        if self.routed is not None:
+            out["routing"] = self.routed.routing_figures()
+        return out
+
+
 # The members a backend written from these families builds: read from the cases (a new member needs no line
 # here), a MoE only where Mixtral's routing builds it exactly.
 LLAMA_MEMBERS: tuple[str, ...] = tuple(c.name for c in all_cases() if isinstance(c.arch, LlamaConfig))
@@ -91,6 +118,8 @@ MOE_MEMBERS: tuple[str, ...] = tuple(
 __all__ = [
     "LLAMA_MEMBERS",
     "MOE_MEMBERS",
+    "DecoderBackend",
+    "Routed",
     "capacity_kept",
     "decoder_facts",
     "moe_shape_refusal",

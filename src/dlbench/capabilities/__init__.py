@@ -87,6 +87,8 @@ class Capabilities:
     channels_last_archs: tuple[str, ...] = ()
     compile: bool = True
     compile_why: str = ""
+    # (architecture class name, why --compile cannot build it): the architectures it builds eagerly only.
+    no_compile_archs: tuple[tuple[str, str], ...] = ()
     multi_device_compile_why: str = ""  # why --compile cannot run on several devices ('' = it can)
 
     def strategy(self, name: str) -> StrategyCap | None:

@@ -4,16 +4,21 @@ and a MindsporeTrainer.
 Without ``--compile`` the step runs in PyNative mode (MindSpore's default, op by op); with it the whole step
 (forward, grads, optimizer) is one ms.jit graph, MindSpore's graph mode. On a GPU the numerics policy is applied
 through MindSpore's own switches: its cuDNN convolutions use TF32 unless told otherwise (``conv_allow_tf32``
-defaults to True; ``matmul_allow_tf32`` to False), so fp32 turns both off and tf32 turns both on.
+defaults to True; ``matmul_allow_tf32`` to False), so fp32 turns both off and tf32 turns both on. The Llama and
+MoE families (#46) record their FLOPs by the family's convention (backends/decoder.py); a MoE's dispatch reads its
+routing on the host, so it trains in PyNative only (its capability table refuses --compile).
 """
 
 from __future__ import annotations
 
 import mindspore as ms
+from mindspore.nn.utils import no_init_parameters
 
-from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.base import Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.decoder import DecoderBackend, decoder_facts
 from dlbench.backends.mindspore import data
-from dlbench.backends.mindspore.models import MODELS, TrainLoss, build_model, count_trainable
+from dlbench.backends.mindspore.models import MODELS, build_model, count_trainable, loss_cell
+from dlbench.backends.mindspore.moe import MoeModel
 from dlbench.backends.mindspore.step import MindsporeTrainer
 from dlbench.cases import Case, ImageInput
 from dlbench.numerics import Numerics, describe, resolve_precision
@@ -43,7 +48,7 @@ def set_tf32(allow: bool) -> dict[str, str]:
     return {"conv_allow_tf32": str(allow), "matmul_allow_tf32": str(allow)}
 
 
-class MindsporeBackend(Backend):
+class MindsporeBackend(DecoderBackend):
     """How MindSpore trains a case."""
 
     name = "mindspore"
@@ -87,16 +92,22 @@ class MindsporeBackend(Backend):
         device = f"GPU:{self._gpu(numerics, ctx)}" if gpu else "CPU"
         ms.set_seed(spec.seed)
         side = spec.input_size if isinstance(case.input, ImageInput) else None
-        net = TrainLoss(case, build_model(case, side))
+        model = build_model(case, side)
+        net = loss_cell(case, model)
+        self.routed = model if isinstance(model, MoeModel) else None
         self._facts = {
             "compiled": "ms.jit (graph mode)" if spec.compile else "pynative",
             "loader": data.describe(spec),
             "device": device,
             **self._tf32,
+            **decoder_facts(case, spec.input_size),  # a decoder's FLOPs convention, a MoE's figures
         }
         return MindsporeTrainer(
             case, net, data.batches(spec, case), spec.global_batch, compiled=spec.compile, device_sync=gpu
         )
 
     def count_params(self, case: Case) -> int:
-        return count_trainable(build_model(case))
+        if not decoder_facts(case, None):
+            return count_trainable(build_model(case))
+        with no_init_parameters():  # a decoder's shapes only: no weights made (the 8B would take 32 GB)
+            return count_trainable(build_model(case))

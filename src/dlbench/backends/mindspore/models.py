@@ -3,8 +3,8 @@
 MindSpore itself ships no vision or BERT models (its model zoo, mindcv, last released for MindSpore 2.2),
 so all six are written here from the case's architecture table (``case.arch``) in torchvision's layouts
 (ResNet in its v1.5 form) and HF ``BertForPreTraining``'s, with the MLM decoder tied to the word embeddings and
-the masked-LM head run on the gathered masked positions only, as Google's pre-training does. ``MODELS`` is the
-only place a case is named.
+the masked-LM head run on the gathered masked positions only, as Google's pre-training does. The Llama and MoE
+families (#46) are llama.py's and moe.py's. ``MODELS`` is the only place a case is named.
 """
 
 from __future__ import annotations
@@ -16,8 +16,13 @@ import mindspore as ms
 from mindspore import Tensor, nn, ops
 from mindspore.common.initializer import HeNormal, Normal
 
+from dlbench.backends.decoder import LLAMA_MEMBERS, MOE_MEMBERS
+from dlbench.backends.mindspore.llama import LlamaModel
+from dlbench.backends.mindspore.moe import CausalLmLoss, MoeModel
 from dlbench.cases import Case, ImageInput
 from dlbench.cases.arch import POOL, AlexNetArch, BertConfig, InceptionArch, ResNetArch, VggArch
+from dlbench.cases.llama import llama_arch
+from dlbench.cases.moe import moe_arch
 
 
 def _conv(
@@ -399,12 +404,19 @@ MODELS: dict[str, Builder] = {
     "alexnet": lambda c, side: alexnet(c.arch, _image(c, side)[0]),  # type: ignore[arg-type]
     "inception_v3": lambda c, side: InceptionV3(c.arch, *_image(c, side)),  # type: ignore[arg-type]
     "bert_base": lambda c, side: BertForPretraining(c.arch),  # type: ignore[arg-type]
+    **dict.fromkeys(LLAMA_MEMBERS, lambda c, side: LlamaModel(llama_arch(c))),  # llama.py (#46)
+    **dict.fromkeys(MOE_MEMBERS, lambda c, side: MoeModel(moe_arch(c))),  # moe.py
 }
 
 
 def build_model(case: Case, side: int | None = None) -> nn.Cell:
     """A freshly initialised model for the case; side is the image side it will see (default native)."""
     return MODELS[case.name](case, side)
+
+
+def loss_cell(case: Case, model: nn.Cell) -> nn.Cell:
+    """The model wrapped with the case's training loss (a decoder's: moe.CausalLmLoss)."""
+    return CausalLmLoss(model, case.loss.aux_weight) if case.loss.kind == "causal_lm" else TrainLoss(case, model)
 
 
 def count_trainable(model: nn.Cell) -> int:
@@ -415,6 +427,6 @@ def count_trainable(model: nn.Cell) -> int:
 # fmt: off
 __all__ = [
     "MODELS", "BertForPretraining", "InceptionV3", "ResNet", "TrainLoss", "alexnet", "build_model",
-    "count_trainable", "vgg"
+    "count_trainable", "loss_cell", "vgg"
 ]
 # fmt: on

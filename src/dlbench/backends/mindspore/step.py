@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 
 import mindspore as ms
 from mindspore import Tensor, nn
+from mindspore.experimental.optim import AdamW
 
 from dlbench.backends.base import AllocatorPeak, Trainer
 from dlbench.cases import Case
@@ -13,12 +14,16 @@ from dlbench.cases import Case
 Batch = list[Tensor]
 
 
-def make_optimizer(case: Case, net: nn.Cell, global_batch: int) -> nn.Optimizer:
-    """The case's optimizer (lr from Optimizer.lr_for)."""
+def make_optimizer(case: Case, net: nn.Cell, global_batch: int) -> nn.Cell:
+    """The case's optimizer (lr from Optimizer.lr_for). AdamW is mindspore.experimental.optim.AdamW, torch's
+    (decoupled decay, bias-corrected moments): nn.AdamWeightDecay corrects no bias, and mint.optim.AdamW has no
+    CPU kernel in MindSpore 2.10."""
     o = case.optimizer
     params, lr = net.trainable_params(), o.lr_for(global_batch)
     if o.name == "sgd":
         return nn.Momentum(params, lr, o.momentum, weight_decay=o.weight_decay)
+    if o.name == "adamw":
+        return AdamW(params, lr=lr, weight_decay=o.weight_decay)
     return nn.Adam(params, learning_rate=lr, weight_decay=o.weight_decay)
 
 
@@ -36,9 +41,11 @@ class MindsporeTrainer(Trainer):
     ) -> None:
         super().__init__(batches)
         self.device_sync = device_sync
+        self.net = net  # the loss Cell around the model
         net.set_train(True)
         optimizer = make_optimizer(case, net, global_batch)
-        grad_fn = ms.value_and_grad(net, None, optimizer.parameters)
+        params = net.trainable_params()
+        grad_fn = ms.value_and_grad(net, None, params)
 
         def train_step(*inputs: Tensor) -> Tensor:
             loss, grads = grad_fn(*inputs)
@@ -46,7 +53,7 @@ class MindsporeTrainer(Trainer):
             return loss
 
         self._step: Callable[..., Tensor] = ms.jit(train_step) if compiled else train_step
-        self._tail = optimizer.parameters[-1]  # the optimizer's last update, in MindSpore's in-order CPU pipeline
+        self._tail = params[-1]  # the optimizer's last update, in MindSpore's in-order CPU pipeline
         self._last: Tensor | None = None
 
     def train_step(self, batch: Batch) -> None:

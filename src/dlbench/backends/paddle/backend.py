@@ -20,8 +20,8 @@ from typing import Any
 
 import paddle
 
-from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
-from dlbench.backends.decoder import decoder_facts, moe_shape_refusal
+from dlbench.backends.base import Trainer, Unsupported, gpu_binding_problem
+from dlbench.backends.decoder import DecoderBackend, decoder_facts
 from dlbench.backends.gpu_arch import GpuBuild, cuda_version
 from dlbench.backends.paddle import data, distributed
 from dlbench.backends.paddle.gpu_defaults import (
@@ -88,7 +88,7 @@ def _threads(spec: PointSpec) -> int:
     return spec.threads or int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
 
 
-class PaddleBackend(Backend):
+class PaddleBackend(DecoderBackend):
     """How PaddlePaddle trains a case."""
 
     name = "paddle"
@@ -97,7 +97,6 @@ class PaddleBackend(Backend):
     def __init__(self) -> None:
         super().__init__()
         self._settings: dict[str, str] = {}
-        self._routed: MoeModel | None = None  # a MoE point's model, whose routing facts() reads
 
     def gpu_build(self) -> GpuBuild | None:
         """Paddle does not list its kernels' architectures: the CUDA version of a CUDA build."""
@@ -193,7 +192,7 @@ class PaddleBackend(Backend):
         if hasattr(model, "embedding_path"):  # Wide & Deep: which embedding machinery trained the tables
             self._facts["embedding"] = model.embedding_path()
         self._facts.update(decoder_facts(case, spec.input_size))  # a decoder's FLOPs convention, a MoE's figures
-        self._routed = model if isinstance(model, MoeModel) else None
+        self.routed = model if isinstance(model, MoeModel) else None
         trainer = PaddleTrainer(
             data.batches(spec, case, on_gpu, seed, settings.layout),
             case,
@@ -206,16 +205,6 @@ class PaddleBackend(Backend):
         )
         self._facts.update(distributed.facts(spec, trainer.forward, trainer.optimizer))
         return trainer
-
-    def case_support(self, case: Case) -> str | None:
-        return super().case_support(case) or moe_shape_refusal(case)
-
-    def facts(self) -> dict[str, object]:
-        """What build chose; a MoE point adds the routing its steps did (moe.py)."""
-        out = dict(self._facts)
-        if self._routed is not None:
-            out["routing"] = self._routed.routing_figures()
-        return out
 
     def evaluator(self, spec: PointSpec, case: Case, weights: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
         from dlbench.backends.paddle import evaluate  # the evaluation process's own path: the model and its forward
