@@ -74,6 +74,7 @@ MODES: dict[str, Mode] = {
     "--param seq=32 --param vocab=64 -b 32 --threads 1 --out rcp": ACCEPT,
     "frameworks.md: dlbench setup jax tf paddle": SETUP,
     "frameworks.md: dlbench setup jax --python 3.12": SETUP,
+    "frameworks.md: dlbench setup keras_jax keras_tf keras_torch": SETUP,
     "frameworks.md: dlbench setup torch --existing /opt/conda/bin/python": SETUP,
     "frameworks.md: dlbench list": RUN,
     "frameworks.md: dlbench run --framework all --model resnet50": ACCEPT,

@@ -29,7 +29,11 @@ from dlbench.wire import RankContext
 # Keras' backend name -> the distribution whose version a point records beside Keras'.
 _DISTRIBUTION = {"jax": "jax", "tensorflow": "tensorflow-cpu", "torch": "torch"}
 _COMPILED = {"jax": "xla (jax.jit)", "tensorflow": "xla (tf.function jit_compile)", "torch": "torch.compile"}
-CASES: frozenset[str] = frozenset(("resnet50", "resnet152", "bert_base", *LLAMA_MEMBERS))
+# The cases Keras builds, each with the architecture its build_model dispatches on.
+MODELS: dict[str, str] = {"resnet50": "resnet", "resnet152": "resnet", "bert_base": "bert"} | dict.fromkeys(
+    LLAMA_MEMBERS, "llama"
+)
+CASES: frozenset[str] = frozenset(MODELS)
 
 
 def _keras(backend: str) -> Any:

@@ -6,14 +6,15 @@ DDP wrapper or data). OneFlow's --converge is wired for its decoders and image c
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import oneflow as flow
 
+from dlbench.backends.eval_forward import HeldOutForward
 from dlbench.backends.oneflow.models import build_model
-from dlbench.backends.precise_bn import average_batch_statistics
 from dlbench.cases import Case
 from dlbench.spec import PointSpec
 
@@ -26,38 +27,30 @@ def save(model: flow.nn.Module, folder: Path) -> None:
     np.savez(folder / WEIGHTS, **{k: v.numpy().astype(np.float32) for k, v in inner.state_dict().items()})
 
 
-class Forward:
-    """The forward of a fresh model holding the saved weights (a decoder's or an image classifier's)."""
+class Forward(HeldOutForward):
+    """OneFlow's calls for the shared evaluation forward."""
 
     def __init__(self, case: Case, model: flow.nn.Module) -> None:
-        self.case, self.model = case, model
-        self.norms = [m for m in model.modules() if isinstance(m, flow.nn.modules.batchnorm._BatchNorm)]
+        norms = [m for m in model.modules() if isinstance(m, flow.nn.modules.batchnorm._BatchNorm)]
+        super().__init__(case, model, norms)
 
-    def calibrate(self, batches: Iterable[dict[str, np.ndarray]]) -> None:
-        """Each batch norm's running statistics: the mean of the calibration batches' own."""
-        if not self.norms:
-            return
-        for norm in self.norms:
-            norm.momentum = 1.0  # torch's convention: a training-mode forward then keeps exactly its batch's
-            norm.train()
+    def tensor(self, array: np.ndarray) -> flow.Tensor:
+        return flow.tensor(array)
 
-        def read() -> list[np.ndarray]:
-            return [t.numpy() for n in self.norms for t in (n.running_mean, n.running_var)]
+    def numpy(self, tensor: flow.Tensor) -> np.ndarray:
+        return np.asarray(tensor.numpy(), np.float32)
 
-        def write(stats: list[np.ndarray]) -> None:
-            for t, s in zip((t for n in self.norms for t in (n.running_mean, n.running_var)), stats, strict=True):
-                t.copy_(flow.tensor(s))
+    def no_grad(self) -> AbstractContextManager[Any]:
+        return flow.no_grad()
 
-        with flow.no_grad():
-            average_batch_statistics(batches, lambda b: self.model(flow.tensor(b["images"])), read, write)
-        self.model.eval()
+    def keep_batch_statistics(self, norm: Any) -> None:
+        norm.momentum = 1.0  # torch's convention: a training-mode forward then keeps exactly its batch's
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        key = "input_ids" if self.case.loss.kind == "causal_lm" else "images"
-        with flow.no_grad():
-            out = self.model(flow.tensor(np.ascontiguousarray(batch[key])))
-        logits = out[0] if isinstance(out, (list, tuple)) else out
-        return {"logits": np.asarray(logits.numpy(), np.float32)}
+    def statistics(self) -> list[Any]:
+        return [t for n in self.norms for t in (n.running_mean, n.running_var)]
+
+    def assign(self, target: Any, value: np.ndarray) -> None:
+        target.copy_(flow.tensor(value))
 
 
 def evaluator(spec: PointSpec, case: Case, weights: Path) -> Forward:

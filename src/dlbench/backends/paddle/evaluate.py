@@ -6,14 +6,15 @@ wrappers or data). Paddle's --converge is wired for its decoders and image class
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import paddle
 
+from dlbench.backends.eval_forward import HeldOutForward
 from dlbench.backends.paddle.models import build_model
-from dlbench.backends.precise_bn import average_batch_statistics
 from dlbench.cases import Case
 from dlbench.spec import PointSpec
 
@@ -26,38 +27,30 @@ def save(model: paddle.nn.Layer, folder: Path) -> None:
     paddle.save(state, str(folder / WEIGHTS))
 
 
-class Forward:
-    """The forward of a fresh model holding the saved weights (a decoder's or an image classifier's)."""
+class Forward(HeldOutForward):
+    """Paddle's calls for the shared evaluation forward."""
 
     def __init__(self, case: Case, model: paddle.nn.Layer) -> None:
-        self.case, self.model = case, model
-        self.norms = [m for m in model.sublayers() if isinstance(m, paddle.nn.layer.norm._BatchNormBase)]
+        norms = [m for m in model.sublayers() if isinstance(m, paddle.nn.layer.norm._BatchNormBase)]
+        super().__init__(case, model, norms)
 
-    def calibrate(self, batches: Iterable[dict[str, np.ndarray]]) -> None:
-        """Each batch norm's averages: the mean of the calibration batches' own statistics."""
-        if not self.norms:
-            return
-        for norm in self.norms:
-            norm._momentum = 0.0  # paddle's convention: a training-mode forward then keeps exactly its batch's
-            norm.train()
+    def tensor(self, array: np.ndarray) -> paddle.Tensor:
+        return paddle.to_tensor(array)
 
-        def read() -> list[np.ndarray]:
-            return [t.numpy() for n in self.norms for t in (n._mean, n._variance)]
+    def numpy(self, tensor: paddle.Tensor) -> np.ndarray:
+        return np.asarray(tensor.astype("float32").numpy())
 
-        def write(stats: list[np.ndarray]) -> None:
-            for t, s in zip((t for n in self.norms for t in (n._mean, n._variance)), stats, strict=True):
-                t.set_value(s)
+    def no_grad(self) -> AbstractContextManager[Any]:
+        return paddle.no_grad()
 
-        with paddle.no_grad():
-            average_batch_statistics(batches, lambda b: self.model(paddle.to_tensor(b["images"])), read, write)
-        self.model.eval()
+    def keep_batch_statistics(self, norm: Any) -> None:
+        norm._momentum = 0.0  # paddle's convention: a training-mode forward then keeps exactly its batch's
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        key = "input_ids" if self.case.loss.kind == "causal_lm" else "images"
-        with paddle.no_grad():
-            out = self.model(paddle.to_tensor(np.ascontiguousarray(batch[key])))
-        logits = out[0] if isinstance(out, (list, tuple)) else out
-        return {"logits": np.asarray(logits.astype("float32").numpy())}
+    def statistics(self) -> list[Any]:
+        return [t for n in self.norms for t in (n._mean, n._variance)]
+
+    def assign(self, target: Any, value: np.ndarray) -> None:
+        target.set_value(value)
 
 
 def evaluator(spec: PointSpec, case: Case, weights: Path) -> Forward:
