@@ -9,8 +9,9 @@ Each round runs, each in a fresh process and in this order:
   worker   the point's worker alone (`python -m dlbench.worker SPEC RESULT`: imports, builds the model, one step)
   point    a whole 1-step point, `dlbench run -f FW -m MODEL --warmup 0 --steps 1 --repeats 1 --device cpu`
            (controller start, store, worker, result stored, table printed)
-  bare     with -m resnet50, the framework's own 1-step training script (benchmarks/fairness_loops/: its canonical
-           ResNet-50, no dlbench import): point - bare is what dlbench adds to the framework's own work
+  bare     with -m resnet50 (and torch's -m alexnet), the framework's own 1-step training script
+           (benchmarks/fairness_loops/: its canonical model, no dlbench import): point - bare is what dlbench adds
+           to the framework's own work, and bare - import the floor no harness can go below
 Rounds interleave the sides so that the shared machine's drift hits all of them; one warm-up round (it makes the
 store and the CPU-peak cache) is not counted. `--baseline-src DIR` runs every dlbench side a second time with
 another checkout's source (PYTHONPATH=DIR), interleaved in the same rounds: before/after in one measurement. Per round it takes the differences point - import (what a point
@@ -96,6 +97,8 @@ def commands(a: argparse.Namespace, folder: Path) -> dict[str, tuple[list[str], 
             [
                 python,
                 str(LOOPS / f"{a.framework}_loop.py"),
+                "--model",
+                a.model,
                 "--batch-size",
                 str(a.batch_size),
                 "--input-size",
@@ -136,7 +139,9 @@ def main() -> int:
     a = p.parse_args()
     names = {"tf": "tensorflow", "paddle": "paddle", "mxnet": "mxnet", "jittor": "jittor"}
     a.import_name = a.import_name or names.get(a.framework)
-    bare = a.model == "resnet50" and (LOOPS / f"{a.framework}_loop.py").exists()
+    bare = (LOOPS / f"{a.framework}_loop.py").exists() and (
+        a.model == "resnet50" or (a.framework, a.model) == ("torch", "alexnet")
+    )
     sides = [*SIDES, *(["bare"] if bare else [])]
     sides += [f"{s} (baseline)" for s in SIDES if s != "import"] if a.baseline_src else []
     times: dict[str, list[float]] = {s: [] for s in sides}
@@ -173,12 +178,10 @@ def main() -> int:
             print(f"  {name + tag:39} median {statistics.median(d):5.2f} s  (min {min(d):.2f}, max {max(d):.2f})")
         ratio = [i / j for i, j in zip(times["point" + tag], times["import"])]
         print(f"  {'point / import' + tag:39} median {statistics.median(ratio):5.2f}")
-        if bare:
-            d = [i - j for i, j in zip(times["point" + tag], times["bare"])]
-            print(
-                f"  {'point - bare' + tag:39} median {statistics.median(d):5.2f} s  (min {min(d):.2f}, "
-                f"max {max(d):.2f})"
-            )
+        for name, x, y in (("point - bare", "point" + tag, "bare"), ("bare - import", "bare", "import")):
+            if bare and (name == "point - bare" or not tag):
+                d = [i - j for i, j in zip(times[x], times[y])]
+                print(f"  {name + tag:39} median {statistics.median(d):5.2f} s  (min {min(d):.2f}, max {max(d):.2f})")
     return 0
 
 

@@ -17,9 +17,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 
-def parser(doc: str | None) -> argparse.ArgumentParser:
-    """The loops' options: the point (--batch-size ... --compile) and dlbench's settings for it."""
+def parser(doc: str | None, models: Sequence[str] = ("resnet50",)) -> argparse.ArgumentParser:
+    """The loops' options: the point (--model ... --compile, `models` the ones this loop builds) and dlbench's
+    settings for it."""
     p = argparse.ArgumentParser(description=doc)
+    p.add_argument("--model", choices=models, default=models[0])
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--input-size", type=int, default=224)
     p.add_argument("--warmup", type=int, default=3)
@@ -41,9 +43,11 @@ def parser(doc: str | None) -> argparse.ArgumentParser:
     return p
 
 
-def parse_args(doc: str | None, argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The loop's command line (argv: sys.argv[1:] when None)."""
-    return parser(doc).parse_args(argv)
+def parse_args(
+    doc: str | None, argv: Sequence[str] | None = None, models: Sequence[str] = ("resnet50",)
+) -> argparse.Namespace:
+    """The loop's command line (argv: sys.argv[1:] when None; `models`: the ones this loop builds)."""
+    return parser(doc, models).parse_args(argv)
 
 
 def cpu_seconds() -> tuple[float, float, float]:

@@ -1,5 +1,6 @@
 """A bare PyTorch loop over torchvision's ResNet-50 (the torchvision package where installed; else the same
-torchvision-style code below), no dlbench import. The optimizer is torch.optim.SGD built with the keyword
+torchvision-style code below), or with --model alexnet torchvision's AlexNet (startup.py's floor), no dlbench
+import. The optimizer is torch.optim.SGD built with the keyword
 arguments fairness.py passes (dlbench's for the point: lr, momentum, weight decay, and fused on a GPU, so that a
 GradScaler step needs no host read on both sides); --compile is torch.compile."""
 
@@ -71,6 +72,43 @@ class ResNet50(nn.Module):
         return self.fc(torch.flatten(self.avgpool(self.layers(x)), 1))
 
 
+class AlexNet(nn.Module):
+    """torchvision.models.alexnet's layout: five convolutions, a 6x6 adaptive pool, a 3-layer head with dropout."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        conv = ((3, 64, 11, 4, 2), (64, 192, 5, 1, 2), (192, 384, 3, 1, 1), (384, 256, 3, 1, 1), (256, 256, 3, 1, 1))
+        layers: list[nn.Module] = []
+        for i, (cin, cout, k, s, p) in enumerate(conv):
+            layers += [nn.Conv2d(cin, cout, k, s, p), nn.ReLU(inplace=True)]
+            layers += [nn.MaxPool2d(3, 2)] if i in (0, 1, 4) else []
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d(6)
+        self.classifier = nn.Sequential(
+            nn.Dropout(0.5),
+            nn.Linear(256 * 36, 4096),
+            nn.ReLU(inplace=True),
+            nn.Dropout(0.5),
+            nn.Linear(4096, 4096),
+            nn.ReLU(inplace=True),
+            nn.Linear(4096, 1000),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
+
+
+def canonical_model(name: str) -> tuple[nn.Module, str]:
+    """torchvision's model where the package is installed, else the same torchvision-style code above."""
+    try:
+        import torchvision.models as zoo
+
+        return getattr(zoo, name)(), f"torchvision.models.{name}"
+    except ImportError:
+        own = {"resnet50": ResNet50, "alexnet": AlexNet}[name]
+        return own(), "torchvision-style code (torchvision not installed)"
+
+
 def set_tf32(allow: bool) -> None:
     """TF32 for matmuls and cuDNN convolutions on or off, as dlbench sets it: the legacy flags first, then every
     fp32_precision value where torch has that API (2.9+), so that the legacy getters, which Inductor reads, stay
@@ -98,16 +136,11 @@ def make_optimizer(params: list[torch.nn.Parameter], kwargs: dict[str, object]) 
 
 
 def main() -> None:
-    """Train torchvision's ResNet-50 on one synthetic batch, the way its reference script does."""
-    args = parse_args(__doc__)
+    """Train torchvision's ResNet-50 (or AlexNet) on one synthetic batch, the way its reference script does."""
+    args = parse_args(__doc__, models=("resnet50", "alexnet"))
     set_tf32(args.precision == "tf32")
     torch.backends.cudnn.benchmark = True
-    try:
-        from torchvision.models import resnet50
-
-        model, canonical = resnet50(), "torchvision.models.resnet50"
-    except ImportError:
-        model, canonical = ResNet50(), "torchvision-style code (torchvision not installed)"
+    model, canonical = canonical_model(args.model)
     device = torch.device(args.device)
     fmt = torch.channels_last if args.channels_last else torch.contiguous_format
     model = model.to(device, memory_format=fmt).train()

@@ -108,3 +108,18 @@ def test_every_framework_has_a_bare_loop() -> None:
         text = loop.read_text()
         assert "import dlbench" not in text and "from dlbench" not in text  # bare: the framework's own code only
         assert "measure(" in text  # dlbench's one throughput definition (common.py)
+
+
+def test_startup_floor_is_torchvision_alexnet_with_dlbench_count() -> None:
+    """benchmarks/startup.py's bare side for torch AlexNet (the floor no harness goes below) trains torchvision's
+    AlexNet: the loop's fallback code has AlexNet's published count, as dlbench's own model; loops that build only
+    ResNet-50 refuse another model instead of training ResNet-50 under its name."""
+    import torch_loop
+
+    model = torch_loop.AlexNet()
+    assert sum(p.numel() for p in model.parameters()) == 61_100_840  # torchvision.models.alexnet's published count
+    assert loop_common.parse_args(None, ["--model", "alexnet"], models=("resnet50", "alexnet")).model == "alexnet"
+    with pytest.raises(SystemExit):
+        loop_common.parse_args(None, ["--model", "alexnet"])
+    out = model(torch.zeros(1, 3, 64, 64))
+    assert out.shape == (1, 1000)
