@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from dlbench.cases import Case, get_case
+from dlbench.cases import Case, TextInput, get_case
 from dlbench.cases.arch import DlrmArch
 from dlbench.cases.lora import FINETUNE_MARGIN, SHIFTED_ROWS, lora_of
 from dlbench.spec import PointSpec
@@ -146,7 +146,23 @@ def convergence_refusal(spec: PointSpec) -> str | None:
         return f"--converge is wired for {spec.framework} on one device only (its multi-device trainers draw no learnable data)"
     if spec.precision not in CONVERGE_PRECISIONS:
         return f"--converge has no target for {spec.precision} (targets exist for {', '.join(CONVERGE_PRECISIONS)})"
-    return target_problem(spec.model, spec.converge_steps, spec.converge_target)
+    return _vocab_problem(spec) or target_problem(spec.model, spec.converge_steps, spec.converge_target)
+
+
+def _vocab_problem(spec: PointSpec) -> str | None:
+    """Why a language model's vocabulary cannot hold the Markov source's token ids (and BERT's [MASK]), or None."""
+    from dlbench.data.learnable import MARKOV_STATES
+
+    case = get_case(spec.model).configured(spec.params)
+    if not isinstance(case.input, TextInput) or case.task not in ("causal_lm", "bert_pretraining"):
+        return None
+    need = MARKOV_STATES + (case.task == "bert_pretraining")  # BERT's [MASK] is the id after the chain's tokens
+    if case.input.vocab >= need:
+        return None
+    ids = f"0..{need - 1} ({MARKOV_STATES} Markov tokens{' and [MASK]' if need > MARKOV_STATES else ''})"
+    return (
+        f"--converge feeds {spec.model} the token ids {ids}: its vocab must be at least {need}; got {case.input.vocab}"
+    )
 
 
 def target_problem(model: str, steps: int | None, loss: float | None, options: bool = True) -> str | None:

@@ -36,6 +36,7 @@ def test_a_plain_converge_point_is_not_refused() -> None:
     assert refusal(_spec(framework="tf", model="moe_tiny")) is None  # and TF/Keras' (#46)
     assert refusal(_spec(framework="paddle")) is None  # and image classifiers, as TensorFlow's (#44)
     assert refusal(_spec(framework="tf")) is None
+    assert refusal(_spec(model="bert_base", case_params=(("vocab", 65),))) is None  # the 64 tokens and [MASK] fit
 
 
 @pytest.mark.parametrize(
@@ -50,6 +51,8 @@ def test_a_plain_converge_point_is_not_refused() -> None:
         ({"converge_steps": 0}, "at least 1"),
         ({"converge_target": 0.0}, "best possible loss"),
         ({"model": "gpt2_small", "converge_target": 1.0}, "cannot be reached"),
+        ({"model": "bert_base", "case_params": (("vocab", 64),)}, "its vocab must be at least 65; got 64"),
+        ({"model": "gpt", "case_params": (("vocab", 32),)}, "its vocab must be at least 64; got 32"),
     ],
 )
 def test_bad_converge_input_is_one_line_before_anything_runs(change: dict[str, object], words: str) -> None:
