@@ -13,7 +13,7 @@ from dlbench.cli.numbers import AsciiIntRange
 from dlbench.cli.output import stdout_console
 from dlbench.reference import ReferenceRow, ReferenceSource
 from dlbench.report.listing import REFERENCE_OPTIONAL, SOURCES_OPTIONAL, reference_table, sources_table
-from dlbench.report.rcp import RCP_OPTIONAL, rcp_table
+from dlbench.report.rcp import RCP_OPTIONAL, Commands, rcp_table
 
 
 def _source_by_name(name: str) -> ReferenceSource:
@@ -155,8 +155,7 @@ def convergence(model: str | None, fmt: str, wide: bool = False) -> None:
         out.print("No shipped reference convergence point matches.")
         return
     out.print(rcp_table(points, wide=wide))
-    for p in points:
-        out.print(f"{p.file}: {p.measured.command}", markup=False, highlight=False, soft_wrap=True)
+    out.print(Commands(tuple(points)))
 
 
 @reference_cmd.command("measure-convergence")

@@ -2,11 +2,13 @@
 runs that reached the target, was measured by `dlbench reference measure-convergence` (its command kept), and
 still matches what `--converge` trains today (the case's target loss and the data generator's version: a stale
 point would judge new data by old steps); `dlbench reference convergence` lists each, its numbers whole at 60 and
-80 columns; and a budget that would hide `slower` from a suite is raised."""
+80 columns and every line within them, the measuring commands wrapped whole; and a budget that would hide
+`slower` from a suite is raised."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import re
 from collections.abc import Callable
@@ -18,6 +20,7 @@ from dlbench.analysis.targets import target_for
 from dlbench.cases import get_case
 from dlbench.data.learnable import DATA_VERSION
 from dlbench.reference import rcp
+from dlbench.report.rcp import INDENT
 from dlbench.runapi.converge import plan_lines
 from dlbench.spec import PointSpec, Protocol
 
@@ -69,10 +72,12 @@ def test_reference_convergence_lists_each_point_whole(
     code, out, err = cli("reference", "convergence")
     assert code == 0, err
     lines = out.splitlines()
+    assert all(len(line) <= width for line in lines), max(lines, key=len)  # the commands too
     for p in rcp.shipped():
         row = next(line for line in lines if line.startswith(p.key.model + " "))
         assert f"{len(p.steps)}/{len(p.runs)}" in row and re.search(rf"\b{p.mean:.0f}\b", row), row
-        assert f"{p.file}: {p.measured.command}".split()[0] in out
-    assert all(len(line) <= width for line in lines if not line.endswith(".yaml") and ": dlbench" not in line)
+        start = next(i for i, line in enumerate(lines) if line.startswith(f"{p.file}:"))
+        block = [lines[start], *itertools.takewhile(lambda line: line.startswith(INDENT), lines[start + 1 :])]
+        assert " ".join(line.strip() for line in block) == f"{p.file}: {p.measured.command}"  # whole, in order
     code, out, _ = cli("reference", "convergence", "--format", "json")
     assert code == 0 and {d["key"]["model"] for d in json.loads(out)} >= SHIPPED_MODELS
