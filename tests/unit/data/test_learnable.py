@@ -1,4 +1,5 @@
-"""The learnable data of --converge: deterministic per seed, separable images, exact Markov entropy rate."""
+"""The learnable data of --converge: deterministic per seed, separable images, exact Markov entropy rate, and BERT's
+masked stream under its target."""
 
 from __future__ import annotations
 
@@ -7,12 +8,18 @@ import math
 import numpy as np
 import pytest
 
+from dlbench.analysis.targets import target_for
+from dlbench.cases import get_case
 from dlbench.data.learnable import (
+    HELD_OUT,
+    MARKOV_STATES,
     MarkovTokens,
+    MaskedMarkov,
     PlantedCtr,
     SeparableImages,
     ctr_bayes_loss,
     entropy_rate,
+    learnable_source,
     stationary,
 )
 
@@ -81,3 +88,38 @@ def test_planted_ctr_labels_follow_their_probabilities() -> None:
     assert out["labels"].mean() == pytest.approx(p.mean(), abs=0.02)
     assert 0 < ctr_bayes_loss(p) < math.log(2)
     assert np.array_equal(out["labels"], PlantedCtr(vocab=50, seed=2).batch(0, 20_000)["labels"])
+
+
+def _left_and_middle(batch: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Each masked token of a BERT batch of the masked stream, and the visible token left of it."""
+    keep = batch["mlm_weights"] > 0
+    rows = np.broadcast_to(np.arange(len(batch["input_ids"]))[:, None], keep.shape)[keep]
+    positions = batch["mlm_positions"][keep]
+    return batch["input_ids"][rows, positions - 1], batch["mlm_ids"][keep]
+
+
+def test_berts_target_is_sound_and_a_model_that_sees_a_neighbour_reaches_it() -> None:
+    """BERT's target (the unigram entropy - 0.5) lies above the masked source's best loss (its two-sided entropy)
+    and below what a model that ignores its neighbours reaches (the unigram entropy); a model that sees one
+    neighbour gets there from as many masked tokens as 300 steps of batch 16 hold: the counts of (left, masked)
+    pairs in the training stream, scored on the held-out stream, where the Bayes predictor does better still."""
+    case = get_case("bert_base").configured({"seq": 32, "vocab": 128})
+    target = target_for(case)
+    train, held = learnable_source(case, 100), learnable_source(case, HELD_OUT)
+    assert target is not None and isinstance(train, MaskedMarkov) and isinstance(held, MaskedMarkov)
+    chain = train.tokens
+    assert chain.two_sided_entropy() < chain.best_loss < target.loss < chain.unigram_entropy()
+    assert target.best_loss == chain.two_sided_entropy()
+    counts = np.full((MARKOV_STATES, MARKOV_STATES), 0.1)
+    for step in range(300):
+        left, middle = _left_and_middle(train.batch(step, 16, 32))
+        np.add.at(counts, (left, middle), 1.0)
+    model = np.log(counts / counts.sum(axis=1, keepdims=True))
+    scores, bayes = [], []
+    for step in range(20):
+        batch = held.batch(step, 16, 32)
+        left, middle = _left_and_middle(batch)
+        scores.append(-model[left, middle])
+        bayes.append(held.bayes_nll(batch))
+    loss, floor = float(np.concatenate(scores).mean()), float(np.concatenate(bayes).mean())
+    assert floor < loss < target.loss, (floor, loss, target.loss)
