@@ -42,6 +42,29 @@ def fixed(batch: Any) -> Iterator[Any]:
     return itertools.repeat(batch)
 
 
+class LossWindow:
+    """A convergence curve's window of step losses (protocol/converge.py), summed where the framework keeps them:
+    one device add a step, one host read a window (a trainer's `loss_window`)."""
+
+    def __init__(self) -> None:
+        self.total: Any = None
+        self.steps = 0
+
+    def add(self, loss: Any) -> None:
+        """Add one step's loss (a device tensor: the sum stays on the device)."""
+        self.total = loss if self.total is None else self.total + loss
+        self.steps += 1
+
+    def mean(self, read: Callable[[Any], float], otherwise: Callable[[], float]) -> float:
+        """The window's mean loss, its sum read to the host once by `read`, and a new window; `otherwise()` where
+        no step was added."""
+        if self.total is None:
+            return otherwise()
+        mean = read(self.total) / self.steps
+        self.total, self.steps = None, 0
+        return mean
+
+
 class Trainer(ABC):
     """A model, its optimizer and its input, ready to take train steps."""
 

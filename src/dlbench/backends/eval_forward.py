@@ -1,11 +1,13 @@
-"""The evaluation forward that OneFlow's and Paddle's evaluators share (#44): held-out numpy batches in, float32
-logits out, batch norm's averages recomputed first (precise_bn.py). A framework's subclass supplies only its own
-calls (a tensor from numpy, numpy from a tensor, no-grad, its batch-norm statistics), so the two stay one path."""
+"""The evaluation forward that OneFlow's, Paddle's, MXNet's and MegEngine's evaluators share (#44): held-out numpy
+batches in, float32 logits out, batch norm's averages recomputed first (precise_bn.py). A framework's subclass
+supplies only its own calls (a tensor from numpy, numpy from a tensor, no-grad, its batch-norm statistics; where
+its layers have no train/eval mode and keep their statistics in the backward pass, MXNet's, the calibration's
+context and forward), so they all stay one path."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from contextlib import AbstractContextManager
+from collections.abc import Iterable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import numpy as np
@@ -44,24 +46,35 @@ class HeldOutForward:
         """Write `value` into the statistics tensor `target`."""
         raise NotImplementedError
 
+    @contextmanager
+    def calibrating(self) -> Iterator[None]:
+        """The calibration forwards' context: every batch norm in training mode, keeping exactly its batch's
+        statistics, no gradients; the model in eval mode after (layers that carry their mode: torch's kind)."""
+        for norm in self.norms:
+            self.keep_batch_statistics(norm)
+            norm.train()
+        with self.no_grad():
+            yield
+        self.model.eval()
+
+    def calibration_forward(self, batch: dict[str, np.ndarray]) -> None:
+        """One calibration forward (inside `calibrating`): it leaves its batch's statistics in the batch norms."""
+        self.model(self.tensor(batch["images"]))
+
     def calibrate(self, batches: Iterable[dict[str, np.ndarray]]) -> None:
         """Each batch norm's averages: the mean of the calibration batches' own statistics."""
         if not self.norms:
             return
-        for norm in self.norms:
-            self.keep_batch_statistics(norm)
-            norm.train()
 
         def read() -> list[np.ndarray]:
-            return [np.asarray(t.numpy()) for t in self.statistics()]
+            return [self.numpy(t) for t in self.statistics()]
 
         def write(stats: list[np.ndarray]) -> None:
             for target, value in zip(self.statistics(), stats, strict=True):
                 self.assign(target, value)
 
-        with self.no_grad():
-            average_batch_statistics(batches, lambda b: self.model(self.tensor(b["images"])), read, write)
-        self.model.eval()
+        with self.calibrating():
+            average_batch_statistics(batches, self.calibration_forward, read, write)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The logits of one held-out batch."""
