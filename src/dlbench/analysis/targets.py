@@ -23,15 +23,19 @@ CONVERGE_FRAMEWORKS: tuple[str, ...] = (
     "paddle",
     "oneflow",
     "tf",
+    "mxnet",
+    "megengine",
 )  # backends that feed the learnable data
 # Backends whose learnable data is checked for some kinds of case only (#46): their other cases are refused.
 CONVERGE_TASKS: dict[str, tuple[str, ...]] = {
     "paddle": ("causal_lm", "image_classification"),
     "oneflow": ("causal_lm", "image_classification"),
     "tf": ("causal_lm", "image_classification"),
+    "mxnet": ("image_classification",),
+    "megengine": ("image_classification",),
 }
 # Backends whose convergence points train on one device only: their multi-device trainers draw no learnable data.
-CONVERGE_ONE_DEVICE: tuple[str, ...] = ("tf",)
+CONVERGE_ONE_DEVICE: tuple[str, ...] = ("tf", "mxnet")
 CONVERGE_PRECISIONS: tuple[str, ...] = ("fp32", "bf16")
 REFERENCE_RUNS = 5  # local reference runs per configuration (torch fp32, one device), as many as a shipped point
 REFERENCE_SEED0 = 100  # their seeds, and the shipped points': 100 .. 100 + N - 1 (a candidate's default is 0)

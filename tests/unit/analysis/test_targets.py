@@ -37,6 +37,8 @@ def test_a_plain_converge_point_is_not_refused() -> None:
     assert refusal(_spec(framework="paddle")) is None  # and image classifiers, as TensorFlow's (#44)
     assert refusal(_spec(framework="tf")) is None
     assert refusal(_spec(model="bert_base", case_params=(("vocab", 65),))) is None  # the 64 tokens and [MASK] fit
+    assert refusal(_spec(framework="mxnet")) is None  # MXNet's and MegEngine's image classifiers (#44)
+    assert refusal(_spec(framework="megengine")) is None
 
 
 @pytest.mark.parametrize(
@@ -44,7 +46,10 @@ def test_a_plain_converge_point_is_not_refused() -> None:
     [
         ({"model": "face"}, "no target for face"),
         ({"precision": "amp"}, "no target for amp"),
-        ({"framework": "mxnet"}, "no learnable data wired for mxnet"),
+        ({"framework": "keras_jax"}, "no learnable data wired for keras_jax"),
+        ({"framework": "mxnet", "model": "bert_base"}, "mxnet's image_classification cases only, not bert_base"),
+        ({"framework": "megengine", "model": "bert_base"}, "megengine's image_classification cases only"),
+        ({"framework": "mxnet", "devices_per_node": 2}, "mxnet on one device only"),
         ({"framework": "paddle", "model": "wide_deep"}, "paddle's causal_lm, image_classification cases only"),
         ({"framework": "tf", "model": "wide_deep"}, "tf's causal_lm, image_classification cases only, not wide_deep"),
         ({"framework": "tf", "devices_per_node": 2}, "tf on one device only"),

@@ -101,8 +101,8 @@ def test_a_bad_block_exits_2_before_anything_runs_even_skipping_impossible_cells
 
 def test_a_framework_without_learnable_data_is_a_cell_refused_or_skipped(tmp_path: Path) -> None:
     f = tmp_path / "s.yaml"
-    f.write_text(SUITE.replace("framework: fake", "framework: [fake, mxnet]") + "converge: true\n")
-    with pytest.raises(Impossible, match="no learnable data wired for mxnet"):
+    f.write_text(SUITE.replace("framework: fake", "framework: [fake, keras_jax]") + "converge: true\n")
+    with pytest.raises(Impossible, match="no learnable data wired for keras_jax"):
         prepare_sweep(SweepRequest(suite_name=str(f), dry_run=True, store_path=str(tmp_path / "s.db")))
     said: list[str] = []
     planned = prepare_sweep(
@@ -110,7 +110,7 @@ def test_a_framework_without_learnable_data_is_a_cell_refused_or_skipped(tmp_pat
         note=said.append,
     )
     assert {p.spec.framework for p in planned.planned} == {"fake"}
-    assert len(said) == 2 and all("no learnable data wired for mxnet" in line for line in said)
+    assert len(said) == 2 and all("no learnable data wired for keras_jax" in line for line in said)
 
 
 def test_a_sweep_measures_the_references_first_and_stores_each_verdict(

@@ -11,6 +11,9 @@ package, read back into ``math_mode``, a GPU point refused where it is not in fo
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import megengine as mge
 import psutil
@@ -28,6 +31,13 @@ from dlbench.wire import RankContext
 
 # In MegEngine's errors for a failed allocation (its GPU and CPU allocators).
 OOM_TEXT: tuple[str, ...] = ("out of memory", "bad_alloc", "failed to allocate")
+
+
+def cpu_device(threads: int | None) -> str:
+    """MegEngine's CPU device for `threads` (default: the physical cores, as torch takes them): multithreadN:0, or
+    cpu0 for one (its plain cpu0 runs kernels on one thread)."""
+    n = threads or psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    return f"multithread{n}:0" if n > 1 else "cpu0"
 
 
 class MegengineBackend(Backend):
@@ -68,8 +78,7 @@ class MegengineBackend(Backend):
                 raise Unsupported(problem)
             device = f"gpu{ctx.device_index(mge.get_device_count('gpu'))}"
         else:
-            threads = spec.threads or psutil.cpu_count(logical=False) or os.cpu_count() or 1
-            device = f"multithread{threads}:0" if threads > 1 else "cpu0"  # "cpu0" runs its kernels on one thread
+            device = cpu_device(spec.threads)
         mge.set_default_device(device)
         model = build_model(case, BuildContext.of(spec, ctx, device))
         source = data.batches(spec, case, device)
@@ -81,6 +90,11 @@ class MegengineBackend(Backend):
             TF32_OVERRIDE_VAR: override_state(os.environ),
         }
         return MegengineTrainer(case, model, source, spec.compile, spec.global_batch)
+
+    def evaluator(self, spec: PointSpec, case: Case, weights: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        from dlbench.backends.megengine import evaluate  # the evaluation process's own path: the model and its forward
+
+        return evaluate.evaluator(spec, case, weights)
 
     def count_params(self, case: Case) -> int:
         return count_trainable(build_model(case))

@@ -7,7 +7,8 @@ augmentation draws from its own numpy Generator per sample, seeded by (spec seed
 the training process, yields (index, draw) pairs from a fresh permutation every epoch, so crops and shuffling are
 fixed by the seed whatever the worker count (as the MXNet and OneFlow backends do it). BERT: the rows of
 bert_samples.npz with the masked positions gathered (``bert_arrays``), token ids as int32 (MegEngine's index
-type).
+type). ``--converge`` (#44): the learnable stream (data/learnable.py, the bytes torch draws, in its order), a new
+batch made on the device each step; image classifiers only (analysis/targets.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dlbench.backends.base import Unsupported, fixed
 from dlbench.cases import Case, ImageInput, TextInput
 from dlbench.data.augment import AugmentedImages, bert_arrays, enough_samples
 from dlbench.data.layout import MEAN, STD, image_root, read_train_list
+from dlbench.data.learnable import learnable_batches
 from dlbench.data.synthetic import BERT_KEYS, max_predictions, synthetic_bert, synthetic_images
 from dlbench.spec import PointSpec
 
@@ -110,11 +112,20 @@ def text_batches(spec: PointSpec, case: Case, device: str) -> Iterator[Batch]:
             yield {k: mge.tensor(v, device=device) for k, v in zip(BERT_KEYS, batch)}
 
 
+def learnable(spec: PointSpec, case: Case, device: str) -> Iterator[Batch]:
+    """--converge: the learnable stream (its order the spec's seed, as torch's on one device), each batch moved to
+    the device as it is drawn (labels int32)."""
+    return (_on(arrays, device) for arrays in learnable_batches(case, spec.batch_size, spec.input_size, spec.seed))
+
+
 def batches(spec: PointSpec, case: Case, device: str) -> Iterator[Batch]:
-    """The point's input: the fixed synthetic batch, or the real-data loader's batches.
+    """The point's input: the fixed synthetic batch, the learnable stream (--converge), or the real-data loader's
+    batches.
 
     A real loader's worker processes start on first use, after the model exists; the worker's peak memory sums
     the process tree."""
+    if spec.converge:
+        return learnable(spec, case, device)
     if spec.data != "real":
         return fixed(synthetic_batch(case, spec.batch_size, device, spec.input_size, spec.seed))
     if isinstance(case.input, ImageInput):
@@ -126,6 +137,8 @@ def batches(spec: PointSpec, case: Case, device: str) -> Iterator[Batch]:
 
 def describe(spec: PointSpec) -> str:
     """How the input is fed, for the point's facts."""
+    if spec.converge:
+        return "learnable: a new batch drawn on the host every step (--converge)"
     if spec.data != "real":
         return "synthetic: one batch made on the device"
     if not spec.loader_workers:
@@ -133,4 +146,4 @@ def describe(spec: PointSpec) -> str:
     return f"megengine DataLoader, {spec.loader_workers} worker processes"
 
 
-__all__ = ["batches", "describe", "synthetic_batch"]
+__all__ = ["batches", "describe", "learnable", "synthetic_batch"]

@@ -1,10 +1,12 @@
 """One native MegEngine train step (forward and loss under a GradManager, backward, optimizer step), eager or
 traced (``--compile``: ``megengine.jit.trace(symbolic=True)`` of the whole step, optimizer included, compiled into
-one static graph with static shapes on its first call; a point's batches all have one shape)."""
+one static graph with static shapes on its first call; a point's batches all have one shape); while a convergence
+curve is read, the window's loss summed on the device, and the weights saved for the evaluation (evaluate.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import megengine as mge
 import megengine.module as nn
@@ -12,7 +14,7 @@ from megengine import optimizer as optim
 from megengine.autodiff import GradManager
 from megengine.jit import trace
 
-from dlbench.backends.base import Trainer
+from dlbench.backends.base import LossWindow, Trainer
 from dlbench.backends.megengine.models import train_loss
 from dlbench.cases import Case
 
@@ -45,6 +47,7 @@ class MegengineTrainer(Trainer):
         step: Callable[..., mge.Tensor] = self._step
         self.step = trace(step, symbolic=True, symbolic_shape=False) if compile_model else step
         self._last: mge.Tensor | None = None
+        self._window = LossWindow()  # the loss summed on the device since the last loss_window
         model.train()
 
     def _step(self, *tensors: mge.Tensor) -> mge.Tensor:
@@ -60,6 +63,18 @@ class MegengineTrainer(Trainer):
         if not self.keys:
             self.keys = tuple(sorted(batch))
         self._last = self.step(*(batch[k] for k in self.keys))
+        if self.keep_loss_window:  # only while a convergence curve is read: a device add, no host read
+            self._window.add(self._last)
+
+    def loss_window(self) -> float:
+        """The mean loss since the last call: one host read of a sum kept on the device."""
+        return self._window.mean(lambda total: float(total.item()), self.loss)
+
+    def save_weights(self, folder: Path) -> None:
+        """The model's state dict in MegEngine's own format, for the independent evaluation (evaluate.py)."""
+        from dlbench.backends.megengine import evaluate
+
+        evaluate.save(self.model, folder)
 
     def sync(self) -> None:
         mge._full_sync()  # MegEngine queues ops asynchronously: wait for all of them

@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import mxnet as mx
 
@@ -173,6 +175,11 @@ class MxnetBackend(Backend):
         """What build chose, and on several contexts the kvstore Gluon made at the first step, read back."""
         trainer = getattr(self, "_kvstore_trainer", None)
         return {**self._facts, **(trainer.facts() if trainer is not None else {})}
+
+    def evaluator(self, spec: PointSpec, case: Case, weights: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        from dlbench.backends.mxnet import evaluate  # the evaluation process's own path: the model and its forward
+
+        return evaluate.evaluator(spec, case, weights)
 
     def serve(self, spec: PointSpec, ctx: RankContext, results: list[Path]) -> None:
         """ps (dist_sync): the scheduler (server 0) or the server (1) until every worker has written its result."""

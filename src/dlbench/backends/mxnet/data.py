@@ -17,6 +17,9 @@ are thus fixed by the seed, whatever the worker count.
 
 BERT: the rows of bert_samples.npz with the masked positions gathered (``bert_arrays``), as float32. Labels stay
 float32 too, as ``SoftmaxCrossEntropyLoss`` and ``pick`` take them.
+
+``--converge`` (#44): the learnable stream (data/learnable.py, the bytes torch draws, in its order), a new
+[images, labels] batch made on the device each step; image classifiers only (analysis/targets.py).
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
-from dlbench.backends.base import fixed
+from dlbench.backends.base import Unsupported, fixed
 from dlbench.cases import Case, ImageInput, TextInput
 from dlbench.data.augment import AugmentedImages, bert_arrays, enough_samples
 from dlbench.data.layout import MEAN, STD, image_root, read_train_list
+from dlbench.data.learnable import learnable_batches
 from dlbench.data.synthetic import BERT_KEYS, max_predictions, synthetic_bert, synthetic_images
 from dlbench.spec import PointSpec
 
@@ -113,13 +117,24 @@ def synthetic_batch(case: Case, batch: int, ctx: mx.Context, input_size: int | N
     return [mx.nd.array(a, ctx=ctx, dtype="float32") for a in ordered]
 
 
+def learnable(spec: PointSpec, case: Case, ctx: mx.Context) -> Iterator[Batch]:
+    """--converge: the learnable stream (its order the spec's seed, as torch's on one device), each batch made
+    [float32 NCHW images, float32 labels] on ctx as it is drawn (image classifiers: the loss block's inputs)."""
+    if not isinstance(case.input, ImageInput):
+        raise Unsupported(f"MXNet's --converge feeds image classifiers only, not {case.name}")
+    stream = learnable_batches(case, spec.batch_size, spec.input_size, spec.seed)
+    return ([mx.nd.array(a[k], ctx=ctx, dtype="float32") for k in ("images", "labels")] for a in stream)
+
+
 def batches(spec: PointSpec, case: Case, ctx: mx.Context) -> Iterator[Batch]:
-    """The point's input on ctx: the fixed synthetic batch, or endless real batches (images as [float32 NCHW
-    normalised, labels], BERT as the loss block's inputs).
+    """The point's input on ctx: the fixed synthetic batch, the learnable stream (--converge), or endless real
+    batches (images as [float32 NCHW normalised, labels], BERT as the loss block's inputs).
 
     A real loader (and its worker pool) is made now: call this before building the model, so that the forked
     workers do not inherit the model's memory (the worker's peak memory sums the whole process tree).
     """
+    if spec.converge:
+        return learnable(spec, case, ctx)
     if spec.data != "real":
         return fixed(synthetic_batch(case, spec.batch_size, ctx, spec.input_size, spec.seed))
     if isinstance(case.input, ImageInput):
@@ -133,6 +148,8 @@ def batches(spec: PointSpec, case: Case, ctx: mx.Context) -> Iterator[Batch]:
 
 def describe(spec: PointSpec) -> str:
     """The loader as recorded in a result's extra facts."""
+    if spec.converge:
+        return "learnable: a new batch drawn on the host every step (--converge)"
     if spec.data != "real":
         return "synthetic: one batch made on the device"
     workers = spec.loader_workers
@@ -141,4 +158,4 @@ def describe(spec: PointSpec) -> str:
     return f"gluon DataLoader, {workers} worker processes, prefetch {PREFETCH_PER_WORKER * workers} batches"
 
 
-__all__ = ["batches", "describe", "synthetic_batch"]
+__all__ = ["batches", "describe", "learnable", "synthetic_batch"]

@@ -1,13 +1,16 @@
-"""One native Gluon train step (record, backward, Trainer.step) on a batch from the point's input."""
+"""One native Gluon train step (record, backward, Trainer.step) on a batch from the point's input; while a
+convergence curve is read, the window's loss summed on the device, and the model's weights saved for the
+independent evaluation (evaluate.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import mxnet as mx
 from mxnet import autograd, gluon
 
-from dlbench.backends.base import AllocatorPeak, Trainer
+from dlbench.backends.base import AllocatorPeak, LossWindow, Trainer
 from dlbench.cases import Case
 
 Batch = list[mx.nd.NDArray]
@@ -37,6 +40,7 @@ class MxnetTrainer(Trainer):
         self.net, self.ctx = net, ctx
         self.trainer = make_trainer(case, net, global_batch)
         self._last: mx.nd.NDArray | None = None
+        self._window = LossWindow()  # the loss summed on the device since the last loss_window
 
     def train_step(self, batch: Batch) -> None:
         with autograd.record():
@@ -44,6 +48,18 @@ class MxnetTrainer(Trainer):
         loss.backward()
         self.trainer.step(1)  # the loss is already a batch mean
         self._last = loss
+        if self.keep_loss_window:  # only while a convergence curve is read: a device add, no host read
+            self._window.add(loss.astype("float32", copy=True))  # a copy: a hybridized block may reuse its output
+
+    def loss_window(self) -> float:
+        """The mean loss since the last call: one host read of a sum kept on the device."""
+        return self._window.mean(lambda total: float(total.asscalar()), self.loss)
+
+    def save_weights(self, folder: Path) -> None:
+        """The model's parameters (Gluon's own .params file), for the independent evaluation (evaluate.py)."""
+        from dlbench.backends.mxnet import evaluate
+
+        evaluate.save(self.net.model, folder)
 
     def sync(self) -> None:
         mx.nd.waitall()
