@@ -9,6 +9,15 @@ in force (tf32.py).
 
 import os
 
+import psutil
+
 from dlbench.backends.megengine.tf32 import TF32_OVERRIDE_VAR
 
 os.environ[TF32_OVERRIDE_VAR] = "0"
+
+
+def cpu_device(threads: int | None) -> str:
+    """MegEngine's CPU device for `threads` (default: the physical cores, as torch takes them): multithreadN:0, or
+    cpu0 for one (its plain cpu0 runs kernels on one thread). The trainer's and the evaluator's (evaluate.py)."""
+    n = threads or psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    return f"multithread{n}:0" if n > 1 else "cpu0"

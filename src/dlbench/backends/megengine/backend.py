@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import megengine as mge
-import psutil
 
 from dlbench.backends.base import Backend, Trainer, Unsupported, gpu_binding_problem
 from dlbench.backends.context import BuildContext
-from dlbench.backends.megengine import data
+from dlbench.backends.megengine import cpu_device, data
 from dlbench.backends.megengine.models import MODELS, build_model, count_trainable
 from dlbench.backends.megengine.step import MegengineTrainer
 from dlbench.backends.megengine.tf32 import TF32_OVERRIDE_VAR, fp32_problem, override_state, tf32_in_use
@@ -31,13 +30,6 @@ from dlbench.wire import RankContext
 
 # In MegEngine's errors for a failed allocation (its GPU and CPU allocators).
 OOM_TEXT: tuple[str, ...] = ("out of memory", "bad_alloc", "failed to allocate")
-
-
-def cpu_device(threads: int | None) -> str:
-    """MegEngine's CPU device for `threads` (default: the physical cores, as torch takes them): multithreadN:0, or
-    cpu0 for one (its plain cpu0 runs kernels on one thread)."""
-    n = threads or psutil.cpu_count(logical=False) or os.cpu_count() or 1
-    return f"multithread{n}:0" if n > 1 else "cpu0"
 
 
 class MegengineBackend(Backend):

@@ -18,7 +18,7 @@ import numpy as np
 from megengine.module.batchnorm import _BatchNorm
 
 from dlbench.backends.eval_forward import HeldOutForward
-from dlbench.backends.megengine.backend import cpu_device
+from dlbench.backends.megengine import cpu_device
 from dlbench.backends.megengine.models import build_model
 from dlbench.cases import Case
 from dlbench.spec import PointSpec
