@@ -4,6 +4,7 @@ every check before anything is written, points executed into one stored run, an 
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -133,6 +134,36 @@ def test_checks_before_a_run_leave_an_old_store_byte_for_byte(store_path: Path, 
     outcome = execute_run(prepared)
     stored = Store(store_path, readonly=True)
     assert outcome.exit_code == 0 and stored.schema_version() == STORE_SCHEMA_VERSION and len(stored.points()) == 2
+
+
+def test_checks_before_a_resumed_sweep_leave_its_old_store_byte_for_byte(tmp_path: Path) -> None:
+    """`dlbench sweep --resume` reads the stored sweep without writing (#43): a sweep's store of the previous schema
+    (stamped back at 3: v4 only nests stored specs, which these already are) in rollback-journal mode keeps its
+    bytes, with no new file beside it, through the resumed sweep's checks and its dry run (a plain open made it WAL);
+    the resumed sweep then migrates it and runs only the point the run lacks."""
+    (tmp_path / "suite.yaml").write_text(SUITE)
+    db = tmp_path / "store" / "s.db"
+    first = prepare_sweep(SweepRequest(suite_name=str(tmp_path / "suite.yaml"), store_path=str(db)))
+    assert isinstance(first, PreparedSweep)
+    run_id = execute_sweep(first).run_id
+    first.store.close()
+    raw = sqlite3.connect(db, isolation_level=None)
+    lost = raw.execute("SELECT id, spec_key FROM points ORDER BY id DESC LIMIT 1").fetchone()
+    kept = raw.execute("SELECT id FROM points WHERE id != ?", (lost[0],)).fetchall()
+    raw.execute("DELETE FROM points WHERE id = ?", (lost[0],))  # a point the run lacks, as after a kill
+    raw.execute("UPDATE alembic_version SET version_num = 'v3'")
+    raw.execute("UPDATE schema_meta SET value = '3' WHERE key = 'schema_version'")
+    assert raw.execute("PRAGMA journal_mode = DELETE").fetchone() == ("delete",)
+    raw.close()
+    before, beside = db.read_bytes(), sorted(p.name for p in db.parent.iterdir())  # the store, its run claims
+    resumed = prepare_sweep(SweepRequest(resume_id=run_id, store_path=str(db)))
+    planned = prepare_sweep(SweepRequest(resume_id=run_id, dry_run=True, store_path=str(db)))
+    assert db.read_bytes() == before and sorted(p.name for p in db.parent.iterdir()) == beside
+    assert isinstance(resumed, PreparedSweep) and isinstance(planned, PlannedSweep) and resumed.run_id == run_id
+    assert execute_sweep(resumed).exit_code == 0
+    stored = Store(db, readonly=True)
+    new = [p.result.spec.key() for p in stored.points() if (p.id,) not in kept]
+    assert stored.schema_version() == STORE_SCHEMA_VERSION and len(stored.points()) == 2 and new == [lost[1]]
 
 
 def test_execute_run_stores_every_point_and_returns_the_outcome(store_path: Path) -> None:

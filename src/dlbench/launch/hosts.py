@@ -21,15 +21,8 @@ from pathlib import Path
 
 from dlbench.launch.folder import PointFolder, free_port, point_folder
 from dlbench.launch.merge import collect
-from dlbench.launch.process import (
-    CONTROLLER_ONLY_VARS,
-    ChildOutcome,
-    PointInterrupted,
-    ProgressSink,
-    group_failure,
-    run_group,
-    worker_env,
-)
+from dlbench.launch.outcome import ChildOutcome, PointInterrupted, group_failure
+from dlbench.launch.process import CONTROLLER_ONLY_VARS, ProgressSink, run_group, worker_env
 from dlbench.spec import PointSpec, SpecError
 from dlbench.wire import DEFAULT_RDZV_TIMEOUT_S, NODE_HOSTS_VAR, RANK_VARS, RDZV_TIMEOUT_VAR, SERVER_VAR, THREAD_VARS
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from dlbench.launch.process import ChildOutcome
+from dlbench.launch.outcome import ChildOutcome
 from dlbench.spec import NO_EXCHANGE_STRATEGIES, PointSpec
 from dlbench.wire import ResultError, WorkerResult, rank_result_path, read_result
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from dlbench.launch.folder import free_port, point_folder
 from dlbench.launch.hosts import HostsConfig, forwarded, rank_env, topology
 from dlbench.launch.merge import collect
-from dlbench.launch.process import ChildOutcome, ProgressSink, group_failure, run_group
+from dlbench.launch.outcome import ChildOutcome, group_failure
+from dlbench.launch.process import ProgressSink, run_group
 from dlbench.spec import PointSpec
 
 

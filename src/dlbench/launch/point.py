@@ -7,7 +7,8 @@ import sys
 import time
 
 from dlbench.analysis.record import point_result
-from dlbench.launch.process import PointInterrupted, ProgressSink
+from dlbench.launch.outcome import PointInterrupted
+from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
 from dlbench.launch.watch import PointWatch
 from dlbench.machine.telemetry import with_telemetry

@@ -1,5 +1,5 @@
 """Child processes of a point: start argv lists (never shell strings), read their output, watch their time and
-memory, and stop them and everything they started. Imports no framework.
+memory, and stop them and everything they started (how they ended is launch/outcome.py's). Imports no framework.
 
 Every command starts in its own session, and with the kernel asked to SIGKILL it when the controller dies
 (PR_SET_PDEATHSIG), so that a `kill -9` of dlbench leaves no engine (torchrun, mpirun) training on; the worker
@@ -17,42 +17,19 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import psutil
 
-from dlbench.records import PointResult
+from dlbench.launch.outcome import TAIL_LINES, GroupOutcome
 from dlbench.spec import PointSpec
-from dlbench.wire import ALLOCATOR_VARS, THREAD_VARS, WATCHER_VAR, WorkerResult, parse_progress, watcher_token
+from dlbench.wire import ALLOCATOR_VARS, THREAD_VARS, WATCHER_VAR, parse_progress, watcher_token
 
 ProgressSink = Callable[[dict[str, object]], None]
-TAIL_LINES = 15
 # The store and its credentials stay with the controller, which alone writes results: no worker, local or remote,
 # receives them (a remote rank's env file lies in a shared job folder; Slurm keeps a job's environment).
 CONTROLLER_ONLY_VARS: tuple[str, ...] = ("DLBENCH_STORE", "PGPASSWORD")
 GRACE_S = 15.0  # after one command fails, how long the others get to write their own error before the kill
-
-
-@dataclass
-class ChildOutcome:
-    """How a point's child process(es) ended: a status, the (merged) worker result if any, the last output lines."""
-
-    status: str
-    result: WorkerResult | None = None
-    error: str | None = None
-    tail: list[str] = field(default_factory=list)
-    wall_s: float = 0.0
-
-
-class PointInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or SIGTERM) during a point whose worker stopped on it and wrote its result: a convergence run keeps
-    its curve so far. It carries what the worker left up to the caller, which keeps it and stops as for any
-    Ctrl-C; a caller that knows nothing of it sees a KeyboardInterrupt."""
-
-    def __init__(self, outcome: ChildOutcome, result: PointResult | None = None) -> None:
-        super().__init__("interrupted")
-        self.outcome = outcome
-        self.result = result  # the point's record, once launch/point.py has made it
 
 
 class OutputReader:
@@ -132,18 +109,6 @@ def worker_env(spec: PointSpec, extra: dict[str, str] | None = None) -> dict[str
     env[WATCHER_VAR] = watcher_token(os.getpid())  # telemetry: this controller samples the workers it can see
     env.update(extra or {})
     return env
-
-
-@dataclass
-class GroupOutcome:
-    """How a group of commands ended: exit codes (None = killed), why killed, output tails, wall time."""
-
-    codes: list[int | None]
-    killed: str | None = None
-    tails: list[list[str]] = field(default_factory=list)
-    wall_s: float = 0.0
-    peak_rss: int = 0
-    oom_kills: int = 0  # the kernel's out-of-memory kills on this host while the group ran (/proc/vmstat)
 
 
 def oom_kills() -> int | None:
@@ -307,102 +272,14 @@ def _reap(popens: list[subprocess.Popen[str]]) -> list[int | None]:
     return codes
 
 
-def signal_name(code: int) -> str:
-    """The name of the signal behind a negative exit code."""
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"signal {-code}"
-
-
-def _last_line(lines: Sequence[str]) -> str:
-    """The most telling output line: the last one naming an error, else the last one."""
-    for line in reversed(lines):
-        low = line.lower()
-        if any(
-            word in low
-            for word in (
-                "error",
-                "exception",
-                "failed",
-                "timed out",
-                "timeout",
-                "refused",
-                "cannot",
-                "no such",
-                "unreachable",
-                "killed",
-                "signal",
-            )
-        ):
-            return line.strip()[:300]
-    return lines[-1].strip()[:300] if lines else "no output"
-
-
-def group_failure(spec: PointSpec, group: GroupOutcome, labels: Sequence[str]) -> ChildOutcome | None:
-    """A failed outcome when the group was killed or a command failed, with a one-line reason; else None.
-
-    A SIGKILL the controller did not send is `crashed`, named as such: the kernel's out-of-memory killer is one
-    cause among several (an administrator, a job scheduler), and dlbench cannot tell which.
-    """
-    tail = [f"[{labels[i]}] {line}" if len(labels) > 1 else line for i, t in enumerate(group.tails) for line in t][
-        -TAIL_LINES * 2 :
-    ]
-    if group.killed == "timeout":
-        return ChildOutcome(
-            "timeout", error=f"exceeded the {spec.timeout_s:g} s timeout", tail=tail, wall_s=group.wall_s
-        )
-    if group.killed == "oom":
-        return ChildOutcome(
-            "oom",
-            error=f"passed the memory limit of {spec.memory_limit_bytes} bytes (reached {group.peak_rss})",
-            tail=tail,
-            wall_s=group.wall_s,
-        )
-    bad = [i for i, c in enumerate(group.codes) if c not in (0, None)]
-    if not bad:
-        return None
-    i = bad[0]
-    code = group.codes[i]
-    assert code is not None
-    died = code < 0 and -code in signal.valid_signals()
-    if died and -code == signal.SIGKILL and group.oom_kills > 0:
-        return ChildOutcome(
-            "oom",
-            error=f"{labels[i]} was killed by the kernel's out-of-memory killer (/proc/vmstat "
-            f"oom_kill rose by {group.oom_kills} while it ran): this machine's memory "
-            "ran out",
-            tail=tail,
-            wall_s=group.wall_s,
-        )
-    if died:
-        how = f"died from {signal_name(code)}"
-        if -code == signal.SIGKILL:
-            how += " (sent by another process: the kernel's out-of-memory killer, a scheduler or a user)"
-    else:
-        how = f"exited with code {code}"
-    return ChildOutcome(
-        "crashed" if died else "error",
-        error=f"{labels[i]} {how}: {_last_line(group.tails[i])}",
-        tail=tail,
-        wall_s=group.wall_s,
-    )
-
-
 __all__ = [
     "CONTROLLER_ONLY_VARS",
-    "TAIL_LINES",
-    "ChildOutcome",
-    "GroupOutcome",
     "OutputReader",
-    "PointInterrupted",
     "ProgressSink",
-    "group_failure",
     "interrupt_and_wait",
     "kill_group",
     "largest_rss",
     "oom_kills",
     "run_group",
-    "signal_name",
     "worker_env",
 ]

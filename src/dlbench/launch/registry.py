@@ -17,7 +17,8 @@ from typing import ClassVar
 
 from dlbench.launch import hosts, mpirun, slurm, torchrun
 from dlbench.launch.hosts import HostsConfig
-from dlbench.launch.process import ChildOutcome, ProgressSink
+from dlbench.launch.outcome import ChildOutcome
+from dlbench.launch.process import ProgressSink
 from dlbench.spec import PointSpec, SpecError
 
 

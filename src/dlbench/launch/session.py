@@ -7,8 +7,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 from dlbench.envs.interpreters import interpreter_for
 from dlbench.launch.lock import attach_request
+from dlbench.launch.outcome import PointInterrupted
 from dlbench.launch.point import execute
-from dlbench.launch.process import PointInterrupted, ProgressSink
+from dlbench.launch.process import ProgressSink
 from dlbench.launch.registry import Launchers
 from dlbench.records import PointResult
 from dlbench.spec import PointSpec

@@ -23,7 +23,8 @@ from pathlib import Path
 from dlbench.launch.folder import point_folder
 from dlbench.launch.hosts import HostsConfig, rank_env, worker_argv
 from dlbench.launch.merge import collect
-from dlbench.launch.process import ChildOutcome, OutputReader, ProgressSink
+from dlbench.launch.outcome import ChildOutcome
+from dlbench.launch.process import OutputReader, ProgressSink
 from dlbench.spec import PointSpec
 from dlbench.wire import NODE_HOSTS_VAR, THREAD_VARS
 

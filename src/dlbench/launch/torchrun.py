@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dlbench.launch.folder import free_port, point_folder
 from dlbench.launch.hosts import HostsConfig, env_file, rank_env, topology
 from dlbench.launch.merge import collect
-from dlbench.launch.process import ChildOutcome, ProgressSink, group_failure, run_group
+from dlbench.launch.outcome import ChildOutcome, group_failure
+from dlbench.launch.process import ProgressSink, run_group
 from dlbench.spec import PointSpec
 
 

@@ -100,6 +100,51 @@ def figure(width: float = 6.4, height: float = 3.6) -> tuple[Figure, Axes]:
     return fig, fig.add_subplot()
 
 
+@dataclass(frozen=True)
+class Slots:
+    """n bars side by side in each group of a grouped bar chart (one per framework column; groups at x = 0, 1 ...)."""
+
+    n: int
+
+    @property
+    def width(self) -> float:
+        """One slot's width: the group shares 0.8 of its unit, a bar never wider than 0.3."""
+        return min(0.8 / max(self.n, 1), 0.3)
+
+    def x(self, group: int, slot: int) -> float:
+        """The centre of bar `slot` in group `group`."""
+        return group - self.width * self.n / 2 + self.width * (slot + 0.5)
+
+
+def group_axis(ax: Axes, labels: Sequence[str], small: bool) -> None:
+    """A grouped bar chart's x axis: a tick per group with its label (smaller where `small`: labels with lines
+    below their head), half a slot of margin at each end, no vertical grid lines."""
+    ax.set_xticks(range(len(labels)), labels, fontsize=7.5 if small else None)
+    ax.set_xlim(-0.6, len(labels) - 0.4)
+    ax.grid(axis="x", visible=False)
+
+
+def fail_at_base(ax: Axes, text: str, x: float) -> None:
+    """Why a bar is missing (a failed point's status, an MFU that cannot be given), written up from the base at x."""
+    ax.annotate(
+        text,
+        (x, 0),
+        textcoords="offset points",
+        xytext=(0, 4),
+        ha="center",
+        rotation=90,
+        fontsize=8,
+        color=FAIL_COLOR,
+        fontweight="bold",
+    )
+
+
+def legend_below(ax: Axes, n: int, handles: dict[str, object] | None = None) -> None:
+    """A legend under the axes (up to 4 columns for n entries), so that it never hides a bar or its label."""
+    args = (list(handles.values()), list(handles.keys())) if handles else ()
+    ax.legend(*args, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=max(1, min(n, 4)))
+
+
 def render_svg(chart: Chart) -> str:
     """The chart as an SVG element for inline use (no XML prolog), with ids unique to this chart."""
     buf = io.StringIO()

@@ -13,7 +13,19 @@ from matplotlib.axes import Axes
 from matplotlib.axis import Axis
 
 from dlbench.analysis.compare import step_matrix
-from dlbench.report.chart_base import FAIL_COLOR, PALETTE, Chart, ChartSet, figure, styled, whiskers
+from dlbench.report.chart_base import (
+    FAIL_COLOR,
+    PALETTE,
+    Chart,
+    ChartSet,
+    Slots,
+    fail_at_base,
+    figure,
+    group_axis,
+    legend_below,
+    styled,
+    whiskers,
+)
 from dlbench.report.convergence import NOT_CONVERGED_MARK, mark_note
 from dlbench.report.groups import Cell, Column, RowKey, Section, max_batch_of, model_title
 from dlbench.store.store import StoredPoint
@@ -55,17 +67,7 @@ def _bar(
     instead); the verdict of a configuration that did not converge goes to `marked`. Returns the bar's top."""
     m = cell.point.result.metrics
     if not cell.ok or m is None:
-        ax.annotate(
-            cell.status_text,
-            (x, 0),
-            textcoords="offset points",
-            xytext=(0, 4),
-            ha="center",
-            rotation=90,
-            fontsize=8,
-            color=FAIL_COLOR,
-            fontweight="bold",
-        )
+        fail_at_base(ax, cell.status_text, x)
         return 0.0
     low, high = whiskers(m)
     ax.bar(x, m.throughput, w * 0.92, color=colour, yerr=[[low], [high]], ecolor="#333", capsize=3, label=label)
@@ -91,30 +93,23 @@ def _bars(sec: Section, cc: dict[Column, str], rows: list[RowKey], unconverged: 
     the mark of a configuration that did not converge after its figure."""
     marked: list[str] = []
     fig, ax = figure(6.4, 3.6)
-    n = len(sec.columns)
-    w = min(0.8 / max(n, 1), 0.3)
+    slots = Slots(len(sec.columns))
     top = 0.0
     scales = sorted({r.scale for r in rows})
     for bi, row in enumerate(rows):
         for ci, col in enumerate(sec.columns):
-            x = bi - w * n / 2 + w * (ci + 0.5)
             cell = sec.cell(row, col)
             if cell is not None:
-                top = max(top, _bar(ax, x, w, cell, cc[col], col.title if bi == 0 else None, unconverged, marked))
-    ax.set_xticks(
-        range(len(rows)),
-        [_bar_label(sec, r, len(scales) > 1) for r in rows],
-        fontsize=7.5 if any(r.variant for r in rows) else None,
-    )
-    ax.set_xlim(-0.6, len(rows) - 0.4)
+                label = col.title if bi == 0 else None
+                top = max(top, _bar(ax, slots.x(bi, ci), slots.width, cell, cc[col], label, unconverged, marked))
+    group_axis(ax, [_bar_label(sec, r, len(scales) > 1) for r in rows], any(r.variant for r in rows))
     ax.set_ylim(0, (top or 1) * 1.25)
-    ax.grid(axis="x", visible=False)
     ax.set_ylabel("samples/s (higher is better)")
     where = scales[0] if len(scales) == 1 else " and ".join(scales)  # several scales: named, not 'one scale'
 
     ax.set_title(f"Throughput, {where}")
     if ax.get_legend_handles_labels()[0]:
-        _legend_below(ax, n)
+        legend_below(ax, slots.n)
     return Chart(
         f"{sec.slug}-throughput",
         f"Throughput by framework, {where}",
@@ -122,12 +117,6 @@ def _bars(sec: Section, cc: dict[Column, str], rows: list[RowKey], unconverged: 
         + (f" {mark_note(marked)}" if marked else ""),
         fig,
     )
-
-
-def _legend_below(ax: Axes, n: int, handles: dict[str, object] | None = None) -> None:
-    """A legend under the axes, so that it never hides a bar or its label."""
-    args = (list(handles.values()), list(handles.keys())) if handles else ()
-    ax.legend(*args, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=max(1, min(n, 4)))
 
 
 def _bar_label(sec: Section, row: RowKey, scale: bool = False) -> str:
@@ -391,29 +380,18 @@ def _memory_bars(
     ax: Axes, sec: Section, rows: list[RowKey], vals: dict[tuple[RowKey, Column], Cell | None], cc: dict[Column, str]
 ) -> None:
     """One bar per framework column in each batch group, its GiB above it; a failed point's status in its place."""
-    n = len(sec.columns)
-    w = min(0.8 / max(n, 1), 0.3)
+    slots = Slots(len(sec.columns))
     for ci, col in enumerate(sec.columns):
         for bi, row in enumerate(rows):
             cell = vals.get((row, col))
             m = cell.point.result.metrics if cell and cell.ok else None
-            x = bi - w * n / 2 + w * (ci + 0.5)
+            x = slots.x(bi, ci)
             if cell is not None and not cell.ok:
-                ax.annotate(
-                    cell.status_text,
-                    (x, 0),
-                    textcoords="offset points",
-                    xytext=(0, 4),
-                    ha="center",
-                    rotation=90,
-                    fontsize=8,
-                    color=FAIL_COLOR,
-                    fontweight="bold",
-                )
+                fail_at_base(ax, cell.status_text, x)
             if m is None or m.peak_memory_bytes is None:
                 continue
             gib = m.peak_memory_bytes / 2**30
-            ax.bar(x, gib, w * 0.92, color=cc[col], label=col.title)
+            ax.bar(x, gib, slots.width * 0.92, color=cc[col], label=col.title)
             ax.annotate(
                 f"{gib:.2f}" if gib < 10 else f"{gib:.1f}",
                 (x, gib),
@@ -442,16 +420,10 @@ def memory_chart(sec: Section, cc: dict[Column, str]) -> ChartSet:
     _memory_bars(ax, sec, rows, vals, cc)
     handles, labels = ax.get_legend_handles_labels()
     uniq = dict(zip(labels, handles))
-    _legend_below(ax, len(uniq), uniq)
-    ax.set_xticks(
-        range(len(rows)),
-        ["\n".join([f"batch {r.batch_size}", *r.variant]) for r in rows],
-        fontsize=7.5 if any(r.variant for r in rows) else None,
-    )
-    ax.set_xlim(-0.6, len(rows) - 0.4)
+    legend_below(ax, len(uniq), uniq)
+    group_axis(ax, ["\n".join([f"batch {r.batch_size}", *r.variant]) for r in rows], any(r.variant for r in rows))
     ax.set_ylabel("GiB")
     ax.set_ylim(top=ax.get_ylim()[1] * 1.15)
-    ax.grid(axis="x", visible=False)
     kind = (
         ", ".join(sorted(kinds)).replace("rss", "worker peak RSS").replace("cuda_max_allocated", "CUDA max allocated")
     )

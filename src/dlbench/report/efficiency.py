@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.axes import Axes
 
 from dlbench.analysis.mfu import Efficiency, efficiency
-from dlbench.report.chart_base import FAIL_COLOR, Chart, ChartSet, figure, styled
+from dlbench.report.chart_base import Chart, ChartSet, Slots, fail_at_base, figure, group_axis, legend_below, styled
 from dlbench.report.groups import Column, RowKey, Section
 
 FLOPS_DEFINITION = (
@@ -97,17 +97,7 @@ def _mfu_bar(ax: Axes, x: float, w: float, e: EffRow, colour: str, label: str | 
     """One point's MFU bar with its percentage above it (the bar's height), or, where there is no MFU, why, written
     up from the base (0)."""
     if e.eff.mfu is None:
-        ax.annotate(
-            e.mfu,
-            (x, 0),
-            textcoords="offset points",
-            xytext=(0, 4),
-            ha="center",
-            rotation=90,
-            fontsize=8,
-            color=FAIL_COLOR,
-            fontweight="bold",
-        )
+        fail_at_base(ax, e.mfu, x)
         return 0.0
     pct = e.eff.mfu * 100
     ax.bar(x, pct, w * 0.92, color=colour, label=label)
@@ -124,31 +114,25 @@ def mfu_chart(sec: Section, rows: list[EffRow], cc: dict[Column, str]) -> ChartS
         return ChartSet(notes=[f"{sec.title}: no point measured a throughput, so no MFU."])
     at = {(e.row, e.column): e for e in rows}
     groups = list(dict.fromkeys(e.row for e in rows))  # table order: batch, what sets a row apart, devices
-    n = len(sec.columns)
-    w = min(0.8 / max(n, 1), 0.3)
+    slots = Slots(len(sec.columns))
     fig, ax = figure(6.4, 3.4)
     top = 0.0
     for gi, key in enumerate(groups):
         for ci, col in enumerate(sec.columns):
             e = at.get((key, col))
             if e is not None:
-                x = gi - w * n / 2 + w * (ci + 0.5)
-                top = max(top, _mfu_bar(ax, x, w, e, cc[col], col.title if gi == 0 else None))
-    ax.set_xticks(
-        range(len(groups)),
-        [
-            "\n".join([f"batch {r.batch_size} · {r.devices} device{'s' if r.devices > 1 else ''}", *r.variant])
-            for r in groups
-        ],
-        fontsize=7.5 if any(r.variant for r in groups) else None,
-    )
-    ax.set_xlim(-0.6, len(groups) - 0.4)
+                label = col.title if gi == 0 else None
+                top = max(top, _mfu_bar(ax, slots.x(gi, ci), slots.width, e, cc[col], label))
+    labels = [
+        "\n".join([f"batch {r.batch_size} · {r.devices} device{'s' if r.devices > 1 else ''}", *r.variant])
+        for r in groups
+    ]
+    group_axis(ax, labels, any(r.variant for r in groups))
     ax.set_ylim(0, max(top, 1.0) * 1.2)
-    ax.grid(axis="x", visible=False)
     ax.set_ylabel("MFU, % of peak (higher is better)")
     ax.set_title("MFU by framework")
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=max(1, min(n, 4)))
+        legend_below(ax, slots.n)
     return ChartSet(
         [
             Chart(

@@ -27,6 +27,7 @@ from dlbench.runapi.gate import admit_matrix, placeable
 from dlbench.runapi.matrix import pending, resolve, run_searches, run_sweep_points
 from dlbench.runapi.maxbatch import lookup
 from dlbench.spec import PointSpec, SpecError, parse_size
+from dlbench.store.rows import RunRecord
 from dlbench.store.store import Store, StoreError, resolve_path
 from dlbench.store.store_sql import parse_target
 from dlbench.suite import Suite, SuiteError, builtin_names, load
@@ -83,7 +84,7 @@ class SweepHooks:
 
 @dataclass(frozen=True)
 class PreparedSweep:
-    """A sweep whose points passed every check; `store` is open when it resumes a stored run."""
+    """A sweep whose points passed every check, its store open (deferred: written from its first use)."""
 
     request: SweepRequest
     suite: Suite
@@ -161,8 +162,22 @@ def settings_for(suite: Suite, planned: list[PlannedPoint], memory_limit: int | 
     return MaxBatchSettings(lo=m.lo, hi=m.hi, warmup=m.warmup, steps=m.steps, memory_limits=limits)
 
 
-def _resumed(req: SweepRequest) -> tuple[Store, str, Suite, str, str | None, dict[str, list[str]], int | None]:
-    """A stored sweep's store, run id, suite, device, data folder, --only axes and memory limit."""
+def _stored_run(path: str | None, run_id: str) -> RunRecord:
+    """The stored run `run_id`, read without writing to its store (#43): a SQLite file through a read-only view (an
+    old one is migrated in memory, never in place), a file not made yet as the empty store it is (it stays unmade),
+    a server's store deferred (set up to be read: only a store of an older schema is migrated first)."""
+    store = Store.open(path, defer=True)
+    if store.target.file is not None and store.target.file.exists():
+        store.close()
+        store = Store.open(path, readonly=True)
+    try:
+        return store.get_run(run_id)
+    finally:
+        store.close()
+
+
+def _resumed(req: SweepRequest) -> tuple[str, Suite, str, str | None, dict[str, list[str]], int | None]:
+    """A stored sweep's run id, suite, device, data folder, --only axes and memory limit."""
     assert req.resume_id is not None
     if req.resume_id.startswith("-") or not req.resume_id.strip():
         raise SpecError(
@@ -174,8 +189,7 @@ def _resumed(req: SweepRequest) -> tuple[Store, str, Suite, str, str | None, dic
             f"--resume {req.resume_id} resumes a stored sweep with its own suite: give no suite "
             f"({req.suite_name}) with it"
         )
-    store = Store(req.store_path)
-    run = store.get_run(req.resume_id)
+    run = _stored_run(req.store_path, req.resume_id)
     if run.kind != SWEEP_KIND:
         raise StoreError(f"run {run.id} is a {run.kind}, not a sweep: only sweeps resume")
     meta = run.meta
@@ -185,7 +199,7 @@ def _resumed(req: SweepRequest) -> tuple[Store, str, Suite, str, str | None, dic
     only_axes = {str(k): [str(v) for v in vs] for k, vs in stored_only.items()} if isinstance(stored_only, dict) else {}
     stored_limit = meta.get("memory_limit")  # bytes; text (8GiB) where an older dlbench kept the sweep
     memory_limit = req.memory_limit or (parse_size(str(stored_limit)) if stored_limit else None)
-    return store, run.id, suite, str(meta["device"]), folder, only_axes, memory_limit
+    return run.id, suite, str(meta["device"]), folder, only_axes, memory_limit
 
 
 def prepare_sweep(req: SweepRequest, note: Callable[[str], None] = lambda line: None) -> PreparedSweep | PlannedSweep:
@@ -197,11 +211,10 @@ def prepare_sweep(req: SweepRequest, note: Callable[[str], None] = lambda line: 
         raise SpecError("--launcher with --resume: a resumed sweep keeps the launcher it started with")
     if req.frameworks and req.resume_id:
         raise SpecError("--framework with --resume: a resumed sweep keeps the frameworks it started with")
-    store: Store | None = None
     run_id: str | None = None
     memory_limit = req.memory_limit
     if req.resume_id:
-        store, run_id, suite, dev, folder, only_axes, memory_limit = _resumed(req)
+        run_id, suite, dev, folder, only_axes, memory_limit = _resumed(req)
     else:
         if not req.suite_name:
             raise SpecError(f"name a suite ({', '.join(builtin_names())}) or a suite file, or --resume RUN_ID")
@@ -229,7 +242,7 @@ def prepare_sweep(req: SweepRequest, note: Callable[[str], None] = lambda line: 
     if req.dry_run:  # stored max batches come from the store itself: a server, or a file that exists
         target = parse_target(req.store_path)
         present = target.file is None or target.file.exists()
-        reader = store or (Store(req.store_path, readonly=True) if present else None)
+        reader = Store(req.store_path, readonly=True) if present else None
         found = tuple(
             lookup(reader, search_base(p.spec), settings.lo, settings.hi, settings.memory_limits.get(p.spec.model))
             if p.needs_search and reader is not None
@@ -241,7 +254,7 @@ def prepare_sweep(req: SweepRequest, note: Callable[[str], None] = lambda line: 
         raise SuiteError(f"suite {suite.name} has no point left after its exclusions and --only")
     # the rest of the gate; a framework not installed here is recorded `unsupported` by its points, not refused
     placeable([p.spec for p in planned], launchers, req.force, installed=False)
-    store = store or Store.open(req.store_path, defer=True)  # nothing written before the sweep starts
+    store = Store.open(req.store_path, defer=True)  # nothing written before the sweep starts, a resumed one too
     return PreparedSweep(
         req, suite, dev, folder, only_axes, memory_limit, tuple(planned), settings, launchers, store, run_id
     )

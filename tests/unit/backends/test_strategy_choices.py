@@ -120,7 +120,7 @@ def test_a_per_model_input_size_names_known_models_and_whole_numbers() -> None:
 
 def test_mxnet_ps_starts_its_scheduler_and_server_beside_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     from dlbench.launch import hosts
-    from dlbench.launch.process import GroupOutcome
+    from dlbench.launch.outcome import GroupOutcome
     from dlbench.wire import SERVER_VAR
 
     spec = _spec("mxnet", "ps", k=2)
@@ -140,7 +140,7 @@ def test_mxnet_ps_starts_its_scheduler_and_server_beside_the_workers(monkeypatch
 
 def test_tf_ps_is_one_coordinator_and_a_server_per_device_and_a_ps_task(monkeypatch: pytest.MonkeyPatch) -> None:
     from dlbench.launch import hosts
-    from dlbench.launch.process import GroupOutcome
+    from dlbench.launch.outcome import GroupOutcome
     from dlbench.wire import SERVER_VAR, configure_rank
 
     spec = _spec("tf", "ps", k=2)

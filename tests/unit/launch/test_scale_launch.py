@@ -16,7 +16,8 @@ from dlbench.launch.folder import point_folder
 from dlbench.launch.hosts import HostsConfig, env_file, forwarded
 from dlbench.launch.merge import collect, merge
 from dlbench.launch.mpirun import mpirun_argv
-from dlbench.launch.process import ChildOutcome, GroupOutcome, group_failure, oom_kills, run_group
+from dlbench.launch.outcome import ChildOutcome, GroupOutcome, group_failure
+from dlbench.launch.process import oom_kills, run_group
 from dlbench.launch.registry import Launchers
 from dlbench.launch.slurm import BATCH_SCRIPT, sbatch_argv
 from dlbench.launch.torchrun import failed_rank, torchrun_argv

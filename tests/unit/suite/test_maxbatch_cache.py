@@ -20,13 +20,13 @@ def test_max_batch_cache_keyed_on_the_probes_device(monkeypatch: pytest.MonkeyPa
     `rank_gpu`), not the controller's: a search placed by Slurm from a GPU-less login node on an H100 does not
     reuse the probes an earlier search ran on an A100; the same search again reuses its own (all but the first
     probe, whose worker says where the search runs)."""
-    from dlbench import worker
     from dlbench.analysis.record import point_result
     from dlbench.backends.fake import FakeBackend
     from dlbench.launch.registry import Launchers
     from dlbench.runapi import maxbatch
     from dlbench.spec import PointSpec
     from dlbench.wire import RANK_GPU
+    from dlbench.worker.measure import environment
     from tests.support.nvml_machine import FakeGpu, install
 
     a100 = "NVIDIA A100-SXM4-80GB"
@@ -40,7 +40,7 @@ def test_max_batch_cache_keyed_on_the_probes_device(monkeypatch: pytest.MonkeyPa
         device="cuda",
         launcher="slurm",
     )
-    env = worker._environment(FakeBackend(), base, RankContext(local_rank=1, local_world_size=2))
+    env = environment(FakeBackend(), base, RankContext(local_rank=1, local_world_size=2))
     assert env[RANK_GPU] == H100 and env["device_model"] == H100  # rank 1's GPU, as its worker sees it
 
     node: dict[str, Any] = {"gpu": a100, "fits": 37}  # the compute node Slurm places the probes on

@@ -8,7 +8,7 @@ LayerNorm keeps ``gamma``/``beta`` and, for BatchNorm, ``moving_mean``/``moving_
 from index 4, each a ``body`` of conv/BN/ReLU triples and a ``down`` projection); VGG and AlexNet are one
 SequentialCell holding torchvision's ``features`` cells at their indices, then the pool, the flatten and the
 ``classifier`` cells; BERT (models.BertForPretraining) names its cells as the canonical names do, the embeddings'
-flattened. Inception v3 is not described yet. MindSpore's CPU convolutions have no
+flattened. Inception v3 is not described yet. MindSpore's convolutions (Conv2D) take no
 float64, so its float32 run is judged (marked), as MegEngine's.
 """
 

@@ -1,8 +1,6 @@
-"""The child process that runs one point: ``<python> -m dlbench.worker SPEC.json RESULT.json``.
-
-It imports the framework (the controller never does), measures with the protocol, and writes a `WorkerResult`
-(dlbench.wire). Progress goes to stdout as progress lines. It imports nothing from dlbench.launch.
-"""
+"""What a point's worker measures and how it describes it: the convergence curve, the protocol's timed steps
+(with throttled progress lines for the controller), then the rank's raw record (its peak memory, the steps'
+calibration, the framework's facts and environment) as the `WorkerResult` the controller merges and judges."""
 
 from __future__ import annotations
 
@@ -13,21 +11,16 @@ import os
 import resource
 import sys
 import time
-import traceback
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dlbench.records import Status
 from dlbench.spec import PointSpec
 from dlbench.wire import (
     CONTROLLER_MEMORY,
     RANK_GPU,
     RankContext,
     WorkerResult,
-    configure_rank,
     edge_event,
     progress_line,
-    rank_result_path,
     watched_by_controller,
 )
 
@@ -112,7 +105,7 @@ def _no_edge(edge: str, repeat: int, total: int) -> None:
     return None
 
 
-def _own_memory_sampler(spec: PointSpec, ctx: RankContext) -> contextlib.AbstractContextManager[GpuSampler | None]:
+def own_memory_sampler(spec: PointSpec, ctx: RankContext) -> contextlib.AbstractContextManager[GpuSampler | None]:
     """A rank the controller cannot see (another host) samples its own device(s) memory; else nothing."""
     if spec.device != "cuda" or watched_by_controller(os.environ):
         return contextlib.nullcontext(None)
@@ -126,33 +119,7 @@ def _own_memory_sampler(spec: PointSpec, ctx: RankContext) -> contextlib.Abstrac
     return gpu_sampler(devices, lambda pid: pid == me, interval_s=0.05)
 
 
-def _die_with_parent() -> None:
-    """Linux: ask the kernel to SIGKILL this worker when the process that started it dies, so that a
-    `kill -9` of the controller (or of torchrun) leaves no worker training on. Elsewhere a no-op."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-    import signal
-
-    parent = os.getppid()
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(1)
-
-
-def _interruptible() -> None:
-    """Take SIGINT back as Ctrl-C (KeyboardInterrupt), however the worker was started. A controller started as a
-    shell's background job (`dlbench run ... &`) ignores SIGINT, and its workers inherited that, so the SIGINT it
-    sends them on SIGTERM or Ctrl-C was lost: a convergence run trained on until the grace ran out (#41)."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
-def _environment(backend: object, spec: PointSpec, ctx: RankContext | None = None) -> dict[str, str]:
+def environment(backend: object, spec: PointSpec, ctx: RankContext | None = None) -> dict[str, str]:
     """The backend's facts about the framework, plus this node's topology on several ranks and, on a GPU, the one
     this rank ran on as NVML names it here (`rank_gpu`, the max-batch cache's device; `device_model` where the
     backend gives none) with its MIG mode; never raises."""
@@ -175,39 +142,6 @@ def _environment(backend: object, spec: PointSpec, ctx: RankContext | None = Non
     return env
 
 
-def _oom(backend: object, exc: BaseException) -> bool:
-    """Whether the backend calls exc out of memory; False when its check fails itself (an API this version of the
-    framework lacks), so that the point keeps its error instead of losing its result."""
-    try:
-        return bool(backend.is_oom(exc))  # type: ignore[attr-defined]
-    except Exception:
-        return False
-
-
-def _gpu_refusal(backend: object, spec: PointSpec, ctx: RankContext) -> str | None:
-    """Why this rank's GPU cannot run the framework's build (no kernels for its architecture), or None."""
-    if spec.device != "cuda":
-        return None
-    from dlbench.backends.gpu_arch import rank_refusal
-
-    return rank_refusal(backend.gpu_build(), ctx)  # type: ignore[attr-defined]
-
-
-def refusal(backend: Backend, spec: PointSpec, ctx: RankContext | None = None) -> str | None:
-    """Why this point cannot run here (one line), or None: the capability table's rules (dlbench.refusals, what the
-    spec alone shows), the case the backend builds, its GPU build's kernels for this rank's GPU, then what only the
-    framework at hand can tell (`Backend.refuse`)."""
-    from dlbench.cases import get_case
-    from dlbench.refusals import refusal as spec_refusal
-
-    return (
-        spec_refusal(spec)
-        or backend.case_support(get_case(spec.model).configured(spec.params))
-        or _gpu_refusal(backend, spec, ctx or RankContext())
-        or backend.refuse(spec)
-    )
-
-
 def _ptx_jit(backend: Backend, spec: PointSpec, ctx: RankContext) -> str | None:
     """That this rank's GPU runs the build's PTX, JIT-compiled (backends/gpu_arch.ptx_jit), or None."""
     if spec.device != "cuda":
@@ -220,15 +154,7 @@ def _ptx_jit(backend: Backend, spec: PointSpec, ctx: RankContext) -> str | None:
         return None
 
 
-def _used_share(backend: Backend) -> float | None:
-    """The backend's used share of its device's memory; None where reading it fails too."""
-    try:
-        return backend.memory_used_share()
-    except Exception:
-        return None
-
-
-def _converge(trainer: Trainer, spec: PointSpec, case: Case, rank: int = 0) -> dict[str, object]:
+def converge(trainer: Trainer, spec: PointSpec, case: Case, rank: int = 0) -> dict[str, object]:
     """Train to the case's convergence target (analysis/targets.py) and return the curve and target as facts;
     rank 0 prints a progress line per reading (throttled)."""
     from dlbench.analysis.targets import target_for
@@ -252,71 +178,6 @@ def _converge(trainer: Trainer, spec: PointSpec, case: Case, rank: int = 0) -> d
     )
     trainer.keep_loss_window = False
     return {**curve.to_dict(), "target": target.to_dict()}
-
-
-def _stopped(backend: Backend, spec: PointSpec, ctx: RankContext, curve: dict[str, object], when: str) -> WorkerResult:
-    """The result of a convergence point stopped by Ctrl-C (the controller passes it on): an error with no
-    throughput, keeping the curve for the controller to judge and store (`interrupted` where it had not reached
-    its target)."""
-    from dlbench.analysis.convergence import CURVE_KEY
-
-    return WorkerResult(
-        status="error",
-        error=f"stopped by Ctrl-C {when}, after {curve['steps']} steps of its loss curve: the curve is kept",
-        env=_environment(backend, spec, ctx),
-        facts={CURVE_KEY: curve},
-    )
-
-
-def _checkpoints(spec: PointSpec, ctx: RankContext) -> Checkpoints | dict[str, object] | None:
-    """Where a convergence point's rank 0 saves the weights the independent evaluation reads (dlbench/evaluate.py);
-    why there is no evaluation where no rank holds the whole model; None for other points and ranks."""
-    if not spec.converge or ctx.rank != 0:
-        return None
-    lay = spec.layout
-    if lay.splits_model or lay.fsdp or lay.expert_parallel > 1:
-        return {"skipped": "the model is split across ranks: no rank holds its whole weights to evaluate"}
-    from dlbench.cases import get_case
-    from dlbench.evaluate import Checkpoints, unevaluated
-
-    why = unevaluated(get_case(spec.model))
-    if why is not None:  # a diffusion transformer's latents (#48)
-        return {"skipped": why}
-
-    return Checkpoints()
-
-
-def run(spec: PointSpec, ctx: RankContext) -> WorkerResult:
-    """Build, measure and describe one point in this process; once more with cuDNN autotuning off where the first
-    try failed with cuDNN's "no valid algorithm" (backends/cudnn_fallback; one-process points only: a rank that
-    tried again alone would leave its peers waiting in a collective)."""
-    from dlbench.backends import cudnn_fallback, load_backend
-
-    backend = load_backend(spec.framework)
-    result = _run(spec, ctx, backend)
-    if spec.processes > 1 or not cudnn_fallback.should_retry(result.status, result.error or "", backend.autotune_off):
-        return result
-    again = _run(spec, ctx, backend, retried=True)
-    return again.model_copy(
-        update={"facts": {**again.facts, cudnn_fallback.RETRIED: cudnn_fallback.retry_fact(result.error or "")}}
-    )
-
-
-def _failed(backend: Backend, spec: PointSpec, ctx: RankContext, exc: BaseException, retried: bool) -> WorkerResult:
-    """A point that raised: out of memory (also cuDNN's "no valid algorithm" with the memory nearly full, on the
-    retry) or an error, with the traceback's tail."""
-    from dlbench.backends import cudnn_fallback
-
-    status: Status = "oom" if _oom(backend, exc) else "error"
-    if retried and status == "error" and cudnn_fallback.exhausted(str(exc), _used_share(backend)):
-        status = "oom"
-    tail = traceback.format_exc().strip().splitlines()[-12:]
-    return WorkerResult(
-        status=status,
-        error=f"{type(exc).__name__}: {exc}".strip()[:2000],
-        traceback=tail,
-        env=_environment(backend, spec, ctx),
-    )
 
 
 def _peak_memory(spec: PointSpec, ctx: RankContext, sampler: GpuSampler | None) -> tuple[int | None, str]:
@@ -345,7 +206,7 @@ def _steps_facts(spec: PointSpec, measured: Measured, calibrate: bool) -> dict[s
 
 
 @dataclasses.dataclass(frozen=True)
-class _Timed:
+class Timed:
     """What one try measured: the protocol's windows (and whether it could calibrate them), the final loss, the
     allocator's peak, the checksums the controller compares, and the backend's facts."""
 
@@ -358,13 +219,13 @@ class _Timed:
     facts: dict[str, object]
 
 
-def _timed(
+def timed_steps(
     backend: Backend,
     trainer: Trainer,
     spec: PointSpec,
     ctx: RankContext,
     checkpoints: Checkpoints | dict[str, object] | None,
-) -> _Timed:
+) -> Timed:
     """The protocol's timed steps on a built trainer, then what is read after them; the trainer is closed."""
     from dlbench.protocol.runner import measure
 
@@ -388,14 +249,14 @@ def _timed(
         checkpoints.save(trainer, "end")  # and after the timed steps
     trainer.close()
     facts = dict(backend.facts())  # after timing; a collective here (MoE counters) fails as the point
-    return _Timed(measured, calibrate, loss, allocator, checksum, replicas, facts)
+    return Timed(measured, calibrate, loss, allocator, checksum, replicas, facts)
 
 
-def _result(
+def rank_result(
     backend: Backend,
     spec: PointSpec,
     ctx: RankContext,
-    timed: _Timed,
+    timed: Timed,
     sampler: GpuSampler | None,
     curve: dict[str, object] | None,
     checkpoints: Checkpoints | dict[str, object] | None,
@@ -425,7 +286,7 @@ def _result(
     facts.update(_steps_facts(spec, timed.measured, timed.calibrate))
     if sampler is not None and sampler.errors:
         facts["nvml_memory_errors"] = f"{sampler.errors} failed NVML call(s), the last: {sampler.error}"
-    env = _environment(backend, spec, ctx)
+    env = environment(backend, spec, ctx)
     if curve is not None:  # judged by the controller against its reference; a NaN there reads `diverged`
         from dlbench.analysis.convergence import CURVE_KEY, EVAL_KEY
 
@@ -441,61 +302,3 @@ def _result(
             status="failed_check", error=f"final loss is not finite: {timed.loss}", ranks=[raw], env=env, facts=facts
         )
     return WorkerResult(status="ok", ranks=[raw], env=env, facts=facts)
-
-
-def _run(spec: PointSpec, ctx: RankContext, backend: Backend, retried: bool = False) -> WorkerResult:
-    """One try of `run`; `retried`: the second, where cuDNN's "no valid algorithm" with the memory nearly full
-    reads as out of memory."""
-    from dlbench.backends.base import Unsupported
-    from dlbench.cases import get_case
-
-    case = get_case(spec.model).configured(spec.params)
-    reason = refusal(backend, spec, ctx)
-    if reason:
-        return WorkerResult(status="unsupported", error=reason, env=_environment(backend, spec, ctx))
-    curve: dict[str, object] | None = None
-    checkpoints = _checkpoints(spec, ctx)
-    with _own_memory_sampler(spec, ctx) as sampler:
-        try:
-            trainer = backend.build(spec, case, ctx)
-            curve = _converge(trainer, spec, case, ctx.rank) if spec.converge else None  # trains first: the curve (#34)
-            if curve is not None and curve["interrupted"]:  # Ctrl-C while it trained: its curve so far, no throughput
-                return _stopped(backend, spec, ctx, curve, "while its loss curve trained")
-            if checkpoints is not None and not isinstance(checkpoints, dict):
-                checkpoints.save(trainer, "target")  # the weights where the curve stopped (#44)
-            timed = _timed(backend, trainer, spec, ctx, checkpoints)
-        except Unsupported as exc:
-            return WorkerResult(status="unsupported", error=str(exc), env=_environment(backend, spec, ctx))
-        except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt) and curve is not None:  # its whole curve, judged as it is
-                return _stopped(backend, spec, ctx, curve, "while its throughput was measured")
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            return _failed(backend, spec, ctx, exc, retried)
-    return _result(backend, spec, ctx, timed, sampler, curve, checkpoints)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: read the spec file, write the result file; exit 0 when a result was written."""
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m dlbench.worker SPEC.json RESULT.json", file=sys.stderr)
-        return 2
-    _die_with_parent()
-    _interruptible()
-    spec_path, out_path = Path(args[0]), Path(args[1])
-    spec = PointSpec.from_json(spec_path.read_text())
-    ctx = configure_rank(spec, os.environ)  # torchrun, Slurm and MPI name ranks differently; before any import
-    if ctx.server >= 0:  # a parameter server beside the ranks: serves until every rank has written its result
-        from dlbench.backends import load_backend
-
-        results = [out_path] if spec.processes == 1 else [rank_result_path(out_path, r) for r in range(spec.processes)]
-        load_backend(spec.framework).serve(spec, ctx, results)
-        return 0
-    result = run(spec, ctx)
-    result.write(rank_result_path(out_path, ctx.rank) if spec.processes > 1 else out_path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
