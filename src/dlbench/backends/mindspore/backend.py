@@ -11,6 +11,10 @@ routing on the host, so it trains in PyNative only (its capability table refuses
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
 import mindspore as ms
 from mindspore.nn.utils import no_init_parameters
 
@@ -111,3 +115,8 @@ class MindsporeBackend(DecoderBackend):
             return count_trainable(build_model(case))
         with no_init_parameters():  # a decoder's shapes only: no weights made (the 8B would take 32 GB)
             return count_trainable(build_model(case))
+
+    def evaluator(self, spec: PointSpec, case: Case, weights: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        from dlbench.backends.mindspore import evaluate  # the evaluation process's own path: the model and its forward
+
+        return evaluate.evaluator(spec, case, weights)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import mindspore as ms
 from mindspore import Tensor, nn
 from mindspore.experimental.optim import AdamW
 
 from dlbench.backends.base import AllocatorPeak, Trainer
+from dlbench.backends.loss_sum import LossSum
 from dlbench.cases import Case
 
 Batch = list[Tensor]
@@ -55,9 +57,24 @@ class MindsporeTrainer(Trainer):
         self._step: Callable[..., Tensor] = ms.jit(train_step) if compiled else train_step
         self._tail = params[-1]  # the optimizer's last update, in MindSpore's in-order CPU pipeline
         self._last: Tensor | None = None
+        self._window = LossSum()  # the loss summed on the device since the last loss_window
 
     def train_step(self, batch: Batch) -> None:
         self._last = self._step(*batch)
+        if self.keep_loss_window:  # only while a convergence curve is read
+            self._window.add(self._last)
+
+    def loss_window(self) -> float:
+        """The mean loss since the last call: one host read of a sum kept on the device."""
+        mean = self._window.mean(lambda total: float(total.asnumpy()))
+        return self.loss() if mean is None else mean
+
+    def save_weights(self, folder: Path) -> None:
+        """The model's parameters (outside its loss Cell) as a MindSpore checkpoint, for the independent evaluation
+        of a --converge point (evaluate.py)."""
+        from dlbench.backends.mindspore import evaluate
+
+        evaluate.save(self.net.model, folder)
 
     def sync(self) -> None:
         if self.device_sync:
