@@ -9,6 +9,9 @@ IEEE FP32 only (``use_tensorcore`` 0, and NVIDIA_TF32_OVERRIDE=0 set by the pack
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import jittor as jt
 
@@ -89,3 +92,8 @@ class JittorBackend(Backend):
         if isinstance(case.arch, LlamaConfig):  # one block's parameters x layers: llama3_8b is never built whole
             return param_count(case.arch)
         return count_trainable(build_model(case))
+
+    def evaluator(self, spec: PointSpec, case: Case, weights: Path) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        from dlbench.backends.jittor import evaluate  # the evaluation process's own path: the model and its forward
+
+        return evaluate.evaluator(spec, case, weights)

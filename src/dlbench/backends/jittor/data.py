@@ -2,7 +2,8 @@
 (docs/data-layout.md) through a ``jittor.dataset.Dataset`` with worker processes.
 
 A batch is a list of Vars: [images, labels], BERT's arrays in ``BERT_KEYS`` order (integers int32, the
-masked-LM weights float32), or a decoder's [input_ids, labels] (int32; synthetic only).
+masked-LM weights float32), or a decoder's [input_ids, labels] (int32; synthetic or learnable). --converge feeds
+the learnable stream (data/learnable.py, the bytes torch's backend trains on), a new batch each step.
 
 Images: Pillow decode, random-resized-crop and flip (``dlbench.data.augment.decode_crop_flip``, the crop every
 backend shares) in Jittor's loader workers, drawing from numpy's global RNG, which ``jt.set_global_seed``
@@ -29,6 +30,7 @@ from dlbench.cases import Case, ImageInput, TextInput
 from dlbench.cases.gpt import sequence_length
 from dlbench.data.augment import bert_arrays, decode_crop_flip, enough_samples, numpy_rng
 from dlbench.data.layout import FLIP_PROB, MEAN, STD, TrainItem, image_root, read_train_list
+from dlbench.data.learnable import learnable_batches
 from dlbench.data.synthetic import BERT_KEYS, max_predictions, synthetic_bert, synthetic_gpt, synthetic_images
 from dlbench.spec import PointSpec, SpecError
 
@@ -107,6 +109,14 @@ def _normalised(dataset: Dataset) -> Iterator[Batch]:
         yield [(images.float32() - mean) / std, labels]
 
 
+def learnable(spec: PointSpec, case: Case) -> Iterator[Batch]:
+    """--converge: the learnable stream (its order the spec's seed, as torch's), each batch's arrays as Vars in the
+    order train_loss takes them, integers int32."""
+    keys = ("images", "labels") if isinstance(case.input, ImageInput) else ("input_ids", "labels")
+    for arrays in learnable_batches(case, spec.batch_size, spec.input_size, spec.seed):
+        yield [jt.array(arrays[k].astype(np.int32) if arrays[k].dtype.kind in "iu" else arrays[k]) for k in keys]
+
+
 def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed: int = 0) -> Batch:
     """One fixed batch (dlbench.data.synthetic): images float32 and labels int32, BERT's arrays in BERT_KEYS
     order (integers int32, weights float32), or a decoder's token ids and next-token labels (int32)."""
@@ -125,12 +135,14 @@ def synthetic_batch(case: Case, batch: int, input_size: int | None = None, seed:
 
 
 def batches(spec: PointSpec, case: Case) -> Iterator[Batch]:
-    """The point's input: the fixed synthetic batch, or endless real batches (images as [float32 NCHW
-    normalised, int32 labels], BERT as train_loss's inputs).
+    """The point's input: the learnable stream (--converge), the fixed synthetic batch, or endless real batches
+    (images as [float32 NCHW normalised, int32 labels], BERT as train_loss's inputs).
 
     A real loader's first batch is taken now, which starts its workers: call this before building the model,
     so that the forked workers do not inherit its memory (the worker's peak memory sums the process tree).
     """
+    if spec.converge:
+        return learnable(spec, case)
     if spec.data != "real":
         return fixed(synthetic_batch(case, spec.batch_size, spec.input_size, spec.seed))
     if isinstance(case.input, ImageInput):
@@ -147,6 +159,8 @@ def batches(spec: PointSpec, case: Case) -> Iterator[Batch]:
 
 def describe(spec: PointSpec) -> str:
     """How the input is fed, for the point's facts."""
+    if spec.converge:
+        return "learnable: a new batch drawn on the host every step (--converge)"
     if spec.data != "real":
         return "synthetic: one batch made once"
     workers = spec.loader_workers

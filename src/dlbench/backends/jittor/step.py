@@ -4,12 +4,14 @@ point's input."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import jittor as jt
 from jittor import nn
 
 from dlbench.backends.base import Trainer
 from dlbench.backends.jittor.models import train_loss
+from dlbench.backends.loss_sum import LossSum
 from dlbench.cases import Case
 
 Batch = list[jt.Var]
@@ -36,12 +38,26 @@ class JittorTrainer(Trainer):
         self.case, self.model = case, model
         self.optimizer = make_optimizer(case, model, global_batch)
         self._last: jt.Var | None = None
+        self._window = LossSum()  # the loss summed (a lazy Var, on the device) since the last loss_window
         model.train()
 
     def train_step(self, batch: Batch) -> None:
         loss = train_loss(self.case, self.model, batch)
         self.optimizer.step(loss)
         self._last = loss
+        if self.keep_loss_window:  # only while a convergence curve is read
+            self._window.add(loss)
+
+    def loss_window(self) -> float:
+        """The mean loss since the last call: one host read of a sum kept on the device."""
+        mean = self._window.mean(lambda total: float(total.item()))
+        return self.loss() if mean is None else mean
+
+    def save_weights(self, folder: Path) -> None:
+        """The model's state dict (jt.save, Jittor's own pickle), for the independent evaluation (evaluate.py)."""
+        from dlbench.backends.jittor import evaluate
+
+        evaluate.save(self.model, folder)
 
     def sync(self) -> None:
         jt.sync_all(True)
