@@ -19,6 +19,8 @@ from dlbench.spec import PointSpec
 CONVERGE_FRAMEWORKS: tuple[str, ...] = (
     "torch",
     "jax",
+    "mindspore",
+    "jittor",
     "fake",
     "paddle",
     "oneflow",
@@ -28,6 +30,8 @@ CONVERGE_FRAMEWORKS: tuple[str, ...] = (
 )  # backends that feed the learnable data
 # Backends whose learnable data is checked for some kinds of case only (#46): their other cases are refused.
 CONVERGE_TASKS: dict[str, tuple[str, ...]] = {
+    "mindspore": ("causal_lm", "image_classification"),
+    "jittor": ("causal_lm", "image_classification"),
     "paddle": ("causal_lm", "image_classification"),
     "oneflow": ("causal_lm", "image_classification"),
     "tf": ("causal_lm", "image_classification"),

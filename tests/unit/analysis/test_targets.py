@@ -39,6 +39,9 @@ def test_a_plain_converge_point_is_not_refused() -> None:
     assert refusal(_spec(model="bert_base", case_params=(("vocab", 65),))) is None  # the 64 tokens and [MASK] fit
     assert refusal(_spec(framework="mxnet")) is None  # MXNet's and MegEngine's image classifiers (#44)
     assert refusal(_spec(framework="megengine")) is None
+    for framework in ("mindspore", "jittor"):  # their image classifiers and decoders (#44)
+        assert refusal(_spec(framework=framework)) is None
+        assert refusal(_spec(framework=framework, model="llama_tiny")) is None
 
 
 @pytest.mark.parametrize(
@@ -53,6 +56,8 @@ def test_a_plain_converge_point_is_not_refused() -> None:
         ({"framework": "paddle", "model": "wide_deep"}, "paddle's causal_lm, image_classification cases only"),
         ({"framework": "tf", "model": "wide_deep"}, "tf's causal_lm, image_classification cases only, not wide_deep"),
         ({"framework": "tf", "devices_per_node": 2}, "tf on one device only"),
+        ({"framework": "jittor", "model": "bert_base"}, "jittor's causal_lm, image_classification cases only"),
+        ({"framework": "mindspore", "model": "bert_base"}, "mindspore's causal_lm, image_classification cases only"),
         ({"converge_steps": 0}, "at least 1"),
         ({"converge_target": 0.0}, "best possible loss"),
         ({"model": "gpt2_small", "converge_target": 1.0}, "cannot be reached"),
