@@ -1,8 +1,8 @@
-"""The evaluation forward that OneFlow's, Paddle's, MXNet's and MegEngine's evaluators share (#44): held-out numpy
-batches in, float32 logits out, batch norm's averages recomputed first (precise_bn.py). A framework's subclass
-supplies only its own calls (a tensor from numpy, numpy from a tensor, no-grad, its batch-norm statistics; where
-its layers have no train/eval mode and keep their statistics in the backward pass, MXNet's, the calibration's
-context and forward), so they all stay one path."""
+"""The evaluation forward that OneFlow's, Paddle's, MXNet's, MegEngine's, MindSpore's and Jittor's evaluators share
+(#44): held-out numpy batches in, float32 logits out, batch norm's averages recomputed first (precise_bn.py). A
+framework's subclass supplies only its own calls (a tensor from numpy, numpy from a tensor, no-grad, its batch-norm
+statistics; where its layers have no train/eval mode and keep their statistics in the backward pass, MXNet's, or
+switch modes otherwise, MindSpore's set_train, the calibration's context and forward), so they all stay one path."""
 
 from __future__ import annotations
 

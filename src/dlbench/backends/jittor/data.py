@@ -164,9 +164,12 @@ def describe(spec: PointSpec) -> str:
     if spec.data != "real":
         return "synthetic: one batch made once"
     workers = spec.loader_workers
-    if not workers:
-        return "jittor.dataset, in the training process"
-    return f"jittor.dataset, {workers} worker processes, prefetch {PREFETCH_PER_WORKER} batches each"
+    where = (
+        f"{workers} worker processes, prefetch {PREFETCH_PER_WORKER} batches each"
+        if workers
+        else "in the training process"
+    )
+    return f"jittor.dataset, {where}"
 
 
 __all__ = ["batches", "describe", "synthetic_batch"]
