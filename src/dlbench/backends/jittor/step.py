@@ -9,9 +9,8 @@ from pathlib import Path
 import jittor as jt
 from jittor import nn
 
-from dlbench.backends.base import Trainer
+from dlbench.backends.base import LossWindow, Trainer
 from dlbench.backends.jittor.models import train_loss
-from dlbench.backends.loss_sum import LossSum
 from dlbench.cases import Case
 
 Batch = list[jt.Var]
@@ -38,7 +37,7 @@ class JittorTrainer(Trainer):
         self.case, self.model = case, model
         self.optimizer = make_optimizer(case, model, global_batch)
         self._last: jt.Var | None = None
-        self._window = LossSum()  # the loss summed (a lazy Var, on the device) since the last loss_window
+        self._window = LossWindow()  # the loss summed (a lazy Var, on the device) since the last loss_window
         model.train()
 
     def train_step(self, batch: Batch) -> None:
@@ -50,8 +49,7 @@ class JittorTrainer(Trainer):
 
     def loss_window(self) -> float:
         """The mean loss since the last call: one host read of a sum kept on the device."""
-        mean = self._window.mean(lambda total: float(total.item()))
-        return self.loss() if mean is None else mean
+        return self._window.mean(lambda total: float(total.item()), self.loss)
 
     def save_weights(self, folder: Path) -> None:
         """The model's state dict (jt.save, Jittor's own pickle), for the independent evaluation (evaluate.py)."""

@@ -9,8 +9,7 @@ import mindspore as ms
 from mindspore import Tensor, nn
 from mindspore.experimental.optim import AdamW
 
-from dlbench.backends.base import AllocatorPeak, Trainer
-from dlbench.backends.loss_sum import LossSum
+from dlbench.backends.base import AllocatorPeak, LossWindow, Trainer
 from dlbench.cases import Case
 
 Batch = list[Tensor]
@@ -57,7 +56,7 @@ class MindsporeTrainer(Trainer):
         self._step: Callable[..., Tensor] = ms.jit(train_step) if compiled else train_step
         self._tail = params[-1]  # the optimizer's last update, in MindSpore's in-order CPU pipeline
         self._last: Tensor | None = None
-        self._window = LossSum()  # the loss summed on the device since the last loss_window
+        self._window = LossWindow()  # the loss summed on the device since the last loss_window
 
     def train_step(self, batch: Batch) -> None:
         self._last = self._step(*batch)
@@ -66,8 +65,7 @@ class MindsporeTrainer(Trainer):
 
     def loss_window(self) -> float:
         """The mean loss since the last call: one host read of a sum kept on the device."""
-        mean = self._window.mean(lambda total: float(total.asnumpy()))
-        return self.loss() if mean is None else mean
+        return self._window.mean(lambda total: float(total.asnumpy()), self.loss)
 
     def save_weights(self, folder: Path) -> None:
         """The model's parameters (outside its loss Cell) as a MindSpore checkpoint, for the independent evaluation
