@@ -22,7 +22,7 @@ import json, resource, sys
 held = bytearray(int(sys.argv[1]) * 2**20)
 for i in range(0, len(held), 4096):
     held[i] = 1
-from dlbench.worker import _peak_rss_bytes
+from dlbench.worker.measure import _peak_rss_bytes
 print(json.dumps([_peak_rss_bytes(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024]))
 '''
 out = [json.loads(subprocess.run([sys.executable, "-c", child, n], capture_output=True, text=True,
